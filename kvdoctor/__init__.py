@@ -1,0 +1,3 @@
+"""kvdoctor: preflight diagnostics for vLLM KV-cache deployments."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,62 @@
+"""Facts computed from other facts (kv-cache dtype catalogue, dry-run outcome), and the fact-name registry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvdoctor.facts import Facts, GpuFacts, ServeFacts, VersionFacts
+from kvdoctor.kv_dtypes import kv_dtype_facts
+
+DRYRUN_FACTS = {
+    "dryrun.status": "'passed', 'failed' or 'skipped'; unknown when no dry run ran",
+    "dryrun.source": "'vllm' (vLLM's real kernels) or 'probe' (kvdoctor's probe kernel)",
+    "dryrun.failure_kind": "classification of the first compile failure, e.g. bf16_to_fp8e4b15_assert",
+    "dryrun.failed_kernel": "name of the first kernel that failed",
+    "dryrun.innermost": "innermost exception of the first failure, 'Type: message'",
+    "dryrun.explained": "whether a rule's compile_kind names the failure kind",
+}
+
+
+def fact_names() -> set[str]:
+    """Every fact name rules may use (env.* names are open-ended)."""
+    blank = Facts(gpu=GpuFacts("none"), model=None, versions=VersionFacts(), serve=ServeFacts())
+    names = set(blank.flat()) | set(DRYRUN_FACTS)
+    names |= set(kv_dtype_facts("auto", None))
+    return names
+
+
+def is_fact_name(name: str) -> bool:
+    return name in _names() or (name.startswith("env.") and len(name) > 4)
+
+
+_CACHE: set[str] = set()
+
+
+def _names() -> set[str]:
+    if not _CACHE:
+        _CACHE.update(fact_names())
+    return _CACHE
+
+
+def derive_kv_facts(facts: Facts) -> dict[str, Any]:
+    return kv_dtype_facts(facts.serve.kv_cache_dtype, facts.versions.vllm)
+
+
+def derive_dryrun_facts(dry_run: dict[str, Any] | None, known_kinds: set[str]) -> dict[str, Any]:
+    """Dry-run facts from the dry run's JSON form; all unknown when there was none."""
+    if dry_run is None:
+        return {name: None for name in DRYRUN_FACTS}
+    failed = next((k for k in dry_run.get("kernels", []) if k.get("failure")), None)
+    failure = (failed or {}).get("failure") or {}
+    kind = failure.get("kind")
+    innermost = None
+    if failure:
+        innermost = f"{failure.get('innermost_type')}: {failure.get('innermost_message') or ''}".strip().rstrip(":")
+    return {
+        "dryrun.status": dry_run.get("status"),
+        "dryrun.source": "probe" if any(k.get("role") == "probe" for k in dry_run.get("kernels", [])) else "vllm",
+        "dryrun.failure_kind": kind,
+        "dryrun.failed_kernel": (failed or {}).get("kernel"),
+        "dryrun.innermost": innermost,
+        "dryrun.explained": (kind in known_kinds) if kind else None,
+    }

@@ -1,0 +1,170 @@
+"""Plain, frozen facts gathered by the probes: the only input to rules and reports.
+
+Every fact may be unknown (``None``); rules treat unknown with three-valued logic.
+``Facts.flat()`` exposes them under the dotted names that rules.yaml uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class GpuDevice:
+    """One GPU as a probe or the GPU table sees it."""
+
+    name: str
+    """Marketing name, e.g. 'NVIDIA A100-SXM4-80GB'."""
+    capability: tuple[int, int] | None
+    """CUDA compute capability as (major, minor), vLLM's convention."""
+    memory_gib: float | None = None
+    """Total device memory in GiB."""
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    """The GPU the deployment targets: a probed local GPU or a --gpu target."""
+
+    source: str
+    """'nvml', 'torch', 'target' (from --gpu) or 'none' (nothing found)."""
+    devices: tuple[GpuDevice, ...] = ()
+    """Every GPU seen, in index order."""
+    driver_version: str | None = None
+    """NVIDIA driver version when probed through NVML."""
+    cuda_driver_version: str | None = None
+    """Highest CUDA version the driver supports, e.g. '12.8'."""
+    notes: tuple[str, ...] = ()
+    """What the probes saw on the way (probe failures, mismatches between NVML and torch)."""
+
+    @property
+    def weakest(self) -> GpuDevice | None:
+        """The device that decides: the lowest capability, then the least memory."""
+        known = [d for d in self.devices if d.capability is not None]
+        if not known:
+            return self.devices[0] if self.devices else None
+        return min(known, key=lambda d: (d.capability, d.memory_gib or 0.0))
+
+    @property
+    def mixed(self) -> bool:
+        return len({(d.name, d.capability) for d in self.devices}) > 1
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What config.json says about the model, and the dtype vLLM would run it in."""
+
+    source: str
+    """Where config.json came from: a path, or 'hf-cache:<id>' / 'hub:<id>'."""
+    model_id: str | None = None
+    model_type: str | None = None
+    architectures: tuple[str, ...] = ()
+    config_dtype: str | None = None
+    """dtype declared by the checkpoint (torch name, e.g. 'bfloat16'); None when absent."""
+    dtype: str | None = None
+    """Effective model dtype after vLLM's resolution for the target GPU and --dtype."""
+    dtype_note: str | None = None
+    """How the effective dtype was reached (fallback, downcast, explicit flag)."""
+    head_dim: int | None = None
+    num_attention_heads: int | None = None
+    num_kv_heads: int | None = None
+    num_hidden_layers: int | None = None
+    hidden_size: int | None = None
+    is_mla: bool | None = None
+    """Multi-head latent attention (DeepSeek-V2/V3 style kv_lora_rank)."""
+    is_hybrid: bool | None = None
+    """Attention mixed with Mamba/linear-attention layers."""
+    sliding_window: int | None = None
+    quant_method: str | None = None
+    """quantization_config.quant_method, e.g. 'fp8', 'awq', 'modelopt'."""
+    kv_cache_quant_algo: str | None = None
+    """ModelOpt/compressed-tensors KV-cache quantization declared by the checkpoint."""
+    max_position_embeddings: int | None = None
+    has_remote_code: bool = False
+    """config.json declares auto_map (custom code); kvdoctor never runs it."""
+
+
+@dataclass(frozen=True)
+class VersionFacts:
+    """Versions of the serving stack, from distribution metadata (nothing is imported)."""
+
+    vllm: str | None = None
+    vllm_source: str | None = None
+    """'installed', '--vllm-version', '--vllm-source' or None when unknown."""
+    triton: str | None = None
+    torch: str | None = None
+    flashinfer: str | None = None
+    python: str | None = None
+
+
+@dataclass(frozen=True)
+class ServeFacts:
+    """The `vllm serve` flags and VLLM_* environment that shape the KV cache."""
+
+    kv_cache_dtype: str = "auto"
+    dtype: str = "auto"
+    attention_backend: str | None = None
+    """Forced backend from --attention-backend or VLLM_ATTENTION_BACKEND."""
+    attention_backend_source: str | None = None
+    quantization: str | None = None
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    max_model_len: int | None = None
+    gpu_memory_utilization: float = 0.9
+    block_size: int | None = None
+    enforce_eager: bool = False
+    speculative_config: str | None = None
+    trust_remote_code: bool = False
+    env: tuple[tuple[str, str], ...] = ()
+    """VLLM_* variables in effect."""
+    unknown_flags: tuple[str, ...] = ()
+    """Flags kvdoctor does not model; kept and listed, never rejected."""
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Everything kvdoctor knows before it judges."""
+
+    gpu: GpuFacts
+    model: ModelFacts | None
+    versions: VersionFacts
+    serve: ServeFacts
+    derived: dict[str, Any] = field(default_factory=dict)
+    """Facts computed from the others (e.g. 'kv.known_dtype', 'dryrun.status')."""
+
+    def flat(self) -> dict[str, Any]:
+        """Facts under rules.yaml's dotted names; unknown facts map to None."""
+        gpu = self.gpu.weakest
+        model = self.model or ModelFacts(source="none")
+        flat: dict[str, Any] = {
+            "gpu.name": gpu.name if gpu else None,
+            "gpu.capability": _capability_number(gpu.capability) if gpu else None,
+            "gpu.memory_gib": gpu.memory_gib if gpu else None,
+            "gpu.count": len(self.gpu.devices) if self.gpu.devices else None,
+            "gpu.mixed": self.gpu.mixed if self.gpu.devices else None,
+            "gpu.source": self.gpu.source,
+            "gpu.driver_version": self.gpu.driver_version,
+            "vllm.version": self.versions.vllm,
+            "triton.version": self.versions.triton,
+            "torch.version": self.versions.torch,
+            "flashinfer.version": self.versions.flashinfer,
+            "flashinfer.installed": (self.versions.flashinfer is not None)
+            if self.versions.vllm_source == "installed"
+            else None,
+        }
+        for name, value in asdict(model).items():
+            flat[f"model.{name}"] = list(value) if isinstance(value, tuple) else value
+        for name, value in asdict(self.serve).items():
+            if name != "env":
+                flat[f"serve.{name}"] = list(value) if isinstance(value, tuple) else value
+        for name, value in self.serve.env:
+            flat[f"env.{name}"] = value
+        flat.update(self.derived)
+        return flat
+
+
+def _capability_number(capability: tuple[int, int] | None) -> float | None:
+    """(8, 9) -> 8.9; minors never exceed 9, so the number orders like the tuple."""
+    if capability is None:
+        return None
+    return capability[0] + capability[1] / 10

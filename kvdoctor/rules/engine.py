@@ -1,0 +1,85 @@
+"""Evaluate rules over flat facts and turn them into findings. Pure: no I/O, no GPU."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from kvdoctor.report import Finding, Fix
+from kvdoctor.rules.conditions import unknown_facts
+from kvdoctor.rules.loader import Rule
+
+PLACEHOLDER = re.compile(r"\{([a-z_]+(?:\.[A-Za-z0-9_]+)+)\}")
+
+# How a user supplies an unknown fact, by fact-name prefix.
+FACT_HINTS = (
+    ("gpu.", "pass --gpu (e.g. --gpu A100) or run on the target machine"),
+    ("vllm.", "pass --vllm-version X or --vllm-source, or run where vLLM is installed"),
+    ("flashinfer.", "run where vLLM is installed so kvdoctor can see whether FlashInfer is"),
+    ("triton.", "run where vLLM is installed, or install triton"),
+    ("model.", "pass --model with a config.json that declares it"),
+    ("dryrun.", "install triton (pip install 'kvdoctor[compile]') so the dry run can compile"),
+)
+
+
+def hint_for(fact: str) -> str:
+    for prefix, hint in FACT_HINTS:
+        if fact.startswith(prefix):
+            return hint
+    return "supply it on the command line"
+
+
+def fill(template: str, facts: dict[str, Any]) -> str:
+    """Replace {fact.name} placeholders; unknown facts read 'unknown'."""
+
+    def value(match: re.Match[str]) -> str:
+        found = facts.get(match.group(1))
+        if found is None:
+            return "unknown"
+        if isinstance(found, float) and match.group(1) == "gpu.capability":
+            return f"{found:.1f}"
+        if isinstance(found, (list, tuple)):
+            return ", ".join(str(v) for v in found)
+        return str(found)
+
+    return PLACEHOLDER.sub(value, template)
+
+
+def evidence_for(rule: Rule, facts: dict[str, Any]) -> tuple[str, ...]:
+    """The known facts the rule tested, as 'name = value' lines."""
+    used = sorted(rule.when.facts_used()) if rule.when else []
+    return tuple(f"{name} = {facts[name]!r}" for name in used if facts.get(name) is not None)
+
+
+def finding_for(rule: Rule, facts: dict[str, Any], status: str = "fired") -> Finding:
+    decided_by: tuple[str, ...] = ()
+    if status == "undecided" and rule.when is not None:
+        decided_by = tuple(f"{name}: {hint_for(name)}" for name in unknown_facts(rule.when, facts))
+    return Finding(
+        rule_id=rule.id,
+        severity=rule.severity,
+        title=fill(rule.title, facts),
+        cause=fill(rule.cause, facts),
+        status=status,
+        evidence=evidence_for(rule, facts),
+        fixes=tuple(
+            Fix(title=fill(f.title, facts), flag=f.flag, env=f.env, version=f.version) for f in rule.fixes
+        ),
+        references=rule.references,
+        checked_against=rule.checked_against,
+        decided_by=decided_by,
+    )
+
+
+def evaluate_rules(rules: list[Rule], facts: dict[str, Any]) -> list[Finding]:
+    """A finding for every rule whose `when` holds, and an undecided one where unknown facts decide."""
+    findings = []
+    for rule in rules:
+        if rule.when is None:
+            continue
+        result = rule.when.evaluate(facts)
+        if result is True:
+            findings.append(finding_for(rule, facts))
+        elif result is None:
+            findings.append(finding_for(rule, facts, status="undecided"))
+    return findings

@@ -1,0 +1,202 @@
+"""Load and validate rules.yaml files into Rule objects.
+
+Every problem names the file, the rule id and the field, so an engineer extending the rules can
+fix them without reading Python.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kvdoctor.errors import RulesFileError
+from kvdoctor.rules.conditions import Condition, ConditionError, parse_condition
+
+SEVERITIES = ("error", "warning", "info")
+MAX_RULES_BYTES = 2 * 1024 * 1024
+RULE_ID = re.compile(r"^[A-Z][A-Z0-9]*-?[0-9]{3,}$")
+FIX_KEYS = {"title", "flag", "env", "version", "dry_run"}
+DRY_RUN_CHANGES = {"model_dtype", "kv_cache_dtype", "vllm"}
+SIGNATURE_KEYS = {"pattern", "role", "note"}
+SIGNATURE_ROLES = ("root", "wrapper")
+RULE_KEYS = {
+    "id", "title", "severity", "when", "cause", "fixes", "references", "checked_against",
+    "compile_kind", "signatures", "explain_only",
+}
+
+
+@dataclass(frozen=True)
+class FixSpec:
+    title: str
+    flag: str | None = None
+    env: str | None = None
+    version: str | None = None
+    dry_run: tuple[tuple[str, str], ...] = ()
+    """Changes to the dry-run inputs that apply this fix, so it can be compiled again."""
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A log pattern `kvdoctor explain` matches to this rule."""
+
+    pattern: re.Pattern[str]
+    role: str = "root"
+    """'root' when the line is the real failure, 'wrapper' when it hides one."""
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    title: str
+    severity: str
+    when: Condition | None
+    cause: str
+    fixes: tuple[FixSpec, ...]
+    references: tuple[str, ...]
+    checked_against: str | None
+    compile_kind: str | None
+    """The dry-run failure kind this rule explains; links static and compiled verdicts."""
+    signatures: tuple[Signature, ...]
+    explain_only: bool
+    """A rule used only to explain logs (no `when`)."""
+    origin: str
+    """The file the rule came from."""
+
+
+def load_rules(paths: list[Path], is_fact_name) -> list[Rule]:
+    """Load each file in order; a later file may not reuse an earlier id."""
+    rules: list[Rule] = []
+    seen: dict[str, str] = {}
+    for path in paths:
+        for rule in _load_file(path, is_fact_name):
+            if rule.id in seen:
+                raise RulesFileError(
+                    f"{path}: rule id '{rule.id}' is defined twice (first in {seen[rule.id]})",
+                    "give each rule a unique id",
+                )
+            seen[rule.id] = str(path)
+            rules.append(rule)
+    return rules
+
+
+def _load_file(path: Path, is_fact_name) -> list[Rule]:
+    try:
+        if path.stat().st_size > MAX_RULES_BYTES:
+            raise RulesFileError(f"{path}: rules file is over {MAX_RULES_BYTES // 1024} KiB", "split or trim it")
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RulesFileError(f"rules file not found: {path}", "check the --rules path") from None
+    except IsADirectoryError:
+        raise RulesFileError(f"rules path is a directory: {path}", "pass a YAML file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RulesFileError(f"cannot read rules file {path}: {exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise RulesFileError(f"{path}: not valid YAML{where}", "check indentation and quoting") from None
+    if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
+        raise RulesFileError(f"{path}: expected a mapping with a 'rules:' list at the top")
+    return [_parse_rule(path, index, raw, is_fact_name) for index, raw in enumerate(data["rules"])]
+
+
+def _parse_rule(path: Path, index: int, raw: Any, is_fact_name) -> Rule:
+    if not isinstance(raw, dict):
+        raise RulesFileError(f"{path}: rule #{index + 1} is not a mapping")
+    rule_id = raw.get("id")
+    where = f"{path}: rule '{rule_id}'" if isinstance(rule_id, str) else f"{path}: rule #{index + 1}"
+
+    def fail(field: str, problem: str) -> RulesFileError:
+        return RulesFileError(f"{where}, field '{field}': {problem}")
+
+    if not isinstance(rule_id, str) or not RULE_ID.match(rule_id):
+        raise fail("id", "needs an id like KVD101 (letters, then 3+ digits)")
+    unknown = set(raw) - RULE_KEYS
+    if unknown:
+        raise fail(sorted(unknown)[0], f"unknown field (allowed: {', '.join(sorted(RULE_KEYS))})")
+    for field in ("title", "cause"):
+        if not isinstance(raw.get(field), str) or not raw[field].strip():
+            raise fail(field, "must be a non-empty string")
+    if raw.get("severity") not in SEVERITIES:
+        raise fail("severity", f"must be one of {', '.join(SEVERITIES)}")
+    explain_only = bool(raw.get("explain_only", False))
+    when = None
+    if "when" in raw:
+        try:
+            when = parse_condition(raw["when"], is_fact_name)
+        except ConditionError as exc:
+            raise fail("when", str(exc)) from None
+    elif not explain_only:
+        raise fail("when", "is required (or set explain_only: true for log-only rules)")
+    references = raw.get("references", [])
+    if not isinstance(references, list) or not all(isinstance(r, str) for r in references):
+        raise fail("references", "must be a list of strings")
+    checked = raw.get("checked_against")
+    if checked is not None and not isinstance(checked, str):
+        raise fail("checked_against", "must be a string such as 'vllm 0.20.0-0.33.0'")
+    compile_kind = raw.get("compile_kind")
+    if compile_kind is not None and not isinstance(compile_kind, str):
+        raise fail("compile_kind", "must be a string")
+    return Rule(
+        id=rule_id,
+        title=raw["title"].strip(),
+        severity=raw["severity"],
+        when=when,
+        cause=raw["cause"].strip(),
+        fixes=tuple(_parse_fix(f, fail) for f in _list(raw.get("fixes", []), "fixes", fail)),
+        references=tuple(references),
+        checked_against=checked,
+        compile_kind=compile_kind,
+        signatures=tuple(_parse_signature(s, fail) for s in _list(raw.get("signatures", []), "signatures", fail)),
+        explain_only=explain_only,
+        origin=str(path),
+    )
+
+
+def _list(value: Any, field: str, fail) -> list[Any]:
+    if not isinstance(value, list):
+        raise fail(field, "must be a list")
+    return value
+
+
+def _parse_fix(raw: Any, fail) -> FixSpec:
+    if not isinstance(raw, dict) or not isinstance(raw.get("title"), str):
+        raise fail("fixes", "each fix needs a 'title'")
+    unknown = set(raw) - FIX_KEYS
+    if unknown:
+        raise fail("fixes", f"unknown key '{sorted(unknown)[0]}' (allowed: {', '.join(sorted(FIX_KEYS))})")
+    dry_run = raw.get("dry_run", {})
+    if not isinstance(dry_run, dict) or set(dry_run) - DRY_RUN_CHANGES:
+        raise fail("fixes", f"dry_run may change only {', '.join(sorted(DRY_RUN_CHANGES))}")
+    for key in ("flag", "env", "version"):
+        if raw.get(key) is not None and not isinstance(raw[key], str):
+            raise fail("fixes", f"'{key}' must be a string")
+    return FixSpec(
+        title=raw["title"],
+        flag=raw.get("flag"),
+        env=raw.get("env"),
+        version=raw.get("version"),
+        dry_run=tuple(sorted((str(k), str(v)) for k, v in dry_run.items())),
+    )
+
+
+def _parse_signature(raw: Any, fail) -> Signature:
+    if not isinstance(raw, dict) or not isinstance(raw.get("pattern"), str):
+        raise fail("signatures", "each signature needs a 'pattern' (a regular expression)")
+    unknown = set(raw) - SIGNATURE_KEYS
+    if unknown:
+        raise fail("signatures", f"unknown key '{sorted(unknown)[0]}'")
+    try:
+        pattern = re.compile(raw["pattern"])
+    except re.error as exc:
+        raise fail("signatures", f"bad regex {raw['pattern']!r}: {exc}") from None
+    role = raw.get("role", "root")
+    if role not in SIGNATURE_ROLES:
+        raise fail("signatures", f"role must be one of {', '.join(SIGNATURE_ROLES)}")
+    return Signature(pattern=pattern, role=role, note=raw.get("note"))
