@@ -1,0 +1,181 @@
+"""run_dry_run and verify_fixes: plan, look up the cache, compile the rest in a child, report."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from kvdoctor.dryrun import cache, compiler_process
+from kvdoctor.dryrun.kernel_source import DryRunSourceError, KernelSource, resolve_source
+from kvdoctor.dryrun.plans import (
+    PROBE_FILE,
+    PROBE_FP8_FORMATS,
+    TRITON_DTYPES,
+    TURBOQUANT_PRESETS,
+    CompileJob,
+    plan_probe,
+    plan_turboquant,
+)
+from kvdoctor.dryrun.records import CompileFailure, DryRunReport, DryRunRequest, FixVerification, KernelResult
+
+PROBE_LABEL = "kvdoctor probe kernel, not vLLM's"
+
+
+def dry_run_applies(kv_cache_dtype: str) -> bool:
+    """True when a dry run has a kernel to compile for this KV-cache dtype (TurboQuant presets, fp8*)."""
+    return kv_cache_dtype in TURBOQUANT_PRESETS or kv_cache_dtype in PROBE_FP8_FORMATS
+
+
+def _triton_version() -> str | None:
+    try:
+        return importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _skipped(request: DryRunRequest, reason: str, started: float, label: str = "none",
+             version: str | None = None, triton: str | None = None) -> DryRunReport:  # fmt: skip
+    return DryRunReport("skipped", request, (), label, version, triton, reason, time.perf_counter() - started)
+
+
+def _choose_plan(request: DryRunRequest, source: KernelSource | None) -> tuple[list[CompileJob], str]:
+    """Jobs and source label: vLLM's kernels for TurboQuant when found, else kvdoctor's probe."""
+    dtype = TRITON_DTYPES[request.model_dtype]
+    cap = tuple(request.capability)
+    if request.kv_cache_dtype in TURBOQUANT_PRESETS and source is not None:
+        jobs = plan_turboquant(request.kv_cache_dtype, dtype, request.head_dim, request.num_kv_heads, cap,
+                               request.block_size)  # fmt: skip
+        return jobs, source.label
+    why = "vLLM not installed" if source is None else "vLLM writes this fp8 cache outside Triton kernels"
+    return plan_probe(request.kv_cache_dtype, dtype, request.head_dim, cap), f"{PROBE_LABEL} ({why})"
+
+
+def _job_path(job: CompileJob, source: KernelSource | None) -> Path | None:
+    if job.role == "probe":
+        return Path(__file__).resolve().parents[2] / PROBE_FILE
+    return source.files.get(job.source_file) if source else None
+
+
+def _kernel_result(job: CompileJob, result: dict[str, Any], cached: bool) -> KernelResult:
+    failure = result.get("failure")
+    if failure is not None:
+        names = {f.name for f in dataclasses.fields(CompileFailure)}
+        failure = CompileFailure(**{k: v for k, v in failure.items() if k in names})
+    return KernelResult(job.kernel, job.role, job.source_file, result["status"], float(result["seconds"]),
+                        cached, job.inputs(), failure, result.get("note"))  # fmt: skip
+
+
+def _verdict(kernels: list[KernelResult]) -> tuple[str, str | None]:
+    bad = [k for k in kernels if k.status in ("failed", "crashed", "timeout")]
+    if bad:
+        first = bad[0]
+        kind = first.failure.kind if first.failure else first.status
+        return "failed", f"{first.kernel} {first.status} ({kind}) for this target"
+    skipped = [k for k in kernels if k.status == "skipped"]
+    if skipped:
+        return "skipped", f"{skipped[0].kernel} skipped: {skipped[0].note}"
+    return "passed", None
+
+
+def run_dry_run(request: DryRunRequest, *, cache_dir: Path | None = None, use_cache: bool = True,
+                timeout_s: float = 60.0) -> DryRunReport:  # fmt: skip
+    """Compile the kernels vLLM would compile for request on its target GPU, without that GPU.
+
+    Never raises for compiler trouble (failures, hangs, crashes are results); raises DryRunSourceError
+    (a KvdoctorError) when request.vllm_source is not a vllm wheel or tree.
+    """
+    started = time.perf_counter()
+    if not dry_run_applies(request.kv_cache_dtype):
+        return _skipped(request, f"no kernel to dry-run for kv_cache_dtype {request.kv_cache_dtype!r}", started)
+    if request.model_dtype not in TRITON_DTYPES:
+        return _skipped(request, f"model dtype {request.model_dtype!r} is not one kvdoctor can compile for", started)
+    triton_version = _triton_version()
+    if triton_version is None:
+        return _skipped(request, "Triton is not installed (pip install 'kvdoctor[compile]')", started)
+
+    notes: list[str] = []
+    usable, why_not = cache.usable_cache_dir(cache_dir if cache_dir is not None else cache.default_cache_dir())
+    if why_not:
+        notes.append(why_not)
+    with ExitStack() as stack:
+        scratch = usable or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kvdoctor-")))
+        source = resolve_source(request.vllm_source, scratch)
+        jobs, label = _choose_plan(request, source)
+        version = source.version if source else None
+        kernels: list[KernelResult | None] = [None] * len(jobs)
+        pending: list[tuple[int, str | None, dict[str, Any]]] = []
+        for index, job in enumerate(jobs):
+            path = _job_path(job, source)
+            if path is None:
+                note = f"{job.source_file} is not in {label}; this vLLM has no TurboQuant kernel to compile"
+                kernels[index] = KernelResult(job.kernel, job.role, job.source_file, "skipped", 0.0, False,
+                                              job.inputs(), None, note)  # fmt: skip
+                continue
+            key = cache.result_key(cache.file_sha256(path), triton_version, job.kernel, job.inputs())
+            hit = cache.load_result(usable, key) if usable and use_cache else None
+            if hit is not None:
+                try:
+                    kernels[index] = _kernel_result(job, hit, cached=True)
+                    continue
+                except (KeyError, TypeError, ValueError):
+                    pass  # an entry that parses but does not fit: recompile
+            pending.append((index, key, {**job.to_json(), "path": str(path)}))
+        if pending:
+            if usable and use_cache:
+                triton_cache = usable / "triton"
+            else:
+                triton_cache = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kvdoctor-triton-")))
+            outcomes = compiler_process.run_jobs([p for _, _, p in pending], timeout_s, triton_cache)
+            for (index, key, _), outcome in zip(pending, outcomes):
+                kernels[index] = _kernel_result(jobs[index], outcome, cached=False)
+                if usable and key:
+                    cache.store_result(usable, key, outcome)
+    results = [k for k in kernels if k is not None]
+    if notes:
+        results = [dataclasses.replace(k, note="; ".join(filter(None, [k.note, *notes]))) for k in results]
+    status, reason = _verdict(results)
+    return DryRunReport(status, request, tuple(results), label, version, triton_version, reason,
+                        time.perf_counter() - started)  # fmt: skip
+
+
+def verify_fixes(request: DryRunRequest, candidates: list[tuple[str, dict[str, Any]]], *,
+                 cache_dir: Path | None = None, use_cache: bool = True,
+                 timeout_s: float = 60.0) -> list[FixVerification]:  # fmt: skip
+    """Dry-run request with each candidate's changes; "verified" when that dry run passes."""
+    fields = {f.name for f in dataclasses.fields(DryRunRequest)}
+    verifications = []
+    for fix_id, changes in candidates:
+        if not set(changes) <= fields:
+            verifications.append(FixVerification(fix_id, dict(changes), "skipped", None))
+            continue
+        try:
+            report = run_dry_run(dataclasses.replace(request, **changes), cache_dir=cache_dir,
+                                 use_cache=use_cache, timeout_s=timeout_s)  # fmt: skip
+        except DryRunSourceError:
+            verifications.append(FixVerification(fix_id, dict(changes), "skipped", None))
+            continue
+        status = {"passed": "verified", "failed": "not_verified"}.get(report.status, "skipped")
+        verifications.append(FixVerification(fix_id, dict(changes), status, report))
+    return verifications
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def to_json(report: DryRunReport) -> dict[str, Any]:
+    """Plain JSON-able dict of a report, with failure_kind added."""
+    data = _plain(report)
+    data["failure_kind"] = report.failure_kind
+    return data
