@@ -12,7 +12,6 @@ one kernel. Only this child reads it.
 from __future__ import annotations
 
 import ctypes
-import faulthandler
 import importlib.util
 import json
 import os
@@ -21,8 +20,8 @@ import time
 import types
 from typing import Any, TextIO
 
-START = "KVDOCTOR-START"
-RESULT = "KVDOCTOR-RESULT"
+from kvdoctor.dryrun.protocol import RESULT, START
+
 LAYOUT_NOTE = "this vLLM's kernel changed; dry run skipped for it"
 
 # vLLM modules the kernel files import; registered as light stand-ins so vllm/__init__ never runs
@@ -130,7 +129,6 @@ def _emit(out: TextIO, line: str) -> None:
 
 
 def main() -> int:
-    faulthandler.enable()
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     sys.stdout = sys.stderr  # compiler chatter must not mix with the result lines
     jobs = json.load(sys.stdin)["jobs"]

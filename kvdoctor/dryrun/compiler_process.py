@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kvdoctor.dryrun.child import RESULT, START
+from kvdoctor.dryrun.protocol import RESULT, START
 
 _STDERR_TAIL = 1500
 
@@ -75,6 +75,15 @@ def _parse(out: str) -> tuple[list[int], dict[int, dict[str, Any]]]:
     return started, results
 
 
+def _stderr_tail(stderr: str) -> str | None:
+    """Last distinct stderr lines (LLVM repeats its warnings once per function)."""
+    lines: list[str] = []
+    for line in stderr.splitlines():
+        if line.strip() and line not in lines:
+            lines.append(line)
+    return "\n".join(lines)[-_STDERR_TAIL:] or None
+
+
 def _signal_name(returncode: int | None) -> str:
     if returncode is None:
         return "killed after the time limit"
@@ -92,7 +101,7 @@ def _lost(kind: str, kernel: str, returncode: int | None, stderr: str, seconds: 
         message = f"compiling {kernel} did not finish within {limit:.1f} s; the compiler process was {how}"
     else:
         message = f"the compiler process {how} while compiling {kernel}"
-    failure = {"kind": kind, "message": message, "innermost_message": stderr[-_STDERR_TAIL:].strip() or None}
+    failure = {"kind": kind, "message": message, "innermost_message": _stderr_tail(stderr)}
     return {"status": kind if kind == "timeout" else "crashed", "failure": failure, "note": None, "seconds": seconds}
 
 

@@ -1,0 +1,59 @@
+"""Shared fixtures for the dry-run tests: real vLLM wheels and one compile cache per test session.
+
+Import the fixtures into a test module with `from dryrun_support import ...`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvdoctor.dryrun import DryRunRequest
+
+WHEEL_VERSIONS = ("0.25.1", "0.26.0")
+
+
+def wheel_dir() -> Path:
+    """$KVDOCTOR_VLLM_WHEELS, else /root/.cache/kvdoctor-wheels (where CI pre-downloads them)."""
+    return Path(os.environ.get("KVDOCTOR_VLLM_WHEELS", "/root/.cache/kvdoctor-wheels"))
+
+
+def _find_wheel(directory: Path, version: str) -> Path | None:
+    found = sorted(directory.glob(f"vllm-{version}-*.whl"))
+    return found[0] if found else None
+
+
+@pytest.fixture(scope="session")
+def vllm_wheels() -> dict[str, Path]:
+    """Version -> released vLLM wheel; downloaded with pip when missing, skipped if that is impossible."""
+    directory = wheel_dir()
+    wheels: dict[str, Path] = {}
+    for version in WHEEL_VERSIONS:
+        wheel = _find_wheel(directory, version)
+        if wheel is None:
+            directory.mkdir(parents=True, exist_ok=True)
+            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", f"vllm=={version}", "-d", str(directory)]
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            wheel = _find_wheel(directory, version)
+            if wheel is None:
+                pytest.skip(f"vLLM {version} wheel not in {directory} and pip download failed: {done.stderr[-300:]}")
+        wheels[version] = wheel
+    return wheels
+
+
+@pytest.fixture(scope="session")
+def dryrun_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One compile cache for the whole session, so repeated requests compile once."""
+    return tmp_path_factory.mktemp("kvdoctor-cache")
+
+
+def founding_request(wheel: Path, **changes) -> DryRunRequest:
+    """The issue's deployment: TurboQuant k8v4, a bf16 model (Qwen2.5-3B: D=128, 2 KV heads), A100."""
+    fields = dict(kv_cache_dtype="turboquant_k8v4", model_dtype="bfloat16", head_dim=128, num_kv_heads=2,
+                  capability=(8, 0), block_size=16, vllm_source=str(wheel))  # fmt: skip
+    fields.update(changes)
+    return DryRunRequest(**fields)
