@@ -91,6 +91,8 @@ class VersionFacts:
     vllm: str | None = None
     vllm_source: str | None = None
     """'installed', '--vllm-version', '--vllm-source' or None when unknown."""
+    vllm_kernels: str | None = None
+    """Where the dry run reads vLLM's kernels: a wheel or tree path, 'installed', or None (probe kernel)."""
     triton: str | None = None
     torch: str | None = None
     flashinfer: str | None = None
@@ -157,6 +159,8 @@ class Facts:
         for name, value in asdict(self.serve).items():
             if name != "env":
                 flat[f"serve.{name}"] = list(value) if isinstance(value, tuple) else value
+        # No forced backend is a known fact (vLLM chooses), not an unknown one.
+        flat["serve.attention_backend"] = self.serve.attention_backend or "auto"
         for name, value in self.serve.env:
             flat[f"env.{name}"] = value
         flat.update(self.derived)

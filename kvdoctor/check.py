@@ -1,0 +1,98 @@
+"""`kvdoctor check`: facts -> dry run -> rules -> report."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kvdoctor.collect import CheckOptions, collect_facts
+from kvdoctor.derived import derive_dryrun_facts, derive_kv_facts
+from kvdoctor.facts import Facts
+from kvdoctor.reconcile import reconcile_with_dry_run
+from kvdoctor.report import Report
+from kvdoctor.rules import load_all_rules
+from kvdoctor.rules.engine import evaluate_rules
+from kvdoctor.verify import verify_finding_fixes
+
+
+@dataclass(frozen=True)
+class CheckSettings:
+    """How to judge: extra rules, the dry run and its cache."""
+
+    rules_files: tuple[Path, ...] = ()
+    compile: bool = True
+    compile_timeout_s: float = 60.0
+    use_cache: bool = True
+    fix_sources: tuple[str, ...] = ()
+    """vLLM wheels or trees a version fix may be verified with (--fix-source)."""
+    ignored: dict[str, str] = field(default_factory=dict)
+    """rule id -> reason, from a config file."""
+
+
+def run_check(options: CheckOptions, settings: CheckSettings) -> Report:
+    rules = load_all_rules(list(settings.rules_files))
+    facts = collect_facts(options)
+    flat = facts.flat() | derive_kv_facts(facts)
+    notes = list(facts.gpu.notes)
+    request, why_not = dry_run_request(facts) if settings.compile else (None, "--no-compile")
+    dry_run_json: dict[str, Any] | None = None
+    if request is None:
+        notes.append(f"dry run skipped: {why_not}")
+    else:
+        from kvdoctor.dryrun import run_dry_run, to_json
+
+        dry_report = run_dry_run(
+            request, cache_dir=options.cache_dir, use_cache=settings.use_cache, timeout_s=settings.compile_timeout_s
+        )
+        dry_run_json = to_json(dry_report)
+    known_kinds = {r.compile_kind for r in rules if r.compile_kind}
+    flat |= derive_dryrun_facts(dry_run_json, known_kinds)
+    findings = evaluate_rules(rules, flat)
+    findings = reconcile_with_dry_run(findings, rules, flat, dry_run_json)
+    if request is not None and dry_run_json and dry_run_json.get("status") == "failed":
+        findings = verify_finding_fixes(findings, rules, request, settings, options.cache_dir)
+    findings = [_apply_ignore(f, settings.ignored) for f in findings]
+    if facts.serve.unknown_flags:
+        notes.append("serve flags kvdoctor does not model (kept, not judged): " + " ".join(facts.serve.unknown_flags))
+    if facts.model and facts.model.dtype_note:
+        notes.append(f"model dtype: {facts.model.dtype_note}")
+    return Report(command="check", findings=tuple(findings), facts=flat, dry_run=dry_run_json, notes=tuple(notes))
+
+
+def dry_run_request(facts: Facts):
+    """The DryRunRequest these facts call for, or (None, why not)."""
+    serve, model, gpu = facts.serve, facts.model, facts.gpu.weakest
+    from kvdoctor.dryrun import DryRunRequest, dry_run_applies
+
+    if not dry_run_applies(serve.kv_cache_dtype):
+        return None, f"no kernel kvdoctor compiles for --kv-cache-dtype {serve.kv_cache_dtype}"
+    if gpu is None or gpu.capability is None:
+        return None, "the target GPU is unknown (pass --gpu)"
+    if model is None:
+        return None, "no model given (pass --model so the kernels get its dtype and head size)"
+    if model.dtype is None or model.head_dim is None or model.num_kv_heads is None:
+        return None, "config.json lacks the dtype or head sizes the kernels need"
+    if importlib.util.find_spec("triton") is None:
+        return None, "triton is not installed (pip install 'kvdoctor[compile]')"
+    kv_heads_per_rank = max(1, model.num_kv_heads // serve.tensor_parallel_size)
+    kernels = facts.versions.vllm_kernels
+    request = DryRunRequest(
+        kv_cache_dtype=serve.kv_cache_dtype,
+        model_dtype=model.dtype,
+        head_dim=model.head_dim,
+        num_kv_heads=kv_heads_per_rank,
+        capability=gpu.capability,
+        block_size=serve.block_size or 16,
+        vllm_source=None if kernels == "installed" else kernels,
+        use_probe=kernels is None,
+    )
+    return request, None
+
+
+def _apply_ignore(finding, ignored: dict[str, str]):
+    from dataclasses import replace
+
+    reason = ignored.get(finding.rule_id)
+    return replace(finding, ignored_reason=reason) if reason else finding

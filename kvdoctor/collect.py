@@ -1,0 +1,126 @@
+"""The facts stage: from command-line options to one frozen Facts object."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from kvdoctor.errors import UsageError
+from kvdoctor.facts import Facts, GpuFacts, ModelFacts, ServeFacts, VersionFacts
+from kvdoctor.probes.serve_args import MODEL_DTYPES, parse_serve_command
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """What the user asked `kvdoctor check` (flags win over a pasted serve command only when they agree)."""
+
+    model: str | None = None
+    serve_argv: tuple[str, ...] = ()
+    kv_cache_dtype: str | None = None
+    dtype: str | None = None
+    attention_backend: str | None = None
+    tensor_parallel_size: int | None = None
+    gpu: str | None = None
+    vllm_version: str | None = None
+    vllm_source: str | None = None
+    revision: str | None = None
+    offline: bool = False
+    cache_dir: Path | None = None
+    environ: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+
+
+def collect_facts(options: CheckOptions) -> Facts:
+    """Probe everything the rules need; raises KvdoctorError subclasses on bad input."""
+    command = parse_serve_command(list(options.serve_argv), options.environ)
+    serve = _merge_flags(command.serve, options)
+    model_arg = _one_model(options.model, command.model)
+    gpu = _gpu_facts(options.gpu)
+    versions = _version_facts(options)
+    model = _model_facts(model_arg, options, gpu, serve) if model_arg else None
+    return Facts(gpu=gpu, model=model, versions=versions, serve=serve)
+
+
+def _one_model(flag: str | None, pasted: str | None) -> str | None:
+    if flag and pasted and flag != pasted:
+        raise UsageError(f"conflicting models: --model {flag} but the serve command serves {pasted}")
+    return flag or pasted
+
+
+def _merge_flags(serve: ServeFacts, options: CheckOptions) -> ServeFacts:
+    overrides = {
+        "kv_cache_dtype": options.kv_cache_dtype,
+        "dtype": options.dtype,
+        "attention_backend": options.attention_backend.upper() if options.attention_backend else None,
+        "tensor_parallel_size": options.tensor_parallel_size,
+    }
+    defaults = ServeFacts()
+    changes = {}
+    for name, value in overrides.items():
+        if value is None:
+            continue
+        pasted = getattr(serve, name)
+        if pasted != getattr(defaults, name) and pasted != value:
+            raise UsageError(f"conflicting values for {name}: {value!r} here, {pasted!r} in the serve command")
+        changes[name] = value
+    if options.dtype is not None and options.dtype not in MODEL_DTYPES:
+        raise UsageError(f"unknown --dtype {options.dtype!r}", f"use one of {', '.join(MODEL_DTYPES)}")
+    if options.tensor_parallel_size is not None and options.tensor_parallel_size < 1:
+        raise UsageError("--tensor-parallel-size must be at least 1")
+    if options.attention_backend:
+        changes["attention_backend_source"] = "--attention-backend"
+    return replace(serve, **changes)
+
+
+def _gpu_facts(target: str | None) -> GpuFacts:
+    if target is not None:
+        from kvdoctor.probes.gpu_table import resolve_gpu_target
+
+        return GpuFacts("target", (resolve_gpu_target(target),))
+    from kvdoctor.probes.gpu import probe_gpu
+
+    return probe_gpu()
+
+
+def _version_facts(options: CheckOptions) -> VersionFacts:
+    from kvdoctor.probes.versions import probe_versions, version_of_source
+
+    from kvdoctor.vllm_sources import source_for_version
+
+    versions = probe_versions()
+    installed = "installed" if versions.vllm else None
+    if options.vllm_source and options.vllm_version:
+        raise UsageError("pass --vllm-source or --vllm-version, not both", "the source's own version is used")
+    if options.vllm_source:
+        version = version_of_source(Path(options.vllm_source))
+        return replace(versions, vllm=version, vllm_source="--vllm-source", vllm_kernels=options.vllm_source)
+    if options.vllm_version:
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            Version(options.vllm_version)
+        except InvalidVersion:
+            raise UsageError(f"--vllm-version {options.vllm_version!r} is not a version", "e.g. 0.25.1") from None
+        if options.vllm_version == versions.vllm:
+            kernels = installed
+        else:
+            kernels = source_for_version(options.vllm_version, options.cache_dir)
+        return replace(versions, vllm=options.vllm_version, vllm_source="--vllm-version", vllm_kernels=kernels)
+    return replace(versions, vllm_kernels=installed)
+
+
+def _model_facts(model: str, options: CheckOptions, gpu: GpuFacts, serve: ServeFacts) -> ModelFacts:
+    from kvdoctor.probes.model_config import read_model_facts
+    from kvdoctor.probes.model_dtype import resolve_model_dtype
+    from kvdoctor.probes.model_source import locate_config, offline_requested
+
+    download_dir = options.cache_dir / "hf" if options.cache_dir else None
+    location = locate_config(
+        model, revision=options.revision, offline=offline_requested(options.offline), download_dir=download_dir
+    )
+    facts = read_model_facts(location)
+    weakest = gpu.weakest
+    dtype, note = resolve_model_dtype(
+        facts.config_dtype, facts.model_type, serve.dtype, weakest.capability if weakest else None
+    )
+    return replace(facts, dtype=dtype, dtype_note=note)

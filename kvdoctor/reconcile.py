@@ -1,0 +1,78 @@
+"""Join the static verdict and the compiled one, so one explanation serves both and disagreements show."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from kvdoctor.report import Finding
+from kvdoctor.rules.engine import finding_for
+from kvdoctor.rules.loader import Rule
+
+
+def compile_evidence(dry_run: dict[str, Any]) -> list[str]:
+    """One line per compiled kernel, plus the innermost cause of each failure."""
+    lines = [f"dry run: {dry_run.get('source_label')}"]
+    for kernel in dry_run.get("kernels", []):
+        cached = ", cached" if kernel.get("cached") else ""
+        lines.append(f"compiled {kernel['kernel']} ({kernel.get('role')}): {kernel['status']}{cached}")
+        failure = kernel.get("failure")
+        if failure:
+            raised = failure.get("triton_file")
+            if raised:
+                raised = f"{raised}:{failure.get('triton_line')} in {failure.get('triton_function')}"
+            lines.append(
+                f"  innermost cause: {failure.get('innermost_type')}"
+                + (f": {failure['innermost_message']}" if failure.get("innermost_message") else "")
+                + (f" (raised in {raised})" if raised else "")
+            )
+            if failure.get("kernel_source_line"):
+                lines.append(
+                    f"  kernel line {failure.get('kernel_file')}:{failure.get('kernel_line')}: "
+                    f"{failure['kernel_source_line'].strip()}"
+                )
+        elif kernel.get("note"):
+            lines.append(f"  {kernel['note']}")
+    return lines
+
+
+def reconcile_with_dry_run(
+    findings: list[Finding], rules: list[Rule], facts: dict[str, Any], dry_run: dict[str, Any] | None
+) -> list[Finding]:
+    """Attach compile evidence to the rules that explain it; fire them when only the compile saw it;
+    flag a rule whose predicted failure the compile did not reproduce."""
+    if dry_run is None:
+        return findings
+    kind = facts.get("dryrun.failure_kind")
+    status = facts.get("dryrun.status")
+    evidence = tuple(compile_evidence(dry_run))
+    by_id = {f.rule_id: f for f in findings}
+    result = list(findings)
+    for rule in rules:
+        if not rule.compile_kind:
+            continue
+        finding = by_id.get(rule.id)
+        fired = finding is not None and finding.status == "fired"
+        if kind == rule.compile_kind:
+            if fired:
+                updated = replace(finding, evidence=finding.evidence + evidence)
+            else:
+                base = finding or finding_for(rule, facts)
+                note = (
+                    "the dry-run compile hit this failure although the static conditions did not predict it "
+                    f"({'some facts unknown' if finding else 'a new failure, or a stale rule'})"
+                )
+                updated = replace(base, status="fired", decided_by=(), evidence=base.evidence + (note,) + evidence)
+            result = [updated if f is finding else f for f in result] if finding else result + [updated]
+        elif fired and status == "passed" and _covers(dry_run, rule):
+            note = (
+                f"DISAGREEMENT: the dry run compiled the kernel for this target and it passed; "
+                f"rule {rule.id} (checked against {rule.checked_against}) may be stale for this vLLM/Triton"
+            )
+            result = [replace(f, evidence=f.evidence + (note,) + evidence) if f is finding else f for f in result]
+    return result
+
+
+def _covers(dry_run: dict[str, Any], rule: Rule) -> bool:
+    """Whether the dry run compiled what the rule talks about (kernels that could show its failure)."""
+    return any(k.get("status") == "passed" for k in dry_run.get("kernels", []))
