@@ -65,7 +65,7 @@ def check(
     from kvdoctor.collect import CheckOptions
 
     def work():
-        _check_choice("--fail-on", fail_on, FAIL_ON)
+        check_choice("--fail-on", fail_on, FAIL_ON)
         options = CheckOptions(
             model=model,
             serve_argv=tuple(ctx.args),
@@ -89,7 +89,7 @@ def check(
         )
         return run_check(options, settings)
 
-    _run(work, output_format, output, fail_on, verbose, debug)
+    run_and_exit(work, output_format, output, fail_on, verbose, debug)
 
 
 @app.command("rules")
@@ -113,7 +113,7 @@ def list_rules(
         for rule in load_all_rules(list(rules)):
             typer.echo(f"{rule.id}  {rule.severity:<7}  {rule.title}")
     except KvdoctorError as exc:
-        _fail_input(exc)
+        fail_input(exc)
 
 
 @app.command()
@@ -150,14 +150,14 @@ def _register_commands() -> None:
 _register_commands()
 
 
-def _check_choice(flag: str, value: str, choices: tuple[str, ...]) -> None:
+def check_choice(flag: str, value: str, choices: tuple[str, ...]) -> None:
     from kvdoctor.errors import UsageError
 
     if value not in choices:
         raise UsageError(f"{flag} {value!r} is not one of {', '.join(choices)}")
 
 
-def _run(work, output_format: str, output: Optional[Path], fail_on: str, verbose: bool, debug: bool) -> None:
+def run_and_exit(work, output_format: str, output: Optional[Path], fail_on: str, verbose: bool, debug: bool) -> None:
     """Run a command, render its report and exit with its code; user errors exit 2 on one line."""
     from kvdoctor.errors import KvdoctorError
     from kvdoctor.formats import renderer
@@ -179,7 +179,7 @@ def _run(work, output_format: str, output: Optional[Path], fail_on: str, verbose
     except KvdoctorError as exc:
         if debug:
             raise
-        _fail_input(exc)
+        fail_input(exc)
     raise typer.Exit(report.exit_code(fail_on))
 
 
@@ -192,7 +192,7 @@ def _write_output(path: Path, text: str) -> None:
         raise UsageError(f"cannot write --output {path}: {exc.strerror or exc}") from None
 
 
-def _fail_input(exc) -> None:
+def fail_input(exc) -> None:
     typer.echo(f"kvdoctor: error: {exc.one_line()}", err=True)
     raise typer.Exit(2)
 

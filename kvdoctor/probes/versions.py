@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import platform
+import zipfile
 from importlib import metadata
+from pathlib import Path
 
 from kvdoctor.facts import VersionFacts
 
@@ -34,3 +36,33 @@ def probe_versions() -> VersionFacts:
         flashinfer=found["flashinfer"],
         python=platform.python_version(),
     )
+
+
+def version_of_source(path: Path) -> str | None:
+    """The vLLM version of a wheel file or an unpacked tree, from its dist-info or file name."""
+    from kvdoctor.errors import UsageError
+
+    if path.is_file() and path.suffix == ".whl":
+        try:
+            with zipfile.ZipFile(path) as wheel:
+                for name in wheel.namelist():
+                    if name.endswith(".dist-info/METADATA") and name.startswith("vllm-"):
+                        return _metadata_version(wheel.read(name).decode("utf-8", "replace"))
+        except zipfile.BadZipFile:
+            raise UsageError(f"--vllm-source {path}: not a readable wheel file") from None
+        parts = path.name.split("-")
+        return parts[1] if len(parts) > 2 and parts[0] == "vllm" else None
+    if path.is_dir():
+        if not (path / "vllm").is_dir():
+            raise UsageError(f"--vllm-source {path}: no vllm/ package inside", "pass a vLLM wheel or an unpacked tree")
+        for metadata_file in sorted(path.glob("vllm-*.dist-info/METADATA")):
+            return _metadata_version(metadata_file.read_text("utf-8", "replace"))
+        return None
+    raise UsageError(f"--vllm-source {path}: not found", "pass a vLLM .whl file or an unpacked vLLM tree")
+
+
+def _metadata_version(text: str) -> str | None:
+    for line in text.splitlines():
+        if line.startswith("Version:"):
+            return line.split(":", 1)[1].strip()
+    return None

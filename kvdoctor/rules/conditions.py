@@ -173,6 +173,15 @@ def _parse_operand(fact: str, op: str, operand: Any) -> Any:
     return operand
 
 
+def holding_leaves(condition: Condition, facts: dict[str, Any]) -> list[Leaf]:
+    """Leaves that hold outside any `not`: the known part of a rule that already points at a problem."""
+    if isinstance(condition, Leaf):
+        return [condition] if condition.evaluate(facts) is True else []
+    if isinstance(condition, Not):
+        return []
+    return [leaf for part in condition.parts for leaf in holding_leaves(part, facts)]
+
+
 def unknown_facts(condition: Condition, facts: dict[str, Any]) -> list[str]:
     """Facts used by ``condition`` that are unknown: what would decide an UNKNOWN result."""
     return sorted(f for f in condition.facts_used() if facts.get(f) is None)

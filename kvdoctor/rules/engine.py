@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from kvdoctor.report import Finding, Fix
-from kvdoctor.rules.conditions import unknown_facts
+from kvdoctor.rules.conditions import holding_leaves, unknown_facts
 from kvdoctor.rules.loader import Rule
 
 PLACEHOLDER = re.compile(r"\{([a-z_]+(?:\.[A-Za-z0-9_]+)+)\}")
@@ -72,7 +72,8 @@ def finding_for(rule: Rule, facts: dict[str, Any], status: str = "fired") -> Fin
 
 
 def evaluate_rules(rules: list[Rule], facts: dict[str, Any]) -> list[Finding]:
-    """A finding for every rule whose `when` holds, and an undecided one where unknown facts decide."""
+    """A finding for every rule whose `when` holds, and an undecided one where unknown facts decide
+    and at least one known fact already points at the problem (pure speculation is left out)."""
     findings = []
     for rule in rules:
         if rule.when is None:
@@ -80,6 +81,6 @@ def evaluate_rules(rules: list[Rule], facts: dict[str, Any]) -> list[Finding]:
         result = rule.when.evaluate(facts)
         if result is True:
             findings.append(finding_for(rule, facts))
-        elif result is None:
+        elif result is None and holding_leaves(rule.when, facts):
             findings.append(finding_for(rule, facts, status="undecided"))
     return findings
