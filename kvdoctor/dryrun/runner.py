@@ -51,7 +51,7 @@ def _choose_plan(request: DryRunRequest, source: KernelSource | None) -> tuple[l
         jobs = plan_turboquant(request.kv_cache_dtype, dtype, request.head_dim, request.num_kv_heads, cap,
                                request.block_size)  # fmt: skip
         return jobs, source.label
-    why = "vLLM not installed" if source is None else "vLLM writes this fp8 cache outside Triton kernels"
+    why = "vLLM not installed" if source is None else "kvdoctor does not compile vLLM's own fp8 KV kernels"
     return plan_probe(request.kv_cache_dtype, dtype, request.head_dim, cap), f"{PROBE_LABEL} ({why})"
 
 
