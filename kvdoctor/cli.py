@@ -58,11 +58,29 @@ def check(
     fail_on: str = typer.Option("error", "--fail-on", help="Exit 1 when a finding reaches: error, warning, never."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also list every fact."),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks of kvdoctor's own errors."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Config file (default: nearest kvdoctor.toml or pyproject.toml [tool.kvdoctor])."),
 ) -> None:
     """Check a model + serve flags against a GPU and vLLM version. Also: kvdoctor check -- vllm serve MODEL ..."""
     from kvdoctor.cache_dir import default_cache_dir
     from kvdoctor.check import CheckSettings, run_check
     from kvdoctor.collect import CheckOptions
+    from kvdoctor.config_file import load_config
+    from kvdoctor.errors import KvdoctorError
+
+    try:
+        team = load_config(config)
+    except KvdoctorError as exc:
+        fail_input(exc)
+    # config values are defaults: a flag given on the command line wins
+    from typer._click.core import ParameterSource
+
+    explicit = {name for name in ctx.params if ctx.get_parameter_source(name) != ParameterSource.DEFAULT}
+    chosen = team.merged(ctx.params, explicit)
+    model, kv_cache_dtype, dtype, attention_backend, tensor_parallel_size, gpu = (chosen[n] for n in (
+        "model", "kv_cache_dtype", "dtype", "attention_backend", "tensor_parallel_size", "gpu"))  # fmt: skip
+    vllm_version, vllm_source, revision, offline, no_compile, compile_timeout, no_cache = (chosen[n] for n in (
+        "vllm_version", "vllm_source", "revision", "offline", "no_compile", "compile_timeout", "no_cache"))  # fmt: skip
+    output_format, fail_on, verbose = chosen["output_format"], chosen["fail_on"], chosen["verbose"]
 
     def work():
         check_choice("--fail-on", fail_on, FAIL_ON)
@@ -81,11 +99,12 @@ def check(
             cache_dir=default_cache_dir(),
         )
         settings = CheckSettings(
-            rules_files=tuple(rules),
+            rules_files=team.rules_files + tuple(rules),
             compile=not no_compile,
             compile_timeout_s=compile_timeout,
             use_cache=not no_cache,
-            fix_sources=tuple(fix_source),
+            fix_sources=team.fix_sources + tuple(fix_source),
+            ignored=dict(team.ignore),
         )
         return run_check(options, settings)
 
