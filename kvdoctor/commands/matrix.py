@@ -1,0 +1,137 @@
+"""`kvdoctor matrix`: a grid of verdicts (and KV-cache capacity) for one model across GPUs and KV-cache dtypes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+
+def _split(text: Optional[str]) -> tuple[str, ...]:
+    return tuple(part.strip() for part in (text or "").split(",") if part.strip())
+
+
+def default_gpus() -> tuple[str, ...]:
+    """Every GPU in the bundled table, weakest first."""
+    from kvdoctor.probes.gpu_table import gpu_table
+
+    devices = {d.name: d for d in gpu_table().values()}
+    return tuple(name for name, d in sorted(devices.items(), key=lambda item: (item[1].capability, item[0])))
+
+
+def default_kv_dtypes(vllm_version: str | None) -> tuple[str, ...]:
+    """Every --kv-cache-dtype value the target vLLM accepts (all kvdoctor knows when the version is unknown)."""
+    from kvdoctor.kv_dtypes import _catalogue, accepted_values
+
+    accepted = accepted_values(vllm_version)
+    return tuple(accepted if accepted is not None else [v.name for v in _catalogue()[1]])
+
+
+def target_vllm_version(vllm_version: str | None, vllm_source: str | None) -> str | None:
+    if vllm_version:
+        return vllm_version
+    from kvdoctor.probes.versions import probe_versions, version_of_source
+
+    return version_of_source(Path(vllm_source)) if vllm_source else probe_versions().vllm
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def matrix(
+        model: str = typer.Option(..., "--model", "-m", help="Model directory, config.json, or Hugging Face id."),
+        gpus: Optional[str] = typer.Option(None, "--gpus", help="Comma-separated GPUs (default: every GPU `kvdoctor gpus` lists)."),
+        kv_cache_dtypes: Optional[str] = typer.Option(None, "--kv-cache-dtypes", help="Comma-separated values (default: every value the target vLLM accepts)."),
+        vllm_source: Optional[str] = typer.Option(None, "--vllm-source", help="A vLLM wheel or unpacked tree whose kernels to compile."),
+        vllm_version: Optional[str] = typer.Option(None, "--vllm-version", help="Judge as this vLLM version."),
+        dtype: Optional[str] = typer.Option(None, "--dtype", help="As vLLM's --dtype."),
+        tensor_parallel_size: Optional[int] = typer.Option(None, "--tensor-parallel-size", help="As vLLM's -tp (capacity is per GPU)."),
+        gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization", help="As vLLM's; sizes the KV cache."),
+        max_model_len: Optional[int] = typer.Option(None, "--max-model-len", help="For max concurrent sequences (default: the model's)."),
+        revision: Optional[str] = typer.Option(None, "--revision", help="Model revision on the Hugging Face hub."),
+        offline: bool = typer.Option(False, "--offline", help="Never use the network."),
+        rules: List[Path] = typer.Option([], "--rules", help="Extra rules file(s)."),
+        no_compile: bool = typer.Option(False, "--no-compile", help="Rules only, no dry-run compiles."),
+        no_cache: bool = typer.Option(False, "--no-cache", help="Compile again even if cached."),
+        compile_timeout: float = typer.Option(60.0, "--compile-timeout", help="Seconds before one compile is given up."),
+        workers: Optional[int] = typer.Option(None, "--workers", help="Processes (default: the machine's cores)."),
+        output_format: str = typer.Option("table", "--format", "-f", help="table, json, csv or html."),
+        output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write --format output here; the terminal still gets the table."),
+    ) -> None:
+        """Which KV-cache dtype works on which GPU for this model and vLLM: verdicts, rule ids and KV capacity."""
+        from kvdoctor.cli import fail_input
+        from kvdoctor.errors import KvdoctorError, UsageError
+
+        try:
+            from kvdoctor.matrix.formats import matrix_renderer
+
+            render = matrix_renderer(output_format)
+            if not 0 < gpu_memory_utilization <= 1:
+                raise UsageError("--gpu-memory-utilization must be in (0, 1]")
+            if max_model_len is not None and max_model_len < 1:
+                raise UsageError("--max-model-len must be at least 1")
+            request = _request(model, gpus, kv_cache_dtypes, vllm_source, vllm_version, dtype, tensor_parallel_size,
+                               gpu_memory_utilization, max_model_len, revision, offline, rules, no_compile, no_cache,
+                               compile_timeout, workers)  # fmt: skip
+            result = _run_with_progress(request)
+            if output is not None:
+                try:
+                    output.write_text(render(result), encoding="utf-8")
+                except OSError as exc:
+                    raise UsageError(f"cannot write --output {output}: {exc.strerror or exc}") from None
+            if output is None and output_format != "table":
+                typer.echo(render(result), nl=False)
+            else:
+                from rich.console import Console
+
+                from kvdoctor.matrix.formats.table import print_matrix
+
+                print_matrix(result, Console(highlight=False))
+        except KvdoctorError as exc:
+            fail_input(exc)
+
+
+def _request(model, gpus, kv_cache_dtypes, vllm_source, vllm_version, dtype, tensor_parallel_size,
+             gpu_memory_utilization, max_model_len, revision, offline, rules, no_compile, no_cache,
+             compile_timeout, workers):  # fmt: skip
+    from kvdoctor.cache_dir import default_cache_dir
+    from kvdoctor.check import CheckSettings
+    from kvdoctor.collect import CheckOptions
+    from kvdoctor.errors import UsageError
+    from kvdoctor.matrix import MatrixRequest
+    from kvdoctor.probes.gpu_table import resolve_gpu_target
+
+    if vllm_source and vllm_version:
+        raise UsageError("pass --vllm-source or --vllm-version, not both", "the source's own version is used")
+    gpu_list = _split(gpus) or default_gpus()
+    for gpu in gpu_list:
+        resolve_gpu_target(gpu)  # an unknown name fails here, once, not in every cell
+    dtypes = _split(kv_cache_dtypes) or default_kv_dtypes(target_vllm_version(vllm_version, vllm_source))
+    if workers is not None and workers < 1:
+        raise UsageError("--workers must be at least 1")
+    options = CheckOptions(model=model, dtype=dtype, tensor_parallel_size=tensor_parallel_size,
+                           vllm_version=vllm_version, vllm_source=vllm_source, revision=revision, offline=offline,
+                           cache_dir=default_cache_dir())  # fmt: skip
+    settings = CheckSettings(rules_files=tuple(rules), compile=not no_compile, compile_timeout_s=compile_timeout,
+                             use_cache=not no_cache)  # fmt: skip
+    return MatrixRequest(model=model, gpus=gpu_list, kv_cache_dtypes=dtypes, options=options, settings=settings,
+                         gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
+                         workers=workers)  # fmt: skip
+
+
+def _run_with_progress(request):
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from kvdoctor.matrix import run_matrix
+
+    total = len(request.gpus) * len(request.kv_cache_dtypes)
+    columns = (TextColumn("[bold]matrix[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("{task.description}"))  # fmt: skip
+    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task("", total=total)
+
+        def advance(cell) -> None:
+            progress.update(task, advance=1, description=f"{cell.gpu} / {cell.kv_cache_dtype}: {cell.verdict}")
+
+        return run_matrix(request, on_cell=advance)
