@@ -14,7 +14,7 @@ from kvdoctor.reconcile import reconcile_with_dry_run
 from kvdoctor.report import Report
 from kvdoctor.rules import load_all_rules
 from kvdoctor.rules.engine import evaluate_rules
-from kvdoctor.verify import verify_finding_fixes
+from kvdoctor.verify import attach_verifications, fix_candidates
 
 
 @dataclass(frozen=True)
@@ -37,28 +37,62 @@ def run_check(options: CheckOptions, settings: CheckSettings) -> Report:
     flat = facts.flat() | derive_kv_facts(facts)
     notes = list(facts.gpu.notes)
     request, why_not = dry_run_request(facts) if settings.compile else (None, "--no-compile")
+    known_kinds = {r.compile_kind for r in rules if r.compile_kind}
     dry_run_json: dict[str, Any] | None = None
+    fix_outcomes: dict[str, dict] = {}
+    unverifiable: dict[str, str] = {}
     if request is None:
         notes.append(f"dry run skipped: {why_not}")
     else:
-        from kvdoctor.dryrun import run_dry_run, to_json
-
-        dry_report = run_dry_run(
-            request, cache_dir=options.cache_dir, use_cache=settings.use_cache, timeout_s=settings.compile_timeout_s
-        )
-        dry_run_json = to_json(dry_report)
-    known_kinds = {r.compile_kind for r in rules if r.compile_kind}
+        static = evaluate_rules(rules, flat | derive_dryrun_facts(None, known_kinds))
+        dry_run_json, fix_outcomes, unverifiable = _compile(request, static, rules, options, settings)
     flat |= derive_dryrun_facts(dry_run_json, known_kinds)
     findings = evaluate_rules(rules, flat)
     findings = reconcile_with_dry_run(findings, rules, flat, dry_run_json)
     if request is not None and dry_run_json and dry_run_json.get("status") == "failed":
-        findings = verify_finding_fixes(findings, rules, request, settings, options.cache_dir)
+        missing = [f for f in findings if f.status == "fired" and not any(k.startswith(f.rule_id + ":") for k in fix_outcomes)]
+        if missing:  # fired only once the compile failed: verify their fixes now
+            extra, extra_unverifiable = _compile_fixes(request, missing, rules, options, settings)
+            fix_outcomes |= extra
+            unverifiable |= extra_unverifiable
+        findings = attach_verifications(findings, fix_outcomes, unverifiable)
     findings = [_apply_ignore(f, settings.ignored) for f in findings]
     if facts.serve.unknown_flags:
         notes.append("serve flags kvdoctor does not model (kept, not judged): " + " ".join(facts.serve.unknown_flags))
     if facts.model and facts.model.dtype_note:
         notes.append(f"model dtype: {facts.model.dtype_note}")
     return Report(command="check", findings=tuple(findings), facts=flat, dry_run=dry_run_json, notes=tuple(notes))
+
+
+def _compile(request, static, rules, options, settings):
+    """The check's dry run plus, speculatively, the fixes of statically fired rules: one compiler process."""
+    from kvdoctor.dryrun import run_dry_runs, to_json
+
+    fix_requests, unverifiable = fix_candidates(static, rules, request, options.cache_dir, settings.fix_sources)
+    keys = list(fix_requests)
+    reports = run_dry_runs(
+        [request, *fix_requests.values()],
+        cache_dir=options.cache_dir,
+        use_cache=settings.use_cache,
+        timeout_s=settings.compile_timeout_s,
+    )
+    outcomes = {key: to_json(report) for key, report in zip(keys, reports[1:])}
+    return to_json(reports[0]), outcomes, unverifiable
+
+
+def _compile_fixes(request, findings, rules, options, settings):
+    from kvdoctor.dryrun import run_dry_runs, to_json
+
+    fix_requests, unverifiable = fix_candidates(findings, rules, request, options.cache_dir, settings.fix_sources)
+    if not fix_requests:
+        return {}, unverifiable
+    reports = run_dry_runs(
+        list(fix_requests.values()),
+        cache_dir=options.cache_dir,
+        use_cache=settings.use_cache,
+        timeout_s=settings.compile_timeout_s,
+    )
+    return {key: to_json(r) for key, r in zip(fix_requests, reports)}, unverifiable
 
 
 def dry_run_request(facts: Facts):

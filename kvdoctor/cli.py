@@ -72,7 +72,7 @@ def check(
     except KvdoctorError as exc:
         fail_input(exc)
     # config values are defaults: a flag given on the command line wins
-    from typer._click.core import ParameterSource
+    from click.core import ParameterSource
 
     explicit = {name for name in ctx.params if ctx.get_parameter_source(name) != ParameterSource.DEFAULT}
     chosen = team.merged(ctx.params, explicit)
@@ -218,13 +218,13 @@ def fail_input(exc) -> None:
 
 def main() -> None:
     """Entry point: usage errors become one line and exit 2, like kvdoctor's own."""
-    from typer._click import exceptions as click_errors  # typer vendors click
+    from click import exceptions as click_errors
 
     try:
         result = app(standalone_mode=False)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except click_errors.NoArgsIsHelpError as exc:
+    except getattr(click_errors, "NoArgsIsHelpError", ()) as exc:  # click >= 8.2
         typer.echo(exc.ctx.get_help() if exc.ctx else "see kvdoctor --help")
         sys.exit(0)
     except click_errors.ClickException as exc:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-import yaml
+from kvdoctor.yaml_safe import load_yaml
 from packaging.version import InvalidVersion, Version
 
 OLDEST_READ = Version("0.19.0")
@@ -22,7 +22,7 @@ class KvDtype:
 
 @lru_cache(maxsize=1)
 def _catalogue() -> tuple[Version, tuple[KvDtype, ...]]:
-    raw = yaml.safe_load(resources.files("kvdoctor.data").joinpath("kv_cache_dtypes.yaml").read_text("utf-8"))
+    raw = load_yaml(resources.files("kvdoctor.data").joinpath("kv_cache_dtypes.yaml").read_text("utf-8"))
     values = tuple(
         KvDtype(v["name"], Version(v["since"]) if "since" in v else None, v.get("platform")) for v in raw["values"]
     )

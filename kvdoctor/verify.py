@@ -1,64 +1,74 @@
-"""Compile each fix that changes a dry-run input, and mark it verified or not."""
+"""Compile each fix that changes a dry-run input, and mark it verified or not.
+
+Fix candidates are planned from the static verdict before the dry run, so the check's own compile and
+its fix compiles share one compiler process.
+"""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
 
-from kvdoctor.report import Finding, Fix
+from kvdoctor.report import Finding
 from kvdoctor.rules.loader import Rule
 from kvdoctor.vllm_sources import source_at_least
 
 
-def verify_finding_fixes(findings: list[Finding], rules: list[Rule], request, settings, cache_dir: Path | None) -> list[Finding]:
-    """Fired findings with dry-run-backed fixes get each such fix compiled and marked."""
-    from kvdoctor.dryrun import verify_fixes
+def fix_candidates(findings: list[Finding], rules: list[Rule], request, cache_dir: Path | None,
+                   fix_sources: tuple[str, ...]) -> tuple[dict[str, object], dict[str, str]]:
+    """(fix key -> changed DryRunRequest, fix key -> why it cannot be compiled) for the findings' rules.
 
+    A fix key is 'RULE_ID:index' into the rule's fixes.
+    """
     rules_by_id = {r.id: r for r in rules}
-    result = []
+    requests: dict[str, object] = {}
+    unverifiable: dict[str, str] = {}
     for finding in findings:
         rule = rules_by_id.get(finding.rule_id)
-        if finding.status != "fired" or rule is None or not any(f.dry_run for f in rule.fixes):
-            result.append(finding)
+        if rule is None:
             continue
-        candidates, unverifiable = [], {}
         for index, spec in enumerate(rule.fixes):
             if not spec.dry_run:
                 continue
-            changes = dict(spec.dry_run)
+            key = f"{rule.id}:{index}"
+            changes: dict[str, object] = dict(spec.dry_run)
             if "vllm" in changes:
-                found = source_at_least(changes.pop("vllm"), cache_dir, settings.fix_sources)
+                minimum = str(changes.pop("vllm"))
+                found = source_at_least(minimum, cache_dir, fix_sources)
                 if found is None:
-                    unverifiable[index] = (
-                        f"no vLLM >= {dict(spec.dry_run)['vllm']} source to compile; "
-                        "pass --fix-source WHEEL (e.g. from `pip download --no-deps vllm==0.27.0`)"
+                    unverifiable[key] = (
+                        f"no vLLM >= {minimum} kernels at hand to compile; pass --fix-source WHEEL "
+                        f"(from `pip download --no-deps vllm=={minimum}`)"
                     )
                     continue
                 changes.update(vllm_source=found[1], use_probe=False)
-            candidates.append((str(index), changes))
-        outcomes = {
-            v.fix_id: v
-            for v in verify_fixes(
-                request, candidates, cache_dir=cache_dir, use_cache=settings.use_cache, timeout_s=settings.compile_timeout_s
-            )
-        } if candidates else {}
+            requests[key] = replace(request, **changes)
+    return requests, unverifiable
+
+
+def attach_verifications(findings: list[Finding], outcomes: dict[str, dict], unverifiable: dict[str, str]) -> list[Finding]:
+    """Mark each fix of a fired finding with its compile outcome (outcomes: fix key -> dry-run JSON)."""
+    result = []
+    for finding in findings:
+        if finding.status != "fired":
+            result.append(finding)
+            continue
         fixes = []
         for index, fix in enumerate(finding.fixes):
-            outcome = outcomes.get(str(index))
-            if outcome is not None:
-                fixes.append(replace(fix, verified=outcome.status, verification_note=_describe(outcome)))
-            elif index in unverifiable:
-                fixes.append(replace(fix, verified="not_verified", verification_note=unverifiable[index]))
-            else:
-                fixes.append(fix)
+            key = f"{finding.rule_id}:{index}"
+            if key in outcomes:
+                report = outcomes[key]
+                verified = {"passed": "verified", "failed": "not_verified"}.get(report["status"], "skipped")
+                fix = replace(fix, verified=verified, verification_note=_describe(report))
+            elif key in unverifiable:
+                fix = replace(fix, verified="not_verified", verification_note=unverifiable[key])
+            fixes.append(fix)
         result.append(replace(finding, fixes=tuple(fixes)))
     return result
 
 
-def _describe(outcome) -> str:
-    changes = ", ".join(f"{k}={v}" for k, v in sorted(outcome.changes.items()) if k != "use_probe")
-    report = outcome.report
-    if report is None:
-        return f"not compiled ({changes})"
-    kernels = ", ".join(f"{k.kernel} {k.status}" for k in report.kernels)
-    return f"recompiled with {changes}: {kernels}"
+def _describe(report: dict) -> str:
+    request = report.get("request", {})
+    what = f"{request.get('kv_cache_dtype')}, {request.get('model_dtype')} keys, SM {'.'.join(map(str, request.get('capability', [])))}"
+    kernels = ", ".join(f"{k['kernel']} {k['status']}" for k in report.get("kernels", []))
+    return f"recompiled ({what}; {report.get('source_label')}): {kernels or report.get('reason')}"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from kvdoctor.dryrun.kernel_source import DryRunSourceError
 from kvdoctor.dryrun.records import CompileFailure, DryRunReport, DryRunRequest, FixVerification, KernelResult
-from kvdoctor.dryrun.runner import dry_run_applies, run_dry_run, to_json, verify_fixes
+from kvdoctor.dryrun.runner import dry_run_applies, run_dry_run, run_dry_runs, to_json, verify_fixes
 
 __all__ = [
     "CompileFailure",
@@ -18,6 +18,7 @@ __all__ = [
     "KernelResult",
     "dry_run_applies",
     "run_dry_run",
+    "run_dry_runs",
     "to_json",
     "verify_fixes",
 ]

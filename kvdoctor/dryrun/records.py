@@ -24,6 +24,8 @@ class DryRunRequest:
     """KV-cache block size in tokens."""
     vllm_source: str | None = None
     """None = the installed vllm distribution; else a vllm .whl file or an unpacked tree containing vllm/."""
+    use_probe: bool = False
+    """Compile kvdoctor's probe kernel instead of vLLM's (no source of the judged vLLM version at hand)."""
 
 
 @dataclass(frozen=True)

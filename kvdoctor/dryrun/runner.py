@@ -51,7 +51,12 @@ def _choose_plan(request: DryRunRequest, source: KernelSource | None) -> tuple[l
         jobs = plan_turboquant(request.kv_cache_dtype, dtype, request.head_dim, request.num_kv_heads, cap,
                                request.block_size)  # fmt: skip
         return jobs, source.label
-    why = "vLLM not installed" if source is None else "kvdoctor does not compile vLLM's own fp8 KV kernels"
+    if request.use_probe:
+        why = "no kernels of the judged vLLM version at hand; pass --vllm-source"
+    elif source is None:
+        why = "vLLM not installed"
+    else:
+        why = "kvdoctor does not compile vLLM's own fp8 KV kernels"
     return plan_probe(request.kv_cache_dtype, dtype, request.head_dim, cap), f"{PROBE_LABEL} ({why})"
 
 
@@ -89,58 +94,79 @@ def run_dry_run(request: DryRunRequest, *, cache_dir: Path | None = None, use_ca
     Never raises for compiler trouble (failures, hangs, crashes are results); raises DryRunSourceError
     (a KvdoctorError) when request.vllm_source is not a vllm wheel or tree.
     """
-    started = time.perf_counter()
-    if not dry_run_applies(request.kv_cache_dtype):
-        return _skipped(request, f"no kernel to dry-run for kv_cache_dtype {request.kv_cache_dtype!r}", started)
-    if request.model_dtype not in TRITON_DTYPES:
-        return _skipped(request, f"model dtype {request.model_dtype!r} is not one kvdoctor can compile for", started)
-    triton_version = _triton_version()
-    if triton_version is None:
-        return _skipped(request, "Triton is not installed (pip install 'kvdoctor[compile]')", started)
+    return run_dry_runs([request], cache_dir=cache_dir, use_cache=use_cache, timeout_s=timeout_s)[0]
 
+
+def run_dry_runs(requests: list[DryRunRequest], *, cache_dir: Path | None = None, use_cache: bool = True,
+                 timeout_s: float = 60.0) -> list[DryRunReport]:  # fmt: skip
+    """run_dry_run for several requests, with every uncached kernel compiled in one child process
+    (a child costs ~0.35 s to start; a check and its fix verifications share one)."""
+    started = time.perf_counter()
+    triton_version = _triton_version()
     notes: list[str] = []
     usable, why_not = cache.usable_cache_dir(cache_dir if cache_dir is not None else cache.default_cache_dir())
     if why_not:
         notes.append(why_not)
     with ExitStack() as stack:
         scratch = usable or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kvdoctor-")))
-        source = resolve_source(request.vllm_source, scratch)
-        jobs, label = _choose_plan(request, source)
-        version = source.version if source else None
-        kernels: list[KernelResult | None] = [None] * len(jobs)
-        pending: list[tuple[int, str | None, dict[str, Any]]] = []
-        for index, job in enumerate(jobs):
-            path = _job_path(job, source)
-            if path is None:
-                note = f"{job.source_file} is not in {label}; this vLLM has no TurboQuant kernel to compile"
-                kernels[index] = KernelResult(job.kernel, job.role, job.source_file, "skipped", 0.0, False,
-                                              job.inputs(), None, note)  # fmt: skip
-                continue
-            key = cache.result_key(cache.file_sha256(path), triton_version, job.kernel, job.inputs())
-            hit = cache.load_result(usable, key) if usable and use_cache else None
-            if hit is not None:
-                try:
-                    kernels[index] = _kernel_result(job, hit, cached=True)
-                    continue
-                except (KeyError, TypeError, ValueError):
-                    pass  # an entry that parses but does not fit: recompile
-            pending.append((index, key, {**job.to_json(), "path": str(path)}))
+        plans = [_plan_request(r, triton_version, scratch, usable, use_cache, started) for r in requests]
+        pending = [(plan, index, key, payload) for plan in plans for index, key, payload in plan.get("pending", [])]
         if pending:
             if usable and use_cache:
                 triton_cache = usable / "triton"
             else:
                 triton_cache = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kvdoctor-triton-")))
-            outcomes = compiler_process.run_jobs([p for _, _, p in pending], timeout_s, triton_cache)
-            for (index, key, _), outcome in zip(pending, outcomes):
-                kernels[index] = _kernel_result(jobs[index], outcome, cached=False)
+            outcomes = compiler_process.run_jobs([p for _, _, _, p in pending], timeout_s, triton_cache)
+            for (plan, index, key, _), outcome in zip(pending, outcomes):
+                plan["kernels"][index] = _kernel_result(plan["jobs"][index], outcome, cached=False)
                 if usable and key:
                     cache.store_result(usable, key, outcome)
-    results = [k for k in kernels if k is not None]
+    return [plan.get("report") or _finish(plan, notes, triton_version, started) for plan in plans]
+
+
+def _plan_request(request: DryRunRequest, triton_version: str | None, scratch: Path, usable: Path | None,
+                  use_cache: bool, started: float) -> dict[str, Any]:  # fmt: skip
+    """Jobs for one request, with cache hits filled in and the rest listed as pending."""
+    if not dry_run_applies(request.kv_cache_dtype):
+        reason = f"no kernel to dry-run for kv_cache_dtype {request.kv_cache_dtype!r}"
+        return {"report": _skipped(request, reason, started)}
+    if request.model_dtype not in TRITON_DTYPES:
+        reason = f"model dtype {request.model_dtype!r} is not one kvdoctor can compile for"
+        return {"report": _skipped(request, reason, started)}
+    if triton_version is None:
+        return {"report": _skipped(request, "Triton is not installed (pip install 'kvdoctor[compile]')", started)}
+    source = None if request.use_probe else resolve_source(request.vllm_source, scratch)
+    jobs, label = _choose_plan(request, source)
+    kernels: list[KernelResult | None] = [None] * len(jobs)
+    pending: list[tuple[int, str | None, dict[str, Any]]] = []
+    for index, job in enumerate(jobs):
+        path = _job_path(job, source)
+        if path is None:
+            note = f"{job.source_file} is not in {label}; this vLLM has no TurboQuant kernel to compile"
+            kernels[index] = KernelResult(job.kernel, job.role, job.source_file, "skipped", 0.0, False,
+                                          job.inputs(), None, note)  # fmt: skip
+            continue
+        key = cache.result_key(cache.file_sha256(path), triton_version, job.kernel, job.inputs())
+        hit = cache.load_result(usable, key) if usable and use_cache else None
+        if hit is not None:
+            try:
+                kernels[index] = _kernel_result(job, hit, cached=True)
+                continue
+            except (KeyError, TypeError, ValueError):
+                pass  # an entry that parses but does not fit: recompile
+        pending.append((index, key, {**job.to_json(), "path": str(path)}))
+    version = source.version if source else None
+    return {"request": request, "jobs": jobs, "kernels": kernels, "pending": pending, "label": label,
+            "version": version}  # fmt: skip
+
+
+def _finish(plan: dict[str, Any], notes: list[str], triton_version: str | None, started: float) -> DryRunReport:
+    results = [k for k in plan["kernels"] if k is not None]
     if notes:
         results = [dataclasses.replace(k, note="; ".join(filter(None, [k.note, *notes]))) for k in results]
     status, reason = _verdict(results)
-    return DryRunReport(status, request, tuple(results), label, version, triton_version, reason,
-                        time.perf_counter() - started)  # fmt: skip
+    return DryRunReport(status, plan["request"], tuple(results), plan["label"], plan["version"], triton_version,
+                        reason, time.perf_counter() - started)  # fmt: skip
 
 
 def verify_fixes(request: DryRunRequest, candidates: list[tuple[str, dict[str, Any]]], *,
@@ -148,20 +174,31 @@ def verify_fixes(request: DryRunRequest, candidates: list[tuple[str, dict[str, A
                  timeout_s: float = 60.0) -> list[FixVerification]:  # fmt: skip
     """Dry-run request with each candidate's changes; "verified" when that dry run passes."""
     fields = {f.name for f in dataclasses.fields(DryRunRequest)}
-    verifications = []
-    for fix_id, changes in candidates:
+    outcomes: dict[int, FixVerification] = {}
+    runnable: list[tuple[int, DryRunRequest]] = []
+    for position, (fix_id, changes) in enumerate(candidates):
         if not set(changes) <= fields:
-            verifications.append(FixVerification(fix_id, dict(changes), "skipped", None))
+            outcomes[position] = FixVerification(fix_id, dict(changes), "skipped", None)
             continue
-        try:
-            report = run_dry_run(dataclasses.replace(request, **changes), cache_dir=cache_dir,
-                                 use_cache=use_cache, timeout_s=timeout_s)  # fmt: skip
-        except DryRunSourceError:
-            verifications.append(FixVerification(fix_id, dict(changes), "skipped", None))
-            continue
-        status = {"passed": "verified", "failed": "not_verified"}.get(report.status, "skipped")
-        verifications.append(FixVerification(fix_id, dict(changes), status, report))
-    return verifications
+        runnable.append((position, dataclasses.replace(request, **changes)))
+    try:
+        reports = run_dry_runs([r for _, r in runnable], cache_dir=cache_dir, use_cache=use_cache,
+                               timeout_s=timeout_s) if runnable else []  # fmt: skip
+    except DryRunSourceError:
+        reports = [_run_or_none(r, cache_dir, use_cache, timeout_s) for _, r in runnable]  # find the bad source
+    for (position, _), report in zip(runnable, reports):
+        fix_id, changes = candidates[position]
+        status = {"passed": "verified", "failed": "not_verified"}.get(report.status, "skipped") if report else "skipped"
+        outcomes[position] = FixVerification(fix_id, dict(changes), status, report)
+    return [outcomes[position] for position in range(len(candidates))]
+
+
+def _run_or_none(request: DryRunRequest, cache_dir: Path | None, use_cache: bool,
+                 timeout_s: float) -> DryRunReport | None:  # fmt: skip
+    try:
+        return run_dry_run(request, cache_dir=cache_dir, use_cache=use_cache, timeout_s=timeout_s)
+    except DryRunSourceError:
+        return None
 
 
 def _plain(value: Any) -> Any:

@@ -7,7 +7,7 @@ import re
 from functools import lru_cache
 from importlib import resources
 
-import yaml
+from kvdoctor.yaml_safe import load_yaml
 
 from kvdoctor.errors import GpuTargetError
 from kvdoctor.facts import GpuDevice
@@ -24,7 +24,7 @@ def normalise(name: str) -> str:
 @lru_cache(maxsize=1)
 def gpu_table() -> dict[str, GpuDevice]:
     """Normalised name or alias -> GpuDevice."""
-    raw = yaml.safe_load(resources.files("kvdoctor.data").joinpath("gpus.yaml").read_text("utf-8"))
+    raw = load_yaml(resources.files("kvdoctor.data").joinpath("gpus.yaml").read_text("utf-8"))
     table: dict[str, GpuDevice] = {}
     for entry in raw["gpus"]:
         major, minor = (int(p) for p in str(entry["capability"]).split("."))

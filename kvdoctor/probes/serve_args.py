@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-import yaml
+from kvdoctor.yaml_safe import YAMLError, load_yaml
 
 from kvdoctor.errors import UsageError
 from kvdoctor.facts import ServeFacts
@@ -174,10 +174,10 @@ def _read_config_file(path_text: str) -> dict[str, Any]:
     try:
         if path.stat().st_size > MAX_CONFIG_BYTES:
             raise UsageError(f"--config {path}: file is over 1 MiB")
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = load_yaml(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UsageError(f"--config {path}: file not found") from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError, YAMLError) as exc:
         raise UsageError(f"--config {path}: cannot read it as YAML ({type(exc).__name__})") from None
     if not isinstance(raw, dict):
         raise UsageError(f"--config {path}: expected a mapping of flag names to values")

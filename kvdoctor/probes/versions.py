@@ -43,6 +43,9 @@ def version_of_source(path: Path) -> str | None:
     from kvdoctor.errors import UsageError
 
     if path.is_file() and path.suffix == ".whl":
+        parts = path.name.split("-")
+        if len(parts) > 2 and parts[0] == "vllm":
+            return parts[1]  # the wheel spec puts the version in the file name; no need to open 300 MB
         try:
             with zipfile.ZipFile(path) as wheel:
                 for name in wheel.namelist():
@@ -50,8 +53,7 @@ def version_of_source(path: Path) -> str | None:
                         return _metadata_version(wheel.read(name).decode("utf-8", "replace"))
         except zipfile.BadZipFile:
             raise UsageError(f"--vllm-source {path}: not a readable wheel file") from None
-        parts = path.name.split("-")
-        return parts[1] if len(parts) > 2 and parts[0] == "vllm" else None
+        return None
     if path.is_dir():
         if not (path / "vllm").is_dir():
             raise UsageError(f"--vllm-source {path}: no vllm/ package inside", "pass a vLLM wheel or an unpacked tree")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
+from kvdoctor.yaml_safe import YAMLError, load_yaml
 
 from kvdoctor.errors import RulesFileError
 from kvdoctor.rules.conditions import Condition, ConditionError, parse_condition
@@ -96,8 +96,8 @@ def _load_file(path: Path, is_fact_name) -> list[Rule]:
     except (OSError, UnicodeDecodeError) as exc:
         raise RulesFileError(f"cannot read rules file {path}: {exc}") from None
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
+        data = load_yaml(text)
+    except YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise RulesFileError(f"{path}: not valid YAML{where}", "check indentation and quoting") from None
