@@ -1,0 +1,212 @@
+"""Facts vLLM prints during start-up (version, GPU, model, non-default args, dtypes, attention backend),
+under the fact names rules.yaml uses, so the same rules and fixes apply to a log."""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any, Iterable
+
+from kvdoctor.explain.log_lines import LogLine
+
+_VERSION_PATTERNS = (
+    re.compile(r"vLLM API server version v?(\d+\.\d+\.\d+[\w.+-]*)"),
+    re.compile(r"Initializing an? (?:V\d )?LLM engine \(v(\d+\.\d+\.\d+[\w.+-]*)\)"),
+    re.compile(r"[█▄▀].*\bversion (\d+\.\d+\.\d+[\w.+-]*)\s*$"),  # the start-up banner
+    re.compile(r"^vLLM Version\s*: (\d+\.\d+\.\d+[\w.+-]*)"),  # collect_env
+    re.compile(r"^\[pip3?\] vllm==(\d+\.\d+\.\d+[\w.+-]*)"),
+)
+_PIP = re.compile(r"^\[(?:pip3?|conda)\]\s+(triton|torch|flashinfer-python)[= ]+=?\s*(\d+\.\d+[\w.+-]*)")
+_ARGS = re.compile(r"non-default args: (\{.*\})\s*$")
+_NAMESPACE = re.compile(r"\bargs: Namespace\((.*)\)?\s*$")
+_CONFIG_LINE = "with config:"
+_CONFIG_FIELDS = {
+    "model": re.compile(r"\bmodel='([^']+)'"),
+    "dtype": re.compile(r"\bdtype=torch\.(\w+)"),
+    "kv_cache_dtype": re.compile(r"\bkv_cache_dtype=(\w+)"),
+    "quantization": re.compile(r"\bquantization=([\w-]+)"),
+    "tensor_parallel_size": re.compile(r"\btensor_parallel_size=(\d+)"),
+}
+_GPU_WITH_CAPABILITY = (
+    re.compile(r"Your (.+?) GPU has compute capability (\d+)\.(\d+)"),
+    re.compile(r"^(?:NVIDIA )?(.+?) with CUDA capability sm_(\d+?)(\d)a? is not compatible"),
+)
+_CAPABILITY_ONLY = (
+    re.compile(r"Current capability: (\d+?)(\d)\b"),
+    re.compile(r"--gpu-name=sm_(\d+?)(\d)[af]?\b"),
+    re.compile(r"Value 'sm_(\d+?)(\d)[af]?' is not defined for option 'gpu-name'"),
+)
+_GPU_NAME_ONLY = (
+    re.compile(r"GPU models and configuration\s*: GPU 0: (.+)$"),
+    re.compile(r"^\|?\s+\d+\s+(NVIDIA [\w -]+?)\s{2,}"),  # nvidia-smi table
+    re.compile(r"Device 0: (NVIDIA .+?)(?:,|$)"),
+)
+_BACKEND_CHOSEN = (
+    re.compile(r"Using (?:AttentionBackendEnum\.|_Backend\.)?([A-Z][A-Z0-9_]+) (?:attention )?backend"),
+    re.compile(r"Using (Flash Attention|FlashInfer|Flashinfer|XFormers|Torch SDPA|Triton) backend"),
+)
+_BACKEND_NAMES = {
+    "Flash Attention": "FLASH_ATTN",
+    "FlashInfer": "FLASHINFER",
+    "Flashinfer": "FLASHINFER",
+    "XFormers": "XFORMERS",
+    "Torch SDPA": "TORCH_SDPA",
+    "Triton": "TRITON_ATTN",
+}
+_ENV_BACKEND = re.compile(r"VLLM_ATTENTION_BACKEND[=:\s]+'?([A-Z_]+)")
+_DTYPE_NAMES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32", "float32": "float32"}
+_KEYWORDS = (
+    "version", "args", "config:", "capability", "GPU", "gpu-name", "backend", "BACKEND", "pip", "conda",
+    "Device", "NVIDIA",
+)
+
+
+def read_facts(lines: Iterable[LogLine]) -> tuple[dict[str, Any], list[str]]:
+    """Flat facts read from the log, and one evidence line per fact ('vllm.version = 0.25.1 (line 3)')."""
+    facts: dict[str, Any] = {}
+    evidence: dict[str, str] = {}
+    args_seen = False
+
+    def put(name: str, value: Any, line: LogLine, overwrite: bool = False) -> None:
+        if value is None or (name in facts and not overwrite):
+            return
+        facts[name] = value
+        evidence[name] = f"{name} = {value!r} (log line {line.number})"
+
+    for line in lines:
+        text = line.text
+        if len(text) < 8 or not any(k in text for k in _KEYWORDS):
+            continue
+        for pattern in _VERSION_PATTERNS:
+            match = pattern.search(text)
+            if match:
+                put("vllm.version", match.group(1), line)
+                break
+        match = _PIP.match(text)
+        if match:
+            name = {"flashinfer-python": "flashinfer"}.get(match.group(1), match.group(1))
+            put(f"{name}.version", match.group(2), line)
+        match = _ARGS.search(text)
+        if match:
+            args_seen = True
+            for name, value in _serve_args_from_dict(match.group(1)).items():
+                put(name, value, line, overwrite=True)
+        elif "args: Namespace(" in text:
+            args_seen = True
+            for name, value in _serve_args_from_namespace(text).items():
+                put(name, value, line, overwrite=True)
+        if _CONFIG_LINE in text:
+            for name, value in _engine_config(text).items():
+                put(name, value, line)
+        _gpu_facts(text, line, put)
+        for pattern in _BACKEND_CHOSEN:
+            match = pattern.search(text)
+            if match:
+                put("log.attention_backend", _BACKEND_NAMES.get(match.group(1), match.group(1)), line)
+                break
+        match = _ENV_BACKEND.search(text)
+        if match:
+            put("serve.attention_backend", match.group(1), line, overwrite=True)
+    if args_seen:
+        facts.setdefault("serve.attention_backend", "auto")
+        facts.setdefault("serve.kv_cache_dtype", facts.get("log.kv_cache_dtype", "auto"))
+        facts.setdefault("serve.dtype", "auto")
+    elif "log.kv_cache_dtype" in facts:
+        facts.setdefault("serve.kv_cache_dtype", facts["log.kv_cache_dtype"])
+    _resolve_gpu(facts, evidence)
+    return facts, list(evidence.values())
+
+
+def _serve_args_from_dict(text: str) -> dict[str, Any]:
+    try:
+        args = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        args = dict(re.findall(r"'(\w+)': '?([^',}]+)'?", text))
+    if not isinstance(args, dict):
+        return {}
+    return _serve_facts(args)
+
+
+def _serve_args_from_namespace(text: str) -> dict[str, Any]:
+    args = {k: v.strip("'\"") for k, v in re.findall(r"\b(\w+)=('[^']*'|\"[^\"]*\"|[\w.+-]+)", text)}
+    args = {k: (None if v == "None" else v) for k, v in args.items()}
+    return _serve_facts(args)
+
+
+def _serve_facts(args: dict[str, Any]) -> dict[str, Any]:
+    facts: dict[str, Any] = {}
+    model = args.get("model") or args.get("model_tag")
+    if isinstance(model, str):
+        facts["model.model_id"] = model
+    if args.get("kv_cache_dtype"):
+        facts["serve.kv_cache_dtype"] = str(args["kv_cache_dtype"])
+    if args.get("dtype"):
+        facts["serve.dtype"] = _DTYPE_NAMES.get(str(args["dtype"]), str(args["dtype"]))
+    if args.get("attention_backend"):
+        facts["serve.attention_backend"] = str(args["attention_backend"])
+    if args.get("quantization"):
+        facts["serve.quantization"] = str(args["quantization"])
+    for name in ("tensor_parallel_size", "max_model_len"):
+        value = args.get(name)
+        if value is not None and str(value).isdigit():
+            facts[f"serve.{name}"] = int(value)
+    if args.get("enforce_eager") in (True, "True"):
+        facts["serve.enforce_eager"] = True
+    return facts
+
+
+def _engine_config(text: str) -> dict[str, Any]:
+    facts: dict[str, Any] = {}
+    for name, pattern in _CONFIG_FIELDS.items():
+        match = pattern.search(text)
+        if not match:
+            continue
+        value = match.group(1)
+        if name == "model":
+            facts["model.model_id"] = value
+        elif name == "dtype":
+            facts["model.dtype"] = _DTYPE_NAMES.get(value, value)
+        elif name == "kv_cache_dtype":
+            facts["log.kv_cache_dtype"] = value
+        elif name == "quantization" and value != "None":
+            facts["model.quant_method"] = value
+        elif name == "tensor_parallel_size":
+            facts["serve.tensor_parallel_size"] = int(value)
+    return facts
+
+
+def _gpu_facts(text: str, line: LogLine, put) -> None:
+    for pattern in _GPU_WITH_CAPABILITY:
+        match = pattern.search(text)
+        if match:
+            put("gpu.name", match.group(1).strip(), line)
+            put("gpu.capability", int(match.group(2)) + int(match.group(3)) / 10, line)
+            return
+    for pattern in _CAPABILITY_ONLY:
+        match = pattern.search(text)
+        if match:
+            put("gpu.capability", int(match.group(1)) + int(match.group(2)) / 10, line)
+            return
+    for pattern in _GPU_NAME_ONLY:
+        match = pattern.search(text)
+        if match:
+            put("gpu.name", match.group(1).strip(), line)
+            return
+
+
+def _resolve_gpu(facts: dict[str, Any], evidence: dict[str, str]) -> None:
+    """Fill gpu.capability from the GPU table when vLLM printed only the name."""
+    name = facts.get("gpu.name")
+    if not name or facts.get("gpu.capability") is not None:
+        return
+    from kvdoctor.probes.gpu_table import gpu_table, normalise
+
+    table = gpu_table()
+    key = normalise(name)
+    device = table.get(key)
+    if device is None:  # 'A100-SXM4-80GB' vs table keys: try the longest known key contained in the name
+        candidates = [k for k in table if k and k in key]
+        device = table[max(candidates, key=len)] if candidates else None
+    if device is not None and device.capability is not None:
+        facts["gpu.capability"] = device.capability[0] + device.capability[1] / 10
+        evidence["gpu.capability"] = f"gpu.capability = {facts['gpu.capability']} (GPU table: {device.name})"

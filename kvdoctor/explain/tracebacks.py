@@ -1,0 +1,242 @@
+"""Python tracebacks in a normalised log: frames, exception, chained causes, Triton compile excerpts, and
+the worker errors that vLLM's executor re-wraps as `Worker failed with error '...'`."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, replace
+
+from kvdoctor.explain.log_lines import LogLine
+
+TRACEBACK_START = "Traceback (most recent call last):"
+CAUSE = "The above exception was the direct cause of the following exception:"
+CONTEXT = "During handling of the above exception, another exception occurred:"
+MAX_MESSAGE_LINES = 80
+
+_FRAME = re.compile(r'^\s+File "(.+?)", line (\d+)(?:, in (.+))?$')
+_EXCEPTION = re.compile(r"^([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*)(?::(?: (.*)|$)|$)")
+# A bare exception line outside a traceback must look like one: a dotted name ending in Error/Exception.
+_BARE_EXCEPTION = re.compile(
+    r"^((?:[a-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Failure))(?:: (.*)|:?$)"
+)
+_COMPILE_AT = re.compile(r"^at (\d+):(\d+):")
+_WORKER_WRAP = re.compile(
+    r"Worker failed with error '(.*)', please check the stack trace above for the root cause", re.DOTALL
+)
+_REPR_EXCEPTION = re.compile(r"([A-Z]\w*(?:Error|Exception))\((['\"])(.*)\2\)\s*$", re.DOTALL)
+_TYPED_MESSAGE = re.compile(r"^((?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)): (.*)$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Frame:
+    file: str
+    line: int
+    function: str | None
+    code: str | None
+
+
+@dataclass(frozen=True)
+class LoggedException:
+    """One exception as the log shows it."""
+
+    type: str
+    message: str
+    frames: tuple[Frame, ...]
+    stream: str
+    line: int
+    """Line number of the 'Type: message' line (for a wrapped worker error: the wrapper's)."""
+    wrapped: bool = False
+    """True when recovered from inside another exception's message (`Worker failed with error '...'`)."""
+    compile_excerpt: tuple[str, ...] = ()
+    """For a Triton CompilationError: the kernel source lines it quotes, caret included."""
+
+    @property
+    def summary(self) -> str:
+        first = self.message.strip().splitlines()[0] if self.message.strip() else ""
+        return f"{self.type}: {first}" if first else self.type
+
+    @property
+    def where(self) -> str | None:
+        """'file:line in function' of the innermost frame, or None without frames."""
+        if not self.frames:
+            return "in a worker process (wrapped by the executor)" if self.wrapped else None
+        frame = self.frames[-1]
+        return f"{frame.file}:{frame.line} in {frame.function}" if frame.function else f"{frame.file}:{frame.line}"
+
+    def searchable(self) -> str:
+        """Text signatures are matched against: the exception, its frames and any compile excerpt."""
+        parts = [f"{self.type}: {self.message}"]
+        for frame in self.frames:
+            parts.append(f'File "{frame.file}", line {frame.line}, in {frame.function}')
+            if frame.code:
+                parts.append(frame.code)
+        parts.extend(self.compile_excerpt)
+        return "\n".join(parts)
+
+
+@dataclass(frozen=True)
+class ExceptionChain:
+    """Exceptions linked by 'direct cause' / 'during handling', innermost (first printed) first."""
+
+    exceptions: tuple[LoggedException, ...]
+    stream: str
+
+    @property
+    def innermost(self) -> LoggedException:
+        return self.exceptions[0]
+
+    @property
+    def outermost(self) -> LoggedException:
+        return self.exceptions[-1]
+
+
+def parse_chains(lines: list[LogLine]) -> list[ExceptionChain]:
+    """Every exception chain in the log, in order of the line that ends it."""
+    by_stream: dict[str, list[LogLine]] = defaultdict(list)
+    for line in lines:
+        by_stream[line.stream].append(line)
+    chains = []
+    for stream, stream_lines in by_stream.items():
+        chains.extend(_parse_stream(stream, stream_lines))
+    chains.sort(key=lambda c: c.outermost.line)
+    return [_unwrap_workers(chain) for chain in chains]
+
+
+def _parse_stream(stream: str, lines: list[LogLine]) -> list[ExceptionChain]:
+    chains: list[ExceptionChain] = []
+    current: list[LoggedException] = []
+    linked = False
+    i = 0
+    n = len(lines)
+    while i < n:
+        text = lines[i].text
+        stripped = text.strip()
+        if stripped == TRACEBACK_START:
+            exception, i = _parse_traceback(stream, lines, i + 1)
+            if exception is not None:
+                if not linked and current:
+                    chains.append(ExceptionChain(tuple(current), stream))
+                    current = []
+                current.append(exception)
+            linked = False
+            continue
+        if stripped in (CAUSE, CONTEXT):
+            linked = bool(current)
+            i += 1
+            continue
+        if stripped and not linked and text[0] not in " \t" and _BARE_EXCEPTION.match(text):
+            exception, i = _parse_exception(stream, lines, i, ())
+            if current:
+                chains.append(ExceptionChain(tuple(current), stream))
+            current = [exception]
+            continue
+        i += 1
+    if current:
+        chains.append(ExceptionChain(tuple(current), stream))
+    return chains
+
+
+def _parse_traceback(stream: str, lines: list[LogLine], i: int) -> tuple[LoggedException | None, int]:
+    frames: list[Frame] = []
+    n = len(lines)
+    while i < n:
+        text = lines[i].text
+        if not text.strip():
+            i += 1
+            continue
+        match = _FRAME.match(text)
+        if match:
+            frames.append(Frame(match.group(1), int(match.group(2)), match.group(3), None))
+            i += 1
+            continue
+        if text[0] in " \t":
+            code = text.strip()
+            if frames and frames[-1].code is None and not set(code) <= set("^~ "):
+                frames[-1] = replace(frames[-1], code=code)
+            i += 1
+            continue
+        if text.strip() == TRACEBACK_START:  # truncated traceback: a new one starts
+            return None, i
+        if _EXCEPTION.match(text):
+            return _parse_exception(stream, lines, i, tuple(frames))
+        return None, i  # something else interrupted the traceback (truncated log)
+    return None, i
+
+
+def _parse_exception(
+    stream: str, lines: list[LogLine], i: int, frames: tuple[Frame, ...]
+) -> tuple[LoggedException, int]:
+    head = lines[i]
+    match = _EXCEPTION.match(head.text) or _BARE_EXCEPTION.match(head.text)
+    type_name, first = match.group(1), (match.group(2) or "")
+    message = [first]
+    record = (head.level, head.source)
+    compile_error = bool(_COMPILE_AT.match(first))
+    j = i + 1
+    n = len(lines)
+    while j < n and len(message) < MAX_MESSAGE_LINES:
+        line = lines[j]
+        stripped = line.text.strip()
+        if (line.level, line.source) != record and line.level is not None:
+            break
+        if record[0] is None and line.level is not None:
+            break
+        if stripped in (TRACEBACK_START, CAUSE, CONTEXT):
+            break
+        if not stripped:
+            if not compile_error or _next_is_boundary(lines, j):
+                break
+        elif not compile_error and _looks_like_new_output(line.text):
+            break
+        message.append(line.text)
+        j += 1
+    while message and not message[-1].strip():
+        message.pop()
+    excerpt = tuple(message[1:]) if compile_error else ()
+    return (
+        LoggedException(type_name, "\n".join(message), frames, stream, head.number, compile_excerpt=excerpt),
+        j,
+    )
+
+
+def _next_is_boundary(lines: list[LogLine], j: int) -> bool:
+    for line in lines[j + 1 : j + 4]:
+        stripped = line.text.strip()
+        if stripped:
+            return stripped in (TRACEBACK_START, CAUSE, CONTEXT) or line.level is not None
+    return True
+
+
+def _looks_like_new_output(text: str) -> bool:
+    """Lines that end a message in untagged stderr: process banners and interpreter warnings."""
+    return text.startswith(("Process ", "Exception in thread", "/usr/", "[rank", "INFO:", "WARNING:")) or bool(
+        re.match(r"^\S+\.py:\d+: \w+Warning", text)
+    )
+
+
+def _unwrap_workers(chain: ExceptionChain) -> ExceptionChain:
+    """Put the worker's own error (recovered from `Worker failed with error '...'`) in front of its wrapper."""
+    exceptions: list[LoggedException] = []
+    for exception in chain.exceptions:
+        match = _WORKER_WRAP.search(exception.message)
+        if match:
+            exceptions.append(_recovered(match.group(1), exception))
+        exceptions.append(exception)
+    return ExceptionChain(tuple(exceptions), chain.stream)
+
+
+def _recovered(inner: str, wrapper: LoggedException) -> LoggedException:
+    inner = inner.strip()
+    type_name = "WorkerError"
+    typed = _TYPED_MESSAGE.match(inner)
+    if typed:
+        type_name, inner = typed.group(1), typed.group(2)
+    else:
+        as_repr = _REPR_EXCEPTION.search(inner)
+        if as_repr:
+            type_name = as_repr.group(1)
+    excerpt = tuple(inner.splitlines()[1:]) if _COMPILE_AT.match(inner) else ()
+    if excerpt and type_name == "WorkerError":
+        type_name = "CompilationError"
+    return LoggedException(type_name, inner, (), wrapper.stream, wrapper.line, wrapped=True, compile_excerpt=excerpt)
