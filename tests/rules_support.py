@@ -1,0 +1,57 @@
+"""Build flat facts for a scenario the way `kvdoctor check` does, without a dry run."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from conftest import CONFIGS, EXAMPLE_MODEL
+from kvdoctor.collect import CheckOptions, collect_facts
+from kvdoctor.derived import derive_dryrun_facts, derive_kv_facts
+from kvdoctor.rules import load_all_rules
+from kvdoctor.rules.engine import evaluate_rules
+
+MODELS = {
+    "qwen": EXAMPLE_MODEL,
+    "llama": CONFIGS / "llama-3.1-8b-instruct.json",
+    "deepseek": CONFIGS / "deepseek-v2-lite.json",
+    "jamba": CONFIGS / "jamba-v0.1.json",
+    "gemma2": CONFIGS / "gemma-2-9b-it.json",
+    "gpt2": CONFIGS / "gpt2.json",
+    "modelopt": CONFIGS / "llama-3.1-8b-instruct-fp8-modelopt.json",
+    "mistral-fp16": CONFIGS / "mistral-7b-v0.1-fp16.json",
+}
+_RULES = None
+
+
+def rules():
+    global _RULES
+    if _RULES is None:
+        _RULES = load_all_rules()
+    return _RULES
+
+
+def scenario_facts(model="qwen", gpu="A100", kv="auto", vllm="0.27.0", serve=(), flashinfer=None, triton=None,
+                   dry_run=None):
+    options = CheckOptions(
+        model=str(MODELS[model]) if model else None,
+        serve_argv=tuple(serve),
+        kv_cache_dtype=kv,
+        gpu=gpu,
+        vllm_version=vllm,
+        environ={},
+    )
+    facts = collect_facts(options)
+    if flashinfer is not None or triton is not None:
+        versions = replace(facts.versions, vllm_source="installed", flashinfer=flashinfer, triton=triton)
+        facts = replace(facts, versions=versions)
+    flat = facts.flat() | derive_kv_facts(facts)
+    kinds = {r.compile_kind for r in rules() if r.compile_kind}
+    return flat | derive_dryrun_facts(dry_run, kinds)
+
+
+def fired(**scenario) -> set[str]:
+    return {f.rule_id for f in evaluate_rules(rules(), scenario_facts(**scenario)) if f.status == "fired"}
+
+
+def undecided(**scenario) -> set[str]:
+    return {f.rule_id for f in evaluate_rules(rules(), scenario_facts(**scenario)) if f.status == "undecided"}
