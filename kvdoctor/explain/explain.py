@@ -249,9 +249,13 @@ def _misleading(chains: list[ExceptionChain], diagnosis: Diagnosis) -> str | Non
     for line in sorted({m.line for m in wrapper_matches if m.line >= primary_line})[-3:]:
         at_line = [m for m in wrapper_matches if m.line == line]
         named = [m for m in at_line if m.rule.id != "KVD398" and (primary is None or m.rule.id != primary.rule.id)]
-        part = f"\"{_clip(at_line[0].exception.summary, 160)}\" (line {line}) is a wrapper: it re-raises an error from another process"
-        if named:
-            part += f"; its message matches {named[0].rule.id}, a real bug, but not the failure underneath"
+        part = f"\"{_clip(at_line[0].exception.summary, 160)}\" (line {line})"
+        if any(m.rule.id == "KVD398" for m in at_line):
+            part += " is a wrapper: it re-raises an error from another process"
+            if named:
+                part += f"; its message matches {named[0].rule.id}, a real bug, but not the failure underneath"
+        else:
+            part += f" matches {named[0].rule.id if named else at_line[0].rule.id}: a real bug, but not the failure underneath"
         parts.append(part)
     if parts:
         return "The last error lines mislead. " + ". ".join(parts) + f". The failure underneath is {real}."

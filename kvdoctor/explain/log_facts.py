@@ -56,7 +56,7 @@ _BACKEND_NAMES = {
 _ENV_BACKEND = re.compile(r"VLLM_ATTENTION_BACKEND[=:\s]+'?([A-Z_]+)")
 _DTYPE_NAMES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32", "float32": "float32"}
 _KEYWORDS = (
-    "version", "args", "config:", "capability", "GPU", "gpu-name", "backend", "BACKEND", "pip", "conda",
+    "version", "Version", "args", "config:", "capability", "GPU", "gpu-name", "backend", "BACKEND", "pip", "conda",
     "Device", "NVIDIA",
 )
 
