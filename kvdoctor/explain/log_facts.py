@@ -55,9 +55,9 @@ _BACKEND_NAMES = {
 }
 _ENV_BACKEND = re.compile(r"VLLM_ATTENTION_BACKEND[=:\s]+'?([A-Z_]+)")
 _DTYPE_NAMES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32", "float32": "float32"}
-_KEYWORDS = (
-    "version", "Version", "args", "config:", "capability", "GPU", "gpu-name", "backend", "BACKEND", "pip", "conda",
-    "Device", "NVIDIA",
+# Lines worth the fact regexes; everything else (throughput stats, request logs) is skipped in one search.
+_KEYWORDS = re.compile(
+    r"version|Version|args|with config:|capability|GPU models|GPU 0|gpu-name|backend|BACKEND|\[pip|\[conda|NVIDIA|\|\s+\d+\s+NVIDIA"
 )
 
 
@@ -75,7 +75,7 @@ def read_facts(lines: Iterable[LogLine]) -> tuple[dict[str, Any], list[str]]:
 
     for line in lines:
         text = line.text
-        if len(text) < 8 or not any(k in text for k in _KEYWORDS):
+        if len(text) < 8 or not _KEYWORDS.search(text):
             continue
         for pattern in _VERSION_PATTERNS:
             match = pattern.search(text)

@@ -27,6 +27,7 @@ _OUTER_PREFIXES = (
     # plain ISO timestamp some log shippers add: "2024-06-28 06:11:52,685 "
     re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? "),
 )
+_OUTER = re.compile("|".join(f"(?:{p.pattern[1:]})" for p in _OUTER_PREFIXES).join(("^(?:", ")")))
 _PROCESS_TAG = re.compile(r"^\(([A-Za-z_][\w.\- =,]*?)\s*pid=(\d+)[^()]*\)\s?")
 _RANK_TAG = re.compile(r"^\[rank(\d+)\]:\s?")
 # vLLM's logger: "ERROR 05-02 10:22:18 [core.py:396] " (0.8+) or "INFO 11-04 10:12:40 arg_utils.py:1019] "
@@ -96,20 +97,17 @@ def strip_prefixes(raw: str) -> tuple[str, str, str | None, str | None]:
     line = _ANSI.sub("", raw) if "\x1b" in raw else raw
     line = line.rstrip()
     for _ in range(4):
-        before = line
-        for prefix in _OUTER_PREFIXES:
-            match = prefix.match(line)
-            if match:
-                line = line[match.end():]
-        if line == before:
+        match = _OUTER.match(line)
+        if not match or not match.end():
             break
+        line = line[match.end():]
     stream = ""
-    match = _PROCESS_TAG.match(line)
+    match = _PROCESS_TAG.match(line) if line[:1] == "(" else None
     if match:
         stream = f"{match.group(1).strip()} pid={match.group(2)}"
         line = line[match.end():]
     else:
-        match = _RANK_TAG.match(line)
+        match = _RANK_TAG.match(line) if line[:5] == "[rank" else None
         if match:
             stream = f"rank{match.group(1)}"
             line = line[match.end():]

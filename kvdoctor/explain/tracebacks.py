@@ -60,7 +60,7 @@ class LoggedException:
     def where(self) -> str | None:
         """'file:line in function' of the innermost frame, or None without frames."""
         if not self.frames:
-            return "in a worker process (wrapped by the executor)" if self.wrapped else None
+            return "a worker process (re-raised by the executor)" if self.wrapped else None
         frame = self.frames[-1]
         return f"{frame.file}:{frame.line} in {frame.function}" if frame.function else f"{frame.file}:{frame.line}"
 

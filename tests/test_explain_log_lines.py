@@ -1,0 +1,94 @@
+"""Normalising real-world log lines, and refusing inputs that are not logs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvdoctor.errors import LogInputError
+from kvdoctor.explain import log_lines
+from kvdoctor.explain.explain import explain_text
+from kvdoctor.explain.log_lines import normalise, read_log, strip_prefixes
+
+LOGS = Path(__file__).parent / "fixtures" / "logs"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "(Worker_TP1 pid=302) ERROR 05-20 14:02:44 [multiproc_executor.py:871] ValueError: boom",
+        "2025-04-09T02:12:05.902020301Z (Worker_TP1 pid=302) ERROR 05-20 14:02:44 [multiproc_executor.py:871] ValueError: boom",
+        "Aug 19 18:00:10 vllm vllm[7048]: (Worker_TP1 pid=302) ERROR 05-20 14:02:44 [multiproc_executor.py:871] ValueError: boom",
+        "vllm-1  | (Worker_TP1 pid=302) ERROR 05-20 14:02:44 [multiproc_executor.py:871] ValueError: boom",
+        "\x1b[1;36m(Worker_TP1 pid=302)\x1b[0;0m \x1b[31mERROR\x1b[0m 05-20 14:02:44 [multiproc_executor.py:871] ValueError: boom",
+    ],
+)
+def test_prefixes_and_colours_are_removed(raw):
+    assert strip_prefixes(raw) == ("Worker_TP1 pid=302", "ERROR", "multiproc_executor.py:871", "ValueError: boom")
+
+
+def test_old_record_header_and_rank_tag():
+    assert strip_prefixes("[rank0]: RuntimeError: CUDA error") == ("rank0", None, None, "RuntimeError: CUDA error")
+    assert strip_prefixes("INFO 11-04 10:12:51 arg_utils.py:1019] hello")[1:] == ("INFO", "arg_utils.py:1019", "hello")
+
+
+def _same_diagnosis(text: str, reference: str) -> None:
+    got, want = explain_text(text), explain_text(reference)
+    assert got.extra["primary"]["rule_id"] == want.extra["primary"]["rule_id"]
+    assert got.extra["primary"]["where"] == want.extra["primary"]["where"]
+    assert got.facts == want.facts
+
+
+def test_windows_line_endings_ansi_and_kubectl_timestamps_do_not_change_the_diagnosis():
+    reference = (LOGS / "founding_triton_full.log").read_text()
+    crlf = reference.replace("\n", "\r\n")
+    coloured = "\n".join(
+        f"2026-05-14T09:12:{i % 60:02d}.123456789Z \x1b[32m{line}\x1b[0m" for i, line in enumerate(reference.splitlines())
+    )
+    _same_diagnosis(crlf, reference)
+    _same_diagnosis(coloured, reference)
+
+
+def test_truncated_traceback_still_finds_the_failure():
+    lines = (LOGS / "founding_interleaved.log").read_text().splitlines()
+    cut = [line[:150] for line in lines]  # log shippers cut long lines
+    report = explain_text("\n".join(cut))
+    assert report.extra["primary"]["rule_id"] == "KVD101"
+
+
+def test_utf16_log_from_powershell(tmp_path):
+    path = tmp_path / "vllm.log"
+    path.write_bytes((LOGS / "bf16_t4_1157.log").read_text().encode("utf-16"))
+    assert "Bfloat16 is only supported" in read_log(str(path))
+
+
+def test_input_errors(tmp_path, monkeypatch):
+    with pytest.raises(LogInputError, match="not found"):
+        read_log(str(tmp_path / "missing.log"))
+    with pytest.raises(LogInputError, match="directory"):
+        read_log(str(tmp_path))
+    empty = tmp_path / "empty.log"
+    empty.write_text("  \n\n")
+    with pytest.raises(LogInputError, match="empty"):
+        read_log(str(empty))
+    binary = tmp_path / "core.dump"
+    binary.write_bytes(bytes(range(256)) * 200)
+    with pytest.raises(LogInputError, match="binary"):
+        read_log(str(binary))
+    big = tmp_path / "big.log"
+    big.write_text("INFO x\n" * 100)
+    monkeypatch.setattr(log_lines, "MAX_LOG_BYTES", 200)
+    with pytest.raises(LogInputError, match="over"):
+        read_log(str(big))
+
+
+def test_a_few_bad_bytes_are_tolerated(tmp_path):
+    path = tmp_path / "vllm.log"
+    path.write_bytes(b"INFO garbage \x80\xff\xfe\n" + (LOGS / "bf16_t4_1157.log").read_bytes())
+    assert explain_text(read_log(str(path))).extra["primary"]["rule_id"] == "KVD121"
+
+
+def test_normalise_numbers_lines_from_one():
+    lines = normalise("a\r\nb\rc\n")
+    assert [(l.number, l.text) for l in lines] == [(1, "a"), (2, "b"), (3, "c")]
