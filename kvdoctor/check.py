@@ -61,7 +61,11 @@ def run_check(options: CheckOptions, settings: CheckSettings) -> Report:
         notes.append("serve flags kvdoctor does not model (kept, not judged): " + " ".join(facts.serve.unknown_flags))
     if facts.model and facts.model.dtype_note:
         notes.append(f"model dtype: {facts.model.dtype_note}")
-    return Report(command="check", findings=tuple(findings), facts=flat, dry_run=dry_run_json, notes=tuple(notes))
+    checked = tuple(r.id for r in rules if r.when is not None)
+    return Report(
+        command="check", findings=tuple(findings), facts=flat, dry_run=dry_run_json, notes=tuple(notes),
+        rules_checked=checked,
+    )
 
 
 def _compile(request, static, rules, options, settings):

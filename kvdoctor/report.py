@@ -70,6 +70,8 @@ class Report:
     """Things the user should know that are not findings (probe fallbacks, skipped steps)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Command-specific data (explain: primary cause, tracebacks)."""
+    rules_checked: tuple[str, ...] = ()
+    """Every rule id evaluated, so CI formats can list passing rules too."""
 
     @property
     def verdict(self) -> str:
@@ -93,8 +95,9 @@ class Report:
         return 0
 
     def sorted_findings(self) -> list[Finding]:
-        """Fired before undecided, errors first, then by rule id."""
+        """The primary cause (explain) first, then fired before undecided, errors first, then by rule id."""
+        primary = (self.extra.get("primary") or {}).get("rule_id")
         return sorted(
             self.findings,
-            key=lambda f: (f.status != "fired", -SEVERITY_ORDER[f.severity], f.rule_id),
+            key=lambda f: (f.rule_id != primary, f.status != "fired", -SEVERITY_ORDER[f.severity], f.rule_id),
         )

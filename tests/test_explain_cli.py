@@ -66,8 +66,8 @@ def test_five_megabytes_of_noise_before_the_error(tmp_path):
     assert len(body) > 5_000_000
     path = tmp_path / "big.log"
     path.write_text(body)
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: the suite shares 2 cores with compiler children
     report = explain_log(str(path))
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     assert report.extra["primary"]["rule_id"] == "KVD101"
     assert elapsed < 1.5, elapsed

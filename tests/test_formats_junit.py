@@ -11,9 +11,10 @@ def _cases(xml_text: str) -> dict[str, ET.Element]:
 
 
 def test_one_case_per_rule_and_per_kernel_with_failures_counted(tmp_path):
-    root = ET.fromstring(junit.render(failing_report(tmp_path)))
+    report = failing_report(tmp_path)
+    root = ET.fromstring(junit.render(report))
     suite = root.find("testsuite")
-    cases = _cases(junit.render(failing_report(tmp_path)))
+    cases = _cases(junit.render(report))
     kvd101 = next(c for n, c in cases.items() if n.startswith("KVD101 "))
     assert kvd101.find("failure").get("type") == "error"
     assert "--dtype float16" in kvd101.find("failure").text  # the fix travels with the failure
@@ -24,12 +25,17 @@ def test_one_case_per_rule_and_per_kernel_with_failures_counted(tmp_path):
     assert store.find("failure").get("type") == "bf16_to_fp8e4b15_assert"
     decode = next(c for n, c in cases.items() if n.startswith("_tq_decode_stage1"))
     assert decode.find("failure") is None and "(cached)" in decode.find("system-out").text
-    # 3 rules + 2 kernels; KVD101, KVD102 and the store kernel fail; KVD104 is skipped
-    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("5", "3", "1")
+    # every rule checked (passing ones as passing cases) + 2 kernels; KVD101, KVD102 and the store kernel
+    # fail; KVD104 is skipped
+    expected_tests = len(set(report.rules_checked) | {"KVD101", "KVD102", "KVD104"}) + 2
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == (str(expected_tests), "3", "1")
 
 
-def test_passing_report_still_shows_one_passing_case(tmp_path):
-    root = ET.fromstring(junit.render(passing_report(tmp_path)))
+def test_passing_report_shows_every_rule_as_a_passing_case(tmp_path):
+    report = passing_report(tmp_path)
+    root = ET.fromstring(junit.render(report))
     suite = root.find("testsuite")
-    assert suite.get("tests") == "1" and suite.get("failures") == "0"
+    kernels = len((report.dry_run or {}).get("kernels", []))
+    assert suite.get("tests") == str(len(report.rules_checked) + kernels) and suite.get("failures") == "0"
+    assert "KVD101 " in " ".join(_cases(junit.render(report)))
     assert root.find(".//property[@name='verdict']").get("value") == "PASS"

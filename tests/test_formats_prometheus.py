@@ -21,7 +21,9 @@ def test_textfile_metrics_parse_and_count(tmp_path):
     gating = {s.labels["severity"]: s.value for s in samples["kvdoctor_findings"]}
     assert gating == {"info": 0, "warning": 0, "error": 2}  # KVD104 is ignored by config
     rules = {s.labels["rule_id"]: (s.labels["state"], s.value) for s in samples["kvdoctor_rule"]}
-    assert rules == {"KVD101": ("fired", 1), "KVD102": ("fired", 1), "KVD104": ("ignored", 0)}
+    flagged = {rule_id: value for rule_id, value in rules.items() if value[0] != "passed"}
+    assert flagged == {"KVD101": ("fired", 1), "KVD102": ("fired", 1), "KVD104": ("ignored", 0)}
+    assert rules["KVD103"] == ("passed", 0)  # one series per rule, passing ones included
     assert samples["kvdoctor_dry_run_seconds"][0].value == 1.25
     kernels = {s.labels["kernel"]: s.value for s in samples["kvdoctor_kernel_compile_ok"]}
     assert kernels == {"_tq_fused_store_fp8": 0, "_tq_decode_stage1": 1}
@@ -30,4 +32,6 @@ def test_textfile_metrics_parse_and_count(tmp_path):
 def test_pass_report(tmp_path):
     samples = _samples(prometheus.render(passing_report(tmp_path)))
     assert {s.labels["verdict"]: s.value for s in samples["kvdoctor_verdict"]}["PASS"] == 1
-    assert samples["kvdoctor_rule"] == [] and samples["kvdoctor_dry_run_seconds"][0].labels["status"] == "none"
+    assert {s.labels["state"] for s in samples["kvdoctor_rule"]} == {"passed"}
+    assert all(s.value == 0 for s in samples["kvdoctor_rule"])
+    assert samples["kvdoctor_dry_run_seconds"][0].labels["status"] == "none"

@@ -39,7 +39,7 @@ def _headline(report: Report) -> str:
     facts = report.facts
     parts = [
         facts.get("model.model_id"),
-        f"--kv-cache-dtype {facts.get('serve.kv_cache_dtype')}",
+        f"--kv-cache-dtype {facts['serve.kv_cache_dtype']}" if facts.get("serve.kv_cache_dtype") else None,
         _gpu_label(facts),
         f"vLLM {facts['vllm.version']}" if facts.get("vllm.version") else "vLLM unknown",
     ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
@@ -19,4 +20,18 @@ def bundled_rules_path() -> Path:
 
 def load_all_rules(extra: list[Path] | None = None, include_bundled: bool = True) -> list[Rule]:
     paths = ([bundled_rules_path()] if include_bundled else []) + list(extra or [])
-    return load_rules(paths, is_fact_name)
+    return list(_load_cached(tuple((p, _stamp(p)) for p in paths)))
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+        return stat.st_mtime_ns, stat.st_size
+    except OSError:
+        return None  # the loader reports the problem
+
+
+@lru_cache(maxsize=8)
+def _load_cached(stamped: tuple[tuple[Path, tuple[int, int] | None], ...]) -> tuple[Rule, ...]:
+    """Parsed rules per (path, mtime, size): a matrix worker judges many cells with one parse."""
+    return tuple(load_rules([path for path, _ in stamped], is_fact_name))

@@ -1,0 +1,72 @@
+"""Whole-process timings of `kvdoctor` as a user runs it: --help, check without and with the dry run.
+
+    python benchmarks/bench_check.py [--repeat 5] [--wheels DIR]
+
+Cold = a fresh, empty kvdoctor cache (nothing compiled yet); warm = the same cache again.
+Prints a Markdown table (median and max seconds) for README.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+MODEL = str(REPO / "examples" / "qwen2.5-3b-instruct")
+FOUNDING = ["check", "--model", MODEL, "--kv-cache-dtype", "turboquant_k8v4", "--gpu", "A100", "--format", "json"]
+
+
+def timed(args: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "kvdoctor", *args], env=env, cwd=REPO, capture_output=True)
+    return time.perf_counter() - started
+
+
+def measure(label: str, args: list[str], repeat: int, env: dict[str, str], cold: bool) -> tuple[str, list[float]]:
+    times = []
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory() as cache:
+            run_env = {**env, "KVDOCTOR_CACHE_DIR": cache}
+            if not cold:
+                timed(args, run_env)  # fill the cache
+            times.append(timed(args, run_env))
+    return label, times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--wheels", default=os.environ.get("KVDOCTOR_VLLM_WHEELS", str(Path.home() / ".cache/kvdoctor-wheels")))
+    options = parser.parse_args()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KVDOCTOR_", "VLLM_"))}
+    env.update(HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO))
+    wheel = sorted(Path(options.wheels).glob("vllm-0.25.1-*.whl"))
+    rows = [
+        measure("`kvdoctor --help`", ["--help"], options.repeat, env, cold=True),
+        measure("check, no dry run (`--no-compile`)", FOUNDING + ["--vllm-version", "0.25.1", "--no-compile"], options.repeat, env, cold=True),
+        measure("check + dry run, probe kernel, cold (3 compiles)", FOUNDING + ["--vllm-version", "0.25.1"], options.repeat, env, cold=True),
+        measure("check + dry run, probe kernel, warm", FOUNDING + ["--vllm-version", "0.25.1"], options.repeat, env, cold=False),
+    ]
+    if wheel:
+        source = FOUNDING[:-4] + ["--gpu", "H100", "--format", "json", "--vllm-source", str(wheel[0])]
+        rows += [
+            measure("check + dry run, vLLM 0.25.1 kernels, H100, cold (3 kernels)", source, options.repeat, env, cold=True),
+            measure("check + dry run, vLLM 0.25.1 kernels, A100, cold (3 kernels + 2 fixes)",
+                    FOUNDING + ["--vllm-source", str(wheel[0])], options.repeat, env, cold=True),
+            measure("check + dry run, vLLM 0.25.1 kernels, A100, warm",
+                    FOUNDING + ["--vllm-source", str(wheel[0])], options.repeat, env, cold=False),
+        ]
+    print(f"{os.cpu_count()} cores, Python {sys.version.split()[0]}, {options.repeat} runs each\n")
+    print("| command | median s | max s |\n|---|---|---|")
+    for label, times in rows:
+        print(f"| {label} | {statistics.median(times):.2f} | {max(times):.2f} |")
+
+
+if __name__ == "__main__":
+    main()
