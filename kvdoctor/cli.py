@@ -192,7 +192,7 @@ def run_and_exit(work, output_format: str, output: Optional[Path], fail_on: str,
 
             from kvdoctor.formats.text import print_report
 
-            print_report(report, Console(highlight=False), verbose)
+            print_report(report, Console(highlight=False, soft_wrap=not sys.stdout.isatty()), verbose)
         else:
             sys.stdout.write(rendered)
     except KvdoctorError as exc:
