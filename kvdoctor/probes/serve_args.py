@@ -163,7 +163,7 @@ def _unknown_takes_value(flag: str, tokens: list[str], index: int) -> bool:
 def _parse_value(flag: str, value: str, parse: Callable[[str], Any]) -> Any:
     try:
         return parse(value)
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:  # OverflowError: --max-model-len inf
         reason = str(exc) if "must" in str(exc) else "is not a valid value"
         raise UsageError(f"serve flag {flag} {value!r}: {reason}") from None
 
