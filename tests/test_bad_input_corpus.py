@@ -105,6 +105,8 @@ CASES = [
      "'quantization_config' must be an object"),
     ("text-config-bad-heads", lambda t: check("--model", model_dir(t, {"text_config": {"num_attention_heads": "x"}}), *QUICK),
      "must be a positive integer"),
+    ("json-nested-200k-deep", lambda t: check("--model", model_dir(t, "[" * 200_000 + "]" * 200_000), *QUICK),
+     "nested too deeply"),
     # dtypes
     ("config-dtype-unknown", lambda t: check("--model", model_dir(t, base_config(torch_dtype="float13")), *QUICK),
      "not a dtype vLLM knows"),
@@ -144,6 +146,11 @@ CASES = [
      "field 'id'"),
     ("rules-python-tag", lambda t: check("--model", MODEL, "--rules", rules_file(t, "rules: !!python/object/apply:os.system ['true']\n"), *QUICK),
      "not valid YAML"),
+    ("rules-yaml-100k-deep", lambda t: ["rules", "--rules", rules_file(t, "rules: " + "[" * 100_000 + "]" * 100_000)],
+     "not valid YAML"),
+    ("rules-when-1500-deep", lambda t: ["rules", "--rules", rules_file(t, "rules:\n" + RULE.replace(
+        "{fact: gpu.name, eq: x}", "".join("\n" + " " * (6 + i) + "not:" for i in range(1500))
+        + " {fact: gpu.name, eq: x}"))], "nested too deeply"),
     ("rules-list-cmd", lambda t: ["rules", "--rules", rules_file(t, "rules:\n  - 3\n")], "is not a mapping"),
     # GPU targets
     ("gpu-unknown", lambda t: check("--model", MODEL, "--gpu", "A1000", "--no-compile"), "unknown GPU 'A1000'"),
@@ -167,6 +174,9 @@ CASES = [
      "file not found"),
     ("serve-config-python-tag", lambda t: check(*QUICK, "--", "vllm", "serve", MODEL, "--config",
                                                rules_file(t, "dtype: !!python/name:os.system\n", "serve.yaml")),
+     "cannot read it as YAML"),
+    ("serve-config-deep", lambda t: check(*QUICK, "--", "vllm", "serve", MODEL, "--config",
+                                         rules_file(t, "a: " + "[" * 100_000 + "]" * 100_000, "serve.yaml")),
      "cannot read it as YAML"),
     ("fail-on-unknown", lambda t: check("--model", MODEL, "--fail-on", "sometimes", *QUICK), "--fail-on"),
     ("format-unknown", lambda t: check("--model", MODEL, "--format", "yaml", *QUICK), "unknown format"),

@@ -107,6 +107,8 @@ def _load_json(path: Path) -> dict[str, Any]:
         raise ModelConfigError(f"{path}: not UTF-8 text", "is this really a config.json?") from None
     except json.JSONDecodeError as exc:
         raise ModelConfigError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise ModelConfigError(f"{path}: JSON nested too deeply", "is this really a config.json?") from None
     except OSError as exc:
         raise ModelConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
     if not isinstance(data, dict):

@@ -177,7 +177,7 @@ def _read_config_file(path_text: str) -> dict[str, Any]:
         raw = load_yaml(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UsageError(f"--config {path}: file not found") from None
-    except (OSError, UnicodeDecodeError, YAMLError) as exc:
+    except (OSError, UnicodeDecodeError, YAMLError, RecursionError) as exc:
         raise UsageError(f"--config {path}: cannot read it as YAML ({type(exc).__name__})") from None
     if not isinstance(raw, dict):
         raise UsageError(f"--config {path}: expected a mapping of flag names to values")

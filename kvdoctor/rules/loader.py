@@ -101,6 +101,8 @@ def _load_file(path: Path, is_fact_name) -> list[Rule]:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise RulesFileError(f"{path}: not valid YAML{where}", "check indentation and quoting") from None
+    except RecursionError:
+        raise RulesFileError(f"{path}: YAML nested too deeply", "flatten the file") from None
     if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
         raise RulesFileError(f"{path}: expected a mapping with a 'rules:' list at the top")
     return [_parse_rule(path, index, raw, is_fact_name) for index, raw in enumerate(data["rules"])]
@@ -132,6 +134,8 @@ def _parse_rule(path: Path, index: int, raw: Any, is_fact_name) -> Rule:
             when = parse_condition(raw["when"], is_fact_name)
         except ConditionError as exc:
             raise fail("when", str(exc)) from None
+        except RecursionError:
+            raise fail("when", "nested too deeply") from None
     elif not explain_only:
         raise fail("when", "is required (or set explain_only: true for log-only rules)")
     references = raw.get("references", [])
