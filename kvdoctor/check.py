@@ -125,6 +125,7 @@ def dry_run_request(facts: Facts):
         block_size=serve.block_size or 16,
         vllm_source=None if kernels == "installed" else kernels,
         use_probe=kernels is None,
+        vllm_version=facts.versions.vllm,
     )
     return request, None
 

@@ -35,13 +35,10 @@ def fix_candidates(findings: list[Finding], rules: list[Rule], request, cache_di
             if "vllm" in changes:
                 minimum = str(changes.pop("vllm"))
                 found = source_at_least(minimum, cache_dir, fix_sources)
-                if found is None:
-                    unverifiable[key] = (
-                        f"no vLLM >= {minimum} kernels at hand to compile; pass --fix-source WHEEL "
-                        f"(from `pip download --no-deps vllm=={minimum}`)"
-                    )
-                    continue
-                changes.update(vllm_source=found[1], use_probe=False)
+                if found is None:  # no such wheel at hand: the probe kernel models that release's conversion
+                    changes.update(use_probe=True, vllm_version=minimum)
+                else:
+                    changes.update(vllm_source=found[1], use_probe=False, vllm_version=found[0])
             requests[key] = replace(request, **changes)
     return requests, unverifiable
 
@@ -70,5 +67,9 @@ def attach_verifications(findings: list[Finding], outcomes: dict[str, dict], unv
 def _describe(report: dict) -> str:
     request = report.get("request", {})
     what = f"{request.get('kv_cache_dtype')}, {request.get('model_dtype')} keys, SM {'.'.join(map(str, request.get('capability', [])))}"
+    if report.get("status") == "skipped":
+        return f"not compiled ({what}): {report.get('reason')}"
+    if request.get("vllm_version") and str(report.get("source_label", "")).startswith("kvdoctor probe"):
+        what += f", modelling vLLM {request['vllm_version']}"
     kernels = ", ".join(f"{k['kernel']} {k['status']}" for k in report.get("kernels", []))
     return f"recompiled ({what}; {report.get('source_label')}): {kernels or report.get('reason')}"

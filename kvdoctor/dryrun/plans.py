@@ -58,7 +58,8 @@ FULL_DEQUANT_ARGS = (
     "HEAD_DIM", "BLOCK_SIZE", "NUM_KV_HEADS", "MSE_BYTES", "KPS", "VQB", "VAL_DATA_BYTES", "MSE_BITS",
     "KEY_FP8", "BLOCK_D", "NORM_CORRECTION", "FP8_E4B15",
 )  # fmt: skip
-PROBE_ARGS = ("In_ptr", "Out_ptr", "BLOCK", "FP8_FORMAT")
+PROBE_ARGS = ("In_ptr", "Out_ptr", "BLOCK", "FP8_FORMAT", "WIDEN_FIRST")
+KEYS_WIDENED_SINCE = (0, 26, 0)  # vLLM casts k8v4 keys to float32 before the fp8 cast from 0.26.0 (PR #39988)
 
 
 @dataclass(frozen=True)
@@ -199,11 +200,26 @@ def probe_format(kv_cache_dtype: str, capability: tuple[int, int]) -> str | None
     return PROBE_FP8_FORMATS[kv_cache_dtype]
 
 
-def plan_probe(kv_cache_dtype: str, dtype: str, head_dim: int, capability: tuple[int, int]) -> list[CompileJob]:
-    """kvdoctor's own probe kernel: model-dtype values converted to the fp8 format vLLM would pick."""
+def plan_probe(kv_cache_dtype: str, dtype: str, head_dim: int, capability: tuple[int, int],
+               vllm_version: str | None = None) -> list[CompileJob]:  # fmt: skip
+    """kvdoctor's own probe kernel: model-dtype values converted to the fp8 format vLLM would pick,
+    widened to float32 first where the judged vLLM release does so."""
     fmt = probe_format(kv_cache_dtype, capability)
     code = {None: 0, "fp8e4b15": 1, "fp8e4nv": 2, "fp8e5": 3}[fmt]
     runtime = {"In_ptr": f"*{dtype}", "Out_ptr": "*u8"}
-    consts = {"BLOCK": _next_pow2(head_dim), "FP8_FORMAT": code}
+    widen = int(kv_cache_dtype == "turboquant_k8v4" and _release(vllm_version) >= KEYS_WIDENED_SINCE)
+    consts = {"BLOCK": _next_pow2(head_dim), "FP8_FORMAT": code, "WIDEN_FIRST": widen}
     sig = _signature(PROBE_ARGS, runtime)
     return [CompileJob(PROBE_KERNEL, "probe", PROBE_FILE, PROBE_ARGS, sig, consts, tuple(capability), 4, 1)]
+
+
+def _release(version: str | None) -> tuple[int, ...]:
+    """(major, minor, micro) of a version string; () when unknown, which orders before every release."""
+    if not version:
+        return ()
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(version).release
+    except InvalidVersion:
+        return ()

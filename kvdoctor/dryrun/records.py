@@ -26,6 +26,8 @@ class DryRunRequest:
     """None = the installed vllm distribution; else a vllm .whl file or an unpacked tree containing vllm/."""
     use_probe: bool = False
     """Compile kvdoctor's probe kernel instead of vLLM's (no source of the judged vLLM version at hand)."""
+    vllm_version: str | None = None
+    """The vLLM release being judged; the probe kernel models its key conversion (None: the unfixed one)."""
 
 
 @dataclass(frozen=True)

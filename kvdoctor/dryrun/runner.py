@@ -57,7 +57,8 @@ def _choose_plan(request: DryRunRequest, source: KernelSource | None) -> tuple[l
         why = "vLLM not installed"
     else:
         why = "kvdoctor does not compile vLLM's own fp8 KV kernels"
-    return plan_probe(request.kv_cache_dtype, dtype, request.head_dim, cap), f"{PROBE_LABEL} ({why})"
+    jobs = plan_probe(request.kv_cache_dtype, dtype, request.head_dim, cap, request.vllm_version)
+    return jobs, f"{PROBE_LABEL} ({why})"
 
 
 def _job_path(job: CompileJob, source: KernelSource | None) -> Path | None:
@@ -100,7 +101,10 @@ def run_dry_run(request: DryRunRequest, *, cache_dir: Path | None = None, use_ca
 def run_dry_runs(requests: list[DryRunRequest], *, cache_dir: Path | None = None, use_cache: bool = True,
                  timeout_s: float = 60.0) -> list[DryRunReport]:  # fmt: skip
     """run_dry_run for several requests, with every uncached kernel compiled in one child process
-    (a child costs ~0.35 s to start; a check and its fix verifications share one)."""
+    (a child costs ~0.35 s to start; a check and its fix verifications share one).
+
+    A bad vllm_source in the first request raises DryRunSourceError; in a later one (a fix candidate's
+    wheel, say) it only skips that request, with the reason."""
     started = time.perf_counter()
     triton_version = _triton_version()
     notes: list[str] = []
@@ -109,7 +113,14 @@ def run_dry_runs(requests: list[DryRunRequest], *, cache_dir: Path | None = None
         notes.append(why_not)
     with ExitStack() as stack:
         scratch = usable or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kvdoctor-")))
-        plans = [_plan_request(r, triton_version, scratch, usable, use_cache, started) for r in requests]
+        plans = []
+        for position, request in enumerate(requests):
+            try:
+                plans.append(_plan_request(request, triton_version, scratch, usable, use_cache, started))
+            except DryRunSourceError as exc:
+                if position == 0:
+                    raise
+                plans.append({"report": _skipped(request, exc.one_line(), started)})
         pending = [(plan, index, key, payload) for plan in plans for index, key, payload in plan.get("pending", [])]
         if pending:
             if usable and use_cache:
