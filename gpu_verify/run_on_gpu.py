@@ -135,6 +135,7 @@ def cli_checks(trees: dict[str, Path], env: dict[str, Any]) -> dict[str, Any]:
     cases |= {f"A100-{v}": ["--kv-cache-dtype", "turboquant_k8v4", "--gpu", "A100", "--vllm-source", str(t)]
               for v, t in trees.items()}  # fmt: skip
     cases["probe-no-compile"] = ["--kv-cache-dtype", "turboquant_k8v4", "--no-compile"]
+    cases["probe-torch-check"] = ["--kv-cache-dtype", "turboquant_k8v4", "--no-compile", "--torch-check"]
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, args in cases.items():
@@ -146,6 +147,7 @@ def cli_checks(trees: dict[str, Path], env: dict[str, Any]) -> dict[str, Any]:
                 "args": args, "exit_code": code, "verdict": (doc or {}).get("verdict"),
                 "rule_ids": [f.get("rule_id") for f in (doc or {}).get("findings", [])],
                 "gpu_facts": {k: v for k, v in facts.items() if k.startswith(("gpu.", "dryrun.", "torch.", "triton."))},
+                "notes": (doc or {}).get("notes", []),
                 "cold_s": round(cold, 2), "warm_s": [round(w, 2) for w in warm],
                 "warm_median_s": round(statistics.median(warm), 2),
             }  # fmt: skip

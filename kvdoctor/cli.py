@@ -49,6 +49,7 @@ def check(
     fix_source: List[str] = typer.Option([], "--fix-source", help="vLLM wheels/trees (or dirs of wheels) to verify upgrade fixes with."),
     revision: Optional[str] = typer.Option(None, "--revision", help="Model revision on the Hugging Face hub."),
     offline: bool = typer.Option(False, "--offline", help="Never use the network (also HF_HUB_OFFLINE=1)."),
+    torch_check: bool = typer.Option(False, "--torch-check", help="Cross-check the NVML GPU probe with torch.cuda (imports torch: slow)."),
     rules: List[Path] = typer.Option([], "--rules", help="Extra rules file(s), after the bundled rules."),
     no_compile: bool = typer.Option(False, "--no-compile", help="Skip the dry-run compile of vLLM's kernels."),
     compile_timeout: float = typer.Option(60.0, "--compile-timeout", help="Seconds before a compile is given up."),
@@ -96,6 +97,7 @@ def check(
             vllm_source=vllm_source,
             revision=revision,
             offline=offline,
+            torch_check=torch_check,
             cache_dir=default_cache_dir(),
         )
         settings = CheckSettings(

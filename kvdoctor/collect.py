@@ -26,6 +26,8 @@ class CheckOptions:
     vllm_source: str | None = None
     revision: str | None = None
     offline: bool = False
+    torch_check: bool = False
+    """Also ask torch.cuda and note where it disagrees with NVML (imports torch: seconds)."""
     cache_dir: Path | None = None
     environ: dict[str, str] = field(default_factory=lambda: dict(os.environ))
 
@@ -35,7 +37,7 @@ def collect_facts(options: CheckOptions) -> Facts:
     command = parse_serve_command(list(options.serve_argv), options.environ)
     serve = _merge_flags(command.serve, options)
     model_arg = _one_model(options.model, command.model)
-    gpu = _gpu_facts(options.gpu)
+    gpu = _gpu_facts(options.gpu, options.torch_check)
     versions = _version_facts(options)
     model = _model_facts(model_arg, options, gpu, serve) if model_arg else None
     return Facts(gpu=gpu, model=model, versions=versions, serve=serve)
@@ -72,14 +74,14 @@ def _merge_flags(serve: ServeFacts, options: CheckOptions) -> ServeFacts:
     return replace(serve, **changes)
 
 
-def _gpu_facts(target: str | None) -> GpuFacts:
+def _gpu_facts(target: str | None, torch_check: bool) -> GpuFacts:
     if target is not None:
         from kvdoctor.probes.gpu_table import resolve_gpu_target
 
         return GpuFacts("target", (resolve_gpu_target(target),))
     from kvdoctor.probes.gpu import probe_gpu
 
-    return probe_gpu()
+    return probe_gpu(cross_check=torch_check)
 
 
 def _version_facts(options: CheckOptions) -> VersionFacts:

@@ -98,7 +98,7 @@ def test_nvml_error_falls_back_to_torch(monkeypatch):
 def test_cross_check_notes_disagreement(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml([("NVIDIA H200", (9, 0), 140.4)] * 2))
     monkeypatch.setattr(gpu_probe, "_probe_torch", lambda: GpuFacts("torch", (GpuDevice("NVIDIA H200", (9, 0), 140.4),)))
-    facts = gpu_probe.probe_gpu()
+    facts = gpu_probe.probe_gpu(cross_check=True)
     assert "torch.cuda sees" in facts.notes[-1]
 
 

@@ -109,14 +109,22 @@ JOBS_PER_CHILD = 2  # fewer, and a second child's ~0.35 s start-up costs more th
 
 
 def run_jobs(payload: list[dict[str, Any]], timeout_s: float, triton_cache: Path) -> list[dict[str, Any]]:
-    """Result dict per job, compiled in up to one child per core (jobs dealt round-robin)."""
-    children = max(1, min(os.cpu_count() or 1, -(-len(payload) // JOBS_PER_CHILD)))
-    if children == 1:
+    """Result dict per job. Each child compiles for one target only (Triton 3.6.0 carries state from one
+    target's compile into the next in the same process: an sm_90 fp8e5 compile made a later sm_80 one emit
+    sm_89 instructions); a target's jobs are dealt round-robin over up to one child per core."""
+    by_target: dict[tuple[int, ...], list[int]] = {}
+    for index, job in enumerate(payload):
+        by_target.setdefault(tuple(job.get("capability", ())), []).append(index)
+    shares: list[list[int]] = []
+    for indices in by_target.values():
+        children = max(1, min(os.cpu_count() or 1, -(-len(indices) // JOBS_PER_CHILD)))
+        shares += [indices[start::children] for start in range(children)]
+    if len(shares) == 1:
         return _run_serially(payload, timeout_s, triton_cache)
     from concurrent.futures import ThreadPoolExecutor
 
-    shares = [list(range(start, len(payload), children)) for start in range(children)]
-    with ThreadPoolExecutor(children) as pool:
+    workers = min(len(shares), os.cpu_count() or 1)
+    with ThreadPoolExecutor(workers) as pool:
         outcomes = list(pool.map(lambda share: _run_serially([payload[i] for i in share], timeout_s, triton_cache), shares))
     results: dict[int, dict[str, Any]] = {}
     for share, outcome in zip(shares, outcomes):

@@ -127,7 +127,12 @@ def run_dry_runs(requests: list[DryRunRequest], *, cache_dir: Path | None = None
                 triton_cache = usable / "triton"
             else:
                 triton_cache = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kvdoctor-triton-")))
-            outcomes = compiler_process.run_jobs([p for _, _, _, p in pending], timeout_s, triton_cache)
+            # identical jobs (same kernel file, Triton, target and inputs) across requests compile once
+            unique: dict[str, dict[str, Any]] = {}
+            for _, _, key, payload in pending:
+                unique.setdefault(key, payload)
+            compiled = dict(zip(unique, compiler_process.run_jobs(list(unique.values()), timeout_s, triton_cache)))
+            outcomes = [compiled[key] for _, _, key, _ in pending]
             for (plan, index, key, _), outcome in zip(pending, outcomes):
                 plan["kernels"][index] = _kernel_result(plan["jobs"][index], outcome, cached=False)
                 if usable and key:

@@ -10,8 +10,10 @@ import importlib.util
 from kvdoctor.facts import GpuDevice, GpuFacts
 
 
-def probe_gpu(cross_check: bool = True) -> GpuFacts:
-    """GpuFacts for this machine; source 'none' with notes when no GPU can be read."""
+def probe_gpu(cross_check: bool = False) -> GpuFacts:
+    """GpuFacts for this machine; source 'none' with notes when no GPU can be read.
+
+    cross_check also asks torch.cuda (importing torch costs ~4 s on a GPU machine, so it is opt-in)."""
     nvml = _probe_nvml()
     if nvml.devices:
         if cross_check:
