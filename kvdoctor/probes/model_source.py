@@ -47,7 +47,11 @@ def locate_config(model: str, *, revision: str | None, offline: bool, download_d
 
 def _locate_on_hub(repo_id: str, *, revision: str | None, offline: bool, download_dir: Path | None) -> ConfigLocation:
     import huggingface_hub
+    from huggingface_hub import constants as hf_constants
     from huggingface_hub import errors as hf_errors
+
+    # else each request's headers first GET {ENDPOINT}/api/agent-harnesses and cache it under HF_HOME
+    hf_constants.HF_HUB_DISABLE_TELEMETRY = True
 
     for cache_dir in (None, download_dir):
         cached = huggingface_hub.try_to_load_from_cache(repo_id, "config.json", cache_dir=cache_dir, revision=revision)
@@ -70,7 +74,7 @@ def _locate_on_hub(repo_id: str, *, revision: str | None, offline: bool, downloa
         raise ModelConfigError(f"{repo_id}: revision {revision!r} not found") from None
     except hf_errors.EntryNotFoundError:
         raise ModelConfigError(f"{repo_id} has no config.json") from None
-    except (hf_errors.LocalEntryNotFoundError, OSError) as exc:
+    except Exception as exc:  # LocalEntryNotFoundError, OSError, and httpx's transport errors (not OSError)
         raise ModelConfigError(
             f"{repo_id}: could not fetch config.json ({type(exc).__name__})",
             "no network? pass --offline with a cached model, or a local path",
