@@ -184,6 +184,14 @@ CASES = [
                                                str(t / "no" / "dir" / "r.json")), "cannot write --output"),
     ("unknown-option", lambda t: ["explain", "--no-such-flag", "x.log"], "No such option"),
     ("no-such-command", lambda t: ["chekc"], "No such command"),
+    # matrix flags
+    ("matrix-dtype-unknown", lambda t: ["matrix", "--model", MODEL, "--no-compile", "--dtype", "bf16"], "unknown --dtype 'bf16'"),
+    ("matrix-tp-zero", lambda t: ["matrix", "--model", MODEL, "--no-compile", "--tensor-parallel-size", "0"],
+     "--tensor-parallel-size must be at least 1"),
+    ("matrix-version-word", lambda t: ["matrix", "--model", MODEL, "--no-compile", "--vllm-version", "x"], "is not a version"),
+    ("matrix-gpu-unknown", lambda t: ["matrix", "--model", MODEL, "--no-compile", "--gpus", "A100,A1000"], "unknown GPU 'A1000'"),
+    ("matrix-workers-zero", lambda t: ["matrix", "--model", MODEL, "--no-compile", "--workers", "0"], "--workers must be at least 1"),
+    ("matrix-model-missing", lambda t: ["matrix", "--model", "/no/such/model", "--no-compile", "--gpus", "A100"], "model path not found"),
     # kvdoctor's own config file
     ("config-file-missing", lambda t: check("--config", str(t / "kvdoctor.toml"), "--model", MODEL, *QUICK), "kvdoctor.toml"),
     ("config-file-bad-toml", lambda t: check("--config", rules_file(t, "[tool.kvdoctor\ngpu=", "kvdoctor.toml"), "--model", MODEL, *QUICK),

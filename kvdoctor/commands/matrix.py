@@ -109,6 +109,7 @@ def _request(model, gpus, kv_cache_dtypes, vllm_source, vllm_version, dtype, ten
     dtypes = _split(kv_cache_dtypes) or default_kv_dtypes(target_vllm_version(vllm_version, vllm_source))
     if workers is not None and workers < 1:
         raise UsageError("--workers must be at least 1")
+    _check_flags(dtype, tensor_parallel_size, vllm_version)  # else every cell fails the same way
     options = CheckOptions(model=model, dtype=dtype, tensor_parallel_size=tensor_parallel_size,
                            vllm_version=vllm_version, vllm_source=vllm_source, revision=revision, offline=offline,
                            cache_dir=default_cache_dir())  # fmt: skip
@@ -117,6 +118,23 @@ def _request(model, gpus, kv_cache_dtypes, vllm_source, vllm_version, dtype, ten
     return MatrixRequest(model=model, gpus=gpu_list, kv_cache_dtypes=dtypes, options=options, settings=settings,
                          gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
                          workers=workers)  # fmt: skip
+
+
+def _check_flags(dtype: str | None, tensor_parallel_size: int | None, vllm_version: str | None) -> None:
+    from packaging.version import InvalidVersion, Version
+
+    from kvdoctor.errors import UsageError
+    from kvdoctor.probes.serve_args import MODEL_DTYPES
+
+    if dtype is not None and dtype not in MODEL_DTYPES:
+        raise UsageError(f"unknown --dtype {dtype!r}", f"use one of {', '.join(MODEL_DTYPES)}")
+    if tensor_parallel_size is not None and tensor_parallel_size < 1:
+        raise UsageError("--tensor-parallel-size must be at least 1")
+    if vllm_version is not None:
+        try:
+            Version(vllm_version)
+        except InvalidVersion:
+            raise UsageError(f"--vllm-version {vllm_version!r} is not a version", "e.g. 0.25.1") from None
 
 
 def _run_with_progress(request):
