@@ -150,7 +150,7 @@ CASES = [
      "not valid YAML"),
     ("rules-when-1500-deep", lambda t: ["rules", "--rules", rules_file(t, "rules:\n" + RULE.replace(
         "{fact: gpu.name, eq: x}", "".join("\n" + " " * (6 + i) + "not:" for i in range(1500))
-        + " {fact: gpu.name, eq: x}"))], "nested too deeply"),
+        + " {fact: gpu.name, eq: x}"))], ("nested too deeply", "not valid YAML")),  # PyYAML 6.0.4 caps depth itself
     ("rules-list-cmd", lambda t: ["rules", "--rules", rules_file(t, "rules:\n  - 3\n")], "is not a mapping"),
     # GPU targets
     ("gpu-unknown", lambda t: check("--model", MODEL, "--gpu", "A1000", "--no-compile"), "unknown GPU 'A1000'"),
@@ -216,7 +216,8 @@ def test_bad_input_exits_2_with_one_clear_line(run_cli, tmp_path, build, expecte
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("kvdoctor: error: "), lines[0]
-    assert expected in lines[0], lines[0]
+    alternatives = expected if isinstance(expected, tuple) else (expected,)
+    assert any(text in lines[0] for text in alternatives), lines[0]
 
 
 def test_log_on_stdin_empty(run_cli):
