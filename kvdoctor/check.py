@@ -69,7 +69,8 @@ def run_check(options: CheckOptions, settings: CheckSettings) -> Report:
 
 
 def _compile(request, static, rules, options, settings):
-    """The check's dry run plus, speculatively, the fixes of statically fired rules: one compiler process."""
+    """The check's dry run plus, speculatively, the fixes of statically fired rules: one compiler batch.
+    A fix compiled for fewer kernel roles than actually failed is dropped here and compiled again in full."""
     from kvdoctor.dryrun import run_dry_runs, to_json
 
     fix_requests, unverifiable = fix_candidates(static, rules, request, options.cache_dir, settings.fix_sources)
@@ -80,14 +81,21 @@ def _compile(request, static, rules, options, settings):
         use_cache=settings.use_cache,
         timeout_s=settings.compile_timeout_s,
     )
-    outcomes = {key: to_json(report) for key, report in zip(keys, reports[1:])}
+    failed_roles = {k.role for k in reports[0].kernels if k.status != "passed"}
+    outcomes = {
+        key: to_json(report)
+        for key, report in zip(keys, reports[1:])
+        if report.request.roles is None or failed_roles <= set(report.request.roles) | {"probe"}
+    }
     return to_json(reports[0]), outcomes, unverifiable
 
 
 def _compile_fixes(request, findings, rules, options, settings):
     from kvdoctor.dryrun import run_dry_runs, to_json
 
-    fix_requests, unverifiable = fix_candidates(findings, rules, request, options.cache_dir, settings.fix_sources)
+    fix_requests, unverifiable = fix_candidates(
+        findings, rules, request, options.cache_dir, settings.fix_sources, all_roles=True
+    )
     if not fix_requests:
         return {}, unverifiable
     reports = run_dry_runs(

@@ -15,11 +15,14 @@ from kvdoctor.vllm_sources import source_at_least
 
 
 def fix_candidates(findings: list[Finding], rules: list[Rule], request, cache_dir: Path | None,
-                   fix_sources: tuple[str, ...]) -> tuple[dict[str, object], dict[str, str]]:
+                   fix_sources: tuple[str, ...], all_roles: bool = False) -> tuple[dict[str, object], dict[str, str]]:
     """(fix key -> changed DryRunRequest, fix key -> why it cannot be compiled) for the findings' rules.
 
-    A fix key is 'RULE_ID:index' into the rule's fixes.
+    A fix key is 'RULE_ID:index' into the rule's fixes. Unless all_roles, a fix recompiles only the kernel
+    roles that can show its rule's failure kind (the store kernel for the k8v4 key conversion).
     """
+    from kvdoctor.dryrun import kernel_roles_for
+
     rules_by_id = {r.id: r for r in rules}
     requests: dict[str, object] = {}
     unverifiable: dict[str, str] = {}
@@ -39,7 +42,8 @@ def fix_candidates(findings: list[Finding], rules: list[Rule], request, cache_di
                     changes.update(use_probe=True, vllm_version=minimum)
                 else:
                     changes.update(vllm_source=found[1], use_probe=False, vllm_version=found[0])
-            requests[key] = replace(request, **changes)
+            roles = None if all_roles else kernel_roles_for(rule.compile_kind)
+            requests[key] = replace(request, roles=roles, **changes)
     return requests, unverifiable
 
 
@@ -72,4 +76,6 @@ def _describe(report: dict) -> str:
     if request.get("vllm_version") and str(report.get("source_label", "")).startswith("kvdoctor probe"):
         what += f", modelling vLLM {request['vllm_version']}"
     kernels = ", ".join(f"{k['kernel']} {k['status']}" for k in report.get("kernels", []))
+    if request.get("roles") and not str(report.get("source_label", "")).startswith("kvdoctor probe"):
+        kernels += f" (only the {'/'.join(request['roles'])} kernel, where the failure was, recompiled)"
     return f"recompiled ({what}; {report.get('source_label')}): {kernels or report.get('reason')}"

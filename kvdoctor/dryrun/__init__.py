@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from kvdoctor.dryrun.kernel_source import DryRunSourceError
 from kvdoctor.dryrun.records import CompileFailure, DryRunReport, DryRunRequest, FixVerification, KernelResult
-from kvdoctor.dryrun.runner import dry_run_applies, run_dry_run, run_dry_runs, to_json, verify_fixes
+from kvdoctor.dryrun.runner import (
+    dry_run_applies,
+    kernel_roles_for,
+    run_dry_run,
+    run_dry_runs,
+    to_json,
+    verify_fixes,
+)
 
 __all__ = [
     "CompileFailure",
@@ -17,6 +24,7 @@ __all__ = [
     "FixVerification",
     "KernelResult",
     "dry_run_applies",
+    "kernel_roles_for",
     "run_dry_run",
     "run_dry_runs",
     "to_json",

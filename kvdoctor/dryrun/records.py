@@ -28,6 +28,9 @@ class DryRunRequest:
     """Compile kvdoctor's probe kernel instead of vLLM's (no source of the judged vLLM version at hand)."""
     vllm_version: str | None = None
     """The vLLM release being judged; the probe kernel models its key conversion (None: the unfixed one)."""
+    roles: tuple[str, ...] | None = None
+    """Compile only kernels of these roles ('store', 'decode'); None = all. Fix verification recompiles the
+    role that failed. The probe kernel is always compiled when it stands in for vLLM's."""
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,15 @@ def _skipped(request: DryRunRequest, reason: str, started: float, label: str = "
     return DryRunReport("skipped", request, (), label, version, triton, reason, time.perf_counter() - started)
 
 
+# Which kernel roles can show a failure kind: fix verification recompiles just those.
+ROLES_FOR_KIND = {"bf16_to_fp8e4b15_assert": ("store",)}  # the k8v4 store kernel converts keys to fp8
+
+
+def kernel_roles_for(kind: str | None) -> tuple[str, ...] | None:
+    """Roles whose kernels can fail with this kind; None = every role (unknown or any kernel)."""
+    return ROLES_FOR_KIND.get(kind or "")
+
+
 def _choose_plan(request: DryRunRequest, source: KernelSource | None) -> tuple[list[CompileJob], str]:
     """Jobs and source label: vLLM's kernels for TurboQuant when found, else kvdoctor's probe."""
     dtype = TRITON_DTYPES[request.model_dtype]
@@ -50,6 +59,8 @@ def _choose_plan(request: DryRunRequest, source: KernelSource | None) -> tuple[l
     if request.kv_cache_dtype in TURBOQUANT_PRESETS and source is not None:
         jobs = plan_turboquant(request.kv_cache_dtype, dtype, request.head_dim, request.num_kv_heads, cap,
                                request.block_size)  # fmt: skip
+        if request.roles is not None:
+            jobs = [job for job in jobs if job.role in request.roles]
         return jobs, source.label
     if request.use_probe:
         why = "no kernels of the judged vLLM version at hand; pass --vllm-source"
