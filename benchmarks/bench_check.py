@@ -50,7 +50,7 @@ def main() -> None:
     rows = [
         measure("`kvdoctor --help`", ["--help"], options.repeat, env, cold=True),
         measure("check, no dry run (`--no-compile`)", FOUNDING + ["--vllm-version", "0.25.1", "--no-compile"], options.repeat, env, cold=True),
-        measure("check + dry run, probe kernel, cold (3 compiles)", FOUNDING + ["--vllm-version", "0.25.1"], options.repeat, env, cold=True),
+        measure("check + dry run, probe kernel (no vLLM at hand) + fixes, cold", FOUNDING + ["--vllm-version", "0.25.1"], options.repeat, env, cold=True),
         measure("check + dry run, probe kernel, warm", FOUNDING + ["--vllm-version", "0.25.1"], options.repeat, env, cold=False),
     ]
     if wheel:
