@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +50,9 @@ def run_check(options: CheckOptions, settings: CheckSettings) -> Report:
     findings = evaluate_rules(rules, flat)
     findings = reconcile_with_dry_run(findings, rules, flat, dry_run_json)
     if request is not None and dry_run_json and dry_run_json.get("status") == "failed":
-        missing = [f for f in findings if f.status == "fired" and not any(k.startswith(f.rule_id + ":") for k in fix_outcomes)]
-        if missing:  # fired only once the compile failed: verify their fixes now
+        compiled_rules = {key.split(":")[0] for key in fix_outcomes}
+        missing = [f for f in findings if f.status == "fired" and f.rule_id not in compiled_rules]
+        if missing:  # fired only once the compile failed, or its speculative fix compiles fell short
             extra, extra_unverifiable = _compile_fixes(request, missing, rules, options, settings)
             fix_outcomes |= extra
             unverifiable |= extra_unverifiable
@@ -139,7 +140,5 @@ def dry_run_request(facts: Facts):
 
 
 def _apply_ignore(finding, ignored: dict[str, str]):
-    from dataclasses import replace
-
     reason = ignored.get(finding.rule_id)
     return replace(finding, ignored_reason=reason) if reason else finding

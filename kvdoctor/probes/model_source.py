@@ -62,21 +62,32 @@ def _locate_on_hub(repo_id: str, *, revision: str | None, offline: bool, downloa
             f"{repo_id}: config.json is not in the local Hugging Face cache and kvdoctor is offline",
             "run `huggingface-cli download " + repo_id + " config.json` where there is network, or pass a local path",
         )
+    token = os.environ.get("HF_TOKEN")
     try:
+        # One HEAD without retries first: with no network, hf_hub_download alone retries for ~25 s and
+        # logs a warning per retry before failing.
+        url = huggingface_hub.hf_hub_url(repo_id, "config.json", revision=revision)
+        huggingface_hub.get_hf_file_metadata(url, token=token, timeout=10)
         fetched = huggingface_hub.hf_hub_download(
-            repo_id, "config.json", revision=revision, cache_dir=download_dir, token=os.environ.get("HF_TOKEN")
+            repo_id, "config.json", revision=revision, cache_dir=download_dir, token=token
         )
-    except hf_errors.GatedRepoError:
-        raise ModelConfigError(f"{repo_id} is gated", "accept its licence on huggingface.co and set HF_TOKEN") from None
-    except hf_errors.RepositoryNotFoundError:
-        raise ModelConfigError(f"{repo_id}: no such model on the Hugging Face hub", "check the id or set HF_TOKEN for a private model") from None
-    except hf_errors.RevisionNotFoundError:
-        raise ModelConfigError(f"{repo_id}: revision {revision!r} not found") from None
-    except hf_errors.EntryNotFoundError:
-        raise ModelConfigError(f"{repo_id} has no config.json") from None
-    except Exception as exc:  # LocalEntryNotFoundError, OSError, and httpx's transport errors (not OSError)
-        raise ModelConfigError(
-            f"{repo_id}: could not fetch config.json ({type(exc).__name__})",
-            "no network? pass --offline with a cached model, or a local path",
-        ) from None
+    except Exception as exc:  # hub errors, OSError, and httpx's transport errors (not OSError)
+        raise _fetch_error(repo_id, revision, exc, hf_errors) from None
     return ConfigLocation(Path(fetched), f"hub:{repo_id}", repo_id, None)
+
+
+def _fetch_error(repo_id: str, revision: str | None, exc: Exception, hf_errors) -> ModelConfigError:
+    """One clear message per way a config.json fetch fails (LocalEntryNotFoundError, raised when the
+    network is down, subclasses EntryNotFoundError, so it is tested first)."""
+    if isinstance(exc, hf_errors.GatedRepoError):
+        return ModelConfigError(f"{repo_id} is gated", "accept its licence on huggingface.co and set HF_TOKEN")
+    if isinstance(exc, hf_errors.RepositoryNotFoundError):
+        return ModelConfigError(f"{repo_id}: no such model on the Hugging Face hub", "check the id or set HF_TOKEN for a private model")
+    if isinstance(exc, hf_errors.RevisionNotFoundError):
+        return ModelConfigError(f"{repo_id}: revision {revision!r} not found")
+    if isinstance(exc, hf_errors.EntryNotFoundError) and not isinstance(exc, hf_errors.LocalEntryNotFoundError):
+        return ModelConfigError(f"{repo_id} has no config.json")
+    return ModelConfigError(
+        f"{repo_id}: could not fetch config.json ({type(exc).__name__})",
+        "no network? pass --offline with a cached model, or a local path",
+    )
