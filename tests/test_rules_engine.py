@@ -116,3 +116,9 @@ def test_org_rule_reusing_a_bundled_id_is_rejected(tmp_path):
 
 def test_fill_unknown_reads_unknown():
     assert fill("{gpu.name} / {vllm.version}", {"gpu.name": "A10"}) == "A10 / unknown"
+
+
+def test_fill_uses_the_fallback_after_a_bar_for_unknown_facts():
+    template = "On {gpu.name|a GPU} (SM {gpu.capability|below 8.9})"
+    assert fill(template, {}) == "On a GPU (SM below 8.9)"
+    assert fill(template, {"gpu.name": "A10", "gpu.capability": 8.6}) == "On A10 (SM 8.6)"

@@ -9,7 +9,7 @@ from kvdoctor.report import Finding, Fix
 from kvdoctor.rules.conditions import holding_leaves, unknown_facts
 from kvdoctor.rules.loader import Rule
 
-PLACEHOLDER = re.compile(r"\{([a-z_]+(?:\.[A-Za-z0-9_]+)+)\}")
+PLACEHOLDER = re.compile(r"\{([a-z_]+(?:\.[A-Za-z0-9_]+)+)(?:\|([^{}]*))?\}")  # {fact} or {fact|if unknown}
 
 # How a user supplies an unknown fact, by fact-name prefix.
 FACT_HINTS = (
@@ -30,12 +30,12 @@ def hint_for(fact: str) -> str:
 
 
 def fill(template: str, facts: dict[str, Any]) -> str:
-    """Replace {fact.name} placeholders; unknown facts read 'unknown'."""
+    """Replace {fact.name} placeholders; an unknown fact reads as the text after '|', else 'unknown'."""
 
     def value(match: re.Match[str]) -> str:
         found = facts.get(match.group(1))
         if found is None:
-            return "unknown"
+            return match.group(2) if match.group(2) is not None else "unknown"
         if isinstance(found, float) and match.group(1) == "gpu.capability":
             return f"{found:.1f}"
         if isinstance(found, (list, tuple)):
