@@ -20,6 +20,7 @@ app = typer.Typer(
 )
 
 FAIL_ON = ("error", "warning", "never")
+INTERNAL_ERROR = 3  # exit code for kvdoctor's own bugs, distinct from 2 (the user's input)
 
 
 def _version(value: bool) -> None:
@@ -201,6 +202,17 @@ def run_and_exit(work, output_format: str, output: Optional[Path], fail_on: str,
         if debug:
             raise
         fail_input(exc)
+    except (typer.Exit, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # kvdoctor's own bug: one line, the traceback behind --debug
+        if debug:
+            raise
+        typer.echo(
+            f"kvdoctor: internal error: {type(exc).__name__}: {exc} "
+            "(a kvdoctor bug: rerun with --debug for the traceback and report it)",
+            err=True,
+        )
+        raise typer.Exit(INTERNAL_ERROR) from None
     raise typer.Exit(report.exit_code(fail_on))
 
 
