@@ -69,13 +69,18 @@ def attach_verifications(findings: list[Finding], outcomes: dict[str, dict], unv
 
 
 def _describe(report: dict) -> str:
+    """One line: what was recompiled, from which kernels, with what result."""
     request = report.get("request", {})
-    what = f"{request.get('kv_cache_dtype')}, {request.get('model_dtype')} keys, SM {'.'.join(map(str, request.get('capability', [])))}"
+    capability = ".".join(map(str, request.get("capability", [])))
+    what = f"{request.get('kv_cache_dtype')}, {request.get('model_dtype')} keys, SM {capability}"
     if report.get("status") == "skipped":
         return f"not compiled ({what}): {report.get('reason')}"
-    if request.get("vllm_version") and str(report.get("source_label", "")).startswith("kvdoctor probe"):
-        what += f", modelling vLLM {request['vllm_version']}"
+    probe = str(report.get("source_label", "")).startswith("kvdoctor probe")
+    if probe:
+        source = f"kvdoctor's probe kernel modelling vLLM {request.get('vllm_version') or 'before 0.26.0'}"
+    else:
+        source = f"vLLM {report.get('vllm_version') or '(unknown version)'}'s kernels"
     kernels = ", ".join(f"{k['kernel']} {k['status']}" for k in report.get("kernels", []))
-    if request.get("roles") and not str(report.get("source_label", "")).startswith("kvdoctor probe"):
-        kernels += f" (only the {'/'.join(request['roles'])} kernel, where the failure was, recompiled)"
-    return f"recompiled ({what}; {report.get('source_label')}): {kernels or report.get('reason')}"
+    if request.get("roles") and not probe:
+        kernels += f" (only the {'/'.join(request['roles'])} kernel, where the failure was)"
+    return f"recompiled with {source} ({what}): {kernels}"
