@@ -20,3 +20,15 @@ def test_jobs_for_different_targets_never_share_a_child(monkeypatch):
     assert [r["kernel"] for r in results] == [j["kernel"] for j in jobs]  # results come back in job order
     assert seen and all(len(targets) == 1 for targets in seen)
     assert {t for targets in seen for t in targets} == {(9, 0), (8, 0), (7, 5)}
+
+
+def test_child_replaces_tritons_source_hash_key_with_a_cheap_build_key():
+    import subprocess
+    import sys
+
+    code = ("from kvdoctor.dryrun.child import _cheap_triton_key; _cheap_triton_key(); "
+            "import triton, triton.runtime.cache as c; k = c.triton_key(); "
+            "print(k.startswith(triton.__version__ + '-kvdoctor-'), len(k) < 100)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.split() == ["True", "True"], out.stderr
