@@ -137,12 +137,13 @@ def _cheap_triton_key() -> None:
 
     import triton
 
-    libtriton = next((os.path.join(os.path.dirname(triton.__file__), "_C", name)
-                      for name in sorted(os.listdir(os.path.join(os.path.dirname(triton.__file__), "_C")))
-                      if name.startswith("libtriton")), None)  # fmt: skip
-    if libtriton is None:
-        return
-    stat = os.stat(libtriton)
+    library_dir = os.path.join(os.path.dirname(triton.__file__), "_C")
+    try:
+        names = sorted(os.listdir(library_dir))
+        libtriton = next(os.path.join(library_dir, n) for n in names if n.startswith("libtriton.") and "." in n[10:])
+        stat = os.stat(libtriton)
+    except (OSError, StopIteration):
+        return  # an unusual layout: keep Triton's own (slower) key
     key = functools.lru_cache(maxsize=1)(lambda: f"{triton.__version__}-kvdoctor-{stat.st_size}-{stat.st_mtime_ns}")
     for name in ("triton.runtime.cache", "triton.compiler.compiler"):  # where releases 3.0-3.9 look it up
         try:
