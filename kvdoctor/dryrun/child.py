@@ -140,7 +140,7 @@ def _cheap_triton_key() -> None:
     library_dir = os.path.join(os.path.dirname(triton.__file__), "_C")
     try:
         names = sorted(os.listdir(library_dir))
-        libtriton = next(os.path.join(library_dir, n) for n in names if n.startswith("libtriton.") and "." in n[10:])
+        libtriton = next(os.path.join(library_dir, n) for n in names if n.startswith("libtriton."))  # not libtriton/
         stat = os.stat(libtriton)
     except (OSError, StopIteration):
         return  # an unusual layout: keep Triton's own (slower) key
