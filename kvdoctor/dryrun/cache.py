@@ -13,20 +13,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from kvdoctor.cache_dir import default_cache_dir  # noqa: F401 - one definition of where kvdoctor may write
+
 CACHE_FORMAT = "kvdoctor-dryrun-1"
 CACHEABLE = ("passed", "failed")  # crashes and timeouts may be transient: always retried
-
-
-def default_cache_dir() -> Path | None:
-    """$KVDOCTOR_CACHE_DIR, else $XDG_CACHE_HOME/kvdoctor, else ~/.cache/kvdoctor; None if no home."""
-    explicit = os.environ.get("KVDOCTOR_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    if xdg:
-        return Path(xdg) / "kvdoctor"
-    home = os.environ.get("HOME")
-    return Path(home) / ".cache" / "kvdoctor" if home else None
 
 
 def usable_cache_dir(cache_dir: Path | None) -> tuple[Path | None, str | None]:
