@@ -182,3 +182,12 @@ def test_check_without_compile_never_imports_triton_or_torch(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_readme_first_command_on_the_bundled_example(run_cli):
+    readme = (REPO / "README.md").read_text()
+    command = next(line for line in readme.splitlines() if line.startswith("pip install -e") and "kvdoctor check" in line)
+    args = command.split("&& kvdoctor ", 1)[1].split()
+    result = run_cli(*args)
+    assert result.code == 1, result.stderr
+    assert result.stdout.startswith("FAIL") and "KVD101" in result.stdout and "verified by compile" in result.stdout
