@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import string
-from pathlib import Path
 
-import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -75,7 +75,6 @@ def test_unknown_flashinfer_leaves_fp8_on_ampere_undecided():
 
 
 def test_kvd160_mixed_gpus():
-    from dataclasses import replace
 
     from kvdoctor.facts import GpuDevice, GpuFacts
     from kvdoctor.rules.engine import evaluate_rules

@@ -6,7 +6,6 @@ import os
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Callable
 
 from kvdoctor.check import CheckSettings
