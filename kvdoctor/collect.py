@@ -123,6 +123,6 @@ def _model_facts(model: str, options: CheckOptions, gpu: GpuFacts, serve: ServeF
     facts = read_model_facts(location)
     weakest = gpu.weakest
     dtype, note = resolve_model_dtype(
-        facts.config_dtype, facts.model_type, serve.dtype, weakest.capability if weakest else None
+        facts.config_dtype, serve.dtype, weakest.capability if weakest else None
     )
     return replace(facts, dtype=dtype, dtype_note=note)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from kvdoctor.facts import Facts, GpuFacts, ServeFacts, VersionFacts
@@ -29,13 +30,9 @@ def is_fact_name(name: str) -> bool:
     return name in _names() or (name.startswith("env.") and len(name) > 4)
 
 
-_CACHE: set[str] = set()
-
-
-def _names() -> set[str]:
-    if not _CACHE:
-        _CACHE.update(fact_names())
-    return _CACHE
+@lru_cache(maxsize=1)
+def _names() -> frozenset[str]:
+    return frozenset(fact_names())
 
 
 def derive_kv_facts(facts: Facts) -> dict[str, Any]:

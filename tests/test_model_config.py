@@ -119,4 +119,4 @@ def test_hf_id_found_in_cache(hf_cache, monkeypatch):
     ],
 )
 def test_resolve_model_dtype(config_dtype, model_type, flag, capability, expected):
-    assert resolve_model_dtype(config_dtype, model_type, flag, capability)[0] == expected
+    assert resolve_model_dtype(config_dtype, flag, capability)[0] == expected  # model_type labels the case

@@ -13,7 +13,7 @@ def supported_dtypes(capability: tuple[int, int]) -> list[str]:
 
 
 def resolve_model_dtype(
-    config_dtype: str | None, model_type: str | None, flag: str, capability: tuple[int, int] | None
+    config_dtype: str | None, flag: str, capability: tuple[int, int] | None
 ) -> tuple[str | None, str]:
     """(effective dtype or None when the GPU decides and is unknown, how it was reached)."""
     if flag != "auto":
