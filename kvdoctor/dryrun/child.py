@@ -17,15 +17,11 @@ import json
 import os
 import sys
 import time
-import types
 from typing import Any, TextIO
 
 from kvdoctor.dryrun.protocol import RESULT, START
 
 LAYOUT_NOTE = "this vLLM's kernel changed; dry run skipped for it"
-
-# vLLM modules the kernel files import; registered as light stand-ins so vllm/__init__ never runs
-_VLLM_PACKAGES = ("vllm", "vllm.v1", "vllm.v1.attention", "vllm.v1.attention.ops")
 
 
 def _fault(kernel: str) -> None:
@@ -41,46 +37,52 @@ def _fault(kernel: str) -> None:
         os.abort()
 
 
-def _install_stand_ins() -> None:
-    import triton
-    import triton.language as tl
-
-    for name in _VLLM_PACKAGES:
-        module = types.ModuleType(name)
-        module.__path__ = []
-        sys.modules[name] = module
-    utils = types.ModuleType("vllm.triton_utils")
-    utils.triton, utils.tl = triton, tl
-    platforms = types.ModuleType("vllm.platforms")
-    platforms.current_platform = types.SimpleNamespace(is_cuda_alike=lambda: True, is_cuda=lambda: True)
-    stage2 = types.ModuleType("vllm.v1.attention.ops.triton_decode_attention")
-    stage2._fwd_kernel_stage2 = None  # stage 2 is not compiled
-    decode = types.ModuleType("vllm.v1.attention.ops.triton_turboquant_decode")
-    decode._use_fp8_e4b15 = lambda device=0: 0  # never called: FP8_E4B15 is passed explicitly
-    for module in (utils, platforms, stage2, decode):
-        sys.modules[module.__name__] = module
-    if "torch" not in sys.modules:  # kernel files only use torch in launchers and annotations
-        torch = types.ModuleType("torch")
-        torch.Tensor, torch.dtype, torch.device = type("Tensor", (), {}), type("dtype", (), {}), type("device", (), {})
-        sys.modules["torch"] = torch
-
-
 _loaded: dict[str, Any] = {}
 
 
-def _load_module(job: dict[str, Any]) -> Any:
-    path = job["path"]
+def _load_file(source_file: str, path: str) -> Any:
+    """The module of one vLLM file (executed once per path), registered under its vllm name."""
+    name = source_file[: -len(".py")].replace("/", ".")
     if path not in _loaded:
-        if job["role"] == "probe":
-            from kvdoctor.dryrun import probe_kernel as module
-        else:
-            name = job["source_file"][: -len(".py")].replace("/", ".")
-            spec = importlib.util.spec_from_file_location(name, path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            sys.modules[name] = module
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
         _loaded[path] = module
+    sys.modules[name] = _loaded[path]
     return _loaded[path]
+
+
+def _load_module(job: dict[str, Any]) -> Any:
+    if job["role"] == "probe":
+        from kvdoctor.dryrun import probe_kernel
+
+        return probe_kernel
+    for source_file, path in (job.get("siblings") or {}).items():  # files it imports, from the same release
+        _load_file(source_file, path)
+    return _load_file(job["source_file"], job["path"])
+
+
+def _bind_by_name(fn: Any, job: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any]] | str:
+    """(signature, constexprs) for the kernel's own parameters, or why its layout is not one kvdoctor knows."""
+    import inspect
+
+    known_sig, known_const = job["signature"], job["constexprs"]
+    signature: dict[str, str] = {}
+    constexprs: dict[str, Any] = {}
+    unknown = []
+    for name, param in inspect.signature(getattr(fn, "fn", fn)).parameters.items():
+        if name in known_const:
+            signature[name], constexprs[name] = "constexpr", known_const[name]
+        elif name in known_sig:
+            signature[name] = known_sig[name]
+        elif param.default is not inspect.Parameter.empty:  # the launcher leaves it at its default
+            signature[name], constexprs[name] = "constexpr", param.default
+        else:
+            unknown.append(name)
+    if unknown:
+        return f"parameters {unknown} of {job['kernel']} are not in any layout kvdoctor knows"
+    return signature, constexprs
 
 
 def _layout_skip(job: dict[str, Any], message: str) -> dict[str, Any]:
@@ -102,17 +104,24 @@ def compile_job(job: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:  # an import or name we do not know: the file changed
         result = _layout_skip(job, f"cannot load {job['kernel']}: {type(exc).__name__}: {exc}")
         return {**result, "seconds": time.perf_counter() - started}
-    arg_names = list(getattr(fn, "arg_names", []) or [])
-    if arg_names != job["expected_args"]:
-        result = _layout_skip(job, f"parameters {arg_names} differ from the known layout {job['expected_args']}")
-        return {**result, "seconds": time.perf_counter() - started}
+    if job.get("by_name"):
+        bound = _bind_by_name(fn, job)
+        if isinstance(bound, str):
+            return {**_layout_skip(job, bound), "seconds": time.perf_counter() - started}
+        signature, constexprs = bound
+    else:
+        arg_names = list(getattr(fn, "arg_names", []) or [])
+        if arg_names != job["expected_args"]:
+            result = _layout_skip(job, f"parameters {arg_names} differ from the known layout {job['expected_args']}")
+            return {**result, "seconds": time.perf_counter() - started}
+        signature, constexprs = dict(job["signature"]), dict(job["constexprs"])
     major, minor = job["capability"]
     options = {"num_warps": job["num_warps"]}
     if job["num_stages"] is not None:
         options["num_stages"] = job["num_stages"]
     _fault(job["kernel"])
     try:
-        source = ASTSource(fn, dict(job["signature"]), dict(job["constexprs"]))
+        source = ASTSource(fn, signature, constexprs)
         compiled = triton.compile(source, target=GPUTarget("cuda", major * 10 + minor, 32), options=options)
         status, failure = "passed", None
         if not compiled.asm.get("cubin"):
@@ -158,7 +167,12 @@ def main() -> int:
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     sys.stdout = sys.stderr  # compiler chatter must not mix with the result lines
     jobs = json.load(sys.stdin)["jobs"]
-    _install_stand_ins()
+    import triton
+    import triton.language as tl
+
+    from kvdoctor.dryrun import stand_ins
+
+    stand_ins.install(triton, tl)
     _cheap_triton_key()
     for index, job in enumerate(jobs):
         _emit(out, f"{START} {index}")

@@ -82,6 +82,8 @@ def classify_kind(messages: list[str], innermost_type: str, triton_function: str
         return "bf16_to_fp8e4b15_assert"
     if re.search(r"fp8e4nv (data )?type is not supported on CUDA arch|type fp8e4nv not supported in this arch", text):
         return "fp8e4nv_unsupported_arch"
+    if re.search(r"\bbf16\b|bfloat16", text) and re.search(r"not supported|unsupported|requires \.target sm_8", text):
+        return "bf16_unsupported_arch"
     if "ptxas" in text.lower() or innermost_type.endswith("PTXASError"):
         if re.search(r"is not defined for option 'gpu-name'|Unknown target|Unsupported \.target|not a recognized", text):
             return "ptxas_unknown_target"

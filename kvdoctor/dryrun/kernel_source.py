@@ -19,10 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvdoctor.dryrun.plans import DECODE_FILE, STORE_FILE
+from kvdoctor.dryrun.plans_attention import ATTENTION_FILES
 from kvdoctor.errors import KvdoctorError
 
-KERNEL_FILES = (STORE_FILE, DECODE_FILE)
+KERNEL_FILES = (STORE_FILE, DECODE_FILE, *ATTENTION_FILES)
+"""Every vLLM file a dry-run plan compiles from (or reads, like the backend's guard)."""
 _MARKER = "kvdoctor-source.json"
+_FETCH_MARKER = "kvdoctor-fetch.json"  # written by wheel_fetch next to the files it fetched
 
 
 class DryRunSourceError(KvdoctorError):
@@ -98,7 +101,8 @@ def _extract_wheel(wheel: Path, target: Path) -> None:
 def wheel_source(wheel: Path, scratch: Path) -> KernelSource:
     """Kernel files of a vllm wheel, extracted under scratch (keyed by path, size and mtime)."""
     stat = wheel.stat()
-    ident = hashlib.sha256(f"{wheel.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:24]
+    material = f"{wheel.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{'|'.join(KERNEL_FILES)}"
+    ident = hashlib.sha256(material.encode()).hexdigest()[:24]
     target = scratch / "wheels" / ident
     if not (target / _MARKER).is_file():
         _extract_wheel(wheel, target)
@@ -122,12 +126,18 @@ def _tree_version(root: Path) -> str | None:
 
 
 def tree_source(root: Path) -> KernelSource:
-    """Kernel files of an unpacked tree (a directory containing vllm/)."""
+    """Kernel files of an unpacked tree (a directory containing vllm/), or of a release kvdoctor fetched."""
     if not (root / "vllm").is_dir():
         raise DryRunSourceError(f"{root} has no vllm/ directory", "pass a vllm .whl or a tree containing vllm/")
     version = _tree_version(root)
     files = {rel: root / rel for rel in KERNEL_FILES if (root / rel).is_file()}
-    return KernelSource(_label(version, str(root)), version, files)
+    where = str(root)
+    try:
+        fetched = json.loads((root / _FETCH_MARKER).read_text(encoding="utf-8"))
+        where = f"{fetched['wheel']} (fetched from the package index, verified against its RECORD; cached in {root})"
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return KernelSource(_label(version, where), version, files)
 
 
 def resolve_source(vllm_source: str | None, scratch: Path) -> KernelSource | None:

@@ -84,6 +84,9 @@ class CompileJob:
     """As the launcher passes it."""
     num_stages: int | None
     """As the launcher passes it; None = Triton's default."""
+    by_name: bool = False
+    """Bind signature/constexprs to the kernel's parameters by name (they may list parameters other releases
+    have); else expected_args must equal the kernel's parameters exactly."""
 
     def inputs(self) -> dict[str, Any]:
         """JSON-able description of what this job compiles, for reports and cache keys."""
@@ -108,6 +111,7 @@ class CompileJob:
             "capability": list(self.capability),
             "num_warps": self.num_warps,
             "num_stages": self.num_stages,
+            "by_name": self.by_name,
         }
 
 

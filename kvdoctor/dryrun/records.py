@@ -29,8 +29,15 @@ class DryRunRequest:
     vllm_version: str | None = None
     """The vLLM release being judged; the probe kernel models its key conversion (None: the unfixed one)."""
     roles: tuple[str, ...] | None = None
-    """Compile only kernels of these roles ('store', 'decode'); None = all. Fix verification recompiles the
-    role that failed. The probe kernel is always compiled when it stands in for vLLM's."""
+    """Compile only kernels of these roles ('store', 'decode', 'attention_2d', 'attention_3d'); None = all.
+    Fix verification recompiles the role that failed. The probe kernel is always compiled when it stands in."""
+    backend: str | None = None
+    """vLLM attention backend that will run (selected or forced), e.g. "TRITON_ATTN"; None = not known
+    (TurboQuant presets still mean the TURBOQUANT backend; fp8 KV then gets the probe kernel)."""
+    num_q_heads: int | None = None
+    """Query heads per tensor-parallel rank; None = as many as KV heads (Triton attention only)."""
+    probe_reason: str | None = None
+    """Why no vLLM kernels of the judged version are at hand (e.g. the fetch failed); shown with the probe."""
 
 
 @dataclass(frozen=True)
@@ -38,8 +45,9 @@ class CompileFailure:
     """Why one kernel did not compile, reduced to the innermost cause."""
 
     kind: str
-    """Stable classification: bf16_to_fp8e4b15_assert, fp8e4nv_unsupported_arch, ptxas_unknown_target,
-    ptxas_error, compile_error, timeout, crashed, layout_changed."""
+    """Stable classification: bf16_to_fp8e4b15_assert, fp8e4nv_unsupported_arch, bf16_unsupported_arch,
+    ptxas_unknown_target, ptxas_error, compile_error, timeout, crashed, layout_changed; and for vLLM's start-up
+    guard in front of the kernels (role "guard"): triton_attn_fp8_guard, triton_attn_bf16_guard."""
     exc_type: str | None = None
     """Qualified type of the exception triton.compile raised, e.g. "triton.compiler.errors.CompilationError"."""
     message: str | None = None

@@ -21,14 +21,44 @@ from kvdoctor.dryrun.plans import (
     plan_probe,
     plan_turboquant,
 )
+from kvdoctor.dryrun.plans_attention import (
+    ATTENTION_KV_DTYPES,
+    BACKEND_FILE,
+    GUARD_TEXT,
+    HELPERS_FILE,
+    UNIFIED_FILE,
+    guard_refuses,
+    plan_triton_attention,
+)
 from kvdoctor.dryrun.records import CompileFailure, DryRunReport, DryRunRequest, FixVerification, KernelResult
 
 PROBE_LABEL = "kvdoctor probe kernel, not vLLM's"
+TRITON_BACKENDS = ("TRITON_ATTN", "TURBOQUANT")  # backends whose kernels kvdoctor compiles
+SIBLINGS = {UNIFIED_FILE: (HELPERS_FILE,)}  # kernel files that import another vLLM file's @triton.jit helpers
 
 
-def dry_run_applies(kv_cache_dtype: str) -> bool:
-    """True when a dry run has a kernel to compile for this KV-cache dtype (TurboQuant presets, fp8*)."""
-    return kv_cache_dtype in TURBOQUANT_PRESETS or kv_cache_dtype in PROBE_FP8_FORMATS
+def kernel_family(kv_cache_dtype: str, backend: str | None = None) -> str | None:
+    """Which kernels a dry run compiles: "turboquant", "triton_attention", "probe" (fp8 KV on an unknown
+    backend: kvdoctor's probe of the conversion), or None (nothing: a backend whose kernels are not Triton)."""
+    if kv_cache_dtype in TURBOQUANT_PRESETS:
+        return "turboquant"
+    if backend == "TRITON_ATTN":
+        return "triton_attention" if kv_cache_dtype in ATTENTION_KV_DTYPES else None
+    if backend is None and kv_cache_dtype in PROBE_FP8_FORMATS:
+        return "probe"
+    return None
+
+
+def dry_run_applies(kv_cache_dtype: str, backend: str | None = None) -> bool:
+    """True when a dry run has a kernel to compile for this KV-cache dtype on this backend."""
+    return kernel_family(kv_cache_dtype, backend) is not None
+
+
+def why_nothing_to_compile(kv_cache_dtype: str, backend: str | None) -> str:
+    """One line on why kernel_family is None."""
+    if backend and backend not in TRITON_BACKENDS:
+        return f"the {backend} backend's kernels are not Triton kernels; kvdoctor compiles none for it"
+    return f"no kernel kvdoctor compiles for --kv-cache-dtype {kv_cache_dtype}" + (f" on {backend}" if backend else "")
 
 
 def _triton_version() -> str | None:
@@ -53,23 +83,60 @@ def kernel_roles_for(kind: str | None) -> tuple[str, ...] | None:
 
 
 def _choose_plan(request: DryRunRequest, source: KernelSource | None) -> tuple[list[CompileJob], str]:
-    """Jobs and source label: vLLM's kernels for TurboQuant when found, else kvdoctor's probe."""
+    """Jobs and source label: vLLM's kernels when found, else kvdoctor's probe."""
     dtype = TRITON_DTYPES[request.model_dtype]
     cap = tuple(request.capability)
-    if request.kv_cache_dtype in TURBOQUANT_PRESETS and source is not None:
+    family = kernel_family(request.kv_cache_dtype, request.backend)
+    jobs: list[CompileJob] | None = None
+    if family == "turboquant" and source is not None:
         jobs = plan_turboquant(request.kv_cache_dtype, dtype, request.head_dim, request.num_kv_heads, cap,
                                request.block_size)  # fmt: skip
+    elif family == "triton_attention" and source is not None:
+        jobs = plan_triton_attention(request.kv_cache_dtype, dtype, request.head_dim, request.num_kv_heads,
+                                     request.num_q_heads or request.num_kv_heads, cap, request.block_size,
+                                     source.version or request.vllm_version)  # fmt: skip
+    if jobs is not None:
         if request.roles is not None:
             jobs = [job for job in jobs if job.role in request.roles]
         return jobs, source.label
     if request.use_probe:
-        why = "no kernels of the judged vLLM version at hand; pass --vllm-source"
+        why = request.probe_reason or "no kernels of the judged vLLM version at hand; pass --vllm-source"
     elif source is None:
         why = "vLLM not installed"
     else:
-        why = "kvdoctor does not compile vLLM's own fp8 KV kernels"
+        why = "kvdoctor does not compile vLLM's own fp8 KV kernels for an unknown attention backend"
+    if request.kv_cache_dtype not in PROBE_FP8_FORMATS and request.kv_cache_dtype not in TURBOQUANT_PRESETS:
+        return [], f"{PROBE_LABEL} ({why}); the probe models fp8 conversions only, so nothing was compiled"
     jobs = plan_probe(request.kv_cache_dtype, dtype, request.head_dim, cap, request.vllm_version)
     return jobs, f"{PROBE_LABEL} ({why})"
+
+
+def _guard_result(request: DryRunRequest, source: KernelSource | None) -> KernelResult | None:
+    """vLLM's start-up guard (TritonAttentionImpl, 0.24.0+) when this release has it and it refuses the config:
+    it raises before any kernel compiles, so it comes first; the kernels after it show what it protects from."""
+    if kernel_family(request.kv_cache_dtype, request.backend) != "triton_attention" or source is None:
+        return None
+    message = guard_refuses(request.kv_cache_dtype, tuple(request.capability))
+    path = source.files.get(BACKEND_FILE)
+    if message is None or path is None:
+        return None
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    fp8 = request.kv_cache_dtype.startswith("fp8")
+    needle = GUARD_TEXT if fp8 else "bfloat16 KV cache is not supported"
+    hit = next((i for i, text in enumerate(lines) if needle in text), None)
+    if hit is None:
+        return None  # a release without the guard: the compile failure is the cause
+    raise_line = next((i for i in range(hit, max(hit - 12, -1), -1) if "raise ValueError" in lines[i]), hit)
+    failure = CompileFailure(
+        kind="triton_attn_fp8_guard" if fp8 else "triton_attn_bf16_guard", exc_type="ValueError", message=message,
+        innermost_type="ValueError", innermost_message=message, kernel_file=BACKEND_FILE,
+        kernel_line=raise_line + 1, kernel_source_line=lines[raise_line].strip(),
+    )  # fmt: skip
+    note = "vLLM refuses this configuration at start-up, before any of the kernels below is compiled"
+    return KernelResult("TritonAttentionImpl.__init__", "guard", BACKEND_FILE, "failed", 0.0, False, {}, failure, note)
 
 
 def _job_path(job: CompileJob, source: KernelSource | None) -> Path | None:
@@ -154,9 +221,8 @@ def run_dry_runs(requests: list[DryRunRequest], *, cache_dir: Path | None = None
 def _plan_request(request: DryRunRequest, triton_version: str | None, scratch: Path, usable: Path | None,
                   use_cache: bool, started: float) -> dict[str, Any]:  # fmt: skip
     """Jobs for one request, with cache hits filled in and the rest listed as pending."""
-    if not dry_run_applies(request.kv_cache_dtype):
-        reason = f"no kernel to dry-run for kv_cache_dtype {request.kv_cache_dtype!r}"
-        return {"report": _skipped(request, reason, started)}
+    if not dry_run_applies(request.kv_cache_dtype, request.backend):
+        return {"report": _skipped(request, why_nothing_to_compile(request.kv_cache_dtype, request.backend), started)}
     if request.model_dtype not in TRITON_DTYPES:
         reason = f"model dtype {request.model_dtype!r} is not one kvdoctor can compile for"
         return {"report": _skipped(request, reason, started)}
@@ -164,16 +230,23 @@ def _plan_request(request: DryRunRequest, triton_version: str | None, scratch: P
         return {"report": _skipped(request, "Triton is not installed (pip install 'kvdoctor[compile]')", started)}
     source = None if request.use_probe else resolve_source(request.vllm_source, scratch)
     jobs, label = _choose_plan(request, source)
+    if not jobs:
+        return {"report": _skipped(request, label, started)}
+    guard = _guard_result(request, source)
     kernels: list[KernelResult | None] = [None] * len(jobs)
     pending: list[tuple[int, str | None, dict[str, Any]]] = []
     for index, job in enumerate(jobs):
         path = _job_path(job, source)
         if path is None:
-            note = f"{job.source_file} is not in {label}; this vLLM has no TurboQuant kernel to compile"
+            what = "TurboQuant" if "turboquant" in job.source_file else "such"
+            note = f"{job.source_file} is not in {label}; this vLLM has no {what} kernel to compile"
             kernels[index] = KernelResult(job.kernel, job.role, job.source_file, "skipped", 0.0, False,
                                           job.inputs(), None, note)  # fmt: skip
             continue
-        key = cache.result_key(cache.file_sha256(path), triton_version, job.kernel, job.inputs())
+        siblings = {rel: source.files[rel] for rel in SIBLINGS.get(job.source_file, ()) if rel in source.files}
+        content = "+".join(cache.file_sha256(p) for p in (path, *siblings.values()))
+        key = cache.result_key(content if siblings else cache.file_sha256(path), triton_version, job.kernel,
+                               job.inputs())  # fmt: skip
         hit = cache.load_result(usable, key) if usable and use_cache else None
         if hit is not None:
             try:
@@ -181,14 +254,17 @@ def _plan_request(request: DryRunRequest, triton_version: str | None, scratch: P
                 continue
             except (KeyError, TypeError, ValueError):
                 pass  # an entry that parses but does not fit: recompile
-        pending.append((index, key, {**job.to_json(), "path": str(path)}))
+        siblings_json = {rel: str(p) for rel, p in siblings.items()}
+        pending.append((index, key, {**job.to_json(), "path": str(path), "siblings": siblings_json}))
     version = source.version if source else None
     return {"request": request, "jobs": jobs, "kernels": kernels, "pending": pending, "label": label,
-            "version": version}  # fmt: skip
+            "version": version, "guard": guard}  # fmt: skip
 
 
 def _finish(plan: dict[str, Any], notes: list[str], triton_version: str | None, started: float) -> DryRunReport:
     results = [k for k in plan["kernels"] if k is not None]
+    if plan.get("guard") is not None:
+        results.insert(0, plan["guard"])
     if notes:
         results = [dataclasses.replace(k, note="; ".join(filter(None, [k.note, *notes]))) for k in results]
     status, reason = _verdict(results)
