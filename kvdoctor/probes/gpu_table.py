@@ -57,3 +57,41 @@ def resolve_gpu_target(text: str) -> GpuDevice:
     suggestions = sorted({table[c].name for c in close})
     hint = f"did you mean {', '.join(suggestions)}?" if suggestions else "use a capability such as sm_80 or 8.0"
     raise GpuTargetError(f"unknown GPU '{text}'", f"{hint} `kvdoctor gpus` lists the known names")
+
+
+@lru_cache(maxsize=1)
+def _node_label_data() -> tuple[dict[str, str], tuple[re.Pattern[str], ...], dict[str, GpuDevice], tuple]:
+    """(label key -> kind, suffix patterns, normalised node-label value -> GpuDevice, (pattern, GpuDevice) pairs)."""
+    raw = load_yaml(resources.files("kvdoctor.data").joinpath("gpus.yaml").read_text("utf-8"))
+    by_name = {d.name: d for d in gpu_table().values()}
+    values: dict[str, GpuDevice] = {}
+    patterns: list[tuple[str, GpuDevice]] = []
+    for entry in raw["gpus"]:
+        device = by_name[entry["name"]]
+        for value in entry.get("node_labels", []):
+            values[normalise(value)] = device
+        patterns += [(str(p).lower(), device) for p in entry.get("instance_types", [])]
+    suffixes = tuple(re.compile(s, re.IGNORECASE) for s in raw.get("node_label_suffixes", []))
+    return dict(raw.get("node_label_keys", {})), suffixes, values, tuple(patterns)
+
+
+def node_label_keys() -> dict[str, str]:
+    """Node label keys that name a GPU -> how their values are matched ('product' or 'instance_type')."""
+    return dict(_node_label_data()[0])
+
+
+def gpu_for_node_label(key: str, value: str) -> GpuDevice | None:
+    """The GPU a node label names (nvidia.com/gpu.product, GKE accelerator, instance type), or None."""
+    import fnmatch
+
+    kinds, suffixes, values, patterns = _node_label_data()
+    kind = kinds.get(key)
+    text = value.strip()
+    if kind == "instance_type":
+        return next((d for p, d in patterns if fnmatch.fnmatchcase(text.lower(), p)), None)
+    if kind != "product" or not text:
+        return None
+    for suffix in suffixes:
+        text = suffix.sub("", text)
+    key_text = normalise(text)
+    return values.get(key_text) or gpu_table().get(key_text)

@@ -1,0 +1,106 @@
+"""Find `vllm serve` in a container's command: exec form, a shell script (`sh -c "... && vllm serve ..."`),
+`python -m vllm.entrypoints...`, or args alone for an image whose entrypoint is vLLM's server."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import PurePosixPath
+
+import yaml
+
+from kvdoctor.scan import nodes
+from kvdoctor.scan.workload import Token
+
+SHELLS = {"sh", "bash", "dash", "ash", "zsh"}
+PREFIX_WORDS = {"exec", "nohup", "time", "env", "stdbuf"}
+OPERATORS = {"&&", "||", ";", "|", "&", ";;", "|&"}
+ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
+Word = tuple[Token, "yaml.Node | None"]
+"""A Token and the YAML scalar it was read from (to place the words of a shell script on their lines)."""
+
+
+def words_of(node: yaml.Node | None, source_text: str, split: bool = False) -> list[Word]:
+    """A command/args/entrypoint node as words: a list item each, or a string split like a shell (Compose)."""
+    if nodes.is_seq(node):
+        return [(Token(t, nodes.line(item)), item) for item in nodes.items(node) if (t := nodes.text(item)) is not None]
+    text = nodes.text(node)
+    if text is None:
+        return []
+    if not split:
+        return [(Token(text, nodes.line(node)), node)]
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        words = text.split()
+    return [(token, node) for token in _place(words, node, source_text)]
+
+
+def serve_argv(command: list[Word], args: list[Word], entrypoint_is_vllm: bool, source_text: str) -> list[Token] | None:
+    """The argv after the vLLM launcher (model and flags, VAR=value prefixes kept), or None: not vLLM."""
+    words = [token for token, _ in command + args]
+    if not command and entrypoint_is_vllm:
+        return [token for token, _ in args]
+    found = _after_launcher(words)
+    if found is not None:
+        return found
+    if words and PurePosixPath(words[0].text).name in SHELLS:
+        pairs = command + args
+        script = next((pairs[i + 1] for i, w in enumerate(words[:-1]) if w.text in ("-c", "-lc", "-ec")), None)
+        if script is not None:
+            return _in_script(script[0], script[1], source_text)
+    return None
+
+
+def _after_launcher(words: list[Token]) -> list[Token] | None:
+    index = 0
+    while index < len(words) and (words[index].text in PREFIX_WORDS or ASSIGNMENT.match(words[index].text)):
+        index += 1
+    env = [w for w in words[:index] if ASSIGNMENT.match(w.text)]
+    rest = words[index:]
+    if len(rest) >= 2 and PurePosixPath(rest[0].text).name == "vllm" and rest[1].text == "serve":
+        return env + rest[2:]
+    if (len(rest) >= 3 and PurePosixPath(rest[0].text).name.startswith("python") and rest[1].text == "-m"
+            and rest[2].text.startswith("vllm.entrypoints.")):  # fmt: skip
+        return env + rest[3:]
+    return None
+
+
+def _in_script(script: Token, node: yaml.Node | None, source_text: str) -> list[Token] | None:
+    # Same length, so offsets still index the original: continuations become spaces, newlines end commands.
+    flat = script.text.replace("\\\n", "  ").replace("\n", ";")
+    lexer = shlex.shlex(flat, posix=True, punctuation_chars=";&|")
+    lexer.whitespace_split = True
+    try:
+        words = list(lexer)
+    except ValueError:
+        return None
+    placed = _place(words, node, source_text) if node is not None else [Token(w, script.line) for w in words]
+    segment: list[Token] = []
+    for word in placed + [Token(";", None)]:
+        if word.text in OPERATORS:
+            found = _after_launcher(segment)
+            if found is not None:
+                return found
+            segment = []
+        else:
+            segment.append(word)
+    return None
+
+
+def _place(words: list[str], node: yaml.Node, source_text: str) -> list[Token]:
+    """Give each word the line it is written on, found in the node's source text in order."""
+    start = node.start_mark
+    raw = source_text[start.index : node.end_mark.index] if source_text else ""
+    placed: list[Token] = []
+    cursor = 0
+    for word in words:
+        found = raw.find(word, cursor) if word else -1
+        if found < 0:
+            placed.append(Token(word, start.line + 1 + raw[:cursor].count("\n")))
+            continue
+        placed.append(Token(word, start.line + 1 + raw[:found].count("\n")))
+        cursor = found + len(word)
+    return placed

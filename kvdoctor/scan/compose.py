@@ -1,0 +1,85 @@
+"""Docker Compose services -> vLLM workloads (command as a string or a list, environment as a map or a list)."""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+
+from kvdoctor.scan import nodes
+from kvdoctor.scan.command import serve_argv, words_of
+from kvdoctor.scan.documents import Document
+from kvdoctor.scan.image import runs_vllm_entrypoint
+from kvdoctor.scan.workload import EnvVar, Token, Workload
+
+INTERPOLATION = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?[-?]([^}]*))?\}")
+
+
+def is_compose(root: yaml.Node) -> bool:
+    services = nodes.get(root, "services")
+    return nodes.is_map(services) and nodes.get(root, "kind") is None
+
+
+def workloads(doc: Document, source_text: str) -> list[Workload]:
+    found = []
+    for name, key, service in nodes.pairs(nodes.get(doc.root, "services")):
+        workload = _service(doc.file, name, key, service, source_text)
+        if workload is not None:
+            found.append(workload)
+    return found
+
+
+def _service(file: str, name: str, key: yaml.Node, service: yaml.Node, source_text: str) -> Workload | None:
+    image = nodes.text(nodes.get(service, "image"))
+    entrypoint = words_of(nodes.get(service, "entrypoint"), source_text, split=True)
+    command = words_of(nodes.get(service, "command"), source_text, split=True)
+    argv = serve_argv(entrypoint, command, runs_vllm_entrypoint(image), source_text)
+    if argv is None:
+        return None
+    env, env_from = _environment(service)
+    count, count_line = _gpu_count(service)
+    first = (entrypoint or command or [(Token("", nodes.line(service)), None)])[0][0]
+    return Workload(
+        file=file, line=nodes.line(key), platform="compose", kind="service", name=name, container=name,
+        image=_interpolate(image) if image else None, image_line=nodes.line(nodes.get(service, "image")),
+        argv=tuple(Token(_interpolate(t.text), t.line) for t in argv), command_line=first.line,
+        env=tuple(env), env_from=tuple(env_from), gpu_limit=count, gpu_limit_line=count_line,
+    )  # fmt: skip
+
+
+def _interpolate(text: str) -> str:
+    """${VAR:-default} takes its default; ${VAR} alone stays (the host's value is unknown here)."""
+    return INTERPOLATION.sub(lambda m: m.group(2) if m.group(2) is not None else m.group(0), text)
+
+
+def _environment(service: yaml.Node) -> tuple[list[EnvVar], list[str]]:
+    env: list[EnvVar] = []
+    block = nodes.get(service, "environment")
+    if nodes.is_map(block):
+        for name, _, value in nodes.pairs(block):
+            literal = nodes.text(value)
+            env.append(EnvVar(name, _interpolate(literal) if literal is not None else None, nodes.line(value),
+                              None if literal is not None else "the host environment"))  # fmt: skip
+    for item in nodes.items(block):
+        entry = nodes.text(item) or ""
+        name, has_value, value = entry.partition("=")
+        env.append(EnvVar(name, _interpolate(value) if has_value else None, nodes.line(item),
+                          None if has_value else "the host environment"))  # fmt: skip
+    env_files = nodes.get(service, "env_file")
+    files = [nodes.text(f) or nodes.text(nodes.get(f, "path")) for f in nodes.items(env_files)] or [nodes.text(env_files)]
+    return env, [f"env_file {f!r}" for f in files if f]
+
+
+def _gpu_count(service: yaml.Node) -> tuple[int | None, int | None]:
+    """deploy.resources.reservations.devices with the gpu capability: count, or the device_ids listed."""
+    for device in nodes.items(nodes.get(service, "deploy", "resources", "reservations", "devices")):
+        capabilities = nodes.plain(nodes.get(device, "capabilities")) or []
+        if "gpu" not in capabilities and nodes.text(nodes.get(device, "driver")) != "nvidia":
+            continue
+        count = nodes.get(device, "count")
+        if nodes.text(count) and str(nodes.text(count)).isdigit():
+            return int(str(nodes.text(count))), nodes.line(count)
+        ids = nodes.get(device, "device_ids")
+        if nodes.is_seq(ids):
+            return len(nodes.items(ids)), nodes.line(ids)
+    return None, None

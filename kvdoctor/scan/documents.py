@@ -1,0 +1,128 @@
+"""Read manifest files into YAML node trees that keep every value's line (safe composer only)."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from kvdoctor.errors import KvdoctorError
+from kvdoctor.yaml_safe import MAX_FLOW_DEPTH, SafeLoader, _flow_depth
+
+MAX_MANIFEST_BYTES = 8 * 1024 * 1024
+YAML_SUFFIXES = (".yaml", ".yml")
+SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache",
+             ".pytest_cache", ".terraform", "vendor"}  # fmt: skip
+# A Go/Helm template action; Jinja chat templates in ConfigMaps ({{ message['content'] }}) do not match.
+TEMPLATE = re.compile(
+    r"\{\{-?\s*(?:\.[A-Za-z]|\$|(?:include|template|toYaml|toJson|if|else|end|range|with|define|required|default"
+    r"|tpl|printf|quote|nindent|indent)\b)"
+)
+STDIN = "-"
+
+
+class ManifestError(KvdoctorError):
+    """A manifest kvdoctor cannot read; the message starts with file:line."""
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: str
+    """As given or found (relative to the working directory when under it); '-' for stdin is named '<stdin>'."""
+    text: str
+
+
+@dataclass(frozen=True)
+class Document:
+    file: str
+    index: int
+    """0-based position in a multi-document file."""
+    root: yaml.Node
+
+
+def discover(paths: list[str]) -> tuple[list[SourceFile], list[str]]:
+    """Files to scan and notes on what a directory walk skipped; raises ManifestError for a missing path."""
+    files: list[SourceFile] = []
+    notes: list[str] = []
+    for given in paths:
+        if given == STDIN:
+            files.append(SourceFile("<stdin>", _checked_text("<stdin>", sys.stdin.read())))
+            continue
+        path = Path(given)
+        if path.is_dir():
+            files += _walk(path, notes)
+        elif path.is_file():
+            files.append(_read(path))
+        else:
+            raise ManifestError(f"{given}: no such file or directory")
+    return files, notes
+
+
+def _walk(root: Path, notes: list[str]) -> list[SourceFile]:
+    found: list[SourceFile] = []
+    for directory, subdirs, names in os.walk(root):
+        here = Path(directory)
+        subdirs[:] = sorted(d for d in subdirs if d not in SKIP_DIRS and not d.startswith("."))
+        if "Chart.yaml" in names and "templates" in subdirs:
+            subdirs.remove("templates")  # Go templates: only `helm template` can turn them into YAML
+            notes.append(f"skipped the Helm chart templates in {_display(here / 'templates')} "
+                         f"(render them: helm template ... | kvdoctor scan -)")  # fmt: skip
+        for name in sorted(names):
+            if name.endswith(YAML_SUFFIXES) and name != "Chart.yaml":
+                found.append(_read(here / name))
+    return found
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _read(path: Path) -> SourceFile:
+    shown = _display(path)
+    try:
+        if path.stat().st_size > MAX_MANIFEST_BYTES:
+            raise ManifestError(f"{shown}: over {MAX_MANIFEST_BYTES // 2**20} MiB, not read")
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ManifestError(f"{shown}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f"{shown}: not UTF-8 text (byte {exc.start})") from None
+    return SourceFile(shown, _checked_text(shown, text))
+
+
+def _checked_text(shown: str, text: str) -> str:
+    if len(text.encode("utf-8", "replace")) > MAX_MANIFEST_BYTES:
+        raise ManifestError(f"{shown}: over {MAX_MANIFEST_BYTES // 2**20} MiB, not read")
+    return text
+
+
+def compose_documents(source: SourceFile) -> list[Document]:
+    """Every YAML document of a file as a node tree; raises ManifestError with the file and line."""
+    text = source.text
+    template = next((n for n, line in enumerate(text.splitlines(), 1) if TEMPLATE.search(line)), None)
+    if template is not None:
+        raise ManifestError(
+            f"{source.path}:{template}: Helm/Go template syntax ({{{{ }}}}), not YAML yet",
+            "render it first: helm template RELEASE CHART -f values.yaml | kvdoctor scan -",
+        )
+    if text.count("[") + text.count("{") > MAX_FLOW_DEPTH and _flow_depth(text) > MAX_FLOW_DEPTH:
+        raise ManifestError(f"{source.path}: nested more than {MAX_FLOW_DEPTH} levels deep")
+    try:
+        roots = list(yaml.compose_all(text, Loader=SafeLoader))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = f":{mark.line + 1}" if mark is not None else ""
+        problem = exc.problem or exc.context or "malformed YAML"
+        raise ManifestError(f"{source.path}{line}: malformed YAML: {problem}") from None
+    except (yaml.YAMLError, RecursionError) as exc:
+        raise ManifestError(f"{source.path}: malformed YAML ({type(exc).__name__})") from None
+    return [Document(source.path, i, root) for i, root in enumerate(roots) if root is not None]

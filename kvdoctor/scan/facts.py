@@ -1,0 +1,204 @@
+"""Facts a manifest states about a workload (deploy.*), each with the line it was read from: the vLLM version
+from the image tag, the GPU from node labels, GPU counts, the model path and the literal environment."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kvdoctor.errors import KvdoctorError
+from kvdoctor.probes.serve_args import parse_serve_command
+from kvdoctor.scan.image import image_version
+from kvdoctor.scan.workload import Location, Workload
+
+DEPLOY_FACTS = {
+    "deploy.platform": "'kubernetes', 'compose' or 'helm'",
+    "deploy.image": "the container image",
+    "deploy.image_pinned": "whether the image tag names a vLLM release",
+    "deploy.image_note": "why the image names no vLLM release",
+    "deploy.gpu_from": "where the GPU came from: a node label, or the --gpu default",
+    "deploy.gpu_limit": "GPUs given to the container (nvidia.com/gpu limit, Compose device count, requestGPU)",
+    "deploy.gpu_resource": "how the manifest gives them, e.g. 'resources.limits nvidia.com/gpu'",
+    "deploy.gpus_needed": "--tensor-parallel-size x --pipeline-parallel-size x --data-parallel-size",
+    "deploy.gpus_short": "fewer GPUs given than needed",
+    "deploy.gpus_idle": "more GPUs given than used",
+    "deploy.unknown_env": "VLLM_* variables kvdoctor's rules read whose value comes from a Secret, ConfigMap or host",
+    "deploy.unknown_env_source": "where those values come from",
+}
+SHORT_FLAGS = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-dp": "--data-parallel-size",
+               "-q": "--quantization"}  # fmt: skip
+GPU_RESOURCE = {"kubernetes": "resources.limits nvidia.com/gpu", "helm": "modelSpec.requestGPU",
+                "compose": "deploy.resources.reservations.devices count"}  # fmt: skip
+ENV_READ_OUTSIDE_RULES = ("VLLM_ATTENTION_BACKEND",)  # read into serve.attention_backend, not an env.* fact
+
+
+def is_scan_fact_name(name: str) -> bool:
+    from kvdoctor.derived import is_fact_name
+
+    return name in DEPLOY_FACTS or is_fact_name(name)
+
+
+def canonical_flag(flag: str) -> str:
+    flag = SHORT_FLAGS.get(flag, flag)
+    return "--" + flag[2:].replace("_", "-") if flag.startswith("--") else flag
+
+
+@dataclass(frozen=True)
+class DeploymentFacts:
+    gpu: str | None
+    """A --gpu value for check: the GPU the node labels name, else the default."""
+    vllm_version: str | None
+    environ: dict[str, str]
+    """Literal VLLM_* values only: the scanning machine's environment is not the pod's."""
+    model: str | None
+    """The model as the manifest writes it."""
+    model_path: str | None
+    """The local directory or file it resolves to (next to the manifest, else the working directory)."""
+    data_parallel_size: int
+    values: dict[str, Any] = field(default_factory=dict)
+    sources: dict[str, Location] = field(default_factory=dict)
+    """Fact name or prefix ('gpu.', 'vllm.', 'model.', 'env.NAME', 'deploy.gpu_limit') -> manifest line."""
+    notes: tuple[str, ...] = ()
+
+    def flat(self, check_facts: dict[str, Any]) -> dict[str, Any]:
+        """deploy.* facts, GPU counts compared with the parallel sizes the check read."""
+        values = {name: None for name in DEPLOY_FACTS} | self.values
+        tp, pp = check_facts.get("serve.tensor_parallel_size"), check_facts.get("serve.pipeline_parallel_size")
+        limit = values.get("deploy.gpu_limit")
+        if isinstance(tp, int) and isinstance(pp, int):
+            needed = tp * pp * self.data_parallel_size
+            values["deploy.gpus_needed"] = needed
+            if isinstance(limit, int) and limit > 0:
+                values["deploy.gpus_short"] = limit < needed
+                values["deploy.gpus_idle"] = limit > needed
+        return values
+
+
+def deployment_facts(workload: Workload, defaults, settings) -> DeploymentFacts:
+    """Read what the manifest states; raises KvdoctorError when no GPU is named and no default given."""
+    sources: dict[str, Location] = {}
+    notes: list[str] = []
+    values: dict[str, Any] = {"deploy.platform": workload.platform, "deploy.image": workload.image}
+    version = _version(workload, defaults, values, sources, notes)
+    gpu = _gpu(workload, defaults, values, sources, notes)
+    environ = _environ(workload, settings, values, sources, notes)
+    command = parse_serve_command([t.text for t in workload.argv], {})
+    model_path = resolve_model(command.model, workload.file)
+    model_token = next((t for t in workload.argv if command.model and t.text in (command.model, f"--model={command.model}")), None)  # noqa: E501
+    if model_token is not None:
+        sources["model."] = workload.at(model_token.line, f"model {command.model}")
+    if model_path and model_path != command.model:
+        notes.append(f"model {command.model} read from {model_path}")
+    if workload.gpu_limit is not None:
+        values["deploy.gpu_limit"] = workload.gpu_limit
+        values["deploy.gpu_resource"] = GPU_RESOURCE[workload.platform]
+        sources["deploy.gpu_limit"] = workload.at(workload.gpu_limit_line, f"{GPU_RESOURCE[workload.platform]}: {workload.gpu_limit}")  # noqa: E501
+        for name in ("deploy.gpus_short", "deploy.gpus_idle"):
+            sources[name] = sources["deploy.gpu_limit"]
+    return DeploymentFacts(gpu, version, environ, command.model, model_path, _data_parallel(workload), values,
+                           sources, tuple(notes))  # fmt: skip
+
+
+def resolve_model(model: str | None, manifest: str) -> str | None:
+    """A model path that exists here: absolute, else next to the manifest, else under the working directory."""
+    if not model:
+        return None
+    path = Path(model).expanduser()
+    base = Path(manifest).parent if manifest != "<stdin>" else Path.cwd()
+    for candidate in ([path] if path.is_absolute() else [base / path, Path.cwd() / path]):
+        if candidate.exists():
+            try:
+                return str(candidate.resolve().relative_to(Path.cwd().resolve()))
+            except ValueError:
+                return str(candidate.resolve())
+    return None
+
+
+def _version(workload: Workload, defaults, values, sources, notes) -> str | None:
+    if workload.image:
+        sources["vllm."] = sources["deploy.image_pinned"] = workload.at(workload.image_line, f"image {workload.image}")
+        found = image_version(workload.image)
+        values["deploy.image_pinned"] = found.vllm_version is not None
+        if found.vllm_version:
+            return found.vllm_version
+        values["deploy.image_note"] = found.why_unknown
+    else:
+        values["deploy.image_pinned"] = False
+        values["deploy.image_note"] = "the service names no image"
+    if defaults.vllm_version:
+        notes.append(f"vLLM {defaults.vllm_version} from --vllm-version: {values['deploy.image_note']}")
+        return defaults.vllm_version
+    notes.append(f"vLLM version unknown: {values['deploy.image_note']}")
+    return None
+
+
+def _gpu(workload: Workload, defaults, values, sources, notes) -> str | None:
+    from kvdoctor.probes.gpu_table import gpu_for_node_label, node_label_keys
+
+    keys = node_label_keys()
+    candidates = []
+    for preferred in (False, True):  # required terms decide; preferred ones only when none is required
+        for selector in workload.gpu_selectors:
+            if selector.key in keys and selector.required != preferred:
+                for value in selector.values:
+                    device = gpu_for_node_label(selector.key, value)
+                    if device is None:
+                        notes.append(f"node label {selector.key}={value} names no GPU kvdoctor knows")
+                    else:
+                        candidates.append((device, selector, value))
+        if candidates:
+            break
+    if candidates:
+        device, selector, value = min(candidates, key=lambda c: (c[0].capability, c[0].memory_gib or 0))
+        names = sorted({c[0].name for c in candidates})
+        if len(names) > 1:
+            notes.append(f"the node labels allow {', '.join(names)}; the weakest, {device.name}, decides")
+        sources["gpu."] = workload.at(selector.line, f"{selector.key}: {value}")
+        values["deploy.gpu_from"] = f"node label {selector.key}={value}"
+        return device.name
+    if defaults.gpu:
+        values["deploy.gpu_from"] = "--gpu"
+        notes.append(f"GPU {defaults.gpu} from --gpu: the manifest's node labels name none")
+        return defaults.gpu
+    raise KvdoctorError(
+        f"the manifest names no GPU (no {', '.join(sorted(keys)[:2])} "
+        "or instance-type node label)",
+        "pass --gpu for workloads that name none, e.g. --gpu A100",
+    )
+
+
+def _environ(workload: Workload, settings, values, sources, notes) -> dict[str, str]:
+    from kvdoctor.rules import load_all_rules
+
+    read = {f[4:] for r in load_all_rules(list(settings.rules_files)) if r.when for f in r.when.facts_used()
+            if f.startswith("env.")} | set(ENV_READ_OUTSIDE_RULES)  # fmt: skip
+    environ: dict[str, str] = {}
+    unknown = []
+    for var in workload.env:
+        sources[f"env.{var.name}"] = workload.at(var.line, f"{var.name}={var.value if var.value is not None else '?'}")
+        if var.value is not None:
+            environ[var.name] = var.value
+        elif var.name.startswith("VLLM_"):
+            environ.pop(var.name, None)
+            if var.name in read:
+                unknown.append(var)
+            else:
+                notes.append(f"{var.name} comes from {var.source}; its value is unknown here")
+    if unknown:
+        values["deploy.unknown_env"] = ", ".join(v.name for v in unknown)
+        values["deploy.unknown_env_source"] = "; ".join(str(v.source) for v in unknown)
+        sources["deploy.unknown_env"] = sources[f"env.{unknown[0].name}"]
+    for whole in workload.env_from:
+        notes.append(f"environment from {whole}: any VLLM_* variable in it is unknown here")
+    return {k: v for k, v in environ.items() if k.startswith("VLLM_")}
+
+
+def _data_parallel(workload: Workload) -> int:
+    words = [t.text for t in workload.argv]
+    for index, word in enumerate(words):
+        flag, has_value, inline = word.partition("=")
+        if canonical_flag(flag) == "--data-parallel-size":
+            text = inline if has_value else (words[index + 1] if index + 1 < len(words) else "")
+            return int(text) if text.isdigit() and int(text) > 0 else 1
+    return 1

@@ -1,0 +1,109 @@
+"""Helm values of the vLLM production-stack chart -> one workload per servingEngineSpec.modelSpec[] entry.
+
+The argv is built the way the chart's deployment template builds it (helm/templates/deployment-vllm-multi.yaml:
+`vllm serve <modelURL>`, then flags from vllmConfig, then vllmConfig.extraArgs); each word carries the line
+of the value it comes from."""
+
+from __future__ import annotations
+
+import yaml
+
+from kvdoctor.scan import nodes
+from kvdoctor.scan.documents import Document
+from kvdoctor.scan.kubernetes import container_env, gpu_limit, node_selector_term, pod_gpu_selectors
+from kvdoctor.scan.workload import GpuSelector, Token, Workload
+
+# vllmConfig key -> the flag the chart passes (its own spelling), in the template's order.
+VALUED_KEYS = (
+    ("maxModelLen", "--max-model-len"),
+    ("dtype", "--dtype"),
+    ("tensorParallelSize", "--tensor-parallel-size"),
+    ("maxNumSeqs", "--max-num-seqs"),
+    ("gpuMemoryUtilization", "--gpu_memory_utilization"),
+    ("maxLoras", "--max_loras"),
+    ("runner", "--runner"),
+    ("convert", "--convert"),
+)
+
+
+def is_production_stack_values(root: yaml.Node) -> bool:
+    return nodes.is_seq(nodes.get(root, "servingEngineSpec", "modelSpec"))
+
+
+def workloads(doc: Document, source_text: str) -> list[Workload]:
+    engine = nodes.get(doc.root, "servingEngineSpec")
+    found = []
+    for spec in nodes.items(nodes.get(engine, "modelSpec")):
+        if nodes.plain(nodes.get(spec, "enabled")) is False:
+            continue  # the chart deploys nothing for it
+        found.append(_model_spec(doc.file, engine, spec))
+    return found
+
+
+def _model_spec(file: str, engine: yaml.Node, spec: yaml.Node) -> Workload:
+    name = nodes.text(nodes.get(spec, "name")) or "(unnamed)"
+    repository, tag = nodes.text(nodes.get(spec, "repository")), nodes.text(nodes.get(spec, "tag"))
+    image = f"{repository}:{tag}" if repository and tag else repository
+    env, env_from = container_env(spec)
+    global_env, _ = container_env(engine)
+    secret = nodes.text(nodes.get(spec, "envFromSecret", "name"))
+    if secret:
+        env_from.append(f"Secret {secret!r}")
+    notes = []
+    limit, limit_line = _gpu_request(spec)
+    if nodes.plain(nodes.get(spec, "raySpec", "enabled")) is True:
+        notes.append("raySpec.enabled: a multi-node Ray cluster; GPUs per node are not compared with -tp x -pp")
+        limit, limit_line = None, None
+    return Workload(
+        file=file, line=nodes.line(spec), platform="helm", kind="modelSpec", name=name, container="vllm",
+        image=image, image_line=nodes.line(nodes.get(spec, "tag")) or nodes.line(nodes.get(spec, "repository")),
+        argv=tuple(_argv(spec)), command_line=nodes.line(nodes.get(spec, "modelURL")) or nodes.line(spec),
+        env=tuple(global_env + env), env_from=tuple(env_from), gpu_selectors=_selectors(spec),
+        gpu_limit=limit, gpu_limit_line=limit_line, notes=tuple(notes),
+    )  # fmt: skip
+
+
+def _argv(spec: yaml.Node) -> list[Token]:
+    model = nodes.get(spec, "modelURL")
+    argv = [Token(nodes.text(model) or "", nodes.line(model))] if nodes.text(model) else []
+    if nodes.plain(nodes.get(spec, "enableLoRA")) is True:
+        argv.append(Token("--enable-lora", nodes.line(nodes.get(spec, "enableLoRA"))))
+    config = nodes.get(spec, "vllmConfig")
+    if nodes.is_map(config):
+        chunked = nodes.get(config, "enableChunkedPrefill")
+        if chunked is not None:
+            on = nodes.plain(chunked) is True
+            argv.append(Token("--enable-chunked-prefill" if on else "--no-enable-chunked-prefill", nodes.line(chunked)))
+        prefix = nodes.get(config, "enablePrefixCaching")
+        on = nodes.plain(prefix) is True
+        argv.append(Token("--enable-prefix-caching" if on else "--no-enable-prefix-caching",
+                          nodes.line(prefix) or nodes.line(config)))  # fmt: skip
+        for key, flag in VALUED_KEYS:
+            value = nodes.get(config, key)
+            if value is not None and nodes.text(value) is not None:
+                argv += [Token(flag, nodes.line(value)), Token(str(nodes.text(value)), nodes.line(value))]
+        argv += [Token(t, nodes.line(item)) for item in nodes.items(nodes.get(config, "extraArgs"))
+                 if (t := nodes.text(item)) is not None]  # fmt: skip
+    revision = nodes.get(spec, "modelRevision")
+    if nodes.text(revision):
+        argv += [Token("--revision", nodes.line(revision)), Token(str(nodes.text(revision)), nodes.line(revision))]
+    return argv
+
+
+def _gpu_request(spec: yaml.Node) -> tuple[int | None, int | None]:
+    if nodes.get(spec, "resources") is not None and nodes.plain(nodes.get(spec, "resources")):
+        return gpu_limit(spec)  # a raw resources block wins over the request* fields in the chart
+    request = nodes.get(spec, "requestGPU")
+    try:
+        return int(float(str(nodes.text(request)))), nodes.line(request)
+    except ValueError:
+        return None, None
+
+
+def _selectors(spec: yaml.Node) -> tuple[GpuSelector, ...]:
+    if nodes.plain(nodes.get(spec, "affinity")):
+        return pod_gpu_selectors(spec)  # the chart uses affinity as given and then ignores nodeSelectorTerms
+    found: list[GpuSelector] = []
+    for term in nodes.items(nodes.get(spec, "nodeSelectorTerms")):
+        found += node_selector_term(term, required=True)
+    return tuple(found)

@@ -1,0 +1,62 @@
+"""The vLLM version an image tag pins: vllm/vllm-openai:v0.25.1 -> 0.25.1; latest, nightly or a digest: unknown."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Repositories whose tags are vLLM release versions (any registry host in front).
+VLLM_IMAGE_REPOSITORIES = ("vllm/vllm-openai", "vllm/vllm-openai-cpu", "vllm/vllm-tpu", "rocm/vllm")
+# Images whose entrypoint is vLLM's OpenAI server, so `args` alone are serve arguments.
+VLLM_ENTRYPOINT_IMAGES = ("vllm/vllm-openai", "lmcache/vllm-openai", "vllm-openai")
+RELEASE_TAG = re.compile(r"^v?(\d+\.\d+\.\d+(?:\.\d+)?(?:(?:rc|\.post)\d+)?)(?:[-_+].*)?$")
+
+
+@dataclass(frozen=True)
+class ImageVersion:
+    repository: str
+    tag: str | None
+    digest: str | None
+    vllm_version: str | None
+    """The release the tag names; None when unknown."""
+    why_unknown: str | None = None
+
+
+def split_image(image: str) -> tuple[str, str | None, str | None]:
+    """'reg:5000/vllm/vllm-openai:v0.25.1@sha256:...' -> ('reg:5000/vllm/vllm-openai', 'v0.25.1', 'sha256:...')."""
+    rest, _, digest = image.partition("@")
+    slash = rest.rfind("/")
+    colon = rest.rfind(":")
+    if colon > slash:
+        return rest[:colon], rest[colon + 1 :], digest or None
+    return rest, None, digest or None
+
+
+def _path(repository: str) -> str:
+    """Without a registry host: 'docker.io/vllm/vllm-openai' -> 'vllm/vllm-openai'."""
+    parts = repository.split("/")
+    if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
+        parts = parts[1:]
+    return "/".join(parts)
+
+
+def runs_vllm_entrypoint(image: str | None) -> bool:
+    if not image:
+        return False
+    path = _path(split_image(image)[0])
+    return any(path == r or path.endswith("/" + r) or path == r.split("/")[-1] for r in VLLM_ENTRYPOINT_IMAGES)
+
+
+def image_version(image: str) -> ImageVersion:
+    repository, tag, digest = split_image(image.strip())
+    path = _path(repository)
+    if not any(path == r or path.endswith("/" + r) for r in VLLM_IMAGE_REPOSITORIES):
+        why = f"the tag of {path} is not a vLLM version"
+        return ImageVersion(repository, tag, digest, None, why)
+    if tag is None:
+        why = f"image {image} pins a digest, not a version" if digest else f"image {image} has no tag (latest)"
+        return ImageVersion(repository, tag, digest, None, why)
+    match = RELEASE_TAG.match(tag)
+    if match is None:
+        return ImageVersion(repository, tag, digest, None, f"tag {tag!r} does not name a vLLM release")
+    return ImageVersion(repository, tag, digest, match.group(1))

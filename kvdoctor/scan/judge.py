@@ -1,0 +1,150 @@
+"""Judge one workload: deployment facts -> CheckOptions -> run_check -> the deployment's own rules -> located findings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from kvdoctor.check import CheckSettings, run_check
+from kvdoctor.collect import CheckOptions
+from kvdoctor.errors import KvdoctorError
+from kvdoctor.report import Finding, Report
+from kvdoctor.scan.facts import DeploymentFacts, canonical_flag, deployment_facts, is_scan_fact_name
+from kvdoctor.scan.result import PlacedFinding, WorkloadResult
+from kvdoctor.scan.workload import Location, Token, Workload
+
+# Which fact points at the line to change, most specific first: the flag, the env, the model, the image, the GPU.
+LOCATION_ORDER = ("serve.kv_cache_dtype", "kv.", "dryrun.", "serve.attention_backend", "serve.dtype", "serve.",
+                  "env.", "model.", "vllm.", "gpu.", "deploy.")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ScanDefaults:
+    """What a workload's manifest does not say."""
+
+    gpu: str | None = None
+    """--gpu: the GPU for workloads whose node labels name none."""
+    vllm_version: str | None = None
+    """--vllm-version: for images whose tag pins no vLLM release."""
+    offline: bool = False
+    cache_dir: Path | None = None
+
+
+@lru_cache(maxsize=1)
+def deploy_rules():
+    """kvdoctor/scan/rules.yaml: rules about the deployment (KVD2xx)."""
+    from kvdoctor.rules.loader import load_rules
+
+    path = Path(str(resources.files("kvdoctor.scan").joinpath("rules.yaml")))
+    return tuple(load_rules([path], is_scan_fact_name))
+
+
+def judge(workload: Workload, defaults: ScanDefaults, settings: CheckSettings) -> WorkloadResult:
+    """A full `kvdoctor check` of the workload, its findings placed on the manifest's lines."""
+    try:
+        deployment = deployment_facts(workload, defaults, settings)
+        options = CheckOptions(
+            serve_argv=tuple(t.text for t in _with_local_model(workload.argv, deployment)),
+            gpu=deployment.gpu,
+            vllm_version=deployment.vllm_version,
+            offline=defaults.offline,
+            cache_dir=defaults.cache_dir,
+            environ=deployment.environ,
+        )
+        report = run_check(options, settings)
+    except KvdoctorError as exc:
+        return WorkloadResult(workload, None, error=exc.one_line(), error_location=_error_location(workload, exc))
+    report = _with_deploy_rules(report, deployment, workload, settings)
+    sources = deployment.sources | flag_sources(workload)
+    placed = tuple(_place(f, sources, report, workload) for f in report.sorted_findings())
+    return WorkloadResult(workload, report, placed, sources)
+
+
+def _with_local_model(argv: tuple[Token, ...], deployment: DeploymentFacts) -> list[Token]:
+    """The argv with the model rewritten to the local path it resolves to, when there is one."""
+    model, local = deployment.model, deployment.model_path
+    if model is None or local is None:
+        return list(argv)
+    out, done = [], False
+    for token in argv:
+        if not done and token.text in (model, f"--model={model}"):
+            out.append(Token(token.text.replace(model, local), token.line))
+            done = True
+        else:
+            out.append(token)
+    return out
+
+
+def _with_deploy_rules(report: Report, deployment: DeploymentFacts, workload: Workload, settings) -> Report:
+    from kvdoctor.rules.engine import evaluate_rules
+
+    rules = list(deploy_rules())
+    deploy = deployment.flat(report.facts)
+    found = [f for f in evaluate_rules(rules, report.facts | deploy) if f.status == "fired"]
+    found = [replace(f, ignored_reason=settings.ignored[f.rule_id]) if f.rule_id in settings.ignored else f
+             for f in found]  # fmt: skip
+    return replace(
+        report,
+        findings=report.findings + tuple(found),
+        facts=report.facts | deploy,
+        notes=tuple(workload.notes) + deployment.notes + report.notes,
+        rules_checked=report.rules_checked + tuple(r.id for r in rules),
+    )
+
+
+def flag_sources(workload: Workload) -> dict[str, Location]:
+    """serve.<flag name> -> the line of the flag, for every flag in the argv."""
+    sources: dict[str, Location] = {}
+    argv = workload.argv
+    for index, token in enumerate(argv):
+        if not token.text.startswith("-") or token.text == "-":
+            continue
+        flag, has_value, inline = token.text.partition("=")
+        flag = canonical_flag(flag)
+        nxt = argv[index + 1].text if index + 1 < len(argv) else ""
+        value = inline if has_value else (nxt if not nxt.startswith("-") else "")
+        name = flag[5:] if flag.startswith("--no-") else flag[2:]
+        sources.setdefault("serve." + name.replace("-", "_"), workload.at(token.line, f"{flag} {value}".strip()))
+    return sources
+
+
+def _source_for(fact: str, sources: dict[str, Location], facts: dict) -> Location | None:
+    if fact == "serve.attention_backend" and facts.get("serve.attention_backend_source") == "VLLM_ATTENTION_BACKEND":
+        return sources.get("env.VLLM_ATTENTION_BACKEND")
+    if fact.startswith(("kv.", "dryrun.")):
+        return sources.get("serve.kv_cache_dtype")
+    if fact == "deploy.gpus_needed":
+        return sources.get("serve.tensor_parallel_size") or sources.get("serve.pipeline_parallel_size")
+    if fact in sources:
+        return sources[fact]
+    prefix = fact.split(".", 1)[0] + "."
+    return sources.get(prefix)
+
+
+def _place(finding: Finding, sources: dict[str, Location], report: Report, workload: Workload) -> PlacedFinding:
+    """The finding's location: the most specific fact it was judged on that the manifest states."""
+    names = [line.split(" = ", 1)[0] for line in finding.evidence if " = " in line]
+    order = ("deploy.",) + LOCATION_ORDER if finding.rule_id in {r.id for r in deploy_rules()} else LOCATION_ORDER
+
+    def rank(name: str) -> int:
+        return next((i for i, prefix in enumerate(order) if name.startswith(prefix)), len(order))
+
+    located: list[Location] = []
+    for name in sorted(names, key=rank):
+        where = _source_for(name, sources, report.facts)
+        if where is not None and where not in located:
+            located.append(where)
+    if not located:
+        located.append(workload.at(workload.command_line, "command"))
+    return PlacedFinding(finding, located[0], tuple(located[1:]))
+
+
+def _error_location(workload: Workload, exc: KvdoctorError) -> Location:
+    """The flag or word a one-line error names, else the command."""
+    for token in workload.argv:
+        word = canonical_flag(token.text.partition("=")[0]) if token.text.startswith("-") else token.text
+        if len(word) > 1 and f"{word} " in exc.message + " " and (word.startswith("-") or "/" in word or "." in word):
+            return workload.at(token.line, token.text)
+    return workload.at(workload.command_line, "command")

@@ -1,0 +1,171 @@
+"""Kubernetes objects -> vLLM workloads: every pod template's containers that run vLLM's server."""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+
+from kvdoctor.scan import nodes
+from kvdoctor.scan.command import serve_argv, words_of
+from kvdoctor.scan.documents import Document
+from kvdoctor.scan.image import runs_vllm_entrypoint
+from kvdoctor.scan.workload import EnvVar, GpuSelector, Token, Workload
+
+# kind -> key paths to its pod specs (LeaderWorkerSet: leader and workers; KServe: the predictor).
+POD_SPECS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "Pod": (("spec",),),
+    "PodTemplate": (("template", "spec"),),
+    "Deployment": (("spec", "template", "spec"),),
+    "StatefulSet": (("spec", "template", "spec"),),
+    "DaemonSet": (("spec", "template", "spec"),),
+    "ReplicaSet": (("spec", "template", "spec"),),
+    "ReplicationController": (("spec", "template", "spec"),),
+    "Job": (("spec", "template", "spec"),),
+    "Rollout": (("spec", "template", "spec"),),
+    "CronJob": (("spec", "jobTemplate", "spec", "template", "spec"),),
+    "LeaderWorkerSet": (("spec", "leaderWorkerTemplate", "leaderTemplate", "spec"),
+                        ("spec", "leaderWorkerTemplate", "workerTemplate", "spec")),  # fmt: skip
+    "InferenceService": (("spec", "predictor"),),
+    "ServingRuntime": (("spec",),),
+    "ClusterServingRuntime": (("spec",),),
+}
+GPU_RESOURCE = re.compile(r"^nvidia\.com/(gpu|mig-\d+g\.\d+gb)$")
+K8S_VARIABLE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def is_kubernetes(root: yaml.Node) -> bool:
+    return nodes.text(nodes.get(root, "kind")) is not None and nodes.get(root, "apiVersion") is not None
+
+
+def workloads(doc: Document, source_text: str) -> list[Workload]:
+    """The vLLM workloads of one Kubernetes object (a `kind: List` is read item by item)."""
+    kind = nodes.text(nodes.get(doc.root, "kind"))
+    if kind == "List" or (kind or "").endswith("List"):
+        return [w for item in nodes.items(nodes.get(doc.root, "items")) for w in _object(doc.file, item, source_text)]
+    return _object(doc.file, doc.root, source_text)
+
+
+def _object(file: str, root: yaml.Node, source_text: str) -> list[Workload]:
+    kind = nodes.text(nodes.get(root, "kind")) or ""
+    name = nodes.text(nodes.get(root, "metadata", "name")) or "(unnamed)"
+    namespace = nodes.text(nodes.get(root, "metadata", "namespace"))
+    found: list[Workload] = []
+    for path in POD_SPECS.get(kind, ()):
+        spec = nodes.get(root, *path)
+        if spec is None:
+            continue
+        selectors = pod_gpu_selectors(spec)
+        for container in nodes.items(nodes.get(spec, "containers")):
+            workload = container_workload(
+                container, source_text, file=file, line=nodes.line(root), platform="kubernetes", kind=kind,
+                name=name, namespace=namespace, selectors=selectors,
+            )  # fmt: skip
+            if workload is not None:
+                found.append(workload)
+    return found
+
+
+def container_workload(container: yaml.Node, source_text: str, **where) -> Workload | None:
+    """A Workload for a Kubernetes container that runs vLLM, else None."""
+    image = nodes.text(nodes.get(container, "image"))
+    command = words_of(nodes.get(container, "command"), source_text)
+    args = words_of(nodes.get(container, "args"), source_text)
+    argv = serve_argv(command, args, runs_vllm_entrypoint(image), source_text)
+    if argv is None:
+        return None
+    env, env_from = container_env(container)
+    argv = _expand_variables(argv, env)
+    limit, limit_line = gpu_limit(container)
+    first = (command or args or [(Token("", nodes.line(container)), None)])[0][0]
+    return Workload(
+        container=nodes.text(nodes.get(container, "name")) or "(unnamed)",
+        image=image,
+        image_line=nodes.line(nodes.get(container, "image")),
+        argv=tuple(argv),
+        command_line=first.line,
+        env=tuple(env),
+        env_from=tuple(env_from),
+        gpu_selectors=where.pop("selectors"),
+        gpu_limit=limit,
+        gpu_limit_line=limit_line,
+        **where,
+    )
+
+
+def container_env(container: yaml.Node) -> tuple[list[EnvVar], list[str]]:
+    env: list[EnvVar] = []
+    for item in nodes.items(nodes.get(container, "env")):
+        name = nodes.text(nodes.get(item, "name"))
+        if not name:
+            continue
+        value_node = nodes.get(item, "value")
+        if value_node is not None or nodes.get(item, "valueFrom") is None:
+            env.append(EnvVar(name, nodes.text(value_node) or "", nodes.line(item)))
+        else:
+            env.append(EnvVar(name, None, nodes.line(item), _value_from(nodes.get(item, "valueFrom"))))
+    env_from = []
+    for item in nodes.items(nodes.get(container, "envFrom")):
+        for key, label in (("secretRef", "Secret"), ("configMapRef", "ConfigMap")):
+            ref = nodes.text(nodes.get(item, key, "name"))
+            if ref:
+                env_from.append(f"{label} {ref!r}")
+    return env, env_from
+
+
+def _value_from(value_from: yaml.Node | None) -> str:
+    for key, label in (("secretKeyRef", "Secret"), ("configMapKeyRef", "ConfigMap")):
+        ref = nodes.get(value_from, key)
+        if ref is not None:
+            return f"{label} {nodes.text(nodes.get(ref, 'name'))!r} key {nodes.text(nodes.get(ref, 'key'))!r}"
+    if nodes.get(value_from, "fieldRef") is not None:
+        return f"field {nodes.text(nodes.get(value_from, 'fieldRef', 'fieldPath'))}"
+    return "a resource field" if nodes.get(value_from, "resourceFieldRef") is not None else "valueFrom"
+
+
+def _expand_variables(argv: list[Token], env: list[EnvVar]) -> list[Token]:
+    """Kubernetes expands $(VAR) in command and args from the container's env; literal values only."""
+    known = {e.name: e.value for e in env if e.value is not None}
+    return [Token(K8S_VARIABLE.sub(lambda m: known.get(m.group(1), m.group(0)), t.text), t.line) for t in argv]
+
+
+def gpu_limit(container: yaml.Node) -> tuple[int | None, int | None]:
+    """GPUs in resources.limits (else requests): nvidia.com/gpu and MIG slices."""
+    for section in ("limits", "requests"):
+        total, first_line = 0, None
+        for key, _, value in nodes.pairs(nodes.get(container, "resources", section)):
+            if GPU_RESOURCE.match(key):
+                try:
+                    total += int(str(nodes.text(value)))
+                except ValueError:
+                    continue
+                first_line = first_line or nodes.line(value)
+        if first_line is not None:
+            return total, first_line
+    return None, None
+
+
+def pod_gpu_selectors(spec: yaml.Node) -> tuple[GpuSelector, ...]:
+    """nodeSelector labels and nodeAffinity `In` terms (required, then preferred)."""
+    selectors = [
+        GpuSelector(key, (nodes.text(value) or "",), nodes.line(value))
+        for key, _, value in nodes.pairs(nodes.get(spec, "nodeSelector"))
+    ]
+    affinity = nodes.get(spec, "affinity", "nodeAffinity")
+    for term in nodes.items(nodes.get(affinity, "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")):
+        selectors += node_selector_term(term, required=True)
+    for preferred in nodes.items(nodes.get(affinity, "preferredDuringSchedulingIgnoredDuringExecution")):
+        selectors += node_selector_term(nodes.get(preferred, "preference"), required=False)
+    return tuple(selectors)
+
+
+def node_selector_term(term: yaml.Node | None, required: bool) -> list[GpuSelector]:
+    found = []
+    for expression in nodes.items(nodes.get(term, "matchExpressions")):
+        if nodes.text(nodes.get(expression, "operator")) != "In":
+            continue
+        key = nodes.text(nodes.get(expression, "key")) or ""
+        values = tuple(t for v in nodes.items(nodes.get(expression, "values")) if (t := nodes.text(v)))
+        found.append(GpuSelector(key, values, nodes.line(nodes.get(expression, "values")) or nodes.line(expression),
+                                 required))  # fmt: skip
+    return found

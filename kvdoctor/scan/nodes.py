@@ -1,0 +1,71 @@
+"""Walk composed YAML nodes: mapping look-ups (with `<<` merge keys), scalars, lines, safe plain values."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import yaml
+from yaml.constructor import ConstructorError, SafeConstructor
+
+MAX_MERGE_DEPTH = 20
+
+
+def line(node: yaml.Node | None) -> int | None:
+    """1-based line where a node starts."""
+    return node.start_mark.line + 1 if node is not None else None
+
+
+def is_map(node: yaml.Node | None) -> bool:
+    return isinstance(node, yaml.MappingNode)
+
+
+def is_seq(node: yaml.Node | None) -> bool:
+    return isinstance(node, yaml.SequenceNode)
+
+
+def is_scalar(node: yaml.Node | None) -> bool:
+    return isinstance(node, yaml.ScalarNode)
+
+
+def pairs(node: yaml.Node | None, _depth: int = 0) -> Iterator[tuple[str, yaml.Node, yaml.Node]]:
+    """(key text, key node, value node) of a mapping, own keys first, then those merged in with `<<`."""
+    if not is_map(node) or _depth > MAX_MERGE_DEPTH:
+        return
+    merged: list[yaml.Node] = []
+    for key, value in node.value:
+        if is_scalar(key) and key.tag == "tag:yaml.org,2002:merge":
+            merged += value.value if is_seq(value) else [value]
+        elif is_scalar(key):
+            yield key.value, key, value
+    for extra in merged:
+        yield from pairs(extra, _depth + 1)
+
+
+def get(node: yaml.Node | None, *path: str) -> yaml.Node | None:
+    """The node at a key path, or None; the first occurrence of a key wins (own keys before merged ones)."""
+    for key in path:
+        node = next((v for k, _, v in pairs(node) if k == key), None)
+        if node is None:
+            return None
+    return node
+
+
+def items(node: yaml.Node | None) -> list[yaml.Node]:
+    return list(node.value) if is_seq(node) else []
+
+
+def text(node: yaml.Node | None) -> str | None:
+    """A scalar's text as written (numbers and booleans too), None for null, mappings and sequences."""
+    if not is_scalar(node) or node.tag == "tag:yaml.org,2002:null":
+        return None
+    return str(node.value)
+
+
+def plain(node: yaml.Node | None) -> Any:
+    """A node as safe plain Python (SafeConstructor: no tags beyond YAML's own)."""
+    if node is None:
+        return None
+    try:
+        return SafeConstructor().construct_object(node, deep=True)
+    except (ConstructorError, RecursionError, ValueError, TypeError):
+        return None
