@@ -31,6 +31,7 @@ def workloads(doc: Document, source_text: str) -> list[Workload]:
 
 def _service(file: str, name: str, key: yaml.Node, service: yaml.Node, source_text: str) -> Workload | None:
     image = nodes.text(nodes.get(service, "image"))
+    image = _interpolate(image) if image else None
     entrypoint = words_of(nodes.get(service, "entrypoint"), source_text, split=True)
     command = words_of(nodes.get(service, "command"), source_text, split=True)
     argv = serve_argv(entrypoint, command, runs_vllm_entrypoint(image), source_text)
@@ -41,7 +42,7 @@ def _service(file: str, name: str, key: yaml.Node, service: yaml.Node, source_te
     first = (entrypoint or command or [(Token("", nodes.line(service)), None)])[0][0]
     return Workload(
         file=file, line=nodes.line(key), platform="compose", kind="service", name=name, container=name,
-        image=_interpolate(image) if image else None, image_line=nodes.line(nodes.get(service, "image")),
+        image=image, image_line=nodes.line(nodes.get(service, "image")),
         argv=tuple(Token(_interpolate(t.text), t.line) for t in argv), command_line=first.line,
         env=tuple(env), env_from=tuple(env_from), gpu_limit=count, gpu_limit_line=count_line,
     )  # fmt: skip

@@ -1,0 +1,89 @@
+"""Kubernetes objects: which containers are vLLM workloads, their argv, GPU, counts and lines."""
+
+from __future__ import annotations
+
+import pytest
+from scan_support import by_name, finding, line_of, rel, scan
+
+from kvdoctor.scan.run import find_workloads
+
+KINDS = "kinds.yaml"
+
+
+@pytest.fixture(scope="module")
+def kinds(tmp_path_factory):
+    return by_name(scan([rel(KINDS)], tmp_path_factory.mktemp("kinds"), gpu=None))
+
+
+def test_each_kind_yields_its_vllm_containers_only():
+    _, workloads, _ = find_workloads([rel(KINDS)])
+    titles = [w.title for w in workloads]
+    assert titles == [
+        "StatefulSet/llm/qwen-sts (container vllm)",  # not the kvdoctor initContainer, not the metrics sidecar
+        "CronJob/nightly-eval (container server)",
+        "Pod/qwen-pod (container vllm)",  # inside a kind: List; the ConfigMap's Jinja is not a Helm template
+        "LeaderWorkerSet/qwen-multinode (container leader)",  # the worker only starts ray
+        "InferenceService/qwen-kserve (container kserve-container)",
+    ]
+
+
+def test_shell_script_words_keep_their_own_lines(kinds):
+    sts = kinds["qwen-sts"]
+    assert sts.report.facts["serve.kv_cache_dtype"] == "turboquant_4bit_nc"
+    assert sts.sources["serve.kv_cache_dtype"].line == line_of(KINDS, "--kv-cache-dtype turboquant_4bit_nc")
+    assert sts.sources["serve.tensor_parallel_size"].line == line_of(KINDS, "--tensor-parallel-size 2")
+
+
+def test_gke_accelerator_label_names_the_gpu(kinds):
+    sts = kinds["qwen-sts"]
+    assert sts.report.facts["gpu.name"] == "L4"
+    assert sts.sources["gpu."].line == line_of(KINDS, "cloud.google.com/gke-accelerator")
+
+
+def test_gpu_limit_below_tensor_parallel_is_an_error_at_the_limit_line(kinds):
+    sts = kinds["qwen-sts"]
+    short = finding(sts, "KVD201")
+    assert short.finding.severity == "error" and short.finding.gates
+    assert "gets 1 GPU(s) but vLLM needs 2" in short.finding.title
+    assert short.location.line == line_of(KINDS, "limits: {nvidia.com/gpu: 1}")
+    assert sts.verdict == "FAIL"
+
+
+def test_gpu_limit_above_need_is_a_warning(kinds):
+    cron = kinds["nightly-eval"]
+    idle = finding(cron, "KVD202")
+    assert idle.finding.severity == "warning" and "8 GPUs but vLLM uses only 4" in idle.finding.title
+    assert not any(p.finding.rule_id == "KVD201" for p in cron.placed)
+
+
+def test_python_module_launcher_and_kubernetes_variable_expansion(kinds):
+    cron = kinds["nightly-eval"]
+    assert cron.report.facts["model.model_id"] == "qwen2.5-3b-instruct"  # --model $(MODEL) from env
+    assert cron.report.facts["serve.tensor_parallel_size"] == 4  # -tp 4
+    assert cron.report.facts["vllm.version"] == "0.26.0"  # a registry host in front of vllm/vllm-openai
+
+
+def test_instance_types_in_affinity_the_weakest_decides(kinds):
+    cron = kinds["nightly-eval"]
+    assert cron.report.facts["gpu.name"] == "A10G"  # p5.48xlarge (H100) or g5.12xlarge (A10G)
+    assert any("the weakest, A10G, decides" in n for n in cron.report.notes)
+
+
+def test_preferred_affinity_counts_when_nothing_is_required(kinds):
+    pod = kinds["qwen-pod"]
+    assert pod.report.facts["gpu.name"] == "Tesla T4"
+    assert pod.report.facts["serve.dtype"] == "float16"
+
+
+def test_leaderworkerset_and_kserve(kinds):
+    leader = kinds["qwen-multinode"]
+    assert leader.report.facts["serve.pipeline_parallel_size"] == 2
+    assert leader.report.facts["gpu.name"] == "H100 80GB"
+    kserve = kinds["qwen-kserve"]
+    assert kserve.report.facts["gpu.name"] == "A10G"  # Karpenter's instance-gpu-name
+    assert kserve.report.facts["serve.kv_cache_dtype"] == "fp8_e5m2"
+    assert kserve.sources["serve.kv_cache_dtype"].what == "--kv-cache-dtype fp8_e5m2"
+
+
+def test_a_container_without_gpu_limit_gets_no_count_finding(kinds):
+    assert not any(p.finding.rule_id in ("KVD201", "KVD202") for p in kinds["qwen-kserve"].placed)

@@ -1,0 +1,141 @@
+"""What `kvdoctor scan` does with bad, empty, unpinned and secret-laden input, through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from scan_support import MANIFESTS, line_of, rel
+
+
+def test_malformed_yaml_is_one_line_with_file_and_line_exit_2(run_cli):
+    result = run_cli("scan", rel("malformed.yaml"), "--gpu", "A100")
+    assert result.code == 2
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"kvdoctor: error: {rel('malformed.yaml')}:12: malformed YAML")
+
+
+def test_malformed_file_in_a_directory_stops_the_scan_before_any_check(run_cli, tmp_path):
+    shutil.copy(MANIFESTS / "acceptance" / "vllm-k8s.yaml", tmp_path / "good.yaml")
+    shutil.copy(MANIFESTS / "malformed.yaml", tmp_path / "bad.yml")
+    result = run_cli("scan", str(tmp_path), "--gpu", "A100", "--format", "json")
+    assert result.code == 2 and result.stdout == ""
+    assert "bad.yml:12: malformed YAML" in result.stderr
+
+
+def test_templated_yaml_says_to_render_with_helm_template(run_cli):
+    result = run_cli("scan", rel("templated.yaml"))
+    assert result.code == 2
+    assert f"{rel('templated.yaml')}:4: Helm/Go template syntax" in result.stderr
+    assert "helm template" in result.stderr and "kvdoctor scan -" in result.stderr
+
+
+def test_chart_templates_are_skipped_in_a_directory_walk_with_a_note(run_cli, tmp_path):
+    chart = tmp_path / "chart"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: demo\nversion: 0.1.0\n")
+    shutil.copy(MANIFESTS / "templated.yaml", chart / "templates" / "deployment.yaml")
+    shutil.copy(MANIFESTS / "production-stack-values.yaml", chart / "values.yaml")
+    (tmp_path / "node_modules").mkdir()
+    shutil.copy(MANIFESTS / "malformed.yaml", tmp_path / "node_modules" / "x.yaml")
+    result = run_cli("scan", str(tmp_path), "--no-compile", "--format", "json")
+    assert result.code == 1, result.stderr  # the values' modelSpec: KVD201
+    document = result.json()
+    assert [w["name"] for w in document["workloads"]] == ["qwen-a100"]
+    assert any("skipped the Helm chart templates" in n for n in document["notes"])
+
+
+def test_manifest_without_vllm_exits_0_and_says_so(run_cli):
+    result = run_cli("scan", rel("no-vllm.yaml"), "--gpu", "A100")
+    assert result.code == 0, result.stderr
+    assert "0 vLLM workloads in 1 file" in result.stdout
+    assert "no vLLM workload in 1 file(s)" in result.stdout
+
+
+def test_unknown_image_tag_is_said_and_version_rules_are_undecided(run_cli):
+    result = run_cli("scan", rel("unpinned-and-secret.yaml"), "--no-compile", "--format", "json")
+    workload = result.json()["workloads"][0]
+    report = workload["report"]
+    assert report["facts"]["vllm.version"] is None
+    assert report["facts"]["gpu.name"] == "A100 80GB"  # the -SHARED suffix of time-sliced GPUs
+    assert any("tag 'latest' does not name a vLLM release" in n for n in report["notes"])
+    by_id = {f["rule_id"]: f for f in workload["findings"]}
+    assert by_id["KVD204"]["severity"] == "info"
+    assert by_id["KVD204"]["location"]["line"] == line_of("unpinned-and-secret.yaml", "image: vllm/vllm-openai:latest")
+    assert by_id["KVD101"]["status"] == "undecided"  # needs the vLLM version
+    decided = next(f for f in report["findings"] if f["rule_id"] == "KVD101")["decided_by"]
+    assert any(d.startswith("vllm.version") for d in decided)
+
+
+def test_vllm_version_default_applies_to_unpinned_images(run_cli):
+    result = run_cli("scan", rel("unpinned-and-secret.yaml"), "--no-compile", "--format", "json",
+                     "--vllm-version", "0.25.1")  # fmt: skip
+    workload = result.json()["workloads"][0]
+    assert workload["report"]["facts"]["vllm.version"] == "0.25.1"
+    assert result.code == 1
+    assert {f["rule_id"] for f in workload["findings"] if f["status"] == "fired"} >= {"KVD101", "KVD204"}
+
+
+def test_secret_and_configmap_env_are_unknown_and_said(run_cli):
+    result = run_cli("scan", rel("unpinned-and-secret.yaml"), "--no-compile", "--format", "json",
+                     "--vllm-version", "0.25.1")  # fmt: skip
+    workload = result.json()["workloads"][0]
+    unknown = next(f for f in workload["findings"] if f["rule_id"] == "KVD203")
+    assert "VLLM_ATTENTION_BACKEND comes from ConfigMap 'vllm-flags' key 'backend'" in unknown["title"]
+    assert unknown["location"]["line"] == line_of("unpinned-and-secret.yaml", "- name: VLLM_ATTENTION_BACKEND")
+    assert workload["report"]["facts"]["serve.attention_backend"] == "auto"  # judged as unset, and said so
+    notes = workload["report"]["notes"]
+    assert any("VLLM_API_KEY comes from Secret 'vllm-api' key 'key'" in n for n in notes)  # no rule reads it
+    assert any("VLLM_USE_V2_MODEL_RUNNER comes from Secret 'vllm-flags' key 'v2'" in n for n in notes)
+    assert any("environment from Secret 'vllm-extra-env'" in n for n in notes)
+    assert "env.VLLM_USE_V2_MODEL_RUNNER" not in workload["report"]["facts"]
+
+
+def test_no_gpu_named_and_no_default_is_exit_2_at_the_workload(run_cli):
+    result = run_cli("scan", rel("acceptance/compose.yaml"), "--no-compile", "--format", "json")
+    assert result.code == 2
+    workload = result.json()["workloads"][0]
+    assert workload["verdict"] == "ERROR" and workload["report"] is None
+    assert "names no GPU" in workload["error"]["message"] and "--gpu" in workload["error"]["message"]
+    assert f"kvdoctor: error: {rel('acceptance/compose.yaml')}:" in result.stderr
+
+
+def test_missing_path_and_bad_defaults_are_exit_2(run_cli):
+    assert run_cli("scan", "no/such/dir").code == 2
+    bad_gpu = run_cli("scan", rel("no-vllm.yaml"), "--gpu", "A1000000")
+    assert bad_gpu.code == 2 and "unknown GPU" in bad_gpu.stderr
+    assert run_cli("scan", rel("no-vllm.yaml"), "--vllm-version", "banana").code == 2
+    assert run_cli("scan", rel("no-vllm.yaml"), "--format", "prometheus").code == 2
+
+
+def test_stdin_as_helm_template_output(run_cli):
+    text = (MANIFESTS / "acceptance" / "vllm-k8s.yaml").read_text()
+    result = run_cli("scan", "-", "--no-compile", "--format", "json", stdin=text)
+    assert result.code == 1, result.stderr
+    document = result.json()
+    assert {w["file"] for w in document["workloads"]} == {"<stdin>"}
+    a100 = next(w for w in document["workloads"] if w["name"] == "qwen-a100")
+    assert next(f for f in a100["findings"] if f["rule_id"] == "KVD101")["location"]["line"] == \
+        line_of("acceptance/vllm-k8s.yaml", "--kv-cache-dtype")  # fmt: skip
+
+
+def test_fail_on_never_and_warning(run_cli):
+    never = run_cli("scan", rel("acceptance"), "--gpu", "A100", "--no-compile", "--fail-on", "never")
+    assert never.code == 0
+    h100_only = (MANIFESTS / "acceptance" / "vllm-k8s.yaml").read_text().split("---")[2]
+    warn = run_cli("scan", "-", "--no-compile", "--fail-on", "warning", stdin=h100_only)
+    assert warn.code == 0, warn.stdout
+
+
+def test_config_file_supplies_the_gpu_default_and_ignores(run_cli, tmp_path, cli_env):
+    shutil.copy(MANIFESTS / "acceptance" / "compose.yaml", tmp_path / "compose.yaml")
+    (tmp_path / "examples").symlink_to(MANIFESTS.parents[2] / "examples")
+    (tmp_path / "kvdoctor.toml").write_text('gpu = "A100"\n[ignore]\nKVD111 = "accepted for the demo"\n')
+    cli_env["KVDOCTOR_TEST_CWD"] = str(tmp_path)  # run_cli reads its working directory from here
+    result = run_cli("scan", "compose.yaml", "--no-compile", "--format", "json")
+    assert result.code in (0, 1), result.stderr
+    workload = result.json()["workloads"][0]
+    assert workload["report"]["facts"]["gpu.name"] == "A100 80GB"
+    guard = next(f for f in workload["findings"] if f["rule_id"] == "KVD111")
+    assert guard["gates"] is False
+    assert json.dumps(workload).count("accepted for the demo") >= 1
