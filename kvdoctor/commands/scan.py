@@ -16,6 +16,7 @@ def register(app: typer.Typer) -> None:
         paths: List[str] = typer.Argument(..., help="Manifest files or directories to scan, or - for stdin (e.g. helm template ... | kvdoctor scan -)."),
         gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU for workloads whose node labels name none (A100, L4, sm_80)."),
         vllm_version: Optional[str] = typer.Option(None, "--vllm-version", help="vLLM version for images whose tag pins none (latest, a digest)."),
+        model_path: List[str] = typer.Option([], "--model-path", help="MODEL=DIR: read the model the manifests call MODEL (e.g. /models/qwen) from DIR here."),
         fix_source: List[str] = typer.Option([], "--fix-source", help="vLLM wheels/trees (or dirs of wheels) to verify upgrade fixes with."),
         offline: bool = typer.Option(False, "--offline", help="Never use the network (also HF_HUB_OFFLINE=1)."),
         rules: List[Path] = typer.Option([], "--rules", help="Extra rules file(s), after the bundled rules."),
@@ -51,8 +52,8 @@ def register(app: typer.Typer) -> None:
 
             check_choice("--fail-on", chosen["fail_on"], FAIL_ON)
             _check_defaults(chosen["gpu"], chosen["vllm_version"])
-            defaults = ScanDefaults(gpu=chosen["gpu"], vllm_version=chosen["vllm_version"],
-                                    offline=chosen["offline"], cache_dir=default_cache_dir())  # fmt: skip
+            defaults = ScanDefaults(gpu=chosen["gpu"], vllm_version=chosen["vllm_version"], offline=chosen["offline"],
+                                    cache_dir=default_cache_dir(), model_paths=_model_paths(model_path))  # fmt: skip
             settings = CheckSettings(
                 rules_files=team.rules_files + tuple(rules),
                 compile=not chosen["no_compile"],
@@ -64,6 +65,18 @@ def register(app: typer.Typer) -> None:
             return run_scan(list(paths), defaults, settings)
 
         _run_and_exit(work, chosen["output_format"], output, chosen["fail_on"], chosen["verbose"], debug)
+
+
+def _model_paths(pairs: list[str]) -> dict[str, str]:
+    from kvdoctor.errors import UsageError
+
+    mapping = {}
+    for pair in pairs:
+        model, sep, path = pair.partition("=")
+        if not sep or not model or not path:
+            raise UsageError(f"--model-path {pair!r}: expected MODEL=DIR", "e.g. --model-path /models/qwen=./qwen-config")
+        mapping[model] = path
+    return mapping
 
 
 def _check_defaults(gpu: str | None, vllm_version: str | None) -> None:

@@ -84,12 +84,15 @@ def deployment_facts(workload: Workload, defaults, settings) -> DeploymentFacts:
     gpu = _gpu(workload, defaults, values, sources, notes)
     environ = _environ(workload, settings, values, sources, notes)
     command = parse_serve_command([t.text for t in workload.argv], {})
-    model_path = resolve_model(command.model, workload.file)
+    mapped = defaults.model_paths.get(command.model or "")
+    model_path = resolve_model(mapped, ".") if mapped else resolve_model(command.model, workload.file)
+    if mapped and model_path is None:
+        raise KvdoctorError(f"--model-path {command.model}={mapped}: {mapped} does not exist")
     model_token = next((t for t in workload.argv if command.model and t.text in (command.model, f"--model={command.model}")), None)  # noqa: E501
     if model_token is not None:
         sources["model."] = workload.at(model_token.line, f"model {command.model}")
     if model_path and model_path != command.model:
-        notes.append(f"model {command.model} read from {model_path}")
+        notes.append(f"model {command.model} read from {model_path}" + (" (--model-path)" if mapped else ""))
     if workload.gpu_limit is not None:
         values["deploy.gpu_limit"] = workload.gpu_limit
         values["deploy.gpu_resource"] = GPU_RESOURCE[workload.platform]
@@ -101,7 +104,8 @@ def deployment_facts(workload: Workload, defaults, settings) -> DeploymentFacts:
 
 
 def resolve_model(model: str | None, manifest: str) -> str | None:
-    """A model path that exists here: absolute, else next to the manifest, else under the working directory."""
+    """A model path that exists here: absolute, else next to the manifest, else under the working directory.
+    ``manifest`` '.' or '<stdin>' resolves against the working directory only."""
     if not model:
         return None
     path = Path(model).expanduser()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -30,6 +30,8 @@ class ScanDefaults:
     """--vllm-version: for images whose tag pins no vLLM release."""
     offline: bool = False
     cache_dir: Path | None = None
+    model_paths: dict[str, str] = field(default_factory=dict)
+    """--model-path MODEL=DIR: a local directory (or config.json) for a model as the manifests write it."""
 
 
 @lru_cache(maxsize=1)

@@ -139,3 +139,27 @@ def test_config_file_supplies_the_gpu_default_and_ignores(run_cli, tmp_path, cli
     guard = next(f for f in workload["findings"] if f["rule_id"] == "KVD111")
     assert guard["gates"] is False
     assert json.dumps(workload).count("accepted for the demo") >= 1
+
+
+def test_unusable_workloads_are_reported_at_their_line_and_exit_2(run_cli):
+    result = run_cli("scan", rel("container-paths.yaml"), "--no-compile", "--format", "json")
+    assert result.code == 2
+    workloads = {w["name"]: w for w in result.json()["workloads"]}
+    bad = workloads["bad-dtype"]["error"]
+    assert "serve flag --dtype 'bf16'" in bad["message"]
+    assert bad["location"]["line"] == line_of("container-paths.yaml", "- --dtype")
+    missing = workloads["volume-model"]["error"]
+    assert "/models/qwen" in missing["message"]
+    assert missing["location"]["line"] == line_of("container-paths.yaml", "args: [/models/qwen")
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2 and all(line.startswith(f"kvdoctor: error: {rel('container-paths.yaml')}:") for line in lines)
+
+
+def test_model_path_maps_a_container_path_to_a_local_config(run_cli):
+    result = run_cli("scan", rel("container-paths.yaml"), "--no-compile", "--format", "json",
+                     "--model-path", "/models/qwen=examples/qwen2.5-3b-instruct")  # fmt: skip
+    workloads = {w["name"]: w for w in result.json()["workloads"]}
+    volume = workloads["volume-model"]
+    assert volume["verdict"] == "PASS" and volume["report"]["facts"]["model.model_id"] == "qwen2.5-3b-instruct"
+    assert workloads["bad-dtype"]["verdict"] == "ERROR"  # the flag is still wrong
+    assert run_cli("scan", rel("container-paths.yaml"), "--model-path", "nonsense").code == 2

@@ -28,10 +28,10 @@ def print_scan(report: ScanReport, console: Console, verbose: bool = False) -> N
 def _print_workload(console: Console, result: WorkloadResult, verbose: bool) -> None:
     w = result.workload
     console.print(f"\n[{STYLE[result.verdict]}]{result.verdict}[/]  {escape(str(w.at(w.line)))}  [bold]{escape(w.title)}[/]")
-    console.print(f"      {escape(workload_context(result))}")
     if result.report is None:
-        console.print(f"  [magenta]ERROR[/] {escape(str(result.error_location))}: {escape(result.error or '')}")
+        console.print(f"  [magenta]not checked[/] {escape(str(result.error_location))}: {escape(result.error or '')}")
         return
+    console.print(f"      {escape(workload_context(result))}")
     fired = [p for p in result.placed if p.finding.status == "fired"]
     undecided = [p for p in result.placed if p.finding.status == "undecided"]
     for placed in fired:
