@@ -83,24 +83,38 @@ def deployment_facts(workload: Workload, defaults, settings) -> DeploymentFacts:
     version = _version(workload, defaults, values, sources, notes)
     gpu = _gpu(workload, defaults, values, sources, notes)
     environ = _environ(workload, settings, values, sources, notes)
-    command = parse_serve_command([t.text for t in workload.argv], {})
-    mapped = defaults.model_paths.get(command.model or "")
-    model_path = resolve_model(mapped, ".") if mapped else resolve_model(command.model, workload.file)
-    if mapped and model_path is None:
-        raise KvdoctorError(f"--model-path {command.model}={mapped}: {mapped} does not exist")
-    model_token = next((t for t in workload.argv if command.model and t.text in (command.model, f"--model={command.model}")), None)  # noqa: E501
-    if model_token is not None:
-        sources["model."] = workload.at(model_token.line, f"model {command.model}")
-    if model_path and model_path != command.model:
-        notes.append(f"model {command.model} read from {model_path}" + (" (--model-path)" if mapped else ""))
-    if workload.gpu_limit is not None:
-        values["deploy.gpu_limit"] = workload.gpu_limit
-        values["deploy.gpu_resource"] = GPU_RESOURCE[workload.platform]
-        sources["deploy.gpu_limit"] = workload.at(workload.gpu_limit_line, f"{GPU_RESOURCE[workload.platform]}: {workload.gpu_limit}")  # noqa: E501
-        for name in ("deploy.gpus_short", "deploy.gpus_idle"):
-            sources[name] = sources["deploy.gpu_limit"]
-    return DeploymentFacts(gpu, version, environ, command.model, model_path, _data_parallel(workload), values,
-                           sources, tuple(notes))  # fmt: skip
+    model, model_path = _model(workload, defaults, sources, notes)
+    _gpu_count(workload, values, sources)
+    return DeploymentFacts(gpu, version, environ, model, model_path, _data_parallel(workload), values, sources,
+                           tuple(notes))  # fmt: skip
+
+
+def _model(workload: Workload, defaults, sources, notes) -> tuple[str | None, str | None]:
+    """(the model as written, the local path it resolves to or None)."""
+    model = parse_serve_command([t.text for t in workload.argv], {}).model
+    if model is None:
+        return None, None
+    token = next((t for t in workload.argv if t.text in (model, f"--model={model}")), None)
+    if token is not None:
+        sources["model."] = workload.at(token.line, f"model {model}")
+    mapped = defaults.model_paths.get(model)
+    local = resolve_model(mapped, ".") if mapped else resolve_model(model, workload.file)
+    if mapped and local is None:
+        raise KvdoctorError(f"--model-path {model}={mapped}: {mapped} does not exist")
+    if local and local != model:
+        notes.append(f"model {model} read from {local}" + (" (--model-path)" if mapped else ""))
+    return model, local
+
+
+def _gpu_count(workload: Workload, values, sources) -> None:
+    if workload.gpu_limit is None:
+        return
+    resource = GPU_RESOURCE[workload.platform]
+    values["deploy.gpu_limit"] = workload.gpu_limit
+    values["deploy.gpu_resource"] = resource
+    where = workload.at(workload.gpu_limit_line, f"{resource}: {workload.gpu_limit}")
+    for name in ("deploy.gpu_limit", "deploy.gpus_short", "deploy.gpus_idle"):
+        sources[name] = where
 
 
 def resolve_model(model: str | None, manifest: str) -> str | None:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import shutil
 from importlib import resources
-from pathlib import Path
 
 import pytest
 

@@ -163,3 +163,22 @@ def test_model_path_maps_a_container_path_to_a_local_config(run_cli):
     assert volume["verdict"] == "PASS" and volume["report"]["facts"]["model.model_id"] == "qwen2.5-3b-instruct"
     assert workloads["bad-dtype"]["verdict"] == "ERROR"  # the flag is still wrong
     assert run_cli("scan", rel("container-paths.yaml"), "--model-path", "nonsense").code == 2
+
+
+def test_python_tags_are_never_constructed(run_cli, tmp_path):
+    marker = tmp_path / "pwned"
+    manifest = tmp_path / "tagged.yaml"
+    text = (MANIFESTS / "acceptance" / "vllm-k8s.yaml").read_text()
+    manifest.write_text(text.replace("ports: [{containerPort: 8000}]",
+                                     f"ports: !!python/object/apply:os.system ['touch {marker}']"))  # fmt: skip
+    result = run_cli("scan", str(manifest), "--no-compile", "--format", "json")
+    assert result.code == 1, result.stderr  # read as data, judged as before
+    assert not marker.exists()
+
+
+def test_oversized_manifest_is_refused_on_one_line(run_cli, tmp_path):
+    big = tmp_path / "big.yaml"
+    with big.open("wb") as handle:
+        handle.truncate(9 * 1024 * 1024)
+    result = run_cli("scan", str(big))
+    assert result.code == 2 and "over 8 MiB, not read" in result.stderr
