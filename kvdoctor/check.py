@@ -36,7 +36,11 @@ def run_check(options: CheckOptions, settings: CheckSettings) -> Report:
     facts = collect_facts(options)
     flat = facts.flat() | derive_kv_facts(facts)
     notes = list(facts.gpu.notes)
-    request, why_not = dry_run_request(facts) if settings.compile else (None, "--no-compile")
+    request, why_not = (dry_run_request(facts, cache_dir=options.cache_dir, offline=options.offline)
+                        if settings.compile else (None, "--no-compile"))  # fmt: skip
+    if request is not None and facts.versions.vllm is None:
+        # which kernels would run depends on the release: a compile of one guess must not decide the verdict
+        request, why_not = None, "the vLLM version is unknown, so are the kernels it would build (pass --vllm-version X)"
     known_kinds = {r.compile_kind for r in rules if r.compile_kind}
     dry_run_json: dict[str, Any] | None = None
     fix_outcomes: dict[str, dict] = {}
@@ -58,8 +62,10 @@ def run_check(options: CheckOptions, settings: CheckSettings) -> Report:
             unverifiable |= extra_unverifiable
         findings = attach_verifications(findings, fix_outcomes, unverifiable)
     findings = [_apply_ignore(f, settings.ignored) for f in findings]
-    if facts.serve.unknown_flags:
-        notes.append("serve flags kvdoctor does not model (kept, not judged): " + " ".join(facts.serve.unknown_flags))
+    if flat.get("vllm.facts_note"):
+        notes.append(flat["vllm.facts_note"])
+    if facts.serve.unknown_flags and flat.get("serve.args_accepted") is None:
+        notes.append("serve flags no release's parser could judge (kept, not judged): " + " ".join(facts.serve.unknown_flags))
     if facts.model and facts.model.dtype_note:
         notes.append(f"model dtype: {facts.model.dtype_note}")
     checked = tuple(r.id for r in rules if r.when is not None)
@@ -74,7 +80,8 @@ def _compile(request, static, rules, options, settings):
     A fix compiled for fewer kernel roles than actually failed is dropped here and compiled again in full."""
     from kvdoctor.dryrun import run_dry_runs, to_json
 
-    fix_requests, unverifiable = fix_candidates(static, rules, request, options.cache_dir, settings.fix_sources)
+    fix_requests, unverifiable = fix_candidates(static, rules, request, options.cache_dir, settings.fix_sources,
+                                                offline=_offline(options))  # fmt: skip
     keys = list(fix_requests)
     reports = run_dry_runs(
         [request, *fix_requests.values()],
@@ -91,11 +98,17 @@ def _compile(request, static, rules, options, settings):
     return to_json(reports[0]), outcomes, unverifiable
 
 
+def _offline(options) -> bool:
+    from kvdoctor.probes.model_source import offline_requested
+
+    return offline_requested(options.offline)
+
+
 def _compile_fixes(request, findings, rules, options, settings):
     from kvdoctor.dryrun import run_dry_runs, to_json
 
     fix_requests, unverifiable = fix_candidates(
-        findings, rules, request, options.cache_dir, settings.fix_sources, all_roles=True
+        findings, rules, request, options.cache_dir, settings.fix_sources, all_roles=True, offline=_offline(options)
     )
     if not fix_requests:
         return {}, unverifiable
@@ -108,13 +121,21 @@ def _compile_fixes(request, findings, rules, options, settings):
     return {key: to_json(r) for key, r in zip(fix_requests, reports)}, unverifiable
 
 
-def dry_run_request(facts: Facts):
-    """The DryRunRequest these facts call for, or (None, why not)."""
+def dry_run_request(facts: Facts, backend: str | None = None, *, cache_dir: Path | None = None,
+                    offline: bool | None = None):  # fmt: skip
+    """The DryRunRequest these facts call for, or (None, why not).
+
+    backend: the attention backend vLLM would select (None: only a forced --attention-backend /
+    VLLM_ATTENTION_BACKEND is known). A --vllm-version with no wheel or tree at hand gets that release's
+    kernel files fetched from the package index into cache_dir (never when offline, or HF_HUB_OFFLINE set);
+    failing that, kvdoctor's probe kernel stands in, and the request says why."""
     serve, model, gpu = facts.serve, facts.model, facts.gpu.weakest
     from kvdoctor.dryrun import DryRunRequest, dry_run_applies
+    from kvdoctor.dryrun.runner import why_nothing_to_compile
 
-    if not dry_run_applies(serve.kv_cache_dtype):
-        return None, f"no kernel kvdoctor compiles for --kv-cache-dtype {serve.kv_cache_dtype}"
+    backend = backend or serve.attention_backend
+    if not dry_run_applies(serve.kv_cache_dtype, backend):
+        return None, why_nothing_to_compile(serve.kv_cache_dtype, backend)
     if gpu is None or gpu.capability is None:
         return None, "the target GPU is unknown (pass --gpu)"
     if model is None:
@@ -123,18 +144,29 @@ def dry_run_request(facts: Facts):
         return None, "config.json lacks the dtype or head sizes the kernels need"
     if importlib.util.find_spec("triton") is None:
         return None, "triton is not installed (pip install 'kvdoctor[compile]')"
-    kv_heads_per_rank = max(1, model.num_kv_heads // serve.tensor_parallel_size)
+    tp = max(1, serve.tensor_parallel_size)
     kernels = facts.versions.vllm_kernels
+    probe_reason = None
+    if kernels is None and facts.versions.vllm_source == "--vllm-version" and facts.versions.vllm:
+        from kvdoctor.cache_dir import default_cache_dir
+        from kvdoctor.probes.model_source import offline_requested
+        from kvdoctor.vllm_sources import fetch_source
+
+        kernels, probe_reason = fetch_source(facts.versions.vllm, cache_dir or default_cache_dir(),
+                                             offline=offline_requested(bool(offline)))  # fmt: skip
     request = DryRunRequest(
         kv_cache_dtype=serve.kv_cache_dtype,
         model_dtype=model.dtype,
         head_dim=model.head_dim,
-        num_kv_heads=kv_heads_per_rank,
+        num_kv_heads=max(1, model.num_kv_heads // tp),
         capability=gpu.capability,
         block_size=serve.block_size or 16,
         vllm_source=None if kernels == "installed" else kernels,
         use_probe=kernels is None,
         vllm_version=facts.versions.vllm,
+        backend=backend,
+        num_q_heads=max(1, model.num_attention_heads // tp) if model.num_attention_heads else None,
+        probe_reason=probe_reason,
     )
     return request, None
 

@@ -62,7 +62,12 @@ def check(
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks of kvdoctor's own errors."),
     config: Optional[Path] = typer.Option(None, "--config", help="Config file (default: nearest kvdoctor.toml or pyproject.toml [tool.kvdoctor])."),
 ) -> None:
-    """Check a model + serve flags against a GPU and vLLM version. Also: kvdoctor check -- vllm serve MODEL ..."""
+    """Check a model + serve flags against a GPU and vLLM version.
+
+    Two forms. kvdoctor's own flags (above) with vLLM serve flags mixed in: a flag that is neither kvdoctor's nor a
+    flag of vLLM's `serve` is an error. Or a pasted command after `--`: `kvdoctor check --gpu A100 -- vllm serve
+    MODEL --kv-cache-dtype fp8 ...`, judged as the judged vLLM release's own parser would (unknown, ambiguous or
+    refused flags are findings in vLLM's words); kvdoctor's own flags belong before the `--`."""
     from kvdoctor.cache_dir import default_cache_dir
     from kvdoctor.check import CheckSettings, run_check
     from kvdoctor.collect import CheckOptions
@@ -84,11 +89,16 @@ def check(
         "vllm_version", "vllm_source", "revision", "offline", "no_compile", "compile_timeout", "no_cache"))  # fmt: skip
     output_format, fail_on, verbose = chosen["output_format"], chosen["fail_on"], chosen["verbose"]
 
+    pasted, loose = split_pasted_command(list(ctx.args), sys.argv[1:])
+    own_flags = tuple(sorted(o for p in ctx.command.params for o in (*p.opts, *p.secondary_opts) if o.startswith("-")))
+
     def work():
         check_choice("--fail-on", fail_on, FAIL_ON)
         options = CheckOptions(
             model=model,
-            serve_argv=tuple(ctx.args),
+            serve_argv=tuple(pasted),
+            loose_flags=tuple(loose),
+            own_flags=own_flags,
             kv_cache_dtype=kv_cache_dtype,
             dtype=dtype,
             attention_backend=attention_backend,
@@ -170,6 +180,16 @@ def _register_commands() -> None:
 
 
 _register_commands()
+
+
+def split_pasted_command(extra: list[str], raw_argv: list[str]) -> tuple[list[str], list[str]]:
+    """(the command after `--`, the unclaimed tokens before it): click hands both over as one list."""
+    if "--" not in raw_argv:
+        return [], extra
+    pasted = raw_argv[raw_argv.index("--") + 1 :]
+    if extra[len(extra) - len(pasted) :] != pasted:  # not run from a command line (an embedding); trust click
+        return extra, []
+    return pasted, extra[: len(extra) - len(pasted)]
 
 
 def check_choice(flag: str, value: str, choices: tuple[str, ...]) -> None:

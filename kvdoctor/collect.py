@@ -17,6 +17,11 @@ class CheckOptions:
 
     model: str | None = None
     serve_argv: tuple[str, ...] = ()
+    """A pasted `vllm serve ...` command (what followed `--`)."""
+    loose_flags: tuple[str, ...] = ()
+    """Tokens before `--` that are not kvdoctor's own flags: accepted only where they are vLLM serve flags."""
+    own_flags: tuple[str, ...] = ()
+    """kvdoctor check's own option strings, to name the right one when a flag is mistyped or misplaced."""
     kv_cache_dtype: str | None = None
     dtype: str | None = None
     attention_backend: str | None = None
@@ -34,13 +39,35 @@ class CheckOptions:
 
 def collect_facts(options: CheckOptions) -> Facts:
     """Probe everything the rules need; raises KvdoctorError subclasses on bad input."""
-    command = parse_serve_command(list(options.serve_argv), options.environ)
+    from kvdoctor.check_flags import refuse_misplaced_flags
+
+    loose = refuse_misplaced_flags(options.serve_argv, options.loose_flags, options.own_flags)
+    versions = _version_facts(options)
+    argv = _as_vllm_reads_it([*options.serve_argv, *loose], versions.vllm)
+    command = parse_serve_command(argv, options.environ)
     serve = _merge_flags(command.serve, options)
     model_arg = _one_model(options.model, command.model)
+    if not model_arg:
+        raise UsageError(
+            "nothing to judge: no model given",
+            "pass --model MODEL (a directory, a config.json or a Hugging Face id), or paste the command after `--`: "
+            "kvdoctor check --gpu A100 -- vllm serve MODEL ...",
+        )
     gpu = _gpu_facts(options.gpu, options.torch_check)
-    versions = _version_facts(options)
     model = _model_facts(model_arg, options, gpu, serve) if model_arg else None
     return Facts(gpu=gpu, model=model, versions=versions, serve=serve)
+
+
+def _as_vllm_reads_it(tokens: list[str], vllm_version: str | None) -> list[str]:
+    """Abbreviated or `_`-spelt options spelt out as the release's parser resolves them (every candidate
+    release must agree; otherwise the tokens stay as typed and serve.args_* say which releases refuse them)."""
+    if not any(t.startswith("--") for t in tokens):
+        return tokens
+    from kvdoctor.releases import agree, candidates
+    from kvdoctor.serve_argv import canonical_argv
+
+    spelt = agree(candidates(vllm_version).releases, lambda r: canonical_argv(tokens, r.serve_args, r.allow_abbrev))
+    return list(spelt.value) if spelt.value is not None else tokens
 
 
 def _one_model(flag: str | None, pasted: str | None) -> str | None:
@@ -71,6 +98,8 @@ def _merge_flags(serve: ServeFacts, options: CheckOptions) -> ServeFacts:
         raise UsageError("--tensor-parallel-size must be at least 1")
     if options.attention_backend:
         changes["attention_backend_source"] = "--attention-backend"
+    flag_tokens = [(f"--{name.replace('_', '-')}", str(v)) for name, v in overrides.items() if v is not None]
+    changes["argv"] = serve.argv + tuple(t for pair in flag_tokens for t in pair)
     return replace(serve, **changes)
 
 

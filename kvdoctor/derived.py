@@ -7,6 +7,7 @@ from typing import Any
 
 from kvdoctor.facts import Facts, GpuFacts, ServeFacts, VersionFacts
 from kvdoctor.kv_dtypes import kv_dtype_facts
+from kvdoctor.releases import Candidates, agree, candidates, describe_range
 
 DRYRUN_FACTS = {
     "dryrun.status": "'passed', 'failed' or 'skipped'; unknown when no dry run ran",
@@ -18,11 +19,23 @@ DRYRUN_FACTS = {
 }
 
 
+DERIVED_FROM = {
+    "model.dtype": ("model.config_dtype", "gpu.capability"),
+    "kv.accepted": ("vllm.version",),
+    "attention.backend": ("vllm.version", "gpu.capability", "model.dtype"),
+    "attention.error": ("vllm.version", "gpu.capability", "model.dtype"),
+    "serve.args_accepted": ("vllm.version",),
+    "serve.args_error": ("vllm.version",),
+}
+"""Facts computed from others: an unknown one is supplied by supplying its unknown inputs (the hint says which)."""
+
+
 def fact_names() -> set[str]:
     """Every fact name rules may use (env.* names are open-ended)."""
     blank = Facts(gpu=GpuFacts("none"), model=None, versions=VersionFacts(), serve=ServeFacts())
     names = set(blank.flat()) | set(DRYRUN_FACTS)
-    names |= set(kv_dtype_facts("auto", None))
+    names |= set(kv_dtype_facts("auto", Candidates((), exact=False)))
+    names |= set(serve_args_facts((), Candidates((), exact=False))) | {"vllm.judged", "vllm.facts_note"}
     return names
 
 
@@ -36,7 +49,33 @@ def _names() -> frozenset[str]:
 
 
 def derive_kv_facts(facts: Facts) -> dict[str, Any]:
-    return kv_dtype_facts(facts.serve.kv_cache_dtype, facts.versions.vllm)
+    """Facts that the judged vLLM release (or every candidate release) decides: KV dtype, serve arguments."""
+    releases = candidates(facts.versions.vllm)
+    judged = facts.versions.vllm or (
+        f"(version unknown: {describe_range(r.version for r in releases.releases)})" if releases.releases else None
+    )
+    return (
+        {"vllm.judged": judged, "vllm.facts_note": releases.note}
+        | kv_dtype_facts(facts.serve.kv_cache_dtype, releases)
+        | serve_args_facts(facts.serve.argv, releases)
+    )
+
+
+def serve_args_facts(argv: tuple[str, ...], releases: Candidates) -> dict[str, Any]:
+    """serve.args_accepted/_error/_closest/_rejected_by: what each release's own parser makes of the arguments."""
+    from kvdoctor.serve_argv import judge_argv
+
+    verdicts = {r.version: judge_argv(list(argv), r.serve_args, r.allow_abbrev) for r in releases.releases}
+    rejected = [version for version, verdict in verdicts.items() if verdict.error]
+    newest_error = next((verdicts[v] for v in reversed(rejected)), None)
+    accepted = agree(releases.releases, lambda r: verdicts[r.version].error is None).value
+    return {
+        "serve.args_accepted": accepted,
+        "serve.args_error": newest_error.error if newest_error else None,
+        "serve.args_closest": newest_error.closest if newest_error else None,
+        "serve.args_rejected_by": describe_range(rejected) if verdicts else None,
+        "serve.args_accepted_by": describe_range([v for v in verdicts if v not in rejected]) if verdicts else None,
+    }
 
 
 def derive_dryrun_facts(dry_run: dict[str, Any] | None, known_kinds: set[str]) -> dict[str, Any]:

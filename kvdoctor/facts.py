@@ -74,6 +74,10 @@ class ModelFacts:
     """Multi-head latent attention (DeepSeek-V2/V3 style kv_lora_rank)."""
     is_hybrid: bool | None = None
     """Attention mixed with Mamba/linear-attention layers."""
+    has_sinks: bool | None = None
+    """Attention sinks (gpt-oss style learnable per-head bias): vLLM's selector asks has_sink."""
+    is_sparse: bool | None = None
+    """Sparse MLA (DeepSeek-V3.2's indexer, `index_topk`): vLLM's selector asks use_sparse."""
     sliding_window: int | None = None
     quant_method: str | None = None
     """quantization_config.quant_method, e.g. 'fp8', 'awq', 'modelopt'."""
@@ -120,7 +124,9 @@ class ServeFacts:
     env: tuple[tuple[str, str], ...] = ()
     """VLLM_* variables in effect."""
     unknown_flags: tuple[str, ...] = ()
-    """Flags kvdoctor does not model; kept and listed, never rejected."""
+    """Flags kvdoctor does not model; kept and listed (the release's own parser judges them: serve.args_*)."""
+    argv: tuple[str, ...] = ()
+    """The arguments `vllm serve` would parse (launcher and VAR= prefixes removed; kvdoctor's flags added)."""
 
 
 @dataclass(frozen=True)
@@ -155,6 +161,8 @@ class Facts:
             else None,
         }
         for name, value in asdict(model).items():
+            if value is None and self.model is not None and name in ABSENT_MEANS:
+                value = ABSENT_MEANS[name]  # config.json was read: a field it lacks is known to be absent
             flat[f"model.{name}"] = list(value) if isinstance(value, tuple) else value
         for name, value in asdict(self.serve).items():
             if name != "env":
@@ -165,6 +173,16 @@ class Facts:
             flat[f"env.{name}"] = value
         flat.update(self.derived)
         return flat
+
+
+ABSENT_MEANS: dict[str, Any] = {
+    "quant_method": "none",
+    "kv_cache_quant_algo": "none",
+    "model_type": "none",
+    "sliding_window": 0,
+    "config_dtype": "none",
+}
+"""What a field missing from a config.json that was read means (None stays for 'no model read')."""
 
 
 def _capability_number(capability: tuple[int, int] | None) -> float | None:

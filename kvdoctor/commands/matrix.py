@@ -22,10 +22,9 @@ def default_gpus() -> tuple[str, ...]:
 
 def default_kv_dtypes(vllm_version: str | None) -> tuple[str, ...]:
     """Every --kv-cache-dtype value the target vLLM accepts (all kvdoctor knows when the version is unknown)."""
-    from kvdoctor.kv_dtypes import _catalogue, accepted_values
+    from kvdoctor.kv_dtypes import accepted_values
 
-    accepted = accepted_values(vllm_version)
-    return tuple(accepted if accepted is not None else [v.name for v in _catalogue()[1]])
+    return accepted_values(vllm_version)
 
 
 def target_vllm_version(vllm_version: str | None, vllm_source: str | None) -> str | None:

@@ -47,6 +47,8 @@ class Cell:
     memory_gib: float | None = None
     dry_run: str | None = None
     """Dry-run status: passed, failed, skipped, or None when not run."""
+    dry_run_source: str | None = None
+    """'vllm' (vLLM's real kernels) or 'probe' (kvdoctor's probe kernel) when a dry run ran."""
     compile_seconds: float = 0.0
     cached: bool = False
     """Every compiled kernel came from the cache."""
@@ -98,6 +100,7 @@ def judge_cell(options: CheckOptions, settings: CheckSettings) -> tuple[Cell, di
         capability=facts.get("gpu.capability"),
         memory_gib=facts.get("gpu.memory_gib"),
         dry_run=dry.get("status"),
+        dry_run_source=facts.get("dryrun.source") if dry.get("status") in ("passed", "failed") else None,
         compile_seconds=float(sum(float(k.get("seconds") or 0) for k in kernels if not k.get("cached"))),
         cached=bool(kernels) and all(k.get("cached") for k in kernels),
     )

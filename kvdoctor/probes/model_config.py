@@ -22,6 +22,9 @@ HYBRID_MODEL_TYPES = {
     "jamba", "bamba", "nemotron_h", "falcon_h1", "granitemoehybrid", "zamba2", "plamo2", "lfm2",
     "qwen3_next", "minimax_text_01", "minimax_m1", "mamba2_hybrid", "hunyuan_v1_hybrid", "kimi_linear",
 }
+# vLLM passes `sinks` to its attention layers for these models (vllm/model_executor/models/<type>.py, 0.20-0.34)
+MODEL_TYPES_WITH_SINKS = {"gpt_oss", "openai_privacy_filter"}
+SINK_FLAGS = ("add_swa_attention_sink_bias", "add_full_attention_sink_bias", "use_sink", "attention_sink")
 NON_ATTENTION_LAYERS = ("mamba", "linear", "conv", "ssm", "recurrent", "deltanet")
 SAFETENSORS_DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
 TORCH_DTYPE_NAMES = {
@@ -87,6 +90,8 @@ def read_model_facts(location: ConfigLocation) -> ModelFacts:
         hidden_size=hidden,
         is_mla=is_mla,
         is_hybrid=_is_hybrid(raw, text, model_type),
+        has_sinks=model_type in MODEL_TYPES_WITH_SINKS or any(bool(text.get(k) or raw.get(k)) for k in SINK_FLAGS),
+        is_sparse=is_mla and ("index_topk" in raw or "index_topk" in text),
         sliding_window=sliding if isinstance(sliding, int) and not isinstance(sliding, bool) else None,
         quant_method=_string(quant.get("quant_method")),
         kv_cache_quant_algo=_string(quant.get("kv_cache_quant_algo"))

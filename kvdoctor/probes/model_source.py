@@ -60,7 +60,7 @@ def _locate_on_hub(repo_id: str, *, revision: str | None, offline: bool, downloa
     if offline:
         raise ModelConfigError(
             f"{repo_id}: config.json is not in the local Hugging Face cache and kvdoctor is offline",
-            "run `huggingface-cli download " + repo_id + " config.json` where there is network, or pass a local path",
+            "run `hf download " + repo_id + " config.json` where there is network, or pass a local path",
         )
     token = os.environ.get("HF_TOKEN")
     try:

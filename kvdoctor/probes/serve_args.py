@@ -82,13 +82,14 @@ def parse_serve_command(argv: list[str], environ: dict[str, str]) -> ServeComman
         if name.startswith("VLLM_"):
             env[name] = value
     tokens = _strip_launcher(tokens)
+    argv = tuple(tokens)
     model, values, unknown = _scan(tokens)
     if "config" in values:
         config_values = _read_config_file(values.pop("config"))
         values = {**config_values, **values}
         model = model or config_values.pop("model", None)
     model = values.pop("model", None) or model
-    serve = ServeFacts(unknown_flags=tuple(unknown))
+    serve = ServeFacts(unknown_flags=tuple(unknown), argv=argv)
     serve = replace(serve, **{k: v for k, v in values.items() if k in ServeFacts.__dataclass_fields__})
     backend_env = env.get("VLLM_ATTENTION_BACKEND")
     if serve.attention_backend:

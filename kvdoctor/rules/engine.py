@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from kvdoctor.report import Finding, Fix
@@ -22,7 +23,16 @@ FACT_HINTS = (
 )
 
 
-def hint_for(fact: str) -> str:
+def hint_for(fact: str, facts: dict[str, Any] | None = None) -> str:
+    """How the user can supply an unknown fact: for a derived fact, the unknown inputs it is derived from."""
+    from kvdoctor.derived import DERIVED_FROM
+
+    facts = facts or {}
+    inputs = [name for name in DERIVED_FROM.get(fact, ()) if facts.get(name) is None]
+    if inputs:
+        return "; ".join(dict.fromkeys(hint_for(name, facts) for name in inputs))
+    if fact.startswith("model.") and facts.get("model.source") not in (None, "none"):
+        return "the model's config.json does not say; pass a model directory whose config.json does"
     for prefix, hint in FACT_HINTS:
         if fact.startswith(prefix):
             return hint
@@ -54,7 +64,7 @@ def evidence_for(rule: Rule, facts: dict[str, Any]) -> tuple[str, ...]:
 def finding_for(rule: Rule, facts: dict[str, Any], status: str = "fired") -> Finding:
     decided_by: tuple[str, ...] = ()
     if status == "undecided" and rule.when is not None:
-        decided_by = tuple(f"{name}: {hint_for(name)}" for name in unknown_facts(rule.when, facts))
+        decided_by = tuple(f"{name}: {hint_for(name, facts)}" for name in unknown_facts(rule.when, facts))
     return Finding(
         rule_id=rule.id,
         severity=rule.severity,
@@ -79,8 +89,46 @@ def evaluate_rules(rules: list[Rule], facts: dict[str, Any]) -> list[Finding]:
         if rule.when is None:
             continue
         result = rule.when.evaluate(facts)
-        if result is True:
+        outside = _outside_checked_range(rule, facts.get("vllm.version"))
+        if outside and (result is True or (result is None and holding_leaves(rule.when, facts))):
+            finding = finding_for(rule, facts, status="undecided")
+            findings.append(replace(finding, decided_by=(outside, *finding.decided_by)))
+        elif result is True:
             findings.append(finding_for(rule, facts))
         elif result is None and holding_leaves(rule.when, facts):
             findings.append(finding_for(rule, facts, status="undecided"))
-    return findings
+    return fold_superseded(findings, rules)
+
+
+def fold_superseded(findings: list[Finding], rules: list[Rule]) -> list[Finding]:
+    """A fired rule that `supersedes` a generic one (vLLM's own error) keeps that error as evidence, once."""
+    by_id = {r.id: r for r in rules}
+    fired = {f.rule_id for f in findings if f.status == "fired"}
+    folded: dict[str, list[Finding]] = {}
+    for finding in findings:
+        superseding = [i for i in fired if finding.rule_id in by_id[i].supersedes] if finding.rule_id in by_id else []
+        if superseding:
+            folded.setdefault(sorted(superseding)[0], []).append(finding)
+    kept = []
+    for finding in findings:
+        if any(finding in group for group in folded.values()):
+            continue
+        extra = tuple(f"{f.rule_id} (vLLM's own words): {f.cause}" for f in folded.get(finding.rule_id, []))
+        kept.append(replace(finding, evidence=finding.evidence + extra) if extra else finding)
+    return kept
+
+
+def _outside_checked_range(rule: Rule, version: str | None) -> str | None:
+    """Why the rule cannot judge this vLLM release (it was checked against others), or None."""
+    if rule.vllm_range is None or version is None:
+        return None
+    from kvdoctor.releases import covered
+
+    low, high = rule.vllm_range
+    if covered(version, low, high):
+        return None
+    span = "the knowledge pack's releases" if low == "pack" else (low if low == high else f"{low}-{high}")
+    return (
+        f"vllm.version: this rule was checked against vLLM {span}; {version} is outside that range, so kvdoctor "
+        "does not apply it there (judge a release inside the range, or check the rule against this one)"
+    )

@@ -20,12 +20,12 @@ SEVERITIES = ("error", "warning", "info")
 MAX_RULES_BYTES = 2 * 1024 * 1024
 RULE_ID = re.compile(r"^[A-Z][A-Z0-9]*-?[0-9]{3,}$")
 FIX_KEYS = {"title", "flag", "env", "version", "dry_run"}
-DRY_RUN_CHANGES = {"model_dtype", "kv_cache_dtype", "vllm"}
+DRY_RUN_CHANGES = {"model_dtype", "kv_cache_dtype", "vllm", "backend", "capability"}
 SIGNATURE_KEYS = {"pattern", "role", "note"}
 SIGNATURE_ROLES = ("root", "wrapper")
 RULE_KEYS = {
     "id", "title", "severity", "when", "cause", "fixes", "references", "checked_against",
-    "compile_kind", "signatures", "explain_only",
+    "compile_kind", "signatures", "explain_only", "supersedes",
 }
 
 
@@ -66,6 +66,10 @@ class Rule:
     """A rule used only to explain logs (no `when`)."""
     origin: str
     """The file the rule came from."""
+    supersedes: tuple[str, ...] = ()
+    """Generic rules this one explains in people's words: when it fires, their findings fold into its evidence."""
+    vllm_range: tuple[str, str] | None = None
+    """(oldest, newest) vLLM releases checked_against names; 'vllm pack' = the knowledge pack's releases."""
 
 
 def load_rules(paths: list[Path], is_fact_name) -> list[Rule]:
@@ -144,6 +148,10 @@ def _parse_rule(path: Path, index: int, raw: Any, is_fact_name) -> Rule:
     checked = raw.get("checked_against")
     if checked is not None and not isinstance(checked, str):
         raise fail("checked_against", "must be a string such as 'vllm 0.20.0-0.33.0'")
+    vllm_range = _vllm_range(checked, fail)
+    supersedes = raw.get("supersedes", [])
+    if not isinstance(supersedes, list) or not all(isinstance(r, str) and RULE_ID.match(r) for r in supersedes):
+        raise fail("supersedes", "must be a list of rule ids")
     compile_kind = raw.get("compile_kind")
     if compile_kind is not None and not isinstance(compile_kind, str):
         raise fail("compile_kind", "must be a string")
@@ -160,7 +168,24 @@ def _parse_rule(path: Path, index: int, raw: Any, is_fact_name) -> Rule:
         signatures=tuple(_parse_signature(s, fail) for s in _list(raw.get("signatures", []), "signatures", fail)),
         explain_only=explain_only,
         origin=str(path),
+        vllm_range=vllm_range,
+        supersedes=tuple(supersedes),
     )
+
+
+CHECKED_VLLM = re.compile(r"\bvllm (?:(pack)|(\d+(?:\.\d+)*)(?:-(\d+(?:\.\d+)*))?)")
+
+
+def _vllm_range(checked: str | None, fail) -> tuple[str, str] | None:
+    """'vllm 0.19.0-0.33.0, triton ...' -> ('0.19.0', '0.33.0'); 'vllm pack' -> ('pack', 'pack')."""
+    match = CHECKED_VLLM.search(checked or "")
+    if match is None:
+        if checked and "vllm" in checked:
+            raise fail("checked_against", "name vLLM releases as 'vllm 0.20.0-0.33.0', 'vllm 0.33.0' or 'vllm pack'")
+        return None
+    if match.group(1):
+        return ("pack", "pack")
+    return (match.group(2), match.group(3) or match.group(2))
 
 
 def _list(value: Any, field: str, fail) -> list[Any]:

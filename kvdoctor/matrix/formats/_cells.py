@@ -2,11 +2,32 @@
 
 from __future__ import annotations
 
-from kvdoctor.matrix.grid import Cell
+from kvdoctor.matrix.grid import Cell, Matrix
 
 
 def rule_ids(cell: Cell, states: tuple[str, ...] = ("fired",)) -> list[str]:
     return [rule for rule, _, state in cell.rules if state in states]
+
+
+def reasons(cell: Cell) -> list[str]:
+    """What makes the verdict: fired rule ids, then undecided ones marked '?' (a WARN may rest on those alone)."""
+    return rule_ids(cell) + [f"{rule}?" for rule in rule_ids(cell, ("undecided",))]
+
+
+def version_label(matrix: Matrix) -> str:
+    return f"vLLM {matrix.vllm_version}" if matrix.vllm_version else "vLLM version unknown (judged against every release kvdoctor read)"
+
+
+def compile_label(matrix: Matrix) -> str:
+    """What the dry runs compiled, said as it was: vLLM's own kernels, kvdoctor's probe kernel, or nothing."""
+    sources = {c.dry_run_source for c in matrix.cells if c.dry_run_source}
+    if sources == {"vllm"}:
+        return "real dry-run compiles of vLLM's own kernels"
+    if sources == {"probe"}:
+        return "dry-run compiles of kvdoctor's probe kernel (not vLLM's own kernels: no wheel of this release at hand)"
+    if sources:
+        return "dry-run compiles of vLLM's own kernels where a wheel was at hand, kvdoctor's probe kernel elsewhere"
+    return "no dry-run compiles (none ran)"
 
 
 def short_count(n: float) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import escape
 
 from kvdoctor import __version__
-from kvdoctor.matrix.formats._cells import capacity_text, gpu_label, rule_ids
+from kvdoctor.matrix.formats._cells import capacity_text, compile_label, gpu_label, reasons, rule_ids, version_label
 from kvdoctor.matrix.grid import Cell, Matrix
 
 COLOURS = {"PASS": "#1a7f37", "WARN": "#d4a72c", "FAIL": "#cf222e", "ERROR": "#8250df"}
@@ -22,7 +22,7 @@ td.cell .r{font-family:ui-monospace,monospace;font-size:11px} td.cell .c{font-si
 
 
 def _cell(cell: Cell) -> str:
-    fired = " ".join(rule_ids(cell))
+    fired = " ".join(reasons(cell))
     undecided = " ".join(rule_ids(cell, ("undecided",)))
     title = [f"{cell.gpu} / {cell.kv_cache_dtype}: {cell.verdict}"]
     if cell.error:
@@ -54,12 +54,12 @@ def render(matrix: Matrix) -> str:
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>kvdoctor matrix: {escape(matrix.model)} on vLLM {escape(str(matrix.vllm_version))}</title>
+<title>kvdoctor matrix: {escape(matrix.model)} on {escape(version_label(matrix))}</title>
 <style>{CSS}</style></head>
 <body>
-<h1>Which KV-cache dtype works on which GPU: {escape(matrix.model)}, vLLM {escape(str(matrix.vllm_version))}</h1>
-<p class="sub">Verdicts from kvdoctor's rules and real dry-run compiles of vLLM's kernels; rule ids in each cell
-(<code>kvdoctor rules</code> explains them). Capacity: KV-cache tokens that fit on one GPU at
+<h1>Which KV-cache dtype works on which GPU: {escape(matrix.model)}, {escape(version_label(matrix))}</h1>
+<p class="sub">Verdicts from kvdoctor's rules and {escape(compile_label(matrix))}; rule ids in each cell, '?' marking
+an undecided one (<code>kvdoctor rules</code> explains them). Capacity: KV-cache tokens that fit on one GPU at
 --gpu-memory-utilization {matrix.gpu_memory_utilization} after {escape(weights)} of weights, and concurrent
 sequences at --max-model-len {matrix.max_model_len}.</p>
 <p class="legend">{legend}</p>

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from kvdoctor.matrix.formats._cells import capacity_text, gpu_label, rule_ids
+from kvdoctor.matrix.formats._cells import capacity_text, compile_label, gpu_label, reasons, version_label
 from kvdoctor.matrix.grid import Matrix
 
 STYLE = {"PASS": "bold green", "WARN": "bold yellow", "FAIL": "bold red", "ERROR": "bold magenta"}
@@ -16,7 +16,7 @@ COLUMN_WIDTH = 18
 
 
 def print_matrix(matrix: Matrix, console: Console) -> None:
-    console.print(f"[bold]kvdoctor matrix[/]: {escape(matrix.model)} | vLLM {escape(str(matrix.vllm_version))} | "
+    console.print(f"[bold]kvdoctor matrix[/]: {escape(matrix.model)} | {escape(version_label(matrix))} | "
                   f"{len(matrix.gpus)} GPUs x {len(matrix.kv_cache_dtypes)} KV-cache dtypes")  # fmt: skip
     per_table = max(1, (console.width - 26) // COLUMN_WIDTH)
     dtypes = list(matrix.kv_cache_dtypes)
@@ -30,13 +30,14 @@ def print_matrix(matrix: Matrix, console: Console) -> None:
             row = [escape(gpu_label(matrix.cell(gpu, dtypes[0])))]
             for dtype in chunk:
                 cell = matrix.cell(gpu, dtype)
-                rules = " ".join(rule_ids(cell)) or ("" if cell.verdict != "ERROR" else escape(cell.error or ""))
+                rules = " ".join(reasons(cell)) or ("" if cell.verdict != "ERROR" else escape(cell.error or ""))
                 row.append(f"[{STYLE[cell.verdict]}]{cell.verdict}[/]\n{rules}\n[dim]{capacity_text(cell)}[/]".replace("\n\n", "\n"))
             table.add_row(*row)
         console.print(table)
     weights = f"{matrix.weights_bytes / 2**30:.2f} GiB ({matrix.weights_source})" if matrix.weights_bytes else "unknown"
     console.print(f"Weights: {escape(weights)}; --gpu-memory-utilization {matrix.gpu_memory_utilization}; "
                   f"--max-model-len {matrix.max_model_len}; {matrix.seconds:.1f} s on {matrix.workers} processes")  # fmt: skip
+    console.print(f"[dim]Verdicts: kvdoctor's rules and {escape(compile_label(matrix))}; a rule id ending in '?' is undecided.[/]")
     console.print("[dim]Capacity (tokens / concurrent sequences) assumes:[/]")
     for line in matrix.assumptions:
         console.print(f"[dim]  - {escape(line)}[/]")

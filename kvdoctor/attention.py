@@ -1,0 +1,77 @@
+"""Which attention backend vLLM would pick for these facts, simulated from the release's own checks (the pack).
+
+The answer is a set of `attention.*` facts; rules.yaml says why in people's words. When the vLLM version is
+unknown, a fact is decided only if every release the pack read gives the same answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvdoctor.facts import Facts
+from kvdoctor.releases import Candidates, agree
+
+ATTENTION_FACTS = {
+    "attention.backend": "the backend vLLM picks (or the forced one, when valid); 'none' when it raises",
+    "attention.error": "vLLM's own error when no backend is valid or the forced one is not; 'none' otherwise",
+    "attention.forced": "the backend forced by --attention-backend / VLLM_ATTENTION_BACKEND, 'auto' when none",
+    "attention.reasons": "each rejected backend with vLLM's reasons, 'BACKEND: reason, reason; ...'",
+    "attention.picked_by": "release range of each distinct answer when the version is unknown",
+    "attention.evidence": "where in vLLM the answer comes from (file:line, release)",
+}
+
+
+def attention_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
+    """attention.* facts; all unknown when an input the selector needs is unknown."""
+    inputs = selector_inputs(facts)
+    unknown = {name: None for name in ATTENTION_FACTS}
+    unknown["attention.forced"] = facts.serve.attention_backend or "auto"
+    if inputs is None or not releases.releases:
+        return unknown
+    from kvdoctor.vllm_pack.select import select_backend
+
+    selections = {r.version: select_backend(r, inputs) for r in releases.releases}
+    backend = agree(releases.releases, lambda r: selections[r.version].backend or "none")
+    error = agree(releases.releases, lambda r: selections[r.version].error or "none")
+    newest = selections[releases.releases[-1].version]
+    picked_by = "; ".join(f"{value}: {span}" for value, span in backend.split) if len(backend.split) > 1 else None
+    if any(getattr(s, "undecided", ()) for s in selections.values()):
+        undecided = sorted({u for s in selections.values() for u in s.undecided})
+        return unknown | {"attention.reasons": _reasons(newest), "attention.picked_by": "; ".join(undecided)}
+    return {
+        "attention.backend": backend.value,
+        "attention.error": error.value,
+        "attention.forced": facts.serve.attention_backend or "auto",
+        "attention.reasons": _reasons(newest),
+        "attention.picked_by": picked_by,
+        "attention.evidence": ", ".join(getattr(newest, "evidence", ()) or ()) or None,
+    }
+
+
+def selector_inputs(facts: Facts):
+    """vLLM's AttentionSelectorConfig for these facts, or None when one it needs is unknown."""
+    from kvdoctor.vllm_pack.select import SelectorInputs
+
+    gpu, model, serve = facts.gpu.weakest, facts.model, facts.serve
+    if gpu is None or gpu.capability is None or model is None or model.dtype is None or model.head_dim is None:
+        return None
+    return SelectorInputs(
+        capability=gpu.capability,
+        head_size=model.head_dim,
+        model_dtype=model.dtype,
+        kv_cache_dtype=serve.kv_cache_dtype,
+        block_size=serve.block_size,
+        use_mla=bool(model.is_mla),
+        has_sink=bool(model.has_sinks),
+        use_sparse=bool(model.is_sparse),
+        attn_type="decoder",
+        forced_backend=serve.attention_backend,
+        sliding_window=model.sliding_window,
+    )
+
+
+def _reasons(selection) -> str | None:
+    reasons = getattr(selection, "reasons", None) or {}
+    if not reasons:
+        return None
+    return "; ".join(f"{name}: {', '.join(why)}" for name, why in reasons.items())

@@ -1,0 +1,171 @@
+"""Judge `vllm serve` arguments as vLLM's own argument parser would, from a release's recorded parser.
+
+vLLM's `FlexibleArgumentParser` is argparse with `allow_abbrev` on, `_` read as `-` in option names, and dotted
+sub-keys for JSON arguments (`--compilation-config.level 3`). This module replays those semantics over the option
+table the knowledge pack recorded from the release's parser, so an unknown or ambiguous flag and a refused choice
+get vLLM's own words ("unrecognized arguments: ...", "ambiguous option: ...", "invalid choice: ...").
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+JUDGED_ELSEWHERE = frozenset({"kv_cache_dtype"})
+"""Destinations whose values dedicated rules judge (KV dtype: the kv.* facts), so one mistake gives one finding."""
+
+
+@dataclass(frozen=True)
+class ArgvVerdict:
+    """What the release's parser makes of the arguments."""
+
+    error: str | None
+    """vLLM's own message for the first problem, None when the parser accepts everything."""
+    closest: str | None = None
+    """The nearest real flag (or choice) for the offending token."""
+    offending: str | None = None
+    """The token the error is about."""
+
+
+def judge_argv(tokens: list[str], options: Mapping[str, Any], allow_abbrev: bool = True) -> ArgvVerdict:
+    """Parse `tokens` (serve flags, no `vllm serve` prefix) against `options` (option string -> ServeArg)."""
+    long_options = sorted(o for o in options if o.startswith("--"))
+    unrecognized: list[str] = []
+    positionals = 0
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        index += 1
+        if not token.startswith("-") or token == "-" or NEGATIVE_NUMBER.match(token):
+            positionals += 1
+            if positionals > 1:  # `vllm serve` takes one positional: the model
+                unrecognized.append(token)
+            continue
+        if token == "--":
+            break
+        name, has_inline, _ = token.partition("=")
+        name = _normalise(name)
+        base = name.split(".", 1)[0] if name.startswith("--") and "." in name else name
+        spec_name, problem = _resolve(base, options, long_options, allow_abbrev)
+        if problem == "ambiguous":
+            matches = [o for o in long_options if o.startswith(base)]
+            return ArgvVerdict(
+                f"ambiguous option: {name} could match {', '.join(matches)}", closest=matches[0], offending=name
+            )
+        if spec_name is None:
+            unrecognized.append(token)
+            if not has_inline and index < len(tokens) and not tokens[index].startswith("-"):
+                index += 1  # its value travels with it into the message, as argparse reports both
+                unrecognized.append(tokens[index - 1])
+            continue
+        spec = options[spec_name]
+        values, index = _values(spec, token, has_inline, tokens, index, is_subkey=base != name)
+        if isinstance(values, ArgvVerdict):
+            return values
+        bad = _bad_choice(spec, spec_name, values)
+        if bad is not None:
+            return bad
+    if unrecognized:
+        first = unrecognized[0].partition("=")[0]
+        closest = difflib.get_close_matches(_normalise(first), long_options, n=1, cutoff=0.6)
+        return ArgvVerdict(
+            f"unrecognized arguments: {' '.join(unrecognized)}", closest=closest[0] if closest else None, offending=first
+        )
+    return ArgvVerdict(None)
+
+
+def _normalise(name: str) -> str:
+    # FlexibleArgumentParser reads --max_model_len as --max-model-len (only the option name, not values)
+    return "--" + name[2:].replace("_", "-") if name.startswith("--") else name
+
+
+def _resolve(name: str, options: Mapping[str, Any], long_options: list[str], allow_abbrev: bool):
+    if name in options:
+        return name, None
+    if allow_abbrev and name.startswith("--") and len(name) > 2:
+        matches = [o for o in long_options if o.startswith(name)]
+        if len(matches) == 1:
+            return matches[0], None
+        if len(matches) > 1:
+            return None, "ambiguous"
+    return None, None
+
+
+def _values(spec: Any, token: str, has_inline: bool, tokens: list[str], index: int, is_subkey: bool):
+    """The values the option consumes, and the next index; an ArgvVerdict when a required value is missing."""
+    if has_inline:
+        return [token.partition("=")[2]], index
+    nargs = getattr(spec, "nargs", None)
+    takes_value = getattr(spec, "takes_value", True)
+    if is_subkey:
+        takes_value, nargs = True, None
+    if not takes_value or nargs == 0:
+        return [], index
+    if nargs in ("?", "*"):
+        values = []
+        while index < len(tokens) and not _looks_like_option(tokens[index]):
+            values.append(tokens[index])
+            index += 1
+            if nargs == "?":
+                break
+        return values, index
+    if nargs == "+" or isinstance(nargs, int):
+        wanted = 1 if nargs == "+" else nargs
+        values = []
+        while index < len(tokens) and not _looks_like_option(tokens[index]) and (nargs == "+" or len(values) < wanted):
+            values.append(tokens[index])
+            index += 1
+        if len(values) < wanted:
+            return ArgvVerdict(f"argument {_display(spec, token)}: expected {'at least one argument' if nargs == '+' else f'{wanted} arguments'}", offending=token), index
+        return values, index
+    if index >= len(tokens) or _looks_like_option(tokens[index]):
+        return ArgvVerdict(f"argument {_display(spec, token)}: expected one argument", offending=token), index
+    return [tokens[index]], index + 1
+
+
+def _looks_like_option(token: str) -> bool:
+    return token.startswith("-") and token != "-" and not NEGATIVE_NUMBER.match(token)
+
+
+def _display(spec: Any, token: str) -> str:
+    strings = getattr(spec, "option_strings", None) or (token.partition("=")[0],)
+    return "/".join(strings)
+
+
+def _bad_choice(spec: Any, spec_name: str, values: list[str]) -> ArgvVerdict | None:
+    choices = getattr(spec, "choices", None)
+    if not choices or getattr(spec, "dest", None) in JUDGED_ELSEWHERE:
+        return None
+    names = [str(c) for c in choices]
+    for value in values:
+        if value not in names:
+            closest = difflib.get_close_matches(value, names, n=1, cutoff=0.4)
+            listed = ", ".join(repr(c) for c in names)
+            return ArgvVerdict(
+                f"argument {_display(spec, spec_name)}: invalid choice: {value!r} (choose from {listed})",
+                closest=closest[0] if closest else None,
+                offending=spec_name,
+            )
+    return None
+
+
+def canonical_argv(tokens: list[str], options: Mapping[str, Any], allow_abbrev: bool = True) -> list[str]:
+    """The tokens with every option the parser would resolve (a unique prefix, `_` for `-`) spelt out in full,
+    so kvdoctor reads `--kv-cache-dtyp fp8` as vLLM does when that prefix is unambiguous in the release."""
+    long_options = sorted(o for o in options if o.startswith("--"))
+    out = []
+    for token in tokens:
+        if not token.startswith("--") or token == "--":
+            out.append(token)
+            continue
+        name, has_inline, value = token.partition("=")
+        name = _normalise(name)
+        base, dot, rest = name.partition(".")
+        resolved, _ = _resolve(base, options, long_options, allow_abbrev)
+        if resolved is not None:
+            name = resolved + dot + rest
+        out.append(name + (f"={value}" if has_inline else ""))
+    return out
