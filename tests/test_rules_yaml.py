@@ -18,6 +18,7 @@ CASES = {
     "KVD108": (dict(model="gpt2", kv="turboquant_4bit_nc", gpu="H100", serve=["--dtype", "float32"]), dict(model="gpt2", kv="turboquant_4bit_nc", gpu="H100")),
     "KVD109": (dict(kv="turboquant_4bit_nc", gpu="H100", serve=["--attention-backend", "FLASH_ATTN"]), dict(kv="turboquant_4bit_nc", gpu="H100", serve=["--attention-backend", "TURBOQUANT"])),
     "KVD001": (dict(kv="fp8_e4m3fn", gpu="H100"), dict(kv="fp8_e4m3", gpu="H100")),
+    "KVD004": (dict(gpu="H100", serve=["--max-modle-len", "4096"]), dict(gpu="H100", serve=["--max-model-len", "4096"])),
     "KVD002": (dict(kv="octave_k3v4", gpu="H100", vllm="0.33.0"), dict(kv="turboquant_k3v4_nc", gpu="H100", vllm="0.33.0")),
     "KVD003": (dict(kv="ultraquant_4bit", gpu="H100", vllm="0.32.0"), dict(kv="turboquant_4bit_nc", gpu="H100", vllm="0.32.0")),
     "KVD110": (dict(kv="fp8", gpu="T4", vllm="0.23.0"), dict(kv="fp8", gpu="T4", vllm="0.24.0")),
