@@ -15,7 +15,8 @@ def compile_evidence(dry_run: dict[str, Any]) -> list[str]:
     lines = [f"dry run: {dry_run.get('source_label')}"]
     for kernel in dry_run.get("kernels", []):
         cached = ", cached" if kernel.get("cached") else ""
-        lines.append(f"compiled {kernel['kernel']} ({kernel.get('role')}): {kernel['status']}{cached}")
+        verb = "checked" if kernel.get("role") == "guard" else "compiled"  # vLLM's start-up guard is no kernel
+        lines.append(f"{verb} {kernel['kernel']} ({kernel.get('role')}): {kernel['status']}{cached}")
         failure = kernel.get("failure")
         if failure:
             raised = failure.get("triton_file")

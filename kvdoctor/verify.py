@@ -15,11 +15,14 @@ from kvdoctor.vllm_sources import source_at_least
 
 
 def fix_candidates(findings: list[Finding], rules: list[Rule], request, cache_dir: Path | None,
-                   fix_sources: tuple[str, ...], all_roles: bool = False) -> tuple[dict[str, object], dict[str, str]]:
+                   fix_sources: tuple[str, ...], all_roles: bool = False,
+                   offline: bool = True) -> tuple[dict[str, object], dict[str, str]]:  # fmt: skip
     """(fix key -> changed DryRunRequest, fix key -> why it cannot be compiled) for the findings' rules.
 
     A fix key is 'RULE_ID:index' into the rule's fixes. Unless all_roles, a fix recompiles only the kernel
-    roles that can show its rule's failure kind (the store kernel for the k8v4 key conversion).
+    roles that can show its rule's failure kind (the store kernel for the k8v4 key conversion). A vLLM
+    upgrade fix compiles the oldest release at hand that qualifies; unless offline, the fix's minimum
+    release is fetched from the package index when none is at hand.
     """
     from kvdoctor.dryrun import kernel_roles_for
 
@@ -35,9 +38,11 @@ def fix_candidates(findings: list[Finding], rules: list[Rule], request, cache_di
                 continue
             key = f"{rule.id}:{index}"
             changes: dict[str, object] = dict(spec.dry_run)
+            if "capability" in changes:  # another GPU class, written "8.9"
+                changes["capability"] = tuple(int(part) for part in str(changes["capability"]).split("."))
             if "vllm" in changes:
                 minimum = str(changes.pop("vllm"))
-                found = source_at_least(minimum, cache_dir, fix_sources)
+                found = source_at_least(minimum, cache_dir, fix_sources, fetch=True, offline=offline)
                 if found is None:  # no such wheel at hand: the probe kernel models that release's conversion
                     changes.update(use_probe=True, vllm_version=minimum)
                 else:
@@ -72,7 +77,10 @@ def _describe(report: dict) -> str:
     """One line: what was recompiled, from which kernels, with what result."""
     request = report.get("request", {})
     capability = ".".join(map(str, request.get("capability", [])))
-    what = f"{request.get('kv_cache_dtype')}, {request.get('model_dtype')} keys, SM {capability}"
+    turboquant = str(request.get("kv_cache_dtype", "")).startswith("turboquant_")
+    what = f"{request.get('kv_cache_dtype')}, {request.get('model_dtype')} {'keys' if turboquant else 'model'}, SM {capability}"
+    if request.get("backend") and not turboquant:
+        what += f", {request['backend']}"
     if report.get("status") == "skipped":
         return f"not compiled ({what}): {report.get('reason')}"
     probe = str(report.get("source_label", "")).startswith("kvdoctor probe")
@@ -80,7 +88,13 @@ def _describe(report: dict) -> str:
         source = f"kvdoctor's probe kernel modelling vLLM {request.get('vllm_version') or 'before 0.26.0'}"
     else:
         source = f"vLLM {report.get('vllm_version') or '(unknown version)'}'s kernels"
-    kernels = ", ".join(f"{k['kernel']} {k['status']}" for k in report.get("kernels", []))
+    kernels = ", ".join(f"{_kernel_name(k, report)} {k['status']}" for k in report.get("kernels", []))
     if request.get("roles") and not probe:
         kernels += f" (only the {'/'.join(request['roles'])} kernel, where the failure was)"
     return f"recompiled with {source} ({what}): {kernels}"
+
+
+def _kernel_name(kernel: dict, report: dict) -> str:
+    """The kernel's name, with its role when the same kernel is launched twice (unified attention 2D and 3D)."""
+    names = [k["kernel"] for k in report.get("kernels", [])]
+    return f"{kernel['kernel']} ({kernel.get('role')})" if names.count(kernel["kernel"]) > 1 else kernel["kernel"]

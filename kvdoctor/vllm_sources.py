@@ -1,4 +1,4 @@
-"""Find vLLM kernel sources (wheels or unpacked trees) for a version, for what-ifs and fix checks."""
+"""Find vLLM kernel sources (wheels, unpacked trees, fetched releases) for a version, for what-ifs and fix checks."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
+
+FETCHED = "vllm-kernels"  # <cache>/vllm-kernels/<version>/: kernel files fetched from the index (wheel_fetch)
 
 
 def wheel_dirs(cache_dir: Path | None, extra: tuple[str, ...] = ()) -> list[Path]:
@@ -18,8 +20,17 @@ def wheel_dirs(cache_dir: Path | None, extra: tuple[str, ...] = ()) -> list[Path
     return [d for d in dirs if d.is_dir()]
 
 
+def _fetched_releases(cache_dir: Path | None) -> dict[str, str]:
+    """version -> tree of every release whose kernel files kvdoctor fetched earlier."""
+    from kvdoctor.dryrun.wheel_fetch import MARKER
+
+    if cache_dir is None or not (cache_dir / FETCHED).is_dir():
+        return {}
+    return {p.name: str(p) for p in sorted((cache_dir / FETCHED).iterdir()) if (p / MARKER).is_file()}
+
+
 def available_sources(cache_dir: Path | None, extra: tuple[str, ...] = ()) -> dict[str, str]:
-    """version -> path of every vLLM wheel or tree kvdoctor can see."""
+    """version -> path of every vLLM wheel or tree kvdoctor can see (wheels first, then fetched releases)."""
     from kvdoctor.probes.versions import version_of_source
 
     found: dict[str, str] = {}
@@ -33,6 +44,8 @@ def available_sources(cache_dir: Path | None, extra: tuple[str, ...] = ()) -> di
             parts = wheel.name.split("-")
             if len(parts) > 2:
                 found.setdefault(parts[1], str(wheel))
+    for version, tree in _fetched_releases(cache_dir).items():
+        found.setdefault(version, tree)
     return found
 
 
@@ -40,8 +53,20 @@ def source_for_version(version: str, cache_dir: Path | None, extra: tuple[str, .
     return available_sources(cache_dir, extra).get(version)
 
 
-def source_at_least(minimum: str, cache_dir: Path | None, extra: tuple[str, ...] = ()) -> tuple[str, str] | None:
-    """(version, path) of the oldest visible source at or above ``minimum``."""
+def fetch_source(version: str, cache_dir: Path | None, *, offline: bool) -> tuple[str | None, str | None]:
+    """(tree of vLLM version's kernel files, None), fetched from its wheel on the user's package index by
+    range requests (or read from kvdoctor's cache), else (None, one line on why not). No network if offline."""
+    from kvdoctor.dryrun.kernel_source import KERNEL_FILES
+    from kvdoctor.dryrun.wheel_fetch import fetch_release
+
+    result = fetch_release(version, cache_dir, KERNEL_FILES, offline=offline)
+    return (str(result.root), None) if result.root else (None, result.note)
+
+
+def source_at_least(minimum: str, cache_dir: Path | None, extra: tuple[str, ...] = (), *,
+                    fetch: bool = False, offline: bool = True) -> tuple[str, str] | None:  # fmt: skip
+    """(version, path) of the oldest visible source at or above ``minimum``; with fetch (and not offline),
+    ``minimum`` itself is fetched from the package index when nothing at hand qualifies."""
     candidates = []
     for version, path in available_sources(cache_dir, extra).items():
         try:
@@ -49,7 +74,11 @@ def source_at_least(minimum: str, cache_dir: Path | None, extra: tuple[str, ...]
                 candidates.append((Version(version), version, path))
         except InvalidVersion:
             continue
-    if not candidates:
-        return None
-    _, version, path = min(candidates)
-    return version, path
+    if candidates:
+        _, version, path = min(candidates)
+        return version, path
+    if fetch and not offline:
+        tree, _ = fetch_source(minimum, cache_dir, offline=False)
+        if tree:
+            return minimum, tree
+    return None

@@ -47,6 +47,8 @@ class PipSettings:
     """index-url first, then extra-index-urls; empty under no-index."""
     cert: str | None
     """CA bundle pip verifies TLS with (cert), or None for the system default."""
+    find_links: tuple[str, ...] = ()
+    """find-links locations (local directories are searched for the wheel too)."""
 
 
 def _config_files() -> list[Path]:
@@ -74,15 +76,16 @@ def read_pip_settings() -> PipSettings:
         for section in ("global", "download", "install"):  # pip lets command sections override global
             if parser.has_section(section):
                 values.update({k.lower(): v for k, v in parser.items(section)})
-    for key in ("index-url", "extra-index-url", "no-index", "cert"):
+    for key in ("index-url", "extra-index-url", "no-index", "cert", "find-links"):
         env = os.environ.get("PIP_" + key.upper().replace("-", "_"))
         if env is not None:
             values[key] = env
+    links = tuple(values.get("find-links", "").split())
     if values.get("no-index", "").strip().lower() in ("1", "true", "yes", "on"):
-        return PipSettings((), values.get("cert"))
+        return PipSettings((), values.get("cert") or None, links)
     urls = [values.get("index-url", "").strip() or PYPI_SIMPLE]
     urls += values.get("extra-index-url", "").split()
-    return PipSettings(tuple(u.rstrip("/") for u in urls if u), values.get("cert") or None)
+    return PipSettings(tuple(u.rstrip("/") for u in urls if u), values.get("cert") or None, links)
 
 
 def _opener_request(url: str, headers: dict[str, str]) -> tuple[urllib.request.Request, str]:
@@ -127,6 +130,9 @@ class _Links(HTMLParser):
 def _index_files(index_url: str, project: str, cert: str | None) -> list[tuple[str, str, str | None]]:
     """(filename, absolute url, sha256) of every file the index lists for project."""
     page = f"{index_url}/{project}/"
+    if page.startswith("file:"):  # a local PEP 503 tree: pip reads the directory's index.html
+        folder = Path(urllib.request.url2pathname(urllib.parse.urlsplit(page).path))
+        page = (folder / "index.html").as_uri()
     with open_url(page, {"Accept": f"{_JSON}, text/html;q=0.1"}, cert) as response:
         body = response.read()
         kind = response.headers.get("Content-Type", "") if hasattr(response, "headers") else ""
@@ -151,19 +157,34 @@ def _preference(filename: str) -> tuple[int, int]:
     return (0 if re.search(r"manylinux[^-]*x86_64\.whl$", filename) else 1, len(filename))
 
 
-def find_wheel_on_indexes(version: str, settings: PipSettings, project: str = "vllm") -> WheelLocation | None:
-    """The release's wheel from the first index that lists one; None when none does or none answers."""
-    pattern = re.compile(rf"^{project}-{re.escape(version)}(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
+def _wheel_pattern(project: str, version: str) -> re.Pattern[str]:
+    return re.compile(rf"^{project}-{re.escape(version)}(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
+
+
+def find_wheel_on_indexes(version: str, settings: PipSettings,
+                          project: str = "vllm") -> tuple[WheelLocation | None, int]:  # fmt: skip
+    """(the release's wheel from the first place that has one, how many indexes answered at all).
+
+    Local find-links directories first (no network), then the indexes in pip's order."""
+    pattern = _wheel_pattern(project, version)
+    for link in settings.find_links:
+        directory = Path(urllib.request.url2pathname(urllib.parse.urlsplit(link).path) if link.startswith("file:") else link)
+        if directory.is_dir():
+            for wheel in sorted(directory.glob(f"{project}-{version}-*.whl"), key=lambda p: _preference(p.name)):
+                if pattern.match(wheel.name):
+                    return WheelLocation(wheel.name, wheel.resolve().as_uri(), None), 0
+    answered = 0
     for index_url in settings.index_urls:
         try:
             files = _index_files(index_url, project, settings.cert)
         except (OSError, ValueError):
             continue
+        answered += 1
         wheels = sorted((f for f in files if pattern.match(f[0])), key=lambda f: _preference(f[0]))
         if wheels:
             name, url, sha = wheels[0]
-            return WheelLocation(name, url, sha)
-    return None
+            return WheelLocation(name, url, sha), answered
+    return None, answered
 
 
 def find_wheel_with_pip(version: str, project: str = "vllm") -> WheelLocation | None:
@@ -183,6 +204,36 @@ def find_wheel_with_pip(version: str, project: str = "vllm") -> WheelLocation | 
     return WheelLocation(url.rsplit("/", 1)[-1], url, sha)
 
 
-def find_wheel(version: str, project: str = "vllm") -> WheelLocation | None:
-    """Where the release's wheel is, through the user's pip configuration; None when it cannot be found."""
-    return find_wheel_on_indexes(version, read_pip_settings(), project) or find_wheel_with_pip(version, project)
+def find_wheel(version: str, project: str = "vllm") -> tuple[WheelLocation | None, str | None]:
+    """(where the release's wheel is, through the user's pip configuration, None) or (None, why not).
+
+    pip itself is asked only when some index answered without the wheel or none could be read for a reason
+    other than the network (a login, a format kvdoctor does not read); with no network it would fail too."""
+    settings = read_pip_settings()
+    found, answered = find_wheel_on_indexes(version, settings, project)
+    if found is not None:
+        return found, None
+    if not settings.index_urls and not settings.find_links:
+        return None, "pip is configured with no index (no-index)"
+    if answered == 0 and settings.index_urls and not _reachable(settings.index_urls[0], settings.cert):
+        host = urllib.parse.urlsplit(settings.index_urls[0]).netloc or settings.index_urls[0]
+        return None, f"the package index ({host}) cannot be reached"
+    found = find_wheel_with_pip(version, project)
+    if found is None:
+        return None, f"no {project} {version} wheel on the package index pip is configured with"
+    return found, None
+
+
+def _reachable(url: str, cert: str | None) -> bool:
+    """Whether the index host answers at all (any HTTP status counts)."""
+    import urllib.error
+
+    if not url.startswith(("http://", "https://")):
+        return Path(urllib.request.url2pathname(urllib.parse.urlsplit(url).path)).exists()
+    try:
+        with open_url(url + "/", cert=cert):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except OSError:
+        return False

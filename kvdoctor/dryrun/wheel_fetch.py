@@ -243,10 +243,11 @@ def fetch_release(version: str, cache_dir: Path | None, members: tuple[str, ...]
                            time.perf_counter() - started)  # fmt: skip
     try:
         settings = read_pip_settings()
-        location = location or find_wheel(version)
         if location is None:
-            return FetchResult(None, f"no vllm {version} wheel found on the package index pip is configured with",
-                               True, time.perf_counter() - started)  # fmt: skip
+            location, why_not = find_wheel(version)
+            if location is None:
+                return FetchResult(None, f"could not fetch vLLM {version}'s kernel files: {why_not}", True,
+                                   time.perf_counter() - started)  # fmt: skip
         target = cache_dir / CACHE_SUBDIR / version
         target.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".fetch-"))
