@@ -110,6 +110,7 @@ def check(
             offline=offline,
             torch_check=torch_check,
             cache_dir=default_cache_dir(),
+            resolve_kernels=not no_compile,
         )
         settings = CheckSettings(
             rules_files=team.rules_files + tuple(rules),

@@ -34,6 +34,8 @@ class CheckOptions:
     torch_check: bool = False
     """Also ask torch.cuda and note where it disagrees with NVML (imports torch: seconds)."""
     cache_dir: Path | None = None
+    resolve_kernels: bool = True
+    """Look up which vLLM kernel files the dry run would compile (False under --no-compile: no wheel lookups)."""
     environ: dict[str, str] = field(default_factory=lambda: dict(os.environ))
 
 
@@ -134,6 +136,8 @@ def _version_facts(options: CheckOptions) -> VersionFacts:
             raise UsageError(f"--vllm-version {options.vllm_version!r} is not a version", "e.g. 0.25.1") from None
         if options.vllm_version == versions.vllm:
             kernels = installed
+        elif not options.resolve_kernels:
+            kernels = None
         else:
             kernels = source_for_version(options.vllm_version, options.cache_dir)
         return replace(versions, vllm=options.vllm_version, vllm_source="--vllm-version", vllm_kernels=kernels)
