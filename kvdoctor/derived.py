@@ -56,9 +56,30 @@ def derive_kv_facts(facts: Facts) -> dict[str, Any]:
     )
     return (
         {"vllm.judged": judged, "vllm.facts_note": releases.note}
+        | pinned_stack_facts(facts, releases)
         | kv_dtype_facts(facts.serve.kv_cache_dtype, releases)
         | serve_args_facts(facts.serve.argv, releases)
     )
+
+
+def pinned_stack_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
+    """For a what-if release (not the installed one): the torch, Triton and FlashInfer its wheel pins. FlashInfer
+    is a hard dependency of vLLM's CUDA wheel, so its presence is known once the release is."""
+    if not releases.exact or facts.versions.vllm_source == "installed":
+        return {}
+    pins = releases.releases[0].pins
+
+    def exact(name: str) -> str | None:
+        spec = pins.get(name) or ""
+        return spec[2:] if spec.startswith("==") and "," not in spec else None
+
+    found = {
+        "torch.version": facts.versions.torch or exact("torch"),
+        "triton.version": exact("triton") if facts.versions.triton is None else facts.versions.triton,
+        "flashinfer.version": exact("flashinfer-python"),
+        "flashinfer.installed": "flashinfer-python" in pins,
+    }
+    return {k: v for k, v in found.items() if v is not None}
 
 
 def serve_args_facts(argv: tuple[str, ...], releases: Candidates) -> dict[str, Any]:
