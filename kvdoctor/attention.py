@@ -6,6 +6,7 @@ unknown, a fact is decided only if every release the pack read gives the same an
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from kvdoctor.facts import Facts
@@ -18,6 +19,9 @@ ATTENTION_FACTS = {
     "attention.reasons": "each rejected backend with vLLM's reasons, 'BACKEND: reason, reason; ...'",
     "attention.picked_by": "release range of each distinct answer when the version is unknown",
     "attention.evidence": "where in vLLM the answer comes from (file:line, release)",
+    "attention.error_kind": "'no_valid_backend', 'forced_invalid', 'unknown_backend', 'constructor' or 'none'",
+    "attention.auto_backend": "what vLLM would pick if no backend were forced",
+    "attention.kv_dtypes_that_work": "KV-cache dtypes some backend serves here, when this one fails",
 }
 
 
@@ -33,19 +37,40 @@ def attention_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
     selections = {r.version: select_backend(r, inputs) for r in releases.releases}
     backend = agree(releases.releases, lambda r: selections[r.version].backend or "none")
     error = agree(releases.releases, lambda r: selections[r.version].error or "none")
+    kind = agree(releases.releases, lambda r: selections[r.version].error_kind or "none")
     newest = selections[releases.releases[-1].version]
     picked_by = "; ".join(f"{value}: {span}" for value, span in backend.split) if len(backend.split) > 1 else None
     if any(getattr(s, "undecided", ()) for s in selections.values()):
         undecided = sorted({u for s in selections.values() for u in s.undecided})
         return unknown | {"attention.reasons": _reasons(newest), "attention.picked_by": "; ".join(undecided)}
+    auto = None
+    if inputs.forced_backend:
+        unforced = replace(inputs, forced_backend=None)
+        auto = agree(releases.releases, lambda r: select_backend(r, unforced).backend or "none").value
     return {
         "attention.backend": backend.value,
         "attention.error": error.value,
+        "attention.error_kind": kind.value,
+        "attention.auto_backend": auto,
+        "attention.kv_dtypes_that_work": _working_kv_dtypes(releases, inputs) if kind.value not in (None, "none") else None,
         "attention.forced": facts.serve.attention_backend or "auto",
         "attention.reasons": _reasons(newest),
         "attention.picked_by": picked_by,
         "attention.evidence": ", ".join(getattr(newest, "evidence", ()) or ()) or None,
     }
+
+
+def _working_kv_dtypes(releases: Candidates, inputs) -> str | None:
+    """KV-cache dtypes for which every candidate release finds a backend (same GPU, model, forced backend)."""
+    from kvdoctor.vllm_pack.select import select_backend
+
+    common = [v for v in releases.releases[-1].kv_cache_dtypes if all(v in r.kv_cache_dtypes for r in releases.releases)]
+    working = [
+        kv for kv in common
+        if kv != inputs.kv_cache_dtype
+        and all(select_backend(r, replace(inputs, kv_cache_dtype=kv)).backend for r in releases.releases)
+    ]
+    return ", ".join(working) if working else "none"
 
 
 def selector_inputs(facts: Facts):
@@ -66,7 +91,9 @@ def selector_inputs(facts: Facts):
         use_sparse=bool(model.is_sparse),
         attn_type="decoder",
         forced_backend=serve.attention_backend,
-        sliding_window=model.sliding_window,
+        sliding_window=model.sliding_window or None,
+        num_heads=max(1, model.num_attention_heads // serve.tensor_parallel_size) if model.num_attention_heads else None,
+        device_name=gpu.name,
     )
 
 

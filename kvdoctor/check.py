@@ -36,11 +36,14 @@ def run_check(options: CheckOptions, settings: CheckSettings) -> Report:
     facts = collect_facts(options)
     flat = facts.flat() | derive_kv_facts(facts)
     notes = list(facts.gpu.notes)
-    request, why_not = (dry_run_request(facts, cache_dir=options.cache_dir, offline=options.offline)
-                        if settings.compile else (None, "--no-compile"))  # fmt: skip
-    if request is not None and facts.versions.vllm is None:
+    selected = flat.get("attention.backend") if flat.get("attention.backend") not in (None, "none") else None
+    if not settings.compile:
+        request, why_not = None, "--no-compile"
+    elif facts.versions.vllm is None:
         # which kernels would run depends on the release: a compile of one guess must not decide the verdict
         request, why_not = None, "the vLLM version is unknown, so are the kernels it would build (pass --vllm-version X)"
+    else:
+        request, why_not = dry_run_request(facts, selected, cache_dir=options.cache_dir, offline=options.offline)
     known_kinds = {r.compile_kind for r in rules if r.compile_kind}
     dry_run_json: dict[str, Any] | None = None
     fix_outcomes: dict[str, dict] = {}

@@ -6,6 +6,7 @@ from functools import lru_cache
 from typing import Any
 
 from kvdoctor.facts import Facts, GpuFacts, ServeFacts, VersionFacts
+from kvdoctor.attention import ATTENTION_FACTS, attention_facts
 from kvdoctor.kv_dtypes import kv_dtype_facts
 from kvdoctor.releases import Candidates, agree, candidates, describe_range
 
@@ -36,6 +37,7 @@ def fact_names() -> set[str]:
     names = set(blank.flat()) | set(DRYRUN_FACTS)
     names |= set(kv_dtype_facts("auto", Candidates((), exact=False)))
     names |= set(serve_args_facts((), Candidates((), exact=False))) | {"vllm.judged", "vllm.facts_note"}
+    names |= set(ATTENTION_FACTS)
     return names
 
 
@@ -59,6 +61,7 @@ def derive_kv_facts(facts: Facts) -> dict[str, Any]:
         | pinned_stack_facts(facts, releases)
         | kv_dtype_facts(facts.serve.kv_cache_dtype, releases)
         | serve_args_facts(facts.serve.argv, releases)
+        | attention_facts(facts, releases)
     )
 
 
