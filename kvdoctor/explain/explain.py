@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from kvdoctor.explain.families import Families, derived_values, load_families
 from kvdoctor.explain.log_facts import read_facts
-from kvdoctor.explain.log_lines import normalise, read_log
+from kvdoctor.explain.log_lines import LogLine, normalise, read_log
+from kvdoctor.explain.selector import SelectorError, explain_reasons, family_for, parse_selector_errors
 from kvdoctor.explain.signatures import SignatureMatch, match_signatures
 from kvdoctor.explain.tracebacks import ExceptionChain, LoggedException, parse_chains
 from kvdoctor.report import Finding, Report
 from kvdoctor.rules.engine import evaluate_rules, finding_for
-from kvdoctor.rules.loader import Rule
+from kvdoctor.rules.loader import Rule, Signature
 
 UNKNOWN_RULE = "KVD399"
+WRAPPER_RULES = ("KVD398", "KVD397")
+SELECTOR_RULES = ("KVD305", "KVD312")
+ERROR_LEVELS = ("ERROR", "CRITICAL")
 MAX_EVIDENCE = 6
 MAX_EXCEPTIONS = 20
 
@@ -29,6 +35,8 @@ class Diagnosis:
     by_rule: dict[str, list[SignatureMatch]]
     unknown: LoggedException | None
     """The innermost real exception when no error rule explains the failure."""
+    family: str | None = None
+    """The failure family of the primary cause (families.yaml)."""
 
 
 def explain_log(path: str, rules_files: tuple[Path, ...] = ()) -> Report:
@@ -39,14 +47,38 @@ def explain_log(path: str, rules_files: tuple[Path, ...] = ()) -> Report:
 def explain_text(text: str, rules_files: tuple[Path, ...] = ()) -> Report:
     from kvdoctor.rules import load_all_rules
 
-    rules = load_all_rules(list(rules_files))
+    families = load_families()
     lines = normalise(text)
+    rules = load_all_rules(list(rules_files)) + list(families.rules)
     chains = parse_chains(lines)
     facts, fact_lines = read_facts(lines)
+    selector_errors = parse_selector_errors(lines)
+    for error in selector_errors[:1]:
+        facts.update({k: v for k, v in error.facts().items() if k not in facts})
     facts.update(_kv_facts(facts))
-    matches = match_signatures([r for r in rules if r.signatures], chains, lines)
-    diagnosis = _diagnose(matches, chains)
-    return _report(rules, facts, fact_lines, chains, diagnosis)
+    matches = _in_context(match_signatures([r for r in rules if r.signatures], chains, lines), families, text)
+    diagnosis = _root_of_consequence(_diagnose(matches, chains), families)
+    diagnosis = _by_location(diagnosis, rules, families, facts)
+    diagnosis = _from_error_lines(diagnosis, lines, matches)
+    diagnosis = replace(diagnosis, family=_family(diagnosis, families, selector_errors))
+    started = _started_line(lines, families)
+    report = _report(rules, facts, fact_lines, chains, diagnosis)
+    return _annotate(report, diagnosis, families, facts, selector_errors, started, lines)
+
+
+def _in_context(matches: list[SignatureMatch], families: Families, text: str) -> list[SignatureMatch]:
+    """Matches of family rules whose `context` the log never mentions do not count."""
+    present: dict[str, bool] = {}
+    kept = []
+    for match in matches:
+        rule_id = match.rule.id
+        if rule_id in families.context:
+            if rule_id not in present:
+                present[rule_id] = families.context[rule_id].search(text) is not None
+            if not present[rule_id]:
+                continue
+        kept.append(match)
+    return kept
 
 
 def _kv_facts(facts: dict[str, Any]) -> dict[str, Any]:
@@ -135,8 +167,14 @@ def _report(
     return Report(command="explain", findings=tuple(findings), facts=facts, dry_run=None, notes=tuple(notes), extra=extra)
 
 
+def _log_values(match: SignatureMatch) -> dict[str, Any]:
+    """A match's named groups as log.<name> facts (with derived forms: log.min_capability_sm)."""
+    return {f"log.{name}": value for name, value in derived_values(dict(match.values)).items()}
+
+
 def _matched_finding(match: SignatureMatch, group: list[SignatureMatch], facts: dict[str, Any], primary: bool) -> Finding:
-    base = finding_for(match.rule, facts)
+    values = _log_values(match)
+    base = finding_for(match.rule, {**facts, **values})
     evidence = ["PRIMARY root cause" if primary else f"Secondary ({'wrapper' if match.role == 'wrapper' else 'also seen'})"]
     seen: set[int] = set()
     for item in group:
@@ -151,6 +189,9 @@ def _matched_finding(match: SignatureMatch, group: list[SignatureMatch], facts: 
             evidence.extend(f"  | {_clip(line, 100)}" for line in item.exception.compile_excerpt[-4:])
         if item.signature.note:
             evidence.append(f"  note: {item.signature.note}")
+    if values:
+        evidence.append("values in the log: " + ", ".join(f"{k.removeprefix('log.')}={v}" for k, v in
+                                                       sorted(dict(match.values).items())))
     evidence.extend(base.evidence)
     return replace(base, evidence=tuple(evidence))
 
@@ -248,9 +289,9 @@ def _misleading(chains: list[ExceptionChain], diagnosis: Diagnosis) -> str | Non
     parts = []
     for line in sorted({m.line for m in wrapper_matches if m.line >= primary_line})[-3:]:
         at_line = [m for m in wrapper_matches if m.line == line]
-        named = [m for m in at_line if m.rule.id != "KVD398" and (primary is None or m.rule.id != primary.rule.id)]
+        named = [m for m in at_line if m.rule.id not in WRAPPER_RULES and (primary is None or m.rule.id != primary.rule.id)]
         part = f"\"{_clip(at_line[0].exception.summary, 160)}\" (line {line})"
-        if any(m.rule.id == "KVD398" for m in at_line):
+        if any(m.rule.id in WRAPPER_RULES for m in at_line):
             part += " is a wrapper: it re-raises an error from another process"
             if named:
                 part += f"; its message matches {named[0].rule.id}, a real bug, but not the failure underneath"
@@ -321,3 +362,174 @@ def _gpu_target(facts: dict[str, Any]) -> str | None:
 def _clip(text: str, limit: int = 240) -> str:
     text = " ".join(text.split()) if "\n" in text else text.strip()
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# ------------------------------------------------------------------ generalising past the signatures
+
+_ERROR_TEXT = re.compile(r"(?i)^(?:fatal error|error)\b[: ]|: (?:fatal )?error: |\bCUDA error\b|^\s*what\(\): ")
+
+
+def _locate(text: str, version: str | None):
+    """The message-index entry a line or exception matches, or None (no index shipped, or no template)."""
+    from kvdoctor.explain.message_index import load_index
+
+    index = load_index()
+    return index.locate(text, version) if index is not None else None
+
+
+def _root_of_consequence(diagnosis: Diagnosis, families: Families) -> Diagnosis:
+    """A primary that families.yaml marks as the consequence of another matched rule gives way to it."""
+    primary = diagnosis.primary
+    if primary is None:
+        return diagnosis
+    for cause in families.explained_by.get(primary.rule.id, ()):
+        group = diagnosis.by_rule.get(cause)
+        if group:
+            secondary = tuple(m for m in diagnosis.secondary if m is not group[0]) + (primary,)
+            return replace(diagnosis, primary=group[0], secondary=secondary)
+    return diagnosis
+
+
+def _by_location(diagnosis: Diagnosis, rules: list[Rule], families: Families, facts: dict[str, Any]) -> Diagnosis:
+    """When no rule's wording matched, a family whose `raised_in` holds the place vLLM raises the message explains it."""
+    if diagnosis.primary is not None or diagnosis.unknown is None or not families.raised_in:
+        return diagnosis
+    exception = diagnosis.unknown
+    located = _locate(exception.summary, facts.get("vllm.version"))
+    if located is None:
+        return diagnosis
+    rules_by_id = {rule.id: rule for rule in rules}
+    for location in located.locations:
+        where = f"{location.file}:{location.function}"
+        for pattern, rule_id in families.raised_in:
+            if pattern.search(where) and rule_id in rules_by_id:
+                signature = Signature(pattern=re.compile(re.escape(location.function)), role="root",
+                                      note=f"matched by where vLLM raises it: {where}")
+                values = (("detail", _clip(exception.message, 200)),)
+                match = SignatureMatch(rules_by_id[rule_id], signature, exception.line, exception.summary,
+                                       exception, 0, values)
+                by_rule = dict(diagnosis.by_rule)
+                by_rule[rule_id] = [match]
+                return replace(diagnosis, primary=match, unknown=None, by_rule=by_rule)
+    return diagnosis
+
+
+def _from_error_lines(diagnosis: Diagnosis, lines: list[LogLine], matches: list[SignatureMatch]) -> Diagnosis:
+    """No exception and no rule: an ERROR-level line (or a compiler/CUDA error line) is still a failure."""
+    if diagnosis.primary is not None or diagnosis.unknown is not None:
+        return diagnosis
+    wrapper_lines = {m.line for m in matches if m.role == "wrapper"}
+    candidates = []
+    for line in lines:
+        text = line.text.strip()
+        if not text or line.number in wrapper_lines or text.startswith(("File \"", "Traceback", "^")):
+            continue
+        if line.level in ERROR_LEVELS or (line.level is None and _ERROR_TEXT.search(text)):
+            candidates.append(line)
+            if len(candidates) >= 50:
+                break
+    if not candidates:
+        return diagnosis
+    best = next((line for line in candidates if _locate(line.text, None) is not None), candidates[0])
+    exception = LoggedException(best.level or "error line", best.text.strip(), (), best.stream, best.number)
+    return replace(diagnosis, unknown=exception)
+
+
+def _family(diagnosis: Diagnosis, families: Families, selector_errors: list[SelectorError]) -> str | None:
+    if diagnosis.primary is not None:
+        rule_id = diagnosis.primary.rule.id
+        if rule_id in SELECTOR_RULES and selector_errors:
+            return family_for(selector_errors[0], families.selector_families)
+        return families.family_of.get(rule_id, "other")
+    return "other" if diagnosis.unknown is not None else None
+
+
+def _started_line(lines: list[LogLine], families: Families) -> int | None:
+    if families.started is None:
+        return None
+    for line in lines:
+        if families.started.search(line.text):
+            return line.number
+    return None
+
+
+def _annotate(report: Report, diagnosis: Diagnosis, families: Families, facts: dict[str, Any],
+              selector_errors: list[SelectorError], started: int | None, lines: list[LogLine]) -> Report:
+    """Family, where vLLM raised the message, the selector's reasons and the server-had-started note."""
+    primary = diagnosis.primary
+    exception = diagnosis.unknown
+    if primary is None and exception is None:
+        return _healthy_notes(report, lines, facts)
+    family = diagnosis.family
+    primary_line = primary.line if primary is not None else exception.line
+    primary_text = primary.text if primary is not None else exception.summary
+    rule_id = primary.rule.id if primary is not None else UNKNOWN_RULE
+    notes = list(report.notes)
+    extra = dict(report.extra)
+    located = _locate(primary_text, facts.get("vllm.version"))
+    additions: list[str] = []
+    cause_extra = ""
+    if located is not None:
+        additions.append(f"message {located.describe()}")
+        extra["located"] = [
+            {"package": l.package, "file": l.file, "function": l.function, "type": l.type, "kind": l.kind,
+             "releases": l.releases} for l in located.locations[:5]
+        ]
+    if rule_id in SELECTOR_RULES and selector_errors:
+        error = selector_errors[0]
+        sentences = explain_reasons(error, families.selector_reasons, facts.get("gpu.capability"))
+        config = ", ".join(f"{k}={v}" for k, v in error.config.items() if k in _SHOWN_CONFIG)
+        cause_extra = (f" vLLM's selector saw {config or 'this configuration'}: " if config else " ") + "; ".join(
+            sentences) + "."
+        advice = _pack_advice(error, facts)
+        if advice:
+            cause_extra += " " + advice
+        extra["selector"] = [{"kind": e.kind, "line": e.line, "config": e.config,
+                              "reasons": {k: list(v) for k, v in e.reasons.items()}} for e in selector_errors]
+    if started is not None and started < primary_line:
+        notes.append(f"The server had started (line {started}) before this failed (line {primary_line}): the failure "
+                     "happened at a request, not at start-up, so a start-up check would not have shown it.")
+        if family == "other" and rule_id in (UNKNOWN_RULE,):
+            family = "first_request_failure"
+    findings = list(report.findings)
+    for i, finding in enumerate(findings):
+        if finding.rule_id == rule_id:
+            evidence = list(finding.evidence)
+            evidence[1:1] = additions
+            findings[i] = replace(finding, cause=finding.cause + cause_extra, evidence=tuple(evidence))
+            break
+    if family:
+        notes.insert(0, f"Failure family: {family}.")
+    if located is not None:
+        notes.append(f"Where the message comes from: {located.describe()}.")
+    extra["family"] = family
+    return replace(report, findings=tuple(findings), notes=tuple(notes), extra=extra)
+
+
+_SHOWN_CONFIG = ("head_size", "dtype", "kv_cache_dtype", "block_size", "use_mla", "has_sink", "use_sparse", "attn_type")
+
+
+def _pack_advice(error: SelectorError, facts: dict[str, Any]) -> str | None:
+    """Which backends the knowledge pack says would serve this configuration, on this and other GPUs."""
+    from kvdoctor.explain.backend_advice import advise
+
+    return advise(error, facts)
+
+
+def _healthy_notes(report: Report, lines: list[LogLine], facts: dict[str, Any]) -> Report:
+    """A healthy log's warnings, located in the message index, as notes (they never gate)."""
+    warnings = [line for line in lines if line.level in ("WARNING", "WARN")]
+    if not warnings:
+        return report
+    shown = []
+    for line in warnings[:200]:
+        located = _locate(line.text, facts.get("vllm.version"))
+        if located is not None:
+            shown.append(f"line {line.number}: {_clip(line.text, 120)} ({located.describe(1)})")
+        if len(shown) >= 3:
+            break
+    note = f"{len(warnings)} warning line(s), none of them a failure"
+    if shown:
+        note += "; for example " + "; ".join(shown)
+    extra = dict(report.extra, family=None)
+    return replace(report, notes=report.notes + (note + ".",), extra=extra)

@@ -24,6 +24,8 @@ class SignatureMatch:
     exception: LoggedException | None = None
     depth: int | None = None
     """Position in its chain, 0 = innermost cause; None for a plain log line."""
+    values: tuple[tuple[str, str], ...] = ()
+    """The signature's named groups: what the log says in the places the rule's cause names."""
 
     @property
     def role(self) -> str:
@@ -53,23 +55,108 @@ def match_signatures(rules: list[Rule], chains: list[ExceptionChain], lines: lis
         for depth, exception in enumerate(chain.exceptions):
             text = exception.searchable()
             for rule, signature in pairs:
-                if signature.pattern.search(text):
-                    matches.append(SignatureMatch(rule, signature, exception.line, exception.summary, exception, depth))
+                found = signature.pattern.search(text)
+                if found:
+                    matches.append(SignatureMatch(rule, signature, exception.line, exception.summary, exception, depth,
+                                                  _values(found)))
                     in_exceptions.add((rule.id, exception.line))
-    prefilter = _combined(pairs)
+    by_word, substring, always = _prefilter(pairs)
+    literals = sorted({literal for _, _, group in substring for literal in group})
+    substring_filter = re.compile("|".join(map(re.escape, literals))) if literals else None
     for line in lines:
         text = line.text
-        if prefilter is not None and not prefilter.search(text):
-            continue
-        for rule, signature in pairs:
-            if (rule.id, line.number) not in in_exceptions and signature.pattern.search(text):
-                matches.append(SignatureMatch(rule, signature, line.number, text.strip()))
+        # Candidate signatures from the line's words (one set look-up each), not a regex per signature.
+        candidates = list(always)
+        for word in set(_WORDS.findall(text)):
+            candidates.extend(by_word.get(word, ()))
+        if substring_filter is not None and substring_filter.search(text):
+            candidates.extend((rule, signature) for rule, signature, literals in substring
+                              if any(literal in text for literal in literals))
+        for rule, signature in candidates:
+            if (rule.id, line.number) in in_exceptions:
+                continue
+            found = signature.pattern.search(text)
+            if found:
+                matches.append(SignatureMatch(rule, signature, line.number, text.strip(), values=_values(found)))
     return matches
 
 
-def _combined(pairs: list[tuple[Rule, Signature]]) -> re.Pattern[str] | None:
-    """One alternation of every pattern, to skip the many lines that match none (several MB of noise)."""
+_WORDS = re.compile(r"\w{4,}")
+
+
+def _prefilter(pairs):
+    """Index signatures by a whole word every match contains; those without one by a required substring."""
+    by_word: dict[str, list] = {}
+    substring, always = [], []
+    for rule, signature in pairs:
+        literals = None if signature.pattern.flags & re.IGNORECASE else required_literals(signature.pattern.pattern)
+        if literals is None:
+            always.append((rule, signature))
+            continue
+        words = [_interior_word(literal) for literal in literals]
+        if all(words):
+            for word in set(words):
+                by_word.setdefault(word, []).append((rule, signature))
+        else:
+            substring.append((rule, signature, literals))
+    return by_word, substring, always
+
+
+def _interior_word(literal: str) -> str | None:
+    """The longest word of 4+ characters inside the literal that cannot be part of a longer word in the line."""
+    best = None
+    for match in re.finditer(r"\w+", literal):
+        if match.start() == 0 or match.end() == len(literal) or len(match.group()) < 4:
+            continue
+        if best is None or len(match.group()) > len(best):
+            best = match.group()
+    return best
+
+
+def _values(found: re.Match[str]) -> tuple[tuple[str, str], ...]:
+    return tuple((name, " ".join(value.split())) for name, value in found.groupdict().items() if value)
+
+
+def required_literals(pattern: str) -> tuple[str, ...] | None:
+    """Literal texts of which every match of the pattern contains at least one (its longest literal run, or
+    one per branch of an alternation); None when there are none of 4+ characters. Lines with none of them
+    cannot match."""
+    from re import _constants as c, _parser as parser
+
     try:
-        return re.compile("|".join(f"(?:{signature.pattern.pattern})" for _, signature in pairs))
+        tree = parser.parse(pattern)
     except re.error:
         return None
+
+    def longest(items) -> str:
+        best, run = "", ""
+        for op, arg in items:
+            if op is c.LITERAL:
+                run += chr(arg)
+                continue
+            if op is c.MAX_REPEAT and arg[0] == 1 and list(arg[2]) == [(c.IN, [(c.CATEGORY, c.CATEGORY_SPACE)])]:
+                run += " "  # families.yaml writes a space as \s+; within one log line that is a space
+                continue
+            best, run = max(best, run, key=len), ""
+            if op is c.SUBPATTERN:
+                best = max(best, longest(arg[-1]), key=len)
+            elif op in (c.MAX_REPEAT, c.MIN_REPEAT) and arg[0] >= 1:
+                best = max(best, longest(arg[2]), key=len)
+        return max(best, run, key=len)
+
+    def branches(items) -> tuple[str, ...] | None:
+        for op, arg in items:
+            if op is c.SUBPATTERN:
+                found = branches(arg[-1])
+                if found:
+                    return found
+            elif op is c.BRANCH:
+                found = tuple(longest(branch) for branch in arg[1])
+                if all(len(text) >= 4 for text in found):
+                    return found
+        return None
+
+    best = longest(tree)
+    if len(best) >= 4:
+        return (best,)
+    return branches(tree)

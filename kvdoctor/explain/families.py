@@ -1,0 +1,117 @@
+"""Failure families (kvdoctor/explain/families.yaml): explain-only rules with the family each belongs to, what
+each attention-selector reason means, and which lines show that the server had started."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from kvdoctor.errors import RulesFileError
+from kvdoctor.rules.loader import Rule
+
+FAMILY_KEYS = {"family", "raised_in", "context", "explained_by"}
+
+
+@dataclass(frozen=True)
+class Families:
+    rules: tuple[Rule, ...]
+    family_of: dict[str, str]
+    """Rule id -> family, for the rules here and for rules.yaml's own."""
+    raised_in: tuple[tuple[re.Pattern[str], str], ...]
+    """('file:function' regex, rule id): messages raised there belong to that rule, whatever their wording."""
+    context: dict[str, re.Pattern[str]]
+    """Rule id -> a regex the log must contain for the rule to apply."""
+    explained_by: dict[str, tuple[str, ...]]
+    """Rule id -> rules that cause it: when one of them matched anywhere in the log, it is the primary cause."""
+    selector_reasons: tuple[tuple[re.Pattern[str], str], ...]
+    selector_families: tuple[dict[str, str], ...]
+    started: re.Pattern[str] | None
+
+
+def flexible_spaces(pattern: str) -> str:
+    """A literal space outside a character class matches any whitespace run (messages wrap in logs)."""
+    out, in_class, escaped = [], False, False
+    for ch in pattern:
+        if escaped:
+            out.append(ch)
+            escaped = False
+        elif ch == "\\":
+            out.append(ch)
+            escaped = True
+        elif ch == "[" and not in_class:
+            in_class = True
+            out.append(ch)
+        elif ch == "]" and in_class:
+            in_class = False
+            out.append(ch)
+        elif ch == " " and not in_class:
+            out.append(r"\s+")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def families_path() -> Path:
+    return Path(str(resources.files("kvdoctor").joinpath("explain/families.yaml")))
+
+
+@lru_cache(maxsize=1)
+def load_families() -> Families:
+    from kvdoctor.derived import is_fact_name
+    from kvdoctor.rules.loader import _parse_rule
+    from kvdoctor.yaml_safe import load_yaml
+
+    path = families_path()
+    data = load_yaml(path.read_text(encoding="utf-8"))
+    rules, family_of, raised_in, context, explained_by = [], dict(data.get("rule_families") or {}), [], {}, {}
+    for index, raw in enumerate(data.get("rules") or []):
+        raw = dict(raw)
+        extra = {k: raw.pop(k) for k in list(raw) if k in FAMILY_KEYS}
+        if "family" not in extra:
+            raise RulesFileError(f"{path}: rule #{index + 1} needs a 'family'")
+        raw["signatures"] = [dict(s, pattern=flexible_spaces(s["pattern"])) for s in raw.get("signatures", [])]
+        rule = _parse_rule(path, index, raw, is_fact_name)
+        rules.append(rule)
+        family_of[rule.id] = extra["family"]
+        raised_in += [(re.compile(p), rule.id) for p in extra.get("raised_in", [])]
+        if extra.get("explained_by"):
+            explained_by[rule.id] = tuple(extra["explained_by"])
+        if extra.get("context"):
+            context[rule.id] = re.compile(extra["context"])
+    reasons = tuple((re.compile(r["reason"]), r["means"]) for r in data.get("selector_reasons") or [])
+    started = data.get("started") or []
+    return Families(
+        rules=tuple(rules),
+        family_of=family_of,
+        raised_in=tuple(raised_in),
+        context=context,
+        explained_by=explained_by,
+        selector_reasons=reasons,
+        selector_families=tuple(dict(f) for f in data.get("selector_families") or []),
+        started=re.compile("|".join(f"(?:{p})" for p in started)) if started else None,
+    )
+
+
+def derived_values(values: dict[str, Any]) -> dict[str, Any]:
+    """log.X_capability = '86' also gives log.X_capability_sm = '8.6'; numbers keep their text."""
+    derived = dict(values)
+    for name, value in values.items():
+        if name.endswith("capability") and isinstance(value, str) and value.isdigit() and len(value) >= 2:
+            derived[f"{name}_sm"] = f"{int(value) // 10}.{int(value) % 10}"
+    if "in_use" in values and values["in_use"]:
+        derived["in_use_text"] = f"; a process already held {values['in_use']}"
+    if {"free", "total"} <= set(values) and "used" not in values:
+        try:
+            derived["used"] = f"{float(values['total']) - float(values['free']):.2f} GiB"
+            derived["fits"] = f"{max(0.05, float(values['free']) / float(values['total']) - 0.05):.2f}"
+        except ValueError:
+            pass
+    backend = values.get("backend")
+    if isinstance(backend, str):
+        derived["backend_flag"] = {"FlashAttention": "FLASH_ATTN", "Flash Attention": "FLASH_ATTN",
+                                   "FlashInfer": "FLASHINFER", "Triton": "TRITON_ATTN"}.get(backend, backend)
+    return derived

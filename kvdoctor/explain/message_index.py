@@ -1,0 +1,174 @@
+"""Locate a log line in vLLM's message index: which `raise` or logger call of which release printed it.
+
+The index (kvdoctor/data/message_index/index.json.gz, built by scripts/build_message_index.py) holds every
+error-level message template of vLLM 0.20.0-0.34.0 and of Triton, torch's CUDA code and FlashInfer, as
+literal parts with wildcards between them. Templates are keyed by their rarest literal word, so a line costs
+one dictionary look-up per word plus a regex test of the few templates that share one of its words.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+INDEX_FORMAT = 2
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{3,}")
+MAX_LINE = 4000
+
+
+@dataclass(frozen=True)
+class Location:
+    """One place a template is raised or logged."""
+
+    package: str
+    """'vllm', 'triton', 'torch' or 'flashinfer'."""
+    kind: str
+    """'raise', 'error', 'critical' or 'warning'."""
+    type: str | None
+    """The exception class a `raise` names (None for logger calls)."""
+    file: str
+    function: str
+    releases: str
+    """Release ranges that have it: '0.20.0-0.25.1,0.27.0-0.34.0'."""
+
+    def has_release(self, version: str | None) -> bool:
+        """Whether this vLLM release has it (locations in other packages always do)."""
+        if not version or self.package != "vllm":
+            return True
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            wanted = Version(version).release[:3]
+            for run in self.releases.split(","):
+                low, _, high = run.partition("-")
+                if Version(low).release <= wanted <= Version(high or low).release:
+                    return True
+        except InvalidVersion:
+            return True
+        return False
+
+    def describe(self) -> str:
+        verb = "raised by" if self.kind == "raise" else f"logged ({self.kind}) by"
+        name = f"{self.type} " if self.type else ""
+        return f"{name}{verb} {self.file} in {self.function} ({self.package} {self.releases})"
+
+
+@dataclass(frozen=True)
+class Template:
+    parts: tuple[str | None, ...]
+    """Literal strings, None for a placeholder."""
+    locations: tuple[Location, ...]
+
+    @property
+    def literal_size(self) -> int:
+        return sum(len(p) for p in self.parts if p is not None)
+
+    @property
+    def text(self) -> str:
+        return "".join(p if p is not None else "{}" for p in self.parts)
+
+
+@dataclass(frozen=True)
+class Located:
+    """A log line (or exception message) and the template it matches."""
+
+    template: Template
+    values: tuple[str, ...]
+    """What the line has where the template has placeholders."""
+    version: str | None = None
+
+    @property
+    def locations(self) -> tuple[Location, ...]:
+        """The template's locations in the log's release when it names one (else all)."""
+        matching = tuple(loc for loc in self.template.locations if loc.has_release(self.version))
+        return matching or self.template.locations
+
+    def describe(self, limit: int = 3) -> str:
+        locations = self.locations
+        text = "; ".join(loc.describe() for loc in locations[:limit])
+        if len(locations) > limit:
+            text += f"; and {len(locations) - limit} more places"
+        return text
+
+
+class MessageIndex:
+    """Templates keyed by their rarest literal word (chosen by the builder); decoded only when a line's word
+    is a key, so loading is one json parse."""
+
+    def __init__(self, data: dict):
+        if data.get("format") != INDEX_FORMAT:
+            raise ValueError(f"message index format {data.get('format')} (expected {INDEX_FORMAT})")
+        self.packages: dict[str, list[str]] = data.get("packages", {})
+        self._files: list[str] = data["files"]
+        self._locations: list[list] = data["locations"]
+        self._anchors: dict[str, list] = data["anchors"]
+        self._decoded: dict[str, list[tuple[Template, re.Pattern[str]]]] = {}
+
+    def __len__(self) -> int:
+        return sum(len(group) for group in self._anchors.values())
+
+    def _group(self, word: str) -> list[tuple[Template, re.Pattern[str]]]:
+        group = self._decoded.get(word)
+        if group is None:
+            group = []
+            for parts, location_ids in self._anchors[word]:
+                locations = tuple(self._location(i) for i in location_ids)
+                template = Template(tuple(parts), locations)
+                group.append((template, _compile(template.parts)))
+            self._decoded[word] = group
+        return group
+
+    def _location(self, number: int) -> Location:
+        package, kind, exc_type, file_id, function, releases = self._locations[number]
+        return Location(package, kind, exc_type, self._files[file_id], function, releases)
+
+    def templates(self):
+        """Every template (for tests and tools; decodes the whole index)."""
+        for word in self._anchors:
+            for template, _ in self._group(word):
+                yield template
+
+    def locate(self, text: str, version: str | None = None) -> Located | None:
+        """The most specific template the text matches, or None."""
+        text = text[:MAX_LINE]
+        best: tuple[int, Template, re.Match[str]] | None = None
+        for word in set(_WORD.findall(text)):
+            if word not in self._anchors:
+                continue
+            for template, pattern in self._group(word):
+                size = template.literal_size
+                if best is not None and size <= best[0]:
+                    continue
+                match = pattern.search(text)
+                if match:
+                    best = (size, template, match)
+        if best is None:
+            return None
+        _, template, match = best
+        return Located(template, tuple(g or "" for g in match.groups()), version)
+
+
+def _compile(parts: tuple[str | None, ...]) -> re.Pattern[str]:
+    body = []
+    for i, part in enumerate(parts):
+        if part is None:
+            # a trailing placeholder takes the rest of the line, an inner one as little as it can
+            body.append("(.*)" if i == len(parts) - 1 else "(.*?)")
+        else:
+            body.append(re.escape(part))
+    return re.compile("".join(body))
+
+
+@lru_cache(maxsize=1)
+def load_index() -> MessageIndex | None:
+    """The shipped index, or None when the package was built without it."""
+    resource = resources.files("kvdoctor").joinpath("data/message_index/index.json.gz")
+    try:
+        raw = resource.read_bytes()
+    except (FileNotFoundError, OSError):
+        return None
+    return MessageIndex(json.loads(gzip.decompress(raw)))
