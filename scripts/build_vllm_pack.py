@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""Build kvdoctor's vLLM knowledge pack from released vLLM wheels: vLLM is the source of its own facts.
+
+    python scripts/build_vllm_pack.py --wheels ~/.cache/kvdoctor-wheels [--versions 0.25.1 0.34.0]
+        [--python /work/packenv/bin/python] [--out kvdoctor/data/vllm_pack] [--check]
+
+For each release it extracts the wheel's `vllm/**/*.py` (never the compiled `.so`) to a temporary directory and
+runs scripts/vllm_pack_child.py in a child process (CPU torch, the platform's device capability stubbed per
+target) that asks vLLM's own code: its `vllm serve` parser, its KV-cache and model dtype lists, its attention
+backends' checks, priorities, constructor guards, model-runner choice and dtype resolution. The output is one
+deterministic JSON file per release (sorted keys, no timestamps, no absolute paths), so a rebuild is
+byte-identical; `--check` rebuilds into memory and compares with the shipped files instead of writing.
+
+The builder's Python (`--python`, default $KVDOCTOR_PACK_PYTHON) needs CPU torch and vLLM's pure-Python
+dependencies (`.ci/run` creates it: `pip install -e '.[pack]'` in a separate venv); kvdoctor itself never
+imports vLLM.
+"""
+from __future__ import annotations
+
+import argparse
+import email.parser
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from vllm_pack_normalise import normalise_release  # noqa: E402
+
+PACK_FORMAT = 1
+# Releases the pack covers completely (issue 11), oldest first; older ones get dtype/backend facts only.
+FULL_RELEASES = (
+    "0.20.0 0.20.1 0.20.2 0.21.0 0.22.0 0.22.1 0.23.0 0.24.0 0.25.0 0.25.1 0.26.0 0.27.0 0.27.1 0.28.0 0.29.0 "
+    "0.30.0 0.31.0 0.32.0 0.33.0 0.34.0"
+).split()
+CAPABILITIES = ((7, 0), (7, 5), (8, 0), (8, 6), (8, 7), (8, 9), (9, 0), (10, 0), (10, 3), (11, 0), (12, 0), (12, 1))
+# Hard GPU-kernel dependencies of the CUDA wheel that cannot be imported here; modelled as present (import name).
+# (torchvision/torchaudio/torchcodec are not stubbed: transformers reads their metadata.)
+MODELLED_PACKAGES = {
+    "flashinfer-python": "flashinfer",
+    "flashinfer-cubin": "flashinfer_cubin",
+    "apache-tvm-ffi": "tvm_ffi",
+    "tilelang": "tilelang",
+    "nvidia-cutlass-dsl": "cutlass",
+    "quack-kernels": "quack",
+    "tokenspeed-mla": "tokenspeed_mla",
+    "humming-kernels": "humming",
+    "deep-gemm": "deep_gemm",
+    "xformers": "xformers",
+}
+
+
+def find_wheel(wheels: Path, version: str) -> Path | None:
+    # vllm-0.20.1-1-cp38-...: a build tag may follow the version
+    for path in sorted(wheels.glob(f"vllm-{version}-*.whl")):
+        rest = path.name[len(f"vllm-{version}-"):]
+        if rest.startswith("cp") or re.match(r"\d+-cp", rest):
+            return path
+    return None
+
+
+def requirements(metadata_text: str) -> list[tuple[str, str, str]]:
+    """(normalised name, specifier, marker) of the wheel's unconditional Requires-Dist lines."""
+    msg = email.parser.Parser().parsestr(metadata_text)
+    out = []
+    for line in msg.get_all("Requires-Dist") or []:
+        spec, _, marker = line.partition(";")
+        if "extra ==" in marker:
+            continue
+        m = re.match(r"\s*([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*(.*)", spec)
+        if m:
+            name = re.sub(r"[-_.]+", "-", m.group(1)).lower()
+            out.append((name, m.group(3).strip().strip("()"), marker.strip()))
+    return out
+
+
+def extract(wheel: Path, into: Path) -> dict:
+    """The wheel's Python files and metadata under `into`; what it ships compiled, and its requirements."""
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        py = [n for n in names if n.startswith("vllm/") and n.endswith(".py")]
+        for name in py:
+            zf.extract(name, into)
+        meta_name = next(n for n in names if n.endswith(".dist-info/METADATA"))
+        metadata = zf.read(meta_name).decode()
+    compiled = sorted({n.split(".")[0].replace("/", ".") for n in names
+                       if n.startswith("vllm/") and (n.endswith(".so") or ".so." in n)})
+    return {"compiled_modules": compiled, "requirements": requirements(metadata), "py_files": len(py)}
+
+
+def run_child(python: str, src: Path, request: dict, timeout: float) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        req_path, out_path = Path(tmp) / "req.json", Path(tmp) / "out.json"
+        req_path.write_text(json.dumps({**request, "src": str(src)}))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
+        env.update(PYTHONDONTWRITEBYTECODE="1", CUDA_VISIBLE_DEVICES="", PYTHONHASHSEED="0")
+        proc = subprocess.run([python, str(HERE / "vllm_pack_child.py"), str(req_path), str(out_path)],
+                              capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp)
+        if proc.returncode != 0 or not out_path.exists():
+            raise RuntimeError(f"child failed (rc {proc.returncode}):\n{proc.stderr[-4000:]}")
+        return json.loads(out_path.read_text())
+
+
+def build_release(version: str, wheel: Path, python: str, tasks: list[str], timeout: float) -> dict:
+    with tempfile.TemporaryDirectory(prefix=f"vllm-{version}-") as tmp:
+        src = Path(tmp)
+        shipped = extract(wheel, src)
+        pins = {name: spec for name, spec, _ in shipped["requirements"]}
+        stub_packages = {}
+        for dist, module in MODELLED_PACKAGES.items():
+            if dist in pins:
+                stub_packages[module] = pins[dist].lstrip("=<>!~ ").split(",")[0] or "0"
+        request = {
+            "version": version,
+            "tasks": tasks,
+            "compiled_modules": shipped["compiled_modules"],
+            "stub_packages": stub_packages,
+            "capabilities": [list(c) for c in CAPABILITIES],
+        }
+        raw = run_child(python, src, request, timeout)
+    return normalise_release(version, raw, shipped, request, PACK_FORMAT)
+
+
+def dumps(data: dict) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--wheels", type=Path, default=Path(os.environ.get(
+        "KVDOCTOR_VLLM_WHEELS", Path.home() / ".cache" / "kvdoctor-wheels")))
+    ap.add_argument("--versions", nargs="*", default=None, help="default: every release with a wheel in --wheels")
+    ap.add_argument("--python", default=os.environ.get("KVDOCTOR_PACK_PYTHON", sys.executable))
+    ap.add_argument("--out", type=Path, default=REPO / "kvdoctor" / "data" / "vllm_pack")
+    ap.add_argument("--tasks", nargs="*", default=["serve_args", "dtypes", "module:backends", "module:runtime"])
+    ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--samples-out", type=Path, default=None,
+                    help="also write vLLM's real selections over a sample grid here (the selector's test oracle)")
+    ap.add_argument("--check", action="store_true", help="compare with the shipped files; write nothing")
+    args = ap.parse_args(argv)
+
+    versions = args.versions or [v for v in FULL_RELEASES if find_wheel(args.wheels, v)]
+    failed = 0
+    for version in versions:
+        wheel = find_wheel(args.wheels, version)
+        if wheel is None:
+            print(f"{version}: no wheel in {args.wheels} (pip download --no-deps vllm=={version})", file=sys.stderr)
+            failed += 1
+            continue
+        start = time.monotonic()
+        try:
+            data = build_release(version, wheel, args.python, args.tasks, args.timeout)
+        except Exception as exc:  # one broken release must not stop the others
+            print(f"{version}: FAILED {exc}", file=sys.stderr)
+            failed += 1
+            continue
+        # the attention facts go in a file of their own, read only when a selection is simulated
+        files = {f"{version}.json": {k: v for k, v in data.items() if k not in ("backends", "samples")}}
+        if "backends" in data:
+            files[f"{version}.attention.json"] = {"format": data["format"], "version": version,
+                                                  "backends": data["backends"]}
+        for name, content in files.items():
+            text = dumps(content)
+            target = args.out / name
+            if args.check:
+                same = target.exists() and target.read_text() == text
+                print(f"{name}: {'identical' if same else 'DIFFERS'} ({len(text)} bytes, "
+                      f"{time.monotonic() - start:.1f} s)")
+                failed += not same
+            else:
+                args.out.mkdir(parents=True, exist_ok=True)
+                target.write_text(text)
+                print(f"{name}: {len(text)} bytes, {time.monotonic() - start:.1f} s, "
+                      f"errors: {sorted(data.get('build_errors', {})) or 'none'}")
+        if args.samples_out and "backends" in data:
+            args.samples_out.mkdir(parents=True, exist_ok=True)
+            (args.samples_out / f"{version}.json").write_text(dumps({"version": version,
+                                                                     "samples": data["samples"]}))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

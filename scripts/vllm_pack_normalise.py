@@ -1,0 +1,104 @@
+"""Turn the child's raw answers for one release into the pack's stored form (deterministic, no absolute paths)."""
+from __future__ import annotations
+
+import re
+
+# Serve-argument defaults worth naming as release defaults (dest -> key in `defaults`).
+DEFAULT_DESTS = (
+    "block_size", "gpu_memory_utilization", "kv_cache_dtype", "dtype", "max_model_len", "max_num_seqs",
+    "max_num_batched_tokens", "enforce_eager", "attention_backend", "tensor_parallel_size", "swap_space",
+    "enable_prefix_caching", "enable_chunked_prefill", "kv_cache_memory_bytes", "calculate_kv_scales",
+)
+
+
+def _clean(text):
+    """Strip absolute paths (temporary extraction dirs, the builder's venv) from free text."""
+    if isinstance(text, str):
+        text = re.sub(r"/[^\s'\"]*?/(vllm/[\w/.]+\.py)", r"\1", text)
+        text = re.sub(r"/[^\s'\"]*?/site-packages/", "", text)
+        text = re.sub(r"/tmp/[\w.\-/]+", "<tmp>", text)
+        return text
+    if isinstance(text, list):
+        return [_clean(t) for t in text]
+    if isinstance(text, dict):
+        return {k: _clean(v) for k, v in text.items()}
+    return text
+
+
+def _serve_args(raw: dict) -> dict:
+    actions = []
+    for a in raw["actions"]:
+        if a["action"] == "help" or not a["option_strings"]:
+            continue
+        nargs = a["nargs"]
+        takes_value = not (nargs == 0 or a["action"] in (
+            "_StoreTrueAction", "_StoreFalseAction", "_StoreConstAction", "_CountAction", "_VersionAction"))
+        actions.append({
+            "dest": a["dest"],
+            "option_strings": a["option_strings"],
+            "action": a["action"].lstrip("_"),
+            "nargs": nargs,
+            "takes_value": takes_value,
+            "choices": a["choices"],
+            "default": a["default"],
+            "type": a["type"],
+            # BooleanOptionalAction, or vLLM's own EnableDisableAction (0.33+): `--x` / `--no-x`, no value
+            "is_bool_optional": a["action"] == "BooleanOptionalAction" or (
+                nargs == 0 and any(o.startswith("--no-") for o in a["option_strings"])),
+            "help": a["help"],
+            "hidden": a["hidden"],
+            "where": a["where"],
+        })
+    actions.sort(key=lambda a: a["option_strings"][0])
+    positionals = [a["dest"] for a in raw["actions"] if not a["option_strings"]]
+    return {
+        "actions": actions,
+        "positionals": positionals,
+        "allow_abbrev": raw["allow_abbrev"],
+        "where": {"parser": raw["parser_class"], "make_arg_parser": raw["make_arg_parser"]},
+    }
+
+
+def _pins(requirements: list) -> dict:
+    pins = {}
+    for name, spec, marker in requirements:
+        if marker and "linux" not in marker.lower() and "x86_64" not in marker:
+            if "platform_machine" in marker or "sys_platform" in marker or "platform_system" in marker:
+                continue
+        if spec:
+            pins[name] = spec
+    return pins
+
+
+def normalise_release(version: str, raw: dict, shipped: dict, request: dict, pack_format: int) -> dict:
+    errors = dict(raw.get("errors", {}))
+    out: dict = {"format": pack_format, "version": version}
+    if "serve_args" in raw:
+        out["serve_args"] = _serve_args(raw["serve_args"])
+        by_dest = {a["dest"]: a for a in out["serve_args"]["actions"]}
+        out["defaults"] = {d: {"value": by_dest[d]["default"], "where": by_dest[d]["where"]}
+                           for d in DEFAULT_DESTS if d in by_dest}
+        if "kv_cache_dtypes" not in raw and "kv_cache_dtype" in by_dest:
+            raw["kv_cache_dtypes"] = {"values": by_dest["kv_cache_dtype"]["choices"],
+                                      "where": by_dest["kv_cache_dtype"]["where"]}
+        if "model_dtypes" not in raw and "dtype" in by_dest:
+            raw["model_dtypes"] = {"values": by_dest["dtype"]["choices"], "where": by_dest["dtype"]["where"]}
+    for key in ("kv_cache_dtypes", "model_dtypes"):
+        if key in raw:
+            out[key] = raw[key]
+    out["pins"] = {"requires": _pins(shipped["requirements"]), "where": "METADATA (Requires-Dist)"}
+    out["modelled"] = {
+        "compiled_modules_present": shipped["compiled_modules"],
+        "packages_present": request["stub_packages"],
+        "note": ("compiled extensions the wheel ships and its hard GPU dependencies are modelled as importable; "
+                 "their run-time behaviour is not"),
+    }
+    if "backends" in raw:
+        backends = dict(raw["backends"])
+        out["samples"] = backends.pop("samples", [])
+        out["backends"] = backends
+    if "runtime" in raw:
+        out["runtime"] = raw["runtime"]
+    if errors:
+        out["build_errors"] = _clean(errors)
+    return _clean(out)
