@@ -29,6 +29,7 @@ from pathlib import Path
 INDEX_FORMAT = 2
 LOG_METHODS = {"error": "error", "exception": "error", "critical": "critical", "fatal": "critical",
                "warning": "warning", "warn": "warning", "error_once": "error", "warning_once": "warning"}
+MIN_PREFIX = 30  # kvdoctor/explain/message_index.py: an opening literal this long identifies a cut-off line
 MIN_LITERAL = 12  # alphanumeric characters of literal text a template needs to be worth matching
 WILD = None  # a placeholder in a template's parts list
 _PERCENT = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\*|\d+)?(?:\.(?:\*|\d+))?[hlL]?[diouxXeEfFgGcrsa%]")
@@ -365,7 +366,29 @@ def pack(entries: list[dict], packages: dict[str, list[str]]) -> dict:
             continue
         anchor = min(words[key], key=lambda w: (frequency[w], -len(w), w))
         anchors.setdefault(anchor, []).append([json.loads(key), sorted(set(by_parts[key]))])
-    return {"format": INDEX_FORMAT, "packages": packages, "files": files, "locations": locations, "anchors": anchors}
+    # A line cut short keeps only a template's opening: key those by the rarest word of the opening literal.
+    prefixes: dict[str, list] = {}
+    for anchor in sorted(anchors):
+        for position, (parts, _) in enumerate(anchors[anchor]):
+            first = next((p for p in parts if p is not None), "")
+            opening = set(_WORD.findall(first)) if len(first) >= MIN_PREFIX else set()
+            if opening:
+                word = min(opening, key=lambda w: (frequency[w], -len(w), w))
+                prefixes.setdefault(word, []).append([anchor, position])
+    return {"format": INDEX_FORMAT, "packages": packages, "files": files, "locations": locations, "anchors": anchors,
+            "prefixes": prefixes}
+
+
+def unpack(index: dict) -> list[dict]:
+    """The entries a packed index was made from (to re-pack it without re-reading the wheels)."""
+    entries = []
+    for group in index["anchors"].values():
+        for parts, location_ids in group:
+            for number in location_ids:
+                package, kind, exc_type, file_id, function, releases = index["locations"][number]
+                entries.append({"package": package, "kind": kind, "type": exc_type, "parts": parts,
+                                "file": index["files"][file_id], "function": function, "releases": releases})
+    return entries
 
 
 def write(index: dict, out: Path) -> None:
@@ -384,10 +407,16 @@ def main() -> None:
                         default=Path(__file__).resolve().parents[1] / "kvdoctor/data/message_index/index.json.gz")
     parser.add_argument("--deps", type=Path, default=None,
                         help="folder with wheels of dependencies that are not installed (flashinfer_python-*.whl)")
+    parser.add_argument("--repack", type=Path, default=None,
+                        help="re-pack an existing index (after a change to the packing) instead of reading wheels")
     args = parser.parse_args()
-    index = build(args.wheels, args.deps)
+    if args.repack:
+        old = json.loads(gzip.decompress(args.repack.read_bytes()))
+        index = pack(unpack(old), old["packages"])
+    else:
+        index = build(args.wheels, args.deps)
     write(index, args.out)
-    print(f"{len(index['entries'])} templates from {index['packages']} -> {args.out} "
+    print(f"{sum(len(g) for g in index['anchors'].values())} templates from {index['packages']} -> {args.out} "
           f"({args.out.stat().st_size // 1024} KiB)", file=sys.stderr)
 
 

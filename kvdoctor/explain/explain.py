@@ -63,7 +63,7 @@ def explain_text(text: str, rules_files: tuple[Path, ...] = ()) -> Report:
     diagnosis = replace(diagnosis, family=_family(diagnosis, families, selector_errors))
     started = _started_line(lines, families)
     report = _report(rules, facts, fact_lines, chains, diagnosis)
-    return _annotate(report, diagnosis, families, facts, selector_errors, started, lines)
+    return _annotate(report, diagnosis, families, facts, selector_errors, started, lines, chains)
 
 
 def _in_context(matches: list[SignatureMatch], families: Families, text: str) -> list[SignatureMatch]:
@@ -182,7 +182,7 @@ def _matched_finding(match: SignatureMatch, group: list[SignatureMatch], facts: 
             continue
         seen.add(item.line)
         stream = f" [{item.exception.stream}]" if item.exception is not None and item.exception.stream else ""
-        evidence.append(f"log line {item.line}{stream}: {_clip(item.text)}")
+        evidence.append(f"log line {item.line}{stream}: {_clip(item.text, 400 if primary else 240)}")
         if item.exception is not None and item.exception.where:
             evidence.append(f"  raised at {item.exception.where}")
         if item.exception is not None and item.exception.compile_excerpt:
@@ -454,7 +454,8 @@ def _started_line(lines: list[LogLine], families: Families) -> int | None:
 
 
 def _annotate(report: Report, diagnosis: Diagnosis, families: Families, facts: dict[str, Any],
-              selector_errors: list[SelectorError], started: int | None, lines: list[LogLine]) -> Report:
+              selector_errors: list[SelectorError], started: int | None, lines: list[LogLine],
+              chains: list[ExceptionChain]) -> Report:
     """Family, where vLLM raised the message, the selector's reasons and the server-had-started note."""
     primary = diagnosis.primary
     exception = diagnosis.unknown
@@ -486,11 +487,15 @@ def _annotate(report: Report, diagnosis: Diagnosis, families: Families, facts: d
             cause_extra += " " + advice
         extra["selector"] = [{"kind": e.kind, "line": e.line, "config": e.config,
                               "reasons": {k: list(v) for k, v in e.reasons.items()}} for e in selector_errors]
-    if started is not None and started < primary_line:
-        notes.append(f"The server had started (line {started}) before this failed (line {primary_line}): the failure "
-                     "happened at a request, not at start-up, so a start-up check would not have shown it.")
-        if family == "other" and rule_id in (UNKNOWN_RULE,):
+    at_request = _request_time(diagnosis, families, chains, lines, started, primary_line)
+    if at_request:
+        notes.append(f"{at_request}: the failure happened while serving a request, not at start-up, so a start-up "
+                     "check would not have shown it.")
+        if family not in families.request_families_kept:
             family = "first_request_failure"
+    failed_requests = _failed_requests(lines, families)
+    if failed_requests:
+        notes.append(f"{len(failed_requests)} request(s) failed with HTTP 500 (first at line {failed_requests[0]}).")
     findings = list(report.findings)
     for i, finding in enumerate(findings):
         if finding.rule_id == rule_id:
@@ -507,6 +512,49 @@ def _annotate(report: Report, diagnosis: Diagnosis, families: Families, facts: d
 
 
 _SHOWN_CONFIG = ("head_size", "dtype", "kv_cache_dtype", "block_size", "use_mla", "has_sink", "use_sparse", "attn_type")
+
+
+MAX_FOLLOWING_FRAMES = 200
+_FRAME_LINE = re.compile(r'^\s+File "(.+?)", line (\d+), in (\w+)')
+
+
+def _request_time(diagnosis: Diagnosis, families: Families, chains: list[ExceptionChain], lines: list[LogLine],
+                  started: int | None, primary_line: int) -> str | None:
+    """Why the failure is a request-time one (the server had started, or a request-serving frame raised it)."""
+    if started is not None and started < primary_line:
+        return f"The server had started (line {started}) before this failed (line {primary_line})"
+    exception = diagnosis.primary.exception if diagnosis.primary is not None else diagnosis.unknown
+    if exception is None or families.request_frames is None:
+        return None
+    for chain_frame in _chain_frames(chains, exception):
+        if chain_frame.function and families.request_frames.search(chain_frame.function):
+            return f"It was raised under {chain_frame.function} ({chain_frame.file}:{chain_frame.line})"
+    # a traceback the log cut before its exception line still shows where the failure surfaced
+    innermost = None
+    for line in lines[primary_line: primary_line + MAX_FOLLOWING_FRAMES]:
+        found = _FRAME_LINE.match(line.text)
+        if found and families.request_frames.search(found.group(3)):
+            innermost = (found, line.number)
+    if innermost:
+        found, number = innermost
+        return f"It surfaced under {found.group(3)} ({found.group(1)}:{found.group(2)}, log line {number})"
+    return None
+
+
+def _chain_frames(chains: list[ExceptionChain], exception: LoggedException):
+    """Frames of every exception in the chain the exception belongs to (the causes it led to included)."""
+    for chain in chains:
+        if any(e is exception or (e.line == exception.line and e.stream == exception.stream) for e in chain.exceptions):
+            for member in chain.exceptions:
+                yield from member.frames
+            return
+    yield from exception.frames
+
+
+def _failed_requests(lines: list[LogLine], families: Families) -> list[int]:
+    if families.request_failed is None:
+        return []
+    return [line.number for line in lines if " 50" in line.text and families.request_failed.search(line.text)]
 
 
 def _pack_advice(error: SelectorError, facts: dict[str, Any]) -> str | None:

@@ -30,6 +30,13 @@ class Families:
     selector_reasons: tuple[tuple[re.Pattern[str], str], ...]
     selector_families: tuple[dict[str, str], ...]
     started: re.Pattern[str] | None
+    """Lines that show the server had started (a later failure happened at a request)."""
+    request_failed: re.Pattern[str] | None
+    """A request that failed (an HTTP 5xx access-log line)."""
+    request_frames: re.Pattern[str] | None
+    """Functions that run only while serving requests: an exception raised under one is a request-time failure."""
+    request_families_kept: tuple[str, ...]
+    """Families that are request-time by nature and keep their own name."""
 
 
 def flexible_spaces(pattern: str) -> str:
@@ -93,6 +100,9 @@ def load_families() -> Families:
         selector_reasons=reasons,
         selector_families=tuple(dict(f) for f in data.get("selector_families") or []),
         started=re.compile("|".join(f"(?:{p})" for p in started)) if started else None,
+        request_failed=re.compile(data["request_failed"]) if data.get("request_failed") else None,
+        request_frames=re.compile(data["request_frames"]) if data.get("request_frames") else None,
+        request_families_kept=tuple(data.get("request_families_kept") or ()),
     )
 
 
@@ -110,6 +120,8 @@ def derived_values(values: dict[str, Any]) -> dict[str, Any]:
             derived["fits"] = f"{max(0.05, float(values['free']) / float(values['total']) - 0.05):.2f}"
         except ValueError:
             pass
+    if values.get("ptx") and values.get("current"):
+        derived["ptx_text"] = f" (Triton emitted PTX ISA {values['ptx']}; this ptxas reads up to {values['current']})"
     backend = values.get("backend")
     if isinstance(backend, str):
         derived["backend_flag"] = {"FlashAttention": "FLASH_ATTN", "Flash Attention": "FLASH_ATTN",

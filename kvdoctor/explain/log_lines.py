@@ -24,6 +24,8 @@ _OUTER_PREFIXES = (
     re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.@/-]+(?:\[\d+\])?: "),
     # docker compose: "vllm-1  | " ; CI log viewers: "  | "
     re.compile(r"^(?:[\w.-]+\s+)?\|\s"),
+    # pytest's failure report quotes the output as "E       <line>"
+    re.compile(r"^E {3,}"),
     # plain ISO timestamp some log shippers add: "2024-06-28 06:11:52,685 "
     re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? "),
 )

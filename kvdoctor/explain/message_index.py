@@ -18,6 +18,7 @@ from importlib import resources
 INDEX_FORMAT = 2
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{3,}")
 MAX_LINE = 4000
+MIN_PREFIX = 30  # characters of a template's opening literal that identify it in a line cut short
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,8 @@ class Located:
     values: tuple[str, ...]
     """What the line has where the template has placeholders."""
     version: str | None = None
+    truncated: bool = False
+    """Only the template's opening literal is in the line (the rest was cut off)."""
 
     @property
     def locations(self) -> tuple[Location, ...]:
@@ -106,6 +109,7 @@ class MessageIndex:
         self._files: list[str] = data["files"]
         self._locations: list[list] = data["locations"]
         self._anchors: dict[str, list] = data["anchors"]
+        self._prefixes: dict[str, list] = data.get("prefixes", {})
         self._decoded: dict[str, list[tuple[Template, re.Pattern[str]]]] = {}
 
     def __len__(self) -> int:
@@ -147,9 +151,20 @@ class MessageIndex:
                 if match:
                     best = (size, template, match)
         if best is None:
-            return None
+            return self._truncated(text, version)
         _, template, match = best
         return Located(template, tuple(g or "" for g in match.groups()), version)
+
+    def _truncated(self, text: str, version: str | None) -> Located | None:
+        """A line cut short (a truncated log, a hard wrap) still names its template by a long opening literal."""
+        best: tuple[int, Template] | None = None
+        for word in set(_WORD.findall(text)):
+            for anchor, position in self._prefixes.get(word, ()):
+                template = self._group(anchor)[position][0]
+                first = next((p for p in template.parts if p is not None), "")
+                if len(first) >= MIN_PREFIX and first in text and (best is None or len(first) > best[0]):
+                    best = (len(first), template)
+        return Located(best[1], (), version, truncated=True) if best else None
 
 
 def _compile(parts: tuple[str | None, ...]) -> re.Pattern[str]:

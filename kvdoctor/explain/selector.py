@@ -24,7 +24,7 @@ _SELECTED = re.compile(
 _CONFIG = re.compile(r"AttentionSelectorConfig\((.*?)\)(?:\.|\s*Reasons)", re.DOTALL)
 _OLD_CONFIG = re.compile(r"with\s+(head_size:.*?)\.\s*Reasons", re.DOTALL)
 _PAIR = re.compile(r"(\w+)\s*[=:]\s*([^,()]+)")
-_REASONS = re.compile(r"Reasons:\s*\{(.*)\}", re.DOTALL)
+_REASONS = re.compile(r"Reasons:\s*\{(.*)", re.DOTALL)
 _BACKEND_REASONS = re.compile(r"([A-Z][A-Z0-9_]+)\s*:\s*\[(.*?)\]", re.DOTALL)
 MAX_JOIN = 60
 
@@ -87,7 +87,9 @@ def _join(lines: list[LogLine], i: int) -> str:
     parts = [lines[i].text]
     depth = _depth(lines[i].text)
     j = i + 1
-    while j < len(lines) and j - i < MAX_JOIN and (depth > 0 or _continues(parts[-1])):
+    while j < len(lines) and j - i < MAX_JOIN and (
+        depth > 0 or _continues(parts[-1]) or lines[j].text.lstrip().startswith(("Reason", "AttentionSelectorConfig"))
+    ):
         text = lines[j].text
         if not text.strip() or text.lstrip().startswith(("Traceback", "File \"")):
             break

@@ -54,8 +54,10 @@ def match_signatures(rules: list[Rule], chains: list[ExceptionChain], lines: lis
     for chain in chains:
         for depth, exception in enumerate(chain.exceptions):
             text = exception.searchable()
+            # hard-wrapped logs cut words at the terminal width ("KV cach" / "e is needed"): try unwrapped too
+            unwrapped = exception.message.replace("\n", "") if "\n" in exception.message else None
             for rule, signature in pairs:
-                found = signature.pattern.search(text)
+                found = signature.pattern.search(text) or (unwrapped and signature.pattern.search(unwrapped))
                 if found:
                     matches.append(SignatureMatch(rule, signature, exception.line, exception.summary, exception, depth,
                                                   _values(found)))
