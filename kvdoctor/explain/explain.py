@@ -174,7 +174,7 @@ def _log_values(match: SignatureMatch) -> dict[str, Any]:
 
 def _matched_finding(match: SignatureMatch, group: list[SignatureMatch], facts: dict[str, Any], primary: bool) -> Finding:
     values = _log_values(match)
-    base = finding_for(match.rule, {**facts, **values})
+    base = _with_values(match.rule, {**facts, **values})
     evidence = ["PRIMARY root cause" if primary else f"Secondary ({'wrapper' if match.role == 'wrapper' else 'also seen'})"]
     seen: set[int] = set()
     for item in group:
@@ -496,7 +496,7 @@ def _annotate(report: Report, diagnosis: Diagnosis, families: Families, facts: d
     failed_requests = _failed_requests(lines, families)
     if failed_requests:
         notes.append(f"{len(failed_requests)} request(s) failed with HTTP 500 (first at line {failed_requests[0]}).")
-    findings = list(report.findings)
+    findings = _refined(list(report.findings), diagnosis, families, facts)
     for i, finding in enumerate(findings):
         if finding.rule_id == rule_id:
             evidence = list(finding.evidence)
@@ -516,6 +516,42 @@ _SHOWN_CONFIG = ("head_size", "dtype", "kv_cache_dtype", "block_size", "use_mla"
 
 MAX_FOLLOWING_FRAMES = 200
 _FRAME_LINE = re.compile(r'^\s+File "(.+?)", line (\d+), in (\w+)')
+
+
+def _with_values(rule: Rule, facts: dict[str, Any]) -> Finding:
+    """finding_for, with the log's values also written into the fixes' flags and env (--max-model-len 5632)."""
+    from kvdoctor.rules.engine import fill
+
+    finding = finding_for(rule, facts)
+    fixes = tuple(replace(fix, flag=fill(fix.flag, facts) if fix.flag else fix.flag,
+                          env=fill(fix.env, facts) if fix.env else fix.env) for fix in finding.fixes)
+    return replace(finding, fixes=fixes)
+
+
+def _refined(findings: list[Finding], diagnosis: Diagnosis, families: Families, facts: dict[str, Any]) -> list[Finding]:
+    """A rules.yaml finding takes the title, cause and fixes of the family rule that refines it on the same line."""
+    primary = diagnosis.primary
+    if primary is None:
+        return findings
+    for refiner, parent in families.refines.items():
+        if parent != primary.rule.id:
+            continue
+        match = next((m for m in diagnosis.by_rule.get(refiner, []) if m.line == primary.line), None)
+        if match is None:
+            continue
+        better = _with_values(match.rule, {**facts, **_log_values(match)})
+        values = ", ".join(f"{k}={v}" for k, v in sorted(dict(match.values).items()))
+        out = []
+        for finding in findings:
+            if finding.rule_id == refiner:
+                continue
+            if finding.rule_id == parent:
+                evidence = finding.evidence[:1] + (f"values in the log ({refiner}): {values}",) + finding.evidence[1:]
+                finding = replace(finding, title=better.title, cause=better.cause, fixes=better.fixes,
+                                  evidence=evidence)
+            out.append(finding)
+        return out
+    return findings
 
 
 def _request_time(diagnosis: Diagnosis, families: Families, chains: list[ExceptionChain], lines: list[LogLine],

@@ -13,7 +13,7 @@ from typing import Any
 from kvdoctor.errors import RulesFileError
 from kvdoctor.rules.loader import Rule
 
-FAMILY_KEYS = {"family", "raised_in", "context", "explained_by"}
+FAMILY_KEYS = {"family", "raised_in", "context", "explained_by", "refines"}
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,8 @@ class Families:
     """('file:function' regex, rule id): messages raised there belong to that rule, whatever their wording."""
     context: dict[str, re.Pattern[str]]
     """Rule id -> a regex the log must contain for the rule to apply."""
+    refines: dict[str, str]
+    """Rule id -> the rules.yaml rule whose finding it rewrites with the log's values when both match one line."""
     explained_by: dict[str, tuple[str, ...]]
     """Rule id -> rules that cause it: when one of them matched anywhere in the log, it is the primary cause."""
     selector_reasons: tuple[tuple[re.Pattern[str], str], ...]
@@ -75,6 +77,7 @@ def load_families() -> Families:
     path = families_path()
     data = load_yaml(path.read_text(encoding="utf-8"))
     rules, family_of, raised_in, context, explained_by = [], dict(data.get("rule_families") or {}), [], {}, {}
+    refines: dict[str, str] = {}
     for index, raw in enumerate(data.get("rules") or []):
         raw = dict(raw)
         extra = {k: raw.pop(k) for k in list(raw) if k in FAMILY_KEYS}
@@ -85,6 +88,8 @@ def load_families() -> Families:
         rules.append(rule)
         family_of[rule.id] = extra["family"]
         raised_in += [(re.compile(p), rule.id) for p in extra.get("raised_in", [])]
+        if extra.get("refines"):
+            refines[rule.id] = extra["refines"]
         if extra.get("explained_by"):
             explained_by[rule.id] = tuple(extra["explained_by"])
         if extra.get("context"):
@@ -97,6 +102,7 @@ def load_families() -> Families:
         raised_in=tuple(raised_in),
         context=context,
         explained_by=explained_by,
+        refines=refines,
         selector_reasons=reasons,
         selector_families=tuple(dict(f) for f in data.get("selector_families") or []),
         started=re.compile("|".join(f"(?:{p})" for p in started)) if started else None,
