@@ -74,6 +74,8 @@ class ModelFacts:
     """Multi-head latent attention (DeepSeek-V2/V3 style kv_lora_rank)."""
     is_hybrid: bool | None = None
     """Attention mixed with Mamba/linear-attention layers."""
+    is_moe: bool | None = None
+    """Mixture of experts (more than one expert per layer): vLLM's default model runner depends on it."""
     has_sinks: bool | None = None
     """Attention sinks (gpt-oss style learnable per-head bias): vLLM's selector asks has_sink."""
     is_sparse: bool | None = None

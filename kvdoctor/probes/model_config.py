@@ -25,6 +25,7 @@ HYBRID_MODEL_TYPES = {
 # vLLM passes `sinks` to its attention layers for these models (vllm/model_executor/models/<type>.py, 0.20-0.34)
 MODEL_TYPES_WITH_SINKS = {"gpt_oss", "openai_privacy_filter"}
 SINK_FLAGS = ("add_swa_attention_sink_bias", "add_full_attention_sink_bias", "use_sink", "attention_sink")
+EXPERT_COUNTS = ("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts")
 NON_ATTENTION_LAYERS = ("mamba", "linear", "conv", "ssm", "recurrent", "deltanet")
 SAFETENSORS_DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
 TORCH_DTYPE_NAMES = {
@@ -91,6 +92,7 @@ def read_model_facts(location: ConfigLocation) -> ModelFacts:
         is_mla=is_mla,
         is_hybrid=_is_hybrid(raw, text, model_type),
         has_sinks=model_type in MODEL_TYPES_WITH_SINKS or any(bool(text.get(k) or raw.get(k)) for k in SINK_FLAGS),
+        is_moe=any(isinstance(scope.get(k), int) and scope.get(k) > 1 for scope in (raw, text) for k in EXPERT_COUNTS),
         is_sparse=is_mla and ("index_topk" in raw or "index_topk" in text),
         sliding_window=sliding if isinstance(sliding, int) and not isinstance(sliding, bool) else None,
         quant_method=_string(quant.get("quant_method")),
