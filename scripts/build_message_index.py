@@ -188,15 +188,18 @@ class _Collector(ast.NodeVisitor):
         if isinstance(func, ast.Attribute) and func.attr in LOG_METHODS and node.args:
             owner = _callee(func.value) or ""
             if "log" in owner.lower():
-                self._add(LOG_METHODS[func.attr], None, node.args[0])
+                # logger.error("... %s ...", value): the logger fills the %-placeholders
+                self._add(LOG_METHODS[func.attr], None, node.args[0], percent=len(node.args) > 1)
             elif owner == "warnings":
                 self._add("warning", None, node.args[0])
         self.generic_visit(node)
 
-    def _add(self, kind: str, exc_type: str | None, message: ast.AST):
+    def _add(self, kind: str, exc_type: str | None, message: ast.AST, percent: bool = False):
         parts = template_of(message, self.locals[-1])
         if parts is None:
             return
+        if percent:
+            parts = _split_literals(parts, _PERCENT)
         parts = normalise_parts(parts)
         if parts is None:
             return

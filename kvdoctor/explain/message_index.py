@@ -139,20 +139,27 @@ class MessageIndex:
     def locate(self, text: str, version: str | None = None) -> Located | None:
         """The most specific template the text matches, or None."""
         text = text[:MAX_LINE]
-        best: tuple[int, Template, re.Match[str]] | None = None
+        best: list[tuple[Template, re.Match[str]]] = []
+        best_size = -1
         for word in set(_WORD.findall(text)):
             if word not in self._anchors:
                 continue
             for template, pattern in self._group(word):
                 size = template.literal_size
-                if best is not None and size <= best[0]:
+                if size < best_size:
                     continue
                 match = pattern.search(text)
                 if match:
-                    best = (size, template, match)
-        if best is None:
+                    if size > best_size:
+                        best, best_size = [], size
+                    best.append((template, match))
+        if not best:
             return self._truncated(text, version)
-        _, template, match = best
+        template, match = best[0]
+        if len(best) > 1:  # the same wording raised in several places (cuda.py and rocm.py): name them all
+            locations = sorted({loc for t, _ in best for loc in t.locations},
+                               key=lambda l: (l.package != "vllm", l.file, l.function))
+            template = Template(template.parts, tuple(locations))
         return Located(template, tuple(g or "" for g in match.groups()), version)
 
     def _truncated(self, text: str, version: str | None) -> Located | None:
