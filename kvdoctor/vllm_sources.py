@@ -22,7 +22,7 @@ def wheel_dirs(cache_dir: Path | None, extra: tuple[str, ...] = ()) -> list[Path
 
 def _fetched_releases(cache_dir: Path | None) -> dict[str, str]:
     """version -> tree of every release whose kernel files kvdoctor fetched earlier."""
-    from kvdoctor.dryrun.wheel_fetch import MARKER
+    from kvdoctor.dryrun.kernel_source import FETCH_MARKER as MARKER
 
     if cache_dir is None or not (cache_dir / FETCHED).is_dir():
         return {}

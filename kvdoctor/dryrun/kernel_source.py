@@ -25,7 +25,7 @@ from kvdoctor.errors import KvdoctorError
 KERNEL_FILES = (STORE_FILE, DECODE_FILE, *ATTENTION_FILES)
 """Every vLLM file a dry-run plan compiles from (or reads, like the backend's guard)."""
 _MARKER = "kvdoctor-source.json"
-_FETCH_MARKER = "kvdoctor-fetch.json"  # written by wheel_fetch next to the files it fetched
+FETCH_MARKER = "kvdoctor-fetch.json"  # written by wheel_fetch next to the files it fetched
 
 
 class DryRunSourceError(KvdoctorError):
@@ -133,7 +133,7 @@ def tree_source(root: Path) -> KernelSource:
     files = {rel: root / rel for rel in KERNEL_FILES if (root / rel).is_file()}
     where = str(root)
     try:
-        fetched = json.loads((root / _FETCH_MARKER).read_text(encoding="utf-8"))
+        fetched = json.loads((root / FETCH_MARKER).read_text(encoding="utf-8"))
         where = f"{fetched['wheel']} (fetched from the package index, verified against its RECORD; cached in {root})"
     except (OSError, ValueError, KeyError, TypeError):
         pass

@@ -24,10 +24,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvdoctor.dryrun.kernel_source import FETCH_MARKER as MARKER
 from kvdoctor.dryrun.package_index import WheelLocation, find_wheel, open_url, read_pip_settings
 
 CACHE_SUBDIR = "vllm-kernels"
-MARKER = "kvdoctor-fetch.json"
 TAIL_BYTES = 64 * 1024
 _LOCAL_SLACK = 512  # a local header's extra field may be longer than the central directory's copy
 
