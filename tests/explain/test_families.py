@@ -29,6 +29,8 @@ FIRES = {
                ["the mxfp4 method needs SM 10.0; this GPU is SM 8.6"]),
     "KVD332": ("ValueError: torch.bfloat16 is not supported for quantization method gptq. Supported dtypes: "
                "[torch.float16]", "quant_kernel_scheme", ["gptq", "torch.bfloat16", "[torch.float16]"]),
+    "KVD333": ("ValueError: Quantization scheme is not supported for the current GPU. Min capability: 80. Current "
+               "capability: 75.", "quant_min_capability", ["needs SM 8.0; this GPU is SM 7.5"]),
     "KVD340": ("triton.runtime.errors.PTXASError: PTXAS error: Internal Triton PTX codegen error\n"
                "ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'", "triton_ptxas_too_old",
                ["sm_121a"]),
@@ -88,6 +90,7 @@ NEAR_MISSES = {
     "KVD330": "INFO 05-02 10:22:18 [gptq_marlin.py:1] Using MarlinLinearKernel for GPTQMarlinLinearMethod",
     "KVD331": "INFO 05-02 10:22:18 [config.py:1] The quantization method fp8 is supported for the current GPU.",
     "KVD332": "INFO 05-02 10:22:18 [config.py:1] torch.float16 is supported for quantization method gptq.",
+    "KVD333": "INFO 05-02 10:22:18 [compressed_tensors.py:1] Quantization scheme W4A16 is supported for the current GPU.",
     "KVD340": "INFO 05-02 10:22:18 [triton.py:1] ptxas version 12.8 found for sm_120a",
     "KVD341": "INFO 05-02 10:22:18 [triton.py:1] found libcuda.so.1 in /usr/lib64",
     "KVD342": "INFO 05-02 10:22:18 [cuda.py:1] PTX was compiled with CUDA 12.8",
