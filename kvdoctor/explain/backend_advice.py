@@ -29,37 +29,51 @@ def advise(error: SelectorError, facts: dict[str, Any]) -> str | None:
     label = version
     if release is None:
         newest = newest_release()
-        if newest is None:
-            return None
-        release, label = load_release(newest), f"{newest} (the newest release kvdoctor knows; the log's is {version or 'not named'})"
+        release = load_release(newest) if newest else None
         if release is None:
             return None
-    inputs = _inputs(error, facts)
+        label = f"{newest} (the newest release kvdoctor knows; the log's is {version or 'not named'})"
+    inputs = _inputs(error, facts, SelectorInputs)
     if inputs is None:
         return None
+
+    undecided = []
+
+    def serves(capability: float, **change: Any) -> str | None:
+        result = select_backend(release, SelectorInputs(**dict(inputs, capability=_cap(capability), **change)))
+        backend = getattr(result, "backend", None)
+        if not (backend or getattr(result, "error", None) or getattr(result, "reasons", None)):
+            undecided.append(capability)  # the pack could not replay this release's selection: say nothing
+        return backend
+
     capability = facts.get("gpu.capability")
+    kv_forced = inputs.get("kv_cache_dtype") not in (None, "auto")
     parts = []
     try:
-        if capability is not None and inputs.get("kv_cache_dtype") not in (None, "auto"):
-            result = select_backend(release, SelectorInputs(**dict(inputs, capability=_cap(capability), kv_cache_dtype="auto")))
-            if result.backend:
-                parts.append(f"with --kv-cache-dtype auto vLLM {label} would serve it with {result.backend} on this GPU")
+        if capability is not None and kv_forced:
+            backend = serves(capability, kv_cache_dtype="auto")
+            if backend:
+                parts.append(f"with --kv-cache-dtype auto vLLM {label} would serve it with {backend} on this GPU")
         if inputs.get("forced_backend"):
-            result = select_backend(release, SelectorInputs(**dict(inputs, capability=_cap(capability or 9.0), forced_backend=None)))
-            if result.backend:
-                parts.append(f"without the forced backend vLLM {label} would pick {result.backend}")
-        served = []
-        for cap, name in GENERATIONS:
-            result = select_backend(release, SelectorInputs(**dict(inputs, capability=_cap(cap))))
-            if result.backend:
-                served.append(f"{name}: {result.backend}")
+            backend = serves(capability or 9.0, forced_backend=None)
+            if backend:
+                parts.append(f"without the forced backend vLLM {label} would pick {backend}")
+        served = [f"{name}: {backend}" for cap, name in GENERATIONS if (backend := serves(cap))]
+        if undecided:
+            parts = [p for p in parts if p]
+            if not served:
+                return None
         if served:
             parts.append(f"as configured, vLLM {label} would serve it on " + ", ".join(served))
-        elif not parts:
-            parts.append(f"vLLM {label} serves this configuration on no NVIDIA GPU generation; change the KV dtype or the model")
-    except (TypeError, ValueError, KeyError):
+        else:
+            parts.append(f"as configured, vLLM {label} serves it on no NVIDIA GPU generation")
+            if kv_forced and capability is None:
+                auto = [f"{name}: {backend}" for cap, name in GENERATIONS if (backend := serves(cap, kv_cache_dtype="auto"))]
+                if auto:
+                    parts.append("with --kv-cache-dtype auto it would on " + ", ".join(auto))
+    except (TypeError, ValueError, KeyError, AttributeError):
         return None
-    return ("Knowledge pack: " + "; ".join(parts) + ".") if parts else None
+    return "Knowledge pack: " + "; ".join(parts) + "."
 
 
 def _cap(capability: float) -> tuple[int, int]:
@@ -67,18 +81,26 @@ def _cap(capability: float) -> tuple[int, int]:
     return major, round((capability - major) * 10)
 
 
-def _inputs(error: SelectorError, facts: dict[str, Any]) -> dict[str, Any] | None:
+def _inputs(error: SelectorError, facts: dict[str, Any], inputs_class: type) -> dict[str, Any] | None:
+    """SelectorInputs fields from the printed AttentionSelectorConfig (only those this pack version knows)."""
+    from dataclasses import fields
+
     config = error.config
     head_size = config.get("head_size")
     if head_size is None or not head_size.isdigit():
         return None
-    return {
+    values: dict[str, Any] = {
         "head_size": int(head_size),
         "model_dtype": config.get("dtype", facts.get("model.dtype", "bfloat16")),
         "kv_cache_dtype": config.get("kv_cache_dtype", facts.get("serve.kv_cache_dtype", "auto")),
-        "use_mla": _BOOL.get(config.get("use_mla", "False"), False),
-        "has_sink": _BOOL.get(config.get("has_sink", "False"), False),
-        "use_sparse": _BOOL.get(config.get("use_sparse", "False"), False),
-        "attn_type": config.get("attn_type", "DECODER"),
+        "attn_type": config.get("attn_type", "decoder").lower(),
         "forced_backend": next(iter(error.reasons)) if error.kind == "selected_invalid" else None,
     }
+    block_size = config.get("block_size")
+    if block_size and block_size.isdigit():
+        values["block_size"] = int(block_size)
+    for name, value in config.items():
+        if value in _BOOL and name not in values:
+            values[name] = _BOOL[value]
+    known = {f.name for f in fields(inputs_class)}
+    return {name: value for name, value in values.items() if name in known}

@@ -463,7 +463,12 @@ def _annotate(report: Report, diagnosis: Diagnosis, families: Families, facts: d
         return _healthy_notes(report, lines, facts)
     family = diagnosis.family
     primary_line = primary.line if primary is not None else exception.line
-    primary_text = primary.text if primary is not None else exception.summary
+    primary_exception = primary.exception if primary is not None else exception
+    if primary_exception is not None and primary_exception.message:
+        # the whole message, unwrapped: a selector error spans several log lines
+        primary_text = f"{primary_exception.type}: " + " ".join(primary_exception.message.split())
+    else:
+        primary_text = primary.text if primary is not None else exception.summary
     rule_id = primary.rule.id if primary is not None else UNKNOWN_RULE
     notes = list(report.notes)
     extra = dict(report.extra)

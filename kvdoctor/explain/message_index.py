@@ -156,22 +156,32 @@ class MessageIndex:
         if not best:
             return self._truncated(text, version)
         template, match = best[0]
-        if len(best) > 1:  # the same wording raised in several places (cuda.py and rocm.py): name them all
-            locations = sorted({loc for t, _ in best for loc in t.locations},
-                               key=lambda l: (l.package != "vllm", l.file, l.function))
-            template = Template(template.parts, tuple(locations))
-        return Located(template, tuple(g or "" for g in match.groups()), version)
+        return Located(_merged([t for t, _ in best]), tuple(g or "" for g in match.groups()), version)
 
     def _truncated(self, text: str, version: str | None) -> Located | None:
         """A line cut short (a truncated log, a hard wrap) still names its template by a long opening literal."""
-        best: tuple[int, Template] | None = None
+        best: list[Template] = []
+        best_size = 0
         for word in set(_WORD.findall(text)):
             for anchor, position in self._prefixes.get(word, ()):
                 template = self._group(anchor)[position][0]
                 first = next((p for p in template.parts if p is not None), "")
-                if len(first) >= MIN_PREFIX and first in text and (best is None or len(first) > best[0]):
-                    best = (len(first), template)
-        return Located(best[1], (), version, truncated=True) if best else None
+                if len(first) >= MIN_PREFIX and first in text and len(first) >= best_size:
+                    if len(first) > best_size:
+                        best, best_size = [], len(first)
+                    best.append(template)
+        if not best:
+            return None
+        return Located(_merged(best), (), version, truncated=True)
+
+
+def _merged(templates: list[Template]) -> Template:
+    """Equally specific templates (the same wording raised in cuda.py and rocm.py) as one, naming every place."""
+    if len(templates) == 1:
+        return templates[0]
+    locations = sorted({loc for t in templates for loc in t.locations},
+                       key=lambda l: (l.package != "vllm", l.file, l.function, l.releases))
+    return Template(templates[0].parts, tuple(locations))
 
 
 def _compile(parts: tuple[str | None, ...]) -> re.Pattern[str]:

@@ -22,12 +22,12 @@ class FakeInputs:
     capability: tuple
     head_size: int
     model_dtype: str
-    kv_cache_dtype: str
-    use_mla: bool
-    has_sink: bool
-    use_sparse: bool
-    attn_type: str
-    forced_backend: str | None
+    kv_cache_dtype: str = "auto"
+    use_mla: bool = False
+    has_sink: bool = False
+    use_sparse: bool = False
+    attn_type: str = "decoder"
+    forced_backend: str | None = None
 
 
 @pytest.fixture
@@ -37,12 +37,14 @@ def fake_pack(monkeypatch):
     def select_backend(release, inputs):
         calls.append((release, inputs))
         ok = inputs.kv_cache_dtype == "auto" or inputs.capability >= (8, 9)
-        return types.SimpleNamespace(backend="FLASHINFER" if ok else None, reasons={}, error=None if ok else "none")
+        return types.SimpleNamespace(backend="FLASHINFER" if ok else None, reasons={} if ok else {"FLASHINFER": ["x"]},
+                                     error=None if ok else "No valid attention backend")
 
     module = types.ModuleType("kvdoctor.vllm_pack.select")
     module.SelectorInputs = FakeInputs
     module.select_backend = select_backend
     monkeypatch.setitem(sys.modules, "kvdoctor.vllm_pack.select", module)
+    FakeInputs.__dataclass_fields__  # a dataclass: explain passes only the fields it has
     import kvdoctor.vllm_pack as pack
 
     monkeypatch.setattr(pack, "load_release", lambda version: f"release {version}" if version == "0.30.0" else None)
@@ -64,3 +66,12 @@ def test_without_the_pack_selector_the_reasons_still_explain_it(monkeypatch):
     assert "Knowledge pack" not in cause
     assert "FLASH_ATTN cannot store a fp8 KV cache" in cause
     assert report.exit_code("error") == 1
+
+
+def test_a_selector_that_cannot_decide_says_nothing(fake_pack, monkeypatch):
+    import kvdoctor.vllm_pack.select as select
+
+    monkeypatch.setattr(select, "select_backend", lambda release, inputs: types.SimpleNamespace(
+        backend=None, reasons={}, error=None))
+    cause = explain_text(LOG).findings[0].cause
+    assert "Knowledge pack" not in cause and "FLASH_ATTN cannot store a fp8 KV cache" in cause
