@@ -18,6 +18,7 @@ from importlib import resources
 INDEX_FORMAT = 2
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{3,}")
 MAX_LINE = 4000
+STRONG_LITERAL = 24  # literal characters that locate a line on their own; fewer must cover half of it
 MIN_PREFIX = 30  # characters of a template's opening literal that identify it in a line cut short
 
 
@@ -156,6 +157,8 @@ class MessageIndex:
         if not best:
             return self._truncated(text, version)
         template, match = best[0]
+        if best_size < STRONG_LITERAL and best_size < len(text.strip()) // 2:
+            return None  # a short generic template ("Failed to load {}") says little about a long line
         return Located(_merged([t for t, _ in best]), tuple(g or "" for g in match.groups()), version)
 
     def _truncated(self, text: str, version: str | None) -> Located | None:
