@@ -45,3 +45,11 @@ def test_a_failure_after_start_up_is_a_request_time_failure():
     assert report.extra["family"] == "first_request_failure"
     assert any("while serving a request" in note for note in report.notes)
     assert any("failed with HTTP 500" in note for note in report.notes)
+
+
+def test_without_the_message_index_explain_still_works(monkeypatch):
+    import kvdoctor.explain.message_index as message_index
+
+    monkeypatch.setattr(message_index, "load_index", lambda: None)
+    report = explain_text("ERROR 05-02 10:22:18 [worker.py:9] The worker lost its GPU\n")
+    assert report.exit_code("error") == 1 and "located" not in report.extra
