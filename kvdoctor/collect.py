@@ -56,7 +56,7 @@ def collect_facts(options: CheckOptions) -> Facts:
             "kvdoctor check --gpu A100 -- vllm serve MODEL ...",
         )
     gpu = _gpu_facts(options.gpu, options.torch_check)
-    model = _model_facts(model_arg, options, gpu, serve) if model_arg else None
+    model = _model_facts(model_arg, options, gpu, serve, versions.vllm) if model_arg else None
     return Facts(gpu=gpu, model=model, versions=versions, serve=serve)
 
 
@@ -144,7 +144,8 @@ def _version_facts(options: CheckOptions) -> VersionFacts:
     return replace(versions, vllm_kernels=installed)
 
 
-def _model_facts(model: str, options: CheckOptions, gpu: GpuFacts, serve: ServeFacts) -> ModelFacts:
+def _model_facts(model: str, options: CheckOptions, gpu: GpuFacts, serve: ServeFacts,
+                 vllm_version: str | None) -> ModelFacts:
     from kvdoctor.probes.model_config import read_model_facts
     from kvdoctor.probes.model_dtype import resolve_model_dtype
     from kvdoctor.probes.model_source import locate_config, offline_requested
@@ -155,7 +156,30 @@ def _model_facts(model: str, options: CheckOptions, gpu: GpuFacts, serve: ServeF
     )
     facts = read_model_facts(location)
     weakest = gpu.weakest
-    dtype, note = resolve_model_dtype(
-        facts.config_dtype, serve.dtype, weakest.capability if weakest else None
-    )
+    capability = weakest.capability if weakest else None
+    from_pack = _dtype_from_releases(facts, serve.dtype, capability, vllm_version, weakest.name if weakest else None)
+    if from_pack is not None:
+        return replace(facts, dtype=from_pack[0], dtype_note=from_pack[1], dtype_error=from_pack[2])
+    dtype, note = resolve_model_dtype(facts.config_dtype, serve.dtype, capability)
     return replace(facts, dtype=dtype, dtype_note=note)
+
+
+def _dtype_from_releases(facts: ModelFacts, requested: str, capability, vllm_version: str | None,
+                         gpu_name: str | None = None):
+    """(dtype, note, error) as the judged release resolves it (every candidate release must agree), or None
+    when the pack cannot say (then kvdoctor's own reading of `--dtype auto` applies)."""
+    from kvdoctor.releases import agree, candidates
+
+    releases = candidates(vllm_version).releases
+    if not releases or capability is None:
+        return None
+    answer = agree(releases, lambda r: r.resolve_dtype(facts.config_dtype, requested, capability, facts.model_type))
+    if answer.value is None:
+        return None
+    dtype, note, error = answer.value
+    if error and "{device_name}" in error:
+        error = error.replace("{device_name}", gpu_name or "this")
+    if dtype is None and error is None:
+        return None
+    origin = f"config.json declares {facts.config_dtype}" if facts.config_dtype else "config.json declares no dtype"
+    return dtype, "; ".join(p for p in (origin, note) if p), error

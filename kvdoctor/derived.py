@@ -37,7 +37,7 @@ def fact_names() -> set[str]:
     names = set(blank.flat()) | set(DRYRUN_FACTS)
     names |= set(kv_dtype_facts("auto", Candidates((), exact=False)))
     names |= set(serve_args_facts((), Candidates((), exact=False))) | {"vllm.judged", "vllm.facts_note"}
-    names |= set(ATTENTION_FACTS)
+    names |= set(ATTENTION_FACTS) | set(RUNNER_FACTS)
     return names
 
 
@@ -62,7 +62,34 @@ def derive_kv_facts(facts: Facts) -> dict[str, Any]:
         | kv_dtype_facts(facts.serve.kv_cache_dtype, releases)
         | serve_args_facts(facts.serve.argv, releases)
         | attention_facts(facts, releases)
+        | runner_facts(facts, releases)
     )
+
+
+RUNNER_FACTS = ("vllm.model_runner", "vllm.runner_bug", "vllm.runner_error")
+
+
+def runner_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
+    """Which GPU model runner (V1/V2) the release uses for this model and flags, and the runner bug it hits."""
+    model = facts.model
+    if model is None or not releases.releases:
+        return dict.fromkeys(RUNNER_FACTS)
+    env = dict(facts.serve.env).get("VLLM_USE_V2_MODEL_RUNNER")
+    unsupported = ("ngram/ngram_gpu speculative decoding",) if "ngram" in (facts.serve.speculative_config or "") else ()
+
+    def choose(release):
+        return release.model_runner(
+            architectures=model.architectures, is_moe=model.is_moe, is_hybrid=model.is_hybrid, env=env,
+            v2_unsupported_features=unsupported, kv_cache_dtype=facts.serve.kv_cache_dtype,
+        )
+
+    choices = {r.version: choose(r) for r in releases.releases}
+    pick = lambda attr: agree(releases.releases, lambda r: attr(choices[r.version])).value  # noqa: E731
+    return {
+        "vllm.model_runner": pick(lambda c: c.runner),
+        "vllm.runner_bug": pick(lambda c: c.bugs[0].message if c.bugs else ("none" if c.runner else None)),
+        "vllm.runner_error": pick(lambda c: c.error or ("none" if c.runner else None)),
+    }
 
 
 def pinned_stack_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:

@@ -65,6 +65,8 @@ class ModelFacts:
     """Effective model dtype after vLLM's resolution for the target GPU and --dtype."""
     dtype_note: str | None = None
     """How the effective dtype was reached (fallback, downcast, explicit flag)."""
+    dtype_error: str | None = None
+    """vLLM's own error when the judged release refuses this model dtype on this GPU."""
     head_dim: int | None = None
     num_attention_heads: int | None = None
     num_kv_heads: int | None = None
@@ -183,6 +185,7 @@ ABSENT_MEANS: dict[str, Any] = {
     "model_type": "none",
     "sliding_window": 0,
     "config_dtype": "none",
+    "dtype_error": "none",
 }
 """What a field missing from a config.json that was read means (None stays for 'no model read')."""
 

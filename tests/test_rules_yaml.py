@@ -29,7 +29,8 @@ CASES = {
     "KVD120": (dict(kv="bfloat16", gpu="V100"), dict(kv="float16", gpu="V100")),
     "KVD121": (dict(gpu="T4", serve=["--dtype", "bfloat16"]), dict(gpu="A10", serve=["--dtype", "bfloat16"])),
     "KVD122": (dict(gpu="T4"), dict(gpu="T4", serve=["--dtype", "float16"])),
-    "KVD123": (dict(model="gemma2", gpu="T4"), dict(model="gemma2", gpu="A100")),
+    # vLLM 0.25.1+ falls back to float32 for gemma2 on a GPU without bf16, so only an explicit float16 is refused
+    "KVD123": (dict(model="gemma2", gpu="A100", serve=["--dtype", "float16"]), dict(model="gemma2", gpu="T4")),
     "KVD140": (dict(model="modelopt", gpu="A10"), dict(model="modelopt", gpu="L40S")),
     "KVD150": (dict(gpu="B200", triton="3.2.0"), dict(gpu="B200", triton="3.3.0")),
     "KVD170": (dict(model="deepseek", gpu="H100"), dict(model="deepseek", gpu="H100", serve=["--trust-remote-code"])),
@@ -38,7 +39,7 @@ CASES = {
 
 def test_every_shipped_rule_has_cases():
     shipped = {r.id for r in rules() if r.when is not None and r.origin.endswith("rules.yaml") and not r.id.startswith("KVD3")}
-    missing = shipped - set(CASES) - {"KVD160", "KVD900", "KVD007"}  # tested separately below
+    missing = shipped - set(CASES) - {"KVD160", "KVD900", "KVD007", "KVD008"}  # tested separately below
     assert not missing, f"rules without a firing/non-firing test: {sorted(missing)}"
 
 
@@ -107,3 +108,12 @@ def test_constructor_guard_rule_in_vllms_words():
     found = {f.rule_id: f for f in evaluate_rules(rules(), facts)}
     assert found["KVD007"].status == "fired" and "ValueError: no" in found["KVD007"].cause
     assert "KVD007" not in {f.rule_id for f in evaluate_rules(rules(), facts | {"attention.error_kind": "none"})}
+
+
+def test_generic_dtype_refusal_in_vllms_words():
+    from kvdoctor.rules.engine import evaluate_rules
+
+    facts = {"model.dtype_error": "ValueError: nope", "serve.dtype": "float32"}
+    found = {f.rule_id: f for f in evaluate_rules(rules(), facts)}
+    assert found["KVD008"].status == "fired" and "ValueError: nope" in found["KVD008"].cause
+    assert "KVD008" not in {f.rule_id for f in evaluate_rules(rules(), facts | {"model.dtype_error": "none"})}
