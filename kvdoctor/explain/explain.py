@@ -55,6 +55,9 @@ def explain_text(text: str, rules_files: tuple[Path, ...] = ()) -> Report:
     selector_errors = parse_selector_errors(lines)
     for error in selector_errors[:1]:
         facts.update({k: v for k, v in error.facts().items() if k not in facts})
+        kv = error.config.get("kv_cache_dtype")
+        if kv and kv not in ("None", "auto"):
+            facts.setdefault("serve.kv_cache_dtype", kv)  # the engine's own value, printed by the selector
     facts.update(_kv_facts(facts))
     matches = _in_context(match_signatures([r for r in rules if r.signatures], chains, lines), families, text)
     diagnosis = _root_of_consequence(_diagnose(matches, chains), families)

@@ -45,9 +45,6 @@ def fake_pack(monkeypatch):
     module.select_backend = select_backend
     monkeypatch.setitem(sys.modules, "kvdoctor.vllm_pack.select", module)
     FakeInputs.__dataclass_fields__  # a dataclass: explain passes only the fields it has
-    import kvdoctor.vllm_pack as pack
-
-    monkeypatch.setattr(pack, "load_release", lambda version: f"release {version}" if version == "0.30.0" else None)
     return calls
 
 
@@ -56,7 +53,7 @@ def test_pack_says_which_gpus_serve_it_and_what_to_change(fake_pack):
     assert "Knowledge pack:" in cause
     assert "with --kv-cache-dtype auto vLLM 0.30.0 would serve it with FLASHINFER on this GPU" in cause
     assert "Ada (L4/L40S): FLASHINFER" in cause and "Turing (T4)" not in cause
-    assert fake_pack[0][0] == "release 0.30.0" and fake_pack[0][1].head_size == 256
+    assert fake_pack[0][0].version == "0.30.0" and fake_pack[0][1].head_size == 256
 
 
 def test_without_the_pack_selector_the_reasons_still_explain_it(monkeypatch):
