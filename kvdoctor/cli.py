@@ -143,8 +143,12 @@ def list_rules(
             return
         from kvdoctor.rules import load_all_rules
 
+        from kvdoctor.explain.families import load_families
+
         for rule in load_all_rules(list(rules)):
             typer.echo(f"{rule.id}  {rule.severity:<7}  {rule.title}")
+        for rule in load_families().rules:  # explain-only families (kvdoctor/explain/families.yaml)
+            typer.echo(f"{rule.id}  {rule.severity:<7}  {rule.title}  [explain]")
     except KvdoctorError as exc:
         fail_input(exc)
 
