@@ -51,7 +51,7 @@ def _headline(report: Report) -> str:
 def _gpu_label(facts: dict) -> str:
     if facts.get("gpu.capability") is None:
         return "GPU unknown"
-    return f"{facts.get('gpu.name')} (SM {facts['gpu.capability']:.1f})"
+    return f"{facts.get('gpu.name') or 'GPU'} (SM {facts['gpu.capability']:.1f})"
 
 
 def _print_finding(console: Console, finding: Finding) -> None:
