@@ -44,6 +44,8 @@ NEVER = re.compile(r"^(torch|torchaudio|torchvision|torchcodec|triton|nvidia-.*|
                    r"fastsafetensors|z3-solver|instanttensor)$")
 
 
+# A pin the index no longer serves, replaced by the nearest release that it does (recorded in the manifest).
+SUBSTITUTE = {"flashinfer-python==0.7.3": "flashinfer-python==0.7.4"}
 # One version for every release whose range allows it, so the wheel travels once (xgrammar is ~48 MB).
 PREFER = {"xgrammar": "0.2.8"}
 
@@ -84,6 +86,8 @@ def requirements(wheel: Path, version: str, prefer: bool = True) -> list[str]:
         if NEVER.match(name) or name in have:
             continue
         req.marker = None
+        if str(req) in SUBSTITUTE:
+            req = Requirement(SUBSTITUTE[str(req)])
         if prefer and name in PREFER and req.specifier.contains(PREFER[name]):
             req.specifier = type(req.specifier)(f"=={PREFER[name]}")
         out.append(str(req))
@@ -92,6 +96,9 @@ def requirements(wheel: Path, version: str, prefer: bool = True) -> list[str]:
 
 def resolve(reqs: list[str], report: Path) -> list[dict]:
     """pip's resolution for the machine's platform; returns the wheels to ship (name, version, url, sha256)."""
+    asked = report.with_suffix(".requirements")
+    if report.exists() and asked.exists() and asked.read_text() == "\n".join(reqs):
+        return picked_from(report)  # resolved before for exactly these requirements
     cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--report",
            str(report), "--python-version", "3.12", "--implementation", "cp", "--only-binary=:all:"]
     for p in PLATFORMS:
@@ -101,6 +108,11 @@ def resolve(reqs: list[str], report: Path) -> list[dict]:
         errors = [line for line in proc.stderr.splitlines() if not line.startswith("WARNING: Location")]
         print("\n".join(errors[-6:]), file=sys.stderr)
         raise subprocess.CalledProcessError(proc.returncode, cmd)
+    asked.write_text("\n".join(reqs))
+    return picked_from(report)
+
+
+def picked_from(report: Path) -> list[dict]:
     have = machine_packages()
     picked = []
     for item in json.loads(report.read_text())["install"]:

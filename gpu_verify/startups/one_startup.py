@@ -103,6 +103,10 @@ def introspect(llm) -> dict:
 
 
 def main() -> int:
+    if os.environ.get("KVD_SITE"):  # pip --target dirs on PYTHONPATH skip .pth files (cutlass DSL needs its one)
+        import site
+
+        site.addsitedir(os.environ["KVD_SITE"])
     faulthandler.enable()
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     case = json.loads(sys.argv[1])

@@ -16,7 +16,8 @@ import re
 RESULT = "KVD-RESULT "
 PHASE = re.compile(r"^KVD-PHASE (\S+) ([\d.]+)$", re.M)
 BACKEND_LOG = re.compile(r"Using (?:AttentionBackendEnum\.)?([A-Z0-9_]+) (?:attention )?backend")
-ENV_MESSAGES = ("undefined symbol", "No module named", "cannot open shared object file", "version `GLIBC")
+ENV_MESSAGES = ("undefined symbol", "No module named", "cannot open shared object file", "version `GLIBC",
+                "(unknown location)")  # the last: a namespace package left by a partly shipped dependency
 ENV_TYPES = ("ModuleNotFoundError",)
 VERDICTS = ("started", "failed", "crashed")
 

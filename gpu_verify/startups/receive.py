@@ -90,8 +90,8 @@ def verify_record(site: Path, version: str) -> tuple[int, list[str]]:
     record = site / f"vllm-{version}.dist-info" / "RECORD"
     checked, bad = 0, []
     for row in csv.reader(record.read_text().splitlines()):
-        if len(row) < 2 or not row[1].startswith("sha256="):
-            continue
+        if len(row) < 2 or not row[1].startswith("sha256=") or row[0].startswith("../"):
+            continue  # ../ entries are console scripts pip rewrote outside the package (bin/vllm)
         path = site / row[0]
         want = row[1].split("=", 1)[1]
         got = base64.urlsafe_b64encode(bytes.fromhex(sha256_file(path))).rstrip(b"=").decode() if path.exists() else None

@@ -65,6 +65,7 @@ def case_env(case: dict, site: Path, stage: Path) -> dict:
     env = dict(os.environ)
     env.update(BASE_ENV)
     env["PYTHONPATH"] = f"{site}{os.pathsep}{REPO}"
+    env["KVD_SITE"] = str(site)  # one_startup.py processes its .pth files (PYTHONPATH entries skip them)
     env["TRITON_CACHE_DIR"] = str(stage / "triton-cache")
     env["VLLM_CACHE_ROOT"] = str(stage / "vllm-cache")
     if case.get("runner") is not None:
