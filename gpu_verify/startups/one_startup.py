@@ -6,7 +6,8 @@ Run by run_startups.py with the release's site directory first on PYTHONPATH and
 already in the environment (VLLM_ENABLE_V1_MULTIPROCESSING=0 keeps the engine in this process, so a patch of
 `_use_fp8_e4b15` reaches the kernels). Case keys: model, kv, dtype, backend (None = vLLM's choice),
 force_e4b15 (the SM<8.9 key path on SM90), max_tokens. SIGUSR1 dumps every thread's stack (the runner sends it
-before killing a case that ran out of time). `KVD-PHASE name seconds` lines mark how far it got.
+before killing a case that ran out of time). `KVD-PHASE name seconds` lines mark how far it got. KVD_SITE names
+the release's site directory, whose .pth files are processed first (PYTHONPATH entries skip them).
 """
 
 from __future__ import annotations
