@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import email.parser
+import gzip
 import json
 import os
 import re
@@ -96,6 +97,35 @@ def extract(wheel: Path, into: Path) -> dict:
     return {"compiled_modules": compiled, "requirements": requirements(metadata), "py_files": len(py)}
 
 
+TORCH_PINS = HERE / "vllm_pack_torch_triton.json"
+
+
+def triton_of_torch(torch_spec: str | None) -> dict | None:
+    """The Triton version torch pins (torch's own Requires-Dist), from the committed table or, for a torch the
+    table lacks, from the package index's metadata (`pip install --dry-run --report`, no download)."""
+    if not torch_spec or not torch_spec.startswith("=="):
+        return None
+    torch_version = torch_spec[2:]
+    table = json.loads(TORCH_PINS.read_text()) if TORCH_PINS.exists() else {}
+    if torch_version not in table:
+        with tempfile.TemporaryDirectory() as tmp:
+            report = Path(tmp) / "report.json"
+            proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps",
+                                   "--ignore-installed", "-q", "--report", str(report), f"torch=={torch_version}"],
+                                  capture_output=True, text=True, timeout=300,
+                                  # the index's own torch (a local CPU build has no Triton pin)
+                                  env={**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_FIND_LINKS": ""})
+            if proc.returncode != 0 or not report.exists():
+                return None
+            requires = json.loads(report.read_text())["install"][0]["metadata"].get("requires_dist", [])
+        pins = [r.split(";")[0].strip() for r in requires if r.startswith("triton") and "Linux" in r]
+        table[torch_version] = pins[0].replace("triton", "", 1).strip() if pins else None
+        TORCH_PINS.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
+    spec = table.get(torch_version)
+    return {"spec": spec, "torch": torch_version, "where": f"torch=={torch_version} METADATA (Requires-Dist)"} \
+        if spec else None
+
+
 def run_child(python: str, src: Path, request: dict, timeout: float) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         req_path, out_path = Path(tmp) / "req.json", Path(tmp) / "out.json"
@@ -114,6 +144,7 @@ def build_release(version: str, wheel: Path, python: str, tasks: list[str], time
         src = Path(tmp)
         shipped = extract(wheel, src)
         pins = {name: spec for name, spec, _ in shipped["requirements"]}
+        shipped["triton"] = triton_of_torch(pins.get("torch"))
         stub_packages = {}
         for dist, module in MODELLED_PACKAGES.items():
             if dist in pins:
@@ -162,11 +193,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{version}: FAILED {exc}", file=sys.stderr)
             failed += 1
             continue
-        # the attention facts go in a file of their own, read only when a selection is simulated
-        files = {f"{version}.json": {k: v for k, v in data.items() if k not in ("backends", "samples")}}
-        if "backends" in data:
-            files[f"{version}.attention.json"] = {"format": data["format"], "version": version,
-                                                  "backends": data["backends"]}
+        # attention selection and run-time facts go in a file of their own, read only when needed
+        lazy = ("backends", "runtime")
+        files = {f"{version}.json": {k: v for k, v in data.items() if k not in lazy + ("samples",)}}
+        if any(k in data for k in lazy):
+            files[f"{version}.detail.json"] = {"format": data["format"], "version": version,
+                                               **{k: data[k] for k in lazy if k in data}}
         for name, content in files.items():
             text = dumps(content)
             target = args.out / name
@@ -182,8 +214,10 @@ def main(argv: list[str] | None = None) -> int:
                       f"errors: {sorted(data.get('build_errors', {})) or 'none'}")
         if args.samples_out and "backends" in data:
             args.samples_out.mkdir(parents=True, exist_ok=True)
-            (args.samples_out / f"{version}.json").write_text(dumps({"version": version,
-                                                                     "samples": data["samples"]}))
+            blob = dumps({"version": version, "samples": data["samples"]}).encode()
+            with open(args.samples_out / f"{version}.json.gz", "wb") as fh:  # mtime 0: byte-identical
+                with gzip.GzipFile(fileobj=fh, mode="wb", mtime=0, filename="") as gz:
+                    gz.write(blob)
     return 1 if failed else 0
 
 

@@ -1,6 +1,7 @@
 """Turn the child's raw answers for one release into the pack's stored form (deterministic, no absolute paths)."""
 from __future__ import annotations
 
+import json
 import re
 
 # Serve-argument defaults worth naming as release defaults (dest -> key in `defaults`).
@@ -87,6 +88,8 @@ def normalise_release(version: str, raw: dict, shipped: dict, request: dict, pac
         if key in raw:
             out[key] = raw[key]
     out["pins"] = {"requires": _pins(shipped["requirements"]), "where": "METADATA (Requires-Dist)"}
+    if shipped.get("triton"):
+        out["pins"]["triton"] = shipped["triton"]
     out["modelled"] = {
         "compiled_modules_present": shipped["compiled_modules"],
         "packages_present": request["stub_packages"],
@@ -96,9 +99,35 @@ def normalise_release(version: str, raw: dict, shipped: dict, request: dict, pac
     if "backends" in raw:
         backends = dict(raw["backends"])
         out["samples"] = backends.pop("samples", [])
+        # capabilities share most answers: each distinct answer set once, per capability an index
+        answer_sets, index = [], {}
+        for cap, per in backends["per_capability"].items():
+            for name, answers in per.items():
+                blob = json.dumps(answers, sort_keys=True)
+                if blob not in index:
+                    index[blob] = len(answer_sets)
+                    answer_sets.append(answers)
+                per[name] = index[blob]
+        backends["answer_sets"] = answer_sets
         out["backends"] = backends
     if "runtime" in raw:
-        out["runtime"] = raw["runtime"]
+        runtime = raw["runtime"]
+        table = runtime.get("dtype", {}).get("table")
+        if table:  # 2,592 cells share a handful of answers, and capabilities share whole tables
+            answers = sorted({json.dumps(v) for v in table.values()})
+            by_cap: dict = {}
+            for key, value in table.items():
+                cap, rest = key.split("|", 1)
+                by_cap.setdefault(cap, {})[rest] = answers.index(json.dumps(value))
+            tables, caps = [], {}
+            for cap, sub in by_cap.items():
+                if sub not in tables:
+                    tables.append(sub)
+                caps[cap] = tables.index(sub)
+            runtime["dtype"]["answers"] = [json.loads(a) for a in answers]
+            runtime["dtype"]["tables"] = tables
+            runtime["dtype"]["table"] = caps
+        out["runtime"] = runtime
     if errors:
         out["build_errors"] = _clean(errors)
     return _clean(out)

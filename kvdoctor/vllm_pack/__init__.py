@@ -63,8 +63,8 @@ class ReleaseFacts:
     defaults: dict[str, Any]
     """Release defaults of selected serve settings (`block_size`, `gpu_memory_utilization`, ...)."""
     pins: dict[str, str]
-    """Requirements the wheel pins (`torch`: '==2.11.0', `flashinfer-python`, `transformers` ...) and `triton`
-    through torch's own pin where known."""
+    """Requirements the wheel declares: an exact pin as its version (`torch`: '2.11.0', `flashinfer`: '0.6.13'),
+    a range as written (`transformers`: '>=5.5.3'); `triton` through torch's own pin ('3.6.0', '~=3.8.0')."""
     data: dict = field(repr=False, compare=False)
     """The stored JSON (backends, runtime, modelled inputs) for select.py and the rest of this package."""
     _where: dict[str, str] = field(repr=False, compare=False, default_factory=dict)
@@ -83,7 +83,15 @@ class ReleaseFacts:
         a dest, 'kv_cache_dtypes', 'model_dtypes', 'defaults.block_size', 'pins', 'backend.FLASH_ATTN', ..."""
         if key in self.serve_args:
             return self.serve_args[key].where
-        return self._where.get(key)
+        if key in self._where:
+            return self._where[key]
+        detail = load_detail(self.version)
+        if key.startswith("backend."):
+            entry = (detail.get("backends") or {}).get("classes", {}).get(key.split(".", 1)[1], {})
+            return entry.get("where")
+        if key == "backend_priorities":
+            return (detail.get("backends") or {}).get("priorities", {}).get("where")
+        return (detail.get("runtime") or {}).get("where", {}).get(key)
 
     def model_runner(self, *args: Any, **kwargs: Any):
         """V1 or V2 model runner for a model and flags, as this release decides (see runner.py)."""
@@ -116,7 +124,7 @@ def _version_key(text: str):
 def pack_releases() -> tuple[str, ...]:
     """Every release the pack holds, oldest first (sorted by Version)."""
     names = [p.name[: -len(".json")] for p in _pack_dir().iterdir()
-             if p.name.endswith(".json") and not p.name.endswith(".attention.json")]
+             if p.name.endswith(".json") and not p.name.endswith(".detail.json")]
     return tuple(sorted(names, key=_version_key))
 
 
@@ -149,13 +157,23 @@ def load_release(version: str) -> ReleaseFacts | None:
 
 
 @lru_cache(maxsize=None)
+def load_detail(version: str) -> dict:
+    """The release's lazily read facts: `backends` (attention selection) and `runtime` (model runner, dtype)."""
+    path = _pack_dir().joinpath(f"{version}.detail.json")
+    if not path.is_file():
+        return {}
+    data = json.loads(path.read_text("utf-8"))
+    return data if data.get("format") == PACK_FORMAT else {}
+
+
 def load_attention(version: str) -> dict | None:
     """The release's attention-backend facts (checks, per-capability answers, priorities, guards), or None."""
-    path = _pack_dir().joinpath(f"{version}.attention.json")
-    if not path.is_file():
-        return None
-    data = json.loads(path.read_text("utf-8"))
-    return data.get("backends") if data.get("format") == PACK_FORMAT else None
+    return load_detail(version).get("backends")
+
+
+def load_runtime(version: str) -> dict | None:
+    """The release's model-runner and dtype-resolution facts, or None."""
+    return load_detail(version).get("runtime")
 
 
 def _release_facts(data: dict) -> ReleaseFacts:
@@ -182,10 +200,17 @@ def _release_facts(data: dict) -> ReleaseFacts:
     for key, value in data.get("defaults", {}).items():
         defaults[key] = value["value"]
         where[f"defaults.{key}"] = value["where"]
-    pins = dict(data.get("pins", {}).get("requires", {}))
+    # "==2.11.0" -> "2.11.0"; ranges stay as written
+    pins = {name: spec[2:] if spec.startswith("==") and "," not in spec else spec
+            for name, spec in data.get("pins", {}).get("requires", {}).items()}
+    if "flashinfer-python" in pins:
+        pins["flashinfer"] = pins["flashinfer-python"]
+    triton = data.get("pins", {}).get("triton")
+    if triton:
+        spec = triton["spec"]
+        pins["triton"] = spec[2:] if spec.startswith("==") else spec
+        where["pins.triton"] = triton["where"]
     where["pins"] = data.get("pins", {}).get("where")
-    for key, value in (data.get("runtime") or {}).get("where", {}).items():
-        where[key] = value
     return ReleaseFacts(
         version=data["version"],
         serve_args=by_option,

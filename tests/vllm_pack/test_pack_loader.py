@@ -70,7 +70,7 @@ def test_model_dtypes_and_core_serve_args_in_every_release(version):
     eager = release.serve_args["--no-enforce-eager"]
     assert eager.dest == "enforce_eager" and eager.is_bool_optional and not eager.takes_value
     assert release.provenance("--kv-cache-dtype").startswith("vllm/engine/arg_utils.py:")
-    assert release.pins["torch"].startswith("==")
+    assert release.pins["torch"][0].isdigit()
     assert "model_tag" in release.positionals
 
 
@@ -81,7 +81,7 @@ def test_pinned_locations_of_0_25_1():
     assert release.provenance("--enforce-eager") == "vllm/engine/arg_utils.py:831"
     assert release.provenance("model_dtypes") == "vllm/config/model.py:87"
     assert release.serve_args["--api-server-count"].option_strings == ("--api-server-count", "-asc")
-    assert release.pins["torch"] == "==2.11.0"
+    assert release.pins["torch"] == "2.11.0"
 
 
 @pytest.mark.parametrize("version", FULL)

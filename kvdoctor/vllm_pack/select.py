@@ -1,0 +1,310 @@
+"""Which attention backend a vLLM release picks on CUDA, replayed from that release's own answers (the pack).
+
+vLLM's `CudaPlatformBase.get_attn_backend_cls` walks `_get_backend_priorities(...)` and keeps the first backend
+whose `validate_configuration(...)` returns no reasons; a forced backend (`--attention-backend`) is checked
+alone. The pack stores, per release and compute capability, the order and wording of the base checks and
+each backend's answer to each, `supports_combination` over a grid, the priority lists and the constructor
+guards; this module replays them. Where an answer was not stored (a head size outside the grid, a check that
+needs a run-time value), the selection is `undecided` with what and why, never guessed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kvdoctor.vllm_pack import ReleaseFacts, load_attention
+
+
+@dataclass(frozen=True)
+class SelectorInputs:
+    """vLLM's AttentionSelectorConfig for one attention layer, plus the platform and the forced backend."""
+
+    capability: tuple[int, int]
+    head_size: int
+    model_dtype: str
+    """'bfloat16', 'float16' or 'float32' (the resolved model dtype)."""
+    kv_cache_dtype: str = "auto"
+    block_size: int | None = None
+    """--block-size when the user gave it (vLLM passes None otherwise)."""
+    use_mla: bool = False
+    has_sink: bool = False
+    use_sparse: bool = False
+    attn_type: str = "decoder"
+    forced_backend: str | None = None
+    """--attention-backend / VLLM_ATTENTION_BACKEND, or None."""
+    sliding_window: int | None = None
+    num_heads: int | None = None
+    """Attention heads of the layer on one rank (MLA priorities on SM10x depend on it); None: unknown."""
+    use_mm_prefix: bool = False
+    use_per_head_quant_scales: bool = False
+    use_non_causal: bool = False
+    use_batch_invariant: bool = False
+    use_kv_connector: bool = False
+    use_pcp: bool = False
+    use_dcp: bool = False
+    device_name: str | None = None
+    """Substituted into messages that name the device (vLLM prints torch's device name)."""
+
+    def flag(self, name: str) -> bool:
+        if name == "has_sliding_window":
+            return self.sliding_window is not None
+        return bool(getattr(self, name, False))
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the release would do with these inputs."""
+
+    backend: str | None
+    """The backend vLLM picks (or the forced one when valid); None when it raises or it is undecided."""
+    reasons: dict[str, tuple[str, ...]]
+    """Each backend it rejected (in priority order), with vLLM's own reason strings."""
+    error: str | None
+    """vLLM's own error message when no backend is valid, the forced one is invalid or unknown, or the chosen
+    backend's constructor refuses the configuration; else None."""
+    undecided: tuple[str, ...] = ()
+    """Inputs the pack cannot decide, with why (empty when the answer is decided)."""
+    evidence: tuple[str, ...] = ()
+    """Where the answer comes from: 'vllm/platforms/cuda.py:390 (vLLM 0.25.1)', ..."""
+    priorities: tuple[str, ...] = ()
+    """The priority list vLLM walks for these inputs."""
+    error_kind: str | None = None
+    """'no_valid_backend', 'forced_invalid', 'unknown_backend' or 'constructor' (with error), else None."""
+    candidates: tuple[str, ...] = field(default=())
+    """Every valid backend in priority order (vLLM logs them as 'potential backends')."""
+
+
+def _cap_key(capability: tuple[int, int]) -> str:
+    return f"{capability[0]}.{capability[1]}"
+
+
+def _in_ints(spec: dict, value: int) -> bool | None:
+    if "all" in spec:
+        lo, hi = spec["all"]
+        return True if lo <= value <= hi else None
+    if "none" in spec:
+        return False
+    if "values" in spec:
+        return value in spec["values"]
+    step = spec["step"]
+    return any(lo <= value <= hi and (value - lo) % step == 0 for lo, hi in spec["ranges"])
+
+
+class _Replay:
+    """validate_configuration of one release, replayed for one capability."""
+
+    def __init__(self, attention: dict, inputs: SelectorInputs):
+        self.a = attention
+        self.inputs = inputs
+        self.per = attention["per_capability"].get(_cap_key(inputs.capability))
+        self.undecided: list[str] = []
+
+    def _value_answer(self, answers: dict, method: str, value):
+        answer = answers.get(method)
+        if answer is None:
+            return None
+        if method == "supports_head_size":
+            ok = _in_ints(answer, value)
+            if ok is None:
+                self.undecided.append(f"head_size {value}: outside the sizes the pack asked vLLM about (1-1024)")
+            return ok
+        if method == "supports_block_size":
+            if value in self.a["block_domain"]:
+                return value in answer
+            kernel = answers.get("kernel_block_sizes")
+            if isinstance(kernel, list):  # the base rule: a multiple of any kernel block size
+                return not kernel or any(value % (k["multiple_of"] if isinstance(k, dict) else k) == 0
+                                         for k in kernel)
+            self.undecided.append(f"block_size {value}: not among the sizes the pack asked vLLM about")
+            return None
+        if method == "supports_compute_capability":
+            return answer if isinstance(answer, bool) else None
+        return value in answer
+
+    def validate(self, name: str) -> tuple[str, ...] | None:
+        """vLLM's reasons for rejecting `name` (empty: valid); None when the pack cannot say."""
+        index = (self.per or {}).get(name)
+        answers = None if index is None else self.a["answer_sets"][index]
+        klass = self.a["classes"].get(name, {})
+        if answers is None or "error" in answers or "import_error" in klass:
+            why = klass.get("import_error") or (answers or {}).get("error", "not read")
+            self.undecided.append(f"{name}: the pack could not ask vLLM about it ({str(why).splitlines()[-1]})")
+            return None
+        i = self.inputs
+        values = {"head_size": i.head_size, "dtype": i.model_dtype, "kv_cache_dtype": i.kv_cache_dtype,
+                  "block_size": i.block_size, "attn_type": i.attn_type, "device_capability": i.capability,
+                  "use_mla": i.use_mla, "use_sparse": i.use_sparse}
+        reasons: list[str] = []
+        decided = True
+        for check in self.a["checks"]["order"]:
+            if not all(i.flag(g) for g in check["gates"]):
+                continue
+            method, kind = check["method"], check["kind"]
+            if kind == "equal":
+                if values[check["input"]] == check["when_input"] and answers.get(method) != check["when_input"]:
+                    reasons.append(check["message"])
+                continue
+            if kind == "value":
+                ok = self._value_answer(answers, method, values[check["input"]])
+            else:
+                ok = answers.get(method)
+            if isinstance(ok, str) or ok is None:
+                self.undecided.append(f"{name}.{method}: vLLM's answer needs run-time state ({ok})"
+                                      if isinstance(ok, str) else f"{name}: check '{check['message']}' not recorded")
+                decided = False
+                continue
+            if ok is False:
+                reasons.append(check["message"].replace("{attn_type}", i.attn_type))
+        combo = self._combination(name, answers.get("combination"))
+        if combo is False:
+            decided = False
+        elif combo:
+            reasons.append(combo)
+        return tuple(reasons) if decided else None
+
+    def _combination(self, name: str, combo: dict | None):
+        if not combo:
+            return None
+        i = self.inputs
+        cell = []
+        for axis in combo["axes"]:
+            value = {"head_size": i.head_size, "dtype": i.model_dtype, "kv_cache_dtype": i.kv_cache_dtype,
+                     "block_size": i.block_size, "has_sink": i.has_sink, "use_mm_prefix": i.use_mm_prefix,
+                     "use_mla": i.use_mla, "use_sparse": i.use_sparse}[axis]
+            if value not in combo["grid"][axis]:
+                self.undecided.append(f"{name}.supports_combination: {axis}={value} is outside the grid the "
+                                      "pack asked vLLM about")
+                return False
+            cell.append(value)
+        for reason, tree in combo["reasons"].items():
+            if _tree_has(tree, cell):
+                if reason.startswith("<error"):
+                    self.undecided.append(f"{name}.supports_combination raised without a GPU: {reason}")
+                    return False
+                return reason
+        return None
+
+
+def _tree_has(tree, cell) -> bool:
+    if tree is True:
+        return True
+    head, rest = cell[0], cell[1:]
+    for values, sub in tree:
+        if head in values:
+            return _tree_has(sub, rest)
+    return False
+
+
+def priorities(attention: dict, inputs: SelectorInputs) -> tuple[list[str] | None, str | None]:
+    """The priority list for these inputs, or (None, why) when it depends on something unknown."""
+    table = attention["priorities"]["table"]
+    lists = attention["priorities"]["lists"]
+    non_causal = inputs.use_non_causal and "use_non_causal" in attention["priorities"]["params"]
+    cap, mla, kv = _cap_key(inputs.capability), f"{int(inputs.use_mla)}{'n' if non_causal else ''}", \
+        inputs.kv_cache_dtype
+    for key in (f"{cap}|{mla}|*|*", f"{cap}|{mla}|{kv}|*", f"{cap}|{mla}|{kv}|{inputs.num_heads}"):
+        if key in table:
+            return lists[table[key]], None
+    heads = sorted(int(k.rsplit("|", 1)[1]) for k in table
+                   if k.startswith(f"{cap}|{mla}|{kv}|") and not k.endswith("|None"))
+    if inputs.num_heads is None or not heads:
+        return None, "num_heads: vLLM's priority list on this GPU depends on the layer's head count"
+    below = [h for h in heads if h <= inputs.num_heads]
+    above = [h for h in heads if h >= inputs.num_heads]
+    answers = {table[f"{cap}|{mla}|{kv}|{h}"] for h in (below[-1:] + above[:1])}
+    if len(answers) == 1:
+        return lists[answers.pop()], None
+    return None, f"num_heads {inputs.num_heads}: between head counts the pack asked about with different answers"
+
+
+def _config_repr(attention: dict, inputs: SelectorInputs) -> str:
+    template = attention["selector_config"]["repr_template"]
+    values = {"head_size": inputs.head_size, "dtype": f"torch.{inputs.model_dtype}",
+              "kv_cache_dtype": inputs.kv_cache_dtype, "block_size": inputs.block_size,
+              "use_mla": inputs.use_mla, "has_sink": inputs.has_sink, "use_sparse": inputs.use_sparse,
+              "use_mm_prefix": inputs.use_mm_prefix, "use_per_head_quant_scales": inputs.use_per_head_quant_scales,
+              "attn_type": inputs.attn_type, "has_sliding_window": inputs.sliding_window is not None,
+              "use_non_causal": inputs.use_non_causal, "use_batch_invariant": inputs.use_batch_invariant,
+              "use_kv_connector": inputs.use_kv_connector, "use_pcp": inputs.use_pcp, "use_dcp": inputs.use_dcp}
+    for name in attention["selector_config"]["fields"]:
+        template = template.replace("{" + name + "}", str(values.get(name, False)))
+    return template
+
+
+def select_backend(release: ReleaseFacts, inputs: SelectorInputs) -> Selection:
+    """The backend `release` picks for `inputs` on CUDA, with every rejected backend's reasons."""
+    attention = load_attention(release.version)
+    if attention is None:
+        return Selection(None, {}, None, (f"the pack holds no attention facts for vLLM {release.version}",))
+    where = attention["templates"].get("get_attn_backend_cls")
+    evidence = [f"{where} (vLLM {release.version})"] if where else []
+    replay = _Replay(attention, inputs)
+    if replay.per is None:
+        return Selection(None, {}, None, (f"capability {_cap_key(inputs.capability)}: not among the "
+                                          "capabilities the pack asked vLLM about",), tuple(evidence))
+    enum = attention["enum"]
+    if inputs.forced_backend is not None:
+        return _forced(release, attention, replay, inputs, evidence)
+
+    order, why = priorities(attention, inputs)
+    if order is None:
+        return Selection(None, {}, None, (why,), tuple(evidence))
+    evidence.append(f"{attention['priorities']['where']} (vLLM {release.version})")
+    reasons: dict[str, tuple[str, ...]] = {}
+    valid: list[str] = []
+    blocked = False  # an undecided backend ahead of the first valid one makes the choice undecided
+    for name in order:
+        result = replay.validate(name) if name in enum else ("ImportError",)
+        if result is None:
+            blocked = blocked or not valid
+            continue
+        if result:
+            reasons[name] = result
+        else:
+            valid.append(name)
+    undecided = tuple(dict.fromkeys(replay.undecided)) if blocked else ()
+    if undecided:
+        return Selection(None, reasons, None, undecided, tuple(evidence), tuple(order))
+    if not valid:
+        reasons_str = "{" + ", ".join(f"{n}: [{', '.join(r)}]" for n, r in reasons.items()) + "}"
+        message = (f"No valid attention backend found for cuda with {_config_repr(attention, inputs)}. "
+                   f"Reasons: {reasons_str}.")
+        return Selection(None, reasons, message, (), tuple(evidence), tuple(order), "no_valid_backend")
+    chosen = valid[0]
+    guard = _guard(attention, chosen, inputs)
+    evidence.append(f"{attention['classes'][chosen]['where']} (vLLM {release.version})")
+    if guard:
+        evidence.append(f"{guard[1]} (vLLM {release.version})")
+    return Selection(chosen, reasons, guard[0] if guard else None, (), tuple(evidence), tuple(order),
+                     "constructor" if guard else None, tuple(valid))
+
+
+def _forced(release, attention, replay, inputs, evidence) -> Selection:
+    name = inputs.forced_backend.upper()
+    if name not in attention["enum"]:
+        message = attention["templates"]["unknown_backend"].replace("{name}", inputs.forced_backend)
+        return Selection(None, {}, message, (), tuple(evidence), (), "unknown_backend")
+    result = replay.validate(name)
+    if result is None:
+        return Selection(None, {}, None, tuple(dict.fromkeys(replay.undecided)), tuple(evidence), (name,))
+    if result:
+        shown = attention["templates"]["enum_str"].replace("{name}", name)
+        message = f"Selected backend {shown} is not valid for this configuration. Reason: {list(result)}"
+        return Selection(None, {name: result}, message, (), tuple(evidence), (name,), "forced_invalid")
+    guard = _guard(attention, name, inputs)
+    if guard:
+        evidence.append(f"{guard[1]} (vLLM {release.version})")
+    return Selection(name, {}, guard[0] if guard else None, (), tuple(evidence), (name,),
+                     "constructor" if guard else None, (name,))
+
+
+def _guard(attention: dict, name: str, inputs: SelectorInputs) -> tuple[str, str] | None:
+    """The error the backend's implementation constructor raises for this capability and KV dtype."""
+    cell = f"{_cap_key(inputs.capability)}|{inputs.kv_cache_dtype}"
+    for message, entry in attention.get("guards", {}).get(name, {}).items():
+        if cell in entry["cells"]:
+            text = f"{entry['type']}: {message}"
+            if inputs.device_name:
+                text = text.replace("{device_name}", inputs.device_name)
+            return text, entry["where"]
+    return None

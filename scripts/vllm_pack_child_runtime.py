@@ -1,0 +1,203 @@
+"""Child task `module:runtime`: the model runner vLLM picks and how it resolves the model dtype, per release.
+
+- model runner: `VllmConfig.use_v2_model_runner` (0.23-0.33) evaluated on a stand-in config over the inputs it
+  reads (VLLM_USE_V2_MODEL_RUNNER, runner type, hybrid, attention-free, MoE, default-V2 architecture), with
+  default serve flags (no V2-unsupported feature) and Triton modelled as usable; older releases: the env
+  default; newer: the platform's environment validation (V1 removed);
+- dtype: vLLM's own `_get_and_verify_dtype` per capability, config dtype, `--dtype` and model type, then the
+  platform's `check_if_supports_dtype` (the bf16 < SM80 error);
+- KVQuantMode members (the V1 TurboQuant 'auto' bug's fix adds one).
+"""
+from __future__ import annotations
+
+import inspect
+import itertools
+import os
+import types
+
+DTYPES = ("float16", "bfloat16", "float32")
+REQUESTED = ("auto", "half", "float16", "bfloat16", "float", "float32")
+
+
+def run(ctx) -> dict:
+    out = {"where": {}}
+    out["model_runner"] = model_runner(ctx, out["where"])
+    out["dtype"] = dtype_resolution(ctx, out["where"])
+    try:
+        from vllm.v1.kv_cache_interface import KVQuantMode
+
+        out["kv_quant_modes"] = [m.name for m in KVQuantMode]
+        out["where"]["kv_quant_modes"] = ctx.where(KVQuantMode)
+    except Exception:
+        out["kv_quant_modes"] = None
+    return out
+
+
+class _Unset(types.SimpleNamespace):
+    """A stand-in config: every setting not given is unset (None), as with default serve flags."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return None
+
+
+def _env(name, value):
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+    try:
+        import vllm.envs as envs
+
+        if hasattr(envs, "disable_envs_cache"):
+            envs.disable_envs_cache()
+    except Exception:
+        pass
+
+
+def model_runner(ctx, where) -> dict:
+    import vllm.config.vllm as vllm_config_mod
+    from vllm.config import VllmConfig
+
+    out = {"env": "VLLM_USE_V2_MODEL_RUNNER"}
+    prop = getattr(VllmConfig, "use_v2_model_runner", None)
+    if isinstance(prop, property):
+        out["kind"] = "property"
+        where["model_runner"] = ctx.where(prop.fget)
+        arches = sorted(getattr(vllm_config_mod, "DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES", ()) or ())
+        getter = getattr(vllm_config_mod, "get_default_v2_model_runner_architectures", None)
+        if callable(getter):
+            try:
+                arches = sorted(getter())
+            except Exception:
+                pass
+        out["default_v2_architectures"] = arches
+        if hasattr(vllm_config_mod, "HAS_TRITON"):
+            vllm_config_mod.HAS_TRITON = True
+        table = {}
+        for env, runner, hybrid, free, moe, default_arch in itertools.product(
+                (None, "0", "1"), ("generate", "pooling"), (False, True), (False, True), (False, True),
+                (False, True)):
+            _env("VLLM_USE_V2_MODEL_RUNNER", env)
+            model = types.SimpleNamespace(
+                runner_type=runner, is_hybrid=hybrid, is_attention_free=free, is_moe=moe, is_diffusion=False,
+                architectures=[arches[0]] if (default_arch and arches) else ["SomeOtherForCausalLM"])
+            fake = _Unset(model_config=model, speculative_config=None, attention_config=_Unset())
+            for name, member in vars(VllmConfig).items():  # the private helpers the property calls
+                if name.startswith("_") and not name.startswith("__") and inspect.isfunction(member):
+                    setattr(fake, name, types.MethodType(member, fake))
+            fake._get_v2_model_runner_unsupported_features = lambda: []  # default serve flags
+            try:
+                value = "V2" if prop.fget(fake) else "V1"
+            except Exception as exc:
+                value = f"error: {type(exc).__name__}: {exc}"[:200]
+            key = f"{env}|{runner}|{int(hybrid)}|{int(free)}|{int(moe)}|{int(default_arch)}"
+            table[key] = value
+        _env("VLLM_USE_V2_MODEL_RUNNER", None)
+        out["table"] = table
+        out["assumes"] = "default serve flags (no V2-unsupported feature), Triton usable"
+        fn = getattr(VllmConfig, "_get_v2_model_runner_unsupported_features", None)
+        if fn is not None:
+            where["model_runner.unsupported_features"] = ctx.where(fn)
+        return out
+    # no per-model choice: the environment variable alone, or V1 removed
+    import vllm.envs as envs
+
+    out["kind"] = "env"
+    values = {}
+    for env in (None, "0", "1"):
+        _env("VLLM_USE_V2_MODEL_RUNNER", env)
+        try:
+            value = getattr(envs, "VLLM_USE_V2_MODEL_RUNNER")
+            values[str(env)] = None if value is None else ("V2" if value else "V1")
+        except AttributeError:
+            values[str(env)] = "V2"
+        except Exception as exc:
+            values[str(env)] = f"error: {exc}"[:200]
+    errors = {}
+    from vllm.platforms import current_platform
+
+    validate = getattr(current_platform, "validate_environ", None)
+    if validate is not None:
+        where["model_runner.validate_environ"] = ctx.where(validate)
+        for env in ("0", "1"):
+            _env("VLLM_USE_V2_MODEL_RUNNER", env)
+            try:
+                validate(hard_fail=True)
+            except Exception as exc:
+                if "VLLM_USE_V2_MODEL_RUNNER" in str(exc):
+                    errors[env] = f"{type(exc).__name__}: {exc}"
+    _env("VLLM_USE_V2_MODEL_RUNNER", None)
+    if errors:
+        out["kind"] = "v2_only"
+        values = {"None": "V2", "1": "V2"}
+    out["env_values"] = values
+    out["env_errors"] = errors
+    return out
+
+
+def dtype_resolution(ctx, where) -> dict:
+    import torch
+    import vllm.config.model as model_mod
+    from vllm.platforms import current_platform
+
+    platform_cls = type(current_platform)
+    fn = getattr(model_mod, "_get_and_verify_dtype")
+    where["resolve_dtype"] = ctx.where(fn)
+    special = dict(getattr(model_mod, "_FLOAT16_NOT_SUPPORTED_MODELS", {}) or {})
+    where["float16_not_supported_models"] = _where_name(ctx, model_mod, "_FLOAT16_NOT_SUPPORTED_MODELS")
+    check = getattr(current_platform, "check_if_supports_dtype", None)
+    if check is not None:
+        where["check_if_supports_dtype"] = ctx.where(check)
+    from transformers import PretrainedConfig
+
+    params = list(inspect.signature(fn).parameters)
+    model_types = ["llama"] + sorted(special)
+    table = {}
+    for cap in ctx.REQ["capabilities"]:
+        platform_cls.capability_now = tuple(cap)
+        for config_dtype, requested, model_type, pooling in itertools.product(
+                DTYPES, REQUESTED, model_types, (False, True)):
+            config = PretrainedConfig()
+            config.model_type = model_type
+            config.dtype = getattr(torch, config_dtype)
+            try:
+                config.torch_dtype = getattr(torch, config_dtype)
+            except Exception:
+                pass
+            kwargs = {}
+            if "is_pooling_model" in params:
+                kwargs["is_pooling_model"] = pooling
+            elif pooling:
+                continue
+            try:
+                result = fn("stand-in/model", config, requested, **kwargs) if "model_id" in params[:1] \
+                    else fn(config, requested, **kwargs)
+                dtype = str(result).replace("torch.", "")
+                error = None
+                if check is not None:
+                    try:
+                        check(result)
+                    except Exception as exc:
+                        error = f"{type(exc).__name__}: {exc}"
+            except Exception as exc:
+                dtype, error = None, f"{type(exc).__name__}: {exc}"
+            key = f"{cap[0]}.{cap[1]}|{config_dtype}|{requested}|{model_type}|{int(pooling)}"
+            table[key] = [dtype, error]
+    return {"table": table, "float16_not_supported": special, "pooling_param": "is_pooling_model" in params}
+
+
+def _where_name(ctx, module, name):
+    import ast
+
+    file = inspect.getsourcefile(module)
+    for node in ast.parse(open(file).read()).body:
+        targets = []
+        if isinstance(node, ast.Assign):
+            targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            targets = [node.target.id]
+        if name in targets:
+            return f"{ctx.rel_path(file)}:{node.lineno}"
+    return None

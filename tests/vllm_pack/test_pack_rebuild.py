@@ -1,0 +1,35 @@
+"""The shipped pack is what the builder makes from vLLM's released wheels, byte for byte (issue 11 acceptance)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+WHEELS = Path(os.environ.get("KVDOCTOR_VLLM_WHEELS", Path.home() / ".cache" / "kvdoctor-wheels"))
+PACK_PYTHON = os.environ.get("KVDOCTOR_PACK_PYTHON")
+
+sys.path.insert(0, str(REPO / "scripts"))
+from build_vllm_pack import find_wheel  # noqa: E402
+
+
+@pytest.mark.vllm_wheel
+@pytest.mark.parametrize("version", ["0.25.1", "0.34.0"])
+def test_rebuild_from_the_wheel_is_byte_identical(version, tmp_path):
+    if not PACK_PYTHON:
+        pytest.skip("KVDOCTOR_PACK_PYTHON (the builder's venv, made by .ci/run) is not set")
+    if find_wheel(WHEELS, version) is None:
+        pytest.skip(f"no vllm-{version} wheel in {WHEELS}")
+    proc = subprocess.run(
+        [PACK_PYTHON, str(REPO / "scripts" / "build_vllm_pack.py"), "--python", PACK_PYTHON, "--wheels", str(WHEELS),
+         "--versions", version, "--out", str(tmp_path), "--samples-out", str(tmp_path / "samples")],
+        capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    shipped = REPO / "kvdoctor" / "data" / "vllm_pack"
+    for name in (f"{version}.json", f"{version}.detail.json"):
+        assert (tmp_path / name).read_bytes() == (shipped / name).read_bytes(), f"{name} differs from the rebuild"
+    samples = REPO / "tests" / "vllm_pack" / "samples" / f"{version}.json.gz"
+    assert (tmp_path / "samples" / f"{version}.json.gz").read_bytes() == samples.read_bytes()
