@@ -67,6 +67,9 @@ def run_check(options: CheckOptions, settings: CheckSettings) -> Report:
     findings = [_apply_ignore(f, settings.ignored) for f in findings]
     if flat.get("vllm.facts_note"):
         notes.append(flat["vllm.facts_note"])
+    if flat.get("attention.backend") is None and facts.model is not None:
+        why = flat.get("attention.picked_by") or "the GPU, the vLLM release or the model dtype is unknown"
+        notes.append(f"which attention backend vLLM picks is undecided, so backend findings are not judged: {why}")
     if facts.serve.unknown_flags and flat.get("serve.args_accepted") is None:
         notes.append("serve flags no release's parser could judge (kept, not judged): " + " ".join(facts.serve.unknown_flags))
     if facts.model and facts.model.dtype_note:
