@@ -9,7 +9,8 @@ from rules_support import fired, rules, undecided
 # rule id -> (a scenario that must fire it, a near miss that must not)
 CASES = {
     "KVD101": (dict(kv="turboquant_k8v4", gpu="A100", vllm="0.25.1"), dict(kv="turboquant_k8v4", gpu="A100", vllm="0.26.0")),
-    "KVD102": (dict(kv="turboquant_4bit_nc", gpu="H100", vllm="0.26.0"), dict(kv="turboquant_4bit_nc", gpu="H100", vllm="0.27.0")),
+    # the 'auto' bug lives in the V1 runner: a dense model runs V2 by default (vLLM's use_v2_model_runner)
+    "KVD102": (dict(kv="turboquant_4bit_nc", gpu="H100", vllm="0.26.0", serve=["VLLM_USE_V2_MODEL_RUNNER=0", "vllm", "serve"]), dict(kv="turboquant_4bit_nc", gpu="H100", vllm="0.26.0")),
     "KVD103": (dict(kv="turboquant_4bit_nc", gpu="T4"), dict(kv="turboquant_4bit_nc", gpu="A10")),
     "KVD104": (dict(kv="turboquant_k8v4", gpu="A10"), dict(kv="turboquant_k8v4", gpu="L4")),
     "KVD105": (dict(kv="turboquant_k8v4", vllm="0.19.1"), dict(kv="turboquant_k8v4", vllm="0.20.0")),
@@ -26,7 +27,7 @@ CASES = {
     "KVD009": (dict(gpu="H100", vllm="0.34.0", serve=["VLLM_USE_V2_MODEL_RUNNER=0", "vllm", "serve"]), dict(gpu="H100", vllm="0.34.0", serve=["VLLM_USE_V2_MODEL_RUNNER=1", "vllm", "serve"])),
     "KVD002": (dict(kv="octave_k3v4", gpu="H100", vllm="0.33.0"), dict(kv="turboquant_k3v4_nc", gpu="H100", vllm="0.33.0")),
     "KVD003": (dict(kv="ultraquant_4bit", gpu="H100", vllm="0.32.0"), dict(kv="turboquant_4bit_nc", gpu="H100", vllm="0.32.0")),
-    "KVD110": (dict(kv="fp8", gpu="T4", vllm="0.23.0"), dict(kv="fp8", gpu="T4", vllm="0.24.0")),
+    "KVD110": (dict(kv="fp8", gpu="A100", vllm="0.23.0", serve=["--attention-backend", "TRITON_ATTN"]), dict(kv="fp8", gpu="A100", vllm="0.24.0", serve=["--attention-backend", "TRITON_ATTN"])),
     "KVD111": (dict(kv="fp8", gpu="A10", vllm="0.24.0", flashinfer=None, serve=["--attention-backend", "TRITON_ATTN"]), dict(kv="fp8", gpu="L4", vllm="0.24.0", serve=["--attention-backend", "TRITON_ATTN"])),
     "KVD112": (dict(model="deepseek", kv="fp8", gpu="A100"), dict(model="deepseek", kv="fp8", gpu="H100")),
     "KVD113": (dict(kv="fp8", gpu="A10", flashinfer="0.5.2"), dict(kv="fp8", gpu="L4", flashinfer="0.5.2")),
@@ -59,7 +60,9 @@ def test_rule_stays_quiet_for_near_miss(rule_id):
 
 def test_founding_case_on_hopper_has_no_compile_error_but_keeps_auto_bug():
     found = fired(kv="turboquant_k8v4", gpu="H100", vllm="0.25.1")
-    assert "KVD101" not in found and "KVD104" not in found and "KVD102" in found
+    assert "KVD101" not in found and "KVD104" not in found and "KVD102" not in found  # dense model: V2 runner
+    v1 = fired(kv="turboquant_k8v4", gpu="H100", vllm="0.25.1", serve=["VLLM_USE_V2_MODEL_RUNNER=0", "vllm", "serve"])
+    assert "KVD101" not in v1 and "KVD102" in v1
 
 
 def test_founding_case_on_fixed_release_only_warns():
@@ -71,8 +74,10 @@ def test_unknown_gpu_makes_founding_rule_undecided_not_guessed():
     assert "KVD101" not in fired(kv="turboquant_k8v4", gpu=None, vllm="0.25.1")
 
 
-def test_unknown_flashinfer_leaves_fp8_on_ampere_undecided():
-    assert "KVD111" in undecided(kv="fp8", gpu="A10", vllm="0.27.0")
+def test_fp8_on_ampere_is_served_by_flashinfer_a_hard_dependency():
+    # FlashInfer is a hard dependency of vLLM's CUDA wheel (the pack reads the pins), so this is decided
+    assert fired(kv="fp8", gpu="A10", vllm="0.27.0") == {"KVD113"}
+    assert not undecided(kv="fp8", gpu="A10", vllm="0.27.0")
 
 
 def test_kvd160_mixed_gpus():

@@ -78,6 +78,8 @@ def read_model_facts(location: ConfigLocation) -> ModelFacts:
     if not isinstance(quant, dict):
         raise ModelConfigError(f"{where}: 'quantization_config' must be an object")
     sliding = raw.get("sliding_window", text.get("sliding_window"))
+    if raw.get("use_sliding_window", text.get("use_sliding_window")) is False:
+        sliding = None  # transformers' config (Qwen2 and kin) drops the window then, so vLLM never sees it
     return ModelFacts(
         source=location.source,
         model_id=location.model_id,

@@ -47,9 +47,16 @@ def test_flashinfer_range(vllm):
 
 
 def test_triton_guard_from_0_24():
-    assert backend(kv="fp8", gpu="T4", vllm="0.23.0") == ("TRITON_ATTN", "none")  # no guard: dies in compile
+    forced = ["--attention-backend", "TRITON_ATTN"]
+    assert backend(kv="fp8", gpu="A100", vllm="0.23.0", serve=forced) == ("TRITON_ATTN", "none")  # dies in compile
+    assert backend(kv="fp8", gpu="A100", vllm="0.24.0", serve=forced) == ("TRITON_ATTN", "constructor")
     assert backend(kv="fp8", gpu="T4", vllm="0.24.0") == ("TRITON_ATTN", "constructor")
     assert backend(kv="bfloat16", gpu="T4", vllm="0.24.0") == ("TRITON_ATTN", "constructor")
+
+
+def test_flashinfer_on_turing_until_0_24():
+    # vLLM 0.20-0.23 accept FlashInfer on SM75; 0.24.0 raised the floor to SM80 (FlashInfer broken on Turing)
+    assert backend(kv="fp8", gpu="T4", vllm="0.23.0") == ("FLASHINFER", "none")
 
 
 @pytest.mark.parametrize("vllm", RELEASES)
@@ -71,5 +78,8 @@ def test_mla_only_dtype_on_a_dense_model_has_no_backend(vllm):
 
 def test_unknown_release_decides_only_when_all_agree():
     facts = scenario_facts(kv="fp8", gpu="T4", vllm=None)
-    assert facts["attention.backend"] == "TRITON_ATTN"
-    assert facts["attention.error_kind"] is None  # 0.20-0.23 have no guard, 0.24+ refuse: undecided
+    # 0.20-0.23 pick FLASHINFER on SM75, 0.24+ TRITON_ATTN and its guard refuses: undecided
+    assert facts["attention.backend"] is None and facts["attention.error_kind"] is None
+    assert "FLASHINFER" in facts["attention.picked_by"] and "TRITON_ATTN" in facts["attention.picked_by"]
+    decided = scenario_facts(kv="auto", gpu="H100", vllm=None)
+    assert decided["attention.backend"] == "FLASH_ATTN" and decided["attention.error_kind"] == "none"
