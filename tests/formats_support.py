@@ -37,7 +37,8 @@ def issue_report(tmp_path: Path, gpu: str = "A100", ignored: dict[str, str] | No
     """kvdoctor check of Qwen2.5-3B (bf16) + turboquant_k8v4 on vLLM 0.25.1, rules only."""
     options = CheckOptions(
         model=str(EXAMPLE_MODEL), kv_cache_dtype=changes.pop("kv_cache_dtype", "turboquant_k8v4"), gpu=gpu,
-        vllm_version=changes.pop("vllm_version", "0.25.1"), cache_dir=tmp_path, environ={},
+        vllm_version=changes.pop("vllm_version", "0.25.1"), cache_dir=tmp_path,
+        environ={"VLLM_USE_V2_MODEL_RUNNER": "0"},  # the V1 runner, where the founding case also shows the 'auto' bug
     )
     report = run_check(options, CheckSettings(compile=False, ignored=ignored or {}))
     return replace(report, **changes)
