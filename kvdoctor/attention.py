@@ -40,6 +40,10 @@ def attention_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
     kind = agree(releases.releases, lambda r: selections[r.version].error_kind or "none")
     newest = selections[releases.releases[-1].version]
     picked_by = "; ".join(f"{value}: {span}" for value, span in backend.split) if len(backend.split) > 1 else None
+    if facts.versions.vllm_source == "installed" and facts.versions.flashinfer is None and any(
+        (s.backend or "").startswith("FLASHINFER") for s in selections.values()
+    ):  # the pack assumes the CUDA wheel's hard dependency; this installation lacks it
+        return unknown | {"attention.picked_by": "vLLM would pick FlashInfer, which is not installed here"}
     if any(getattr(s, "undecided", ()) for s in selections.values()):
         undecided = sorted({u for s in selections.values() for u in s.undecided})
         return unknown | {"attention.reasons": _reasons(newest), "attention.picked_by": "; ".join(undecided)}

@@ -74,7 +74,7 @@ def _as_vllm_reads_it(tokens: list[str], vllm_version: str | None) -> list[str]:
 
 def _one_model(flag: str | None, pasted: str | None) -> str | None:
     if flag and pasted and flag != pasted:
-        raise UsageError(f"conflicting models: --model {flag} but the serve command serves {pasted}")
+        raise UsageError(f"conflicting models: --model {flag!r} but the serve command serves {pasted!r}")
     return flag or pasted
 
 

@@ -38,14 +38,18 @@ def test_installed_vllm_sets_the_version_and_its_kernels_are_compiled(run_cli, c
     assert document["facts"]["vllm.version"] == "0.25.1"
     assert document["facts"]["flashinfer.installed"] is False
     assert "installed vllm" in document["dry_run"]["source_label"]
-    assert {"KVD101", "KVD102"} <= {f["rule_id"] for f in document["findings"] if f["status"] == "fired"}
+    fired = {f["rule_id"] for f in document["findings"] if f["status"] == "fired"}
+    # a dense model runs on the V2 runner, which does not have the 'auto' bug (vLLM's use_v2_model_runner)
+    assert "KVD101" in fired and "KVD102" not in fired
 
 
-def test_installed_vllm_without_flashinfer_decides_fp8_on_ampere(run_cli, cli_env, site_with_vllm):
+def test_installed_vllm_without_flashinfer_is_not_judged_as_if_it_had_it(run_cli, cli_env, site_with_vllm):
     result = run_cli("check", "--model", "Qwen/Qwen2.5-3B-Instruct", "--kv-cache-dtype", "fp8", "--gpu", "A10",
                      "--format", "json", env=installed_env(cli_env, site_with_vllm))
-    fired = {f["rule_id"] for f in result.json()["findings"] if f["status"] == "fired"}
-    assert "KVD111" in fired and result.code == 1
+    document = result.json()
+    fired = {f["rule_id"] for f in document["findings"] if f["status"] == "fired"}
+    assert "KVD119" in fired and "KVD113" not in fired  # no FlashInfer here: vLLM cannot pick it
+    assert document["facts"]["attention.backend"] is None
 
 
 def test_what_if_version_other_than_installed_does_not_compile_installed_kernels(run_cli, cli_env, site_with_vllm):

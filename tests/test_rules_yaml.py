@@ -23,6 +23,7 @@ CASES = {
     "KVD006": (dict(gpu="T4", serve=["--attention-backend", "FLASH_ATTN"]), dict(gpu="A10", serve=["--attention-backend", "FLASH_ATTN"])),
     "KVD117": (dict(kv="fp8", gpu="T4", vllm="0.23.0"), dict(kv="fp8", gpu="A10", vllm="0.23.0")),
     "KVD118": (dict(kv="fp8_e5m2", gpu="H100", vllm="0.27.0", serve=["--attention-backend", "TRITON_ATTN"]), dict(kv="fp8_e4m3", gpu="H100", vllm="0.27.0", serve=["--attention-backend", "TRITON_ATTN"])),
+    "KVD119": (dict(kv="fp8", gpu="A10", vllm="0.25.1", triton="3.6.0"), dict(kv="fp8", gpu="A10", vllm="0.25.1")),
     "KVD114": (dict(kv="fp8_e5m2", gpu="H100", vllm="0.25.1"), dict(kv="fp8_e4m3", gpu="H100", vllm="0.25.1")),
     "KVD115": (dict(kv="fp8", gpu="H100", vllm="0.25.1", serve=["--dtype", "float16"]), dict(kv="fp8", gpu="H100", vllm="0.25.1")),
     "KVD116": (dict(kv="turboquant_4bit_nc", gpu="H100", serve=["--attention-backend", "TURBOQUANT"]), dict(kv="turboquant_4bit_nc", gpu="H100")),
