@@ -16,7 +16,7 @@ from kvdoctor.scan.result import PlacedFinding, WorkloadResult
 from kvdoctor.scan.workload import Location, Token, Workload
 
 # Which fact points at the line to change, most specific first: the flag, the env, the model, the image, the GPU.
-LOCATION_ORDER = ("serve.kv_cache_dtype", "kv.", "dryrun.", "serve.attention_backend", "serve.dtype", "serve.",
+LOCATION_ORDER = ("serve.kv_cache_dtype", "kv.", "dryrun.", "attention.", "serve.attention_backend", "serve.dtype", "serve.",
                   "env.", "model.", "vllm.", "gpu.", "deploy.")  # fmt: skip
 
 
@@ -115,7 +115,9 @@ def flag_sources(workload: Workload) -> dict[str, Location]:
 def _source_for(fact: str, sources: dict[str, Location], facts: dict) -> Location | None:
     if fact == "serve.attention_backend" and facts.get("serve.attention_backend_source") == "VLLM_ATTENTION_BACKEND":
         return sources.get("env.VLLM_ATTENTION_BACKEND")
-    if fact.startswith(("kv.", "dryrun.")):
+    if fact.startswith("attention.") and facts.get("serve.attention_backend"):  # the forced backend's line
+        return _source_for("serve.attention_backend", sources, facts)
+    if fact.startswith(("kv.", "dryrun.", "attention.")):
         return sources.get("serve.kv_cache_dtype")
     if fact == "deploy.gpus_needed":
         return sources.get("serve.tensor_parallel_size") or sources.get("serve.pipeline_parallel_size")
