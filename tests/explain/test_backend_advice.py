@@ -66,7 +66,7 @@ def test_without_the_pack_selector_the_reasons_still_explain_it(monkeypatch):
 
 
 def test_a_selector_that_cannot_decide_says_nothing(fake_pack, monkeypatch):
-    import kvdoctor.vllm_pack.select as select
+    select = sys.modules["kvdoctor.vllm_pack.select"]  # the fake; `import a.b as x` would find the real one
 
     monkeypatch.setattr(select, "select_backend", lambda release, inputs: types.SimpleNamespace(
         backend=None, reasons={}, error=None))
