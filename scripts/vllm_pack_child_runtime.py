@@ -80,10 +80,14 @@ def model_runner(ctx, where) -> dict:
                 (None, "0", "1"), ("generate", "pooling"), (False, True), (False, True), (False, True),
                 (False, True)):
             _env("VLLM_USE_V2_MODEL_RUNNER", env)
-            model = types.SimpleNamespace(
+            model = _Unset(
                 runner_type=runner, is_hybrid=hybrid, is_attention_free=free, is_moe=moe, is_diffusion=False,
+                is_quantized=False,
                 architectures=[arches[0]] if (default_arch and arches) else ["SomeOtherForCausalLM"])
-            fake = _Unset(model_config=model, speculative_config=None, attention_config=_Unset())
+            parallel = _Unset(prefill_context_parallel_size=1, decode_context_parallel_size=1,
+                              tensor_parallel_size=1, pipeline_parallel_size=1, data_parallel_size=1)
+            fake = _Unset(model_config=model, speculative_config=None, attention_config=_Unset(),
+                          parallel_config=parallel)
             for name, member in vars(VllmConfig).items():  # the private helpers the property calls
                 if name.startswith("_") and not name.startswith("__") and inspect.isfunction(member):
                     setattr(fake, name, types.MethodType(member, fake))
@@ -96,6 +100,7 @@ def model_runner(ctx, where) -> dict:
             table[key] = value
         _env("VLLM_USE_V2_MODEL_RUNNER", None)
         out["table"] = table
+        # also assumed: an unquantized model, no context parallelism (see docs/vllm-pack.md)
         out["assumes"] = "default serve flags (no V2-unsupported feature), Triton usable"
         fn = getattr(VllmConfig, "_get_v2_model_runner_unsupported_features", None)
         if fn is not None:
