@@ -72,9 +72,13 @@ def _working_kv_dtypes(releases: Candidates, inputs) -> str | None:
     working = [
         kv for kv in common
         if kv != inputs.kv_cache_dtype
-        and all(select_backend(r, replace(inputs, kv_cache_dtype=kv)).backend for r in releases.releases)
+        and all(_serves(select_backend(r, replace(inputs, kv_cache_dtype=kv))) for r in releases.releases)
     ]
     return ", ".join(working) if working else "none"
+
+
+def _serves(selection) -> bool:
+    return bool(selection.backend) and not selection.error  # a constructor guard refuses a picked backend too
 
 
 def selector_inputs(facts: Facts):
