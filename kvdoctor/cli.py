@@ -232,12 +232,7 @@ def run_and_exit(work, output_format: str, output: Optional[Path], fail_on: str,
     except Exception as exc:  # kvdoctor's own bug: one line, the traceback behind --debug
         if debug:
             raise
-        typer.echo(
-            f"kvdoctor: internal error: {type(exc).__name__}: {exc} "
-            "(a kvdoctor bug: rerun with --debug for the traceback and report it)",
-            err=True,
-        )
-        raise typer.Exit(INTERNAL_ERROR) from None
+        fail_internal(exc)
     raise typer.Exit(report.exit_code(fail_on))
 
 
@@ -248,6 +243,17 @@ def _write_output(path: Path, text: str) -> None:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot write --output {path}: {exc.strerror or exc}") from None
+
+
+def fail_internal(exc: Exception) -> None:
+    """kvdoctor's own bug: one line and exit 3 (the traceback is behind --debug where a command has it)."""
+    one_line = " ".join(str(exc).split())
+    typer.echo(
+        f"kvdoctor: internal error: {type(exc).__name__}: {one_line} "
+        "(a kvdoctor bug: rerun with --debug for the traceback and report it)",
+        err=True,
+    )
+    raise typer.Exit(INTERNAL_ERROR) from None
 
 
 def fail_input(exc) -> None:

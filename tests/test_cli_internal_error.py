@@ -36,3 +36,25 @@ def test_internal_error_is_one_line_and_exit_3():
 def test_debug_shows_the_traceback():
     result = run("--debug")
     assert result.returncode == 1 and "Traceback" in result.stderr and "ZeroDivisionError" in result.stderr
+
+
+def test_matrix_bug_is_one_line_and_exit_3(monkeypatch, capsys):
+    """matrix keeps check's error contract: a kvdoctor bug is one stderr line and exit 3, no traceback."""
+    import sys
+
+    import pytest
+
+    import kvdoctor.matrix as matrix
+    from kvdoctor.cli import main
+
+    def broken(request, on_cell=None):
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setattr(matrix, "run_matrix", broken)
+    monkeypatch.setattr(sys, "argv", ["kvdoctor", "matrix", "--model", str(EXAMPLE_MODEL), "--gpus", "A100",
+                                      "--kv-cache-dtypes", "auto", "--no-compile", "--vllm-version", "0.27.0"])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    assert exit_info.value.code == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("kvdoctor: internal error: RuntimeError: boom second line")

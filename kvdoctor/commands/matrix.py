@@ -58,7 +58,7 @@ def register(app: typer.Typer) -> None:
         output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write --format output here; the terminal still gets the table."),
     ) -> None:
         """Which KV-cache dtype works on which GPU for this model and vLLM: verdicts, rule ids and KV capacity."""
-        from kvdoctor.cli import fail_input
+        from kvdoctor.cli import fail_input, fail_internal
         from kvdoctor.errors import KvdoctorError, UsageError
 
         try:
@@ -88,6 +88,10 @@ def register(app: typer.Typer) -> None:
                 print_matrix(result, Console(highlight=False))
         except KvdoctorError as exc:
             fail_input(exc)
+        except (typer.Exit, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # kvdoctor's own bug: one line and exit 3, as `check` does
+            fail_internal(exc)
 
 
 def _request(model, gpus, kv_cache_dtypes, vllm_source, vllm_version, dtype, tensor_parallel_size,
