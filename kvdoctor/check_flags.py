@@ -7,8 +7,6 @@ kvdoctor flag inside the pasted vLLM command would be silently lost: exit 2 sayi
 from __future__ import annotations
 
 import difflib
-from functools import lru_cache
-
 from kvdoctor.errors import UsageError
 
 
@@ -17,7 +15,9 @@ def refuse_misplaced_flags(pasted: tuple[str, ...], loose: tuple[str, ...], own_
     suspects = [n for n in map(option_name, pasted) if n and n in own_flags]
     if not suspects and not any(map(option_name, loose)):
         return list(loose)  # nothing to look up: spare loading the release facts
-    vllm = vllm_option_names()
+    from kvdoctor.releases import all_serve_options
+
+    vllm = all_serve_options()
     for name in suspects:
         if name not in vllm:
             raise UsageError(
@@ -50,10 +50,3 @@ def _suggestion(name: str, own_flags: tuple[str, ...], vllm: frozenset[str]) -> 
         return f"did you mean vLLM's {theirs[0]}?"
     return "kvdoctor check --help lists kvdoctor's flags; vLLM serve flags go after `--`: -- vllm serve MODEL ..."
 
-
-@lru_cache(maxsize=1)
-def vllm_option_names() -> frozenset[str]:
-    """Every option string of `vllm serve` in any release the knowledge pack read."""
-    from kvdoctor.releases import all_serve_options
-
-    return all_serve_options()
