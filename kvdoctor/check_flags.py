@@ -7,6 +7,7 @@ kvdoctor flag inside the pasted vLLM command would be silently lost: exit 2 sayi
 from __future__ import annotations
 
 import difflib
+
 from kvdoctor.errors import UsageError
 
 
