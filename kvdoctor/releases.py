@@ -43,12 +43,35 @@ def candidates(vllm_version: str | None) -> Candidates:
         return Candidates(tuple(load_release(v) for v in known), exact=False)
     release = load_release(vllm_version)
     if release is not None:
-        return Candidates((release,), exact=True)
+        return Candidates((release,), exact=True, note=partial_note(release))
     newest = known[-1] if known else None
     if newest is not None and _version(vllm_version) > _version(newest):
         return Candidates((), exact=False, note=f"kvdoctor's facts about vLLM stop at {newest}; {vllm_version} is newer")
     return Candidates((), exact=False, note=f"vLLM {vllm_version} is not among the releases kvdoctor read "
                       f"({describe_range(known)})")  # fmt: skip
+
+
+def partial_note(release: Any) -> str | None:
+    """What an older release's facts lack ('... stop at 0.20.0'), or None for a release the pack read fully."""
+    from kvdoctor.vllm_pack import KINDS, releases_with
+
+    missing = [k for k in KINDS if k != "backend_grid" and not release.has(k)]
+    if not missing:
+        return None
+    full = releases_with("backend_replay")
+    how = ("its backend choice is vLLM's own answer over a grid of inputs (no per-backend reasons)"
+           if release.has("backend_grid") else "")
+    stop = f"; these facts stop at {full[0]}" if full else ""
+    lacking = ", ".join(KINDS[k] for k in missing)
+    return f"vLLM {release.version}: kvdoctor read its dtype and backend facts only; {how}; not read: {lacking}{stop}" \
+        .replace("only; ;", "only;")
+
+
+def having(releases: Candidates, kind: str) -> Candidates:
+    """The candidates that hold `kind` of fact: for such a fact, 'every release' means every release the pack
+    read it for (an older release that lacks it is left out, not counted as disagreeing)."""
+    kept = tuple(r for r in releases.releases if r.has(kind))
+    return Candidates(kept, releases.exact and len(kept) == len(releases.releases), releases.note)
 
 
 @lru_cache(maxsize=1)

@@ -34,6 +34,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
+from vllm_pack_index import build_index  # noqa: E402
 from vllm_pack_normalise import normalise_release  # noqa: E402
 
 PACK_FORMAT = 1
@@ -42,6 +43,8 @@ FULL_RELEASES = (
     "0.20.0 0.20.1 0.20.2 0.21.0 0.22.0 0.22.1 0.23.0 0.24.0 0.25.0 0.25.1 0.26.0 0.27.0 0.27.1 0.28.0 0.29.0 "
     "0.30.0 0.31.0 0.32.0 0.33.0 0.34.0"
 ).split()
+# Releases before 0.20.0: the facts that decide dtype and backends (the last patch of each minor release).
+OLD_RELEASES = "0.10.2 0.11.2 0.12.0 0.13.0 0.14.1 0.15.1 0.16.0 0.17.1 0.18.1 0.19.1".split()
 CAPABILITIES = ((7, 0), (7, 5), (8, 0), (8, 6), (8, 7), (8, 9), (9, 0), (10, 0), (10, 3), (11, 0), (12, 0), (12, 1))
 # Hard GPU-kernel dependencies of the CUDA wheel that cannot be imported here; modelled as present (import name).
 # (torchvision/torchaudio/torchcodec are not stubbed: transformers reads their metadata.)
@@ -57,6 +60,14 @@ MODELLED_PACKAGES = {
     "deep-gemm": "deep_gemm",
     "xformers": "xformers",
 }
+
+
+LEGACY_TASKS = {"module:backends": "module:backend_grid"}
+
+
+def is_legacy(version: str) -> bool:
+    """A release before 0.20.0 (the pack holds its dtype and backend facts, not every kind)."""
+    return tuple(int(p) for p in re.findall(r"\d+", version)[:2]) < (0, 20)
 
 
 def find_wheel(wheels: Path, version: str) -> Path | None:
@@ -156,8 +167,18 @@ def build_release(version: str, wheel: Path, python: str, tasks: list[str], time
             "stub_packages": stub_packages,
             "capabilities": [list(c) for c in CAPABILITIES],
         }
+        if is_legacy(version):  # before 0.20.0: vLLM's own backend answers over a grid, not a replay
+            request["legacy"] = True
+            request["tasks"] = [LEGACY_TASKS.get(t, t) for t in tasks]
         raw = run_child(python, src, request, timeout)
     return normalise_release(version, raw, shipped, request, PACK_FORMAT)
+
+
+def pack_bytes(text) -> bytes:
+    """A file's stored bytes: text as UTF-8, or (bytes given) gzip with mtime 0, so rebuilds are byte-identical."""
+    if isinstance(text, str):
+        return text.encode()
+    return gzip.compress(text, compresslevel=9, mtime=0)
 
 
 def dumps(data: dict) -> str:
@@ -176,9 +197,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--samples-out", type=Path, default=None,
                     help="also write vLLM's real selections over a sample grid here (the selector's test oracle)")
     ap.add_argument("--check", action="store_true", help="compare with the shipped files; write nothing")
+    ap.add_argument("--refresh-guards", action="store_true",
+                    help="re-ask only the constructor guards and splice them into the detail files in --out")
+    ap.add_argument("--index-only", action="store_true", help="only rewrite index.json from the files in --out")
     args = ap.parse_args(argv)
+    if args.index_only:
+        return index_only(args.out)
+    if args.refresh_guards:
+        return refresh_guards(args.versions or FULL_RELEASES, args.wheels, args.python, args.out, args.timeout)
 
-    versions = args.versions or [v for v in FULL_RELEASES if find_wheel(args.wheels, v)]
+    versions = args.versions or [v for v in OLD_RELEASES + FULL_RELEASES if find_wheel(args.wheels, v)]
     failed = 0
     for version in versions:
         wheel = find_wheel(args.wheels, version)
@@ -194,31 +222,81 @@ def main(argv: list[str] | None = None) -> int:
             failed += 1
             continue
         # attention selection and run-time facts go in a file of their own, read only when needed
-        lazy = ("backends", "runtime")
+        lazy = ("backends", "backend_grid", "runtime")
         files = {f"{version}.json": {k: v for k, v in data.items() if k not in lazy + ("samples",)}}
         if any(k in data for k in lazy):
             files[f"{version}.detail.json"] = {"format": data["format"], "version": version,
                                                **{k: data[k] for k in lazy if k in data}}
         for name, content in files.items():
             text = dumps(content)
+            if is_legacy(version):  # older releases are stored gzipped (the pack's size budget)
+                name, text = name + ".gz", text.encode()
             target = args.out / name
             if args.check:
-                same = target.exists() and target.read_text() == text
+                same = target.exists() and target.read_bytes() == pack_bytes(text)
                 print(f"{name}: {'identical' if same else 'DIFFERS'} ({len(text)} bytes, "
                       f"{time.monotonic() - start:.1f} s)")
                 failed += not same
             else:
                 args.out.mkdir(parents=True, exist_ok=True)
-                target.write_text(text)
+                target.write_bytes(pack_bytes(text))
                 print(f"{name}: {len(text)} bytes, {time.monotonic() - start:.1f} s, "
                       f"errors: {sorted(data.get('build_errors', {})) or 'none'}")
-        if args.samples_out and "backends" in data:
+        if args.samples_out and ("backends" in data or "backend_grid" in data):
             args.samples_out.mkdir(parents=True, exist_ok=True)
             blob = dumps({"version": version, "samples": data["samples"]}).encode()
             with open(args.samples_out / f"{version}.json.gz", "wb") as fh:  # mtime 0: byte-identical
                 with gzip.GzipFile(fileobj=fh, mode="wb", mtime=0, filename="") as gz:
                     gz.write(blob)
+    # the summary index of every release file in --out (what an unknown-version check reads)
+    index_text = dumps(build_index(args.out))
+    index_path = args.out / "index.json"
+    if args.check:
+        same = index_path.exists() and index_path.read_text() == index_text
+        print(f"index.json: {'identical' if same else 'DIFFERS'} ({len(index_text)} bytes)")
+        failed += not same
+    elif args.out.exists():
+        index_path.write_text(index_text)
+        print(f"index.json: {len(index_text)} bytes, {len(json.loads(index_text)['releases'])} releases")
     return 1 if failed else 0
+
+
+def refresh_guards(versions: list[str], wheels: Path, python: str, out: Path, timeout: float) -> int:
+    """Re-ask only the constructor guards (`module:guards`) and splice them into the shipped detail files; the
+    same answers a full rebuild gives (`.ci/run` rebuilds 0.25.1 and 0.34.0 in full and compares)."""
+    from vllm_pack_normalise import _clean
+
+    failed = 0
+    for version in versions:
+        path, wheel = out / f"{version}.detail.json", find_wheel(wheels, version)
+        if not path.exists() or wheel is None:
+            print(f"{version}: no detail file or no wheel", file=sys.stderr)
+            failed += 1
+            continue
+        detail = json.loads(path.read_text())
+        names = sorted(n for n, c in detail["backends"]["classes"].items() if "import_error" not in c)
+        with tempfile.TemporaryDirectory(prefix=f"vllm-{version}-") as tmp:
+            shipped = extract(wheel, Path(tmp))
+            pins = {name: spec for name, spec, _ in shipped["requirements"]}
+            stubs = {m: pins[d].lstrip("=<>!~ ").split(",")[0] or "0" for d, m in MODELLED_PACKAGES.items() if d in pins}
+            raw = run_child(python, Path(tmp), {"version": version, "tasks": ["module:guards"],
+                                                "compiled_modules": shipped["compiled_modules"], "stub_packages": stubs,
+                                                "capabilities": [list(c) for c in CAPABILITIES],
+                                                "guard_classes": names}, timeout)
+        if "guards" not in raw:
+            print(f"{version}: FAILED {raw.get('errors')}", file=sys.stderr)
+            failed += 1
+            continue
+        detail["backends"]["guards"] = _clean(raw["guards"])
+        path.write_text(dumps(detail))
+        print(f"{version}: guards of {', '.join(sorted(raw['guards']))}")
+    return 1 if failed else 0
+
+
+def index_only(out: Path) -> int:
+    """Rewrite index.json from the release files already in `out` (no wheel needed)."""
+    (out / "index.json").write_text(dumps(build_index(out)))
+    return 0
 
 
 if __name__ == "__main__":

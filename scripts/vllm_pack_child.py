@@ -210,7 +210,10 @@ def _type_name(t) -> str | None:
 
 def dump_serve_args() -> dict:
     _record_call_sites()
-    from vllm.utils.argparse_utils import FlexibleArgumentParser  # noqa: E402
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser  # noqa: E402
+    except ImportError:  # before 0.11
+        from vllm.utils import FlexibleArgumentParser  # noqa: E402
 
     # the `vllm serve` subparser exactly as the `vllm` CLI builds it
     from vllm.entrypoints.cli import serve as serve_module
@@ -313,8 +316,40 @@ def install_platform(capability: tuple[int, int]):
     return StubCudaPlatform
 
 
+def _legacy_ops():
+    """Releases before 0.20 call compiled ops at import time (`torch.ops._C.cutlass_scaled_mm_supports_fp8`):
+    their op namespaces become stand-ins (falsy answers), so the modules import."""
+    import torch
+
+    for name in ("_C", "_C_cache_ops", "_C_custom_ar", "_moe_C", "_rocm_C", "_vllm_fa2_C", "_vllm_fa3_C",
+                 "_flashmla_C", "_flashmla_extension_C", "_qutlass_C"):
+        setattr(torch.ops, name, _Anything(f"torch.ops.{name}"))
+    for name in ("register_fake", "impl_abstract"):  # fake kernels for ops that do not exist here: skipped
+        original = getattr(torch.library, name, None)
+        if original is not None:
+            setattr(torch.library, name, _tolerant(original))
+
+
+def _tolerant(register):
+    def wrapper(*args, **kwargs):
+        try:
+            decorator = register(*args, **kwargs)
+        except RuntimeError:
+            return lambda fn=None, *a, **k: fn
+        def apply(fn=None, *a, **k):
+            try:
+                return decorator(fn, *a, **k)
+            except RuntimeError:
+                return fn
+        return apply
+
+    return wrapper
+
+
 def main() -> None:
     out: dict = {"errors": {}}
+    if REQ.get("legacy"):
+        _legacy_ops()
     install_platform(tuple(REQ.get("capability", (9, 0))))
     tasks = REQ["tasks"]
     if "serve_args" in tasks:
@@ -323,7 +358,12 @@ def main() -> None:
         for key, (mod, name) in {"kv_cache_dtypes": ("vllm.config.cache", "CacheDType"),
                                  "model_dtypes": ("vllm.config.model", "ModelDType")}.items():
             try:
-                out[key] = literal_values(mod, name)
+                try:
+                    out[key] = literal_values(mod, name)
+                except (ImportError, AttributeError):
+                    if not REQ.get("legacy"):
+                        raise
+                    out[key] = literal_values("vllm.config", name)  # before 0.11: one vllm/config/__init__.py
             except Exception as exc:  # an older layout: the builder falls back to the parser's choices
                 out["errors"][key] = f"{type(exc).__name__}: {exc}"
     for task in tasks:

@@ -57,8 +57,12 @@ def _env(name, value):
 
 
 def model_runner(ctx, where) -> dict:
-    import vllm.config.vllm as vllm_config_mod
     from vllm.config import VllmConfig
+
+    try:
+        import vllm.config.vllm as vllm_config_mod
+    except ImportError:  # before 0.11: one vllm/config/__init__.py
+        import vllm.config as vllm_config_mod
 
     out = {"env": "VLLM_USE_V2_MODEL_RUNNER"}
     prop = getattr(VllmConfig, "use_v2_model_runner", None)
@@ -116,8 +120,8 @@ def model_runner(ctx, where) -> dict:
         try:
             value = getattr(envs, "VLLM_USE_V2_MODEL_RUNNER")
             values[str(env)] = None if value is None else ("V2" if value else "V1")
-        except AttributeError:
-            values[str(env)] = "V2"
+        except AttributeError:  # no such variable: only one runner exists (V1 before 0.12, V2 once V1 is removed)
+            values[str(env)] = "V1" if ctx.REQ.get("legacy") else "V2"
         except Exception as exc:
             values[str(env)] = f"error: {exc}"[:200]
     errors = {}
@@ -144,8 +148,12 @@ def model_runner(ctx, where) -> dict:
 
 def dtype_resolution(ctx, where) -> dict:
     import torch
-    import vllm.config.model as model_mod
     from vllm.platforms import current_platform
+
+    try:
+        import vllm.config.model as model_mod
+    except ImportError:  # before 0.11: one vllm/config/__init__.py
+        import vllm.config as model_mod
 
     platform_cls = type(current_platform)
     fn = getattr(model_mod, "_get_and_verify_dtype")

@@ -110,6 +110,10 @@ def normalise_release(version: str, raw: dict, shipped: dict, request: dict, pac
                 per[name] = index[blob]
         backends["answer_sets"] = answer_sets
         out["backends"] = backends
+    if "backend_grid" in raw:
+        grid = dict(raw["backend_grid"])
+        out["samples"] = grid.pop("samples", [])
+        out["backend_grid"] = grid
     if "runtime" in raw:
         runtime = raw["runtime"]
         table = runtime.get("dtype", {}).get("table")

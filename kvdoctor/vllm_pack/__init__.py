@@ -15,6 +15,17 @@ from importlib import resources
 from typing import Any
 
 PACK_FORMAT = 1
+KINDS = {
+    "serve_args": "every `vllm serve` option (vLLM's own parser)",
+    "kv_cache_dtypes": "accepted --kv-cache-dtype values",
+    "model_dtypes": "accepted --dtype values",
+    "pins": "torch / Triton / FlashInfer versions the wheel pins",
+    "dtype_resolution": "model dtype resolution per GPU",
+    "model_runner": "V1 / V2 model runner choice",
+    "backend_replay": "each attention backend's checks, priorities and guards (replayed, with reasons)",
+    "backend_grid": "vLLM's own backend choice over a grid of inputs (looked up; no per-backend reasons)",
+}
+"""The kinds of facts a release's entry can hold (`ReleaseFacts.kinds`); releases before 0.20.0 hold fewer."""
 
 
 @dataclass(frozen=True)
@@ -52,8 +63,6 @@ class ReleaseFacts:
     """Everything the pack holds about one vLLM release."""
 
     version: str
-    serve_args: dict[str, ServeArg]
-    """Every option string -> its ServeArg (aliases and `--no-x` forms map to the same object)."""
     allow_abbrev: bool
     """argparse prefix matching: an unambiguous prefix of a long option is accepted as that option."""
     kv_cache_dtypes: tuple[str, ...]
@@ -65,9 +74,21 @@ class ReleaseFacts:
     pins: dict[str, str]
     """Requirements the wheel declares: an exact pin as its version (`torch`: '2.11.0', `flashinfer`: '0.6.13'),
     a range as written (`transformers`: '>=5.5.3'); `triton` through torch's own pin ('3.6.0', '~=3.8.0')."""
-    data: dict = field(repr=False, compare=False)
-    """The stored JSON (backends, runtime, modelled inputs) for select.py and the rest of this package."""
+    kinds: frozenset[str] = frozenset(KINDS) - {"backend_grid"}
+    """The kinds of facts the pack holds for this release (`KINDS`); releases before 0.20.0 hold fewer."""
+    data: dict = field(repr=False, compare=False, default_factory=dict)
+    """The release's index entry (small facts, serve-option ids, run-time table ids)."""
     _where: dict[str, str] = field(repr=False, compare=False, default_factory=dict)
+
+    def has(self, kind: str) -> bool:
+        """Does the pack hold this kind of fact for the release ('backend_replay', 'model_runner', ...)?"""
+        return kind in self.kinds
+
+    @property
+    def serve_args(self) -> dict[str, ServeArg]:
+        """Every option string -> its ServeArg (aliases and `--no-x` forms map to the same object); built on
+        first use from the index, where each distinct option is stored once for all releases."""
+        return _serve_args(self.version)
 
     @property
     def serve_actions(self) -> tuple[ServeArg, ...]:
@@ -81,17 +102,16 @@ class ReleaseFacts:
     def provenance(self, key: str) -> str | None:
         """'vllm/engine/arg_utils.py:1161' style location of a fact: an option string ('--kv-cache-dtype'),
         a dest, 'kv_cache_dtypes', 'model_dtypes', 'defaults.block_size', 'pins', 'backend.FLASH_ATTN', ..."""
-        if key in self.serve_args:
-            return self.serve_args[key].where
         if key in self._where:
             return self._where[key]
-        detail = load_detail(self.version)
+        if key in self.serve_args or key in {a.dest for a in self.serve_actions}:
+            return _serve_where(self.version).get(key)
         if key.startswith("backend."):
-            entry = (detail.get("backends") or {}).get("classes", {}).get(key.split(".", 1)[1], {})
+            entry = (load_attention(self.version) or {}).get("classes", {}).get(key.split(".", 1)[1], {})
             return entry.get("where")
         if key == "backend_priorities":
-            return (detail.get("backends") or {}).get("priorities", {}).get("where")
-        return (detail.get("runtime") or {}).get("where", {}).get(key)
+            return (load_attention(self.version) or {}).get("priorities", {}).get("where")
+        return (load_runtime(self.version) or {}).get("where", {}).get(key)
 
     def model_runner(self, *args: Any, **kwargs: Any):
         """V1 or V2 model runner for a model and flags, as this release decides (see runner.py)."""
@@ -112,20 +132,56 @@ def _pack_dir():
 
 
 def _version_key(text: str):
+    parts = text.split(".")
+    if all(p.isdigit() for p in parts):  # every pack release: no need to import packaging
+        return (0, tuple(int(p) for p in parts), 0)
     from packaging.version import InvalidVersion, Version
 
     try:
-        return (0, Version(text))
+        v = Version(text)
+        return (0, v.release, -1 if (v.pre or v.dev) else int(v.post is not None))
     except InvalidVersion:
-        return (1, text)
+        return (1, (), 0)
+
+
+def _read(name: str) -> dict | None:
+    """A pack file, plain or gzipped (releases before 0.20.0 are stored as `name.gz`)."""
+    path = _pack_dir().joinpath(name)
+    if path.is_file():
+        return json.loads(path.read_text("utf-8"))
+    path = _pack_dir().joinpath(name + ".gz")
+    if path.is_file():
+        import gzip
+
+        return json.loads(gzip.decompress(path.read_bytes()))
+    return None
+
+
+@lru_cache(maxsize=1)
+def _index() -> dict:
+    """The pack's summary index (scripts/vllm_pack_index.py): every release's small facts, each distinct serve
+    option and run-time table once. One file, so an unknown-version check decodes no release file."""
+    path = _pack_dir().joinpath("index.json")
+    if not path.is_file():
+        return {"releases": [], "serve_sigs": [], "runtime_pools": {}}
+    data = json.loads(path.read_text("utf-8"))
+    return data if data.get("format") == PACK_FORMAT else {"releases": [], "serve_sigs": [], "runtime_pools": {}}
+
+
+@lru_cache(maxsize=1)
+def _entries() -> dict[str, dict]:
+    return {entry["version"]: entry for entry in _index()["releases"]}
 
 
 @lru_cache(maxsize=1)
 def pack_releases() -> tuple[str, ...]:
     """Every release the pack holds, oldest first (sorted by Version)."""
-    names = [p.name[: -len(".json")] for p in _pack_dir().iterdir()
-             if p.name.endswith(".json") and not p.name.endswith(".detail.json")]
-    return tuple(sorted(names, key=_version_key))
+    return tuple(sorted(_entries(), key=_version_key))
+
+
+def releases_with(kind: str) -> tuple[str, ...]:
+    """The releases whose facts include `kind` (KINDS), oldest first."""
+    return tuple(v for v in pack_releases() if kind in _entries()[v]["kinds"])
 
 
 def newest_release() -> str | None:
@@ -147,23 +203,17 @@ def where_facts_stop(version: str) -> str | None:
 @lru_cache(maxsize=None)
 def load_release(version: str) -> ReleaseFacts | None:
     """One release's facts, or None when the pack does not hold that release (never guessed from another)."""
-    path = _pack_dir().joinpath(f"{version}.json")
-    if not path.is_file():
-        return None
-    data = json.loads(path.read_text("utf-8"))
-    if data.get("format") != PACK_FORMAT:
-        return None
-    return _release_facts(data)
+    entry = _entries().get(version)
+    return None if entry is None else _release_facts(entry)
 
 
 @lru_cache(maxsize=None)
 def load_detail(version: str) -> dict:
-    """The release's lazily read facts: `backends` (attention selection) and `runtime` (model runner, dtype)."""
-    path = _pack_dir().joinpath(f"{version}.detail.json")
-    if not path.is_file():
-        return {}
-    data = json.loads(path.read_text("utf-8"))
-    return data if data.get("format") == PACK_FORMAT else {}
+    """The release's lazily read file: `backends` (attention selection replay), `backend_grid` (older
+    releases: vLLM's own choice over a grid) and `runtime`."""
+    entry = _entries().get(version)
+    data = _read(f"{version}.detail.json") if entry is not None and entry.get("has_detail") else None
+    return data if data and data.get("format") == PACK_FORMAT else {}
 
 
 def load_attention(version: str) -> dict | None:
@@ -171,28 +221,63 @@ def load_attention(version: str) -> dict | None:
     return load_detail(version).get("backends")
 
 
+def load_backend_grid(version: str) -> dict | None:
+    """An older release's backend choices over a grid of inputs (vLLM's own answers), or None."""
+    return load_detail(version).get("backend_grid")
+
+
+@lru_cache(maxsize=None)
 def load_runtime(version: str) -> dict | None:
-    """The release's model-runner and dtype-resolution facts, or None."""
-    return load_detail(version).get("runtime")
+    """The release's model-runner and dtype-resolution facts (from the index; tables shared between releases)."""
+    entry = _entries().get(version)
+    if entry is None or "runtime" not in entry:
+        return None
+    runtime = entry["runtime"]
+    pools = _index()["runtime_pools"]
+    out = {"where": runtime.get("where", {}), "kv_quant_modes": runtime.get("kv_quant_modes")}
+    for key in ("dtype", "model_runner"):
+        if runtime.get(key) is not None:
+            out[key] = pools[key][runtime[key]]
+    return out
+
+
+@lru_cache(maxsize=None)
+def _shared_serve_arg(sig_id: int) -> ServeArg:
+    """One distinct serve option, shared by every release that has it unchanged (its file:line: provenance())."""
+    a = _index()["serve_sigs"][sig_id]
+    return ServeArg(
+        dest=a["dest"], option_strings=tuple(a["option_strings"]), takes_value=a["takes_value"],
+        nargs=a["nargs"], choices=tuple(a["choices"]) if isinstance(a["choices"], list) else None,
+        default=a["default"], is_bool_optional=a["is_bool_optional"], type_name=a["type"],
+        action=a["action"], help_first_line=a["help"], hidden=a["hidden"], where=None,
+    )
+
+
+@lru_cache(maxsize=None)
+def _serve_args(version: str) -> dict[str, ServeArg]:
+    by_option: dict[str, ServeArg] = {}
+    for sig_id in (_entries().get(version, {}).get("serve_args") or {}).get("sigs", ()):
+        arg = _shared_serve_arg(sig_id)
+        for option in arg.option_strings:
+            by_option[option] = arg
+    return by_option
+
+
+@lru_cache(maxsize=None)
+def _serve_where(version: str) -> dict[str, str]:
+    """Option string and dest -> the add_argument call's file:line (read from the release's own file)."""
+    where: dict[str, str] = {}
+    for a in (_read(f"{version}.json") or {}).get("serve_args", {}).get("actions", ()):
+        if a["where"]:
+            where.setdefault(a["dest"], a["where"])
+            for option in a["option_strings"]:
+                where[option] = a["where"]
+    return where
 
 
 def _release_facts(data: dict) -> ReleaseFacts:
-    serve = data.get("serve_args", {})
-    by_option: dict[str, ServeArg] = {}
-    for a in serve.get("actions", ()):
-        arg = ServeArg(
-            dest=a["dest"], option_strings=tuple(a["option_strings"]), takes_value=a["takes_value"],
-            nargs=a["nargs"], choices=tuple(a["choices"]) if isinstance(a["choices"], list) else None,
-            default=a["default"], is_bool_optional=a["is_bool_optional"], type_name=a["type"],
-            action=a["action"], help_first_line=a["help"], hidden=a["hidden"], where=a["where"],
-        )
-        for option in arg.option_strings:
-            by_option[option] = arg
-    where: dict[str, str] = {}
-    for a in serve.get("actions", ()):
-        if a["where"]:
-            where.setdefault(a["dest"], a["where"])
-    where["serve_args"] = (serve.get("where") or {}).get("make_arg_parser")
+    serve = data.get("serve_args") or {}
+    where: dict[str, str] = {"serve_args": serve.get("make_arg_parser")}
     for key in ("kv_cache_dtypes", "model_dtypes"):
         if key in data:
             where[key] = data[key]["where"]
@@ -213,12 +298,12 @@ def _release_facts(data: dict) -> ReleaseFacts:
     where["pins"] = data.get("pins", {}).get("where")
     return ReleaseFacts(
         version=data["version"],
-        serve_args=by_option,
         allow_abbrev=bool(serve.get("allow_abbrev", True)),
         kv_cache_dtypes=tuple(data.get("kv_cache_dtypes", {}).get("values", ())),
         model_dtypes=tuple(data.get("model_dtypes", {}).get("values", ())),
         defaults=defaults,
         pins=pins,
+        kinds=frozenset(data.get("kinds", ())),
         data=data,
         _where={k: v for k, v in where.items() if v},
     )

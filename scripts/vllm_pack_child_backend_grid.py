@@ -1,0 +1,208 @@
+"""Child task `module:backend_grid`: vLLM's own `get_attn_backend_cls` answers over a grid of inputs (0.10-0.19).
+
+Releases before 0.20.0 select backends differently (0.10: if/else over use_v1, MLA, KV dtype, block size; 0.11-0.13:
+other module paths and call signatures), so the pack does not replay their checks: it stores what the release's
+own CUDA platform answers for every cell of a grid (capability x forced backend x MLA x sparse x head size x
+model dtype x KV dtype x block size x sinks x head count), as an exact decision tree. kvdoctor looks a cell up;
+an input outside the grid is undecided, never guessed.
+"""
+from __future__ import annotations
+
+import inspect
+import itertools
+import os
+
+HEADS = (64, 80, 96, 128, 192, 256, 72, 100)
+MLA_HEAD = 576
+BLOCKS = (None, 16, 32, 64, 128)
+DTYPES = ("bfloat16", "float16", "float32")
+NUM_HEADS = (None, 8, 16, 32, 64, 128)
+# forced backends a user may name on CUDA (those the release's enum has)
+FORCED = ("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "TRITON_ATTN_VLLM_V1", "FLEX_ATTENTION", "XFORMERS",
+          "XFORMERS_VLLM_V1", "TREE_ATTN", "TRITON_MLA", "TRITON_MLA_VLLM_V1", "FLASHMLA", "FLASHMLA_VLLM_V1",
+          "CUTLASS_MLA", "FLASHINFER_MLA", "FLASH_ATTN_MLA", "FLASHMLA_SPARSE", "FLASHINFER_MLA_SPARSE",
+          "FLASH_ATTN_VLLM_V1", "FLASHINFER_VLLM_V1", "TORCH_SDPA")
+
+
+def _enum():
+    for module, name in (("vllm.v1.attention.backends.registry", "AttentionBackendEnum"),
+                         ("vllm.attention.backends.registry", "AttentionBackendEnum"),
+                         ("vllm.platforms.interface", "_Backend")):
+        try:
+            mod = __import__(module, fromlist=[name])
+            return getattr(mod, name), module
+        except (ImportError, AttributeError):
+            continue
+    raise ImportError("no attention backend enum found")
+
+
+def _selector_config():
+    for module in ("vllm.v1.attention.selector", "vllm.attention.selector"):
+        try:
+            mod = __import__(module, fromlist=["AttentionSelectorConfig"])
+            return mod.AttentionSelectorConfig
+        except (ImportError, AttributeError):
+            continue
+    return None
+
+
+def run(ctx) -> dict:
+    import torch
+    import vllm.platforms as platforms
+    from vllm_pack_child_backends import _tree, clear_caches
+
+    os.environ.pop("VLLM_ATTENTION_BACKEND", None)
+    os.environ["VLLM_USE_V1"] = "1"  # 0.10: the V1 engine is the default on CUDA (V0 is gone from 0.11.0)
+    Enum, enum_module = _enum()
+    Config = _selector_config()
+    platform = platforms._current_platform
+    platform_cls = type(platform)
+    fn = platform_cls.get_attn_backend_cls
+    params = [p for p in inspect.signature(fn).parameters if p != "cls"]
+    config_fields = list(Config._fields) if Config is not None and "attn_selector_config" in params else []
+    inputs = set(params) | set(config_fields)
+    forced = [None] + [f for f in FORCED if f in Enum.__members__]
+    try:
+        from vllm.config.cache import CacheDType
+    except ImportError:
+        from vllm.config import CacheDType
+    import typing
+
+    kv_values = list(typing.get_args(CacheDType))
+    axes = {"forced": forced, "use_mla": [False, True], "use_sparse": [False, True] if "use_sparse" in inputs
+            else [False], "head_size": list(HEADS) + [MLA_HEAD], "dtype": list(DTYPES), "kv_cache_dtype": kv_values,
+            "block_size": list(BLOCKS), "has_sink": [False, True] if "has_sink" in inputs else [False],
+            "num_heads": list(NUM_HEADS) if "num_heads" in inputs else [None]}
+    paths = {}
+    for member in Enum:
+        try:
+            value = member.get_path() if hasattr(member, "get_path") else member.value
+        except Exception:
+            value = member.value
+        paths[str(value)] = member.name
+    answers: list[str] = []
+    cells: dict[int, list] = {}
+    caps = [tuple(c) for c in ctx.REQ["capabilities"]]
+    names = [a for a in axes]
+    for cap in caps:
+        platform_cls.capability_now = tuple(cap)
+        clear_caches()
+        for combo in itertools.product(*(axes[a] for a in names)):
+            cell = dict(zip(names, combo))
+            if cell["use_mla"] != (cell["head_size"] == MLA_HEAD) or (cell["use_sparse"] and not cell["use_mla"]):
+                continue  # MLA layers have head size 576 (kv_lora_rank 512 + rope 64); sparse is MLA only
+            answer = _ask(fn, params, Config, config_fields, Enum, cell, torch, paths)
+            if answer not in answers:
+                answers.append(answer)
+            cells.setdefault(answers.index(answer), []).append([f"{cap[0]}.{cap[1]}"] + list(combo))
+    guards = _guards(ctx, answers, Enum, paths, caps, platform_cls, kv_values, torch)
+    samples = _samples(ctx, fn, params, Config, config_fields, Enum, axes, names, caps, platform_cls, torch, paths)
+    unknown = None
+    try:
+        Enum["NO_SUCH_BACKEND"]
+    except Exception as exc:
+        unknown = str(exc).replace("NO_SUCH_BACKEND", "{name}")
+    return {
+        "axes": ["capability"] + names,
+        "grid": {"capability": [f"{c[0]}.{c[1]}" for c in caps], **axes},
+        "answers": answers,
+        "trees": {str(i): _tree(sorted(c, key=repr)) for i, c in sorted(cells.items())},
+        "params": params,
+        "config_fields": config_fields,
+        "enum": [m.name for m in Enum],
+        "enum_module": enum_module,
+        "unknown_backend": unknown,
+        "where": ctx.where(fn),
+        "repr_template": repr(Config(**{f: f"{{{f}}}" for f in config_fields if f != "attn_type"}))
+        if config_fields else None,
+        "samples": samples,
+        "guards": guards,
+        "assumes": "VLLM_USE_V1=1 (0.10's default on CUDA), no other attention environment variable set; "
+                   "the block size as vLLM passes it to the selector",
+    }
+
+
+def _ask(fn, params, Config, config_fields, Enum, cell, torch, paths) -> str:
+    kwargs = {"head_size": cell["head_size"], "dtype": getattr(torch, cell["dtype"]),
+              "kv_cache_dtype": cell["kv_cache_dtype"], "block_size": cell["block_size"], "use_mla": cell["use_mla"],
+              "has_sink": cell["has_sink"], "use_sparse": cell["use_sparse"], "use_v1": True}
+    selected = Enum[cell["forced"]] if cell["forced"] else None
+    call = {}
+    shown = {}
+    if config_fields:
+        config = Config(**{k: v for k, v in kwargs.items() if k in config_fields})
+        call["attn_selector_config"] = config
+        # vLLM prints the config, some releases after dropping the block size: kvdoctor fills it in again
+        shown = {repr(config): "{config}", repr(config._replace(block_size=None)): "{config_no_block}"}
+    for p in params:
+        if p == "selected_backend":
+            call[p] = selected
+        elif p == "num_heads":
+            call[p] = cell["num_heads"]
+        elif p in kwargs and p not in call:
+            call[p] = kwargs[p]
+    try:
+        from vllm_pack_child_backends import _vllm_config_context
+
+        with _vllm_config_context():
+            path = fn(**call)
+    except Exception as exc:
+        text = f"{type(exc).__name__}: {exc}"
+        for printed, placeholder in shown.items():
+            text = text.replace(printed, placeholder)
+        return "error:" + text[:600]
+    if not path:
+        return "none"
+    if str(path) not in paths:  # 0.10: a class path, not an enum value; the class names itself
+        try:
+            module, _, name = str(path).rpartition(".")
+            paths[str(path)] = getattr(__import__(module, fromlist=[name]), name).get_name()
+        except Exception:
+            paths[str(path)] = str(path)
+    return "backend:" + paths[str(path)]
+
+
+def _samples(ctx, fn, params, Config, config_fields, Enum, axes, names, caps, platform_cls, torch, paths):
+    """vLLM's answers for 40 random grid cells per capability, asked afresh: the lookup's test oracle."""
+    import random
+
+    from vllm_pack_child_backends import clear_caches
+
+    rng = random.Random(1234)
+    out = []
+    for cap in caps:
+        platform_cls.capability_now = tuple(cap)
+        clear_caches()
+        for _ in range(40):
+            cell = {a: rng.choice(axes[a]) for a in names}
+            cell["use_mla"] = rng.random() < 0.3
+            cell["head_size"] = MLA_HEAD if cell["use_mla"] else rng.choice(HEADS)
+            cell["use_sparse"] = cell["use_sparse"] and cell["use_mla"]
+            out.append({"capability": list(cap), "cell": cell,
+                        "answer": _ask(fn, params, Config, config_fields, Enum, cell, torch, paths)})
+    return out
+
+
+def _guards(ctx, answers, Enum, paths, caps, platform_cls, kv_values, torch):
+    """Errors the chosen backends' implementation constructors raise (as for 0.20+: vllm_pack_child_backends)."""
+    from vllm_pack_child_backends import constructor_guards
+
+    by_name = {name: path for path, name in paths.items()}
+    classes = {}
+    for answer in answers:
+        if not answer.startswith("backend:"):
+            continue
+        name = answer.split(":", 1)[1]
+        try:
+            if name in Enum.__members__ and hasattr(Enum[name], "get_class"):
+                classes[name] = Enum[name].get_class()
+            else:
+                module, _, attr = by_name.get(name, "").rpartition(".")
+                classes[name] = getattr(__import__(module, fromlist=[attr]), attr)
+        except Exception:
+            continue
+    dtypes = {n: getattr(torch, n) for n in DTYPES}
+    try:
+        return constructor_guards(ctx, classes, caps, platform_cls, kv_values, dtypes)
+    except Exception as exc:
+        return {"<error>": f"{type(exc).__name__}: {exc}"[:300]}

@@ -1,0 +1,25 @@
+"""Child task `module:guards`: only the constructor guards of the backends named in the request (REQ
+`guard_classes`), as `module:backends` computes them; the builder's `--refresh guards` splices them into the
+shipped detail files without re-asking everything else."""
+from __future__ import annotations
+
+
+def run(ctx) -> dict:
+    import torch
+    import typing
+
+    import vllm.platforms
+    from vllm.config.cache import CacheDType
+    from vllm_pack_child_backends import DTYPES, backend_enum, constructor_guards
+
+    Enum = backend_enum(ctx)
+    classes = {}
+    for name in ctx.REQ["guard_classes"]:
+        try:
+            classes[name] = Enum[name].get_class()
+        except Exception:
+            continue
+    platform_cls = type(vllm.platforms._current_platform)
+    caps = [tuple(c) for c in ctx.REQ["capabilities"]]
+    kv_values = list(typing.get_args(CacheDType))
+    return constructor_guards(ctx, classes, caps, platform_cls, kv_values, {n: getattr(torch, n) for n in DTYPES})

@@ -1,0 +1,99 @@
+"""The pack's summary index (`index.json`): every release's small facts in one file, so a check with the vLLM
+version unknown reads one file instead of decoding every release.
+
+Derived only from the per-release files the builder wrote (deterministic: sorted keys, releases in version
+order, each distinct serve option and run-time table stored once). The per-release files stay the source: the
+loader reads `X.json` for serve-option provenance and `X.detail.json` for attention selection, lazily.
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+INDEX_FORMAT = 1
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from kvdoctor.vllm_pack import KINDS  # noqa: E402  (json and the standard library only)
+
+
+def _version_key(text: str):
+    return [int(p) if p.isdigit() else p for p in re.split(r"[.\-]", text)]
+
+
+def _release_name(name: str) -> str | None:
+    name = name[:-3] if name.endswith(".gz") else name
+    if not name.endswith(".json") or name.endswith(".detail.json") or name == "index.json":
+        return None
+    return name[: -len(".json")]
+
+
+def read_json(pack_dir: Path, name: str) -> dict | None:
+    """A pack file, plain or gzipped (`name.gz`)."""
+    import gzip
+
+    if (pack_dir / name).exists():
+        return json.loads((pack_dir / name).read_text("utf-8"))
+    if (pack_dir / f"{name}.gz").exists():
+        return json.loads(gzip.decompress((pack_dir / f"{name}.gz").read_bytes()))
+    return None
+
+
+def kinds_of(core: dict, detail: dict) -> list[str]:
+    """Which kinds of facts one release's files hold."""
+    kinds = [k for k in ("serve_args", "kv_cache_dtypes", "model_dtypes", "pins") if core.get(k)]
+    runtime = detail.get("runtime") or {}
+    if (runtime.get("dtype") or {}).get("tables"):
+        kinds.append("dtype_resolution")
+    if runtime.get("model_runner"):
+        kinds.append("model_runner")
+    if detail.get("backends"):
+        kinds.append("backend_replay")
+    if detail.get("backend_grid"):
+        kinds.append("backend_grid")
+    return kinds
+
+
+def build_index(pack_dir: Path) -> dict:
+    """The index of every release file in `pack_dir`."""
+    versions = sorted({_release_name(p.name) for p in pack_dir.iterdir() if _release_name(p.name)}, key=_version_key)
+    sigs: list[str] = []
+    sig_ids: dict[str, int] = {}
+    pools: dict[str, list[str]] = {"dtype": [], "model_runner": []}
+    releases = []
+    for version in versions:
+        core = read_json(pack_dir, f"{version}.json")
+        detail = read_json(pack_dir, f"{version}.detail.json") or {}
+        entry = {k: v for k, v in core.items() if k not in ("serve_args", "modelled", "build_errors")}
+        serve = core.get("serve_args")
+        if serve:
+            ids = []
+            for action in serve["actions"]:
+                blob = json.dumps({k: v for k, v in action.items() if k != "where"}, sort_keys=True)
+                if blob not in sig_ids:
+                    sig_ids[blob] = len(sigs)
+                    sigs.append(blob)
+                ids.append(sig_ids[blob])
+            entry["serve_args"] = {"sigs": ids, "allow_abbrev": serve["allow_abbrev"],
+                                   "positionals": serve["positionals"],
+                                   "make_arg_parser": (serve.get("where") or {}).get("make_arg_parser")}
+        runtime = detail.get("runtime") or {}
+        entry_runtime = {"where": runtime.get("where", {}), "kv_quant_modes": runtime.get("kv_quant_modes")}
+        for key, pool in pools.items():
+            if runtime.get(key):
+                blob = json.dumps(runtime[key], sort_keys=True)
+                if blob not in pool:
+                    pool.append(blob)
+                entry_runtime[key] = pool.index(blob)
+        entry["runtime"] = entry_runtime
+        entry["kinds"] = kinds_of(core, detail)
+        entry["has_detail"] = bool(detail)
+        releases.append(entry)
+    return {
+        "format": INDEX_FORMAT,
+        "kinds": KINDS,
+        "releases": releases,
+        "serve_sigs": [json.loads(s) for s in sigs],
+        "runtime_pools": {k: [json.loads(b) for b in v] for k, v in pools.items()},
+    }
