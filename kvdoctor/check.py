@@ -9,6 +9,7 @@ from typing import Any
 
 from kvdoctor.collect import CheckOptions, collect_facts
 from kvdoctor.derived import derive_dryrun_facts, derive_kv_facts
+from kvdoctor.dryrun.records import DryRunReport, DryRunRequest, Status
 from kvdoctor.facts import Facts
 from kvdoctor.reconcile import reconcile_with_dry_run
 from kvdoctor.report import Report
@@ -32,39 +33,49 @@ class CheckSettings:
 
 
 def run_check(options: CheckOptions, settings: CheckSettings) -> Report:
+    """The check in its phases: facts, the dry run (with its fixes' recompiles), rules, report."""
+    if settings.compile:  # compiler children import Triton while the facts are gathered
+        from kvdoctor.dryrun.runner import prestart_compilers
+
+        prestart_compilers(options.cache_dir, use_cache=settings.use_cache)
     rules = load_all_rules(list(settings.rules_files))
     facts = collect_facts(options)
     flat = facts.flat() | derive_kv_facts(facts)
-    notes = list(facts.gpu.notes)
-    selected = flat.get("attention.backend") if flat.get("attention.backend") not in (None, "none") else None
-    if not settings.compile:
-        request, why_not = None, "--no-compile"
-    elif facts.versions.vllm is None:
-        # which kernels would run depends on the release: a compile of one guess must not decide the verdict
-        request, why_not = None, "the vLLM version is unknown, so are the kernels it would build (pass --vllm-version X)"
-    else:
-        request, why_not = dry_run_request(facts, selected, cache_dir=options.cache_dir, offline=options.offline)
+    request, why_not = _plan_dry_run(facts, flat, options, settings)
     known_kinds = {r.compile_kind for r in rules if r.compile_kind}
-    dry_run_json: dict[str, Any] | None = None
-    fix_outcomes: dict[str, dict] = {}
-    unverifiable: dict[str, str] = {}
-    if request is None:
-        notes.append(f"dry run skipped: {why_not}")
-    else:
+    dry_run, fix_runs = None, {}
+    if request is not None:
         static = evaluate_rules(rules, flat | derive_dryrun_facts(None, known_kinds))
-        dry_run_json, fix_outcomes, unverifiable = _compile(request, static, rules, options, settings)
-    flat |= derive_dryrun_facts(dry_run_json, known_kinds)
-    findings = evaluate_rules(rules, flat)
-    findings = reconcile_with_dry_run(findings, rules, flat, dry_run_json)
-    if request is not None and dry_run_json and dry_run_json.get("status") == "failed":
-        compiled_rules = {key.split(":")[0] for key in fix_outcomes}
-        missing = [f for f in findings if f.status == "fired" and f.rule_id not in compiled_rules]
-        if missing:  # fired only once the compile failed, or its speculative fix compiles fell short
-            extra, extra_unverifiable = _compile_fixes(request, missing, rules, options, settings)
-            fix_outcomes |= extra
-            unverifiable |= extra_unverifiable
-        findings = attach_verifications(findings, fix_outcomes, unverifiable)
+        dry_run, fix_runs = _compile(request, static, rules, options, settings)
+    flat |= derive_dryrun_facts(dry_run, known_kinds)
+    findings = reconcile_with_dry_run(evaluate_rules(rules, flat), rules, flat, dry_run)
+    if dry_run is not None and dry_run.status == Status.FAILED:
+        fix_runs |= _compile_missing_fixes(request, findings, fix_runs, rules, options, settings)
+        findings = attach_verifications(findings, fix_runs)
     findings = [_apply_ignore(f, settings.ignored) for f in findings]
+    return Report(
+        command="check", findings=tuple(findings), facts=flat, dry_run=dry_run,
+        notes=tuple(_notes(facts, flat, why_not)), rules_checked=tuple(r.id for r in rules if r.when is not None),
+    )
+
+
+def _plan_dry_run(facts: Facts, flat: dict[str, Any], options: CheckOptions,
+                  settings: CheckSettings) -> tuple[DryRunRequest | None, str | None]:  # fmt: skip
+    """The dry run these facts call for, or why there is none."""
+    if not settings.compile:
+        return None, "--no-compile"
+    if facts.versions.vllm is None:
+        # which kernels would run depends on the release: a compile of one guess must not decide the verdict
+        return None, "the vLLM version is unknown, so are the kernels it would build (pass --vllm-version X)"
+    selected = flat.get("attention.backend") if flat.get("attention.backend") not in (None, "none") else None
+    return dry_run_request(facts, selected, cache_dir=options.cache_dir, offline=options.offline)
+
+
+def _notes(facts: Facts, flat: dict[str, Any], why_no_dry_run: str | None) -> list[str]:
+    """What the user should know that is no finding: skipped steps, what could not be judged, where facts stop."""
+    notes = list(facts.gpu.notes)
+    if why_no_dry_run:
+        notes.append(f"dry run skipped: {why_no_dry_run}")
     if flat.get("vllm.facts_note"):
         notes.append(flat["vllm.facts_note"])
     if flat.get("attention.backend") is None and facts.model is not None:
@@ -74,34 +85,29 @@ def run_check(options: CheckOptions, settings: CheckSettings) -> Report:
         notes.append("serve flags no release's parser could judge (kept, not judged): " + " ".join(facts.serve.unknown_flags))
     if facts.model and facts.model.dtype_note:
         notes.append(f"model dtype: {facts.model.dtype_note}")
-    checked = tuple(r.id for r in rules if r.when is not None)
-    return Report(
-        command="check", findings=tuple(findings), facts=flat, dry_run=dry_run_json, notes=tuple(notes),
-        rules_checked=checked,
-    )
+    return notes
 
 
-def _compile(request, static, rules, options, settings):
+def _compile(request, static, rules, options, settings) -> tuple[DryRunReport, dict[str, DryRunReport]]:
     """The check's dry run plus, speculatively, the fixes of statically fired rules: one compiler batch.
     A fix compiled for fewer kernel roles than actually failed is dropped here and compiled again in full."""
-    from kvdoctor.dryrun import run_dry_runs, to_json
+    from kvdoctor.dryrun import run_dry_runs
 
-    fix_requests, unverifiable = fix_candidates(static, rules, request, options.cache_dir, settings.fix_sources,
-                                                offline=_offline(options))  # fmt: skip
-    keys = list(fix_requests)
+    fix_requests = fix_candidates(static, rules, request, options.cache_dir, settings.fix_sources,
+                                  offline=_offline(options))  # fmt: skip
     reports = run_dry_runs(
         [request, *fix_requests.values()],
         cache_dir=options.cache_dir,
         use_cache=settings.use_cache,
         timeout_s=settings.compile_timeout_s,
     )
-    failed_roles = {k.role for k in reports[0].kernels if k.status != "passed"}
+    failed_roles = {k.role for k in reports[0].kernels if k.status != Status.PASSED}
     outcomes = {
-        key: to_json(report)
-        for key, report in zip(keys, reports[1:])
+        key: report
+        for key, report in zip(fix_requests, reports[1:])
         if report.request.roles is None or failed_roles <= set(report.request.roles) | {"probe"}
     }
-    return to_json(reports[0]), outcomes, unverifiable
+    return reports[0], outcomes
 
 
 def _offline(options) -> bool:
@@ -110,21 +116,26 @@ def _offline(options) -> bool:
     return offline_requested(options.offline)
 
 
-def _compile_fixes(request, findings, rules, options, settings):
-    from kvdoctor.dryrun import run_dry_runs, to_json
+def _compile_missing_fixes(request, findings, done: dict[str, DryRunReport], rules, options,
+                           settings) -> dict[str, DryRunReport]:  # fmt: skip
+    """Fixes of rules that fired only once the compile failed (or whose speculative compiles fell short)."""
+    from kvdoctor.dryrun import run_dry_runs
 
-    fix_requests, unverifiable = fix_candidates(
-        findings, rules, request, options.cache_dir, settings.fix_sources, all_roles=True, offline=_offline(options)
-    )
+    compiled_rules = {key.split(":")[0] for key in done}
+    missing = [f for f in findings if f.status == "fired" and f.rule_id not in compiled_rules]
+    if not missing:
+        return {}
+    fix_requests = fix_candidates(missing, rules, request, options.cache_dir, settings.fix_sources, all_roles=True,
+                                  offline=_offline(options))  # fmt: skip
     if not fix_requests:
-        return {}, unverifiable
+        return {}
     reports = run_dry_runs(
         list(fix_requests.values()),
         cache_dir=options.cache_dir,
         use_cache=settings.use_cache,
         timeout_s=settings.compile_timeout_s,
     )
-    return {key: to_json(r) for key, r in zip(fix_requests, reports)}, unverifiable
+    return dict(zip(fix_requests, reports))
 
 
 def dry_run_request(facts: Facts, backend: str | None = None, *, cache_dir: Path | None = None,
@@ -136,7 +147,7 @@ def dry_run_request(facts: Facts, backend: str | None = None, *, cache_dir: Path
     kernel files fetched from the package index into cache_dir (never when offline, or HF_HUB_OFFLINE set);
     failing that, kvdoctor's probe kernel stands in, and the request says why."""
     serve, model, gpu = facts.serve, facts.model, facts.gpu.weakest
-    from kvdoctor.dryrun import DryRunRequest, dry_run_applies
+    from kvdoctor.dryrun import dry_run_applies
     from kvdoctor.dryrun.runner import why_nothing_to_compile
 
     backend = backend or serve.attention_backend
@@ -173,6 +184,7 @@ def dry_run_request(facts: Facts, backend: str | None = None, *, cache_dir: Path
         backend=backend,
         num_q_heads=max(1, model.num_attention_heads // tp) if model.num_attention_heads else None,
         probe_reason=probe_reason,
+        kv_lora_rank=model.kv_lora_rank,
     )
     return request, None
 

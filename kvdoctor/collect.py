@@ -6,9 +6,10 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from kvdoctor.check_inputs import validate_check_inputs
 from kvdoctor.errors import UsageError
 from kvdoctor.facts import Facts, GpuFacts, ModelFacts, ServeFacts, VersionFacts
-from kvdoctor.probes.serve_args import MODEL_DTYPES, parse_serve_command
+from kvdoctor.probes.serve_args import parse_serve_command
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,9 @@ def collect_facts(options: CheckOptions) -> Facts:
 
     loose = refuse_misplaced_flags(options.serve_argv, options.loose_flags, options.own_flags)
     versions = _version_facts(options)
+    from kvdoctor.vllm_pack.on_the_fly import ensure_for_versions
+
+    ensure_for_versions(versions)  # a vLLM newer than the pack: its facts built on the fly when possible
     argv = _as_vllm_reads_it([*options.serve_argv, *loose], versions.vllm)
     command = parse_serve_command(argv, options.environ)
     serve = _merge_flags(command.serve, options)
@@ -94,10 +98,7 @@ def _merge_flags(serve: ServeFacts, options: CheckOptions) -> ServeFacts:
         if pasted != getattr(defaults, name) and pasted != value:
             raise UsageError(f"conflicting values for {name}: {value!r} here, {pasted!r} in the serve command")
         changes[name] = value
-    if options.dtype is not None and options.dtype not in MODEL_DTYPES:
-        raise UsageError(f"unknown --dtype {options.dtype!r}", f"use one of {', '.join(MODEL_DTYPES)}")
-    if options.tensor_parallel_size is not None and options.tensor_parallel_size < 1:
-        raise UsageError("--tensor-parallel-size must be at least 1")
+    validate_check_inputs(dtype=options.dtype, tensor_parallel_size=options.tensor_parallel_size)
     if options.attention_backend:
         changes["attention_backend_source"] = "--attention-backend"
     flag_tokens = [(f"--{name.replace('_', '-')}", str(v)) for name, v in overrides.items() if v is not None]
@@ -122,18 +123,11 @@ def _version_facts(options: CheckOptions) -> VersionFacts:
 
     versions = probe_versions()
     installed = "installed" if versions.vllm else None
-    if options.vllm_source and options.vllm_version:
-        raise UsageError("pass --vllm-source or --vllm-version, not both", "the source's own version is used")
+    validate_check_inputs(vllm_version=options.vllm_version, vllm_source=options.vllm_source)
     if options.vllm_source:
         version = version_of_source(Path(options.vllm_source))
         return replace(versions, vllm=version, vllm_source="--vllm-source", vllm_kernels=options.vllm_source)
     if options.vllm_version:
-        from packaging.version import InvalidVersion, Version
-
-        try:
-            Version(options.vllm_version)
-        except InvalidVersion:
-            raise UsageError(f"--vllm-version {options.vllm_version!r} is not a version", "e.g. 0.25.1") from None
         if options.vllm_version == versions.vllm:
             kernels = installed
         elif not options.resolve_kernels:

@@ -9,7 +9,7 @@ Example (kvdoctor.toml; in pyproject.toml the same keys sit under [tool.kvdoctor
     rules = ["ci/kvdoctor-rules.yaml"]      # relative to this file
 
     [ignore]
-    KVD104 = "quality measured on our eval set, 2025-06"
+    RULE_ID = "why it does not apply here"     # an id from `kvdoctor rules`
 """
 
 from __future__ import annotations
@@ -142,6 +142,7 @@ def _parse(table: dict[str, Any], path: Path, where: str) -> ConfigFile:
         else:
             known = ", ".join(sorted([*CHECK_KEYS, *LIST_KEYS, "ignore"]))
             raise UsageError(f"{where}: unknown key '{raw_key}'", f"known keys: {known}")
+    _validate(defaults, where)
     return ConfigFile(
         path=path,
         defaults=defaults,
@@ -151,13 +152,25 @@ def _parse(table: dict[str, Any], path: Path, where: str) -> ConfigFile:
     )
 
 
+def _validate(defaults: dict[str, Any], where: str) -> None:
+    """The file's values pass the same validation as the flags, and a bad one names the file."""
+    from kvdoctor.check_inputs import validate_check_inputs
+    from kvdoctor.errors import KvdoctorError
+
+    names = ("dtype", "tensor_parallel_size", "vllm_version", "vllm_source", "gpu", "fail_on", "compile_timeout")
+    try:
+        validate_check_inputs(**{name: defaults[name] for name in names if name in defaults})
+    except KvdoctorError as exc:
+        raise UsageError(f"{where}: {exc.message}", exc.hint) from None
+
+
 def _ignore(value: Any, where: str) -> dict[str, str]:
     if not isinstance(value, dict):
         raise UsageError(f"{where}: 'ignore' must be a table of RULE_ID = \"reason\"")
     ignore = {}
     for rule_id, reason in value.items():
         if not RULE_ID.match(str(rule_id)):
-            raise UsageError(f"{where}: ignore.{rule_id} is not a rule id", "ids look like KVD104; see `kvdoctor rules`")
+            raise UsageError(f"{where}: ignore.{rule_id} is not a rule id", "ids are letters then 3+ digits; `kvdoctor rules` lists them")
         if not isinstance(reason, str) or not reason.strip():
             raise UsageError(f"{where}: ignore.{rule_id} needs a reason (a non-empty string)",
                              "ignored findings are still shown, with the reason")  # fmt: skip

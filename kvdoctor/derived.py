@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvdoctor.facts import Facts, GpuFacts, ServeFacts, VersionFacts
 from kvdoctor.attention import ATTENTION_FACTS, attention_facts
 from kvdoctor.kv_dtypes import kv_dtype_facts
 from kvdoctor.releases import Candidates, agree, candidates, describe_range
 
+if TYPE_CHECKING:
+    from kvdoctor.dryrun.records import DryRunReport
+
 DRYRUN_FACTS = {
     "dryrun.status": "'passed', 'failed' or 'skipped'; unknown when no dry run ran",
     "dryrun.source": "'vllm' (vLLM's real kernels) or 'probe' (kvdoctor's probe kernel)",
-    "dryrun.failure_kind": "classification of the first compile failure, e.g. bf16_to_fp8e4b15_assert",
-    "dryrun.failed_kernel": "name of the first kernel that failed",
-    "dryrun.innermost": "innermost exception of the first failure, 'Type: message'",
+    "dryrun.failure_kind": "failure kind of the deciding kernel (the first that did not compile, else a skip for a "
+    "changed layout), e.g. bf16_to_fp8e4b15_assert",
+    "dryrun.failed_kernel": "name of that deciding kernel",
+    "dryrun.innermost": "innermost exception of its failure, 'Type: message'",
     "dryrun.explained": "whether a rule's compile_kind names the failure kind",
 }
 
@@ -129,21 +133,17 @@ def serve_args_facts(argv: tuple[str, ...], releases: Candidates) -> dict[str, A
     }
 
 
-def derive_dryrun_facts(dry_run: dict[str, Any] | None, known_kinds: set[str]) -> dict[str, Any]:
-    """Dry-run facts from the dry run's JSON form; all unknown when there was none."""
+def derive_dryrun_facts(dry_run: DryRunReport | None, known_kinds: set[str]) -> dict[str, Any]:
+    """Dry-run facts of the dry run's deciding kernel; all unknown when there was no dry run."""
     if dry_run is None:
         return {name: None for name in DRYRUN_FACTS}
-    failed = next((k for k in dry_run.get("kernels", []) if k.get("failure")), None)
-    failure = (failed or {}).get("failure") or {}
-    kind = failure.get("kind")
-    innermost = None
-    if failure:
-        innermost = f"{failure.get('innermost_type')}: {failure.get('innermost_message') or ''}".strip().rstrip(":")
+    deciding = dry_run.deciding_kernel
+    kind = dry_run.failure_kind
     return {
-        "dryrun.status": dry_run.get("status"),
-        "dryrun.source": "probe" if any(k.get("role") == "probe" for k in dry_run.get("kernels", [])) else "vllm",
+        "dryrun.status": str(dry_run.status),
+        "dryrun.source": "probe" if dry_run.used_probe else "vllm",
         "dryrun.failure_kind": kind,
-        "dryrun.failed_kernel": (failed or {}).get("kernel"),
-        "dryrun.innermost": innermost,
+        "dryrun.failed_kernel": deciding.kernel if deciding else None,
+        "dryrun.innermost": deciding.failure.innermost if deciding else None,
         "dryrun.explained": (kind in known_kinds) if kind else None,
     }

@@ -5,40 +5,39 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from kvdoctor.dryrun.records import DryRunReport, Status
+
 from kvdoctor.report import Finding
 from kvdoctor.rules.engine import finding_for
 from kvdoctor.rules.loader import Rule
 
 
-def compile_evidence(dry_run: dict[str, Any]) -> list[str]:
+def compile_evidence(dry_run: DryRunReport) -> list[str]:
     """One line per compiled kernel, plus the innermost cause of each failure."""
-    lines = [f"dry run: {dry_run.get('source_label')}"]
-    for kernel in dry_run.get("kernels", []):
-        cached = ", cached" if kernel.get("cached") else ""
-        verb = "checked" if kernel.get("role") == "guard" else "compiled"  # vLLM's start-up guard is no kernel
-        lines.append(f"{verb} {kernel['kernel']} ({kernel.get('role')}): {kernel['status']}{cached}")
-        failure = kernel.get("failure")
+    lines = [f"dry run: {dry_run.source_label}"]
+    for kernel in dry_run.kernels:
+        cached = ", cached" if kernel.cached else ""
+        verb = "checked" if kernel.role == "guard" else "compiled"  # vLLM's start-up guard is no kernel
+        lines.append(f"{verb} {kernel.kernel} ({kernel.role}): {kernel.status}{cached}")
+        failure = kernel.failure
         if failure:
-            raised = failure.get("triton_file")
+            raised = failure.triton_file
             if raised:
-                raised = f"{raised}:{failure.get('triton_line')} in {failure.get('triton_function')}"
+                raised = f"{raised}:{failure.triton_line} in {failure.triton_function}"
             lines.append(
-                f"  innermost cause: {failure.get('innermost_type')}"
-                + (f": {failure['innermost_message']}" if failure.get("innermost_message") else "")
+                f"  innermost cause: {failure.innermost_type}"
+                + (f": {failure.innermost_message}" if failure.innermost_message else "")
                 + (f" (raised in {raised})" if raised else "")
             )
-            if failure.get("kernel_source_line"):
-                lines.append(
-                    f"  kernel line {failure.get('kernel_file')}:{failure.get('kernel_line')}: "
-                    f"{failure['kernel_source_line'].strip()}"
-                )
-        elif kernel.get("note"):
-            lines.append(f"  {kernel['note']}")
+            if failure.kernel_source_line:
+                lines.append(f"  kernel line {failure.kernel_file}:{failure.kernel_line}: {failure.kernel_source_line.strip()}")
+        elif kernel.note:
+            lines.append(f"  {kernel.note}")
     return lines
 
 
 def reconcile_with_dry_run(
-    findings: list[Finding], rules: list[Rule], facts: dict[str, Any], dry_run: dict[str, Any] | None
+    findings: list[Finding], rules: list[Rule], facts: dict[str, Any], dry_run: DryRunReport | None
 ) -> list[Finding]:
     """Attach compile evidence to the rules that explain it; fire them when only the compile saw it;
     flag a rule whose predicted failure the compile did not reproduce."""
@@ -70,7 +69,7 @@ def reconcile_with_dry_run(
                 )
                 updated = replace(base, status="fired", decided_by=(), evidence=base.evidence + (note,) + evidence)
             result = [updated if f is finding else f for f in result] if finding else result + [updated]
-        elif fired and status == "passed" and real_kernels:
+        elif fired and status == Status.PASSED and real_kernels:
             note = (
                 f"DISAGREEMENT: the dry run compiled the kernel for this target and it passed; "
                 f"rule {rule.id} (checked against {rule.checked_against}) may be stale for this vLLM/Triton"

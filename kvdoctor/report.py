@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kvdoctor.dryrun.records import DryRunReport
 
 SCHEMA_VERSION = "1.1"
 
@@ -64,8 +67,8 @@ class Report:
     findings: tuple[Finding, ...]
     facts: dict[str, Any]
     """Flat facts (dotted names) the findings were judged on."""
-    dry_run: dict[str, Any] | None = None
-    """The dry-run compile results as plain data, or None when skipped entirely."""
+    dry_run: DryRunReport | None = None
+    """The dry-run compile results, or None when skipped entirely (the json format serialises it)."""
     notes: tuple[str, ...] = ()
     """Things the user should know that are not findings (probe fallbacks, skipped steps)."""
     extra: dict[str, Any] = field(default_factory=dict)

@@ -9,15 +9,16 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from kvdoctor.dryrun.records import DryRunReport, DryRunRequest, Status
 from kvdoctor.report import Finding
 from kvdoctor.rules.loader import Rule
 from kvdoctor.vllm_sources import source_at_least
 
 
-def fix_candidates(findings: list[Finding], rules: list[Rule], request, cache_dir: Path | None,
+def fix_candidates(findings: list[Finding], rules: list[Rule], request: DryRunRequest, cache_dir: Path | None,
                    fix_sources: tuple[str, ...], all_roles: bool = False,
-                   offline: bool = True) -> tuple[dict[str, object], dict[str, str]]:  # fmt: skip
-    """(fix key -> changed DryRunRequest, fix key -> why it cannot be compiled) for the findings' rules.
+                   offline: bool = True) -> dict[str, DryRunRequest]:  # fmt: skip
+    """fix key -> the changed DryRunRequest, for the findings' rules' fixes that change a dry-run input.
 
     A fix key is 'RULE_ID:index' into the rule's fixes. Unless all_roles, a fix recompiles only the kernel
     roles that can show its rule's failure kind (the store kernel for the k8v4 key conversion). A vLLM
@@ -27,8 +28,7 @@ def fix_candidates(findings: list[Finding], rules: list[Rule], request, cache_di
     from kvdoctor.dryrun import kernel_roles_for
 
     rules_by_id = {r.id: r for r in rules}
-    requests: dict[str, object] = {}
-    unverifiable: dict[str, str] = {}
+    requests: dict[str, DryRunRequest] = {}
     for finding in findings:
         rule = rules_by_id.get(finding.rule_id)
         if rule is None:
@@ -49,11 +49,11 @@ def fix_candidates(findings: list[Finding], rules: list[Rule], request, cache_di
                     changes.update(vllm_source=found[1], use_probe=False, vllm_version=found[0])
             roles = None if all_roles else kernel_roles_for(rule.compile_kind)
             requests[key] = replace(request, roles=roles, **changes)
-    return requests, unverifiable
+    return requests
 
 
-def attach_verifications(findings: list[Finding], outcomes: dict[str, dict], unverifiable: dict[str, str]) -> list[Finding]:
-    """Mark each fix of a fired finding with its compile outcome (outcomes: fix key -> dry-run JSON)."""
+def attach_verifications(findings: list[Finding], outcomes: dict[str, DryRunReport]) -> list[Finding]:
+    """Mark each fix of a fired finding with its compile outcome (outcomes: fix key -> its dry run)."""
     result = []
     for finding in findings:
         if finding.status != "fired":
@@ -64,37 +64,31 @@ def attach_verifications(findings: list[Finding], outcomes: dict[str, dict], unv
             key = f"{finding.rule_id}:{index}"
             if key in outcomes:
                 report = outcomes[key]
-                verified = {"passed": "verified", "failed": "not_verified"}.get(report["status"], "skipped")
+                verified = {Status.PASSED: "verified", Status.FAILED: "not_verified"}.get(report.status, "skipped")
                 fix = replace(fix, verified=verified, verification_note=_describe(report))
-            elif key in unverifiable:
-                fix = replace(fix, verified="not_verified", verification_note=unverifiable[key])
             fixes.append(fix)
         result.append(replace(finding, fixes=tuple(fixes)))
     return result
 
 
-def _describe(report: dict) -> str:
+def _describe(report: DryRunReport) -> str:
     """One line: what was recompiled, from which kernels, with what result."""
-    request = report.get("request", {})
-    capability = ".".join(map(str, request.get("capability", [])))
-    turboquant = str(request.get("kv_cache_dtype", "")).startswith("turboquant_")
-    what = f"{request.get('kv_cache_dtype')}, {request.get('model_dtype')} {'keys' if turboquant else 'model'}, SM {capability}"
-    if request.get("backend") and not turboquant:
-        what += f", {request['backend']}"
-    if report.get("status") == "skipped":
-        return f"not compiled ({what}): {report.get('reason')}"
-    probe = str(report.get("source_label", "")).startswith("kvdoctor probe")
+    request = report.request
+    capability = ".".join(map(str, request.capability))
+    turboquant = request.kv_cache_dtype.startswith("turboquant_")
+    what = f"{request.kv_cache_dtype}, {request.model_dtype} {'keys' if turboquant else 'model'}, SM {capability}"
+    if request.backend and not turboquant:
+        what += f", {request.backend}"
+    if report.status == Status.SKIPPED:
+        return f"not compiled ({what}): {report.reason}"
+    probe = report.source_label.startswith("kvdoctor probe")
     if probe:
-        source = f"kvdoctor's probe kernel modelling vLLM {request.get('vllm_version') or 'before 0.26.0'}"
+        source = f"kvdoctor's probe kernel modelling vLLM {request.vllm_version or 'before 0.26.0'}"
     else:
-        source = f"vLLM {report.get('vllm_version') or '(unknown version)'}'s kernels"
-    kernels = ", ".join(f"{_kernel_name(k, report)} {k['status']}" for k in report.get("kernels", []))
-    if request.get("roles") and not probe:
-        kernels += f" (only the {'/'.join(request['roles'])} kernel, where the failure was)"
+        source = f"vLLM {report.vllm_version or '(unknown version)'}'s kernels"
+    names = [k.kernel for k in report.kernels]
+    # a kernel launched twice (unified attention 2D and 3D) is named with its role
+    kernels = ", ".join(f"{k.kernel}{f' ({k.role})' if names.count(k.kernel) > 1 else ''} {k.status}" for k in report.kernels)
+    if request.roles and not probe:
+        kernels += f" (only the {'/'.join(request.roles)} kernel, where the failure was)"
     return f"recompiled with {source} ({what}): {kernels}"
-
-
-def _kernel_name(kernel: dict, report: dict) -> str:
-    """The kernel's name, with its role when the same kernel is launched twice (unified attention 2D and 3D)."""
-    names = [k["kernel"] for k in report.get("kernels", [])]
-    return f"{kernel['kernel']} ({kernel.get('role')})" if names.count(kernel["kernel"]) > 1 else kernel["kernel"]

@@ -31,7 +31,7 @@ def _fetched_releases(cache_dir: Path | None) -> dict[str, str]:
 
 def available_sources(cache_dir: Path | None, extra: tuple[str, ...] = ()) -> dict[str, str]:
     """version -> path of every vLLM wheel or tree kvdoctor can see (wheels first, then fetched releases)."""
-    from kvdoctor.probes.versions import version_of_source
+    from kvdoctor.probes.versions import version_of_source, wheel_version
 
     found: dict[str, str] = {}
     for path in extra:
@@ -41,9 +41,9 @@ def available_sources(cache_dir: Path | None, extra: tuple[str, ...] = ()) -> di
                 found.setdefault(version, path)
     for directory in wheel_dirs(cache_dir, extra):
         for wheel in sorted(directory.glob("vllm-*.whl")):
-            parts = wheel.name.split("-")
-            if len(parts) > 2:
-                found.setdefault(parts[1], str(wheel))
+            version = wheel_version(wheel)
+            if version:
+                found.setdefault(version, str(wheel))
     for version, tree in _fetched_releases(cache_dir).items():
         found.setdefault(version, tree)
     return found

@@ -18,8 +18,8 @@ WHEEL_VERSIONS = ("0.25.1", "0.26.0")
 
 
 def wheel_dir() -> Path:
-    """$KVDOCTOR_VLLM_WHEELS, else /root/.cache/kvdoctor-wheels (where CI pre-downloads them)."""
-    return Path(os.environ.get("KVDOCTOR_VLLM_WHEELS", "/root/.cache/kvdoctor-wheels"))
+    """$KVDOCTOR_VLLM_WHEELS, else ~/.cache/kvdoctor/wheels (where kvdoctor and CI keep them)."""
+    return Path(os.environ.get("KVDOCTOR_VLLM_WHEELS", str(Path.home() / ".cache" / "kvdoctor" / "wheels")))
 
 
 def _find_wheel(directory: Path, version: str) -> Path | None:

@@ -7,13 +7,14 @@ from pathlib import Path
 
 from kvdoctor.check import CheckSettings, run_check
 from kvdoctor.collect import CheckOptions
+from kvdoctor.dryrun.records import from_json
 from kvdoctor.report import Report
 
 EXAMPLE_MODEL = Path(__file__).resolve().parents[1] / "examples" / "qwen2.5-3b-instruct"
 IGNORE_REASON = "key error measured on our eval set, accepted until the L4 pool is ready"
 
 # The shape kvdoctor.dryrun.to_json gives a failed k8v4 compile on SM80 (bf16 keys, Triton's e4b15 assert).
-FAILED_DRY_RUN = {
+FAILED_DRY_RUN_JSON = {
     "status": "failed",
     "source_label": "vllm-0.25.1 wheel",
     "vllm_version": "0.25.1",
@@ -21,16 +22,22 @@ FAILED_DRY_RUN = {
     "reason": "_tq_fused_store_fp8 failed (bf16_to_fp8e4b15_assert) for this target",
     "seconds": 1.25,
     "failure_kind": "bf16_to_fp8e4b15_assert",
+    "request": {"kv_cache_dtype": "turboquant_k8v4", "model_dtype": "bfloat16", "head_dim": 128, "num_kv_heads": 2,
+                "capability": [8, 0], "block_size": 16, "vllm_version": "0.25.1"},
     "kernels": [
-        {"kernel": "_tq_fused_store_fp8", "role": "store", "status": "failed", "seconds": 0.05, "cached": False,
+        {"kernel": "_tq_fused_store_fp8", "role": "store", "source_file": "vllm/v1/attention/ops/triton_turboquant_store.py",
+         "status": "failed", "seconds": 0.05, "cached": False,
          "inputs": {"target": "cuda:80"}, "note": None,
          "failure": {"kind": "bf16_to_fp8e4b15_assert", "exc_type": "triton.compiler.errors.CompilationError",
                      "innermost_type": "AssertionError", "triton_function": "convert_custom_float8",
                      "kernel_line": 97, "kernel_source_line": "k_fp8 = k_vals.to(tl.float8e4b15)"}},
-        {"kernel": "_tq_decode_stage1", "role": "decode", "status": "passed", "seconds": 0.4, "cached": True,
+        {"kernel": "_tq_decode_stage1", "role": "decode", "source_file": "vllm/v1/attention/ops/triton_turboquant_decode.py",
+         "status": "passed", "seconds": 0.4, "cached": True,
          "inputs": {"target": "cuda:80"}, "failure": None, "note": None},
     ],
 }
+
+FAILED_DRY_RUN = from_json(FAILED_DRY_RUN_JSON)
 
 
 def issue_report(tmp_path: Path, gpu: str = "A100", ignored: dict[str, str] | None = None, **changes) -> Report:

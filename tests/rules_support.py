@@ -46,7 +46,19 @@ def scenario_facts(model="qwen", gpu="A100", kv="auto", vllm="0.27.0", serve=(),
         facts = replace(facts, versions=versions)
     flat = facts.flat() | derive_kv_facts(facts)
     kinds = {r.compile_kind for r in rules() if r.compile_kind}
-    return flat | derive_dryrun_facts(dry_run, kinds)
+    return flat | derive_dryrun_facts(typed_dry_run(dry_run), kinds)
+
+
+def typed_dry_run(data: dict | None):
+    """A DryRunReport from a test's short dict form (missing fields take neutral defaults); None stays None."""
+    from kvdoctor.dryrun.records import from_json
+
+    if data is None or not isinstance(data, dict):
+        return data
+    request = {"kv_cache_dtype": "turboquant_k8v4", "model_dtype": "bfloat16", "head_dim": 128, "num_kv_heads": 2,
+               "capability": [8, 0], **data.get("request", {})}  # fmt: skip
+    kernels = [{"source_file": "", "seconds": 0.0, "cached": False, **k} for k in data.get("kernels", [])]
+    return from_json({"source_label": "", "seconds": 0.0, **data, "request": request, "kernels": kernels})
 
 
 def fired(**scenario) -> set[str]:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 from dryrun_support import dryrun_cache, founding_request, vllm_wheels  # noqa: F401  (fixtures)
 
-from kvdoctor.dryrun import dry_run_applies, run_dry_run, to_json, verify_fixes
+from kvdoctor.dryrun import dry_run_applies, run_dry_run, run_dry_runs, to_json
 
 pytestmark = pytest.mark.vllm_wheel
 
@@ -74,22 +75,25 @@ def test_nc_preset_compiles_the_mse_store_kernel_with_fp32_inputs(vllm_wheels, d
     assert store.inputs["constexprs"]["KPS"] == 128 * 4 // 8 + 2
 
 
-def test_verify_fixes_for_the_founding_case(vllm_wheels, dryrun_cache):
+def test_fix_requests_for_the_founding_case(vllm_wheels, dryrun_cache):
+    # kvdoctor.verify changes the request as a rule's fix says and compiles it in the same batch
+    base = founding_request(vllm_wheels["0.25.1"])
     candidates = [
         ("dtype-float16", {"model_dtype": "float16"}),
         ("mse-preset", {"kv_cache_dtype": "turboquant_4bit_nc"}),
         ("upgrade-vllm", {"vllm_source": str(vllm_wheels["0.26.0"])}),
         ("other-ampere", {"capability": (8, 6)}),
-        ("bad-field", {"gpu": "H100"}),
     ]
-    verdicts = verify_fixes(founding_request(vllm_wheels["0.25.1"]), candidates, cache_dir=dryrun_cache)
+    reports = run_dry_runs([dataclasses.replace(base, **changes) for _, changes in candidates], cache_dir=dryrun_cache)
 
-    status = {v.fix_id: v.status for v in verdicts}
+    status = {fix_id: {"passed": "verified", "failed": "not_verified"}[r.status] for (fix_id, _), r in zip(candidates, reports)}
     assert status == {"dtype-float16": "verified", "mse-preset": "verified", "upgrade-vllm": "verified",
-                      "other-ampere": "not_verified", "bad-field": "skipped"}  # fmt: skip
-    upgrade = verdicts[2]
-    assert upgrade.report.vllm_version == "0.26.0" and upgrade.changes == candidates[2][1]
-    assert verdicts[3].report.failure_kind == "bf16_to_fp8e4b15_assert"
+                      "other-ampere": "not_verified"}  # fmt: skip
+    upgrade = reports[2]
+    assert upgrade.vllm_version == "0.26.0" and upgrade.request.vllm_source == candidates[2][1]["vllm_source"]
+    assert reports[3].failure_kind == "bf16_to_fp8e4b15_assert"
+    with pytest.raises(TypeError):  # a field no request has is refused (rules.yaml's loader names the allowed ones)
+        dataclasses.replace(base, gpu="H100")
 
 
 def test_report_is_plain_json(vllm_wheels, dryrun_cache):

@@ -1,4 +1,7 @@
-"""Sub-commands beyond `check`, one module each; each exposes ``register(app)``.
+"""The sub-commands, one module each; each exposes ``register(app)``. _run holds what they share.
 
 Modules here must import nothing heavy at module level: `kvdoctor --help` loads them all.
 """
+
+COMMANDS = ("check", "catalog", "explain", "matrix", "scan")
+"""Registration order, which is the order `kvdoctor --help` lists them in."""

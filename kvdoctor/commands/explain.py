@@ -20,12 +20,13 @@ def register(app: typer.Typer) -> None:
         debug: bool = typer.Option(False, "--debug", help="Show tracebacks of kvdoctor's own errors."),
     ) -> None:
         """Explain a failed vLLM start-up log: the real failure, why the last line misleads, the fix."""
-        from kvdoctor.cli import FAIL_ON, check_choice, run_and_exit
+        from kvdoctor.check_inputs import validate_check_inputs
+        from kvdoctor.commands._run import run_and_exit
 
         def work():
             from kvdoctor.explain.explain import explain_log
 
-            check_choice("--fail-on", fail_on, FAIL_ON)
+            validate_check_inputs(fail_on=fail_on)
             return explain_log(log, tuple(rules))
 
         run_and_exit(work, output_format, output, fail_on, verbose, debug)

@@ -58,7 +58,7 @@ def register(app: typer.Typer) -> None:
         output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write --format output here; the terminal still gets the table."),
     ) -> None:
         """Which KV-cache dtype works on which GPU for this model and vLLM: verdicts, rule ids and KV capacity."""
-        from kvdoctor.cli import fail_input, fail_internal
+        from kvdoctor.commands._run import fail_input, fail_internal, write_output
         from kvdoctor.errors import KvdoctorError, UsageError
 
         try:
@@ -74,10 +74,7 @@ def register(app: typer.Typer) -> None:
                                compile_timeout, workers)  # fmt: skip
             result = _run_with_progress(request)
             if output is not None:
-                try:
-                    output.write_text(render(result), encoding="utf-8")
-                except OSError as exc:
-                    raise UsageError(f"cannot write --output {output}: {exc.strerror or exc}") from None
+                write_output(output, render(result))
             if output is None and output_format != "table":
                 typer.echo(render(result), nl=False)
             else:
@@ -102,17 +99,17 @@ def _request(model, gpus, kv_cache_dtypes, vllm_source, vllm_version, dtype, ten
     from kvdoctor.collect import CheckOptions
     from kvdoctor.errors import UsageError
     from kvdoctor.matrix import MatrixRequest
-    from kvdoctor.probes.gpu_table import resolve_gpu_target
+    from kvdoctor.check_inputs import validate_check_inputs
 
-    if vllm_source and vllm_version:
-        raise UsageError("pass --vllm-source or --vllm-version, not both", "the source's own version is used")
+    # a bad value fails here, once, not in every cell
+    validate_check_inputs(dtype=dtype, tensor_parallel_size=tensor_parallel_size, vllm_version=vllm_version,
+                          vllm_source=vllm_source, compile_timeout=compile_timeout)  # fmt: skip
     gpu_list = _split(gpus) or default_gpus()
     for gpu in gpu_list:
-        resolve_gpu_target(gpu)  # an unknown name fails here, once, not in every cell
+        validate_check_inputs(gpu=gpu)
     dtypes = _split(kv_cache_dtypes) or default_kv_dtypes(target_vllm_version(vllm_version, vllm_source))
     if workers is not None and workers < 1:
         raise UsageError("--workers must be at least 1")
-    _check_flags(dtype, tensor_parallel_size, vllm_version)  # else every cell fails the same way
     options = CheckOptions(model=model, dtype=dtype, tensor_parallel_size=tensor_parallel_size,
                            vllm_version=vllm_version, vllm_source=vllm_source, revision=revision, offline=offline,
                            cache_dir=default_cache_dir())  # fmt: skip
@@ -121,23 +118,6 @@ def _request(model, gpus, kv_cache_dtypes, vllm_source, vllm_version, dtype, ten
     return MatrixRequest(model=model, gpus=gpu_list, kv_cache_dtypes=dtypes, options=options, settings=settings,
                          gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
                          workers=workers)  # fmt: skip
-
-
-def _check_flags(dtype: str | None, tensor_parallel_size: int | None, vllm_version: str | None) -> None:
-    from packaging.version import InvalidVersion, Version
-
-    from kvdoctor.errors import UsageError
-    from kvdoctor.probes.serve_args import MODEL_DTYPES
-
-    if dtype is not None and dtype not in MODEL_DTYPES:
-        raise UsageError(f"unknown --dtype {dtype!r}", f"use one of {', '.join(MODEL_DTYPES)}")
-    if tensor_parallel_size is not None and tensor_parallel_size < 1:
-        raise UsageError("--tensor-parallel-size must be at least 1")
-    if vllm_version is not None:
-        try:
-            Version(vllm_version)
-        except InvalidVersion:
-            raise UsageError(f"--vllm-version {vllm_version!r} is not a version", "e.g. 0.25.1") from None
 
 
 def _run_with_progress(request):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import List, Optional
 
@@ -31,9 +30,7 @@ def register(app: typer.Typer) -> None:
         config: Optional[Path] = typer.Option(None, "--config", help="Config file (default: nearest kvdoctor.toml or pyproject.toml [tool.kvdoctor])."),
     ) -> None:
         """Find the vLLM workloads in manifests and check each; findings point at the manifest line to change."""
-        from click.core import ParameterSource
-
-        from kvdoctor.cli import FAIL_ON, check_choice, fail_input
+        from kvdoctor.commands._run import explicit_params, fail_input
         from kvdoctor.config_file import load_config
         from kvdoctor.errors import KvdoctorError
 
@@ -41,17 +38,18 @@ def register(app: typer.Typer) -> None:
             team = load_config(config)
         except KvdoctorError as exc:
             fail_input(exc)
-        explicit = {n for n in ctx.params if ctx.get_parameter_source(n) != ParameterSource.DEFAULT}
-        chosen = team.merged(ctx.params, explicit)
+        chosen = team.merged(ctx.params, explicit_params(ctx))
 
         def work():
             from kvdoctor.cache_dir import default_cache_dir
             from kvdoctor.check import CheckSettings
+            from kvdoctor.check_inputs import validate_check_inputs
             from kvdoctor.scan.judge import ScanDefaults
             from kvdoctor.scan.run import run_scan
 
-            check_choice("--fail-on", chosen["fail_on"], FAIL_ON)
-            _check_defaults(chosen["gpu"], chosen["vllm_version"])
+            # a bad --gpu or --vllm-version fails once here, not in every workload
+            validate_check_inputs(gpu=chosen["gpu"], vllm_version=chosen["vllm_version"], fail_on=chosen["fail_on"],
+                                  compile_timeout=chosen["compile_timeout"])  # fmt: skip
             defaults = ScanDefaults(gpu=chosen["gpu"], vllm_version=chosen["vllm_version"], offline=chosen["offline"],
                                     cache_dir=default_cache_dir(), model_paths=_model_paths(model_path))  # fmt: skip
             settings = CheckSettings(
@@ -79,53 +77,15 @@ def _model_paths(pairs: list[str]) -> dict[str, str]:
     return mapping
 
 
-def _check_defaults(gpu: str | None, vllm_version: str | None) -> None:
-    """A bad --gpu or --vllm-version fails once here, not in every workload."""
-    from packaging.version import InvalidVersion, Version
-
-    from kvdoctor.errors import UsageError
-    from kvdoctor.probes.gpu_table import resolve_gpu_target
-
-    if gpu is not None:
-        resolve_gpu_target(gpu)
-    if vllm_version is not None:
-        try:
-            Version(vllm_version)
-        except InvalidVersion:
-            raise UsageError(f"--vllm-version {vllm_version!r} is not a version", "e.g. 0.25.1") from None
-
-
 def _run_and_exit(work, output_format: str, output: Optional[Path], fail_on: str, verbose: bool, debug: bool) -> None:
-    from kvdoctor.cli import INTERNAL_ERROR, _write_output, fail_input
-    from kvdoctor.errors import KvdoctorError
+    from kvdoctor.commands._run import run_and_exit
     from kvdoctor.scan.formats import scan_renderer
+    from kvdoctor.scan.formats.text import print_scan
 
-    try:
-        render = scan_renderer(output_format)
-        report = work()
-        if output is not None:
-            _write_output(output, render(report, verbose=verbose))
-        if output is not None or output_format == "text":
-            from rich.console import Console
+    def workload_errors(report) -> None:
+        for result in report.workloads:
+            if result.error:  # an input problem in one workload: said on stderr too, as every exit-2 error is
+                typer.echo(f"kvdoctor: error: {result.error_location}: {result.workload.title}: {result.error}", err=True)
 
-            from kvdoctor.scan.formats.text import print_scan
-
-            print_scan(report, Console(highlight=False, soft_wrap=not sys.stdout.isatty()), verbose)
-        else:
-            sys.stdout.write(render(report, verbose=verbose))
-    except KvdoctorError as exc:
-        if debug:
-            raise
-        fail_input(exc)
-    except (typer.Exit, KeyboardInterrupt):
-        raise
-    except Exception as exc:  # kvdoctor's own bug: one line, the traceback behind --debug
-        if debug:
-            raise
-        typer.echo(f"kvdoctor: internal error: {type(exc).__name__}: {exc} "
-                   "(a kvdoctor bug: rerun with --debug for the traceback and report it)", err=True)  # fmt: skip
-        raise typer.Exit(INTERNAL_ERROR) from None
-    for result in report.workloads:
-        if result.error:  # an input problem in one workload: said on stderr too, as every exit-2 error is
-            typer.echo(f"kvdoctor: error: {result.error_location}: {result.workload.title}: {result.error}", err=True)
-    raise typer.Exit(report.exit_code(fail_on))
+    run_and_exit(work, output_format, output, fail_on, verbose, debug, renderer=scan_renderer, print_text=print_scan,
+                 after=workload_errors)  # fmt: skip

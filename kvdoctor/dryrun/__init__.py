@@ -1,32 +1,50 @@
-"""Dry run: compile vLLM's real TurboQuant KV-cache Triton kernels for a target GPU, without that GPU.
+"""Dry run: compile vLLM's real Triton kernels (TurboQuant, Triton attention) for a target GPU, without that GPU.
 
-Light to import: Triton is imported only inside the compiler child process (kvdoctor.dryrun.child).
+Light to import: the records and the failure-kind registry load at once; the runner (and what it imports) on
+first use; Triton only inside the compiler child process (kvdoctor.dryrun.child).
 """
 
 from __future__ import annotations
 
-from kvdoctor.dryrun.kernel_source import DryRunSourceError
-from kvdoctor.dryrun.records import CompileFailure, DryRunReport, DryRunRequest, FixVerification, KernelResult
-from kvdoctor.dryrun.runner import (
-    dry_run_applies,
-    kernel_roles_for,
-    run_dry_run,
-    run_dry_runs,
+from importlib import import_module
+from typing import Any
+
+from kvdoctor.dryrun.records import (
+    CompileFailure,
+    DryRunReport,
+    DryRunRequest,
+    KernelResult,
+    Status,
+    from_json,
     to_json,
-    verify_fixes,
 )
+
+_LAZY = {
+    "DryRunSourceError": "kvdoctor.dryrun.kernel_source",
+    "dry_run_applies": "kvdoctor.dryrun.runner",
+    "kernel_roles_for": "kvdoctor.dryrun.runner",
+    "run_dry_run": "kvdoctor.dryrun.runner",
+    "run_dry_runs": "kvdoctor.dryrun.runner",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'kvdoctor.dryrun' has no attribute {name!r}")
+
 
 __all__ = [
     "CompileFailure",
     "DryRunReport",
     "DryRunRequest",
     "DryRunSourceError",
-    "FixVerification",
     "KernelResult",
+    "Status",
     "dry_run_applies",
+    "from_json",
     "kernel_roles_for",
     "run_dry_run",
     "run_dry_runs",
     "to_json",
-    "verify_fixes",
 ]

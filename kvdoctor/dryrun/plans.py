@@ -10,17 +10,16 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from kvdoctor.turboquant import presets
+
 STORE_FILE = "vllm/v1/attention/ops/triton_turboquant_store.py"
 DECODE_FILE = "vllm/v1/attention/ops/triton_turboquant_decode.py"
 PROBE_FILE = "kvdoctor/dryrun/probe_kernel.py"
 PROBE_KERNEL = "kvdoctor_probe_fp8_convert"
 
-# preset -> (key_quant_bits, value_quant_bits, norm_correction), as in vLLM's TQ_PRESETS
+# preset -> (key_quant_bits, value_quant_bits, norm_correction), as in vLLM's TQ_PRESETS (kvdoctor/data/turboquant.yaml)
 TURBOQUANT_PRESETS: dict[str, tuple[int, int, bool]] = {
-    "turboquant_k8v4": (8, 4, False),
-    "turboquant_4bit_nc": (4, 4, True),
-    "turboquant_k3v4_nc": (3, 4, True),
-    "turboquant_3bit_nc": (3, 3, True),
+    name: (p.key_bits, p.value_bits, p.norm_correction) for name, p in presets().items()
 }
 
 # kv dtype -> fp8 format vLLM's kernels would write (probe only; TurboQuant k8v4 depends on the GPU)

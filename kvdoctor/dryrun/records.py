@@ -2,8 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
+
+
+class Status(StrEnum):
+    """Outcome of one kernel, and of a whole dry run (passed, failed or skipped)."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    CRASHED = "crashed"
+    TIMEOUT = "timeout"
+
+    @property
+    def is_failure(self) -> bool:
+        """Failed, crashed or timed out: the kernel did not compile."""
+        return self in (Status.FAILED, Status.CRASHED, Status.TIMEOUT)
 
 
 @dataclass(frozen=True)
@@ -38,6 +55,9 @@ class DryRunRequest:
     """Query heads per tensor-parallel rank; None = as many as KV heads (Triton attention only)."""
     probe_reason: str | None = None
     """Why no vLLM kernels of the judged version are at hand (e.g. the fetch failed); shown with the probe."""
+    kv_lora_rank: int | None = None
+    """MLA models: width of the latent (compressed KV) part of head_dim, the rest being the rope part
+    (DeepSeek-V2-Lite: 512 of 576); None for other models. The Triton MLA decode kernels are specialised on it."""
 
 
 @dataclass(frozen=True)
@@ -45,9 +65,7 @@ class CompileFailure:
     """Why one kernel did not compile, reduced to the innermost cause."""
 
     kind: str
-    """Stable classification: bf16_to_fp8e4b15_assert, fp8e4nv_unsupported_arch, bf16_unsupported_arch,
-    ptxas_unknown_target, ptxas_error, compile_error, timeout, crashed, layout_changed; and for vLLM's start-up
-    guard in front of the kernels (role "guard"): triton_attn_fp8_guard, triton_attn_bf16_guard."""
+    """Stable classification, one of the registry kvdoctor/data/failure_kinds.yaml (kvdoctor.dryrun.kinds)."""
     exc_type: str | None = None
     """Qualified type of the exception triton.compile raised, e.g. "triton.compiler.errors.CompilationError"."""
     message: str | None = None
@@ -69,6 +87,13 @@ class CompileFailure:
     kernel_source_line: str | None = None
     """Text of that kernel line, stripped."""
 
+    @property
+    def innermost(self) -> str | None:
+        """'Type: message' of the innermost exception, or None when it has no type."""
+        if not self.innermost_type:
+            return None
+        return f"{self.innermost_type}: {self.innermost_message or ''}".strip().rstrip(":")
+
 
 @dataclass(frozen=True)
 class KernelResult:
@@ -77,11 +102,10 @@ class KernelResult:
     kernel: str
     """Kernel function name, e.g. "_tq_fused_store_fp8"."""
     role: str
-    """"store", "decode" or "probe"."""
+    """"store", "decode", "attention_2d", "attention_3d", "reduce", "guard" (vLLM's start-up check) or "probe"."""
     source_file: str
     """File the kernel comes from, e.g. "vllm/v1/attention/ops/triton_turboquant_store.py"."""
-    status: str
-    """"passed", "failed", "skipped", "crashed" or "timeout"."""
+    status: Status
     seconds: float
     """Compile time measured in the child (from the cache entry when cached)."""
     cached: bool
@@ -98,12 +122,11 @@ class KernelResult:
 class DryRunReport:
     """Verdict of one dry run.
 
-    status is "failed" when any kernel failed, crashed or timed out; else "skipped" when any kernel (or the
-    whole run) was skipped; else "passed".
+    status is FAILED when any kernel failed, crashed or timed out; else SKIPPED when any kernel (or the
+    whole run) was skipped; else PASSED.
     """
 
-    status: str
-    """"passed", "failed" or "skipped"."""
+    status: Status
     request: DryRunRequest
     """The request this report answers."""
     kernels: tuple[KernelResult, ...]
@@ -120,24 +143,61 @@ class DryRunReport:
     """Wall time of the whole dry run in this process."""
 
     @property
+    def deciding_kernel(self) -> KernelResult | None:
+        """The kernel whose failure explains this run: the first that did not compile, else the first skipped
+        with a failure (a changed layout), else None. Everything downstream names this one kernel."""
+        failing = [k for k in self.kernels if k.status.is_failure and k.failure]
+        return next(iter(failing or [k for k in self.kernels if k.failure]), None)
+
+    @property
     def failure_kind(self) -> str | None:
-        """Kind of the first failed/crashed/timed-out kernel, else of the first skip that has one, else None."""
-        bad = [k for k in self.kernels if k.status in ("failed", "crashed", "timeout") and k.failure]
-        other = [k for k in self.kernels if k.failure]
-        for kernel in bad or other:
-            return kernel.failure.kind
-        return None
+        kernel = self.deciding_kernel
+        return kernel.failure.kind if kernel else None
+
+    @property
+    def used_probe(self) -> bool:
+        """kvdoctor's probe kernel stood in for vLLM's (no kernels of the judged release at hand)."""
+        return any(k.role == "probe" for k in self.kernels)
 
 
-@dataclass(frozen=True)
-class FixVerification:
-    """Whether a proposed fix makes the dry run pass."""
+def to_json(report: DryRunReport) -> dict[str, Any]:
+    """JSON form of a report (the json format and the cache): plain values, failure_kind added."""
+    data = _plain(report)
+    data["failure_kind"] = report.failure_kind
+    return data
 
-    fix_id: str
-    """Caller's id of the fix, e.g. a rule's fix id."""
-    changes: dict[str, Any]
-    """DryRunRequest fields the fix changes, e.g. {"model_dtype": "float16"}."""
-    status: str
-    """"verified" (the changed request passes), "not_verified" (it fails) or "skipped" (cannot tell)."""
-    report: DryRunReport | None
-    """The dry run of the changed request; None when the changes themselves were unusable."""
+
+def from_json(data: dict[str, Any]) -> DryRunReport:
+    """A report back from its JSON form (to_json's output; unknown keys are ignored)."""
+    request = DryRunRequest(**_known(DryRunRequest, data["request"]))
+    request = dataclasses.replace(request, capability=tuple(request.capability),
+                                  roles=tuple(request.roles) if request.roles is not None else None)  # fmt: skip
+    kernels = tuple(kernel_from_json(k) for k in data.get("kernels", ()))
+    return DryRunReport(Status(data["status"]), request, kernels, data.get("source_label", ""), data.get("vllm_version"),
+                        data.get("triton_version"), data.get("reason"), float(data.get("seconds", 0.0)))  # fmt: skip
+
+
+def kernel_from_json(data: dict[str, Any]) -> KernelResult:
+    failure = data.get("failure")
+    return KernelResult(
+        data["kernel"], data.get("role", ""), data.get("source_file", ""), Status(data["status"]),
+        float(data.get("seconds", 0.0)), bool(data.get("cached", False)), dict(data.get("inputs") or {}),
+        CompileFailure(**_known(CompileFailure, failure)) if failure else None, data.get("note"),
+    )
+
+
+def _known(cls, values: dict[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in values.items() if k in names}
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, StrEnum):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value

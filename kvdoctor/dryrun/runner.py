@@ -1,16 +1,17 @@
-"""run_dry_run and verify_fixes: plan, look up the cache, compile the rest in a child, report."""
+"""run_dry_run(s): plan, look up the cache, compile the rest in a child, report."""
 
 from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
+import sys
 import tempfile
 import time
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from kvdoctor.dryrun import cache, compiler_process
+from kvdoctor.dryrun import cache, compiler_process, warm_children
 from kvdoctor.dryrun.kernel_source import DryRunSourceError, KernelSource, resolve_source
 from kvdoctor.dryrun.plans import (
     PROBE_FILE,
@@ -30,20 +31,30 @@ from kvdoctor.dryrun.plans_attention import (
     guard_refuses,
     plan_triton_attention,
 )
-from kvdoctor.dryrun.records import CompileFailure, DryRunReport, DryRunRequest, FixVerification, KernelResult
+from kvdoctor.dryrun.plans_mla import (
+    MLA_BACKEND_FILE,
+    MLA_GUARD_TEXTS,
+    MLA_KV_DTYPES,
+    mla_guard_refuses,
+    plan_triton_mla,
+)
+from kvdoctor.dryrun.records import CompileFailure, DryRunReport, DryRunRequest, KernelResult, Status
 
 PROBE_LABEL = "kvdoctor probe kernel, not vLLM's"
-TRITON_BACKENDS = ("TRITON_ATTN", "TURBOQUANT")  # backends whose kernels kvdoctor compiles
+TRITON_BACKENDS = ("TRITON_ATTN", "TRITON_MLA", "TURBOQUANT")  # backends whose kernels kvdoctor compiles
 SIBLINGS = {UNIFIED_FILE: (HELPERS_FILE,)}  # kernel files that import another vLLM file's @triton.jit helpers
 
 
 def kernel_family(kv_cache_dtype: str, backend: str | None = None) -> str | None:
-    """Which kernels a dry run compiles: "turboquant", "triton_attention", "probe" (fp8 KV on an unknown
-    backend: kvdoctor's probe of the conversion), or None (nothing: a backend whose kernels are not Triton)."""
+    """Which kernels a dry run compiles: "turboquant", "triton_attention", "triton_mla" (MLA decode),
+    "probe" (fp8 KV on an unknown backend: kvdoctor's probe of the conversion), or None (nothing: a backend
+    whose kernels are not Triton, or a KV dtype the backend does not list)."""
     if kv_cache_dtype in TURBOQUANT_PRESETS:
         return "turboquant"
     if backend == "TRITON_ATTN":
         return "triton_attention" if kv_cache_dtype in ATTENTION_KV_DTYPES else None
+    if backend == "TRITON_MLA":
+        return "triton_mla" if kv_cache_dtype in MLA_KV_DTYPES else None
     if backend is None and kv_cache_dtype in PROBE_FP8_FORMATS:
         return "probe"
     return None
@@ -58,6 +69,8 @@ def why_nothing_to_compile(kv_cache_dtype: str, backend: str | None) -> str:
     """One line on why kernel_family is None."""
     if backend and backend not in TRITON_BACKENDS:
         return f"the {backend} backend's kernels are not Triton kernels; kvdoctor compiles none for it"
+    if backend == "TRITON_MLA" and kv_cache_dtype not in TURBOQUANT_PRESETS:
+        return f"TRITON_MLA does not list --kv-cache-dtype {kv_cache_dtype} (it lists {', '.join(MLA_KV_DTYPES)})"
     return f"no kernel kvdoctor compiles for --kv-cache-dtype {kv_cache_dtype}" + (f" on {backend}" if backend else "")
 
 
@@ -70,7 +83,7 @@ def _triton_version() -> str | None:
 
 def _skipped(request: DryRunRequest, reason: str, started: float, label: str = "none",
              version: str | None = None, triton: str | None = None) -> DryRunReport:  # fmt: skip
-    return DryRunReport("skipped", request, (), label, version, triton, reason, time.perf_counter() - started)
+    return DryRunReport(Status.SKIPPED, request, (), label, version, triton, reason, time.perf_counter() - started)
 
 
 # Which kernel roles can show a failure kind: fix verification recompiles just those.
@@ -91,10 +104,16 @@ def _choose_plan(request: DryRunRequest, source: KernelSource | None) -> tuple[l
     if family == "turboquant" and source is not None:
         jobs = plan_turboquant(request.kv_cache_dtype, dtype, request.head_dim, request.num_kv_heads, cap,
                                request.block_size)  # fmt: skip
+    elif family == "triton_mla" and source is not None and request.kv_lora_rank:
+        jobs = plan_triton_mla(request.kv_cache_dtype, dtype, request.kv_lora_rank,
+                               request.head_dim - request.kv_lora_rank, request.num_q_heads or 1, cap,
+                               request.block_size)  # fmt: skip
     elif family == "triton_attention" and source is not None:
         jobs = plan_triton_attention(request.kv_cache_dtype, dtype, request.head_dim, request.num_kv_heads,
                                      request.num_q_heads or request.num_kv_heads, cap, request.block_size,
                                      source.version or request.vllm_version)  # fmt: skip
+    if family == "triton_mla" and source is not None and not request.kv_lora_rank:
+        return [], "the MLA latent width (kv_lora_rank) is unknown, so the Triton MLA kernels cannot be specialised"
     if jobs is not None:
         if request.roles is not None:
             jobs = [job for job in jobs if job.role in request.roles]
@@ -111,32 +130,56 @@ def _choose_plan(request: DryRunRequest, source: KernelSource | None) -> tuple[l
     return jobs, f"{PROBE_LABEL} ({why})"
 
 
+@dataclasses.dataclass(frozen=True)
+class _Guard:
+    """A backend's start-up check in front of its kernels, found in the release's own source."""
+
+    impl: str
+    source_file: str
+    refuses: Any
+    """(kv_cache_dtype, capability) -> vLLM's ValueError words, or None when it lets the config through."""
+    needles: dict[str, str]
+    """"fp8" / "bf16" -> words of the check's message as they stand on one line of source_file."""
+    kinds: dict[str, str]
+    """"fp8" / "bf16" -> failure kind."""
+
+
+GUARDS = {
+    "triton_attention": _Guard("TritonAttentionImpl.__init__", BACKEND_FILE, guard_refuses,
+                               {"fp8": GUARD_TEXT, "bf16": "bfloat16 KV cache is not supported"},
+                               {"fp8": "triton_attn_fp8_guard", "bf16": "triton_attn_bf16_guard"}),
+    "triton_mla": _Guard("TritonMLAImpl.__init__", MLA_BACKEND_FILE, mla_guard_refuses, MLA_GUARD_TEXTS,
+                         {"fp8": "triton_mla_fp8_guard", "bf16": "triton_mla_bf16_guard"}),
+}  # fmt: skip
+
+
 def _guard_result(request: DryRunRequest, source: KernelSource | None) -> KernelResult | None:
-    """vLLM's start-up guard (TritonAttentionImpl, 0.24.0+) when this release has it and it refuses the config:
-    it raises before any kernel compiles, so it comes first; the kernels after it show what it protects from."""
-    if kernel_family(request.kv_cache_dtype, request.backend) != "triton_attention" or source is None:
+    """vLLM's start-up guard (TritonAttentionImpl 0.24.0+, TritonMLAImpl 0.26.0+) when this release has it and
+    it refuses the config: it raises before any kernel compiles, so it comes first; the kernels after it show
+    what it protects from."""
+    guard = GUARDS.get(kernel_family(request.kv_cache_dtype, request.backend) or "")
+    if guard is None or source is None:
         return None
-    message = guard_refuses(request.kv_cache_dtype, tuple(request.capability))
-    path = source.files.get(BACKEND_FILE)
+    message = guard.refuses(request.kv_cache_dtype, tuple(request.capability))
+    path = source.files.get(guard.source_file)
     if message is None or path is None:
         return None
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError:
         return None
-    fp8 = request.kv_cache_dtype.startswith("fp8")
-    needle = GUARD_TEXT if fp8 else "bfloat16 KV cache is not supported"
-    hit = next((i for i, text in enumerate(lines) if needle in text), None)
+    which = "fp8" if request.kv_cache_dtype.startswith("fp8") else "bf16"
+    hit = next((i for i, text in enumerate(lines) if guard.needles[which] in text), None)
     if hit is None:
         return None  # a release without the guard: the compile failure is the cause
     raise_line = next((i for i in range(hit, max(hit - 12, -1), -1) if "raise ValueError" in lines[i]), hit)
     failure = CompileFailure(
-        kind="triton_attn_fp8_guard" if fp8 else "triton_attn_bf16_guard", exc_type="ValueError", message=message,
-        innermost_type="ValueError", innermost_message=message, kernel_file=BACKEND_FILE,
-        kernel_line=raise_line + 1, kernel_source_line=lines[raise_line].strip(),
+        kind=guard.kinds[which], exc_type="ValueError", message=message, innermost_type="ValueError",
+        innermost_message=message, kernel_file=guard.source_file, kernel_line=raise_line + 1,
+        kernel_source_line=lines[raise_line].strip(),
     )  # fmt: skip
     note = "vLLM refuses this configuration at start-up, before any of the kernels below is compiled"
-    return KernelResult("TritonAttentionImpl.__init__", "guard", BACKEND_FILE, "failed", 0.0, False, {}, failure, note)
+    return KernelResult(guard.impl, "guard", guard.source_file, Status.FAILED, 0.0, False, {}, failure, note)
 
 
 def _job_path(job: CompileJob, source: KernelSource | None) -> Path | None:
@@ -150,20 +193,28 @@ def _kernel_result(job: CompileJob, result: dict[str, Any], cached: bool) -> Ker
     if failure is not None:
         names = {f.name for f in dataclasses.fields(CompileFailure)}
         failure = CompileFailure(**{k: v for k, v in failure.items() if k in names})
-    return KernelResult(job.kernel, job.role, job.source_file, result["status"], float(result["seconds"]),
+    return KernelResult(job.kernel, job.role, job.source_file, Status(result["status"]), float(result["seconds"]),
                         cached, job.inputs(), failure, result.get("note"))  # fmt: skip
 
 
-def _verdict(kernels: list[KernelResult]) -> tuple[str, str | None]:
-    bad = [k for k in kernels if k.status in ("failed", "crashed", "timeout")]
+def _verdict(kernels: list[KernelResult]) -> tuple[Status, str | None]:
+    bad = [k for k in kernels if k.status.is_failure]
     if bad:
         first = bad[0]
         kind = first.failure.kind if first.failure else first.status
-        return "failed", f"{first.kernel} {first.status} ({kind}) for this target"
-    skipped = [k for k in kernels if k.status == "skipped"]
+        return Status.FAILED, f"{first.kernel} {first.status} ({kind}) for this target"
+    skipped = [k for k in kernels if k.status == Status.SKIPPED]
     if skipped:
-        return "skipped", f"{skipped[0].kernel} skipped: {skipped[0].note}"
-    return "passed", None
+        return Status.SKIPPED, f"{skipped[0].kernel} skipped: {skipped[0].note}"
+    return Status.PASSED, None
+
+
+def prestart_compilers(cache_dir: Path | None = None, *, use_cache: bool = True) -> int:
+    """Start the compiler children now, while the caller gathers facts, unless the last run of this command line
+    compiled nothing (warm_children); returns how many were started. Call it early, at most once."""
+    usable = cache_dir if cache_dir is not None else cache.default_cache_dir()
+    return warm_children.prestart(usable if use_cache else None, sys.argv, compiler_process.child_env(),
+                                  compiler_process.spawn_child)  # fmt: skip
 
 
 def run_dry_run(request: DryRunRequest, *, cache_dir: Path | None = None, use_cache: bool = True,
@@ -211,6 +262,8 @@ def run_dry_runs(requests: list[DryRunRequest], *, cache_dir: Path | None = None
                 unique.setdefault(key, payload)
             compiled = dict(zip(unique, compiler_process.run_jobs(list(unique.values()), timeout_s, triton_cache)))
             outcomes = [compiled[key] for _, _, key, _ in pending]
+            if not (usable and use_cache) or any(o.get("status") not in cache.CACHEABLE for o in outcomes):
+                warm_children.forget(usable, sys.argv)
             for (plan, index, key, _), outcome in zip(pending, outcomes):
                 plan["kernels"][index] = _kernel_result(plan["jobs"][index], outcome, cached=False)
                 if usable and key:
@@ -240,7 +293,7 @@ def _plan_request(request: DryRunRequest, triton_version: str | None, scratch: P
         if path is None:
             what = "TurboQuant" if "turboquant" in job.source_file else "such"
             note = f"{job.source_file} is not in {label}; this vLLM has no {what} kernel to compile"
-            kernels[index] = KernelResult(job.kernel, job.role, job.source_file, "skipped", 0.0, False,
+            kernels[index] = KernelResult(job.kernel, job.role, job.source_file, Status.SKIPPED, 0.0, False,
                                           job.inputs(), None, note)  # fmt: skip
             continue
         siblings = {rel: source.files[rel] for rel in SIBLINGS.get(job.source_file, ()) if rel in source.files}
@@ -270,52 +323,3 @@ def _finish(plan: dict[str, Any], notes: list[str], triton_version: str | None, 
     status, reason = _verdict(results)
     return DryRunReport(status, plan["request"], tuple(results), plan["label"], plan["version"], triton_version,
                         reason, time.perf_counter() - started)  # fmt: skip
-
-
-def verify_fixes(request: DryRunRequest, candidates: list[tuple[str, dict[str, Any]]], *,
-                 cache_dir: Path | None = None, use_cache: bool = True,
-                 timeout_s: float = 60.0) -> list[FixVerification]:  # fmt: skip
-    """Dry-run request with each candidate's changes; "verified" when that dry run passes."""
-    fields = {f.name for f in dataclasses.fields(DryRunRequest)}
-    outcomes: dict[int, FixVerification] = {}
-    runnable: list[tuple[int, DryRunRequest]] = []
-    for position, (fix_id, changes) in enumerate(candidates):
-        if not set(changes) <= fields:
-            outcomes[position] = FixVerification(fix_id, dict(changes), "skipped", None)
-            continue
-        runnable.append((position, dataclasses.replace(request, **changes)))
-    try:
-        reports = run_dry_runs([r for _, r in runnable], cache_dir=cache_dir, use_cache=use_cache,
-                               timeout_s=timeout_s) if runnable else []  # fmt: skip
-    except DryRunSourceError:
-        reports = [_run_or_none(r, cache_dir, use_cache, timeout_s) for _, r in runnable]  # find the bad source
-    for (position, _), report in zip(runnable, reports):
-        fix_id, changes = candidates[position]
-        status = {"passed": "verified", "failed": "not_verified"}.get(report.status, "skipped") if report else "skipped"
-        outcomes[position] = FixVerification(fix_id, dict(changes), status, report)
-    return [outcomes[position] for position in range(len(candidates))]
-
-
-def _run_or_none(request: DryRunRequest, cache_dir: Path | None, use_cache: bool,
-                 timeout_s: float) -> DryRunReport | None:  # fmt: skip
-    try:
-        return run_dry_run(request, cache_dir=cache_dir, use_cache=use_cache, timeout_s=timeout_s)
-    except DryRunSourceError:
-        return None
-
-
-def _plain(value: Any) -> Any:
-    if dataclasses.is_dataclass(value):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-def to_json(report: DryRunReport) -> dict[str, Any]:
-    """Plain JSON-able dict of a report, with failure_kind added."""
-    data = _plain(report)
-    data["failure_kind"] = report.failure_kind
-    return data

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,6 @@ from kvdoctor.report import Finding, Report
 from kvdoctor.rules.engine import evaluate_rules, finding_for
 from kvdoctor.rules.loader import Rule, Signature
 
-UNKNOWN_RULE = "KVD399"
-WRAPPER_RULES = ("KVD398", "KVD397")
-SELECTOR_RULES = ("KVD305", "KVD312")
 ERROR_LEVELS = ("ERROR", "CRITICAL")
 MAX_EVIDENCE = 6
 MAX_EXCEPTIONS = 20
@@ -37,6 +35,27 @@ class Diagnosis:
     """The innermost real exception when no error rule explains the failure."""
     family: str | None = None
     """The failure family of the primary cause (families.yaml)."""
+
+
+@lru_cache(maxsize=1)
+def _rules_by_role() -> dict[str, frozenset[str]]:
+    """explain_role (rules.yaml, families.yaml) -> the ids of the rules declared for it."""
+    from kvdoctor.rules import load_all_rules
+
+    roles: dict[str, set[str]] = {}
+    for rule in load_all_rules([]) + list(load_families().rules):
+        if rule.explain_role:
+            roles.setdefault(rule.explain_role, set()).add(rule.id)
+    return {role: frozenset(ids) for role, ids in roles.items()}
+
+
+def _with_role(role: str) -> frozenset[str]:
+    return _rules_by_role().get(role, frozenset())
+
+
+def _unknown_rule() -> str:
+    """The rule for a failure no signature matched (explain_role: unknown_failure)."""
+    return min(_with_role("unknown_failure"), default="")
 
 
 def explain_log(path: str, rules_files: tuple[Path, ...] = ()) -> Report:
@@ -100,7 +119,7 @@ def _diagnose(matches: list[SignatureMatch], chains: list[ExceptionChain]) -> Di
     best = sorted((group[0] for group in by_rule.values()), key=SignatureMatch.rank)
     # A wrapper is never primary while a root explains the failure, and a generic (non-error) one never is.
     candidates = [m for m in best if m.rule.severity == "error" and m.role == "root"]
-    candidates = candidates or [m for m in best if m.rule.severity == "error" and m.rule.id != UNKNOWN_RULE]
+    candidates = candidates or [m for m in best if m.rule.severity == "error" and m.rule.id != _unknown_rule()]
     unknown = None
     if candidates:
         primary = candidates[0]
@@ -136,8 +155,8 @@ def _report(
     ordered = ([diagnosis.primary] if diagnosis.primary else []) + list(diagnosis.secondary)
     for match in ordered:
         findings.append(_matched_finding(match, diagnosis.by_rule[match.rule.id], facts, match is diagnosis.primary))
-    if diagnosis.unknown is not None and UNKNOWN_RULE in rules_by_id:
-        findings.insert(0, _unknown_finding(rules_by_id[UNKNOWN_RULE], diagnosis.unknown, facts))
+    if diagnosis.unknown is not None and _unknown_rule() in rules_by_id:
+        findings.insert(0, _unknown_finding(rules_by_id[_unknown_rule()], diagnosis.unknown, facts))
     hidden = _inferred_findings(rules, facts, set(diagnosis.by_rule)) if failure else []
     findings.extend(hidden)
 
@@ -234,7 +253,7 @@ def _primary_summary(diagnosis: Diagnosis) -> dict[str, Any] | None:
     if diagnosis.unknown is not None:
         exception = diagnosis.unknown
         data = {
-            "rule_id": UNKNOWN_RULE,
+            "rule_id": _unknown_rule(),
             "exception_type": exception.type,
             "message": _clip(exception.message, 500),
             "where": exception.where,
@@ -292,9 +311,9 @@ def _misleading(chains: list[ExceptionChain], diagnosis: Diagnosis) -> str | Non
     parts = []
     for line in sorted({m.line for m in wrapper_matches if m.line >= primary_line})[-3:]:
         at_line = [m for m in wrapper_matches if m.line == line]
-        named = [m for m in at_line if m.rule.id not in WRAPPER_RULES and (primary is None or m.rule.id != primary.rule.id)]
+        named = [m for m in at_line if m.rule.id not in _with_role("wrapper") and (primary is None or m.rule.id != primary.rule.id)]
         part = f"\"{_clip(at_line[0].exception.summary, 160)}\" (line {line})"
-        if any(m.rule.id in WRAPPER_RULES for m in at_line):
+        if any(m.rule.id in _with_role("wrapper") for m in at_line):
             part += " is a wrapper: it re-raises an error from another process"
             if named:
                 part += f"; its message matches {named[0].rule.id}, a real bug, but not the failure underneath"
@@ -441,7 +460,7 @@ def _from_error_lines(diagnosis: Diagnosis, lines: list[LogLine], matches: list[
 def _family(diagnosis: Diagnosis, families: Families, selector_errors: list[SelectorError]) -> str | None:
     if diagnosis.primary is not None:
         rule_id = diagnosis.primary.rule.id
-        if rule_id in SELECTOR_RULES and selector_errors:
+        if rule_id in _with_role("selector_error") and selector_errors:
             return family_for(selector_errors[0], families.selector_families)
         return families.family_of.get(rule_id, "other")
     return "other" if diagnosis.unknown is not None else None
@@ -472,7 +491,7 @@ def _annotate(report: Report, diagnosis: Diagnosis, families: Families, facts: d
         primary_text = f"{primary_exception.type}: " + " ".join(primary_exception.message.split())
     else:
         primary_text = primary.text if primary is not None else exception.summary
-    rule_id = primary.rule.id if primary is not None else UNKNOWN_RULE
+    rule_id = primary.rule.id if primary is not None else _unknown_rule()
     notes = list(report.notes)
     extra = dict(report.extra)
     located = _locate(primary_text, facts.get("vllm.version"))
@@ -484,7 +503,7 @@ def _annotate(report: Report, diagnosis: Diagnosis, families: Families, facts: d
             {"package": l.package, "file": l.file, "function": l.function, "type": l.type, "kind": l.kind,
              "releases": l.releases} for l in located.locations[:5]
         ]
-    if rule_id in SELECTOR_RULES and selector_errors:
+    if rule_id in _with_role("selector_error") and selector_errors:
         error = selector_errors[0]
         sentences = explain_reasons(error, families.selector_reasons, facts.get("gpu.capability"))
         config = ", ".join(f"{k}={v}" for k, v in error.config.items() if k in _SHOWN_CONFIG)

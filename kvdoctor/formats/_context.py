@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kvdoctor.report import Finding, Report
+
+if TYPE_CHECKING:
+    from kvdoctor.dryrun.records import KernelResult
 
 LEVEL_WORD = {"error": "error", "warning": "warning", "info": "notice"}
 
@@ -38,9 +41,9 @@ def state(finding: Finding) -> str:
     return finding.status
 
 
-def kernels(report: Report) -> list[dict[str, Any]]:
+def kernels(report: Report) -> list[KernelResult]:
     """The dry run's kernel results, [] when there was no dry run."""
-    return list((report.dry_run or {}).get("kernels") or [])
+    return list(report.dry_run.kernels) if report.dry_run else []
 
 
 def rules_checked(report: Report) -> tuple[str, ...]:

@@ -7,6 +7,7 @@ from dataclasses import asdict
 from typing import Any
 
 from kvdoctor import __version__
+from kvdoctor.dryrun.records import to_json
 from kvdoctor.report import SCHEMA_VERSION, Report
 
 
@@ -23,7 +24,7 @@ def to_dict(report: Report) -> dict[str, Any]:
         "verdict": report.verdict,
         "facts": {k: _plain(v) for k, v in sorted(report.facts.items())},
         "findings": findings,
-        "dry_run": report.dry_run,
+        "dry_run": to_json(report.dry_run) if report.dry_run else None,
         "notes": list(report.notes),
         **({"explain": report.extra} if report.extra else {}),
     }

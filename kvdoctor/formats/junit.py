@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from dataclasses import asdict
 
 from kvdoctor.formats._context import deployment_line, fix_line, kernels, rules_checked, state
+from kvdoctor.dryrun.records import KernelResult, Status
 from kvdoctor.report import Finding, Report
 
-KERNEL_FAILED = ("failed", "crashed", "timeout")
 
 
 def render(report: Report, verbose: bool = False) -> str:
@@ -23,7 +24,7 @@ def render(report: Report, verbose: bool = False) -> str:
     for finding in report.sorted_findings():
         _rule_case(suite, finding)
     for kernel in kernels(report):
-        _kernel_case(suite, kernel, report.dry_run or {})
+        _kernel_case(suite, kernel, report.dry_run.source_label)
     if len(suite) == 1:  # no rule fired, no kernel compiled: still one visible, passing case
         ET.SubElement(suite, "testcase", classname="kvdoctor", name="verdict")
     cases = suite.findall("testcase")
@@ -31,8 +32,7 @@ def render(report: Report, verbose: bool = False) -> str:
     suite.set("failures", str(sum(1 for c in cases if c.find("failure") is not None)))
     suite.set("errors", "0")
     suite.set("skipped", str(sum(1 for c in cases if c.find("skipped") is not None)))
-    seconds = (report.dry_run or {}).get("seconds")
-    suite.set("time", f"{float(seconds or 0):.3f}")
+    suite.set("time", f"{report.dry_run.seconds if report.dry_run else 0.0:.3f}")
     suites = ET.Element("testsuites", name="kvdoctor check")
     suites.append(suite)
     ET.indent(suites)
@@ -65,22 +65,19 @@ def _details(finding: Finding) -> str:
     return "\n".join(lines)
 
 
-def _kernel_case(suite: ET.Element, kernel: dict, dry_run: dict) -> None:
-    target = (kernel.get("inputs") or {}).get("target") or ""
-    name = f"{kernel.get('kernel')} [{kernel.get('role')}]{' ' + str(target) if target else ''}"
-    case = ET.SubElement(suite, "testcase", classname="kvdoctor.dry_run", name=name,
-                         time=f"{float(kernel.get('seconds') or 0):.3f}")  # fmt: skip
-    status = kernel.get("status")
-    failure = kernel.get("failure") or {}
-    if status in KERNEL_FAILED:
-        kind = failure.get("kind") or status
-        element = ET.SubElement(case, "failure", message=f"{status}: {kind}", type=kind)
-        element.text = "\n".join(
-            f"{k}: {v}" for k, v in failure.items() if v is not None and k != "kind"
-        ) or str(kernel.get("note") or "")
-    elif status == "skipped":
-        ET.SubElement(case, "skipped", message=str(kernel.get("note") or "skipped"))
-    source = dry_run.get("source_label")
+def _kernel_case(suite: ET.Element, kernel: KernelResult, source: str) -> None:
+    target = kernel.inputs.get("target") or ""
+    name = f"{kernel.kernel} [{kernel.role}]{' ' + str(target) if target else ''}"
+    case = ET.SubElement(suite, "testcase", classname="kvdoctor.dry_run", name=name, time=f"{kernel.seconds:.3f}")
+    if kernel.status.is_failure:
+        kind = kernel.failure.kind if kernel.failure else str(kernel.status)
+        element = ET.SubElement(case, "failure", message=f"{kernel.status}: {kind}", type=kind)
+        details = asdict(kernel.failure) if kernel.failure else {}
+        element.text = "\n".join(f"{k}: {v}" for k, v in details.items() if v is not None and k != "kind") or str(
+            kernel.note or ""
+        )
+    elif kernel.status == Status.SKIPPED:
+        ET.SubElement(case, "skipped", message=kernel.note or "skipped")
     if source:
-        cached = " (cached)" if kernel.get("cached") else ""
+        cached = " (cached)" if kernel.cached else ""
         ET.SubElement(case, "system-out").text = f"compiled from {source}{cached}"

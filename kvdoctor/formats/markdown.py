@@ -58,13 +58,11 @@ def _dry_run(report: Report) -> list[str]:
     rows = kernels(report)
     if not rows:
         return []
-    dry = report.dry_run or {}
-    out = [f"**Dry-run compile** ({_cell(str(dry.get('source_label', '')))}): {dry.get('status')}", ""]
+    dry = report.dry_run
+    out = [f"**Dry-run compile** ({_cell(dry.source_label)}): {dry.status}", ""]
     out += ["| kernel | role | status | seconds |", "| --- | --- | --- | --- |"]
     for k in rows:
-        status = str(k.get("status"))
-        if k.get("failure"):
-            status += f" ({k['failure'].get('kind')})"
-        cached = " (cached)" if k.get("cached") else ""
-        out.append(f"| `{k.get('kernel')}` | {k.get('role')} | {_cell(status)} | {float(k.get('seconds') or 0):.2f}{cached} |")
+        status = str(k.status) + (f" ({k.failure.kind})" if k.failure else "")
+        cached = " (cached)" if k.cached else ""
+        out.append(f"| `{k.kernel}` | {k.role} | {_cell(status)} | {k.seconds:.2f}{cached} |")
     return out + [""]

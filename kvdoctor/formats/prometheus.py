@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kvdoctor.dryrun.records import Status
 from kvdoctor.formats._context import deployment_labels, kernels, rules_checked, state
 from kvdoctor.report import SEVERITY_ORDER, Report
 
@@ -36,12 +37,12 @@ def render(report: Report, verbose: bool = False) -> str:
             for s in sorted(SEVERITY_ORDER, key=SEVERITY_ORDER.get)])  # fmt: skip
     dry = report.dry_run
     metric("kvdoctor_dry_run_seconds", "Wall seconds of the dry-run compile (0 when skipped; cached runs are fast).",
-           [({"status": str((dry or {}).get("status") or "none")}, float((dry or {}).get("seconds") or 0.0))])
+           [({"status": str(dry.status) if dry else "none"}, float(dry.seconds) if dry else 0.0)])
     compiled = kernels(report)
     if compiled:
         metric("kvdoctor_kernel_compile_ok", "1 when the kernel compiled for the target GPU, 0 when it did not.",
-               [({"kernel": str(k.get("kernel")), "role": str(k.get("role")), "status": str(k.get("status"))},
-                 1.0 if k.get("status") == "passed" else 0.0) for k in compiled])  # fmt: skip
+               [({"kernel": k.kernel, "role": k.role, "status": str(k.status)},
+                 1.0 if k.status == Status.PASSED else 0.0) for k in compiled])  # fmt: skip
     samples = []
     by_rule = {f.rule_id: f for f in report.findings}
     for rule_id in sorted(set(rules_checked(report)) | set(by_rule)):

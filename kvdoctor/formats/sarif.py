@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from kvdoctor import __version__
-from kvdoctor.formats._context import deployment_labels, fix_line, state
+from kvdoctor.formats._context import deployment_labels, fix_line, kernels, state
 from kvdoctor.report import Finding, Report
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -86,16 +86,13 @@ def _location(report: Report) -> dict[str, Any] | None:
 
 
 def _invocation(report: Report) -> dict[str, Any]:
-    dry_run = report.dry_run or {}
     notifications = [
         {"level": "note", "message": {"text": note}} for note in report.notes
     ]
-    for kernel in dry_run.get("kernels") or []:
-        if kernel.get("status") in ("failed", "crashed", "timeout"):
-            kind = (kernel.get("failure") or {}).get("kind") or kernel.get("status")
-            notifications.append(
-                {"level": "error", "message": {"text": f"dry-run compile of {kernel.get('kernel')}: {kind}"}}
-            )
+    for kernel in kernels(report):
+        if kernel.status.is_failure:
+            kind = kernel.failure.kind if kernel.failure else str(kernel.status)
+            notifications.append({"level": "error", "message": {"text": f"dry-run compile of {kernel.kernel}: {kind}"}})
     invocation: dict[str, Any] = {"executionSuccessful": True}
     if notifications:
         invocation["toolExecutionNotifications"] = notifications

@@ -8,16 +8,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from kvdoctor.turboquant import native_layers as turboquant_native_layers
+from kvdoctor.turboquant import presets as turboquant_presets
+
 NATIVE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 FP8_VALUES = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")
-# TurboQuant presets: (key bits, value bits); key bits 8 = fp8 keys (KPS = D)
-TURBOQUANT_BITS = {
-    "turboquant_k8v4": (8, 4),
-    "turboquant_4bit_nc": (4, 4),
-    "turboquant_k3v4_nc": (3, 4),
-    "turboquant_3bit_nc": (3, 3),
-}
-TURBOQUANT_NATIVE_LAYERS = 4  # first and last 2 attention layers of dense models keep the native dtype
 PER_TOKEN_HEAD = {"int8_per_token_head": 1.0, "fp8_per_token_head": 1.0, "int4_per_token_head": 0.5}
 SCALE_BYTES = 4  # one fp32 scale per token and head (assumed for the *_per_token_head dtypes)
 GIB = 1 << 30
@@ -78,7 +73,8 @@ def element_bytes(kv_cache_dtype: str, model_dtype: str) -> float | None:
 
 def turboquant_slot_bytes(kv_cache_dtype: str, head_dim: int) -> int:
     """Bytes of one TurboQuant slot (key + value of one head, one token)."""
-    key_bits, value_bits = TURBOQUANT_BITS[kv_cache_dtype]
+    preset = turboquant_presets()[kv_cache_dtype]
+    key_bits, value_bits = preset.key_bits, preset.value_bits
     kps = head_dim if key_bits == 8 else math.ceil(head_dim * key_bits / 8) + 2
     slot = kps + math.ceil(head_dim * value_bits / 8) + 4
     return slot + (slot % 2)
@@ -93,8 +89,8 @@ def kv_bytes_per_token(shape: ModelShape, kv_cache_dtype: str) -> float | None:
             return float(layers * 656)  # 512 fp8 latent + 4 fp32 scales + 64 bf16 rope values
         per = element_bytes(kv_cache_dtype, shape.dtype)
         return None if per is None or kv_cache_dtype.startswith("turboquant_") else layers * dim * per
-    if kv_cache_dtype in TURBOQUANT_BITS:
-        native_layers = min(TURBOQUANT_NATIVE_LAYERS, layers)
+    if kv_cache_dtype in turboquant_presets():
+        native_layers = min(turboquant_native_layers(), layers)
         slot = turboquant_slot_bytes(kv_cache_dtype, dim)
         return float((layers - native_layers) * heads * slot + native_layers * 2 * heads * dim * native)
     if kv_cache_dtype in PER_TOKEN_HEAD:

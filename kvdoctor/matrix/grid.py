@@ -86,8 +86,8 @@ def judge_cell(options: CheckOptions, settings: CheckSettings) -> tuple[Cell, di
     except KvdoctorError as exc:
         return Cell(options.gpu or "", options.kv_cache_dtype or "", "ERROR", error=exc.one_line()), {}
     facts = report.facts
-    dry = report.dry_run or {}
-    kernels = dry.get("kernels") or []
+    dry = report.dry_run
+    kernels = dry.kernels if dry else ()
     rules = tuple(
         (f.rule_id, f.severity, "ignored" if f.ignored_reason else f.status) for f in report.sorted_findings()
     )
@@ -99,10 +99,10 @@ def judge_cell(options: CheckOptions, settings: CheckSettings) -> tuple[Cell, di
         gpu_name=facts.get("gpu.name"),
         capability=facts.get("gpu.capability"),
         memory_gib=facts.get("gpu.memory_gib"),
-        dry_run=dry.get("status"),
-        dry_run_source=facts.get("dryrun.source") if dry.get("status") in ("passed", "failed") else None,
-        compile_seconds=float(sum(float(k.get("seconds") or 0) for k in kernels if not k.get("cached"))),
-        cached=bool(kernels) and all(k.get("cached") for k in kernels),
+        dry_run=str(dry.status) if dry else None,
+        dry_run_source=facts.get("dryrun.source") if dry and dry.status in ("passed", "failed") else None,
+        compile_seconds=float(sum(k.seconds for k in kernels if not k.cached)),
+        cached=bool(kernels) and all(k.cached for k in kernels),
     )
     shape_facts = {k: facts.get(k) for k in ("model.num_hidden_layers", "model.num_kv_heads", "model.head_dim",
                                              "model.dtype", "model.is_mla", "model.max_position_embeddings", "vllm.version")}  # fmt: skip

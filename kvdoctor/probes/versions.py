@@ -38,14 +38,25 @@ def probe_versions() -> VersionFacts:
     )
 
 
+def wheel_version(path: Path, project: str = "vllm") -> str | None:
+    """The version a wheel's file name gives (the wheel spec puts it there), or None when it is no such wheel."""
+    from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+    try:
+        name, version, _, _ = parse_wheel_filename(Path(path).name)
+    except InvalidWheelFilename:
+        return None
+    return str(version) if name == canonicalize_name(project) else None
+
+
 def version_of_source(path: Path) -> str | None:
     """The vLLM version of a wheel file or an unpacked tree, from its dist-info or file name."""
     from kvdoctor.errors import UsageError
 
     if path.is_file() and path.suffix == ".whl":
-        parts = path.name.split("-")
-        if len(parts) > 2 and parts[0] == "vllm":
-            return parts[1]  # the wheel spec puts the version in the file name; no need to open 300 MB
+        named = wheel_version(path)
+        if named:
+            return named  # no need to open 300 MB
         try:
             with zipfile.ZipFile(path) as wheel:
                 for name in wheel.namelist():

@@ -6,6 +6,7 @@ fix them without reading Python.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +24,15 @@ FIX_KEYS = {"title", "flag", "env", "version", "dry_run"}
 DRY_RUN_CHANGES = {"model_dtype", "kv_cache_dtype", "vllm", "backend", "capability"}
 SIGNATURE_KEYS = {"pattern", "role", "note"}
 SIGNATURE_ROLES = ("root", "wrapper")
+# What `kvdoctor explain` looks a rule up for, by role rather than by id.
+EXPLAIN_ROLES = {
+    "unknown_failure": "the finding for a failure no signature matched",
+    "wrapper": "an error line that re-raises a failure from another process",
+    "selector_error": "vLLM's attention-selector error, explained reason by reason",
+}
 RULE_KEYS = {
     "id", "title", "severity", "when", "cause", "fixes", "references", "checked_against",
-    "compile_kind", "signatures", "explain_only", "supersedes",
+    "compile_kind", "signatures", "explain_only", "supersedes", "explain_role",
 }
 
 
@@ -68,6 +75,8 @@ class Rule:
     """The file the rule came from."""
     supersedes: tuple[str, ...] = ()
     """Generic rules this one explains in people's words: when it fires, their findings fold into its evidence."""
+    explain_role: str | None = None
+    """What `kvdoctor explain` uses this rule for (EXPLAIN_ROLES), if anything special."""
     vllm_range: tuple[str, str] | None = None
     """(oldest, newest) vLLM releases checked_against names; 'vllm pack' = the knowledge pack's releases."""
 
@@ -122,7 +131,7 @@ def _parse_rule(path: Path, index: int, raw: Any, is_fact_name) -> Rule:
         return RulesFileError(f"{where}, field '{field}': {problem}")
 
     if not isinstance(rule_id, str) or not RULE_ID.match(rule_id):
-        raise fail("id", "needs an id like KVD101 (letters, then 3+ digits)")
+        raise fail("id", "needs an id of letters, then 3+ digits (ORG001)")
     unknown = set(raw) - RULE_KEYS
     if unknown:
         raise fail(sorted(unknown)[0], f"unknown field (allowed: {', '.join(sorted(RULE_KEYS))})")
@@ -153,8 +162,17 @@ def _parse_rule(path: Path, index: int, raw: Any, is_fact_name) -> Rule:
     if not isinstance(supersedes, list) or not all(isinstance(r, str) and RULE_ID.match(r) for r in supersedes):
         raise fail("supersedes", "must be a list of rule ids")
     compile_kind = raw.get("compile_kind")
-    if compile_kind is not None and not isinstance(compile_kind, str):
-        raise fail("compile_kind", "must be a string")
+    if compile_kind is not None:
+        from kvdoctor.dryrun.kinds import failure_kinds
+
+        if not isinstance(compile_kind, str) or compile_kind not in failure_kinds():
+            close = difflib.get_close_matches(str(compile_kind), list(failure_kinds()), n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise fail("compile_kind", f"{compile_kind!r} is no dry-run failure kind ({hint}kinds: "
+                                       "kvdoctor/data/failure_kinds.yaml)")  # fmt: skip
+    explain_role = raw.get("explain_role")
+    if explain_role is not None and explain_role not in EXPLAIN_ROLES:
+        raise fail("explain_role", f"must be one of {', '.join(EXPLAIN_ROLES)}")
     return Rule(
         id=rule_id,
         title=raw["title"].strip(),
@@ -170,6 +188,7 @@ def _parse_rule(path: Path, index: int, raw: Any, is_fact_name) -> Rule:
         origin=str(path),
         vllm_range=vllm_range,
         supersedes=tuple(supersedes),
+        explain_role=explain_role,
     )
 
 

@@ -117,6 +117,8 @@ def test_every_released_kernel_parameter_is_bound_or_defaulted():
                     continue
                 source = zf.read(rel).decode()
                 for kernel in kernels:
+                    if f"def {kernel}(" not in source:
+                        continue  # an older layout of the file (before 0.20): not what the plans bind
                     job = jobs[kernel]
                     unknown = [n for n, has_default in _params(source, kernel)
                                if n not in job.signature and n not in job.constexprs and not has_default]  # fmt: skip

@@ -26,9 +26,3 @@ def workload_context(result: WorkloadResult) -> str:
     if result.report is None:
         return f"not checked: {result.error}"
     return deployment_line(result.report)
-
-
-def workload_id(result: WorkloadResult) -> str:
-    """Stable name of a workload: file, object and container."""
-    w = result.workload
-    return f"{w.file}#{w.title}"

@@ -20,7 +20,7 @@ def render(report: ScanReport, verbose: bool = False) -> str:
     suite.set("failures", str(sum(1 for c in cases if c.find("failure") is not None)))
     suite.set("errors", str(sum(1 for c in cases if c.find("error") is not None)))
     suite.set("skipped", "0")
-    suite.set("time", f"{sum(float((w.report.dry_run or {}).get('seconds') or 0) for w in report.workloads if w.report):.3f}")
+    suite.set("time", f"{sum(w.report.dry_run.seconds for w in report.workloads if w.report and w.report.dry_run):.3f}")
     suites = ET.Element("testsuites", name="kvdoctor scan")
     suites.append(suite)
     ET.indent(suites)

@@ -9,7 +9,7 @@ from conftest import assert_valid_report
 
 from kvdoctor.explain.explain import explain_log
 
-LOGS = Path(__file__).parent / "fixtures" / "logs"
+LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
 
 
 def test_json_report_validates_and_carries_the_explanation(run_cli, report_schema):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kvdoctor.reconcile import reconcile_with_dry_run
 from kvdoctor.rules.engine import evaluate_rules
-from rules_support import rules, scenario_facts
+from rules_support import rules, scenario_facts, typed_dry_run
 
 
 def dry_run(status, kind=None, role="store"):
@@ -21,7 +21,8 @@ def dry_run(status, kind=None, role="store"):
 
 def judge(run, **scenario):
     facts = scenario_facts(dry_run=run, **scenario)
-    return {f.rule_id: f for f in reconcile_with_dry_run(evaluate_rules(rules(), facts), rules(), facts, run)}
+    findings = evaluate_rules(rules(), facts)
+    return {f.rule_id: f for f in reconcile_with_dry_run(findings, rules(), facts, typed_dry_run(run))}
 
 
 def test_compile_evidence_joins_the_static_finding():

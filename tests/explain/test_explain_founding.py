@@ -6,7 +6,7 @@ from pathlib import Path
 
 from kvdoctor.explain.explain import explain_log
 
-LOGS = Path(__file__).parent / "fixtures" / "logs"
+LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
 
 
 def test_full_triton_traceback_names_the_bf16_fp8_conversion():

@@ -12,7 +12,7 @@ from kvdoctor.check import CheckSettings
 from kvdoctor.collect import CheckOptions
 from kvdoctor.matrix import MatrixRequest, run_matrix
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MODEL = REPO / "examples" / "qwen2.5-3b-instruct"
 WHEELS = Path(os.environ.get("KVDOCTOR_VLLM_WHEELS", "/root/.cache/kvdoctor-wheels"))
 

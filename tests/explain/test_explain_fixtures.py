@@ -9,7 +9,7 @@ import pytest
 
 from kvdoctor.explain.explain import explain_log
 
-LOGS = Path(__file__).parent / "fixtures" / "logs"
+LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
 
 # fixture -> (primary rule, other rules that must be reported)
 EXPECTED = {

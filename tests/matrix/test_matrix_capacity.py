@@ -60,7 +60,7 @@ def _safetensors(path, tensors):
 def test_weights_from_index_then_headers_then_config(tmp_path, request):
     from pathlib import Path
 
-    config = Path(request.fspath).parents[1] / "examples" / "qwen2.5-3b-instruct" / "config.json"
+    config = Path(request.fspath).parents[2] / "examples" / "qwen2.5-3b-instruct" / "config.json"
     estimate = weights_size(config, tmp_path, "bfloat16")
     assert "config.json" in estimate.source and 3.0e9 * 2 < estimate.bytes < 3.2e9 * 2  # Qwen2.5-3B: 3.09B params
     _safetensors(tmp_path / "model-00001-of-00002.safetensors", {"a": ("BF16", [1024, 1024], 2 * 1024 * 1024)})

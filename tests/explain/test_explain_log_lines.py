@@ -11,7 +11,7 @@ from kvdoctor.explain import log_lines
 from kvdoctor.explain.explain import explain_text
 from kvdoctor.explain.log_lines import normalise, read_log, strip_prefixes
 
-LOGS = Path(__file__).parent / "fixtures" / "logs"
+LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
 
 
 @pytest.mark.parametrize(

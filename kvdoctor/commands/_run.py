@@ -1,0 +1,91 @@
+"""What every sub-command shares: run the work, render, and exit with the one error contract.
+
+The contract: a user error (kvdoctor.errors.KvdoctorError) is one line on stderr and exit 2; kvdoctor's own bug
+is one line and exit 3 (the traceback behind --debug); otherwise the report's own exit code.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import typer
+
+from kvdoctor.check_inputs import FAIL_ON  # noqa: F401 - the --fail-on choices, for the commands' help
+
+INTERNAL_ERROR = 3  # exit code for kvdoctor's own bugs, distinct from 2 (the user's input)
+
+
+def run_and_exit(work: Callable[[], Any], output_format: str, output: Optional[Path], fail_on: str, verbose: bool,
+                 debug: bool, *, renderer: Callable[[str], Callable] | None = None,
+                 print_text: Callable[[Any, Any, bool], None] | None = None,
+                 after: Callable[[Any], None] | None = None) -> None:  # fmt: skip
+    """Run a command, render its report (--format, --output; the terminal gets text) and exit with its code.
+
+    renderer/print_text default to the check report's (kvdoctor.formats); `scan` passes its own. after(report)
+    runs once the report is out, before the exit."""
+    from kvdoctor.errors import KvdoctorError
+
+    try:
+        if renderer is None:
+            from kvdoctor.formats import renderer
+        render = renderer(output_format)
+        report = work()
+        rendered = render(report, verbose=verbose)
+        if output is not None:
+            write_output(output, rendered)
+        if output is not None or output_format == "text":
+            from rich.console import Console
+
+            if print_text is None:
+                from kvdoctor.formats.text import print_report as print_text
+            print_text(report, Console(highlight=False, soft_wrap=not sys.stdout.isatty()), verbose)
+        else:
+            sys.stdout.write(rendered)
+    except KvdoctorError as exc:
+        if debug:
+            raise
+        fail_input(exc)
+    except (typer.Exit, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # kvdoctor's own bug: one line, the traceback behind --debug
+        if debug:
+            raise
+        fail_internal(exc)
+    if after is not None:
+        after(report)
+    raise typer.Exit(report.exit_code(fail_on))
+
+
+def write_output(path: Path, text: str) -> None:
+    from kvdoctor.errors import UsageError
+
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write --output {path}: {exc.strerror or exc}") from None
+
+
+def fail_internal(exc: Exception) -> None:
+    """kvdoctor's own bug: one line and exit 3 (the traceback is behind --debug where a command has it)."""
+    one_line = " ".join(str(exc).split())
+    typer.echo(
+        f"kvdoctor: internal error: {type(exc).__name__}: {one_line} "
+        "(a kvdoctor bug: rerun with --debug for the traceback and report it)",
+        err=True,
+    )
+    raise typer.Exit(INTERNAL_ERROR) from None
+
+
+def fail_input(exc) -> None:
+    """A user error: its one line and exit 2."""
+    typer.echo(f"kvdoctor: error: {exc.one_line()}", err=True)
+    raise typer.Exit(2)
+
+
+def explicit_params(ctx: typer.Context) -> set[str]:
+    """Names of the parameters the command line set (a config file's values fill in the others)."""
+    from click.core import ParameterSource
+
+    return {name for name in ctx.params if ctx.get_parameter_source(name) != ParameterSource.DEFAULT}

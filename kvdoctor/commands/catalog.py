@@ -1,0 +1,60 @@
+"""`kvdoctor rules`, `gpus`, `formats`: what kvdoctor knows, listed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List
+
+import typer
+
+from kvdoctor.commands._run import fail_input
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("rules")
+    def list_rules(
+        rules: List[Path] = typer.Option([], "--rules", help="Extra rules file(s) to validate and list."),
+        facts: bool = typer.Option(False, "--facts", help="List the fact names rules can use instead."),
+    ) -> None:
+        """List (and validate) the rules, or the fact names they may use."""
+        from kvdoctor.errors import KvdoctorError
+
+        try:
+            if facts:
+                from kvdoctor.derived import fact_names
+
+                for name in sorted(fact_names()):
+                    typer.echo(name)
+                typer.echo("env.<VLLM_* variable>")
+                return
+            from kvdoctor.rules import load_all_rules
+
+            from kvdoctor.explain.families import load_families
+
+            for rule in load_all_rules(list(rules)):
+                typer.echo(f"{rule.id}  {rule.severity:<7}  {rule.title}")
+            for rule in load_families().rules:  # explain-only families (kvdoctor/explain/families.yaml)
+                typer.echo(f"{rule.id}  {rule.severity:<7}  {rule.title}  [explain]")
+        except KvdoctorError as exc:
+            fail_input(exc)
+
+
+    @app.command()
+    def gpus() -> None:
+        """List the GPUs --gpu knows, with compute capability and memory."""
+        from kvdoctor.probes.gpu_table import gpu_table
+
+        seen = set()
+        for device in sorted(gpu_table().values(), key=lambda d: (d.capability, d.name)):
+            if device.name not in seen:
+                seen.add(device.name)
+                typer.echo(f"{device.name:<28} SM {device.capability[0]}.{device.capability[1]}  {device.memory_gib:g} GiB")
+
+
+    @app.command()
+    def formats() -> None:
+        """List the output formats."""
+        from kvdoctor.formats import available_formats
+
+        for name in available_formats():
+            typer.echo(name)

@@ -1,0 +1,108 @@
+"""`kvdoctor check`: one deployment (flags, or a pasted `vllm serve` command) judged before it starts."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from kvdoctor.commands._run import explicit_params, fail_input, run_and_exit
+
+
+def register(app: typer.Typer) -> None:
+    @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+    def check(
+        ctx: typer.Context,
+        model: Optional[str] = typer.Option(None, "--model", "-m", help="Model directory, config.json, or Hugging Face id."),
+        kv_cache_dtype: Optional[str] = typer.Option(None, "--kv-cache-dtype", help="As vLLM's --kv-cache-dtype."),
+        dtype: Optional[str] = typer.Option(None, "--dtype", help="As vLLM's --dtype (auto, half, float16, bfloat16, float, float32)."),
+        attention_backend: Optional[str] = typer.Option(None, "--attention-backend", help="As vLLM's --attention-backend."),
+        tensor_parallel_size: Optional[int] = typer.Option(None, "--tensor-parallel-size", help="As vLLM's -tp."),
+        gpu: Optional[str] = typer.Option(None, "--gpu", help="Target GPU: a name (A100, L4, H100) or a capability (sm_80, 8.0). Default: probe local GPUs."),
+        vllm_version: Optional[str] = typer.Option(None, "--vllm-version", help="Judge as this vLLM version (what-if)."),
+        vllm_source: Optional[str] = typer.Option(None, "--vllm-source", help="A vLLM wheel or unpacked tree whose kernels to compile."),
+        fix_source: List[str] = typer.Option([], "--fix-source", help="vLLM wheels/trees (or dirs of wheels) to verify upgrade fixes with."),
+        revision: Optional[str] = typer.Option(None, "--revision", help="Model revision on the Hugging Face hub."),
+        offline: bool = typer.Option(False, "--offline", help="Never use the network (also HF_HUB_OFFLINE=1)."),
+        torch_check: bool = typer.Option(False, "--torch-check", help="Cross-check the NVML GPU probe with torch.cuda (imports torch: slow)."),
+        rules: List[Path] = typer.Option([], "--rules", help="Extra rules file(s), after the bundled rules."),
+        no_compile: bool = typer.Option(False, "--no-compile", help="Skip the dry-run compile of vLLM's kernels."),
+        compile_timeout: float = typer.Option(60.0, "--compile-timeout", help="Seconds before a compile is given up."),
+        no_cache: bool = typer.Option(False, "--no-cache", help="Compile again even if a cached result exists."),
+        output_format: str = typer.Option("text", "--format", "-f", help="text, json, or another from `kvdoctor formats`."),
+        output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write --format output here; the terminal still gets the text report."),
+        fail_on: str = typer.Option("error", "--fail-on", help="Exit 1 when a finding reaches: error, warning, never."),
+        verbose: bool = typer.Option(False, "--verbose", "-v", help="Also list every fact."),
+        debug: bool = typer.Option(False, "--debug", help="Show tracebacks of kvdoctor's own errors."),
+        config: Optional[Path] = typer.Option(None, "--config", help="Config file (default: nearest kvdoctor.toml or pyproject.toml [tool.kvdoctor])."),
+    ) -> None:
+        """Check a model + serve flags against a GPU and vLLM version.
+
+        Two forms. kvdoctor's own flags (above) with vLLM serve flags mixed in: a flag that is neither kvdoctor's nor a
+        flag of vLLM's `serve` is an error. Or a pasted command after `--`: `kvdoctor check --gpu A100 -- vllm serve
+        MODEL --kv-cache-dtype fp8 ...`, judged as the judged vLLM release's own parser would (unknown, ambiguous or
+        refused flags are findings in vLLM's words); kvdoctor's own flags belong before the `--`."""
+        from kvdoctor.cache_dir import default_cache_dir
+        from kvdoctor.check import CheckSettings, run_check
+        from kvdoctor.check_inputs import validate_check_inputs
+        from kvdoctor.collect import CheckOptions
+        from kvdoctor.config_file import load_config
+        from kvdoctor.errors import KvdoctorError
+
+        try:
+            team = load_config(config)
+        except KvdoctorError as exc:
+            fail_input(exc)
+        chosen = team.merged(ctx.params, explicit_params(ctx))  # config values are defaults: a flag wins
+        model, kv_cache_dtype, dtype, attention_backend, tensor_parallel_size, gpu = (chosen[n] for n in (
+            "model", "kv_cache_dtype", "dtype", "attention_backend", "tensor_parallel_size", "gpu"))  # fmt: skip
+        vllm_version, vllm_source, revision, offline, no_compile, compile_timeout, no_cache = (chosen[n] for n in (
+            "vllm_version", "vllm_source", "revision", "offline", "no_compile", "compile_timeout", "no_cache"))  # fmt: skip
+        output_format, fail_on, verbose = chosen["output_format"], chosen["fail_on"], chosen["verbose"]
+
+        pasted, loose = split_pasted_command(list(ctx.args), sys.argv[1:])
+        own_flags = tuple(sorted(o for p in ctx.command.params for o in (*p.opts, *p.secondary_opts) if o.startswith("-")))
+
+        def work():
+            validate_check_inputs(fail_on=fail_on, compile_timeout=compile_timeout)
+            options = CheckOptions(
+                model=model,
+                serve_argv=tuple(pasted),
+                loose_flags=tuple(loose),
+                own_flags=own_flags,
+                kv_cache_dtype=kv_cache_dtype,
+                dtype=dtype,
+                attention_backend=attention_backend,
+                tensor_parallel_size=tensor_parallel_size,
+                gpu=gpu,
+                vllm_version=vllm_version,
+                vllm_source=vllm_source,
+                revision=revision,
+                offline=offline,
+                torch_check=torch_check,
+                cache_dir=default_cache_dir(),
+                resolve_kernels=not no_compile,
+            )
+            settings = CheckSettings(
+                rules_files=team.rules_files + tuple(rules),
+                compile=not no_compile,
+                compile_timeout_s=compile_timeout,
+                use_cache=not no_cache,
+                fix_sources=team.fix_sources + tuple(fix_source),
+                ignored=dict(team.ignore),
+            )
+            return run_check(options, settings)
+
+        run_and_exit(work, output_format, output, fail_on, verbose, debug)
+
+
+def split_pasted_command(extra: list[str], raw_argv: list[str]) -> tuple[list[str], list[str]]:
+    """(the command after `--`, the unclaimed tokens before it): click hands both over as one list."""
+    if "--" not in raw_argv:
+        return [], extra
+    pasted = raw_argv[raw_argv.index("--") + 1 :]
+    if extra[len(extra) - len(pasted) :] != pasted:  # not run from a command line (an embedding); trust click
+        return extra, []
+    return pasted, extra[: len(extra) - len(pasted)]

@@ -1,0 +1,15 @@
+"""The failure-kind registry (`kvdoctor/data/failure_kinds.yaml`): every kind a dry run can report, in one place."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+
+from kvdoctor.yaml_safe import load_yaml
+
+
+@lru_cache(maxsize=1)
+def failure_kinds() -> dict[str, str]:
+    """kind -> one line on what it means."""
+    text = resources.files("kvdoctor.data").joinpath("failure_kinds.yaml").read_text(encoding="utf-8")
+    return {kind: entry["meaning"] for kind, entry in load_yaml(text).items()}
