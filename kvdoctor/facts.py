@@ -74,6 +74,8 @@ class ModelFacts:
     hidden_size: int | None = None
     is_mla: bool | None = None
     """Multi-head latent attention (DeepSeek-V2/V3 style kv_lora_rank)."""
+    kv_lora_rank: int | None = None
+    """MLA: width of the latent KV vector (head_dim is it plus qk_rope_head_dim); None for other models."""
     is_hybrid: bool | None = None
     """Attention mixed with Mamba/linear-attention layers."""
     is_moe: bool | None = None

@@ -1,6 +1,7 @@
 """Compiler child process: `python -m kvdoctor.dryrun.child` compiles the jobs it reads on stdin.
 
-Input (stdin, JSON): {"jobs": [CompileJob.to_json() + {"path": kernel file on disk}]}.
+Input (stdin, JSON): {"jobs": [CompileJob.to_json() + {"path": kernel file on disk}], "triton_cache": dir},
+read after Triton is imported (a child may be started before its jobs are known).
 Output (stdout): for each job a line `KVDOCTOR-START <i>` before compiling it and a line
 `KVDOCTOR-RESULT <json>` after, so the parent can tell which kernel was compiling if this process dies.
 
@@ -166,14 +167,20 @@ def _cheap_triton_key() -> None:
 def main() -> int:
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     sys.stdout = sys.stderr  # compiler chatter must not mix with the result lines
-    jobs = json.load(sys.stdin)["jobs"]
-    import triton
+    import triton  # before the payload: a child started early (warm_children) is ready when it comes
     import triton.language as tl
 
     from kvdoctor.dryrun import stand_ins
 
     stand_ins.install(triton, tl)
     _cheap_triton_key()
+    try:
+        message = json.load(sys.stdin)
+    except ValueError:
+        return 0  # a warm child nobody needed: its stdin closed empty
+    if message.get("triton_cache"):
+        os.environ["TRITON_CACHE_DIR"] = message["triton_cache"]  # Triton reads it at each compile
+    jobs = message["jobs"]
     for index, job in enumerate(jobs):
         _emit(out, f"{START} {index}")
         _emit(out, f"{RESULT} {json.dumps({'index': index, **compile_job(job)})}")

@@ -211,12 +211,20 @@ def fetch_members(location: WheelLocation, members: tuple[str, ...], target: Pat
     }  # fmt: skip
 
 
-def cached_release(version: str, cache_dir: Path | None) -> Path | None:
-    """The cached tree of a release's kernel files, when a complete one is there."""
+def cached_release(version: str, cache_dir: Path | None, members: tuple[str, ...] = ()) -> Path | None:
+    """The cached tree of a release's kernel files, when a complete one is there: fetched, and (given members)
+    fetched for all of them (each either there or known absent from the wheel; an older kvdoctor fetched fewer)."""
     if cache_dir is None:
         return None
     root = cache_dir / CACHE_SUBDIR / version
-    return root if (root / MARKER).is_file() else None
+    if not (root / MARKER).is_file():
+        return None
+    if members:
+        marker = read_marker(root) or {}
+        known = set(marker.get("members") or ()) | set(marker.get("absent") or ())
+        if not set(members) <= known:
+            return None
+    return root
 
 
 def read_marker(root: Path) -> dict | None:
@@ -232,9 +240,12 @@ def fetch_release(version: str, cache_dir: Path | None, members: tuple[str, ...]
 
     Never raises for network trouble: the result then has root None and a one-line note."""
     started = time.perf_counter()
-    cached = cached_release(version, cache_dir)
+    cached = cached_release(version, cache_dir, members)
     if cached is not None:
         return FetchResult(cached, None, False, time.perf_counter() - started)
+    partial = cached_release(version, cache_dir)
+    if offline and partial is not None:  # fetched by an older kvdoctor: what it has, the rest said per kernel
+        return FetchResult(partial, None, False, time.perf_counter() - started)
     if offline:
         return FetchResult(None, f"vLLM {version}'s kernel files are not cached and the network is off (--offline)",
                            False, time.perf_counter() - started)  # fmt: skip
@@ -255,13 +266,20 @@ def fetch_release(version: str, cache_dir: Path | None, members: tuple[str, ...]
             marker = fetch_members(location, members, staging, settings.cert)
             marker["version"] = version
             (staging / MARKER).write_text(json.dumps(marker, indent=1), encoding="utf-8")
+            if partial is not None:  # an older, smaller fetch: set it aside, then put the full one in its place
+                try:
+                    os.replace(target, Path(tempfile.mkdtemp(dir=target.parent, prefix=".old-")) / "tree")
+                except OSError:
+                    pass  # a concurrent run moved it already
             try:
                 os.replace(staging, target)
             except OSError:
-                if cached_release(version, cache_dir) is None:  # not a concurrent run's finished copy
+                if cached_release(version, cache_dir, members) is None:  # not a concurrent run's finished copy
                     raise
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+            for old in target.parent.glob(".old-*"):
+                shutil.rmtree(old, ignore_errors=True)
     except (OSError, FetchError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or exc
         return FetchResult(None, f"could not fetch vLLM {version}'s kernel files: {reason}", True,

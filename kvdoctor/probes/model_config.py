@@ -92,6 +92,7 @@ def read_model_facts(location: ConfigLocation) -> ModelFacts:
         num_hidden_layers=integer("num_hidden_layers", "n_layer", "num_layers"),
         hidden_size=hidden,
         is_mla=is_mla,
+        kv_lora_rank=kv_lora_rank,
         is_hybrid=_is_hybrid(raw, text, model_type),
         has_sinks=model_type in MODEL_TYPES_WITH_SINKS or any(bool(text.get(k) or raw.get(k)) for k in SINK_FLAGS),
         is_moe=any(isinstance(scope.get(k), int) and scope.get(k) > 1 for scope in (raw, text) for k in EXPERT_COUNTS),
