@@ -94,8 +94,25 @@ def requirements(metadata_text: str) -> list[tuple[str, str, str]]:
     return out
 
 
+def extract_tree(tree: Path, into: Path) -> dict:
+    """An unpacked vLLM (a tree or site-packages holding vllm/): its Python files copied under `into`."""
+    import shutil
+
+    py = sorted(tree.glob("vllm/**/*.py"))
+    for path in py:
+        target = into / path.relative_to(tree)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+    compiled = sorted({str(p.relative_to(tree)).split(".")[0].replace("/", ".") for p in tree.glob("vllm/**/*.so*")})
+    metadata = next(iter(sorted(tree.glob("vllm-*.dist-info/METADATA"))), None)
+    return {"compiled_modules": compiled, "requirements": requirements(metadata.read_text()) if metadata else [],
+            "py_files": len(py)}
+
+
 def extract(wheel: Path, into: Path) -> dict:
     """The wheel's Python files and metadata under `into`; what it ships compiled, and its requirements."""
+    if wheel.is_dir():
+        return extract_tree(wheel, into)
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
         py = [n for n in names if n.startswith("vllm/") and n.endswith(".py")]
@@ -197,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--samples-out", type=Path, default=None,
                     help="also write vLLM's real selections over a sample grid here (the selector's test oracle)")
     ap.add_argument("--check", action="store_true", help="compare with the shipped files; write nothing")
+    ap.add_argument("--source", type=Path, default=None, help="a vLLM wheel or unpacked tree (instead of --wheels)")
     ap.add_argument("--refresh-guards", action="store_true",
                     help="re-ask only the constructor guards and splice them into the detail files in --out")
     ap.add_argument("--index-only", action="store_true", help="only rewrite index.json from the files in --out")
@@ -208,8 +226,10 @@ def main(argv: list[str] | None = None) -> int:
 
     versions = args.versions or [v for v in OLD_RELEASES + FULL_RELEASES if find_wheel(args.wheels, v)]
     failed = 0
+    if args.source and len(versions) != 1:
+        ap.error("--source builds one release: pass --versions X")
     for version in versions:
-        wheel = find_wheel(args.wheels, version)
+        wheel = args.source or find_wheel(args.wheels, version)
         if wheel is None:
             print(f"{version}: no wheel in {args.wheels} (pip download --no-deps vllm=={version})", file=sys.stderr)
             failed += 1

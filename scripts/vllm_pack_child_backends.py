@@ -393,19 +393,26 @@ def constructor_guards(ctx, classes, caps, platform_cls, kv_values, dtypes):
             continue
         impl_file = inspect.getsourcefile(impl)
         params = _params(impl.__init__)
+        # MLA implementations that take their MLA arguments as **mla_args (TritonMLAImpl) get them too
+        var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in inspect.signature(impl.__init__).parameters.values())
+        # (not sparse MLA: its constructor also needs the model's indexer, which the probe cannot give)
+        mla_kw = var_kw and "q_lora_rank" not in params and bool(getattr(cls, "is_mla", lambda: False)()) \
+            and not bool(getattr(cls, "is_sparse", lambda: False)())
         for cap in caps:
             set_capability(ctx, platform_cls, cap)
             for kv in kv_values:
                 kwargs = {"num_heads": 8, "head_size": 128, "scale": 0.088, "num_kv_heads": 8,
                           "alibi_slopes": None, "sliding_window": None, "kv_cache_dtype": kv,
                           "logits_soft_cap": None, "attn_type": "decoder", "kv_sharing_target_layer_name": None}
-                if "q_lora_rank" in params:  # MLA implementations
-                    kwargs.update(head_size=576, num_kv_heads=1, q_lora_rank=1536, kv_lora_rank=512,
-                                  qk_nope_head_dim=128, qk_rope_head_dim=64, qk_head_dim=192, v_head_dim=128,
-                                  kv_b_proj=None)
+                mla = {}
+                if "q_lora_rank" in params or mla_kw:  # MLA implementations
+                    kwargs.update(head_size=576, num_kv_heads=1)
+                    mla = dict(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64,
+                               qk_head_dim=192, v_head_dim=128, kv_b_proj=None)
+                    kwargs.update(mla)
                 try:
                     with _vllm_config_context():
-                        impl(**{k: v for k, v in kwargs.items() if k in params})
+                        impl(**{k: v for k, v in kwargs.items() if k in params or (mla_kw and k in mla)})
                 except Exception as exc:
                     tb = traceback.extract_tb(exc.__traceback__)
                     frame = tb[-1]

@@ -144,12 +144,13 @@ def _version_key(text: str):
         return (1, (), 0)
 
 
-def _read(name: str) -> dict | None:
+def _read(name: str, where=None) -> dict | None:
     """A pack file, plain or gzipped (releases before 0.20.0 are stored as `name.gz`)."""
-    path = _pack_dir().joinpath(name)
+    base = where or _pack_dir()
+    path = base.joinpath(name)
     if path.is_file():
         return json.loads(path.read_text("utf-8"))
-    path = _pack_dir().joinpath(name + ".gz")
+    path = base.joinpath(name + ".gz")
     if path.is_file():
         import gzip
 
@@ -157,20 +158,38 @@ def _read(name: str) -> dict | None:
     return None
 
 
-@lru_cache(maxsize=1)
-def _index() -> dict:
-    """The pack's summary index (scripts/vllm_pack_index.py): every release's small facts, each distinct serve
-    option and run-time table once. One file, so an unknown-version check decodes no release file."""
-    path = _pack_dir().joinpath("index.json")
-    if not path.is_file():
-        return {"releases": [], "serve_sigs": [], "runtime_pools": {}}
-    data = json.loads(path.read_text("utf-8"))
-    return data if data.get("format") == PACK_FORMAT else {"releases": [], "serve_sigs": [], "runtime_pools": {}}
+_EMPTY = {"releases": [], "serve_sigs": [], "runtime_pools": {}}
+
+
+@lru_cache(maxsize=None)
+def _index(where=None) -> dict:
+    """A pack's summary index (scripts/vllm_pack_index.py): every release's small facts, each distinct serve
+    option and run-time table once. One file, so an unknown-version check decodes no release file.
+    `where`: a pack built on the fly (on_the_fly.py) instead of the shipped one."""
+    data = _read("index.json", where)
+    return data if data and data.get("format") == PACK_FORMAT else _EMPTY
 
 
 @lru_cache(maxsize=1)
 def _entries() -> dict[str, dict]:
     return {entry["version"]: entry for entry in _index()["releases"]}
+
+
+@lru_cache(maxsize=None)
+def _locate(version: str):
+    """(index entry, its index, its directory) of a release: the shipped pack, else one built on the fly for a
+    release newer than the pack (kvdoctor's cache); (None, None, None) when neither holds it."""
+    entry = _entries().get(version)
+    if entry is not None:
+        return entry, _index(), None
+    from kvdoctor.vllm_pack.on_the_fly import built_pack_dir
+
+    where = built_pack_dir(version)
+    if where is not None:
+        entry = {e["version"]: e for e in _index(where)["releases"]}.get(version)
+        if entry is not None:
+            return entry, _index(where), where
+    return None, None, None
 
 
 @lru_cache(maxsize=1)
@@ -203,7 +222,7 @@ def where_facts_stop(version: str) -> str | None:
 @lru_cache(maxsize=None)
 def load_release(version: str) -> ReleaseFacts | None:
     """One release's facts, or None when the pack does not hold that release (never guessed from another)."""
-    entry = _entries().get(version)
+    entry = _locate(version)[0]
     return None if entry is None else _release_facts(entry)
 
 
@@ -211,8 +230,8 @@ def load_release(version: str) -> ReleaseFacts | None:
 def load_detail(version: str) -> dict:
     """The release's lazily read file: `backends` (attention selection replay), `backend_grid` (older
     releases: vLLM's own choice over a grid) and `runtime`."""
-    entry = _entries().get(version)
-    data = _read(f"{version}.detail.json") if entry is not None and entry.get("has_detail") else None
+    entry, _, where = _locate(version)
+    data = _read(f"{version}.detail.json", where) if entry is not None and entry.get("has_detail") else None
     return data if data and data.get("format") == PACK_FORMAT else {}
 
 
@@ -229,11 +248,11 @@ def load_backend_grid(version: str) -> dict | None:
 @lru_cache(maxsize=None)
 def load_runtime(version: str) -> dict | None:
     """The release's model-runner and dtype-resolution facts (from the index; tables shared between releases)."""
-    entry = _entries().get(version)
+    entry, index, _ = _locate(version)
     if entry is None or "runtime" not in entry:
         return None
     runtime = entry["runtime"]
-    pools = _index()["runtime_pools"]
+    pools = index["runtime_pools"]
     out = {"where": runtime.get("where", {}), "kv_quant_modes": runtime.get("kv_quant_modes")}
     for key in ("dtype", "model_runner"):
         if runtime.get(key) is not None:
@@ -242,9 +261,9 @@ def load_runtime(version: str) -> dict | None:
 
 
 @lru_cache(maxsize=None)
-def _shared_serve_arg(sig_id: int) -> ServeArg:
+def _shared_serve_arg(sig_id: int, where=None) -> ServeArg:
     """One distinct serve option, shared by every release that has it unchanged (its file:line: provenance())."""
-    a = _index()["serve_sigs"][sig_id]
+    a = _index(where)["serve_sigs"][sig_id]
     return ServeArg(
         dest=a["dest"], option_strings=tuple(a["option_strings"]), takes_value=a["takes_value"],
         nargs=a["nargs"], choices=tuple(a["choices"]) if isinstance(a["choices"], list) else None,
@@ -256,8 +275,9 @@ def _shared_serve_arg(sig_id: int) -> ServeArg:
 @lru_cache(maxsize=None)
 def _serve_args(version: str) -> dict[str, ServeArg]:
     by_option: dict[str, ServeArg] = {}
-    for sig_id in (_entries().get(version, {}).get("serve_args") or {}).get("sigs", ()):
-        arg = _shared_serve_arg(sig_id)
+    entry, _, where = _locate(version)
+    for sig_id in ((entry or {}).get("serve_args") or {}).get("sigs", ()):
+        arg = _shared_serve_arg(sig_id, where)
         for option in arg.option_strings:
             by_option[option] = arg
     return by_option
@@ -267,7 +287,7 @@ def _serve_args(version: str) -> dict[str, ServeArg]:
 def _serve_where(version: str) -> dict[str, str]:
     """Option string and dest -> the add_argument call's file:line (read from the release's own file)."""
     where: dict[str, str] = {}
-    for a in (_read(f"{version}.json") or {}).get("serve_args", {}).get("actions", ()):
+    for a in (_read(f"{version}.json", _locate(version)[2]) or {}).get("serve_args", {}).get("actions", ()):
         if a["where"]:
             where.setdefault(a["dest"], a["where"])
             for option in a["option_strings"]:

@@ -1,0 +1,115 @@
+"""Facts for a vLLM release newer than the pack, built on the fly from its wheel or tree and cached.
+
+The same builder as the shipped pack (scripts/build_vllm_pack.py, in a source checkout or $KVDOCTOR_PACK_SCRIPTS)
+runs with a builder Python ($KVDOCTOR_PACK_PYTHON, or this Python when vLLM and torch are installed here) and
+writes `<kvdoctor cache>/vllm_pack/<version>/`. Without a builder, a source or a cache entry, nothing is built
+and kvdoctor says where its facts stop; a newer release is never guessed from an older one.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+
+def _cache_root() -> Path | None:
+    from kvdoctor.cache_dir import default_cache_dir
+
+    root = default_cache_dir()
+    return root / "vllm_pack" if root else None
+
+
+def built_pack_dir(version: str) -> Path | None:
+    """The cached pack built for `version`, or None."""
+    root = _cache_root()
+    if root is None or "/" in version or version.startswith("."):
+        return None
+    where = root / version
+    return where if (where / "index.json").is_file() else None
+
+
+def builder_python() -> str | None:
+    """$KVDOCTOR_PACK_PYTHON, else this Python when the vLLM installed here can be asked (vLLM and torch)."""
+    if os.environ.get("KVDOCTOR_PACK_PYTHON"):
+        return os.environ["KVDOCTOR_PACK_PYTHON"]
+    if importlib.util.find_spec("vllm") and importlib.util.find_spec("torch"):
+        return sys.executable
+    return None
+
+
+def builder_script() -> Path | None:
+    """scripts/build_vllm_pack.py of a source checkout, or $KVDOCTOR_PACK_SCRIPTS/build_vllm_pack.py."""
+    folder = os.environ.get("KVDOCTOR_PACK_SCRIPTS")
+    script = Path(folder) / "build_vllm_pack.py" if folder else Path(__file__).resolve().parents[2] / "scripts" / \
+        "build_vllm_pack.py"
+    return script if script.is_file() else None
+
+
+def why_not_buildable(version: str, source: str | Path | None) -> str | None:
+    """None when `version` can be built here from `source`, else one line on what is missing."""
+    from kvdoctor.vllm_pack import _version_key, newest_release, pack_releases
+
+    if version in pack_releases():
+        return f"vLLM {version} is in the pack"
+    newest = newest_release()
+    if newest is None or _version_key(version) <= _version_key(newest):
+        return f"vLLM {version} is not newer than the pack ({newest})"
+    if source is None or not Path(source).exists():
+        return f"no wheel or tree of vLLM {version} at hand"
+    if builder_python() is None:
+        return "no builder Python (set KVDOCTOR_PACK_PYTHON to a Python with CPU torch and vLLM's dependencies)"
+    if builder_script() is None:
+        return "the pack builder (scripts/build_vllm_pack.py) is not here (set KVDOCTOR_PACK_SCRIPTS)"
+    if _cache_root() is None:
+        return "no kvdoctor cache directory to keep the facts in"
+    return None
+
+
+def ensure_release(version: str | None, source: str | Path | None, timeout: float = 900) -> str | None:
+    """Build and cache the facts of `version` (newer than the pack) from `source` (a wheel or a tree), unless
+    they are cached already. Returns None when the facts are there afterwards, else why not (one line)."""
+    if not version or built_pack_dir(version) is not None:
+        return None
+    why = why_not_buildable(version, source)
+    if why:
+        return why
+    root = _cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root, prefix=f".{version}-") as tmp:
+        out = Path(tmp) / "pack"
+        command = [builder_python(), str(builder_script()), "--python", builder_python(), "--source", str(source),
+                   "--versions", version, "--out", str(out), "--tasks", "serve_args", "dtypes", "module:backends",
+                   "module:runtime"]
+        try:
+            proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return f"building vLLM {version}'s facts took longer than {timeout:.0f} s"
+        if proc.returncode != 0 or not (out / "index.json").is_file():
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            return f"building vLLM {version}'s facts failed: {last[:200]}"
+        shutil.move(str(out), str(root / version))
+    from kvdoctor.vllm_pack import _locate, load_release
+
+    _locate.cache_clear()
+    load_release.cache_clear()
+    return None
+
+
+def ensure_for_versions(versions) -> str | None:
+    """ensure_release for the judged vLLM (VersionFacts) when it is newer than the pack: from --vllm-source,
+    the installed vLLM, or a wheel/tree kvdoctor already has for --vllm-version. Cheap when it is not newer."""
+    from kvdoctor.vllm_pack import _version_key, newest_release
+
+    version, newest = versions.vllm, newest_release()
+    if not version or newest is None or _version_key(version) <= _version_key(newest):
+        return None
+    source = versions.vllm_kernels
+    if source == "installed":
+        spec = importlib.util.find_spec("vllm")
+        source = str(Path(spec.origin).parent.parent) if spec and spec.origin else None
+    return ensure_release(version, source)

@@ -1,0 +1,74 @@
+"""Releases 0.10-0.19: the facts that decide dtype and backends, read from each release's own code.
+
+Their backend choice is vLLM's own `get_attn_backend_cls` over a grid of inputs (older releases select with
+if/else code or other signatures, so the pack does not replay their checks); the samples the builder asked
+afresh at random grid cells are the oracle for the lookup.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from kvdoctor.releases import candidates, partial_note
+from kvdoctor.vllm_pack import load_backend_grid, load_release, pack_releases, releases_with
+from kvdoctor.vllm_pack.select import SelectorInputs, select_backend
+
+SAMPLES = Path(__file__).parent / "samples"
+OLD = [v for v in pack_releases() if v < "0.2" or v.startswith(("0.10", "0.11", "0.12", "0.13", "0.14", "0.15",
+                                                                      "0.16", "0.17", "0.18", "0.19"))]
+
+
+def _inputs(sample: dict) -> SelectorInputs:
+    c = sample["cell"]
+    return SelectorInputs(
+        capability=tuple(sample["capability"]), head_size=c["head_size"], model_dtype=c["dtype"],
+        kv_cache_dtype=c["kv_cache_dtype"], block_size=c["block_size"], use_mla=c["use_mla"],
+        has_sink=c["has_sink"], use_sparse=c["use_sparse"], forced_backend=c["forced"], num_heads=c["num_heads"])
+
+
+def test_old_releases_hold_dtype_and_backend_facts_and_say_what_they_lack():
+    assert OLD, "no release before 0.20.0 in the pack"
+    assert set(OLD) == set(releases_with("backend_grid"))
+    for version in OLD:
+        release = load_release(version)
+        assert release.has("kv_cache_dtypes") and release.has("model_dtypes") and release.has("backend_grid")
+        assert not release.has("backend_replay")
+        note = partial_note(release)
+        assert note and "stop at 0.20.0" in note and "grid" in note
+        assert candidates(version).note == note
+    assert partial_note(load_release("0.25.1")) is None
+
+
+@pytest.mark.parametrize("version", OLD)
+def test_grid_lookup_matches_vllms_own_answers(version):
+    grid = load_backend_grid(version)
+    samples = json.loads(gzip.decompress((SAMPLES / f"{version}.json.gz").read_bytes()))["samples"]
+    legacy_signature = "attn_selector_config" not in grid["params"]
+    decided = 0
+    for sample in samples:
+        if legacy_signature and sample["cell"]["block_size"] is None:
+            continue  # 0.10-0.12 never see None: vLLM sets the block size before it selects
+        selection = select_backend(load_release(version), _inputs(sample))
+        if selection.undecided:
+            continue
+        decided += 1
+        kind, _, real = sample["answer"].partition(":")
+        if kind == "backend":
+            assert selection.backend == real and selection.error_kind in (None, "constructor"), sample
+        else:
+            head, _, tail = real.replace("{config_no_block}", "{config}").partition("{config}")
+            assert selection.error and selection.error.startswith(head), (sample, selection.error)
+            assert selection.error.endswith(tail.rsplit("{config}", 1)[-1]), (sample, selection.error)
+    assert decided >= 0.5 * len(samples), f"only {decided} of {len(samples)} decided"
+
+
+def test_unknown_version_is_not_undecided_because_an_old_grid_lacks_an_input():
+    """A head size no old grid asked about leaves those releases out (said in attention.not_judged)."""
+    from kvdoctor.attention import attention_facts
+    from kvdoctor.facts import Facts, GpuFacts, ServeFacts, VersionFacts
+
+    assert candidates(None).releases[0].version == pack_releases()[0]
+    del Facts, GpuFacts, ServeFacts, VersionFacts, attention_facts  # exercised through the CLI in test_pack_speed
