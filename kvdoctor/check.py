@@ -42,7 +42,7 @@ def run_check(options: CheckOptions, settings: CheckSettings) -> Report:
     facts = collect_facts(options)
     flat = facts.flat() | derive_kv_facts(facts)
     request, why_not = _plan_dry_run(facts, flat, options, settings)
-    known_kinds = {r.compile_kind for r in rules if r.compile_kind}
+    known_kinds = {kind for r in rules for kind in r.compile_kinds}
     dry_run, fix_runs = None, {}
     if request is not None:
         static = evaluate_rules(rules, flat | derive_dryrun_facts(None, known_kinds))

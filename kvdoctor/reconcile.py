@@ -50,16 +50,20 @@ def reconcile_with_dry_run(
     real_kernels = facts.get("dryrun.source") == "vllm"
     evidence = tuple(compile_evidence(dry_run))
     by_id = {f.rule_id: f for f in findings}
+    # several rules may explain one kind (fp8e4nv: Triton attention, Triton MLA): when one of them fired, the
+    # compile confirms it, and the others stay quiet rather than fire against their own conditions
+    explained_by_fired = any(kind in r.compile_kinds and getattr(by_id.get(r.id), "status", None) == "fired"
+                             for r in rules)  # fmt: skip
     result = list(findings)
     for rule in rules:
-        if not rule.compile_kind:
+        if not rule.compile_kinds:
             continue
         finding = by_id.get(rule.id)
         fired = finding is not None and finding.status == "fired"
-        if kind == rule.compile_kind:
+        if kind in rule.compile_kinds:
             if fired:
                 updated = replace(finding, evidence=finding.evidence + evidence)
-            elif finding is None and not real_kernels:
+            elif (finding is None and not real_kernels) or explained_by_fired:
                 continue
             else:
                 base = finding or finding_for(rule, facts)

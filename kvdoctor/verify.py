@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from kvdoctor.dryrun.kinds import kernel_roles_for
 from kvdoctor.dryrun.records import DryRunReport, DryRunRequest, Status
 from kvdoctor.report import Finding
 from kvdoctor.rules.loader import Rule
@@ -25,8 +26,6 @@ def fix_candidates(findings: list[Finding], rules: list[Rule], request: DryRunRe
     upgrade fix compiles the oldest release at hand that qualifies; unless offline, the fix's minimum
     release is fetched from the package index when none is at hand.
     """
-    from kvdoctor.dryrun import kernel_roles_for
-
     rules_by_id = {r.id: r for r in rules}
     requests: dict[str, DryRunRequest] = {}
     for finding in findings:
@@ -47,7 +46,7 @@ def fix_candidates(findings: list[Finding], rules: list[Rule], request: DryRunRe
                     changes.update(use_probe=True, vllm_version=minimum)
                 else:
                     changes.update(vllm_source=found[1], use_probe=False, vllm_version=found[0])
-            roles = None if all_roles else kernel_roles_for(rule.compile_kind)
+            roles = None if all_roles else _roles_for(rule.compile_kinds)
             requests[key] = replace(request, roles=roles, **changes)
     return requests
 
@@ -92,3 +91,14 @@ def _describe(report: DryRunReport) -> str:
     if request.roles and not probe:
         kernels += f" (only the {'/'.join(request.roles)} kernel, where the failure was)"
     return f"recompiled with {source} ({what}): {kernels}"
+
+
+def _roles_for(kinds: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The kernel roles that can show any of these failure kinds; None = every role."""
+    roles: set[str] = set()
+    for kind in kinds or (None,):
+        found = kernel_roles_for(kind)
+        if found is None:
+            return None
+        roles.update(found)
+    return tuple(sorted(roles))

@@ -3,7 +3,7 @@ print, as a template with its location and the releases that have it.
 
     .venv/bin/python scripts/build_message_index.py [--wheels DIR] [--out kvdoctor/data/message_index/index.json.gz]
 
-For each vllm-*.whl in DIR (default ~/.cache/kvdoctor-wheels) every vllm/**/*.py is AST-walked for
+For each vllm-*.whl in DIR (default ~/.cache/kvdoctor/wheels) every vllm/**/*.py is AST-walked for
 `raise X(<message>)` (a message held in a local variable is followed to its assignment) and
 `logger.error/exception/critical/warning(...)` / `warnings.warn(...)` calls whose message is a string, an
 f-string, a %-format, a `.format` call or a concatenation of those. The literal parts are kept, every
@@ -21,6 +21,7 @@ import gzip
 import hashlib
 import io
 import json
+import os
 import re
 import sys
 import zipfile
@@ -405,7 +406,7 @@ def write(index: dict, out: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--wheels", type=Path, default=Path.home() / ".cache" / "kvdoctor-wheels")
+    parser.add_argument("--wheels", type=Path, default=Path(os.environ.get("KVDOCTOR_VLLM_WHEELS", Path.home() / ".cache" / "kvdoctor" / "wheels")))
     parser.add_argument("--out", type=Path,
                         default=Path(__file__).resolve().parents[1] / "kvdoctor/data/message_index/index.json.gz")
     parser.add_argument("--deps", type=Path, default=None,

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build kvdoctor's vLLM knowledge pack from released vLLM wheels: vLLM is the source of its own facts.
 
-    python scripts/build_vllm_pack.py --wheels ~/.cache/kvdoctor-wheels [--versions 0.25.1 0.34.0]
+    python scripts/build_vllm_pack.py --wheels ~/.cache/kvdoctor/wheels [--versions 0.25.1 0.34.0]
         [--python /work/packenv/bin/python] [--out kvdoctor/data/vllm_pack] [--check]
 
 For each release it extracts the wheel's `vllm/**/*.py` (never the compiled `.so`) to a temporary directory and
@@ -205,7 +205,7 @@ def dumps(data: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--wheels", type=Path, default=Path(os.environ.get(
-        "KVDOCTOR_VLLM_WHEELS", Path.home() / ".cache" / "kvdoctor-wheels")))
+        "KVDOCTOR_VLLM_WHEELS", Path.home() / ".cache" / "kvdoctor" / "wheels")))
     ap.add_argument("--versions", nargs="*", default=None, help="default: every release with a wheel in --wheels")
     ap.add_argument("--python", default=os.environ.get("KVDOCTOR_PACK_PYTHON", sys.executable))
     ap.add_argument("--out", type=Path, default=REPO / "kvdoctor" / "data" / "vllm_pack")

@@ -24,6 +24,7 @@ import csv
 import hashlib
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -33,7 +34,7 @@ import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-WHEELS = Path.home() / ".cache" / "kvdoctor-wheels"
+WHEELS = Path(os.environ.get("KVDOCTOR_VLLM_WHEELS", Path.home() / ".cache" / "kvdoctor" / "wheels"))
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64", "manylinux_2_34_x86_64", "manylinux_2_35_x86_64", "manylinux_2_31_x86_64",
              "manylinux1_x86_64")

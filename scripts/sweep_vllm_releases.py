@@ -3,7 +3,7 @@
     python scripts/sweep_vllm_releases.py 0.20.0 0.20.1 ... [--wheels DIR]
 
 Downloads each wheel with `pip download --no-deps` into DIR (default $KVDOCTOR_VLLM_WHEELS or
-~/.cache/kvdoctor-wheels) when it is missing. Nothing from the wheels is kept in the repository.
+~/.cache/kvdoctor/wheels) when it is missing. Nothing from the wheels is kept in the repository.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def wheel_for(version: str, directory: Path) -> Path | None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("versions", nargs="+")
-    parser.add_argument("--wheels", default=os.environ.get("KVDOCTOR_VLLM_WHEELS", str(Path.home() / ".cache/kvdoctor-wheels")))
+    parser.add_argument("--wheels", default=os.environ.get("KVDOCTOR_VLLM_WHEELS", str(Path.home() / ".cache/kvdoctor/wheels")))
     options = parser.parse_args()
     directory = Path(options.wheels)
     directory.mkdir(parents=True, exist_ok=True)

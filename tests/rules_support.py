@@ -45,7 +45,7 @@ def scenario_facts(model="qwen", gpu="A100", kv="auto", vllm="0.27.0", serve=(),
         versions = replace(facts.versions, vllm_source="installed", flashinfer=flashinfer, triton=triton)
         facts = replace(facts, versions=versions)
     flat = facts.flat() | derive_kv_facts(facts)
-    kinds = {r.compile_kind for r in rules() if r.compile_kind}
+    kinds = {kind for r in rules() for kind in r.compile_kinds}
     return flat | derive_dryrun_facts(typed_dry_run(dry_run), kinds)
 
 

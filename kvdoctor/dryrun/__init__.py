@@ -22,7 +22,7 @@ from kvdoctor.dryrun.records import (
 _LAZY = {
     "DryRunSourceError": "kvdoctor.dryrun.kernel_source",
     "dry_run_applies": "kvdoctor.dryrun.runner",
-    "kernel_roles_for": "kvdoctor.dryrun.runner",
+    "kernel_roles_for": "kvdoctor.dryrun.kinds",
     "run_dry_run": "kvdoctor.dryrun.runner",
     "run_dry_runs": "kvdoctor.dryrun.runner",
 }

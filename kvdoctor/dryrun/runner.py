@@ -87,14 +87,6 @@ def _skipped(request: DryRunRequest, reason: str, started: float, label: str = "
 
 
 # Which kernel roles can show a failure kind: fix verification recompiles just those.
-ROLES_FOR_KIND = {"bf16_to_fp8e4b15_assert": ("store",)}  # the k8v4 store kernel converts keys to fp8
-
-
-def kernel_roles_for(kind: str | None) -> tuple[str, ...] | None:
-    """Roles whose kernels can fail with this kind; None = every role (unknown or any kernel)."""
-    return ROLES_FOR_KIND.get(kind or "")
-
-
 def _choose_plan(request: DryRunRequest, source: KernelSource | None) -> tuple[list[CompileJob], str]:
     """Jobs and source label: vLLM's kernels when found, else kvdoctor's probe."""
     dtype = TRITON_DTYPES[request.model_dtype]

@@ -66,7 +66,8 @@ class Rule:
     fixes: tuple[FixSpec, ...]
     references: tuple[str, ...]
     checked_against: str | None
-    compile_kind: str | None
+    compile_kinds: tuple[str, ...]
+    """The dry-run failure kinds this rule explains (rules.yaml `compile_kind`: one kind or a list)."""
     """The dry-run failure kind this rule explains; links static and compiled verdicts."""
     signatures: tuple[Signature, ...]
     explain_only: bool
@@ -161,15 +162,7 @@ def _parse_rule(path: Path, index: int, raw: Any, is_fact_name) -> Rule:
     supersedes = raw.get("supersedes", [])
     if not isinstance(supersedes, list) or not all(isinstance(r, str) and RULE_ID.match(r) for r in supersedes):
         raise fail("supersedes", "must be a list of rule ids")
-    compile_kind = raw.get("compile_kind")
-    if compile_kind is not None:
-        from kvdoctor.dryrun.kinds import failure_kinds
-
-        if not isinstance(compile_kind, str) or compile_kind not in failure_kinds():
-            close = difflib.get_close_matches(str(compile_kind), list(failure_kinds()), n=1)
-            hint = f"did you mean {close[0]}? " if close else ""
-            raise fail("compile_kind", f"{compile_kind!r} is no dry-run failure kind ({hint}kinds: "
-                                       "kvdoctor/data/failure_kinds.yaml)")  # fmt: skip
+    compile_kinds = _compile_kinds(raw.get("compile_kind"), fail)
     explain_role = raw.get("explain_role")
     if explain_role is not None and explain_role not in EXPLAIN_ROLES:
         raise fail("explain_role", f"must be one of {', '.join(EXPLAIN_ROLES)}")
@@ -182,7 +175,7 @@ def _parse_rule(path: Path, index: int, raw: Any, is_fact_name) -> Rule:
         fixes=tuple(_parse_fix(f, fail) for f in _list(raw.get("fixes", []), "fixes", fail)),
         references=tuple(references),
         checked_against=checked,
-        compile_kind=compile_kind,
+        compile_kinds=compile_kinds,
         signatures=tuple(_parse_signature(s, fail) for s in _list(raw.get("signatures", []), "signatures", fail)),
         explain_only=explain_only,
         origin=str(path),
@@ -248,3 +241,19 @@ def _parse_signature(raw: Any, fail) -> Signature:
     if role not in SIGNATURE_ROLES:
         raise fail("signatures", f"role must be one of {', '.join(SIGNATURE_ROLES)}")
     return Signature(pattern=pattern, role=role, note=raw.get("note"))
+
+
+def _compile_kinds(value, fail) -> tuple[str, ...]:
+    """rules.yaml `compile_kind` (one kind or a list), each checked against the failure-kind registry."""
+    if value is None:
+        return ()
+    from kvdoctor.dryrun.kinds import failure_kinds
+
+    kinds = value if isinstance(value, list) else [value]
+    for kind in kinds:
+        if not isinstance(kind, str) or kind not in failure_kinds():
+            close = difflib.get_close_matches(str(kind), list(failure_kinds()), n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise fail("compile_kind", f"{kind!r} is no dry-run failure kind ({hint}kinds: "
+                                       "kvdoctor/data/failure_kinds.yaml)")  # fmt: skip
+    return tuple(kinds)

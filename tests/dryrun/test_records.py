@@ -36,7 +36,7 @@ def layout_skip_then_ptxas() -> DryRunReport:
 
 def test_json_rules_and_evidence_agree_on_the_failing_kernel():
     report = layout_skip_then_ptxas()
-    kinds = {r.compile_kind for r in rules() if r.compile_kind}
+    kinds = {kind for r in rules() for kind in r.compile_kinds}
     facts = derive_dryrun_facts(report, kinds)
 
     assert to_json(report)["failure_kind"] == "ptxas_error"

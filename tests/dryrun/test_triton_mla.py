@@ -149,6 +149,7 @@ def test_a_release_fetched_before_mla_is_fetched_again_with_the_mla_files(tmp_pa
 
 @pytest.mark.parametrize("version, gpu, code, kind, kernels", [
     ("0.23.0", "A100", 1, "fp8e4nv_unsupported_arch", [("_fwd_grouped_kernel_stage1", "failed"), ("_fwd_kernel_stage2", "passed")]),
+    ("0.25.1", "A100", 1, "fp8e4nv_unsupported_arch", [("_fwd_grouped_kernel_stage1", "failed"), ("_fwd_kernel_stage2", "passed")]),
     ("0.33.0", "A100", 1, "triton_mla_fp8_guard", [("TritonMLAImpl.__init__", "failed"), ("_fwd_grouped_kernel_stage1", "failed"), ("_fwd_kernel_stage2", "passed")]),
     ("0.33.0", "H100", 0, None, [("_fwd_grouped_kernel_stage1", "passed"), ("_fwd_kernel_stage2", "passed")]),
 ])  # fmt: skip
@@ -163,3 +164,10 @@ def test_cli_fp8_on_triton_mla(run_cli, version, gpu, code, kind, kernels):
     assert dry_run["source_label"].startswith(f"vLLM {version} kernels") and dry_run["failure_kind"] == kind
     assert [(k["kernel"], k["status"]) for k in dry_run["kernels"]] == kernels
     assert dry_run["request"]["kv_lora_rank"] == 512 and dry_run["request"]["head_dim"] == 576
+    errors = {f["rule_id"] for f in json.loads(result.stdout)["findings"] if f["severity"] == "error"}
+    # the MLA rule explains the compile (guard or fp8e4nv); the Triton attention rule that shares the kind
+    # does not fire against its own conditions, and nothing is left to the unknown-failure rule
+    assert errors == ({"KVD112"} if code else set())
+    if code:
+        fixes = next(f for f in json.loads(result.stdout)["findings"] if f["rule_id"] == "KVD112")["fixes"]
+        assert fixes[0]["verified"] == "verified"

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from dryrun_support import wheel_dir
 
 from kvdoctor.check import CheckSettings
 from kvdoctor.collect import CheckOptions
@@ -14,7 +15,7 @@ from kvdoctor.matrix import MatrixRequest, run_matrix
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = REPO / "examples" / "qwen2.5-3b-instruct"
-WHEELS = Path(os.environ.get("KVDOCTOR_VLLM_WHEELS", "/root/.cache/kvdoctor-wheels"))
+WHEELS = wheel_dir()
 
 
 def _wheel(version: str) -> Path:

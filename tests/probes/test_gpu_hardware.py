@@ -15,6 +15,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from dryrun_support import wheel_dir
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
@@ -43,7 +44,7 @@ def trees(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for root in (os.environ.get("KVDOCTOR_GPU_TREES"), REPO / ".gpu-carry"):
         if root and Path(root).is_dir() and _trees(Path(root)):
             return _trees(Path(root))
-    wheels = sorted(Path(os.environ.get("KVDOCTOR_VLLM_WHEELS", "/root/.cache/kvdoctor-wheels")).glob("vllm-*.whl"))
+    wheels = sorted(wheel_dir().glob("vllm-*.whl"))
     if not wheels:
         pytest.skip("no vLLM kernel trees or wheels (set KVDOCTOR_GPU_TREES or KVDOCTOR_VLLM_WHEELS)")
     root = tmp_path_factory.mktemp("vllm-trees")

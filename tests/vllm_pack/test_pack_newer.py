@@ -7,9 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from dryrun_support import wheel_dir
 
 REPO = Path(__file__).resolve().parents[2]
-WHEELS = Path(os.environ.get("KVDOCTOR_VLLM_WHEELS", Path.home() / ".cache" / "kvdoctor-wheels"))
+WHEELS = wheel_dir()
 ARGS = ("check", "--model", str(REPO / "examples" / "qwen2.5-3b-instruct"), "--kv-cache-dtype", "fp8", "--gpu",
         "A100", "--no-compile")
 

@@ -7,9 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from dryrun_support import wheel_dir
 
 REPO = Path(__file__).resolve().parents[2]
-WHEELS = Path(os.environ.get("KVDOCTOR_VLLM_WHEELS", Path.home() / ".cache" / "kvdoctor-wheels"))
+WHEELS = wheel_dir()
 PACK_PYTHON = os.environ.get("KVDOCTOR_PACK_PYTHON")
 
 sys.path.insert(0, str(REPO / "scripts"))
