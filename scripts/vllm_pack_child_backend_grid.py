@@ -49,7 +49,7 @@ def _selector_config():
 def run(ctx) -> dict:
     import torch
     import vllm.platforms as platforms
-    from vllm_pack_child_backends import _tree, clear_caches
+    from vllm_pack_child_backends import _tree, _vllm_config_context, clear_caches
 
     os.environ.pop("VLLM_ATTENTION_BACKEND", None)
     os.environ["VLLM_USE_V1"] = "1"  # 0.10: the V1 engine is the default on CUDA (V0 is gone from 0.11.0)
@@ -87,11 +87,13 @@ def run(ctx) -> dict:
     for cap in caps:
         platform_cls.capability_now = tuple(cap)
         clear_caches()
-        for combo in itertools.product(*(axes[a] for a in names)):
-            cell = dict(zip(names, combo))
-            if cell["use_mla"] != (cell["head_size"] == MLA_HEAD) or (cell["use_sparse"] and not cell["use_mla"]):
-                continue  # MLA layers have head size 576 (kv_lora_rank 512 + rope 64); sparse is MLA only
-            answer = _ask(fn, params, Config, config_fields, Enum, cell, torch, paths)
+        with _vllm_config_context():  # one default VllmConfig per capability, not one per cell (the cost)
+            cap_answers = [
+                (combo, _ask(fn, params, Config, config_fields, Enum, dict(zip(names, combo)), torch, paths,
+                             fresh_config=False))
+                for combo in itertools.product(*(axes[a] for a in names)) if _meaningful(dict(zip(names, combo)))
+            ]  # fmt: skip
+        for combo, answer in cap_answers:
             if answer not in answers:
                 answers.append(answer)
             cells.setdefault(answers.index(answer), []).append([f"{cap[0]}.{cap[1]}"] + list(combo))
@@ -122,7 +124,13 @@ def run(ctx) -> dict:
     }
 
 
-def _ask(fn, params, Config, config_fields, Enum, cell, torch, paths) -> str:
+def _meaningful(cell: dict) -> bool:
+    """MLA layers have head size 576 (kv_lora_rank 512 + rope 64); sparse is MLA only."""
+    return cell["use_mla"] == (cell["head_size"] == MLA_HEAD) and not (cell["use_sparse"] and not cell["use_mla"])
+
+
+def _ask(fn, params, Config, config_fields, Enum, cell, torch, paths, fresh_config: bool = True) -> str:
+    """vLLM's answer for one cell; fresh_config: under a VllmConfig of its own (the samples: asked afresh)."""
     kwargs = {"head_size": cell["head_size"], "dtype": getattr(torch, cell["dtype"]),
               "kv_cache_dtype": cell["kv_cache_dtype"], "block_size": cell["block_size"], "use_mla": cell["use_mla"],
               "has_sink": cell["has_sink"], "use_sparse": cell["use_sparse"], "use_v1": True}
@@ -144,7 +152,10 @@ def _ask(fn, params, Config, config_fields, Enum, cell, torch, paths) -> str:
     try:
         from vllm_pack_child_backends import _vllm_config_context
 
-        with _vllm_config_context():
+        if fresh_config:
+            with _vllm_config_context():
+                path = fn(**call)
+        else:
             path = fn(**call)
     except Exception as exc:
         text = f"{type(exc).__name__}: {exc}"
