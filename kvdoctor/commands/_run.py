@@ -12,7 +12,6 @@ from typing import Any, Callable, Optional
 
 import typer
 
-from kvdoctor.check_inputs import FAIL_ON  # noqa: F401 - the --fail-on choices, for the commands' help
 
 INTERNAL_ERROR = 3  # exit code for kvdoctor's own bugs, distinct from 2 (the user's input)
 
@@ -89,3 +88,16 @@ def explicit_params(ctx: typer.Context) -> set[str]:
     from click.core import ParameterSource
 
     return {name for name in ctx.params if ctx.get_parameter_source(name) != ParameterSource.DEFAULT}
+
+
+def team_and_choices(ctx: typer.Context, config: Path | None):
+    """(the team's config file, every option's value): config values are defaults, a flag given wins; a bad
+    config file is a user error (exit 2)."""
+    from kvdoctor.config_file import load_config
+    from kvdoctor.errors import KvdoctorError
+
+    try:
+        team = load_config(config)
+    except KvdoctorError as exc:
+        fail_input(exc)
+    return team, team.merged(ctx.params, explicit_params(ctx))

@@ -27,9 +27,8 @@ def register(app: typer.Typer) -> None:
                     typer.echo(name)
                 typer.echo("env.<VLLM_* variable>")
                 return
-            from kvdoctor.rules import load_all_rules
-
             from kvdoctor.explain.families import load_families
+            from kvdoctor.rules import load_all_rules
 
             for rule in load_all_rules(list(rules)):
                 typer.echo(f"{rule.id}  {rule.severity:<7}  {rule.title}")

@@ -3,12 +3,26 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
 import typer
 
-from kvdoctor.commands._run import explicit_params, fail_input, run_and_exit
+from kvdoctor.commands._options import (
+    CompileTimeout,
+    ConfigFile,
+    Debug,
+    FailOn,
+    FixSources,
+    ModelDtype,
+    NoCache,
+    NoCompile,
+    Offline,
+    OutputFile,
+    Revision,
+    RulesFiles,
+    VllmSource,
+)
+from kvdoctor.commands._run import run_and_exit, team_and_choices
 
 
 def register(app: typer.Typer) -> None:
@@ -17,26 +31,26 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         model: Optional[str] = typer.Option(None, "--model", "-m", help="Model directory, config.json, or Hugging Face id."),
         kv_cache_dtype: Optional[str] = typer.Option(None, "--kv-cache-dtype", help="As vLLM's --kv-cache-dtype."),
-        dtype: Optional[str] = typer.Option(None, "--dtype", help="As vLLM's --dtype (auto, half, float16, bfloat16, float, float32)."),
+        dtype: ModelDtype = None,
         attention_backend: Optional[str] = typer.Option(None, "--attention-backend", help="As vLLM's --attention-backend."),
         tensor_parallel_size: Optional[int] = typer.Option(None, "--tensor-parallel-size", help="As vLLM's -tp."),
         gpu: Optional[str] = typer.Option(None, "--gpu", help="Target GPU: a name (A100, L4, H100) or a capability (sm_80, 8.0). Default: probe local GPUs."),
         vllm_version: Optional[str] = typer.Option(None, "--vllm-version", help="Judge as this vLLM version (what-if)."),
-        vllm_source: Optional[str] = typer.Option(None, "--vllm-source", help="A vLLM wheel or unpacked tree whose kernels to compile."),
-        fix_source: List[str] = typer.Option([], "--fix-source", help="vLLM wheels/trees (or dirs of wheels) to verify upgrade fixes with."),
-        revision: Optional[str] = typer.Option(None, "--revision", help="Model revision on the Hugging Face hub."),
-        offline: bool = typer.Option(False, "--offline", help="Never use the network (also HF_HUB_OFFLINE=1)."),
+        vllm_source: VllmSource = None,
+        fix_source: FixSources = [],
+        revision: Revision = None,
+        offline: Offline = False,
         torch_check: bool = typer.Option(False, "--torch-check", help="Cross-check the NVML GPU probe with torch.cuda (imports torch: slow)."),
-        rules: List[Path] = typer.Option([], "--rules", help="Extra rules file(s), after the bundled rules."),
-        no_compile: bool = typer.Option(False, "--no-compile", help="Skip the dry-run compile of vLLM's kernels."),
-        compile_timeout: float = typer.Option(60.0, "--compile-timeout", help="Seconds before a compile is given up."),
-        no_cache: bool = typer.Option(False, "--no-cache", help="Compile again even if a cached result exists."),
+        rules: RulesFiles = [],
+        no_compile: NoCompile = False,
+        compile_timeout: CompileTimeout = 60.0,
+        no_cache: NoCache = False,
         output_format: str = typer.Option("text", "--format", "-f", help="text, json, or another from `kvdoctor formats`."),
-        output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write --format output here; the terminal still gets the text report."),
-        fail_on: str = typer.Option("error", "--fail-on", help="Exit 1 when a finding reaches: error, warning, never."),
+        output: OutputFile = None,
+        fail_on: FailOn = "error",
         verbose: bool = typer.Option(False, "--verbose", "-v", help="Also list every fact."),
-        debug: bool = typer.Option(False, "--debug", help="Show tracebacks of kvdoctor's own errors."),
-        config: Optional[Path] = typer.Option(None, "--config", help="Config file (default: nearest kvdoctor.toml or pyproject.toml [tool.kvdoctor])."),
+        debug: Debug = False,
+        config: ConfigFile = None,
     ) -> None:
         """Check a model + serve flags against a GPU and vLLM version.
 
@@ -48,14 +62,8 @@ def register(app: typer.Typer) -> None:
         from kvdoctor.check import CheckSettings, run_check
         from kvdoctor.check_inputs import validate_check_inputs
         from kvdoctor.collect import CheckOptions
-        from kvdoctor.config_file import load_config
-        from kvdoctor.errors import KvdoctorError
 
-        try:
-            team = load_config(config)
-        except KvdoctorError as exc:
-            fail_input(exc)
-        chosen = team.merged(ctx.params, explicit_params(ctx))  # config values are defaults: a flag wins
+        team, chosen = team_and_choices(ctx, config)
         model, kv_cache_dtype, dtype, attention_backend, tensor_parallel_size, gpu = (chosen[n] for n in (
             "model", "kv_cache_dtype", "dtype", "attention_backend", "tensor_parallel_size", "gpu"))  # fmt: skip
         vllm_version, vllm_source, revision, offline, no_compile, compile_timeout, no_cache = (chosen[n] for n in (

@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import List, Optional
-
 import typer
+
+from kvdoctor.commands._options import Debug, FailOn, OutputFile, RulesFiles
 
 
 def register(app: typer.Typer) -> None:
     @app.command("explain")
     def explain(
         log: str = typer.Argument(..., help="A vLLM log file, or - to read stdin (kubectl logs POD | kvdoctor explain -)."),
-        rules: List[Path] = typer.Option([], "--rules", help="Extra rules file(s), after the bundled rules."),
+        rules: RulesFiles = [],
         output_format: str = typer.Option("text", "--format", "-f", help="text, json, or another from `kvdoctor formats`."),
-        output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write --format output here; the terminal still gets the text report."),
-        fail_on: str = typer.Option("error", "--fail-on", help="Exit 1 when a finding reaches: error, warning, never."),
+        output: OutputFile = None,
+        fail_on: FailOn = "error",
         verbose: bool = typer.Option(False, "--verbose", "-v", help="Also list every fact read from the log."),
-        debug: bool = typer.Option(False, "--debug", help="Show tracebacks of kvdoctor's own errors."),
+        debug: Debug = False,
     ) -> None:
         """Explain a failed vLLM start-up log: the real failure, why the last line misleads, the fix."""
         from kvdoctor.check_inputs import validate_check_inputs

@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
 import typer
+
+from kvdoctor.commands._options import (
+    CompileTimeout,
+    ModelDtype,
+    NoCache,
+    NoCompile,
+    Offline,
+    Revision,
+    RulesFiles,
+    VllmSource,
+)
 
 
 def _split(text: Optional[str]) -> tuple[str, ...]:
@@ -41,18 +52,18 @@ def register(app: typer.Typer) -> None:
         model: str = typer.Option(..., "--model", "-m", help="Model directory, config.json, or Hugging Face id."),
         gpus: Optional[str] = typer.Option(None, "--gpus", help="Comma-separated GPUs (default: every GPU `kvdoctor gpus` lists)."),
         kv_cache_dtypes: Optional[str] = typer.Option(None, "--kv-cache-dtypes", help="Comma-separated values (default: every value the target vLLM accepts)."),
-        vllm_source: Optional[str] = typer.Option(None, "--vllm-source", help="A vLLM wheel or unpacked tree whose kernels to compile."),
+        vllm_source: VllmSource = None,
         vllm_version: Optional[str] = typer.Option(None, "--vllm-version", help="Judge as this vLLM version."),
-        dtype: Optional[str] = typer.Option(None, "--dtype", help="As vLLM's --dtype."),
+        dtype: ModelDtype = None,
         tensor_parallel_size: Optional[int] = typer.Option(None, "--tensor-parallel-size", help="As vLLM's -tp (capacity is per GPU)."),
         gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization", help="As vLLM's; sizes the KV cache."),
         max_model_len: Optional[int] = typer.Option(None, "--max-model-len", help="For max concurrent sequences (default: the model's)."),
-        revision: Optional[str] = typer.Option(None, "--revision", help="Model revision on the Hugging Face hub."),
-        offline: bool = typer.Option(False, "--offline", help="Never use the network."),
-        rules: List[Path] = typer.Option([], "--rules", help="Extra rules file(s)."),
-        no_compile: bool = typer.Option(False, "--no-compile", help="Rules only, no dry-run compiles."),
-        no_cache: bool = typer.Option(False, "--no-cache", help="Compile again even if cached."),
-        compile_timeout: float = typer.Option(60.0, "--compile-timeout", help="Seconds before one compile is given up."),
+        revision: Revision = None,
+        offline: Offline = False,
+        rules: RulesFiles = [],
+        no_compile: NoCompile = False,
+        no_cache: NoCache = False,
+        compile_timeout: CompileTimeout = 60.0,
         workers: Optional[int] = typer.Option(None, "--workers", help="Processes (default: the machine's cores)."),
         output_format: str = typer.Option("table", "--format", "-f", help="table, json, csv or html."),
         output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write --format output here; the terminal still gets the table."),
@@ -96,10 +107,10 @@ def _request(model, gpus, kv_cache_dtypes, vllm_source, vllm_version, dtype, ten
              compile_timeout, workers):  # fmt: skip
     from kvdoctor.cache_dir import default_cache_dir
     from kvdoctor.check import CheckSettings
+    from kvdoctor.check_inputs import validate_check_inputs
     from kvdoctor.collect import CheckOptions
     from kvdoctor.errors import UsageError
     from kvdoctor.matrix import MatrixRequest
-    from kvdoctor.check_inputs import validate_check_inputs
 
     # a bad value fails here, once, not in every cell
     validate_check_inputs(dtype=dtype, tensor_parallel_size=tensor_parallel_size, vllm_version=vllm_version,
@@ -122,7 +133,13 @@ def _request(model, gpus, kv_cache_dtypes, vllm_source, vllm_version, dtype, ten
 
 def _run_with_progress(request):
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     from kvdoctor.matrix import run_matrix
 

@@ -7,6 +7,19 @@ from typing import List, Optional
 
 import typer
 
+from kvdoctor.commands._options import (
+    CompileTimeout,
+    ConfigFile,
+    Debug,
+    FailOn,
+    FixSources,
+    NoCache,
+    NoCompile,
+    Offline,
+    OutputFile,
+    RulesFiles,
+)
+
 
 def register(app: typer.Typer) -> None:
     @app.command("scan")
@@ -16,29 +29,23 @@ def register(app: typer.Typer) -> None:
         gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU for workloads whose node labels name none (A100, L4, sm_80)."),
         vllm_version: Optional[str] = typer.Option(None, "--vllm-version", help="vLLM version for images whose tag pins none (latest, a digest)."),
         model_path: List[str] = typer.Option([], "--model-path", help="MODEL=DIR: read the model the manifests call MODEL (e.g. /models/qwen) from DIR here."),
-        fix_source: List[str] = typer.Option([], "--fix-source", help="vLLM wheels/trees (or dirs of wheels) to verify upgrade fixes with."),
-        offline: bool = typer.Option(False, "--offline", help="Never use the network (also HF_HUB_OFFLINE=1)."),
-        rules: List[Path] = typer.Option([], "--rules", help="Extra rules file(s), after the bundled rules."),
-        no_compile: bool = typer.Option(False, "--no-compile", help="Skip the dry-run compile of vLLM's kernels."),
-        compile_timeout: float = typer.Option(60.0, "--compile-timeout", help="Seconds before a compile is given up."),
-        no_cache: bool = typer.Option(False, "--no-cache", help="Compile again even if a cached result exists."),
+        fix_source: FixSources = [],
+        offline: Offline = False,
+        rules: RulesFiles = [],
+        no_compile: NoCompile = False,
+        compile_timeout: CompileTimeout = 60.0,
+        no_cache: NoCache = False,
         output_format: str = typer.Option("text", "--format", "-f", help="text, json, sarif, junit, github or markdown."),
-        output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write --format output here; the terminal still gets the text report."),
-        fail_on: str = typer.Option("error", "--fail-on", help="Exit 1 when a finding reaches: error, warning, never."),
+        output: OutputFile = None,
+        fail_on: FailOn = "error",
         verbose: bool = typer.Option(False, "--verbose", "-v", help="Also print each workload's full check report."),
-        debug: bool = typer.Option(False, "--debug", help="Show tracebacks of kvdoctor's own errors."),
-        config: Optional[Path] = typer.Option(None, "--config", help="Config file (default: nearest kvdoctor.toml or pyproject.toml [tool.kvdoctor])."),
+        debug: Debug = False,
+        config: ConfigFile = None,
     ) -> None:
         """Find the vLLM workloads in manifests and check each; findings point at the manifest line to change."""
-        from kvdoctor.commands._run import explicit_params, fail_input
-        from kvdoctor.config_file import load_config
-        from kvdoctor.errors import KvdoctorError
+        from kvdoctor.commands._run import team_and_choices
 
-        try:
-            team = load_config(config)
-        except KvdoctorError as exc:
-            fail_input(exc)
-        chosen = team.merged(ctx.params, explicit_params(ctx))
+        team, chosen = team_and_choices(ctx, config)
 
         def work():
             from kvdoctor.cache_dir import default_cache_dir

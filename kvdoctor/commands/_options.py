@@ -1,0 +1,27 @@
+"""Options that several commands take, declared once (typer's Annotated form): same flag, same help, same type."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, List, Optional
+
+import typer
+
+Offline = Annotated[bool, typer.Option("--offline", help="Never use the network (also HF_HUB_OFFLINE=1).")]
+RulesFiles = Annotated[List[Path], typer.Option("--rules", help="Extra rules file(s), after the bundled rules.")]
+NoCompile = Annotated[bool, typer.Option("--no-compile", help="Skip the dry-run compile of vLLM's kernels.")]
+CompileTimeout = Annotated[float, typer.Option("--compile-timeout", help="Seconds before a compile is given up.")]
+NoCache = Annotated[bool, typer.Option("--no-cache", help="Compile again even if a cached result exists.")]
+FixSources = Annotated[List[str], typer.Option(
+    "--fix-source", help="vLLM wheels/trees (or dirs of wheels) to verify upgrade fixes with.")]
+VllmSource = Annotated[Optional[str], typer.Option(
+    "--vllm-source", help="A vLLM wheel or unpacked tree whose kernels to compile.")]
+Revision = Annotated[Optional[str], typer.Option("--revision", help="Model revision on the Hugging Face hub.")]
+ModelDtype = Annotated[Optional[str], typer.Option(
+    "--dtype", help="As vLLM's --dtype (auto, half, float16, bfloat16, float, float32).")]
+OutputFile = Annotated[Optional[Path], typer.Option(
+    "--output", "-o", help="Write --format output here; the terminal still gets the text report.")]
+FailOn = Annotated[str, typer.Option("--fail-on", help="Exit 1 when a finding reaches: error, warning, never.")]
+Debug = Annotated[bool, typer.Option("--debug", help="Show tracebacks of kvdoctor's own errors.")]
+ConfigFile = Annotated[Optional[Path], typer.Option(
+    "--config", help="Config file (default: nearest kvdoctor.toml or pyproject.toml [tool.kvdoctor]).")]
