@@ -24,6 +24,8 @@ ATTENTION_FACTS = {
     "attention.kv_dtypes_that_work": "KV-cache dtypes some backend serves here, when this one fails",
     "attention.not_judged": "version unknown: older releases left out because the pack's grid of their answers "
                             "does not cover these inputs, and why",
+    "attention.quantizes_query": "whether the picked backend's implementation takes fp8-quantized queries here "
+                                 "(its own `supports_quant_query_input`, asked per capability and KV dtype)",
 }
 
 
@@ -53,10 +55,14 @@ def attention_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
         (s.backend or "").startswith("FLASHINFER") for s in selections.values()
     ):  # the pack assumes the CUDA wheel's hard dependency; this installation lacks it
         return unknown | {"attention.picked_by": "vLLM would pick FlashInfer, which is not installed here"}
-    if any(getattr(s, "undecided", ()) for s in selections.values()):
-        undecided = sorted({u for s in selections.values() for u in s.undecided})
+    kept = [selections[r.version] for r in releases.releases]  # the releases left out above say so in not_judged
+    if any(getattr(s, "undecided", ()) for s in kept):
+        undecided = sorted({u for s in kept for u in s.undecided})
         return unknown | {"attention.reasons": _reasons(newest), "attention.picked_by": "; ".join(undecided),
                           "attention.not_judged": not_judged}
+    from kvdoctor.vllm_pack.select import quantizes_query
+
+    query_quant = agree(releases.releases, lambda r: quantizes_query(r, selections[r.version].backend, inputs)).value
     auto = None
     if inputs.forced_backend:
         unforced = replace(inputs, forced_backend=None)
@@ -72,6 +78,7 @@ def attention_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
         "attention.picked_by": picked_by,
         "attention.evidence": ", ".join(getattr(newest, "evidence", ()) or ()) or None,
         "attention.not_judged": not_judged,
+        "attention.quantizes_query": query_quant,
     }
 
 

@@ -303,13 +303,15 @@ def refresh_guards(versions: list[str], wheels: Path, python: str, out: Path, ti
                                                 "compiled_modules": shipped["compiled_modules"], "stub_packages": stubs,
                                                 "capabilities": [list(c) for c in CAPABILITIES],
                                                 "guard_classes": names}, timeout)
-        if "guards" not in raw:
+        if "guards" not in raw.get("guards", {}):
             print(f"{version}: FAILED {raw.get('errors')}", file=sys.stderr)
             failed += 1
             continue
-        detail["backends"]["guards"] = _clean(raw["guards"])
+        detail["backends"]["guards"] = _clean(raw["guards"]["guards"])
+        detail["backends"]["query_quant"] = _clean(raw["guards"]["query_quant"])
         path.write_text(dumps(detail))
-        print(f"{version}: guards of {', '.join(sorted(raw['guards']))}")
+        print(f"{version}: guards of {', '.join(sorted(raw['guards']['guards']))}; "
+              f"query quantization: {', '.join(sorted(raw['guards']['query_quant']))}")
     return 1 if failed else 0
 
 

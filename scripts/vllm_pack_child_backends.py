@@ -236,7 +236,8 @@ def run(ctx) -> dict:
                 per[name] = {"error": traceback.format_exc()[-800:]}
         out["per_capability"][f"{cap[0]}.{cap[1]}"] = per
 
-    out["guards"] = constructor_guards(ctx, classes, caps, platform_cls, kv_values, dtypes)
+    out["query_quant"] = {}
+    out["guards"] = constructor_guards(ctx, classes, caps, platform_cls, kv_values, dtypes, out["query_quant"])
     out["templates"] = templates(ctx, cuda_mod, Enum)
     out["samples"] = real_selections(ctx, caps, platform_cls, kv_values, Enum, DeviceCapability)
     out["selector_config"] = selector_config_fields()
@@ -381,8 +382,11 @@ def _compress_prio(table):
     return out
 
 
-def constructor_guards(ctx, classes, caps, platform_cls, kv_values, dtypes):
-    """Errors each backend's implementation constructor raises from its own module, per capability and kv."""
+def constructor_guards(ctx, classes, caps, platform_cls, kv_values, dtypes, query_quant=None):
+    """Errors each backend's implementation constructor raises from its own module, per capability and kv.
+    query_quant (a dict, when given) gets, per backend, the cells whose constructed implementation says
+    `supports_quant_query_input` (the attention layer then quantizes queries for an fp8 cache and asserts an
+    e4m3 one)."""
     import torch
 
     out = {}
@@ -412,7 +416,9 @@ def constructor_guards(ctx, classes, caps, platform_cls, kv_values, dtypes):
                     kwargs.update(mla)
                 try:
                     with _vllm_config_context():
-                        impl(**{k: v for k, v in kwargs.items() if k in params or (mla_kw and k in mla)})
+                        built = impl(**{k: v for k, v in kwargs.items() if k in params or (mla_kw and k in mla)})
+                    if query_quant is not None and getattr(built, "supports_quant_query_input", False) is True:
+                        query_quant.setdefault(name, []).append(f"{cap[0]}.{cap[1]}|{kv}")
                 except Exception as exc:
                     tb = traceback.extract_tb(exc.__traceback__)
                     frame = tb[-1]

@@ -1,5 +1,5 @@
-"""Child task `module:guards`: only the constructor guards of the backends named in the request (REQ
-`guard_classes`), as `module:backends` computes them; the builder's `--refresh guards` splices them into the
+"""Child task `module:guards`: only the constructor guards (and query-quantization answers) of the backends named
+in the request (REQ `guard_classes`), as `module:backends` computes them; the builder's `--refresh guards` splices them into the
 shipped detail files without re-asking everything else."""
 from __future__ import annotations
 
@@ -22,4 +22,7 @@ def run(ctx) -> dict:
     platform_cls = type(vllm.platforms._current_platform)
     caps = [tuple(c) for c in ctx.REQ["capabilities"]]
     kv_values = list(typing.get_args(CacheDType))
-    return constructor_guards(ctx, classes, caps, platform_cls, kv_values, {n: getattr(torch, n) for n in DTYPES})
+    query_quant: dict = {}
+    guards = constructor_guards(ctx, classes, caps, platform_cls, kv_values, {n: getattr(torch, n) for n in DTYPES},
+                                query_quant)  # fmt: skip
+    return {"guards": guards, "query_quant": query_quant}

@@ -105,7 +105,7 @@ def wheel_source(wheel: Path, scratch: Path) -> KernelSource:
     stat = wheel.stat()
     material = f"{wheel.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{'|'.join(KERNEL_FILES)}"
     ident = hashlib.sha256(material.encode()).hexdigest()[:24]
-    target = scratch / "wheels" / ident
+    target = scratch / "wheel-kernels" / ident  # not "wheels": that is where users keep whole wheels
     if not (target / _MARKER).is_file():
         _extract_wheel(wheel, target)
     version = json.loads((target / _MARKER).read_text()).get("version")

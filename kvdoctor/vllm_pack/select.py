@@ -312,6 +312,15 @@ def _guard(attention: dict, name: str, inputs: SelectorInputs) -> tuple[str, str
     return None
 
 
+def quantizes_query(release: ReleaseFacts, backend: str | None, inputs: SelectorInputs) -> bool | None:
+    """Whether the backend's implementation, constructed for this capability and KV dtype, says
+    `supports_quant_query_input` (the pack's `backends.query_quant`); None when the release's pack lacks the answer."""
+    attention = load_attention(release.version)
+    if not backend or attention is None or "query_quant" not in attention:
+        return None
+    return f"{_cap_key(inputs.capability)}|{inputs.kv_cache_dtype}" in attention["query_quant"].get(backend, ())
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Releases before 0.20.0: vLLM's own answers over a grid (scripts/vllm_pack_child_backend_grid.py), looked up.
 _GRID_FLAGS = {"use_mm_prefix", "use_per_head_quant_scales", "use_non_causal", "use_batch_invariant",
