@@ -249,8 +249,8 @@ def main(argv: list[str] | None = None) -> int:
                                                **{k: data[k] for k in lazy if k in data}}
         for name, content in files.items():
             text = dumps(content)
-            if is_legacy(version):  # older releases are stored gzipped (the pack's size budget)
-                name, text = name + ".gz", text.encode()
+            if is_legacy(version) or name.endswith(".detail.json"):  # gzipped: the pack's size budget (detail
+                name, text = name + ".gz", text.encode()                # files are read lazily, once)
             target = args.out / name
             if args.check:
                 same = target.exists() and target.read_bytes() == pack_bytes(text)
@@ -288,12 +288,12 @@ def refresh_guards(versions: list[str], wheels: Path, python: str, out: Path, ti
 
     failed = 0
     for version in versions:
-        path, wheel = out / f"{version}.detail.json", find_wheel(wheels, version)
+        path, wheel = out / f"{version}.detail.json.gz", find_wheel(wheels, version)
         if not path.exists() or wheel is None:
             print(f"{version}: no detail file or no wheel", file=sys.stderr)
             failed += 1
             continue
-        detail = json.loads(path.read_text())
+        detail = json.loads(gzip.decompress(path.read_bytes()))
         names = sorted(n for n, c in detail["backends"]["classes"].items() if "import_error" not in c)
         with tempfile.TemporaryDirectory(prefix=f"vllm-{version}-") as tmp:
             shipped = extract(wheel, Path(tmp))
@@ -309,7 +309,7 @@ def refresh_guards(versions: list[str], wheels: Path, python: str, out: Path, ti
             continue
         detail["backends"]["guards"] = _clean(raw["guards"]["guards"])
         detail["backends"]["query_quant"] = _clean(raw["guards"]["query_quant"])
-        path.write_text(dumps(detail))
+        path.write_bytes(pack_bytes(dumps(detail).encode()))
         print(f"{version}: guards of {', '.join(sorted(raw['guards']['guards']))}; "
               f"query quantization: {', '.join(sorted(raw['guards']['query_quant']))}")
     return 1 if failed else 0

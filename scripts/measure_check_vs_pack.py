@@ -5,8 +5,8 @@
 Draws cells at random (fixed seed) from releases x model configs x GPUs x KV dtypes x forced backends x --dtype
 and runs `check --no-compile` in-process on each. The reference is the pack's replay of vLLM's own selector
 (tested against vLLM's real `get_attn_backend_cls` in tests/vllm_pack). Per cell it reports:
-- `agree`: vLLM raises at selection (or its backend's constructor guard) and check FAILs, or vLLM picks a
-  backend and check does not FAIL on attention grounds;
+- `agree`: vLLM's parser refuses the command line, or it raises at selection (or in its backend's constructor
+  guard), and check FAILs; or vLLM picks a backend and check does not FAIL;
 - `fail_beyond_selection`: vLLM picks a backend and check FAILs for a reason after selection (a kernel that
   cannot compile, a start-up bug, the model dtype); listed by rule so a person can judge each group;
 - `missed`: vLLM raises and check does not FAIL (a PASS where vLLM fails to start: always a bug);
@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 from kvdoctor.check import CheckSettings, run_check  # noqa: E402
 from kvdoctor.collect import CheckOptions  # noqa: E402
 from kvdoctor.errors import KvdoctorError  # noqa: E402
-from kvdoctor.vllm_pack import pack_releases  # noqa: E402
+from kvdoctor.vllm_pack import load_release, pack_releases  # noqa: E402
 
 MODELS = sorted(str(p) for p in (REPO / "tests" / "fixtures" / "configs").glob("*.json")) + [
     str(REPO / "examples" / "qwen2.5-3b-instruct"), str(REPO / "examples" / "deepseek-v2-lite-chat")]
@@ -40,10 +40,14 @@ DTYPES = [None, None, "float16", "bfloat16"]
 SELECTION_ERRORS = ("attention.error",)
 
 
-def cell_outcome(report) -> tuple[str, list[str]]:
+def cell_outcome(report, cell: dict) -> tuple[str, list[str]]:
     facts = report.facts
     errors = sorted(f.rule_id for f in report.findings if f.status == "fired" and f.severity == "error")
     backend, error = facts.get("attention.backend"), facts.get("attention.error")
+    refused = cell["kv_cache_dtype"] not in load_release(cell["vllm_version"]).kv_cache_dtypes
+    dtype_refused = facts.get("model.dtype_error") not in (None, "none")  # the release's own dtype resolution
+    if facts.get("serve.args_accepted") is False or refused or dtype_refused:  # vLLM stops before selection
+        return ("agree" if errors else "missed"), errors
     if backend is None and error is None:
         return "undecided", errors
     vllm_fails = error not in (None, "none")
@@ -63,6 +67,7 @@ def main() -> int:
     counts: collections.Counter = collections.Counter()
     by_rule: dict[str, list] = collections.defaultdict(list)
     missed, bad_input = [], 0
+    undecided: collections.Counter = collections.Counter()
     for _ in range(args.cells):
         cell = {"vllm_version": rng.choice(releases), "model": rng.choice(MODELS), "gpu": rng.choice(GPUS),
                 "kv_cache_dtype": rng.choice(KV), "attention_backend": rng.choice(FORCED), "dtype": rng.choice(DTYPES)}
@@ -74,8 +79,10 @@ def main() -> int:
             counts["usage_error"] += 1
             by_rule["usage_error:" + exc.one_line()[:60]].append(cell)
             continue
-        outcome, errors = cell_outcome(report)
+        outcome, errors = cell_outcome(report, cell)
         counts[outcome] += 1
+        if outcome == "undecided":
+            undecided[(report.facts.get("attention.picked_by") or "an input the selector needs is unknown")[:100]] += 1
         if outcome == "missed":
             missed.append({**cell, "error": report.facts.get("attention.error")})
         if outcome == "fail_beyond_selection":
@@ -86,6 +93,10 @@ def main() -> int:
     for rules, cells in sorted(by_rule.items(), key=lambda kv: -len(kv[1])):
         example = cells[0]
         print(f"  {len(cells):4d}  {rules}   e.g. {json.dumps(example)}")
+    if undecided:
+        print("\nUndecided (the pack does not hold vLLM's answer), by why:")
+        for why, n in undecided.most_common(8):
+            print(f"  {n:4d}  {why}")
     if missed:
         print(f"\nPASS where vLLM fails at selection ({len(missed)}):")
         for m in missed[:20]:

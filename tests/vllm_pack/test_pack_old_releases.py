@@ -56,8 +56,8 @@ def test_grid_lookup_matches_vllms_own_answers(version):
             continue
         decided += 1
         kind, _, real = sample["answer"].partition(":")
-        if kind == "backend":
-            assert selection.backend == real and selection.error_kind in (None, "constructor"), sample
+        if kind == "backend":  # 0.10 returns class paths; where the class could not name itself, its class name
+            assert selection.backend == real.rsplit(".", 1)[-1] and selection.error_kind in (None, "constructor"), sample
         else:
             head, _, tail = real.replace("{config_no_block}", "{config}").partition("{config}")
             assert selection.error and selection.error.startswith(head), (sample, selection.error)

@@ -30,7 +30,7 @@ def test_rebuild_from_the_wheel_is_byte_identical(version, tmp_path):
         capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     shipped = REPO / "kvdoctor" / "data" / "vllm_pack"
-    for name in (f"{version}.json", f"{version}.detail.json"):
+    for name in (f"{version}.json", f"{version}.detail.json.gz"):
         assert (tmp_path / name).read_bytes() == (shipped / name).read_bytes(), f"{name} differs from the rebuild"
     samples = REPO / "tests" / "vllm_pack" / "samples" / f"{version}.json.gz"
     assert (tmp_path / "samples" / f"{version}.json.gz").read_bytes() == samples.read_bytes()
