@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from kvdoctor.facts import Facts
-from kvdoctor.releases import Candidates, agree, describe_range
+from kvdoctor.releases import Candidates, agree
 
 ATTENTION_FACTS = {
     "attention.backend": "the backend vLLM picks (or the forced one, when valid); 'none' when it raises",
@@ -22,8 +22,6 @@ ATTENTION_FACTS = {
     "attention.error_kind": "'no_valid_backend', 'forced_invalid', 'unknown_backend', 'constructor' or 'none'",
     "attention.auto_backend": "what vLLM would pick if no backend were forced",
     "attention.kv_dtypes_that_work": "KV-cache dtypes some backend serves here, when this one fails",
-    "attention.not_judged": "version unknown: older releases left out because the pack's grid of their answers "
-                            "does not cover these inputs, and why",
     "attention.quantizes_query": "whether the picked backend's implementation takes fp8-quantized queries here "
                                  "(its own `supports_quant_query_input`, asked per capability and KV dtype)",
 }
@@ -39,13 +37,6 @@ def attention_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
     from kvdoctor.vllm_pack.select import select_backend
 
     selections = {r.version: select_backend(r, inputs) for r in releases.releases}
-    not_judged = None
-    if not releases.exact:  # version unknown: an older release whose grid lacks these inputs lacks the fact
-        left_out = [r for r in releases.releases if r.has("backend_grid") and selections[r.version].undecided]
-        if left_out and len(left_out) < len(releases.releases):
-            why = sorted({u for r in left_out for u in selections[r.version].undecided})
-            not_judged = f"{describe_range(r.version for r in left_out)}: {'; '.join(why)}"
-            releases = Candidates(tuple(r for r in releases.releases if r not in left_out), False, releases.note)
     backend = agree(releases.releases, lambda r: selections[r.version].backend or "none")
     error = agree(releases.releases, lambda r: selections[r.version].error or "none")
     kind = agree(releases.releases, lambda r: selections[r.version].error_kind or "none")
@@ -55,11 +46,9 @@ def attention_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
         (s.backend or "").startswith("FLASHINFER") for s in selections.values()
     ):  # the pack assumes the CUDA wheel's hard dependency; this installation lacks it
         return unknown | {"attention.picked_by": "vLLM would pick FlashInfer, which is not installed here"}
-    kept = [selections[r.version] for r in releases.releases]  # the releases left out above say so in not_judged
-    if any(getattr(s, "undecided", ()) for s in kept):
-        undecided = sorted({u for s in kept for u in s.undecided})
-        return unknown | {"attention.reasons": _reasons(newest), "attention.picked_by": "; ".join(undecided),
-                          "attention.not_judged": not_judged}
+    if any(getattr(s, "undecided", ()) for s in selections.values()):
+        undecided = sorted({u for s in selections.values() for u in s.undecided})
+        return unknown | {"attention.reasons": _reasons(newest), "attention.picked_by": "; ".join(undecided)}
     from kvdoctor.vllm_pack.select import quantizes_query
 
     query_quant = agree(releases.releases, lambda r: quantizes_query(r, selections[r.version].backend, inputs)).value
@@ -77,7 +66,6 @@ def attention_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
         "attention.reasons": _reasons(newest),
         "attention.picked_by": picked_by,
         "attention.evidence": ", ".join(getattr(newest, "evidence", ()) or ()) or None,
-        "attention.not_judged": not_judged,
         "attention.quantizes_query": query_quant,
     }
 

@@ -1,4 +1,4 @@
-"""Which vLLM releases a judgement covers: the judged one, or every release the pack knows when it is unknown.
+"""Which vLLM releases a judgement covers: the judged one, or (unknown) every release the pack read in full.
 
 A fact about an unknown release is decided only when every candidate release agrees; otherwise it stays
 unknown and the report says which releases go which way ("rejected by 0.20.0-0.25.1").
@@ -39,8 +39,12 @@ def candidates(vllm_version: str | None) -> Candidates:
     from kvdoctor.vllm_pack import load_release, pack_releases
 
     known = pack_releases()
-    if vllm_version is None:
-        return Candidates(tuple(load_release(v) for v in known), exact=False)
+    if vllm_version is None:  # judged against the releases read in full; older ones only when named
+        full = [v for v in known if load_release(v).has("backend_replay")] or list(known)
+        older = [v for v in known if v not in full]
+        note = (f"vLLM version unknown: judged against every release kvdoctor read in full ({describe_range(full)}); "
+                f"{describe_range(older)} are judged only when named with --vllm-version") if older else None
+        return Candidates(tuple(load_release(v) for v in full), exact=False, note=note)
     release = load_release(vllm_version)
     if release is not None:
         return Candidates((release,), exact=True, note=partial_note(release))

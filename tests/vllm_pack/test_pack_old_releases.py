@@ -65,16 +65,19 @@ def test_grid_lookup_matches_vllms_own_answers(version):
     assert decided >= 0.5 * len(samples), f"only {decided} of {len(samples)} decided"
 
 
-def test_unknown_version_is_not_undecided_because_an_old_grid_lacks_an_input(run_cli, tmp_path):
-    """Head size 112 is outside the old releases' grid: with the version unknown, the answer comes from the
-    releases that cover it, and attention.not_judged names the ones left out (never a guess for them)."""
+def test_an_unknown_version_is_judged_against_the_full_releases_and_says_so(run_cli, tmp_path):
+    """Head size 112 is outside the old releases' grid. With the version unknown, the releases read in full
+    decide (the note names the older ones); named, an old release leaves it undecided, never guessed."""
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 1792,
               "num_attention_heads": 16, "num_key_value_heads": 8, "num_hidden_layers": 2, "torch_dtype": "bfloat16",
               "vocab_size": 32000, "intermediate_size": 4096, "max_position_embeddings": 4096}  # fmt: skip
     (tmp_path / "config.json").write_text(json.dumps(config))
-    result = run_cli("check", "--model", str(tmp_path), "--gpu", "A100", "--no-compile", "-f", "json")
-    assert result.code == 0, result.stdout + result.stderr
-    facts = result.json()["facts"]
-    assert facts["model.head_dim"] == 112
-    assert facts["attention.backend"] not in (None, "none")
-    assert OLD[0] in facts["attention.not_judged"] and "head_size 112" in facts["attention.not_judged"]
+    unknown = run_cli("check", "--model", str(tmp_path), "--gpu", "A100", "--no-compile", "-f", "json")
+    assert unknown.code == 0, unknown.stdout + unknown.stderr
+    facts = unknown.json()["facts"]
+    assert facts["model.head_dim"] == 112 and facts["attention.backend"] not in (None, "none")
+    assert OLD[0] in facts["vllm.facts_note"] and "--vllm-version" in facts["vllm.facts_note"]
+    assert facts["vllm.judged"].startswith("(version unknown: 0.20.0-")
+    named = run_cli("check", "--model", str(tmp_path), "--gpu", "A100", "--no-compile", "--vllm-version", OLD[-1],
+                    "-f", "json").json()["facts"]  # fmt: skip
+    assert named["attention.backend"] is None and "head_size 112" in named["attention.picked_by"]
