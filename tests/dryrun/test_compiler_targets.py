@@ -30,5 +30,5 @@ def test_child_replaces_tritons_source_hash_key_with_a_cheap_build_key():
             "import triton, triton.runtime.cache as c; k = c.triton_key(); "
             "print(k.startswith(triton.__version__ + '-kvdoctor-'), len(k) < 100)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=Path(__file__).resolve().parents[1])
+                         cwd=Path(__file__).resolve().parents[2])
     assert out.stdout.split() == ["True", "True"], out.stderr
