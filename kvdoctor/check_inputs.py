@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from kvdoctor.dtypes import MODEL_DTYPES
 from kvdoctor.errors import UsageError
-from kvdoctor.probes.serve_args import MODEL_DTYPES
 
 FAIL_ON = ("error", "warning", "never")
 

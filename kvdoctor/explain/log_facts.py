@@ -7,6 +7,7 @@ import ast
 import re
 from typing import Any, Iterable
 
+from kvdoctor.dtypes import FLAG_DTYPES
 from kvdoctor.explain.log_lines import LogLine
 
 _VERSION_PATTERNS = (
@@ -54,7 +55,6 @@ _BACKEND_NAMES = {
     "Triton": "TRITON_ATTN",
 }
 _ENV_BACKEND = re.compile(r"VLLM_ATTENTION_BACKEND[=:\s]+'?([A-Z_]+)")
-_DTYPE_NAMES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32", "float32": "float32"}
 # Lines worth the fact regexes; everything else (throughput stats, request logs) is skipped in one search.
 _KEYWORDS = re.compile(
     r"version|Version|args|with config:|capability|GPU models|GPU 0|gpu-name|backend|BACKEND|\[pip|\[conda|NVIDIA|\|\s+\d+\s+NVIDIA"
@@ -141,7 +141,7 @@ def _serve_facts(args: dict[str, Any]) -> dict[str, Any]:
     if args.get("kv_cache_dtype"):
         facts["serve.kv_cache_dtype"] = str(args["kv_cache_dtype"])
     if args.get("dtype"):
-        facts["serve.dtype"] = _DTYPE_NAMES.get(str(args["dtype"]), str(args["dtype"]))
+        facts["serve.dtype"] = FLAG_DTYPES.get(str(args["dtype"]), str(args["dtype"]))
     if args.get("attention_backend"):
         facts["serve.attention_backend"] = str(args["attention_backend"])
     if args.get("quantization"):
@@ -165,7 +165,7 @@ def _engine_config(text: str) -> dict[str, Any]:
         if name == "model":
             facts["model.model_id"] = value
         elif name == "dtype":
-            facts["model.dtype"] = _DTYPE_NAMES.get(value, value)
+            facts["model.dtype"] = FLAG_DTYPES.get(value, value)
         elif name == "kv_cache_dtype":
             facts["log.kv_cache_dtype"] = value
         elif name == "quantization" and value != "None":

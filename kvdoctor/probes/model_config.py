@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from kvdoctor.dtypes import CONFIG_DTYPE_NAMES, SAFETENSORS_DTYPES
 from kvdoctor.errors import ModelConfigError
 from kvdoctor.facts import ModelFacts
 from kvdoctor.probes.model_source import ConfigLocation
@@ -27,11 +28,6 @@ MODEL_TYPES_WITH_SINKS = {"gpt_oss", "openai_privacy_filter"}
 SINK_FLAGS = ("add_swa_attention_sink_bias", "add_full_attention_sink_bias", "use_sink", "attention_sink")
 EXPERT_COUNTS = ("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts")
 NON_ATTENTION_LAYERS = ("mamba", "linear", "conv", "ssm", "recurrent", "deltanet")
-SAFETENSORS_DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
-TORCH_DTYPE_NAMES = {
-    "bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16", "half": "float16",
-    "float32": "float32", "fp32": "float32", "float": "float32",
-}
 
 
 def read_model_facts(location: ConfigLocation) -> ModelFacts:
@@ -147,9 +143,9 @@ def _config_dtype(raw: dict[str, Any], text: dict[str, Any], where: str) -> str 
             if value is None:
                 continue
             name = str(value).removeprefix("torch.") if isinstance(value, str) else None
-            if name not in TORCH_DTYPE_NAMES:
+            if name not in CONFIG_DTYPE_NAMES:
                 raise ModelConfigError(f"{where}: '{key}' is {value!r}, not a dtype vLLM knows")
-            return TORCH_DTYPE_NAMES[name]
+            return CONFIG_DTYPE_NAMES[name]
     return None
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-FLAG_DTYPES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32", "float32": "float32"}
+from kvdoctor.dtypes import FLAG_DTYPES
 
 
 def supported_dtypes(capability: tuple[int, int]) -> list[str]:

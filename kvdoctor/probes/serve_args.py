@@ -11,12 +11,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from kvdoctor.yaml_safe import YAMLError, load_yaml
-
+from kvdoctor.dtypes import MODEL_DTYPES
 from kvdoctor.errors import UsageError
 from kvdoctor.facts import ServeFacts
+from kvdoctor.yaml_safe import YAMLError, load_yaml
 
-MODEL_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
 MAX_CONFIG_BYTES = 1024 * 1024
 
 

@@ -7,9 +7,11 @@ reads; older releases follow `VLLM_USE_V2_MODEL_RUNNER` alone (default V1), 0.34
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib import resources
 from typing import Iterable
 
 from kvdoctor.vllm_pack import ReleaseFacts, load_runtime
+from kvdoctor.yaml_safe import load_yaml
 
 
 @dataclass(frozen=True)
@@ -25,20 +27,15 @@ class RunnerBug:
     references: tuple[str, ...]
 
 
-RUNNER_BUGS = (
-    RunnerBug(
-        id="turboquant_auto_v1",
-        runner="V1",
-        releases=("0.25.0", "0.25.1", "0.26.0"),
-        kv_cache_dtype_prefix="turboquant_",
-        message="ValueError: Unknown TurboQuant cache dtype: 'auto'",
-        # the V1 runner maps layers whose spec has KVQuantMode.NONE to cache dtype 'auto'; 0.27.0 adds
-        # KVQuantMode.TURBOQUANT (the pack records each release's KVQuantMode members as evidence)
-        where="vllm/v1/worker/gpu_model_runner.py:7192 (_reshape_kv_cache_tensors, vLLM 0.25.1)",
-        references=("https://github.com/vllm-project/vllm/issues/39992",
-                    "https://github.com/vllm-project/vllm/pull/50533"),
-    ),
-)
+def _load_runner_bugs() -> tuple[RunnerBug, ...]:
+    text = resources.files("kvdoctor.data").joinpath("runner_bugs.yaml").read_text(encoding="utf-8")
+    return tuple(RunnerBug(id=bug_id, runner=e["runner"], releases=tuple(e["releases"]),
+                           kv_cache_dtype_prefix=e["kv_cache_dtype_prefix"], message=e["message"], where=e["where"],
+                           references=tuple(e["references"])) for bug_id, e in load_yaml(text).items())  # fmt: skip
+
+
+RUNNER_BUGS = _load_runner_bugs()
+"""kvdoctor/data/runner_bugs.yaml."""
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "kvdoctor"
 # Lower layers never import higher ones (a layer may import its own and any lower).
 LAYERS = [
-    {"errors", "yaml_safe", "cache_dir", "facts", "data", "schemas", "turboquant", "vllm_pack", "releases"},
+    {"errors", "yaml_safe", "cache_dir", "facts", "data", "schemas", "turboquant", "dtypes", "vllm_pack", "releases"},
     {"probes", "dryrun", "serve_argv", "kv_dtypes", "attention", "derived", "report", "rules", "check_flags",
      "check_inputs", "vllm_sources", "config_file", "collect"},
     {"reconcile", "verify", "check", "explain", "formats", "matrix", "scan"},
