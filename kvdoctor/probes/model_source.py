@@ -39,7 +39,8 @@ def locate_config(model: str, *, revision: str | None, offline: bool, download_d
             raise ModelConfigError(f"no config.json in {path}", "point --model at a model directory or a config.json")
         return ConfigLocation(config, str(config), path.name, path)
     if path.is_file():
-        return ConfigLocation(path, str(path), path.parent.name, path.parent)
+        name = path.parent.name if path.name == "config.json" else path.stem  # models/x/config.json, or x.json
+        return ConfigLocation(path, str(path), name, path.parent)
     if model.startswith((".", "/", "~")) or os.sep + os.sep in model or not _REPO_ID.match(model):
         raise ModelConfigError(f"model path not found: {model}", "check the path, or pass a Hugging Face id like org/name")
     return _locate_on_hub(model, revision=revision, offline=offline, download_dir=download_dir)
