@@ -57,3 +57,14 @@ def founding_request(wheel: Path, **changes) -> DryRunRequest:
                   capability=(8, 0), block_size=16, vllm_source=str(wheel))  # fmt: skip
     fields.update(changes)
     return DryRunRequest(**fields)
+
+
+def unbound_parameters(source: str, kernel: str, job) -> list[str]:
+    """The kernel's parameters (in this release's source) that the job neither binds nor leaves to a default:
+    what the dry run's layout check would refuse."""
+    import ast
+
+    fn = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == kernel)
+    defaults = [False] * (len(fn.args.args) - len(fn.args.defaults)) + [True] * len(fn.args.defaults)
+    return [a.arg for a, has_default in zip(fn.args.args, defaults)
+            if a.arg not in job.signature and a.arg not in job.constexprs and not has_default]  # fmt: skip

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import ast
 import shutil
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from dryrun_support import dryrun_cache, wheel_dir  # noqa: F401 - fixture
+from dryrun_support import dryrun_cache, unbound_parameters, wheel_dir  # noqa: F401 - fixture
 from kvdoctor.dryrun import DryRunRequest, run_dry_run
 from kvdoctor.dryrun.plans_attention import RESHAPE_FILE, UNIFIED_FILE, plan_triton_attention
 from kvdoctor.dryrun.runner import dry_run_applies, kernel_family
@@ -97,12 +96,6 @@ def test_a_parameter_kvdoctor_does_not_know_is_a_changed_layout_not_a_guess(tmp_
     assert report.status == "skipped"
 
 
-def _params(source: str, kernel: str) -> list[tuple[str, bool]]:
-    fn = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == kernel)
-    defaults = [False] * (len(fn.args.args) - len(fn.args.defaults)) + [True] * len(fn.args.defaults)
-    return [(a.arg, d) for a, d in zip(fn.args.args, defaults)]
-
-
 def test_every_released_kernel_parameter_is_bound_or_defaulted():
     """Near miss for the layout check: every release at hand binds completely (without compiling)."""
     wheels = sorted(wheel_dir().glob("vllm-*.whl"))
@@ -119,9 +112,7 @@ def test_every_released_kernel_parameter_is_bound_or_defaulted():
                 for kernel in kernels:
                     if f"def {kernel}(" not in source:
                         continue  # an older layout of the file (before 0.20): not what the plans bind
-                    job = jobs[kernel]
-                    unknown = [n for n, has_default in _params(source, kernel)
-                               if n not in job.signature and n not in job.constexprs and not has_default]  # fmt: skip
+                    unknown = unbound_parameters(source, kernel, jobs[kernel])
                     assert not unknown, f"{wheel.name} {kernel}: {unknown}"
 
 

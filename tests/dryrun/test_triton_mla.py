@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import ast
 import json
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from dryrun_support import dryrun_cache, wheel_dir  # noqa: F401 - fixture
+from dryrun_support import dryrun_cache, unbound_parameters, wheel_dir  # noqa: F401 - fixture
 from kvdoctor.dryrun import DryRunRequest, run_dry_run
 from kvdoctor.dryrun.kernel_source import KERNEL_FILES
 from kvdoctor.dryrun.plans_mla import DECODE_ATTENTION_FILE, MLA_BACKEND_FILE, plan_triton_mla
@@ -110,12 +109,6 @@ def test_a_parameter_kvdoctor_does_not_know_is_a_changed_layout_not_a_guess(tmp_
     assert stage1.status == "skipped" and stage1.failure.kind == "layout_changed" and "NEW_KNOB" in stage1.failure.message
 
 
-def _params(source: str, kernel: str) -> list[tuple[str, bool]]:
-    fn = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == kernel)
-    defaults = [False] * (len(fn.args.args) - len(fn.args.defaults)) + [True] * len(fn.args.defaults)
-    return [(a.arg, d) for a, d in zip(fn.args.args, defaults)]
-
-
 def test_every_released_kernel_parameter_is_bound_or_defaulted():
     """Near miss for the layout check: every release at hand binds completely (without compiling)."""
     wheels = sorted(wheel_dir().glob("vllm-*.whl"))
@@ -128,9 +121,7 @@ def test_every_released_kernel_parameter_is_bound_or_defaulted():
                 continue  # before 0.14 it lived under vllm/attention/ops/: the dry run says it is not there
             source = zf.read(DECODE_ATTENTION_FILE).decode()
         for kernel in KERNELS:
-            job = jobs[kernel]
-            unknown = [n for n, has_default in _params(source, kernel)
-                       if n not in job.signature and n not in job.constexprs and not has_default]  # fmt: skip
+            unknown = unbound_parameters(source, kernel, jobs[kernel])
             assert not unknown, f"{wheel.name} {kernel}: {unknown}"
 
 
