@@ -1,7 +1,7 @@
 """Faults survived: each one gives a report (the dry run skipped or failed, with the reason), never a crash.
 
 Faults are injected into the real CLI subprocess: a sitecustomize.py shim on PYTHONPATH replaces NVML,
-Triton or importlib.metadata before kvdoctor runs; KVDOCTOR_DRYRUN_FAULT makes the compile child hang,
+Triton or kvdoctor's installed-version probe before kvdoctor runs; KVDOCTOR_DRYRUN_FAULT makes the compile child hang,
 segfault or abort; environment and file-system changes do the rest.
 """
 
@@ -76,15 +76,15 @@ def test_torch_without_cuda_is_named_with_its_version(run_cli, tmp_path, report_
 
 
 TRITON_MISSING = """
-import importlib.metadata as metadata
 import sys
 sys.modules["triton"] = None  # import triton fails; importlib.util.find_spec("triton") is None
-_version = metadata.version
-def version(name):
-    if name == "triton":
-        raise metadata.PackageNotFoundError(name)
-    return _version(name)
-metadata.version = version
+import kvdoctor.probes.versions as _versions  # and no distribution metadata says it is installed
+_installed = _versions.installed_version
+def _installed_version(*names, module=None):
+    if "triton" in names:
+        return None
+    return _installed(*names, module=module)
+_versions.installed_version = _installed_version
 """
 
 
@@ -98,7 +98,7 @@ def test_triton_missing_skips_the_dry_run_with_the_reason(run_cli, tmp_path, rep
 
 def test_triton_too_old_is_a_finding(run_cli, tmp_path, report_schema):
     too_old = TRITON_MISSING.replace('sys.modules["triton"] = None', "").replace(
-        "raise metadata.PackageNotFoundError(name)", 'return "3.2.0"')
+        "        return None", '        return "3.2.0"')
     result = run_cli(*FOUNDING, "--gpu", "sm_120", "--kv-cache-dtype", "fp8", env=shim(tmp_path, too_old))
     document = report(result, report_schema)
     assert document["facts"]["triton.version"] == "3.2.0"
