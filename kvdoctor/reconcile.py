@@ -6,7 +6,6 @@ from dataclasses import replace
 from typing import Any
 
 from kvdoctor.dryrun.records import DryRunReport, Status
-
 from kvdoctor.report import Finding
 from kvdoctor.rules.engine import finding_for
 from kvdoctor.rules.loader import Rule
