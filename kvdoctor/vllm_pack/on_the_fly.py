@@ -80,6 +80,8 @@ def ensure_release(version: str | None, source: str | Path | None, timeout: floa
         return why
     root = _cache_root()
     root.mkdir(parents=True, exist_ok=True)
+    print(f"kvdoctor: vLLM {version} is newer than kvdoctor's facts; reading them from {source} "
+          "(once, a minute or two; cached)", file=sys.stderr)
     with tempfile.TemporaryDirectory(dir=root, prefix=f".{version}-") as tmp:
         out = Path(tmp) / "pack"
         command = [builder_python(), str(builder_script()), "--python", builder_python(), "--source", str(source),
