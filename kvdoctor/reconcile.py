@@ -19,7 +19,9 @@ def compile_evidence(dry_run: DryRunReport) -> list[str]:
         verb = "checked" if kernel.role == "guard" else "compiled"  # vLLM's start-up guard is no kernel
         lines.append(f"{verb} {kernel.kernel} ({kernel.role}): {kernel.status}{cached}")
         failure = kernel.failure
-        if failure:
+        if failure and failure.innermost_type is None:  # no exception: a changed layout, a timeout, a crash
+            lines.append(f"  {failure.kind}: {failure.message or 'no message'}")
+        elif failure:
             raised = failure.triton_file
             if raised:
                 raised = f"{raised}:{failure.triton_line} in {failure.triton_function}"

@@ -72,3 +72,5 @@ def test_compile_evidence_names_each_kernel_in_its_status_words():
     assert "compiled _tq_fused_store_mse (store): skipped" in lines
     assert "compiled _tq_decode_stage1 (decode): failed" in lines
     assert "  innermost cause: PTXASError: ptxas fatal" in lines
+    assert "  layout_changed: unknown parameter NEW_ARG" in lines  # a skip has no exception to name
+    assert not any("innermost cause: None" in line for line in lines)
