@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kvdoctor.dryrun.records import DryRunReport
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 
 SEVERITY_ORDER = {"info": 0, "warning": 1, "error": 2}
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import assert_valid_report
 from dryrun_support import dryrun_cache, unbound_parameters, wheel_dir  # noqa: F401 - fixture
 from kvdoctor.dryrun import DryRunRequest, run_dry_run
 from kvdoctor.dryrun.kernel_source import KERNEL_FILES
@@ -144,13 +145,14 @@ def test_a_release_fetched_before_mla_is_fetched_again_with_the_mla_files(tmp_pa
     ("0.33.0", "A100", 1, "triton_mla_fp8_guard", [("TritonMLAImpl.__init__", "failed"), ("_fwd_grouped_kernel_stage1", "failed"), ("_fwd_kernel_stage2", "passed")]),
     ("0.33.0", "H100", 0, None, [("_fwd_grouped_kernel_stage1", "passed"), ("_fwd_kernel_stage2", "passed")]),
 ])  # fmt: skip
-def test_cli_fp8_on_triton_mla(run_cli, version, gpu, code, kind, kernels):
+def test_cli_fp8_on_triton_mla(run_cli, report_schema, version, gpu, code, kind, kernels):
     """The example MLA config through `check`: the request carries the latent width, the kernels are vLLM's."""
     _wheel(version)
     result = run_cli("check", "--model", str(EXAMPLE), "--kv-cache-dtype", "fp8", "--attention-backend", "TRITON_MLA",
                      "--gpu", gpu, "--vllm-version", version, "-f", "json",
                      env={"KVDOCTOR_VLLM_WHEELS": str(wheel_dir())})  # fmt: skip
     assert result.code == code, result.stdout + result.stderr
+    assert_valid_report(json.loads(result.stdout), report_schema)  # the MLA roles (decode, reduce, guard) too
     dry_run = json.loads(result.stdout)["dry_run"]
     assert dry_run["source_label"].startswith(f"vLLM {version} kernels") and dry_run["failure_kind"] == kind
     assert [(k["kernel"], k["status"]) for k in dry_run["kernels"]] == kernels
