@@ -27,6 +27,14 @@ def _find_wheel(directory: Path, version: str) -> Path | None:
     return found[0] if found else None
 
 
+def wheel_at_hand(version: str) -> Path:
+    """The vLLM wheel of `version` in wheel_dir(), or the calling test skips."""
+    found = _find_wheel(wheel_dir(), version)
+    if found is None:
+        pytest.skip(f"no vLLM {version} wheel in {wheel_dir()}")
+    return found
+
+
 @pytest.fixture(scope="session")
 def vllm_wheels() -> dict[str, Path]:
     """Version -> released vLLM wheel; downloaded with pip when missing, skipped if that is impossible."""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dryrun_support import dryrun_cache, unbound_parameters, wheel_dir  # noqa: F401 - fixture
+from dryrun_support import dryrun_cache, unbound_parameters, wheel_at_hand, wheel_dir  # noqa: F401 - fixture
 from kvdoctor.dryrun import DryRunRequest, run_dry_run
 from kvdoctor.dryrun.plans_attention import RESHAPE_FILE, UNIFIED_FILE, plan_triton_attention
 from kvdoctor.dryrun.runner import dry_run_applies, kernel_family
@@ -15,16 +15,9 @@ from kvdoctor.dryrun.runner import dry_run_applies, kernel_family
 KERNELS = {RESHAPE_FILE: ("reshape_and_cache_kernel_flash",), UNIFIED_FILE: ("kernel_unified_attention", "reduce_segments")}
 
 
-def _wheel(version: str) -> Path:
-    found = sorted(wheel_dir().glob(f"vllm-{version}-*.whl"))
-    if not found:
-        pytest.skip(f"no vLLM {version} wheel in {wheel_dir()}")
-    return found[0]
-
-
 def _request(version: str, kv: str = "fp8", cap=(8, 0), **changes) -> DryRunRequest:
     fields = dict(kv_cache_dtype=kv, model_dtype="bfloat16", head_dim=128, num_kv_heads=2, capability=cap,
-                  vllm_source=str(_wheel(version)), backend="TRITON_ATTN", num_q_heads=16)  # fmt: skip
+                  vllm_source=str(wheel_at_hand(version)), backend="TRITON_ATTN", num_q_heads=16)  # fmt: skip
     return DryRunRequest(**(fields | changes))
 
 
@@ -76,7 +69,7 @@ def test_unquantized_kv_is_the_verified_fix(dryrun_cache):  # noqa: F811
 
 
 def _tree_with_extra_param(version: str, dest: Path) -> Path:
-    with zipfile.ZipFile(_wheel(version)) as zf:
+    with zipfile.ZipFile(wheel_at_hand(version)) as zf:
         for rel in (RESHAPE_FILE, UNIFIED_FILE, "vllm/v1/attention/ops/triton_attention_helpers.py",
                     "vllm/v1/attention/backends/triton_attn.py"):  # fmt: skip
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -121,7 +114,7 @@ def test_every_released_kernel_parameter_is_bound_or_defaulted():
     ("0.33.0", "A100", 1, "KVD111", "checked TritonAttentionImpl.__init__ (guard): failed"),
 ])  # fmt: skip
 def test_cli_fp8_on_triton_attention(run_cli, version, gpu, code, rule, evidence):
-    _wheel(version)
+    wheel_at_hand(version)
     result = run_cli("check", "--model", "examples/qwen2.5-3b-instruct", "--kv-cache-dtype", "fp8",
                      "--attention-backend", "TRITON_ATTN", "--gpu", gpu, "--vllm-version", version,
                      env={"KVDOCTOR_VLLM_WHEELS": str(wheel_dir())})  # fmt: skip

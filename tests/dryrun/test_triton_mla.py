@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import assert_valid_report
-from dryrun_support import dryrun_cache, unbound_parameters, wheel_dir  # noqa: F401 - fixture
+from dryrun_support import dryrun_cache, unbound_parameters, wheel_at_hand, wheel_dir  # noqa: F401 - fixture
 from kvdoctor.dryrun import DryRunRequest, run_dry_run
 from kvdoctor.dryrun.kernel_source import KERNEL_FILES
 from kvdoctor.dryrun.plans_mla import DECODE_ATTENTION_FILE, MLA_BACKEND_FILE, plan_triton_mla
@@ -20,17 +20,10 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "deepseek-v2-lite-c
 KERNELS = ("_fwd_grouped_kernel_stage1", "_fwd_kernel_stage1", "_fwd_kernel_stage2")
 
 
-def _wheel(version: str) -> Path:
-    found = sorted(wheel_dir().glob(f"vllm-{version}-*.whl"))
-    if not found:
-        pytest.skip(f"no vLLM {version} wheel in {wheel_dir()}")
-    return found[0]
-
-
 def _request(version: str, kv: str = "fp8", cap=(8, 0), **changes) -> DryRunRequest:
     """DeepSeek-V2-Lite on one GPU: 576 = 512 latent + 64 rope, one latent head, 16 query heads."""
     fields = dict(kv_cache_dtype=kv, model_dtype="bfloat16", head_dim=576, num_kv_heads=1, capability=cap,
-                  vllm_source=str(_wheel(version)), backend="TRITON_MLA", num_q_heads=16, kv_lora_rank=512)  # fmt: skip
+                  vllm_source=str(wheel_at_hand(version)), backend="TRITON_MLA", num_q_heads=16, kv_lora_rank=512)  # fmt: skip
     return DryRunRequest(**(fields | changes))
 
 
@@ -99,7 +92,7 @@ def test_without_the_latent_width_nothing_is_guessed(dryrun_cache):  # noqa: F81
 
 def test_a_parameter_kvdoctor_does_not_know_is_a_changed_layout_not_a_guess(tmp_path, dryrun_cache):  # noqa: F811
     tree = tmp_path / "tree"
-    with zipfile.ZipFile(_wheel("0.25.1")) as zf:
+    with zipfile.ZipFile(wheel_at_hand("0.25.1")) as zf:
         for rel in (DECODE_ATTENTION_FILE, MLA_BACKEND_FILE):
             (tree / rel).parent.mkdir(parents=True, exist_ok=True)
             (tree / rel).write_bytes(zf.read(rel))
@@ -147,7 +140,7 @@ def test_a_release_fetched_before_mla_is_fetched_again_with_the_mla_files(tmp_pa
 ])  # fmt: skip
 def test_cli_fp8_on_triton_mla(run_cli, report_schema, version, gpu, code, kind, kernels):
     """The example MLA config through `check`: the request carries the latent width, the kernels are vLLM's."""
-    _wheel(version)
+    wheel_at_hand(version)
     result = run_cli("check", "--model", str(EXAMPLE), "--kv-cache-dtype", "fp8", "--attention-backend", "TRITON_MLA",
                      "--gpu", gpu, "--vllm-version", version, "-f", "json",
                      env={"KVDOCTOR_VLLM_WHEELS": str(wheel_dir())})  # fmt: skip
