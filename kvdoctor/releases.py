@@ -71,13 +71,6 @@ def partial_note(release: Any) -> str | None:
         .replace("only; ;", "only;")
 
 
-def having(releases: Candidates, kind: str) -> Candidates:
-    """The candidates that hold `kind` of fact: for such a fact, 'every release' means every release the pack
-    read it for (an older release that lacks it is left out, not counted as disagreeing)."""
-    kept = tuple(r for r in releases.releases if r.has(kind))
-    return Candidates(kept, releases.exact and len(kept) == len(releases.releases), releases.note)
-
-
 @lru_cache(maxsize=1)
 def all_serve_options() -> frozenset[str]:
     """Every option string `vllm serve` has in any release the pack read."""

@@ -38,7 +38,6 @@ MLA_FP8_KV_DTYPES = ("fp8", "fp8_e4m3")
 MLA_NATIVE_KV_DTYPES = {"auto": None, "float16": "fp16", "bfloat16": "bf16"}
 MLA_KV_DTYPES = MLA_FP8_KV_DTYPES + tuple(MLA_NATIVE_KV_DTYPES)
 NUM_KV_SPLITS = 1
-MLA_GUARD_SINCE = (0, 26, 0)  # TritonMLAImpl refuses fp8 KV below SM89 and bf16 KV below SM80 from 0.26.0
 MLA_GUARD_TEXTS = {"fp8": "FP8 KV cache is not supported by the Triton MLA backend",
                    "bf16": "bfloat16 KV cache is not supported by the Triton MLA"}  # fmt: skip
 

@@ -19,7 +19,6 @@ _VERSION_PATTERNS = (
 )
 _PIP = re.compile(r"^\[(?:pip3?|conda)\]\s+(triton|torch|flashinfer-python)[= ]+=?\s*(\d+\.\d+[\w.+-]*)")
 _ARGS = re.compile(r"non-default args: (\{.*\})\s*$")
-_NAMESPACE = re.compile(r"\bargs: Namespace\((.*)\)?\s*$")
 _CONFIG_LINE = "with config:"
 _CONFIG_FIELDS = {
     "model": re.compile(r"\bmodel='([^']+)'"),
