@@ -15,7 +15,6 @@ Example (kvdoctor.toml; in pyproject.toml the same keys sit under [tool.kvdoctor
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,6 +109,8 @@ def load_config(explicit: Path | None = None, start: Path | None = None) -> Conf
 
 
 def _read(path: Path) -> dict[str, Any]:
+    import tomllib  # only when a config file is read (~3 ms of imports)
+
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:

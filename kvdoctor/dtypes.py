@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from importlib import resources
+from kvdoctor.data import read_data
+from kvdoctor.yaml_safe import load_yaml_cached
 
-from kvdoctor.yaml_safe import load_yaml
-
-_CATALOGUE = load_yaml(resources.files("kvdoctor.data").joinpath("dtypes.yaml").read_text(encoding="utf-8"))
+_CATALOGUE = load_yaml_cached(read_data("dtypes.yaml"), "dtypes.yaml")
 
 MODEL_DTYPES: tuple[str, ...] = tuple(_CATALOGUE["serve_flag"])
 """vLLM's --dtype values, in its order."""

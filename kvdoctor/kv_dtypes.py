@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import difflib
 from functools import lru_cache
-from importlib import resources
 
+from kvdoctor.data import read_data
 from kvdoctor.releases import Candidates, agree, candidates, describe_range
-from kvdoctor.yaml_safe import load_yaml
+from kvdoctor.yaml_safe import load_yaml_cached
 
 
 @lru_cache(maxsize=1)
 def platform_only() -> dict[str, str]:
     """kv dtype -> the only platform that implements it."""
-    raw = load_yaml(resources.files("kvdoctor.data").joinpath("kv_cache_platforms.yaml").read_text("utf-8"))
+    raw = load_yaml_cached(read_data("kv_cache_platforms.yaml"), "kv_cache_platforms.yaml")
     return {entry["name"]: entry["platform"] for entry in raw["values"]}
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 
-from kvdoctor.yaml_safe import load_yaml
+from kvdoctor.data import read_data
+from kvdoctor.yaml_safe import load_yaml_cached
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,7 @@ class Preset:
 
 @lru_cache(maxsize=1)
 def _catalogue() -> dict:
-    return load_yaml(resources.files("kvdoctor.data").joinpath("turboquant.yaml").read_text(encoding="utf-8"))
+    return load_yaml_cached(read_data("turboquant.yaml"), "turboquant.yaml")
 
 
 def presets() -> dict[str, Preset]:

@@ -34,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from vllm_pack_index import build_index  # noqa: E402
+from vllm_pack_index import build_index, build_selection  # noqa: E402
 from vllm_pack_normalise import normalise_release  # noqa: E402
 
 PACK_FORMAT = 1
@@ -217,10 +217,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--source", type=Path, default=None, help="a vLLM wheel or unpacked tree (instead of --wheels)")
     ap.add_argument("--refresh-guards", action="store_true",
                     help="re-ask only the constructor guards and splice them into the detail files in --out")
-    ap.add_argument("--index-only", action="store_true", help="only rewrite index.json from the files in --out")
+    ap.add_argument("--index-only", action="store_true", help="only rewrite index.json and the selection files from the files in --out")
     args = ap.parse_args(argv)
     if args.index_only:
-        return index_only(args.out)
+        return index_only(args.out, args.check)
     if args.refresh_guards:
         return refresh_guards(args.versions or FULL_RELEASES, args.wheels, args.python, args.out, args.timeout)
 
@@ -268,16 +268,8 @@ def main(argv: list[str] | None = None) -> int:
             with open(args.samples_out / f"{version}.json.gz", "wb") as fh:  # mtime 0: byte-identical
                 with gzip.GzipFile(fileobj=fh, mode="wb", mtime=0, filename="") as gz:
                     gz.write(blob)
-    # the summary index of every release file in --out (what an unknown-version check reads)
-    index_text = dumps(build_index(args.out))
-    index_path = args.out / "index.json"
-    if args.check:
-        same = index_path.exists() and index_path.read_text() == index_text
-        print(f"index.json: {'identical' if same else 'DIFFERS'} ({len(index_text)} bytes)")
-        failed += not same
-    elif args.out.exists():
-        index_path.write_text(index_text)
-        print(f"index.json: {len(index_text)} bytes, {len(json.loads(index_text)['releases'])} releases")
+    if args.check or args.out.exists():
+        failed += write_derived(args.out, check=args.check)
     return 1 if failed else 0
 
 
@@ -315,11 +307,33 @@ def refresh_guards(versions: list[str], wheels: Path, python: str, out: Path, ti
     return 1 if failed else 0
 
 
-def index_only(out: Path) -> int:
-    """Rewrite index.json from the release files already in `out` (no wheel needed)."""
-    (out / "index.json").write_text(dumps(build_index(out)))
-    return 0
+def derived_files(out: Path) -> dict[str, bytes]:
+    """The files derived from the release files in `out`: the summary index and the per-capability selection
+    facts (gzipped), as they are stored."""
+    files = {"index.json": pack_bytes(dumps(build_index(out)))}
+    for name, content in build_selection(out).items():
+        files[name + ".gz"] = pack_bytes(dumps(content).encode())
+    return files
 
+
+def write_derived(out: Path, check: bool = False) -> int:
+    """Write (or, with check, compare) the derived files; the number that differ."""
+    differ = 0
+    for name, blob in derived_files(out).items():
+        target = out / name
+        if check:
+            same = target.exists() and target.read_bytes() == blob
+            print(f"{name}: {'identical' if same else 'DIFFERS'} ({len(blob)} bytes)")
+            differ += not same
+        else:
+            target.write_bytes(blob)
+            print(f"{name}: {len(blob)} bytes")
+    return differ
+
+
+def index_only(out: Path, check: bool = False) -> int:
+    """Rewrite (or compare) index.json and the selection files from the release files already in `out`."""
+    return 1 if write_derived(out, check) else 0
 
 if __name__ == "__main__":
     sys.exit(main())

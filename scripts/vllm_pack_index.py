@@ -24,7 +24,8 @@ def _version_key(text: str):
 
 def _release_name(name: str) -> str | None:
     name = name[:-3] if name.endswith(".gz") else name
-    if not name.endswith(".json") or name.endswith(".detail.json") or name == "index.json":
+    if not name.endswith(".json") or name.endswith(".detail.json") or name == "index.json" or \
+            name.startswith("selection-"):
         return None
     return name[: -len(".json")]
 
@@ -97,3 +98,66 @@ def build_index(pack_dir: Path) -> dict:
         "serve_sigs": [json.loads(s) for s in sigs],
         "runtime_pools": {k: [json.loads(b) for b in v] for k, v in pools.items()},
     }
+
+
+SELECTION_FORMAT = 1
+SELECTION_COMMON = ("attn_types", "block_domain", "checks", "classes", "enum", "errors", "kv_domain",
+                    "selector_config", "templates")
+"""The parts of a release's `backends` facts that do not depend on the compute capability."""
+
+
+def _cap_of(cell: str) -> str:
+    return cell.split("|", 1)[0]
+
+
+def _capability_slice(backends: dict, cap: str, pool: list, pool_ids: dict) -> dict | None:
+    """What replaying vLLM's selection on `cap` needs of one release: the capability-free parts, that
+    capability's answers (ids into the file's shared `answer_pool`), priorities, guards and query quantization."""
+    per = backends["per_capability"].get(cap)
+    if per is None:
+        return None
+    answers = {}
+    for name, index in per.items():
+        blob = json.dumps(backends["answer_sets"][index], sort_keys=True)
+        if blob not in pool_ids:
+            pool_ids[blob] = len(pool)
+            pool.append(backends["answer_sets"][index])
+        answers[name] = pool_ids[blob]
+    prio = backends["priorities"]
+    table = {k: v for k, v in prio["table"].items() if _cap_of(k) == cap}
+    lists = sorted(set(table.values()))
+    guards: dict = {}
+    for name, messages in backends.get("guards", {}).items():
+        for message, entry in messages.items():
+            cells = [c for c in entry["cells"] if _cap_of(c) == cap]
+            if cells:
+                guards.setdefault(name, {})[message] = {**entry, "cells": cells}
+    out = {k: backends[k] for k in SELECTION_COMMON if k in backends}
+    out.update({
+        "per_capability": {cap: answers},
+        "priorities": {"lists": [prio["lists"][i] for i in lists], "params": prio["params"], "where": prio["where"],
+                       "table": {k: lists.index(v) for k, v in table.items()}},
+        "guards": guards,
+    })
+    if "query_quant" in backends:
+        out["query_quant"] = {n: [c for c in cells if _cap_of(c) == cap]
+                              for n, cells in backends["query_quant"].items()}
+    return out
+
+
+def build_selection(pack_dir: Path) -> dict[str, dict]:
+    """`selection-<capability>.json` per compute capability: every full release's selection facts for that
+    capability, answer sets shared. A check reads one small file instead of every release's detail file
+    (an unknown-version check replays 20 releases). Derived from the detail files only."""
+    versions = sorted({_release_name(p.name) for p in pack_dir.iterdir() if _release_name(p.name)}, key=_version_key)
+    backends = {v: (read_json(pack_dir, f"{v}.detail.json") or {}).get("backends") for v in versions}
+    backends = {v: b for v, b in backends.items() if b}
+    caps = sorted({c for b in backends.values() for c in b["per_capability"]}, key=_version_key)
+    files = {}
+    for cap in caps:
+        pool: list = []
+        pool_ids: dict = {}
+        releases = {v: _capability_slice(b, cap, pool, pool_ids) for v, b in backends.items()}
+        files[f"selection-{cap}.json"] = {"format": SELECTION_FORMAT, "capability": cap, "answer_pool": pool,
+                                          "releases": {v: s for v, s in releases.items() if s is not None}}
+    return files

@@ -18,7 +18,6 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from conftest import EXAMPLE_MODEL, REPO
 
 QUICK = ["--gpu", "A100", "--vllm-version", "0.25.1", "--no-compile"]
@@ -100,9 +99,9 @@ def test_kvdoctor_source_loads_yaml_only_through_yaml_safe():
     assert offenders == []
     import yaml
 
-    from kvdoctor.yaml_safe import SafeLoader
+    from kvdoctor.yaml_safe import safe_loader
 
-    assert SafeLoader in (yaml.SafeLoader, getattr(yaml, "CSafeLoader", None))
+    assert safe_loader() in (yaml.SafeLoader, getattr(yaml, "CSafeLoader", None))
 
 
 # --- size caps ------------------------------------------------------------------------------------

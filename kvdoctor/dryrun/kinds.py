@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib import resources
 
-from kvdoctor.yaml_safe import load_yaml
+from kvdoctor.data import read_data
+from kvdoctor.yaml_safe import load_yaml_cached
 
 
 @lru_cache(maxsize=1)
@@ -16,8 +16,8 @@ def failure_kinds() -> dict[str, str]:
 
 @lru_cache(maxsize=1)
 def _registry() -> dict[str, dict]:
-    text = resources.files("kvdoctor.data").joinpath("failure_kinds.yaml").read_text(encoding="utf-8")
-    return load_yaml(text)
+    text = read_data("failure_kinds.yaml")
+    return load_yaml_cached(text, "failure_kinds.yaml")
 
 
 def kernel_roles_for(kind: str | None) -> tuple[str, ...] | None:

@@ -127,9 +127,11 @@ class _Guard:
     """A backend's start-up check in front of its kernels, found in the release's own source."""
 
     impl: str
+    backend: str
+    """vLLM's name for the backend whose constructor it is (the pack's `backends.guards` key)."""
     source_file: str
     refuses: Any
-    """(kv_cache_dtype, capability) -> vLLM's ValueError words, or None when it lets the config through."""
+    """(kv_cache_dtype, capability) -> the guard's words as kvdoctor copied them, for a release the pack lacks."""
     needles: dict[str, str]
     """"fp8" / "bf16" -> words of the check's message as they stand on one line of source_file."""
     kinds: dict[str, str]
@@ -137,10 +139,10 @@ class _Guard:
 
 
 GUARDS = {
-    "triton_attention": _Guard("TritonAttentionImpl.__init__", BACKEND_FILE, guard_refuses,
+    "triton_attention": _Guard("TritonAttentionImpl.__init__", "TRITON_ATTN", BACKEND_FILE, guard_refuses,
                                {"fp8": GUARD_TEXT, "bf16": "bfloat16 KV cache is not supported"},
                                {"fp8": "triton_attn_fp8_guard", "bf16": "triton_attn_bf16_guard"}),
-    "triton_mla": _Guard("TritonMLAImpl.__init__", MLA_BACKEND_FILE, mla_guard_refuses, MLA_GUARD_TEXTS,
+    "triton_mla": _Guard("TritonMLAImpl.__init__", "TRITON_MLA", MLA_BACKEND_FILE, mla_guard_refuses, MLA_GUARD_TEXTS,
                          {"fp8": "triton_mla_fp8_guard", "bf16": "triton_mla_bf16_guard"}),
 }  # fmt: skip
 
@@ -148,30 +150,49 @@ GUARDS = {
 def _guard_result(request: DryRunRequest, source: KernelSource | None) -> KernelResult | None:
     """vLLM's start-up guard (TritonAttentionImpl 0.24.0+, TritonMLAImpl 0.26.0+) when this release has it and
     it refuses the config: it raises before any kernel compiles, so it comes first; the kernels after it show
-    what it protects from."""
+    what it protects from. The pack says which releases refuse what, in vLLM's words; for a release it does not
+    hold, the guard is looked for in the release's own source."""
     guard = GUARDS.get(kernel_family(request.kv_cache_dtype, request.backend) or "")
     if guard is None or source is None:
         return None
-    message = guard.refuses(request.kv_cache_dtype, tuple(request.capability))
-    path = source.files.get(guard.source_file)
-    if message is None or path is None:
-        return None
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return None
     which = "fp8" if request.kv_cache_dtype.startswith("fp8") else "bf16"
-    hit = next((i for i, text in enumerate(lines) if guard.needles[which] in text), None)
-    if hit is None:
-        return None  # a release without the guard: the compile failure is the cause
-    raise_line = next((i for i in range(hit, max(hit - 12, -1), -1) if "raise ValueError" in lines[i]), hit)
+    version = request.vllm_version or source.version
+    try:
+        from kvdoctor.vllm_pack.select import constructor_guard
+
+        if not version:
+            raise LookupError("the vLLM version of these kernels is not known")
+        found = constructor_guard(version, guard.backend, tuple(request.capability), request.kv_cache_dtype)
+        if found is None:
+            return None
+        exc_type, message, where = found
+        which = "fp8" if "FP8" in message else "bf16" if "bfloat16" in message else None
+        file, _, line = where.rpartition(":")
+        raise_line = int(line) - 1
+        lines = _source_lines(source, file) if version == source.version else []
+    except LookupError:  # a release the pack does not hold: find the guard in its source
+        exc_type, file, message = "ValueError", guard.source_file, guard.refuses(request.kv_cache_dtype,
+                                                                                tuple(request.capability))
+        lines = _source_lines(source, file)
+        hit = next((i for i, text in enumerate(lines) if guard.needles[which] in text), None) if message else None
+        if hit is None:
+            return None  # a release without the guard: the compile failure is the cause
+        raise_line = next((i for i in range(hit, max(hit - 12, -1), -1) if "raise ValueError" in lines[i]), hit)
     failure = CompileFailure(
-        kind=guard.kinds[which], exc_type="ValueError", message=message, innermost_type="ValueError",
-        innermost_message=message, kernel_file=guard.source_file, kernel_line=raise_line + 1,
-        kernel_source_line=lines[raise_line].strip(),
+        kind=guard.kinds.get(which, "constructor_guard"), exc_type=exc_type, message=message,
+        innermost_type=exc_type, innermost_message=message, kernel_file=file, kernel_line=raise_line + 1,
+        kernel_source_line=lines[raise_line].strip() if raise_line < len(lines) else None,
     )  # fmt: skip
     note = "vLLM refuses this configuration at start-up, before any of the kernels below is compiled"
-    return KernelResult(guard.impl, "guard", guard.source_file, Status.FAILED, 0.0, False, {}, failure, note)
+    return KernelResult(guard.impl, "guard", file, Status.FAILED, 0.0, False, {}, failure, note)
+
+
+def _source_lines(source: KernelSource, file: str) -> list[str]:
+    path = source.files.get(file)
+    try:
+        return path.read_text(encoding="utf-8").splitlines() if path is not None else []
+    except OSError:
+        return []
 
 
 def _job_path(job: CompileJob, source: KernelSource | None) -> Path | None:

@@ -425,7 +425,7 @@ def _by_location(diagnosis: Diagnosis, rules: list[Rule], families: Families, fa
         where = f"{location.file}:{location.function}"
         for pattern, rule_id in families.raised_in:
             if pattern.search(where) and rule_id in rules_by_id:
-                signature = Signature(pattern=re.compile(re.escape(location.function)), role="root",
+                signature = Signature(source=re.escape(location.function), role="root",
                                       note=f"matched by where vLLM raises it: {where}")
                 values = (("detail", _clip(exception.message, 200)),)
                 match = SignatureMatch(rules_by_id[rule_id], signature, exception.line, exception.summary,

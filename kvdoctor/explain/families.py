@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from kvdoctor.data import PACKAGE_DIR
 from kvdoctor.errors import RulesFileError
 from kvdoctor.rules.loader import Rule
 
@@ -65,17 +65,17 @@ def flexible_spaces(pattern: str) -> str:
 
 
 def families_path() -> Path:
-    return Path(str(resources.files("kvdoctor").joinpath("explain/families.yaml")))
+    return PACKAGE_DIR / "explain" / "families.yaml"
 
 
 @lru_cache(maxsize=1)
 def load_families() -> Families:
     from kvdoctor.derived import is_fact_name
     from kvdoctor.rules.loader import _parse_rule
-    from kvdoctor.yaml_safe import load_yaml
+    from kvdoctor.yaml_safe import load_yaml_cached
 
     path = families_path()
-    data = load_yaml(path.read_text(encoding="utf-8"))
+    data = load_yaml_cached(path.read_text(encoding="utf-8"), "families.yaml")
     rules, family_of, raised_in, context, explained_by = [], dict(data.get("rule_families") or {}), [], {}, {}
     refines: dict[str, str] = {}
     for index, raw in enumerate(data.get("rules") or []):

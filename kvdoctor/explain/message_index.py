@@ -13,7 +13,8 @@ import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
+
+from kvdoctor.data import DATA_DIR
 
 INDEX_FORMAT = 2
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{3,}")
@@ -201,7 +202,7 @@ def _compile(parts: tuple[str | None, ...]) -> re.Pattern[str]:
 @lru_cache(maxsize=1)
 def load_index() -> MessageIndex | None:
     """The shipped index, or None when the package was built without it."""
-    resource = resources.files("kvdoctor").joinpath("data/message_index/index.json.gz")
+    resource = DATA_DIR / "message_index" / "index.json.gz"
     try:
         raw = resource.read_bytes()
     except (FileNotFoundError, OSError):

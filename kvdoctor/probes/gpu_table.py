@@ -5,12 +5,11 @@ from __future__ import annotations
 import difflib
 import re
 from functools import lru_cache
-from importlib import resources
 
-from kvdoctor.yaml_safe import load_yaml
-
+from kvdoctor.data import read_data
 from kvdoctor.errors import GpuTargetError
 from kvdoctor.facts import GpuDevice
+from kvdoctor.yaml_safe import load_yaml_cached
 
 _CAPABILITY = re.compile(r"^(?:sm_?|compute_?|cc)?(\d{1,2})\.?(\d)a?$", re.IGNORECASE)
 
@@ -24,7 +23,7 @@ def normalise(name: str) -> str:
 @lru_cache(maxsize=1)
 def gpu_table() -> dict[str, GpuDevice]:
     """Normalised name or alias -> GpuDevice."""
-    raw = load_yaml(resources.files("kvdoctor.data").joinpath("gpus.yaml").read_text("utf-8"))
+    raw = load_yaml_cached(read_data("gpus.yaml"), "gpus.yaml")
     table: dict[str, GpuDevice] = {}
     for entry in raw["gpus"]:
         major, minor = (int(p) for p in str(entry["capability"]).split("."))
@@ -62,7 +61,7 @@ def resolve_gpu_target(text: str) -> GpuDevice:
 @lru_cache(maxsize=1)
 def _node_label_data() -> tuple[dict[str, str], tuple[re.Pattern[str], ...], dict[str, GpuDevice], tuple]:
     """(label key -> kind, suffix patterns, normalised node-label value -> GpuDevice, (pattern, GpuDevice) pairs)."""
-    raw = load_yaml(resources.files("kvdoctor.data").joinpath("gpus.yaml").read_text("utf-8"))
+    raw = load_yaml_cached(read_data("gpus.yaml"), "gpus.yaml")
     by_name = {d.name: d for d in gpu_table().values()}
     values: dict[str, GpuDevice] = {}
     patterns: list[tuple[str, GpuDevice]] = []

@@ -178,7 +178,8 @@ def _read_config_file(path_text: str) -> dict[str, Any]:
     except FileNotFoundError:
         raise UsageError(f"--config {path}: file not found") from None
     except (OSError, UnicodeDecodeError, YAMLError, RecursionError) as exc:
-        raise UsageError(f"--config {path}: cannot read it as YAML ({type(exc).__name__})") from None
+        kind = exc.kind if isinstance(exc, YAMLError) else type(exc).__name__
+        raise UsageError(f"--config {path}: cannot read it as YAML ({kind})") from None
     if not isinstance(raw, dict):
         raise UsageError(f"--config {path}: expected a mapping of flag names to values")
     tokens: list[str] = []

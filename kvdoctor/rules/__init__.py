@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
+from kvdoctor.data import PACKAGE_DIR
 from kvdoctor.derived import is_fact_name
 from kvdoctor.rules.loader import Rule, load_rules
 
 
 def bundled_rules_path() -> Path:
     """rules.yaml inside the wheel, else the repository's top-level copy (editable installs)."""
-    packaged = Path(str(resources.files("kvdoctor").joinpath("rules.yaml")))
+    packaged = PACKAGE_DIR / "rules.yaml"
     if packaged.is_file():
         return packaged
     return Path(__file__).resolve().parents[2] / "rules.yaml"
@@ -34,4 +34,4 @@ def _stamp(path: Path) -> tuple[int, int] | None:
 @lru_cache(maxsize=8)
 def _load_cached(stamped: tuple[tuple[Path, tuple[int, int] | None], ...]) -> tuple[Rule, ...]:
     """Parsed rules per (path, mtime, size): a matrix worker judges many cells with one parse."""
-    return tuple(load_rules([path for path, _ in stamped], is_fact_name))
+    return tuple(load_rules([path for path, _ in stamped], is_fact_name, bundled=bundled_rules_path()))

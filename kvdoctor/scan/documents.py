@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from kvdoctor.errors import KvdoctorError
-from kvdoctor.yaml_safe import MAX_FLOW_DEPTH, SafeLoader, _flow_depth
+from kvdoctor.yaml_safe import MAX_FLOW_DEPTH, _flow_depth, safe_loader
 
 MAX_MANIFEST_BYTES = 8 * 1024 * 1024
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -117,7 +117,7 @@ def compose_documents(source: SourceFile) -> list[Document]:
     if text.count("[") + text.count("{") > MAX_FLOW_DEPTH and _flow_depth(text) > MAX_FLOW_DEPTH:
         raise ManifestError(f"{source.path}: nested more than {MAX_FLOW_DEPTH} levels deep")
     try:
-        roots = list(yaml.compose_all(text, Loader=SafeLoader))
+        roots = list(yaml.compose_all(text, Loader=safe_loader()))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f":{mark.line + 1}" if mark is not None else ""

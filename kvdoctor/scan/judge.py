@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
 from kvdoctor.check import CheckSettings, run_check
 from kvdoctor.collect import CheckOptions
+from kvdoctor.data import PACKAGE_DIR
 from kvdoctor.errors import KvdoctorError
 from kvdoctor.report import Finding, Report
 from kvdoctor.scan.facts import DeploymentFacts, canonical_flag, deployment_facts, is_scan_fact_name
@@ -39,7 +39,7 @@ def deploy_rules():
     """kvdoctor/scan/rules.yaml: rules about the deployment (KVD2xx)."""
     from kvdoctor.rules.loader import load_rules
 
-    path = Path(str(resources.files("kvdoctor.scan").joinpath("rules.yaml")))
+    path = PACKAGE_DIR / "scan" / "rules.yaml"
     return tuple(load_rules([path], is_scan_fact_name))
 
 

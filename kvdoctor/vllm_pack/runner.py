@@ -7,11 +7,11 @@ reads; older releases follow `VLLM_USE_V2_MODEL_RUNNER` alone (default V1), 0.34
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import resources
 from typing import Iterable
 
+from kvdoctor.data import read_data
 from kvdoctor.vllm_pack import ReleaseFacts, load_runtime
-from kvdoctor.yaml_safe import load_yaml
+from kvdoctor.yaml_safe import load_yaml_cached
 
 
 @dataclass(frozen=True)
@@ -28,10 +28,10 @@ class RunnerBug:
 
 
 def _load_runner_bugs() -> tuple[RunnerBug, ...]:
-    text = resources.files("kvdoctor.data").joinpath("runner_bugs.yaml").read_text(encoding="utf-8")
+    text = read_data("runner_bugs.yaml")
     return tuple(RunnerBug(id=bug_id, runner=e["runner"], releases=tuple(e["releases"]),
                            kv_cache_dtype_prefix=e["kv_cache_dtype_prefix"], message=e["message"], where=e["where"],
-                           references=tuple(e["references"])) for bug_id, e in load_yaml(text).items())  # fmt: skip
+                           references=tuple(e["references"])) for bug_id, e in load_yaml_cached(text, "runner_bugs.yaml").items())  # fmt: skip
 
 
 RUNNER_BUGS = _load_runner_bugs()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from kvdoctor.vllm_pack import ReleaseFacts, load_attention, load_backend_grid
+from kvdoctor.vllm_pack import ReleaseFacts, load_backend_grid, load_selection
 
 
 @dataclass(frozen=True)
@@ -233,7 +233,7 @@ def _config_repr(attention: dict, inputs: SelectorInputs) -> str:
 
 def select_backend(release: ReleaseFacts, inputs: SelectorInputs) -> Selection:
     """The backend `release` picks for `inputs` on CUDA, with every rejected backend's reasons."""
-    attention = load_attention(release.version)
+    attention = load_selection(release.version, inputs.capability)
     if attention is None and load_backend_grid(release.version) is not None:
         return select_from_grid(release, load_backend_grid(release.version), inputs)
     if attention is None:
@@ -301,21 +301,42 @@ def _forced(release, attention, replay, inputs, evidence) -> Selection:
 
 
 def _guard(attention: dict, name: str, inputs: SelectorInputs) -> tuple[str, str] | None:
-    """The error the backend's implementation constructor raises for this capability and KV dtype."""
-    cell = f"{_cap_key(inputs.capability)}|{inputs.kv_cache_dtype}"
+    """('Type: message', file:line) of the error the backend's implementation constructor raises here."""
+    found = _guard_entry(attention, name, inputs.capability, inputs.kv_cache_dtype)
+    if found is None:
+        return None
+    kind, message, where = found
+    text = f"{kind}: {message}"
+    return (text.replace("{device_name}", inputs.device_name) if inputs.device_name else text), where
+
+
+def _guard_entry(attention: dict, name: str, capability: tuple[int, int], kv_cache_dtype: str):
+    cell = f"{_cap_key(capability)}|{kv_cache_dtype}"
     for message, entry in attention.get("guards", {}).get(name, {}).items():
         if cell in entry["cells"]:
-            text = f"{entry['type']}: {message}"
-            if inputs.device_name:
-                text = text.replace("{device_name}", inputs.device_name)
-            return text, entry["where"]
+            return entry["type"], message, entry["where"]
     return None
+
+
+def constructor_guard(version: str, backend: str, capability: tuple[int, int], kv_cache_dtype: str,
+                      device_name: str | None = None) -> tuple[str, str, str] | None:
+    """(exception type, vLLM's message, file:line) of the error `backend`'s implementation constructor raises on
+    this capability and KV dtype in `version`, as the pack recorded it; None when it lets the configuration
+    through. Raises LookupError when the pack did not ask that release's constructors."""
+    attention = load_selection(version, capability)
+    if attention is None or "guards" not in attention:
+        raise LookupError(f"the pack holds no constructor answers for vLLM {version}")
+    found = _guard_entry(attention, backend, capability, kv_cache_dtype)
+    if found is None:
+        return None
+    kind, message, where = found
+    return kind, message.replace("{device_name}", device_name or "this GPU"), where
 
 
 def quantizes_query(release: ReleaseFacts, backend: str | None, inputs: SelectorInputs) -> bool | None:
     """Whether the backend's implementation, constructed for this capability and KV dtype, says
     `supports_quant_query_input` (the pack's `backends.query_quant`); None when the release's pack lacks the answer."""
-    attention = load_attention(release.version)
+    attention = load_selection(release.version, inputs.capability)
     if not backend or attention is None or "query_quant" not in attention:
         return None
     return f"{_cap_key(inputs.capability)}|{inputs.kv_cache_dtype}" in attention["query_quant"].get(backend, ())
@@ -391,8 +412,9 @@ def select_from_grid(release: ReleaseFacts, grid: dict, inputs: SelectorInputs) 
     answer = answers.pop()
     kind, _, value = answer.partition(":")
     if kind == "backend":
-        name = value.rsplit(".", 1)[-1] if "." in value else value
-        guard = _guard(grid, name, inputs)
+        raw = value.rsplit(".", 1)[-1] if "." in value else value
+        guard = _guard(grid, raw, inputs)
+        name = _canonical_backend(value, inputs.capability)
         if guard:
             evidence += (f"{guard[1]} (vLLM {release.version})",)
         return Selection(name, {}, guard[0] if guard else None, (), evidence, (), "constructor" if guard else None,
@@ -406,3 +428,17 @@ def select_from_grid(release: ReleaseFacts, grid: dict, inputs: SelectorInputs) 
     if inputs.device_name:
         value = value.replace("{device_name}", inputs.device_name)
     return Selection(None, {}, value, (), evidence, (), "forced_invalid" if forced else "no_valid_backend")
+
+
+def _canonical_backend(value: str, capability: tuple[int, int]) -> str:
+    """The backend's name as vLLM 0.11+ and rules.yaml spell it: 0.10.x answers `TRITON_ATTN_VLLM_V1` (its V1
+    engine's name for TRITON_ATTN) or a class path (`...flashinfer.FlashInferBackend`: FLASHINFER)."""
+    if "." in value:
+        from kvdoctor.vllm_pack import releases_with
+
+        full = releases_with("backend_replay")
+        classes = (load_selection(full[0], capability) or {}).get("classes", {}) if full else {}
+        cls = value.rsplit(".", 1)[-1]
+        return next((n for n, c in classes.items() if c.get("path", "").rsplit(".", 1)[-1] == cls), cls)
+    return value.removesuffix("_VLLM_V1")
+

@@ -122,3 +122,14 @@ def test_fill_uses_the_fallback_after_a_bar_for_unknown_facts():
     template = "On {gpu.name|a GPU} (SM {gpu.capability|below 8.9})"
     assert fill(template, {}) == "On a GPU (SM below 8.9)"
     assert fill(template, {"gpu.name": "A10", "gpu.capability": 8.6}) == "On A10 (SM 8.6)"
+
+
+def test_every_bundled_log_pattern_compiles():
+    """The bundled rules' patterns are compiled on first use (check never needs them); this is their check."""
+    import re
+
+    from kvdoctor.rules import load_all_rules
+
+    signatures = [s for rule in load_all_rules() for s in rule.signatures]
+    assert len(signatures) >= 20
+    assert all(isinstance(s.pattern, re.Pattern) for s in signatures)

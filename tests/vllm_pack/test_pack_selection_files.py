@@ -1,0 +1,53 @@
+"""The per-capability selection files are derived from the release detail files, exactly and losslessly."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvdoctor.vllm_pack import load_attention, load_selection, releases_with
+
+REPO = Path(__file__).resolve().parents[2]
+PACK = REPO / "kvdoctor" / "data" / "vllm_pack"
+sys.path.insert(0, str(REPO / "scripts"))
+from build_vllm_pack import derived_files  # noqa: E402
+
+
+def test_shipped_index_and_selection_files_are_what_the_detail_files_derive():
+    derived = derived_files(PACK)
+    assert "index.json" in derived and len([n for n in derived if n.startswith("selection-")]) >= 10
+    for name, blob in derived.items():
+        assert (PACK / name).read_bytes() == blob, f"{name}: run scripts/build_vllm_pack.py --index-only"
+    shipped = {p.name for p in PACK.glob("selection-*.json.gz")}
+    assert shipped == {n for n in derived if n.startswith("selection-")}
+
+
+def _cells(entries, cap):
+    return sorted(c for c in entries if c.split("|")[0] == cap)
+
+
+@pytest.mark.parametrize("version", releases_with("backend_replay"))
+def test_a_capabilitys_selection_facts_equal_the_detail_files_answers(version):
+    full = load_attention(version)
+    for cap in full["per_capability"]:
+        narrow = load_selection(version, tuple(int(p) for p in cap.split(".")))
+        assert narrow["per_capability"].keys() == {cap}
+        for name, index in full["per_capability"][cap].items():
+            assert narrow["answer_sets"][narrow["per_capability"][cap][name]] == full["answer_sets"][index]
+        for key in ("checks", "classes", "enum", "templates", "selector_config", "block_domain", "kv_domain"):
+            assert narrow[key] == full[key]
+        table = {k: full["priorities"]["lists"][v] for k, v in full["priorities"]["table"].items()
+                 if k.split("|")[0] == cap}
+        assert {k: narrow["priorities"]["lists"][v] for k, v in narrow["priorities"]["table"].items()} == table
+        for name, messages in full.get("guards", {}).items():
+            for message, entry in messages.items():
+                kept = narrow["guards"].get(name, {}).get(message, {}).get("cells", [])
+                assert sorted(kept) == _cells(entry["cells"], cap)
+        for name, cells in full.get("query_quant", {}).items():
+            assert sorted(narrow["query_quant"].get(name, [])) == _cells(cells, cap)
+
+
+def test_a_capability_no_release_was_asked_about_has_no_answers():
+    narrow = load_selection("0.25.1", (6, 1))
+    assert narrow["per_capability"] == {} and narrow["templates"]
