@@ -311,8 +311,8 @@ def derived_files(out: Path) -> dict[str, bytes]:
     """The files derived from the release files in `out`: the summary index and the per-capability selection
     facts (gzipped), as they are stored."""
     files = {"index.json": pack_bytes(dumps(build_index(out)))}
-    for name, content in build_selection(out).items():
-        files[name + ".gz"] = pack_bytes(dumps(content).encode())
+    for name, text in build_selection(out).items():
+        files[name + ".gz"] = pack_bytes(text.encode())
     return files
 
 

@@ -145,7 +145,30 @@ def _capability_slice(backends: dict, cap: str, pool: list, pool_ids: dict) -> d
     return out
 
 
-def build_selection(pack_dir: Path) -> dict[str, dict]:
+def _compact(data) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def selection_text(cap: str, releases: dict[str, dict], pool: list) -> str:
+    """One capability's selection file: a JSON header line giving each release's part and each answer set as
+    [start, end) byte offsets (UTF-8) into the JSON documents that follow it, so a reader decodes only the
+    releases it replays (kvdoctor.vllm_pack.load_selection)."""
+    parts, body, offset = {"releases": {}, "answer_pool": []}, [], 0
+    for key, items in (("releases", releases.items()), ("answer_pool", enumerate(pool))):
+        for name, value in items:
+            text = _compact(value)
+            span = [offset, offset + len(text.encode())]
+            if key == "releases":
+                parts["releases"][name] = span
+            else:
+                parts["answer_pool"].append(span)
+            body.append(text)
+            offset = span[1]
+    header = _compact({"format": SELECTION_FORMAT, "capability": cap, **parts})
+    return header + "\n" + "".join(body)
+
+
+def build_selection(pack_dir: Path) -> dict[str, str]:
     """`selection-<capability>.json` per compute capability: every full release's selection facts for that
     capability, answer sets shared. A check reads one small file instead of every release's detail file
     (an unknown-version check replays 20 releases). Derived from the detail files only."""
@@ -158,6 +181,6 @@ def build_selection(pack_dir: Path) -> dict[str, dict]:
         pool: list = []
         pool_ids: dict = {}
         releases = {v: _capability_slice(b, cap, pool, pool_ids) for v, b in backends.items()}
-        files[f"selection-{cap}.json"] = {"format": SELECTION_FORMAT, "capability": cap, "answer_pool": pool,
-                                          "releases": {v: s for v, s in releases.items() if s is not None}}
+        files[f"selection-{cap}.json"] = selection_text(cap, {v: s for v, s in releases.items() if s is not None},
+                                                        pool)
     return files

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, Mapping
 
 from kvdoctor.data import DATA_DIR
 
@@ -86,7 +86,7 @@ class ReleaseFacts:
         return kind in self.kinds
 
     @property
-    def serve_args(self) -> dict[str, ServeArg]:
+    def serve_args(self) -> Mapping[str, ServeArg]:
         """Every option string -> its ServeArg (aliases and `--no-x` forms map to the same object); built on
         first use from the index, where each distinct option is stored once for all releases."""
         return _serve_args(self.version)
@@ -94,7 +94,7 @@ class ReleaseFacts:
     @property
     def serve_actions(self) -> tuple[ServeArg, ...]:
         """Each option once (not once per spelling)."""
-        return tuple({id(a): a for a in self.serve_args.values()}.values())
+        return self.serve_args.actions()
 
     @property
     def positionals(self) -> tuple[str, ...]:
@@ -253,13 +253,12 @@ def load_selection(version: str, capability: tuple[int, int]) -> dict | None:
     cap = f"{capability[0]}.{capability[1]}"
     if not caps:
         return load_attention(version)
-    shared = _selection_file(cap if cap in caps else caps[0], where)
-    release = shared["releases"].get(version)
+    release = _selection_part(cap if cap in caps else caps[0], version, where)
     if release is None:
         return load_attention(version)
     if cap not in caps:  # a capability vLLM was never asked about: the replay says so
         return {**release, "per_capability": {}, "answer_sets": []}
-    return {**release, "answer_sets": shared["answer_pool"]}
+    return release
 
 
 @lru_cache(maxsize=None)
@@ -270,10 +269,51 @@ def _selection_caps(where=None) -> tuple[str, ...]:
                         if n.startswith("selection-") and n.endswith(".json.gz")))
 
 
+class _Parts:
+    """A selection file: its header's byte spans into the JSON documents after it, decoded on first use."""
+
+    def __init__(self, raw: bytes):
+        end = raw.index(b"\n")
+        self.header = json.loads(raw[:end])
+        self._body = raw[end + 1:]
+        self._decoded: dict[tuple[int, int], Any] = {}
+
+    def part(self, span) -> Any:
+        key = tuple(span)
+        if key not in self._decoded:
+            self._decoded[key] = json.loads(self._body[key[0]:key[1]])
+        return self._decoded[key]
+
+
+class _AnswerPool:
+    """The file's shared answer sets, indexed like the detail file's `answer_sets` list."""
+
+    def __init__(self, parts: _Parts):
+        self._parts = parts
+
+    def __getitem__(self, index: int) -> dict:
+        return self._parts.part(self._parts.header["answer_pool"][index])
+
+    def __len__(self) -> int:
+        return len(self._parts.header["answer_pool"])
+
+
 @lru_cache(maxsize=None)
-def _selection_file(cap: str, where=None) -> dict:
-    data = _read(f"selection-{cap}.json", where)
-    return data if data and data.get("format") == PACK_FORMAT else {"releases": {}, "answer_pool": []}
+def _selection_file(cap: str, where=None) -> _Parts | None:
+    """One capability's selection file (its parts decoded on first use), or None."""
+    import gzip
+
+    try:
+        parts = _Parts(gzip.decompress((where or _pack_dir()).joinpath(f"selection-{cap}.json.gz").read_bytes()))
+    except (OSError, ValueError):
+        return None
+    return parts if parts.header.get("format") == PACK_FORMAT else None
+
+
+def _selection_part(cap: str, version: str, where=None) -> dict | None:
+    parts = _selection_file(cap, where)
+    span = parts.header["releases"].get(version) if parts else None
+    return None if span is None else {**parts.part(span), "answer_sets": _AnswerPool(parts)}
 
 
 def load_backend_grid(version: str) -> dict | None:
@@ -308,15 +348,38 @@ def _shared_serve_arg(sig_id: int, where=None) -> ServeArg:
     )
 
 
+class ServeOptions(Mapping):
+    """Option string -> ServeArg of one release; a ServeArg is built when looked up (a check looks up only the
+    options it was given, in up to 20 releases)."""
+
+    def __init__(self, sig_ids: dict[str, int], where):
+        self._ids = sig_ids
+        self._where = where
+
+    def __getitem__(self, option: str) -> ServeArg:
+        return _shared_serve_arg(self._ids[option], self._where)
+
+    def __iter__(self):
+        return iter(self._ids)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __contains__(self, option) -> bool:
+        return option in self._ids
+
+    def actions(self) -> tuple[ServeArg, ...]:
+        """Each option once (not once per spelling)."""
+        return tuple(_shared_serve_arg(i, self._where) for i in dict.fromkeys(self._ids.values()))
+
+
 @lru_cache(maxsize=None)
-def _serve_args(version: str) -> dict[str, ServeArg]:
-    by_option: dict[str, ServeArg] = {}
-    entry, _, where = _locate(version)
-    for sig_id in ((entry or {}).get("serve_args") or {}).get("sigs", ()):
-        arg = _shared_serve_arg(sig_id, where)
-        for option in arg.option_strings:
-            by_option[option] = arg
-    return by_option
+def _serve_args(version: str) -> ServeOptions:
+    entry, index, where = _locate(version)
+    sigs = index["serve_sigs"] if index else []
+    ids = {option: sig_id for sig_id in ((entry or {}).get("serve_args") or {}).get("sigs", ())
+           for option in sigs[sig_id]["option_strings"]}
+    return ServeOptions(ids, where)
 
 
 @lru_cache(maxsize=None)
