@@ -155,22 +155,15 @@ def _guard_result(request: DryRunRequest, source: KernelSource | None) -> Kernel
     guard = GUARDS.get(kernel_family(request.kv_cache_dtype, request.backend) or "")
     if guard is None or source is None:
         return None
-    which = "fp8" if request.kv_cache_dtype.startswith("fp8") else "bf16"
+    from kvdoctor.vllm_pack.select import NotInPack, constructor_guard
+
     version = request.vllm_version or source.version
     try:
-        from kvdoctor.vllm_pack.select import constructor_guard
-
         if not version:
-            raise LookupError("the vLLM version of these kernels is not known")
+            raise NotInPack("the vLLM version of these kernels is not known")
         found = constructor_guard(version, guard.backend, tuple(request.capability), request.kv_cache_dtype)
-        if found is None:
-            return None
-        exc_type, message, where = found
-        which = "fp8" if "FP8" in message else "bf16" if "bfloat16" in message else None
-        file, _, line = where.rpartition(":")
-        raise_line = int(line) - 1
-        lines = _source_lines(source, file) if version == source.version else []
-    except LookupError:  # a release the pack does not hold: find the guard in its source
+    except NotInPack:  # a release the pack does not hold: find the guard in its own source
+        which = "fp8" if request.kv_cache_dtype.startswith("fp8") else "bf16"
         exc_type, file, message = "ValueError", guard.source_file, guard.refuses(request.kv_cache_dtype,
                                                                                 tuple(request.capability))
         lines = _source_lines(source, file)
@@ -178,6 +171,14 @@ def _guard_result(request: DryRunRequest, source: KernelSource | None) -> Kernel
         if hit is None:
             return None  # a release without the guard: the compile failure is the cause
         raise_line = next((i for i in range(hit, max(hit - 12, -1), -1) if "raise ValueError" in lines[i]), hit)
+    else:
+        if found is None:
+            return None
+        exc_type, message, where = found
+        which = "fp8" if "FP8" in message else "bf16" if "bfloat16" in message else None
+        file, _, line = where.rpartition(":")
+        raise_line = int(line) - 1
+        lines = _source_lines(source, file) if version == source.version else []
     failure = CompileFailure(
         kind=guard.kinds.get(which, "constructor_guard"), exc_type=exc_type, message=message,
         innermost_type=exc_type, innermost_message=message, kernel_file=file, kernel_line=raise_line + 1,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from kvdoctor.vllm_pack import ReleaseFacts, load_backend_grid, load_selection
+from kvdoctor.vllm_pack import ReleaseFacts, load_backend_grid, load_selection, releases_with
 
 
 @dataclass(frozen=True)
@@ -318,14 +318,18 @@ def _guard_entry(attention: dict, name: str, capability: tuple[int, int], kv_cac
     return None
 
 
+class NotInPack(LookupError):
+    """The pack did not ask this release's constructors."""
+
+
 def constructor_guard(version: str, backend: str, capability: tuple[int, int], kv_cache_dtype: str,
                       device_name: str | None = None) -> tuple[str, str, str] | None:
     """(exception type, vLLM's message, file:line) of the error `backend`'s implementation constructor raises on
     this capability and KV dtype in `version`, as the pack recorded it; None when it lets the configuration
-    through. Raises LookupError when the pack did not ask that release's constructors."""
+    through. Raises NotInPack when the pack did not ask that release's constructors."""
     attention = load_selection(version, capability)
     if attention is None or "guards" not in attention:
-        raise LookupError(f"the pack holds no constructor answers for vLLM {version}")
+        raise NotInPack(f"the pack holds no constructor answers for vLLM {version}")
     found = _guard_entry(attention, backend, capability, kv_cache_dtype)
     if found is None:
         return None
@@ -434,8 +438,6 @@ def _canonical_backend(value: str, capability: tuple[int, int]) -> str:
     """The backend's name as vLLM 0.11+ and rules.yaml spell it: 0.10.x answers `TRITON_ATTN_VLLM_V1` (its V1
     engine's name for TRITON_ATTN) or a class path (`...flashinfer.FlashInferBackend`: FLASHINFER)."""
     if "." in value:
-        from kvdoctor.vllm_pack import releases_with
-
         full = releases_with("backend_replay")
         classes = (load_selection(full[0], capability) or {}).get("classes", {}) if full else {}
         cls = value.rsplit(".", 1)[-1]
