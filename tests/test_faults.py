@@ -38,7 +38,9 @@ def report(result, schema) -> dict:
     return document
 
 
-NVML_PATCH = """
+# The machine is taken to have the NVIDIA driver's library, so pynvml is asked (kvdoctor skips it when dlopen fails).
+HAS_DRIVER = "import kvdoctor.probes.gpu as gpu_probe\ngpu_probe._nvml_library_loads = lambda: True\n"
+NVML_PATCH = HAS_DRIVER + """
 import pynvml
 def _raise(code):
     def fail(*args, **kwargs):
@@ -49,7 +51,7 @@ def _raise(code):
 
 @pytest.mark.parametrize("patch, note", [
     (NVML_PATCH + "pynvml.nvmlInit = _raise(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)\n", "NVML: library not found"),
-    ("import sys\nsys.modules['pynvml'] = None\n", "nvidia-ml-py is not installed"),
+    (HAS_DRIVER + "import sys\nsys.modules['pynvml'] = None\n", "nvidia-ml-py is not installed"),
     (NVML_PATCH + "pynvml.nvmlInit = _raise(pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH)\n", "NVML/RM version mismatch"),
     (NVML_PATCH + "pynvml.nvmlInit = lambda: None\npynvml.nvmlShutdown = lambda: None\n"
      "pynvml.nvmlDeviceGetCount = lambda: 1\n"

@@ -44,6 +44,36 @@ def test_weakest_gpu_decides_and_mixed_is_reported():
     assert facts.weakest.name == "A100" and facts.mixed
 
 
+@pytest.fixture
+def driver_present(monkeypatch):
+    """The NVIDIA driver's library loads, so the probe asks pynvml (here a fake)."""
+    monkeypatch.setattr(gpu_probe, "_nvml_library_loads", lambda: True)
+
+
+def test_no_driver_library_answers_without_importing_pynvml(monkeypatch):
+    monkeypatch.setattr(gpu_probe, "_nvml_library_loads", lambda: False)
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # importing it would fail with another note
+    monkeypatch.setattr(gpu_probe, "_probe_torch", lambda: pytest.fail("torch must not be imported without a driver"))
+    facts = gpu_probe.probe_gpu()
+    assert facts.source == "none" and facts.notes == ("NVML: library not found (no NVIDIA driver on this machine)",)
+
+
+def test_driver_library_check_is_the_dlopen_pynvml_does(monkeypatch):
+    import ctypes
+
+    opened = []
+
+    def fake_cdll(name):
+        opened.append(name)
+        raise OSError(f"{name}: cannot open shared object file")
+
+    monkeypatch.setattr(ctypes, "CDLL", fake_cdll)
+    monkeypatch.setattr(gpu_probe.sys, "platform", "linux")
+    assert gpu_probe._nvml_library_loads() is False and opened == ["libnvidia-ml.so.1"]
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: object())
+    assert gpu_probe._nvml_library_loads() is True
+
+
 def _fake_pynvml(devices, error=None):
     module = types.ModuleType("pynvml")
 
@@ -72,7 +102,7 @@ def _fake_pynvml(devices, error=None):
     return module
 
 
-def test_nvml_probe_reads_every_gpu(monkeypatch):
+def test_nvml_probe_reads_every_gpu(monkeypatch, driver_present):
     monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml([("NVIDIA H200", (9, 0), 140.4), ("NVIDIA A10", (8, 6), 24)]))
     facts = gpu_probe.probe_gpu(cross_check=False)
     assert facts.source == "nvml" and facts.driver_version == "570.86.15" and facts.cuda_driver_version == "12.8"
@@ -80,14 +110,14 @@ def test_nvml_probe_reads_every_gpu(monkeypatch):
     assert facts.weakest.name == "NVIDIA A10"
 
 
-def test_missing_nvml_library_skips_torch(monkeypatch):
+def test_missing_nvml_library_skips_torch(monkeypatch, driver_present):
     monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml([], error="missing"))
     monkeypatch.setattr(gpu_probe, "_probe_torch", lambda: pytest.fail("torch must not be imported without a driver"))
     facts = gpu_probe.probe_gpu()
     assert facts.source == "none" and "library not found" in facts.notes[0]
 
 
-def test_nvml_error_falls_back_to_torch(monkeypatch):
+def test_nvml_error_falls_back_to_torch(monkeypatch, driver_present):
     monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml([], error="mismatch"))
     monkeypatch.setattr(gpu_probe, "_probe_torch", lambda: GpuFacts("torch", (GpuDevice("NVIDIA L4", (8, 9), 22),)))
     facts = gpu_probe.probe_gpu()
@@ -95,7 +125,7 @@ def test_nvml_error_falls_back_to_torch(monkeypatch):
     assert "mismatch" in facts.notes[0]
 
 
-def test_cross_check_notes_disagreement(monkeypatch):
+def test_cross_check_notes_disagreement(monkeypatch, driver_present):
     monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml([("NVIDIA H200", (9, 0), 140.4)] * 2))
     monkeypatch.setattr(gpu_probe, "_probe_torch", lambda: GpuFacts("torch", (GpuDevice("NVIDIA H200", (9, 0), 140.4),)))
     facts = gpu_probe.probe_gpu(cross_check=True)
