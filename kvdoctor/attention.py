@@ -22,6 +22,8 @@ ATTENTION_FACTS = {
     "attention.error_kind": "'no_valid_backend', 'forced_invalid', 'unknown_backend', 'constructor' or 'none'",
     "attention.auto_backend": "what vLLM would pick if no backend were forced",
     "attention.kv_dtypes_that_work": "KV-cache dtypes some backend serves here, when this one fails",
+    "attention.forced_suggestion": "the backend names vLLM knows closest to an unknown forced one, 'none' if no "
+                                   "name is close",
     "attention.quantizes_query": "whether the picked backend's implementation takes fp8-quantized queries here "
                                  "(its own `supports_quant_query_input`, asked per capability and KV dtype)",
 }
@@ -33,7 +35,7 @@ def attention_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
     unknown = {name: None for name in ATTENTION_FACTS}
     unknown["attention.forced"] = facts.serve.attention_backend or "auto"
     if inputs is None or not releases.releases:
-        return unknown
+        return unknown | _unknown_forced_backend(facts.serve.attention_backend, releases)
     from kvdoctor.vllm_pack.select import select_backend
 
     selections = {r.version: select_backend(r, inputs) for r in releases.releases}
@@ -67,7 +69,32 @@ def attention_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
         "attention.picked_by": picked_by,
         "attention.evidence": ", ".join(getattr(newest, "evidence", ()) or ()) or None,
         "attention.quantizes_query": query_quant,
+        **(_unknown_forced_backend(inputs.forced_backend, releases) if kind.value == "unknown_backend" else {}),
     }
+
+
+def _unknown_forced_backend(name: str | None, releases: Candidates) -> dict[str, Any]:
+    """attention.* facts for a forced backend no candidate release knows: vLLM stops on the name itself, whatever
+    the GPU or model, so this is decided even when they are unknown. {} when some release knows the name."""
+    if not name or not releases.releases:
+        return {}
+    from kvdoctor.vllm_pack.select import forced_backend_unknown
+
+    answers = {r.version: forced_backend_unknown(r, name) for r in releases.releases}
+    if not all(unknown for unknown, _, _ in answers.values()):
+        return {}
+    newest = releases.releases[-1].version
+    message = agree(releases.releases, lambda r: answers[r.version][1]).value
+    if message is None and answers[newest][1]:  # each release lists its own valid options
+        message = f"{answers[newest][1]} (vLLM {newest}'s words; each release lists its own valid options)"
+    import difflib
+
+    known = sorted({n for _, _, enum in answers.values() for n in enum})
+    close = difflib.get_close_matches(name.upper(), known, n=3, cutoff=0.6)
+    return {"attention.backend": "none", "attention.error_kind": "unknown_backend", "attention.error": message,
+            "attention.forced": name, "attention.forced_suggestion": ", ".join(close) or "none",
+            "attention.evidence": f"AttentionBackendEnum of vLLM {releases.releases[0].version}-{newest}, as the pack "
+                                  "read it from each release"}
 
 
 def _working_kv_dtypes(releases: Candidates, inputs) -> str | None:

@@ -318,6 +318,24 @@ def _guard_entry(attention: dict, name: str, capability: tuple[int, int], kv_cac
     return None
 
 
+# A release's backend enum and its "unknown backend" message are the same for every capability; any one reads them.
+_ANY_CAPABILITY = (9, 0)
+
+
+def forced_backend_unknown(release: ReleaseFacts, name: str) -> tuple[bool | None, str | None, tuple[str, ...]]:
+    """(True, vLLM's own error) when `name` is not a member of the release's backend enum, so vLLM stops on the
+    name whatever the GPU or model; (False, None) when it is one; (None, None) when the pack holds no enum. The
+    third item is the enum's names."""
+    table = load_selection(release.version, _ANY_CAPABILITY) or load_backend_grid(release.version)
+    if not table or "enum" not in table:
+        return None, None, ()
+    enum = tuple(table["enum"])
+    if name.upper() in enum:
+        return False, None, enum
+    template = (table.get("templates") or {}).get("unknown_backend") or table.get("unknown_backend")
+    return True, (template.replace("{name}", name) if template else None), enum
+
+
 class NotInPack(LookupError):
     """The pack did not ask this release's constructors."""
 

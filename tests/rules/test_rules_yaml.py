@@ -21,6 +21,7 @@ CASES = {
     "KVD004": (dict(gpu="H100", serve=["--max-modle-len", "4096"]), dict(gpu="H100", serve=["--max-model-len", "4096"])),
     "KVD005": (dict(kv="fp8_ds_mla", gpu="H100"), dict(kv="fp8", gpu="H100")),
     "KVD006": (dict(gpu="T4", serve=["--attention-backend", "FLASH_ATTN"]), dict(gpu="A10", serve=["--attention-backend", "FLASH_ATTN"])),
+    "KVD010": (dict(serve=["--attention-backend", "FLASH_ATTEN"]), dict(gpu="H100", serve=["--attention-backend", "FLASH_ATTN"])),
     "KVD117": (dict(kv="fp8", gpu="T4", vllm="0.23.0"), dict(kv="fp8", gpu="A10", vllm="0.23.0")),
     "KVD118": (dict(kv="fp8_e5m2", gpu="H100", vllm="0.27.0", serve=["--attention-backend", "TRITON_ATTN"]), dict(kv="fp8_e4m3", gpu="H100", vllm="0.27.0", serve=["--attention-backend", "TRITON_ATTN"])),
     "KVD119": (dict(kv="fp8", gpu="A10", vllm="0.25.1", triton="3.6.0"), dict(kv="fp8", gpu="A10", vllm="0.25.1")),
@@ -129,3 +130,15 @@ def test_generic_dtype_refusal_in_vllms_words():
     found = {f.rule_id: f for f in evaluate_rules(rules(), facts)}
     assert found["KVD008"].status == "fired" and "ValueError: nope" in found["KVD008"].cause
     assert "KVD008" not in {f.rule_id for f in evaluate_rules(rules(), facts | {"model.dtype_error": "none"})}
+
+
+def test_an_unknown_backend_name_fails_without_a_gpu_or_a_version():
+    # vLLM stops on the name (its AttentionBackendEnum) before it looks at the GPU or the model
+    assert "KVD010" in fired(gpu=None, vllm=None, serve=["--attention-backend", "FLASH_ATTEN"])
+    assert "KVD010" not in fired(gpu=None, vllm=None, serve=["--attention-backend", "flash_attn"])  # vLLM upper-cases
+
+
+def test_a_backend_only_newer_releases_know_is_unknown_only_to_the_older_ones():
+    assert "KVD010" not in fired(gpu=None, vllm=None, serve=["--attention-backend", "TRITON_FLASH_ATTN"])  # 0.30.0+
+    assert "KVD010" in fired(gpu=None, vllm="0.25.1", serve=["--attention-backend", "TRITON_FLASH_ATTN"])
+    assert "KVD010" not in fired(gpu=None, vllm="0.30.0", serve=["--attention-backend", "TRITON_FLASH_ATTN"])
