@@ -24,9 +24,16 @@ ATTENTION_FACTS = {
     "attention.kv_dtypes_that_work": "KV-cache dtypes some backend serves here, when this one fails",
     "attention.forced_suggestion": "the backend names vLLM knows closest to an unknown forced one, 'none' if no "
                                    "name is close",
+    "attention.undecided": "why vLLM's choice is not decided although its inputs are known (the pack lacks an "
+                           "answer, or candidate releases disagree on whether vLLM starts); 'none' when decided",
     "attention.quantizes_query": "whether the picked backend's implementation takes fp8-quantized queries here "
                                  "(its own `supports_quant_query_input`, asked per capability and KV dtype)",
 }
+
+
+# attention.error_kind as words, for a release split
+_OUTCOMES = {"none": "starts", "no_valid_backend": "no valid backend", "forced_invalid": "refuses the forced backend",
+             "unknown_backend": "does not know the forced backend", "constructor": "a backend's constructor refuses it"}
 
 
 def attention_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
@@ -47,10 +54,12 @@ def attention_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
     if facts.versions.vllm_source == "installed" and facts.versions.flashinfer is None and any(
         (s.backend or "").startswith("FLASHINFER") for s in selections.values()
     ):  # the pack assumes the CUDA wheel's hard dependency; this installation lacks it
-        return unknown | {"attention.picked_by": "vLLM would pick FlashInfer, which is not installed here"}
+        why = "vLLM would pick FlashInfer, which is not installed here"
+        return unknown | {"attention.picked_by": why, "attention.undecided": why}
     if any(getattr(s, "undecided", ()) for s in selections.values()):
-        undecided = sorted({u for s in selections.values() for u in s.undecided})
-        return unknown | {"attention.reasons": _reasons(newest), "attention.picked_by": "; ".join(undecided)}
+        undecided = "; ".join(sorted({u for s in selections.values() for u in s.undecided}))
+        return unknown | {"attention.reasons": _reasons(newest), "attention.picked_by": undecided,
+                          "attention.undecided": undecided}
     from kvdoctor.vllm_pack.select import quantizes_query
 
     query_quant = agree(releases.releases, lambda r: quantizes_query(r, selections[r.version].backend, inputs)).value
@@ -69,6 +78,8 @@ def attention_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
         "attention.picked_by": picked_by,
         "attention.evidence": ", ".join(getattr(newest, "evidence", ()) or ()) or None,
         "attention.quantizes_query": query_quant,
+        "attention.undecided": "none" if kind.value is not None else "vLLM's outcome depends on the release: " + "; ".join(
+            f"{_OUTCOMES.get(value, value)}: {span}" for value, span in kind.split),
         **(_unknown_forced_backend(inputs.forced_backend, releases) if kind.value == "unknown_backend" else {}),
     }
 

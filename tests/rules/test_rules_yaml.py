@@ -22,6 +22,7 @@ CASES = {
     "KVD005": (dict(kv="fp8_ds_mla", gpu="H100"), dict(kv="fp8", gpu="H100")),
     "KVD006": (dict(gpu="T4", serve=["--attention-backend", "FLASH_ATTN"]), dict(gpu="A10", serve=["--attention-backend", "FLASH_ATTN"])),
     "KVD010": (dict(serve=["--attention-backend", "FLASH_ATTEN"]), dict(gpu="H100", serve=["--attention-backend", "FLASH_ATTN"])),
+    "KVD011": (dict(gpu="H100", vllm="0.34.0", serve=["--block-size", "7"]), dict(gpu="H100", vllm="0.34.0", serve=["--block-size", "16"])),
     "KVD117": (dict(kv="fp8", gpu="T4", vllm="0.23.0"), dict(kv="fp8", gpu="A10", vllm="0.23.0")),
     "KVD118": (dict(kv="fp8_e5m2", gpu="H100", vllm="0.27.0", serve=["--attention-backend", "TRITON_ATTN"]), dict(kv="fp8_e4m3", gpu="H100", vllm="0.27.0", serve=["--attention-backend", "TRITON_ATTN"])),
     "KVD119": (dict(kv="fp8", gpu="A10", vllm="0.25.1", triton="3.6.0"), dict(kv="fp8", gpu="A10", vllm="0.25.1")),
@@ -142,3 +143,9 @@ def test_a_backend_only_newer_releases_know_is_unknown_only_to_the_older_ones():
     assert "KVD010" not in fired(gpu=None, vllm=None, serve=["--attention-backend", "TRITON_FLASH_ATTN"])  # 0.30.0+
     assert "KVD010" in fired(gpu=None, vllm="0.25.1", serve=["--attention-backend", "TRITON_FLASH_ATTN"])
     assert "KVD010" not in fired(gpu=None, vllm="0.30.0", serve=["--attention-backend", "TRITON_FLASH_ATTN"])
+
+
+def test_releases_that_disagree_on_whether_vllm_starts_are_not_a_pass():
+    # fp8 on a T4: 0.20.0-0.23.0 start, from 0.24.0 the Triton backend's constructor refuses it (#43914)
+    assert "KVD011" in fired(kv="fp8", gpu="T4", vllm=None)
+    assert "KVD011" not in fired(kv="fp8", gpu="T4", vllm="0.25.1")
