@@ -323,9 +323,9 @@ _ANY_CAPABILITY = (9, 0)
 
 
 def forced_backend_unknown(release: ReleaseFacts, name: str) -> tuple[bool | None, str | None, tuple[str, ...]]:
-    """(True, vLLM's own error) when `name` is not a member of the release's backend enum, so vLLM stops on the
-    name whatever the GPU or model; (False, None) when it is one; (None, None) when the pack holds no enum. The
-    third item is the enum's names."""
+    """(True, vLLM's own error, enum) when `name` is not a member of the release's backend enum, so vLLM stops on
+    the name whatever the GPU or model; (False, None, enum) when it is one; (None, None, ()) when the pack holds
+    no enum for the release."""
     table = load_selection(release.version, _ANY_CAPABILITY) or load_backend_grid(release.version)
     if not table or "enum" not in table:
         return None, None, ()
