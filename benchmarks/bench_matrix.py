@@ -17,8 +17,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from kvdoctor.check import CheckSettings  # noqa: E402
-from kvdoctor.collect import CheckOptions  # noqa: E402
+from kvdoctor.check.run import CheckSettings  # noqa: E402
+from kvdoctor.facts.collect import CheckOptions  # noqa: E402
 from kvdoctor.commands.matrix import default_gpus, default_kv_dtypes, target_vllm_version  # noqa: E402
 from kvdoctor.matrix import MatrixRequest, run_matrix  # noqa: E402
 

@@ -25,9 +25,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from kvdoctor.check import CheckSettings, run_check  # noqa: E402
-from kvdoctor.collect import CheckOptions  # noqa: E402
-from kvdoctor.errors import KvdoctorError  # noqa: E402
+from kvdoctor.check.run import CheckSettings, run_check  # noqa: E402
+from kvdoctor.facts.collect import CheckOptions  # noqa: E402
+from kvdoctor.base.errors import KvdoctorError  # noqa: E402
 from kvdoctor.vllm_pack import load_release, pack_releases  # noqa: E402
 
 MODELS = sorted(str(p) for p in (REPO / "tests" / "fixtures" / "configs").glob("*.json")) + [

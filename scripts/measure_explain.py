@@ -23,7 +23,7 @@ LOGS = ROOT / "tests" / "fixtures" / "logs_real"
 
 def judge(entry: dict) -> tuple[bool, str]:
     from kvdoctor.explain.explain import explain_log
-    from kvdoctor.formats.text import render
+    from kvdoctor.report.formats.text import render
 
     report = explain_log(str(LOGS / entry["file"]))
     code = report.exit_code("error")
@@ -43,7 +43,7 @@ def main() -> None:
     parser.add_argument("--verbose", "-v", action="store_true")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    from kvdoctor.yaml_safe import load_yaml
+    from kvdoctor.base.yaml_safe import load_yaml
 
     entries = load_yaml((LOGS / "index.yaml").read_text())
     totals = {False: [0, 0], True: [0, 0]}

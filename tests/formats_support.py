@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from kvdoctor.check import CheckSettings, run_check
-from kvdoctor.collect import CheckOptions
-from kvdoctor.dryrun.records import from_json
-from kvdoctor.report import Report
+from kvdoctor.check.run import CheckSettings, run_check
+from kvdoctor.facts.collect import CheckOptions
+from kvdoctor.model.dry_run import from_json
+from kvdoctor.model.report import Report
 
 EXAMPLE_MODEL = Path(__file__).resolve().parents[1] / "examples" / "qwen2.5-3b-instruct"
 IGNORE_REASON = "key error measured on our eval set, accepted until the L4 pool is ready"

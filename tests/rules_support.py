@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from conftest import CONFIGS, EXAMPLE_MODEL
-from kvdoctor.collect import CheckOptions, collect_facts
-from kvdoctor.derived import derive_dryrun_facts, derive_kv_facts
+from kvdoctor.facts.collect import CheckOptions, collect_facts
+from kvdoctor.facts.derive import derive_dryrun_facts, derive_kv_facts
 from kvdoctor.rules import load_all_rules
 from kvdoctor.rules.engine import evaluate_rules
 
@@ -51,7 +51,7 @@ def scenario_facts(model="qwen", gpu="A100", kv="auto", vllm="0.27.0", serve=(),
 
 def typed_dry_run(data: dict | None):
     """A DryRunReport from a test's short dict form (missing fields take neutral defaults); None stays None."""
-    from kvdoctor.dryrun.records import from_json
+    from kvdoctor.model.dry_run import from_json
 
     if data is None or not isinstance(data, dict):
         return data

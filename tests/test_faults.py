@@ -39,7 +39,7 @@ def report(result, schema) -> dict:
 
 
 # The machine is taken to have the NVIDIA driver's library, so pynvml is asked (kvdoctor skips it when dlopen fails).
-HAS_DRIVER = "import kvdoctor.probes.gpu as gpu_probe\ngpu_probe._nvml_library_loads = lambda: True\n"
+HAS_DRIVER = "import kvdoctor.facts.probes.gpu as gpu_probe\ngpu_probe._nvml_library_loads = lambda: True\n"
 NVML_PATCH = HAS_DRIVER + """
 import pynvml
 def _raise(code):
@@ -80,7 +80,7 @@ def test_torch_without_cuda_is_named_with_its_version(run_cli, tmp_path, report_
 TRITON_MISSING = """
 import sys
 sys.modules["triton"] = None  # import triton fails; importlib.util.find_spec("triton") is None
-import kvdoctor.probes.versions as _versions  # and no distribution metadata says it is installed
+import kvdoctor.facts.probes.versions as _versions  # and no distribution metadata says it is installed
 _installed = _versions.installed_version
 def _installed_version(*names, module=None):
     if "triton" in names:

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import EXAMPLE_MODEL, assert_valid_report
-from kvdoctor.errors import KvdoctorError, LogInputError, ModelConfigError, RulesFileError, UsageError
+from kvdoctor.base.errors import KvdoctorError, LogInputError, ModelConfigError, RulesFileError, UsageError
 
 FAST = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 SLOW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -32,7 +32,7 @@ TOKENS = st.one_of(st.sampled_from(SERVE_FLAGS), WORDS, st.text(max_size=12),
 @given(argv=st.lists(TOKENS, max_size=12),
        env=st.dictionaries(st.sampled_from(["VLLM_ATTENTION_BACKEND", "VLLM_USE_V1", "OTHER"]), st.text(max_size=8)))
 def test_serve_parser_returns_or_raises_usage_error(argv, env):
-    from kvdoctor.probes.serve_args import parse_serve_command
+    from kvdoctor.facts.probes.serve_args import parse_serve_command
 
     try:
         command = parse_serve_command(["vllm", "serve", *argv], env)
@@ -57,8 +57,8 @@ JSON_VALUES = st.recursive(JSON_SCALARS, lambda inner: st.one_of(
 @FAST
 @given(config=st.one_of(st.dictionaries(st.sampled_from(CONFIG_KEYS), JSON_VALUES, max_size=10), JSON_VALUES))
 def test_config_json_reads_or_raises_model_config_error(tmp_path, config):
-    from kvdoctor.probes.model_config import read_model_facts
-    from kvdoctor.probes.model_source import ConfigLocation
+    from kvdoctor.facts.probes.model_config import read_model_facts
+    from kvdoctor.facts.probes.model_source import ConfigLocation
 
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
@@ -74,8 +74,8 @@ def test_config_json_reads_or_raises_model_config_error(tmp_path, config):
 @FAST
 @given(data=st.binary(max_size=300))
 def test_config_json_bytes_never_crash(tmp_path, data):
-    from kvdoctor.probes.model_config import read_model_facts
-    from kvdoctor.probes.model_source import ConfigLocation
+    from kvdoctor.facts.probes.model_config import read_model_facts
+    from kvdoctor.facts.probes.model_source import ConfigLocation
 
     path = tmp_path / "config.json"
     path.write_bytes(data)
@@ -97,7 +97,7 @@ RULE_DATA = st.recursive(RULE_SCALARS, lambda inner: st.one_of(
 @FAST
 @given(rules=st.one_of(st.lists(RULE_DATA, max_size=3), RULE_DATA))
 def test_rules_load_or_raise_rules_file_error(tmp_path, rules):
-    from kvdoctor.derived import is_fact_name
+    from kvdoctor.facts.derive import is_fact_name
     from kvdoctor.rules.loader import load_rules
 
     path = tmp_path / "org.yaml"
@@ -113,7 +113,7 @@ def test_rules_load_or_raise_rules_file_error(tmp_path, rules):
 @FAST
 @given(text=st.text(alphabet=string.printable + "\x00\xff!:{}[]-", max_size=200))
 def test_rules_text_never_crashes(tmp_path, text):
-    from kvdoctor.derived import is_fact_name
+    from kvdoctor.facts.derive import is_fact_name
     from kvdoctor.rules.loader import load_rules
 
     path = tmp_path / "org.yaml"
@@ -146,7 +146,7 @@ LOG_LINES = st.sampled_from([
 def test_log_explain_never_crashes_and_json_is_valid(report_schema, lines, ending):
     from kvdoctor.explain.explain import explain_text
     from kvdoctor.explain.log_lines import decode_log
-    from kvdoctor.formats.json import render
+    from kvdoctor.report.formats.json import render
 
     try:
         text = decode_log(ending.join(lines).encode("utf-8", "surrogatepass"), "stdin")
@@ -175,9 +175,9 @@ def test_log_bytes_decode_or_raise_log_input_error(data):
        version=st.sampled_from(["0.20.0", "0.25.1", "0.27.0", "1.0"]),
        extra=st.lists(TOKENS, max_size=4))
 def test_check_json_output_is_always_valid(report_schema, kv, dtype, gpu, version, extra):
-    from kvdoctor.check import CheckSettings, run_check
-    from kvdoctor.collect import CheckOptions
-    from kvdoctor.formats.json import render
+    from kvdoctor.check.run import CheckSettings, run_check
+    from kvdoctor.facts.collect import CheckOptions
+    from kvdoctor.report.formats.json import render
 
     options = CheckOptions(model=str(EXAMPLE_MODEL), serve_argv=tuple(extra), kv_cache_dtype=kv, dtype=dtype,
                            gpu=gpu, vllm_version=version, environ={})

@@ -99,7 +99,7 @@ def test_kvdoctor_source_loads_yaml_only_through_yaml_safe():
     assert offenders == []
     import yaml
 
-    from kvdoctor.yaml_safe import safe_loader
+    from kvdoctor.base.yaml_safe import safe_loader
 
     assert safe_loader() in (yaml.SafeLoader, getattr(yaml, "CSafeLoader", None))
 

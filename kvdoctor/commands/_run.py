@@ -1,6 +1,6 @@
 """What every sub-command shares: run the work, render, and exit with the one error contract.
 
-The contract: a user error (kvdoctor.errors.KvdoctorError) is one line on stderr and exit 2; kvdoctor's own bug
+The contract: a user error (kvdoctor.base.errors.KvdoctorError) is one line on stderr and exit 2; kvdoctor's own bug
 is one line and exit 3 (the traceback behind --debug); otherwise the report's own exit code.
 """
 
@@ -22,13 +22,13 @@ def run_and_exit(work: Callable[[], Any], output_format: str, output: Optional[P
                  after: Callable[[Any], None] | None = None) -> None:  # fmt: skip
     """Run a command, render its report (--format, --output; the terminal gets text) and exit with its code.
 
-    renderer/print_text default to the check report's (kvdoctor.formats); `scan` passes its own. after(report)
+    renderer/print_text default to the check report's (kvdoctor.report.formats); `scan` passes its own. after(report)
     runs once the report is out, before the exit."""
-    from kvdoctor.errors import KvdoctorError
+    from kvdoctor.base.errors import KvdoctorError
 
     try:
         if renderer is None:
-            from kvdoctor.formats import renderer
+            from kvdoctor.report.formats import renderer
         render = renderer(output_format)
         report = work()
         rendered = render(report, verbose=verbose)
@@ -38,7 +38,7 @@ def run_and_exit(work: Callable[[], Any], output_format: str, output: Optional[P
             from rich.console import Console
 
             if print_text is None:
-                from kvdoctor.formats.text import print_report as print_text
+                from kvdoctor.report.formats.text import print_report as print_text
             print_text(report, Console(highlight=False, soft_wrap=not sys.stdout.isatty()), verbose)
         else:
             sys.stdout.write(rendered)
@@ -58,7 +58,7 @@ def run_and_exit(work: Callable[[], Any], output_format: str, output: Optional[P
 
 
 def write_output(path: Path, text: str) -> None:
-    from kvdoctor.errors import UsageError
+    from kvdoctor.base.errors import UsageError
 
     try:
         path.write_text(text, encoding="utf-8")
@@ -93,8 +93,8 @@ def explicit_params(ctx: typer.Context) -> set[str]:
 def team_and_choices(ctx: typer.Context, config: Path | None):
     """(the team's config file, every option's value): config values are defaults, a flag given wins; a bad
     config file is a user error (exit 2)."""
-    from kvdoctor.config_file import load_config
-    from kvdoctor.errors import KvdoctorError
+    from kvdoctor.inputs.config_file import load_config
+    from kvdoctor.base.errors import KvdoctorError
 
     try:
         team = load_config(config)

@@ -17,11 +17,11 @@ def register(app: typer.Typer) -> None:
         facts: bool = typer.Option(False, "--facts", help="List the fact names rules can use instead."),
     ) -> None:
         """List (and validate) the rules, or the fact names they may use."""
-        from kvdoctor.errors import KvdoctorError
+        from kvdoctor.base.errors import KvdoctorError
 
         try:
             if facts:
-                from kvdoctor.derived import fact_names
+                from kvdoctor.facts.derive import fact_names
 
                 for name in sorted(fact_names()):
                     typer.echo(name)
@@ -41,7 +41,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def gpus() -> None:
         """List the GPUs --gpu knows, with compute capability and memory."""
-        from kvdoctor.probes.gpu_table import gpu_table
+        from kvdoctor.data.gpus import gpu_table
 
         seen = set()
         for device in sorted(gpu_table().values(), key=lambda d: (d.capability, d.name)):
@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def formats() -> None:
         """List the output formats."""
-        from kvdoctor.formats import available_formats
+        from kvdoctor.report.formats import available_formats
 
         for name in available_formats():
             typer.echo(name)

@@ -58,10 +58,10 @@ def register(app: typer.Typer) -> None:
         flag of vLLM's `serve` is an error. Or a pasted command after `--`: `kvdoctor check --gpu A100 -- vllm serve
         MODEL --kv-cache-dtype fp8 ...`, judged as the judged vLLM release's own parser would (unknown, ambiguous or
         refused flags are findings in vLLM's words); kvdoctor's own flags belong before the `--`."""
-        from kvdoctor.cache_dir import default_cache_dir
-        from kvdoctor.check import CheckSettings, run_check
-        from kvdoctor.check_inputs import validate_check_inputs
-        from kvdoctor.collect import CheckOptions
+        from kvdoctor.base.cache_dir import default_cache_dir
+        from kvdoctor.check.run import CheckSettings, run_check
+        from kvdoctor.inputs.validate import validate_check_inputs
+        from kvdoctor.facts.collect import CheckOptions
 
         team, chosen = team_and_choices(ctx, config)
         model, kv_cache_dtype, dtype, attention_backend, tensor_parallel_size, gpu = (chosen[n] for n in (

@@ -19,7 +19,7 @@ def register(app: typer.Typer) -> None:
         debug: Debug = False,
     ) -> None:
         """Explain a failed vLLM start-up log: the real failure, why the last line misleads, the fix."""
-        from kvdoctor.check_inputs import validate_check_inputs
+        from kvdoctor.inputs.validate import validate_check_inputs
         from kvdoctor.commands._run import run_and_exit
 
         def work():

@@ -25,7 +25,7 @@ def _split(text: Optional[str]) -> tuple[str, ...]:
 
 def default_gpus() -> tuple[str, ...]:
     """Every GPU in the bundled table, weakest first."""
-    from kvdoctor.probes.gpu_table import gpu_table
+    from kvdoctor.data.gpus import gpu_table
 
     devices = {d.name: d for d in gpu_table().values()}
     return tuple(name for name, d in sorted(devices.items(), key=lambda item: (item[1].capability, item[0])))
@@ -33,7 +33,7 @@ def default_gpus() -> tuple[str, ...]:
 
 def default_kv_dtypes(vllm_version: str | None) -> tuple[str, ...]:
     """Every --kv-cache-dtype value the target vLLM accepts (all kvdoctor knows when the version is unknown)."""
-    from kvdoctor.kv_dtypes import accepted_values
+    from kvdoctor.facts.kv_dtypes import accepted_values
 
     return accepted_values(vllm_version)
 
@@ -41,7 +41,7 @@ def default_kv_dtypes(vllm_version: str | None) -> tuple[str, ...]:
 def target_vllm_version(vllm_version: str | None, vllm_source: str | None) -> str | None:
     if vllm_version:
         return vllm_version
-    from kvdoctor.probes.versions import probe_versions, version_of_source
+    from kvdoctor.facts.probes.versions import probe_versions, version_of_source
 
     return version_of_source(Path(vllm_source)) if vllm_source else probe_versions().vllm
 
@@ -70,10 +70,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Which KV-cache dtype works on which GPU for this model and vLLM: verdicts, rule ids and KV capacity."""
         from kvdoctor.commands._run import fail_input, fail_internal, write_output
-        from kvdoctor.errors import KvdoctorError, UsageError
+        from kvdoctor.base.errors import KvdoctorError, UsageError
 
         try:
-            from kvdoctor.matrix.formats import matrix_renderer
+            from kvdoctor.report.matrix import matrix_renderer
 
             render = matrix_renderer(output_format)
             if not 0 < gpu_memory_utilization <= 1:
@@ -91,7 +91,7 @@ def register(app: typer.Typer) -> None:
             else:
                 from rich.console import Console
 
-                from kvdoctor.matrix.formats.table import print_matrix
+                from kvdoctor.report.matrix.table import print_matrix
 
                 print_matrix(result, Console(highlight=False))
         except KvdoctorError as exc:
@@ -105,11 +105,11 @@ def register(app: typer.Typer) -> None:
 def _request(model, gpus, kv_cache_dtypes, vllm_source, vllm_version, dtype, tensor_parallel_size,
              gpu_memory_utilization, max_model_len, revision, offline, rules, no_compile, no_cache,
              compile_timeout, workers):  # fmt: skip
-    from kvdoctor.cache_dir import default_cache_dir
-    from kvdoctor.check import CheckSettings
-    from kvdoctor.check_inputs import validate_check_inputs
-    from kvdoctor.collect import CheckOptions
-    from kvdoctor.errors import UsageError
+    from kvdoctor.base.cache_dir import default_cache_dir
+    from kvdoctor.check.run import CheckSettings
+    from kvdoctor.inputs.validate import validate_check_inputs
+    from kvdoctor.facts.collect import CheckOptions
+    from kvdoctor.base.errors import UsageError
     from kvdoctor.matrix import MatrixRequest
 
     # a bad value fails here, once, not in every cell

@@ -48,9 +48,9 @@ def register(app: typer.Typer) -> None:
         team, chosen = team_and_choices(ctx, config)
 
         def work():
-            from kvdoctor.cache_dir import default_cache_dir
-            from kvdoctor.check import CheckSettings
-            from kvdoctor.check_inputs import validate_check_inputs
+            from kvdoctor.base.cache_dir import default_cache_dir
+            from kvdoctor.check.run import CheckSettings
+            from kvdoctor.inputs.validate import validate_check_inputs
             from kvdoctor.scan.judge import ScanDefaults
             from kvdoctor.scan.run import run_scan
 
@@ -73,7 +73,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _model_paths(pairs: list[str]) -> dict[str, str]:
-    from kvdoctor.errors import UsageError
+    from kvdoctor.base.errors import UsageError
 
     mapping = {}
     for pair in pairs:
@@ -86,8 +86,8 @@ def _model_paths(pairs: list[str]) -> dict[str, str]:
 
 def _run_and_exit(work, output_format: str, output: Optional[Path], fail_on: str, verbose: bool, debug: bool) -> None:
     from kvdoctor.commands._run import run_and_exit
-    from kvdoctor.scan.formats import scan_renderer
-    from kvdoctor.scan.formats.text import print_scan
+    from kvdoctor.report.scan import scan_renderer
+    from kvdoctor.report.scan.text import print_scan
 
     def workload_errors(report) -> None:
         for result in report.workloads:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from kvdoctor.dryrun.records import (
+from kvdoctor.model.dry_run import (
     CompileFailure,
     DryRunReport,
     DryRunRequest,

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from kvdoctor.cache_dir import default_cache_dir  # noqa: F401 - one definition of where kvdoctor may write
+from kvdoctor.base.cache_dir import default_cache_dir  # noqa: F401 - one definition of where kvdoctor may write
 
 CACHE_FORMAT = "kvdoctor-dryrun-1"
 CACHEABLE = ("passed", "failed")  # crashes and timeouts may be transient: always retried

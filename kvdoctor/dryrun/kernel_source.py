@@ -21,12 +21,12 @@ from pathlib import Path
 from kvdoctor.dryrun.plans import DECODE_FILE, STORE_FILE
 from kvdoctor.dryrun.plans_attention import ATTENTION_FILES
 from kvdoctor.dryrun.plans_mla import MLA_FILES
-from kvdoctor.errors import KvdoctorError
+from kvdoctor.base.errors import KvdoctorError
+from kvdoctor.facts.probes.vllm_sources import FETCH_MARKER
 
 KERNEL_FILES = (STORE_FILE, DECODE_FILE, *ATTENTION_FILES, *MLA_FILES)
 """Every vLLM file a dry-run plan compiles from (or reads, like the backend's guard)."""
 _MARKER = "kvdoctor-source.json"
-FETCH_MARKER = "kvdoctor-fetch.json"  # written by wheel_fetch next to the files it fetched
 
 
 class DryRunSourceError(KvdoctorError):
@@ -70,7 +70,7 @@ def _wheel_version(names: list[str], zf: zipfile.ZipFile, wheel: Path) -> str | 
     for name in names:
         if re.fullmatch(r"vllm-[^/]+\.dist-info/METADATA", name):
             return _metadata_version(zf.read(name).decode("utf-8", "replace"))
-    from kvdoctor.probes.versions import wheel_version
+    from kvdoctor.facts.probes.versions import wheel_version
 
     return wheel_version(wheel)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from kvdoctor.data import read_data
-from kvdoctor.yaml_safe import load_yaml_cached
+from kvdoctor.base.yaml_safe import load_yaml_cached
 
 
 @lru_cache(maxsize=1)

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from kvdoctor.turboquant import presets
+from kvdoctor.data.turboquant import presets
 
 STORE_FILE = "vllm/v1/attention/ops/triton_turboquant_store.py"
 DECODE_FILE = "vllm/v1/attention/ops/triton_turboquant_decode.py"

@@ -38,7 +38,7 @@ from kvdoctor.dryrun.plans_mla import (
     mla_guard_refuses,
     plan_triton_mla,
 )
-from kvdoctor.dryrun.records import CompileFailure, DryRunReport, DryRunRequest, KernelResult, Status
+from kvdoctor.model.dry_run import CompileFailure, DryRunReport, DryRunRequest, KernelResult, Status
 
 PROBE_LABEL = "kvdoctor probe kernel, not vLLM's"
 TRITON_BACKENDS = ("TRITON_ATTN", "TRITON_MLA", "TURBOQUANT")  # backends whose kernels kvdoctor compiles

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvdoctor.dryrun.kernel_source import FETCH_MARKER as MARKER
+from kvdoctor.facts.probes.vllm_sources import FETCH_MARKER as MARKER
 from kvdoctor.dryrun.package_index import WheelLocation, find_wheel, open_url, read_pip_settings
 
 CACHE_SUBDIR = "vllm-kernels"

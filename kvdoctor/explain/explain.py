@@ -15,7 +15,7 @@ from kvdoctor.explain.log_lines import LogLine, normalise, read_log
 from kvdoctor.explain.selector import SelectorError, explain_reasons, family_for, parse_selector_errors
 from kvdoctor.explain.signatures import SignatureMatch, match_signatures
 from kvdoctor.explain.tracebacks import ExceptionChain, LoggedException, parse_chains
-from kvdoctor.report import Finding, Report
+from kvdoctor.model.report import Finding, Report
 from kvdoctor.rules.engine import evaluate_rules, finding_for
 from kvdoctor.rules.loader import Rule, Signature
 
@@ -107,7 +107,7 @@ def _kv_facts(facts: dict[str, Any]) -> dict[str, Any]:
     kv = facts.get("serve.kv_cache_dtype")
     if not kv:
         return {}
-    from kvdoctor.kv_dtypes import kv_dtype_facts
+    from kvdoctor.facts.kv_dtypes import kv_dtype_facts
 
     return kv_dtype_facts(kv, facts.get("vllm.version"))
 
@@ -368,8 +368,8 @@ def _check_command(facts: dict[str, Any]) -> str | None:
 def _gpu_target(facts: dict[str, Any]) -> str | None:
     name, capability = facts.get("gpu.name"), facts.get("gpu.capability")
     if name:
-        from kvdoctor.errors import GpuTargetError
-        from kvdoctor.probes.gpu_table import resolve_gpu_target
+        from kvdoctor.base.errors import GpuTargetError
+        from kvdoctor.data.gpus import resolve_gpu_target
 
         try:
             return resolve_gpu_target(name).name

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kvdoctor.data import PACKAGE_DIR
-from kvdoctor.errors import RulesFileError
+from kvdoctor.base.errors import RulesFileError
 from kvdoctor.rules.loader import Rule
 
 FAMILY_KEYS = {"family", "raised_in", "context", "explained_by", "refines"}
@@ -70,9 +70,9 @@ def families_path() -> Path:
 
 @lru_cache(maxsize=1)
 def load_families() -> Families:
-    from kvdoctor.derived import is_fact_name
+    from kvdoctor.facts.derive import is_fact_name
     from kvdoctor.rules.loader import _parse_rule
-    from kvdoctor.yaml_safe import load_yaml_cached
+    from kvdoctor.base.yaml_safe import load_yaml_cached
 
     path = families_path()
     data = load_yaml_cached(path.read_text(encoding="utf-8"), "families.yaml")

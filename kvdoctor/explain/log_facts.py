@@ -7,7 +7,7 @@ import ast
 import re
 from typing import Any, Iterable
 
-from kvdoctor.dtypes import FLAG_DTYPES
+from kvdoctor.data.dtypes import FLAG_DTYPES
 from kvdoctor.explain.log_lines import LogLine
 
 _VERSION_PATTERNS = (
@@ -198,7 +198,7 @@ def _resolve_gpu(facts: dict[str, Any], evidence: dict[str, str]) -> None:
     name = facts.get("gpu.name")
     if not name or facts.get("gpu.capability") is not None:
         return
-    from kvdoctor.probes.gpu_table import gpu_table, normalise
+    from kvdoctor.data.gpus import gpu_table, normalise
 
     table = gpu_table()
     key = normalise(name)

@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvdoctor.errors import LogInputError
+from kvdoctor.base.errors import LogInputError
 
 MAX_LOG_BYTES = 200 * 1024 * 1024
 BINARY_SAMPLE = 64 * 1024

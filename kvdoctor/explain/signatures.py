@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from kvdoctor.explain.log_lines import LogLine
 from kvdoctor.explain.tracebacks import ExceptionChain, LoggedException
-from kvdoctor.report import SEVERITY_ORDER
+from kvdoctor.model.report import SEVERITY_ORDER
 from kvdoctor.rules.loader import Rule, Signature
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kvdoctor.turboquant import native_layers as turboquant_native_layers
-from kvdoctor.turboquant import presets as turboquant_presets
+from kvdoctor.data.turboquant import native_layers as turboquant_native_layers
+from kvdoctor.data.turboquant import presets as turboquant_presets
 
 NATIVE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 FP8_VALUES = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")

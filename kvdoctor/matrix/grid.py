@@ -8,8 +8,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from kvdoctor.check import CheckSettings
-from kvdoctor.collect import CheckOptions
+from kvdoctor.check.run import CheckSettings
+from kvdoctor.facts.collect import CheckOptions
 from kvdoctor.matrix.capacity import ASSUMPTIONS, Capacity, ModelShape, capacity
 
 
@@ -78,8 +78,8 @@ class Matrix:
 
 def judge_cell(options: CheckOptions, settings: CheckSettings) -> tuple[Cell, dict]:
     """Run one check (in a worker process); the cell and the model facts capacity needs."""
-    from kvdoctor.check import run_check
-    from kvdoctor.errors import KvdoctorError
+    from kvdoctor.check.run import run_check
+    from kvdoctor.base.errors import KvdoctorError
 
     try:
         report = run_check(options, settings)
@@ -111,7 +111,7 @@ def judge_cell(options: CheckOptions, settings: CheckSettings) -> tuple[Cell, di
 
 def _waves(request: MatrixRequest) -> list[list[tuple[str, str]]]:
     """Cells in two waves: one per (capability, dtype) first, so the rest find its compile in the cache."""
-    from kvdoctor.probes.gpu_table import resolve_gpu_target
+    from kvdoctor.data.gpus import resolve_gpu_target
 
     first, rest, seen = [], [], set()
     for dtype in request.kv_cache_dtypes:
@@ -125,8 +125,8 @@ def _waves(request: MatrixRequest) -> list[list[tuple[str, str]]]:
 def run_matrix(request: MatrixRequest, on_cell: Callable[[Cell], None] | None = None) -> Matrix:
     """Judge every cell in parallel (processes sized to the cores), then size each cell's KV cache."""
     from kvdoctor.matrix.weights import weights_size
-    from kvdoctor.probes.model_config import read_model_facts
-    from kvdoctor.probes.model_source import locate_config, offline_requested
+    from kvdoctor.facts.probes.model_config import read_model_facts
+    from kvdoctor.facts.probes.model_source import locate_config, offline_requested
 
     started = time.perf_counter()
     options = request.options

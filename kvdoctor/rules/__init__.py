@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from kvdoctor.data import PACKAGE_DIR
-from kvdoctor.derived import is_fact_name
+from kvdoctor.facts.derive import is_fact_name
 from kvdoctor.rules.loader import Rule, load_rules
 
 

@@ -6,7 +6,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from kvdoctor.report import Finding, Fix
+from kvdoctor.model.report import Finding, Fix
 from kvdoctor.rules.conditions import holding_leaves, unknown_facts
 from kvdoctor.rules.loader import Rule
 
@@ -25,7 +25,7 @@ FACT_HINTS = (
 
 def hint_for(fact: str, facts: dict[str, Any] | None = None) -> str:
     """How the user can supply an unknown fact: for a derived fact, the unknown inputs it is derived from."""
-    from kvdoctor.derived import DERIVED_FROM
+    from kvdoctor.facts.derive import DERIVED_FROM
 
     facts = facts or {}
     inputs = [name for name in DERIVED_FROM.get(fact, ()) if facts.get(name) is None]
@@ -122,7 +122,7 @@ def _outside_checked_range(rule: Rule, version: str | None) -> str | None:
     """Why the rule cannot judge this vLLM release (it was checked against others), or None."""
     if rule.vllm_range is None or version is None:
         return None
-    from kvdoctor.releases import covered
+    from kvdoctor.vllm_pack.candidates import covered
 
     low, high = rule.vllm_range
     if covered(version, low, high):

@@ -12,9 +12,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from kvdoctor.errors import RulesFileError
+from kvdoctor.base.errors import RulesFileError
 from kvdoctor.rules.conditions import Condition, ConditionError, parse_condition
-from kvdoctor.yaml_safe import YAMLError, load_yaml, load_yaml_cached
+from kvdoctor.base.yaml_safe import YAMLError, load_yaml, load_yaml_cached
 
 SEVERITIES = ("error", "warning", "info")
 MAX_RULES_BYTES = 2 * 1024 * 1024

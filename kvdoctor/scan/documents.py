@@ -10,8 +10,8 @@ from pathlib import Path
 
 import yaml
 
-from kvdoctor.errors import KvdoctorError
-from kvdoctor.yaml_safe import MAX_FLOW_DEPTH, _flow_depth, safe_loader
+from kvdoctor.base.errors import KvdoctorError
+from kvdoctor.base.yaml_safe import MAX_FLOW_DEPTH, _flow_depth, safe_loader
 
 MAX_MANIFEST_BYTES = 8 * 1024 * 1024
 YAML_SUFFIXES = (".yaml", ".yml")

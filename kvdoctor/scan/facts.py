@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kvdoctor.errors import KvdoctorError
-from kvdoctor.probes.serve_args import parse_serve_command
+from kvdoctor.base.errors import KvdoctorError
+from kvdoctor.facts.probes.serve_args import parse_serve_command
 from kvdoctor.scan.image import image_version
 from kvdoctor.scan.workload import Location, Workload
 
@@ -34,7 +34,7 @@ ENV_READ_OUTSIDE_RULES = ("VLLM_ATTENTION_BACKEND",)  # read into serve.attentio
 
 
 def is_scan_fact_name(name: str) -> bool:
-    from kvdoctor.derived import is_fact_name
+    from kvdoctor.facts.derive import is_fact_name
 
     return name in DEPLOY_FACTS or is_fact_name(name)
 
@@ -152,7 +152,7 @@ def _version(workload: Workload, defaults, values, sources, notes) -> str | None
 
 
 def _gpu(workload: Workload, defaults, values, sources, notes) -> str | None:
-    from kvdoctor.probes.gpu_table import gpu_for_node_label, node_label_keys
+    from kvdoctor.data.gpus import gpu_for_node_label, node_label_keys
 
     keys = node_label_keys()
     candidates = []

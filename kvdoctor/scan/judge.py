@@ -6,11 +6,11 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
-from kvdoctor.check import CheckSettings, run_check
-from kvdoctor.collect import CheckOptions
+from kvdoctor.check.run import CheckSettings, run_check
+from kvdoctor.facts.collect import CheckOptions
 from kvdoctor.data import PACKAGE_DIR
-from kvdoctor.errors import KvdoctorError
-from kvdoctor.report import Finding, Report
+from kvdoctor.base.errors import KvdoctorError
+from kvdoctor.model.report import Finding, Report
 from kvdoctor.scan.facts import DeploymentFacts, canonical_flag, deployment_facts, is_scan_fact_name
 from kvdoctor.scan.result import PlacedFinding, WorkloadResult
 from kvdoctor.scan.workload import Location, Token, Workload

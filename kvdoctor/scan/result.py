@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kvdoctor.report import Finding, Report
+from kvdoctor.model.report import Finding, Report
 from kvdoctor.scan.workload import Location, Workload
 
 SCAN_SCHEMA_VERSION = "1.0"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from kvdoctor.check import CheckSettings
+from kvdoctor.check.run import CheckSettings
 from kvdoctor.scan import compose, helm_values, kubernetes
 from kvdoctor.scan.documents import Document, compose_documents, discover
 from kvdoctor.scan.judge import ScanDefaults, judge

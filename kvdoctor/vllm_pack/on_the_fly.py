@@ -18,7 +18,7 @@ from pathlib import Path
 
 
 def _cache_root() -> Path | None:
-    from kvdoctor.cache_dir import default_cache_dir
+    from kvdoctor.base.cache_dir import default_cache_dir
 
     root = default_cache_dir()
     return root / "vllm_pack" if root else None

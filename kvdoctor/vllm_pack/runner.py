@@ -11,7 +11,7 @@ from typing import Iterable
 
 from kvdoctor.data import read_data
 from kvdoctor.vllm_pack import ReleaseFacts, load_runtime
-from kvdoctor.yaml_safe import load_yaml_cached
+from kvdoctor.base.yaml_safe import load_yaml_cached
 
 
 @dataclass(frozen=True)

@@ -175,8 +175,8 @@ def test_cli_start_up_imports_nothing_heavy():
 def test_check_without_compile_never_imports_triton_or_torch(tmp_path):
     code = (
         "import sys\n"
-        "from kvdoctor.check import CheckSettings, run_check\n"
-        "from kvdoctor.collect import CheckOptions\n"
+        "from kvdoctor.check.run import CheckSettings, run_check\n"
+        "from kvdoctor.facts.collect import CheckOptions\n"
         f"run_check(CheckOptions(model={str(EXAMPLE_MODEL)!r}, kv_cache_dtype='turboquant_k8v4', gpu='A100', environ={{}}),"
         " CheckSettings(compile=False))\n"
         "print(sorted({'torch', 'triton'} & set(sys.modules)))\n"

@@ -14,8 +14,8 @@ import kvdoctor.rules.engine as engine
 def broken(rules, facts):
     raise ZeroDivisionError("simulated bug")
 engine.evaluate_rules = broken
-import kvdoctor.check
-kvdoctor.check.evaluate_rules = broken
+import kvdoctor.check.run
+kvdoctor.check.run.evaluate_rules = broken
 sys.argv = ["kvdoctor", "check", "--model", sys.argv[1], "--gpu", "A100", "--no-compile"] + sys.argv[2:]
 from kvdoctor.cli import main
 main()

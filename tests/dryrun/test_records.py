@@ -6,8 +6,8 @@ import json
 
 from rules_support import rules, scenario_facts
 
-from kvdoctor.derived import derive_dryrun_facts
-from kvdoctor.dryrun.records import (
+from kvdoctor.facts.derive import derive_dryrun_facts
+from kvdoctor.model.dry_run import (
     CompileFailure,
     DryRunReport,
     DryRunRequest,
@@ -16,7 +16,7 @@ from kvdoctor.dryrun.records import (
     from_json,
     to_json,
 )
-from kvdoctor.reconcile import compile_evidence, reconcile_with_dry_run
+from kvdoctor.check.reconcile import compile_evidence, reconcile_with_dry_run
 from kvdoctor.rules.engine import evaluate_rules
 
 REQUEST = DryRunRequest("turboquant_4bit_nc", "bfloat16", 128, 2, (9, 0), vllm_version="0.33.0")

@@ -76,7 +76,7 @@ def test_nc_preset_compiles_the_mse_store_kernel_with_fp32_inputs(vllm_wheels, d
 
 
 def test_fix_requests_for_the_founding_case(vllm_wheels, dryrun_cache):
-    # kvdoctor.verify changes the request as a rule's fix says and compiles it in the same batch
+    # kvdoctor.check.fix_verify changes the request as a rule's fix says and compiles it in the same batch
     base = founding_request(vllm_wheels["0.25.1"])
     candidates = [
         ("dtype-float16", {"model_dtype": "float16"}),

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kvdoctor.errors import LogInputError
+from kvdoctor.base.errors import LogInputError
 from kvdoctor.explain import log_lines
 from kvdoctor.explain.explain import explain_text
 from kvdoctor.explain.log_lines import normalise, read_log, strip_prefixes

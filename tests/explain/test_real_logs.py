@@ -21,7 +21,7 @@ def _measure():
 
 
 def _seen():
-    from kvdoctor.yaml_safe import load_yaml
+    from kvdoctor.base.yaml_safe import load_yaml
 
     index = LOGS / "index.yaml"
     if not index.is_file():

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from dryrun_support import wheel_dir
 
-from kvdoctor.check import CheckSettings
-from kvdoctor.collect import CheckOptions
+from kvdoctor.check.run import CheckSettings
+from kvdoctor.facts.collect import CheckOptions
 from kvdoctor.matrix import MatrixRequest, run_matrix
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kvdoctor.matrix.capacity import Capacity
-from kvdoctor.matrix.formats import html
+from kvdoctor.report.matrix import html
 from kvdoctor.matrix.grid import Cell, Matrix
 
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kvdoctor.dryrun.kinds import failure_kinds
-from kvdoctor.errors import RulesFileError
+from kvdoctor.base.errors import RulesFileError
 from kvdoctor.explain.families import load_families
 from kvdoctor.rules import load_all_rules
 from kvdoctor.rules.loader import EXPLAIN_ROLES

@@ -4,8 +4,8 @@ import textwrap
 
 import pytest
 
-from kvdoctor.derived import is_fact_name
-from kvdoctor.errors import RulesFileError
+from kvdoctor.facts.derive import is_fact_name
+from kvdoctor.base.errors import RulesFileError
 from kvdoctor.rules.conditions import ConditionError, parse_condition
 from kvdoctor.rules.engine import evaluate_rules, fill
 from kvdoctor.rules.loader import load_rules

@@ -87,7 +87,7 @@ def test_fp8_on_ampere_is_served_by_flashinfer_a_hard_dependency():
 
 def test_kvd160_mixed_gpus():
 
-    from kvdoctor.facts import GpuDevice, GpuFacts
+    from kvdoctor.model.facts import GpuDevice, GpuFacts
     from kvdoctor.rules.engine import evaluate_rules
     from rules_support import scenario_facts
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kvdoctor.check import CheckSettings
+from kvdoctor.check.run import CheckSettings
 from kvdoctor.scan.judge import ScanDefaults
 from kvdoctor.scan.run import run_scan
 

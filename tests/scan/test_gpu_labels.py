@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvdoctor.errors import GpuTargetError
-from kvdoctor.probes.gpu_table import gpu_for_node_label, node_label_keys, resolve_gpu_target
+from kvdoctor.base.errors import GpuTargetError
+from kvdoctor.data.gpus import gpu_for_node_label, node_label_keys, resolve_gpu_target
 
 PRODUCT = "nvidia.com/gpu.product"
 INSTANCE = "node.kubernetes.io/instance-type"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kvdoctor.releases import candidates, partial_note
+from kvdoctor.vllm_pack.candidates import candidates, partial_note
 from kvdoctor.vllm_pack import load_backend_grid, load_release, pack_releases, releases_with
 from kvdoctor.vllm_pack.select import SelectorInputs, select_backend
 

@@ -1,0 +1,156 @@
+"""Which attention backend vLLM would pick for these facts, simulated from the release's own checks (the pack).
+
+The answer is a set of `attention.*` facts; rules.yaml says why in people's words. When the vLLM version is
+unknown, a fact is decided only if every release the pack read gives the same answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from kvdoctor.model.facts import Facts
+from kvdoctor.vllm_pack.candidates import Candidates, agree
+
+ATTENTION_FACTS = {
+    "attention.backend": "the backend vLLM picks (or the forced one, when valid); 'none' when it raises",
+    "attention.error": "vLLM's own error when no backend is valid or the forced one is not; 'none' otherwise",
+    "attention.forced": "the backend forced by --attention-backend / VLLM_ATTENTION_BACKEND, 'auto' when none",
+    "attention.reasons": "each rejected backend with vLLM's reasons, 'BACKEND: reason, reason; ...'",
+    "attention.picked_by": "release range of each distinct answer when the version is unknown",
+    "attention.evidence": "where in vLLM the answer comes from (file:line, release)",
+    "attention.error_kind": "'no_valid_backend', 'forced_invalid', 'unknown_backend', 'constructor' or 'none'",
+    "attention.auto_backend": "what vLLM would pick if no backend were forced",
+    "attention.kv_dtypes_that_work": "KV-cache dtypes some backend serves here, when this one fails",
+    "attention.forced_suggestion": "the backend names vLLM knows closest to an unknown forced one, 'none' if no "
+                                   "name is close",
+    "attention.undecided": "why vLLM's choice is not decided although its inputs are known (the pack lacks an "
+                           "answer, or candidate releases disagree on whether vLLM starts); 'none' when decided",
+    "attention.quantizes_query": "whether the picked backend's implementation takes fp8-quantized queries here "
+                                 "(its own `supports_quant_query_input`, asked per capability and KV dtype)",
+}
+
+
+# attention.error_kind as words, for a release split
+_OUTCOMES = {"none": "starts", "no_valid_backend": "no valid backend", "forced_invalid": "refuses the forced backend",
+             "unknown_backend": "does not know the forced backend", "constructor": "a backend's constructor refuses it"}
+
+
+def attention_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
+    """attention.* facts; all unknown when an input the selector needs is unknown."""
+    inputs = selector_inputs(facts)
+    unknown = {name: None for name in ATTENTION_FACTS}
+    unknown["attention.forced"] = facts.serve.attention_backend or "auto"
+    if inputs is None or not releases.releases:
+        return unknown | _unknown_forced_backend(facts.serve.attention_backend, releases)
+    from kvdoctor.vllm_pack.select import select_backend
+
+    selections = {r.version: select_backend(r, inputs) for r in releases.releases}
+    backend = agree(releases.releases, lambda r: selections[r.version].backend or "none")
+    error = agree(releases.releases, lambda r: selections[r.version].error or "none")
+    kind = agree(releases.releases, lambda r: selections[r.version].error_kind or "none")
+    newest = selections[releases.releases[-1].version]
+    picked_by = "; ".join(f"{value}: {span}" for value, span in backend.split) if len(backend.split) > 1 else None
+    if facts.versions.vllm_source == "installed" and facts.versions.flashinfer is None and any(
+        (s.backend or "").startswith("FLASHINFER") for s in selections.values()
+    ):  # the pack assumes the CUDA wheel's hard dependency; this installation lacks it
+        why = "vLLM would pick FlashInfer, which is not installed here"
+        return unknown | {"attention.picked_by": why, "attention.undecided": why}
+    if any(getattr(s, "undecided", ()) for s in selections.values()):
+        undecided = "; ".join(sorted({u for s in selections.values() for u in s.undecided}))
+        return unknown | {"attention.reasons": _reasons(newest), "attention.picked_by": undecided,
+                          "attention.undecided": undecided}
+    from kvdoctor.vllm_pack.select import quantizes_query
+
+    query_quant = agree(releases.releases, lambda r: quantizes_query(r, selections[r.version].backend, inputs)).value
+    auto = None
+    if inputs.forced_backend:
+        unforced = replace(inputs, forced_backend=None)
+        auto = agree(releases.releases, lambda r: select_backend(r, unforced).backend or "none").value
+    return {
+        "attention.backend": backend.value,
+        "attention.error": error.value,
+        "attention.error_kind": kind.value,
+        "attention.auto_backend": auto,
+        "attention.kv_dtypes_that_work": _working_kv_dtypes(releases, inputs) if kind.value not in (None, "none") else None,
+        "attention.forced": facts.serve.attention_backend or "auto",
+        "attention.reasons": _reasons(newest),
+        "attention.picked_by": picked_by,
+        "attention.evidence": ", ".join(getattr(newest, "evidence", ()) or ()) or None,
+        "attention.quantizes_query": query_quant,
+        "attention.undecided": "none" if kind.value is not None else "vLLM's outcome depends on the release: " + "; ".join(
+            f"{_OUTCOMES.get(value, value)}: {span}" for value, span in kind.split),
+        **(_unknown_forced_backend(inputs.forced_backend, releases) if kind.value == "unknown_backend" else {}),
+    }
+
+
+def _unknown_forced_backend(name: str | None, releases: Candidates) -> dict[str, Any]:
+    """attention.* facts for a forced backend no candidate release knows: vLLM stops on the name itself, whatever
+    the GPU or model, so this is decided even when they are unknown. {} when some release knows the name."""
+    if not name or not releases.releases:
+        return {}
+    from kvdoctor.vllm_pack.select import forced_backend_unknown
+
+    answers = {r.version: forced_backend_unknown(r, name) for r in releases.releases}
+    if not all(unknown for unknown, _, _ in answers.values()):
+        return {}
+    newest = releases.releases[-1].version
+    message = agree(releases.releases, lambda r: answers[r.version][1]).value
+    if message is None and answers[newest][1]:  # each release lists its own valid options
+        message = f"{answers[newest][1]} (vLLM {newest}'s words; each release lists its own valid options)"
+    import difflib
+
+    known = sorted({n for _, _, enum in answers.values() for n in enum})
+    close = difflib.get_close_matches(name.upper(), known, n=3, cutoff=0.6)
+    return {"attention.backend": "none", "attention.error_kind": "unknown_backend", "attention.error": message,
+            "attention.forced": name, "attention.forced_suggestion": ", ".join(close) or "none",
+            "attention.evidence": f"AttentionBackendEnum of vLLM {releases.releases[0].version}-{newest}, as the pack "
+                                  "read it from each release"}
+
+
+def _working_kv_dtypes(releases: Candidates, inputs) -> str | None:
+    """KV-cache dtypes for which every candidate release finds a backend (same GPU, model, forced backend)."""
+    from kvdoctor.vllm_pack.select import select_backend
+
+    common = [v for v in releases.releases[-1].kv_cache_dtypes if all(v in r.kv_cache_dtypes for r in releases.releases)]
+    working = [
+        kv for kv in common
+        if kv != inputs.kv_cache_dtype
+        and all(_serves(select_backend(r, replace(inputs, kv_cache_dtype=kv))) for r in releases.releases)
+    ]
+    return ", ".join(working) if working else "none"
+
+
+def _serves(selection) -> bool:
+    return bool(selection.backend) and not selection.error  # a constructor guard refuses a picked backend too
+
+
+def selector_inputs(facts: Facts):
+    """vLLM's AttentionSelectorConfig for these facts, or None when one it needs is unknown."""
+    from kvdoctor.vllm_pack.select import SelectorInputs
+
+    gpu, model, serve = facts.gpu.weakest, facts.model, facts.serve
+    if gpu is None or gpu.capability is None or model is None or model.dtype is None or model.head_dim is None:
+        return None
+    return SelectorInputs(
+        capability=gpu.capability,
+        head_size=model.head_dim,
+        model_dtype=model.dtype,
+        kv_cache_dtype=serve.kv_cache_dtype,
+        block_size=serve.block_size,
+        use_mla=bool(model.is_mla),
+        has_sink=bool(model.has_sinks),
+        use_sparse=bool(model.is_sparse),
+        attn_type="decoder",
+        forced_backend=serve.attention_backend,
+        sliding_window=model.sliding_window or None,
+        num_heads=max(1, model.num_attention_heads // serve.tensor_parallel_size) if model.num_attention_heads else None,
+        device_name=gpu.name,
+    )
+
+
+def _reasons(selection) -> str | None:
+    reasons = getattr(selection, "reasons", None) or {}
+    if not reasons:
+        return None
+    return "; ".join(f"{name}: {', '.join(why)}" for name, why in reasons.items())

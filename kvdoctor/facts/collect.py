@@ -1,0 +1,179 @@
+"""The facts stage: from command-line options to one frozen Facts object."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from kvdoctor.inputs.validate import validate_check_inputs
+from kvdoctor.base.errors import UsageError
+from kvdoctor.model.facts import Facts, GpuFacts, ModelFacts, ServeFacts, VersionFacts
+from kvdoctor.facts.probes.serve_args import parse_serve_command
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """What the user asked `kvdoctor check` (flags win over a pasted serve command only when they agree)."""
+
+    model: str | None = None
+    serve_argv: tuple[str, ...] = ()
+    """A pasted `vllm serve ...` command (what followed `--`)."""
+    loose_flags: tuple[str, ...] = ()
+    """Tokens before `--` that are not kvdoctor's own flags: accepted only where they are vLLM serve flags."""
+    own_flags: tuple[str, ...] = ()
+    """kvdoctor check's own option strings, to name the right one when a flag is mistyped or misplaced."""
+    kv_cache_dtype: str | None = None
+    dtype: str | None = None
+    attention_backend: str | None = None
+    tensor_parallel_size: int | None = None
+    gpu: str | None = None
+    vllm_version: str | None = None
+    vllm_source: str | None = None
+    revision: str | None = None
+    offline: bool = False
+    torch_check: bool = False
+    """Also ask torch.cuda and note where it disagrees with NVML (imports torch: seconds)."""
+    cache_dir: Path | None = None
+    resolve_kernels: bool = True
+    """Look up which vLLM kernel files the dry run would compile (False under --no-compile: no wheel lookups)."""
+    environ: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+
+
+def collect_facts(options: CheckOptions) -> Facts:
+    """Probe everything the rules need; raises KvdoctorError subclasses on bad input."""
+    from kvdoctor.inputs.flags import refuse_misplaced_flags
+
+    loose = refuse_misplaced_flags(options.serve_argv, options.loose_flags, options.own_flags)
+    versions = _version_facts(options)
+    from kvdoctor.vllm_pack.on_the_fly import ensure_for_versions
+
+    ensure_for_versions(versions)  # a vLLM newer than the pack: its facts built on the fly when possible
+    argv = _as_vllm_reads_it([*options.serve_argv, *loose], versions.vllm)
+    command = parse_serve_command(argv, options.environ)
+    serve = _merge_flags(command.serve, options)
+    model_arg = _one_model(options.model, command.model)
+    if not model_arg:
+        raise UsageError(
+            "nothing to judge: no model given",
+            "pass --model MODEL (a directory, a config.json or a Hugging Face id), or paste the command after `--`: "
+            "kvdoctor check --gpu A100 -- vllm serve MODEL ...",
+        )
+    gpu = _gpu_facts(options.gpu, options.torch_check)
+    model = _model_facts(model_arg, options, gpu, serve, versions.vllm) if model_arg else None
+    return Facts(gpu=gpu, model=model, versions=versions, serve=serve)
+
+
+def _as_vllm_reads_it(tokens: list[str], vllm_version: str | None) -> list[str]:
+    """Abbreviated or `_`-spelt options spelt out as the release's parser resolves them (every candidate
+    release must agree; otherwise the tokens stay as typed and serve.args_* say which releases refuse them)."""
+    if not any(t.startswith("--") for t in tokens):
+        return tokens
+    from kvdoctor.vllm_pack.candidates import agree, candidates
+    from kvdoctor.vllm_pack.serve_parser import canonical_argv
+
+    spelt = agree(candidates(vllm_version).releases, lambda r: canonical_argv(tokens, r.serve_args, r.allow_abbrev))
+    return list(spelt.value) if spelt.value is not None else tokens
+
+
+def _one_model(flag: str | None, pasted: str | None) -> str | None:
+    if flag and pasted and flag != pasted:
+        raise UsageError(f"conflicting models: --model {flag!r} but the serve command serves {pasted!r}")
+    return flag or pasted
+
+
+def _merge_flags(serve: ServeFacts, options: CheckOptions) -> ServeFacts:
+    overrides = {
+        "kv_cache_dtype": options.kv_cache_dtype,
+        "dtype": options.dtype,
+        "attention_backend": options.attention_backend.upper() if options.attention_backend else None,
+        "tensor_parallel_size": options.tensor_parallel_size,
+    }
+    defaults = ServeFacts()
+    changes = {}
+    for name, value in overrides.items():
+        if value is None:
+            continue
+        pasted = getattr(serve, name)
+        if pasted != getattr(defaults, name) and pasted != value:
+            raise UsageError(f"conflicting values for {name}: {value!r} here, {pasted!r} in the serve command")
+        changes[name] = value
+    validate_check_inputs(dtype=options.dtype, tensor_parallel_size=options.tensor_parallel_size)
+    if options.attention_backend:
+        changes["attention_backend_source"] = "--attention-backend"
+    flag_tokens = [(f"--{name.replace('_', '-')}", str(v)) for name, v in overrides.items() if v is not None]
+    changes["argv"] = serve.argv + tuple(t for pair in flag_tokens for t in pair)
+    return replace(serve, **changes)
+
+
+def _gpu_facts(target: str | None, torch_check: bool) -> GpuFacts:
+    if target is not None:
+        from kvdoctor.data.gpus import resolve_gpu_target
+
+        return GpuFacts("target", (resolve_gpu_target(target),))
+    from kvdoctor.facts.probes.gpu import probe_gpu
+
+    return probe_gpu(cross_check=torch_check)
+
+
+def _version_facts(options: CheckOptions) -> VersionFacts:
+    from kvdoctor.facts.probes.versions import probe_versions, version_of_source
+
+    from kvdoctor.facts.probes.vllm_sources import source_for_version
+
+    versions = probe_versions()
+    installed = "installed" if versions.vllm else None
+    validate_check_inputs(vllm_version=options.vllm_version, vllm_source=options.vllm_source)
+    if options.vllm_source:
+        version = version_of_source(Path(options.vllm_source))
+        return replace(versions, vllm=version, vllm_source="--vllm-source", vllm_kernels=options.vllm_source)
+    if options.vllm_version:
+        if options.vllm_version == versions.vllm:
+            kernels = installed
+        elif not options.resolve_kernels:
+            kernels = None
+        else:
+            kernels = source_for_version(options.vllm_version, options.cache_dir)
+        return replace(versions, vllm=options.vllm_version, vllm_source="--vllm-version", vllm_kernels=kernels)
+    return replace(versions, vllm_kernels=installed)
+
+
+def _model_facts(model: str, options: CheckOptions, gpu: GpuFacts, serve: ServeFacts,
+                 vllm_version: str | None) -> ModelFacts:
+    from kvdoctor.facts.probes.model_config import read_model_facts
+    from kvdoctor.facts.probes.model_dtype import resolve_model_dtype
+    from kvdoctor.facts.probes.model_source import locate_config, offline_requested
+
+    download_dir = options.cache_dir / "hf" if options.cache_dir else None
+    location = locate_config(
+        model, revision=options.revision, offline=offline_requested(options.offline), download_dir=download_dir
+    )
+    facts = read_model_facts(location)
+    weakest = gpu.weakest
+    capability = weakest.capability if weakest else None
+    from_pack = _dtype_from_releases(facts, serve.dtype, capability, vllm_version, weakest.name if weakest else None)
+    if from_pack is not None:
+        return replace(facts, dtype=from_pack[0], dtype_note=from_pack[1], dtype_error=from_pack[2])
+    dtype, note = resolve_model_dtype(facts.config_dtype, serve.dtype, capability)
+    return replace(facts, dtype=dtype, dtype_note=note)
+
+
+def _dtype_from_releases(facts: ModelFacts, requested: str, capability, vllm_version: str | None,
+                         gpu_name: str | None = None):
+    """(dtype, note, error) as the judged release resolves it (every candidate release must agree), or None
+    when the pack cannot say (then kvdoctor's own reading of `--dtype auto` applies)."""
+    from kvdoctor.vllm_pack.candidates import agree, candidates
+
+    releases = candidates(vllm_version).releases
+    if not releases or capability is None:
+        return None
+    answer = agree(releases, lambda r: r.resolve_dtype(facts.config_dtype, requested, capability, facts.model_type))
+    if answer.value is None:
+        return None
+    dtype, note, error = answer.value
+    if error and "{device_name}" in error:
+        error = error.replace("{device_name}", gpu_name or "this")
+    if dtype is None and error is None:
+        return None
+    origin = f"config.json declares {facts.config_dtype}" if facts.config_dtype else "config.json declares no dtype"
+    return dtype, "; ".join(p for p in (origin, note) if p), error

@@ -1,0 +1,54 @@
+"""Prometheus node-exporter textfile metrics: verdict, findings by severity, dry-run seconds, one series per rule."""
+
+from __future__ import annotations
+
+from kvdoctor.model.dry_run import Status
+from kvdoctor.report.formats._context import deployment_labels, kernels, rules_checked, state
+from kvdoctor.model.report import SEVERITY_ORDER, Report
+
+VERDICTS = ("PASS", "WARN", "FAIL")
+
+
+def _label_value(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _labels(**labels: str) -> str:
+    return "{" + ",".join(f'{k}="{_label_value(v)}"' for k, v in labels.items()) + "}"
+
+
+def render(report: Report, verbose: bool = False) -> str:
+    base = deployment_labels(report)
+    out: list[str] = []
+
+    def metric(name: str, help_text: str, samples: list[tuple[dict[str, str], float]]) -> None:
+        out.append(f"# HELP {name} {help_text}")
+        out.append(f"# TYPE {name} gauge")
+        for labels, value in samples:
+            out.append(f"{name}{_labels(**base, **labels)} {value:g}")
+
+    metric("kvdoctor_verdict", "1 for the verdict of the last check (PASS, WARN, FAIL), 0 for the others.",
+           [({"verdict": v}, 1.0 if v == report.verdict else 0.0) for v in VERDICTS])  # fmt: skip
+    metric("kvdoctor_findings", "Findings that count towards the exit code, by severity.",
+           [({"severity": s}, float(sum(1 for f in report.findings if f.gates and f.severity == s)))
+            for s in sorted(SEVERITY_ORDER, key=SEVERITY_ORDER.get)])  # fmt: skip
+    metric("kvdoctor_findings_not_gating", "Findings that do not gate (undecided or ignored by config), by severity.",
+           [({"severity": s}, float(sum(1 for f in report.findings if not f.gates and f.severity == s)))
+            for s in sorted(SEVERITY_ORDER, key=SEVERITY_ORDER.get)])  # fmt: skip
+    dry = report.dry_run
+    metric("kvdoctor_dry_run_seconds", "Wall seconds of the dry-run compile (0 when skipped; cached runs are fast).",
+           [({"status": str(dry.status) if dry else "none"}, float(dry.seconds) if dry else 0.0)])
+    compiled = kernels(report)
+    if compiled:
+        metric("kvdoctor_kernel_compile_ok", "1 when the kernel compiled for the target GPU, 0 when it did not.",
+               [({"kernel": k.kernel, "role": k.role, "status": str(k.status)},
+                 1.0 if k.status == Status.PASSED else 0.0) for k in compiled])  # fmt: skip
+    samples = []
+    by_rule = {f.rule_id: f for f in report.findings}
+    for rule_id in sorted(set(rules_checked(report)) | set(by_rule)):
+        finding = by_rule.get(rule_id)
+        how = state(finding) if finding else "passed"
+        severity = finding.severity if finding else ""
+        samples.append(({"rule_id": rule_id, "severity": severity, "state": how}, 1.0 if finding and finding.gates else 0.0))
+    metric("kvdoctor_rule", "1 when the rule fired and gates; 0 when undecided, ignored or passed (state label).", samples)
+    return "\n".join(out) + "\n"

@@ -1,0 +1,65 @@
+"""The human scan report: a headline, then each workload with its findings at their manifest lines."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from rich.markup import escape
+
+from kvdoctor.report.formats._context import fix_line, state
+from kvdoctor.report.formats.text import SEVERITY_STYLE, VERDICT_STYLE, print_report
+from kvdoctor.report.scan._shared import summary_line, workload_context
+from kvdoctor.scan.result import ScanReport, WorkloadResult
+
+STYLE = VERDICT_STYLE | {"ERROR": "bold magenta"}
+
+
+def print_scan(report: ScanReport, console: Console, verbose: bool = False) -> None:
+    console.print(f"[{STYLE[report.verdict]}]{report.verdict}[/]  kvdoctor scan: {escape(summary_line(report))}")
+    for result in report.workloads:
+        _print_workload(console, result, verbose)
+    if report.notes:
+        console.print("\n[bold]Notes[/]")
+        for note in report.notes:
+            console.print(f"  - {escape(note)}")
+
+
+def _print_workload(console: Console, result: WorkloadResult, verbose: bool) -> None:
+    w = result.workload
+    console.print(f"\n[{STYLE[result.verdict]}]{result.verdict}[/]  {escape(str(w.at(w.line)))}  [bold]{escape(w.title)}[/]")
+    if result.report is None:
+        console.print(f"  [magenta]not checked[/] {escape(str(result.error_location))}: {escape(result.error or '')}")
+        return
+    console.print(f"      {escape(workload_context(result))}")
+    fired = [p for p in result.placed if p.finding.status == "fired"]
+    undecided = [p for p in result.placed if p.finding.status == "undecided"]
+    for placed in fired:
+        f = placed.finding
+        ignored = f" [dim](ignored: {escape(f.ignored_reason)})[/]" if state(f) == "ignored" else ""
+        console.print(f"  [{SEVERITY_STYLE[f.severity]}]{f.severity.upper()}[/] [bold]{f.rule_id}[/] "
+                      f"{escape(str(placed.location))}  {escape(f.title)}{ignored}")  # fmt: skip
+        if placed.location.what:
+            console.print(f"      [dim]{escape(placed.location.what)}[/]")
+        console.print(f"      Cause: {escape(f.cause)}")
+        for number, fix in enumerate(f.fixes, 1):
+            console.print(f"      Fix {number}: {escape(fix_line(fix))}")
+    for placed in undecided:
+        f = placed.finding
+        console.print(f"  [dim]undecided {f.severity}[/] [bold]{f.rule_id}[/] {escape(f.title)}")
+        for line in f.decided_by:
+            console.print(f"      decided by {escape(line)}")
+    if not fired and not undecided:
+        console.print("  No problems found for this workload.")
+    for note in result.report.notes:
+        console.print(f"  [dim]- {escape(note)}[/]")
+    if verbose:
+        console.print("")
+        print_report(result.report, console, verbose=True)
+
+
+def render(report: ScanReport, verbose: bool = False, color: bool = False) -> str:
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=color, width=120, highlight=False, soft_wrap=False)
+    print_scan(report, console, verbose)
+    return buffer.getvalue()
