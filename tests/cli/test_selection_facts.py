@@ -1,5 +1,5 @@
 """check's attention facts, replayed from vLLM's own selector, against what people measured independently
-(../shared/facts/vllm-kv-cache.md section 4, written from reading the releases before the pack existed).
+(docs/facts/vllm-kv-cache.md section 4, written from reading the releases before the pack existed).
 
 A disagreement here means the pack, the replay or the old facts are wrong: look before changing either side.
 """

@@ -102,7 +102,7 @@ def test_hf_id_found_in_cache(hf_cache, monkeypatch):
     assert read_model_facts(location).head_dim == 128
 
 
-# vLLM's `--dtype auto` resolution (facts section 5)
+# vLLM's `--dtype auto` resolution (docs/facts/vllm-kv-cache.md section 5)
 @pytest.mark.parametrize(
     "config_dtype, model_type, flag, capability, expected",
     [
