@@ -1,12 +1,12 @@
-"""Build flat facts for a scenario the way `kvdoctor check` does, without a dry run."""
+"""Flat facts for a scenario, built by `kvdoctor check`'s own phases (kvdoctor.check.run), without compiling."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 from conftest import CONFIGS, EXAMPLE_MODEL
+from kvdoctor.check.run import derived_facts, with_dry_run_facts
 from kvdoctor.facts.collect import CheckOptions, collect_facts
-from kvdoctor.facts.derive import derive_dryrun_facts, derive_kv_facts
 from kvdoctor.rules import load_all_rules
 from kvdoctor.rules.engine import evaluate_rules
 
@@ -32,6 +32,8 @@ def rules():
 
 def scenario_facts(model="qwen", gpu="A100", kv="auto", vllm="0.27.0", serve=(), flashinfer=None, triton=None,
                    dry_run=None):
+    """The facts `kvdoctor check` would judge for this scenario: its own collection and derivation phases
+    (kvdoctor.check.run), with `dry_run` (a short dict, see typed_dry_run) standing in for the compile."""
     options = CheckOptions(
         model=str(MODELS[model]) if model else None,
         serve_argv=tuple(serve),
@@ -41,12 +43,10 @@ def scenario_facts(model="qwen", gpu="A100", kv="auto", vllm="0.27.0", serve=(),
         environ={},
     )
     facts = collect_facts(options)
-    if flashinfer is not None or triton is not None:
+    if flashinfer is not None or triton is not None:  # stand-ins for what this machine has installed
         versions = replace(facts.versions, vllm_source="installed", flashinfer=flashinfer, triton=triton)
         facts = replace(facts, versions=versions)
-    flat = facts.flat() | derive_kv_facts(facts)
-    kinds = {kind for r in rules() for kind in r.compile_kinds}
-    return flat | derive_dryrun_facts(typed_dry_run(dry_run), kinds)
+    return with_dry_run_facts(derived_facts(facts), typed_dry_run(dry_run), rules())
 
 
 def typed_dry_run(data: dict | None):

@@ -40,14 +40,13 @@ def run_check(options: CheckOptions, settings: CheckSettings) -> Report:
         prestart_compilers(options.cache_dir, use_cache=settings.use_cache)
     rules = load_all_rules(list(settings.rules_files))
     facts = collect_facts(options)
-    flat = facts.flat() | derive_kv_facts(facts)
+    flat = derived_facts(facts)
     request, why_not = _plan_dry_run(facts, flat, options, settings)
-    known_kinds = {kind for r in rules for kind in r.compile_kinds}
     dry_run, fix_runs = None, {}
     if request is not None:
-        static = evaluate_rules(rules, flat | derive_dryrun_facts(None, known_kinds))
+        static = evaluate_rules(rules, with_dry_run_facts(flat, None, rules))
         dry_run, fix_runs = _compile(request, static, rules, options, settings)
-    flat |= derive_dryrun_facts(dry_run, known_kinds)
+    flat = with_dry_run_facts(flat, dry_run, rules)
     findings = reconcile_with_dry_run(evaluate_rules(rules, flat), rules, flat, dry_run)
     if dry_run is not None and dry_run.status == Status.FAILED:
         fix_runs |= _compile_missing_fixes(request, findings, fix_runs, rules, options, settings)
@@ -57,6 +56,18 @@ def run_check(options: CheckOptions, settings: CheckSettings) -> Report:
         command="check", findings=tuple(findings), facts=flat, dry_run=dry_run,
         notes=tuple(_notes(facts, flat, why_not)), rules_checked=tuple(r.id for r in rules if r.when is not None),
     )
+
+
+def derived_facts(facts: Facts) -> dict[str, Any]:
+    """The check's facts phase after collection: the flat facts plus what the judged vLLM release(s) derive from
+    them (KV dtype, serve arguments, attention selection, pins); the dry run is planned from these."""
+    return facts.flat() | derive_kv_facts(facts)
+
+
+def with_dry_run_facts(flat: dict[str, Any], dry_run: DryRunReport | None, rules) -> dict[str, Any]:
+    """The facts the rules judge: flat plus the dry run's outcome (all unknown when None), a failure kind being
+    'explained' when one of these rules names it."""
+    return flat | derive_dryrun_facts(dry_run, {kind for r in rules for kind in r.compile_kinds})
 
 
 def _plan_dry_run(facts: Facts, flat: dict[str, Any], options: CheckOptions,
