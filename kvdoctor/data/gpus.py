@@ -33,10 +33,6 @@ def gpu_table() -> dict[str, GpuDevice]:
     return table
 
 
-def known_gpu_names() -> list[str]:
-    return sorted({d.name for d in gpu_table().values()})
-
-
 def resolve_gpu_target(text: str) -> GpuDevice:
     """A GpuDevice for a --gpu value; raises GpuTargetError with suggestions when unknown."""
     cleaned = text.strip()

@@ -83,8 +83,6 @@ class Located:
     values: tuple[str, ...]
     """What the line has where the template has placeholders."""
     version: str | None = None
-    truncated: bool = False
-    """Only the template's opening literal is in the line (the rest was cut off)."""
 
     @property
     def locations(self) -> tuple[Location, ...]:
@@ -176,7 +174,7 @@ class MessageIndex:
                     best.append(template)
         if not best:
             return None
-        return Located(_merged(best), (), version, truncated=True)
+        return Located(_merged(best), (), version)  # the values were cut off with the rest of the line
 
 
 def _merged(templates: list[Template]) -> Template:

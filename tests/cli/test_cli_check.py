@@ -29,7 +29,7 @@ def test_founding_case_from_hf_cache_fails_with_its_fixes(run_cli, report_schema
     fixes = {fix["flag"] or fix["version"]: fix for fix in founding["fixes"]}
     assert "vllm>=0.27.0" in fixes and "0.26.0" in fixes["vllm>=0.27.0"]["title"]
     assert "--dtype float16" in fixes and "--kv-cache-dtype turboquant_4bit_nc" in fixes
-    # the dry run ran (probe kernel: no vLLM 0.25.1 kernels at hand here) and agrees
+    # the dry run ran (0.25.1's own kernels if KVDOCTOR_VLLM_WHEELS has its wheel, else the probe kernel) and agrees
     assert any("innermost cause: AssertionError" in line for line in founding["evidence"])
     assert fixes["--dtype float16"]["verified"] == "verified"
 
