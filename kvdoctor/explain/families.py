@@ -1,4 +1,4 @@
-"""Failure families (kvdoctor/explain/families.yaml): explain-only rules with the family each belongs to, what
+"""Failure families (kvdoctor/data/rules/explain.yaml): explain-only rules with the family each belongs to, what
 each attention-selector reason means, and which lines show that the server had started."""
 
 from __future__ import annotations
@@ -6,10 +6,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
-from kvdoctor.data import PACKAGE_DIR
 from kvdoctor.base.errors import RulesFileError
 from kvdoctor.rules.loader import Rule
 
@@ -20,13 +18,13 @@ FAMILY_KEYS = {"family", "raised_in", "context", "explained_by", "refines"}
 class Families:
     rules: tuple[Rule, ...]
     family_of: dict[str, str]
-    """Rule id -> family, for the rules here and for rules.yaml's own."""
+    """Rule id -> family, for the rules here and for check.yaml's own."""
     raised_in: tuple[tuple[re.Pattern[str], str], ...]
     """('file:function' regex, rule id): messages raised there belong to that rule, whatever their wording."""
     context: dict[str, re.Pattern[str]]
     """Rule id -> a regex the log must contain for the rule to apply."""
     refines: dict[str, str]
-    """Rule id -> the rules.yaml rule whose finding it rewrites with the log's values when both match one line."""
+    """Rule id -> the check.yaml rule whose finding it rewrites with the log's values when both match one line."""
     explained_by: dict[str, tuple[str, ...]]
     """Rule id -> rules that cause it: when one of them matched anywhere in the log, it is the primary cause."""
     selector_reasons: tuple[tuple[re.Pattern[str], str], ...]
@@ -64,28 +62,21 @@ def flexible_spaces(pattern: str) -> str:
     return "".join(out)
 
 
-def families_path() -> Path:
-    return PACKAGE_DIR / "explain" / "families.yaml"
-
-
 @lru_cache(maxsize=1)
 def load_families() -> Families:
+    """explain.yaml's rules (through the one rules loader) with the family knowledge beside them."""
     from kvdoctor.facts.derive import is_fact_name
-    from kvdoctor.rules.loader import _parse_rule
-    from kvdoctor.base.yaml_safe import load_yaml_cached
+    from kvdoctor.rules.loader import bundled_files, bundled_rules
 
-    path = families_path()
-    data = load_yaml_cached(path.read_text(encoding="utf-8"), "families.yaml")
-    rules, family_of, raised_in, context, explained_by = [], dict(data.get("rule_families") or {}), [], {}, {}
+    rules = bundled_rules("explain", is_fact_name, stage_keys=frozenset(FAMILY_KEYS), pattern_rewrite=flexible_spaces)
+    (rule_file,) = [f for f in bundled_files() if f.stage == "explain"]
+    data = rule_file.data
+    family_of, raised_in, context, explained_by = dict(data.get("rule_families") or {}), [], {}, {}
     refines: dict[str, str] = {}
-    for index, raw in enumerate(data.get("rules") or []):
-        raw = dict(raw)
-        extra = {k: raw.pop(k) for k in list(raw) if k in FAMILY_KEYS}
+    for index, (rule, raw) in enumerate(zip(rules, rule_file.raw_rules())):
+        extra = {k: v for k, v in raw.items() if k in FAMILY_KEYS}
         if "family" not in extra:
-            raise RulesFileError(f"{path}: rule #{index + 1} needs a 'family'")
-        raw["signatures"] = [dict(s, pattern=flexible_spaces(s["pattern"])) for s in raw.get("signatures", [])]
-        rule = _parse_rule(path, index, raw, is_fact_name)
-        rules.append(rule)
+            raise RulesFileError(f"{rule_file.path}: rule #{index + 1} needs a 'family'")
         family_of[rule.id] = extra["family"]
         raised_in += [(re.compile(p), rule.id) for p in extra.get("raised_in", [])]
         if extra.get("refines"):

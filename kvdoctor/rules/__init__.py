@@ -1,37 +1,25 @@
-"""rules.yaml: loading (loader), conditions (conditions) and evaluation (engine)."""
+"""Rules as data (kvdoctor/data/rules/): one rule (rule), the files and their loader (loader), `when`
+conditions (conditions) and evaluation over facts (engine)."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
 
-from kvdoctor.data import PACKAGE_DIR
 from kvdoctor.facts.derive import is_fact_name
-from kvdoctor.rules.loader import Rule, load_rules
+from kvdoctor.rules.loader import Rule, bundled_ids, bundled_rules, bundled_stamps, file_stamp, load_rules
+
+Stamped = tuple[tuple[Path, "tuple[int, int] | None"], ...]
 
 
-def bundled_rules_path() -> Path:
-    """rules.yaml inside the wheel, else the repository's top-level copy (editable installs)."""
-    packaged = PACKAGE_DIR / "rules.yaml"
-    if packaged.is_file():
-        return packaged
-    return Path(__file__).resolve().parents[2] / "rules.yaml"
-
-
-def load_all_rules(extra: list[Path] | None = None, include_bundled: bool = True) -> list[Rule]:
-    paths = ([bundled_rules_path()] if include_bundled else []) + list(extra or [])
-    return list(_load_cached(tuple((p, _stamp(p)) for p in paths)))
-
-
-def _stamp(path: Path) -> tuple[int, int] | None:
-    try:
-        stat = path.stat()
-        return stat.st_mtime_ns, stat.st_size
-    except OSError:
-        return None  # the loader reports the problem
+def load_all_rules(extra: list[Path] | None = None) -> list[Rule]:
+    """`kvdoctor check`'s rules: the bundled check rules, then the user's --rules files in order. An id a user
+    file shares with any bundled rule (of any stage) or with another user file is refused."""
+    return list(_load_cached(bundled_stamps(), tuple((path, file_stamp(path)) for path in extra or ())))
 
 
 @lru_cache(maxsize=8)
-def _load_cached(stamped: tuple[tuple[Path, tuple[int, int] | None], ...]) -> tuple[Rule, ...]:
-    """Parsed rules per (path, mtime, size): a matrix worker judges many cells with one parse."""
-    return tuple(load_rules([path for path, _ in stamped], is_fact_name, bundled=bundled_rules_path()))
+def _load_cached(bundled: Stamped, stamped: Stamped) -> tuple[Rule, ...]:
+    """Parsed rules per (path, mtime, size) of every file: a matrix worker judges many cells with one parse."""
+    own = bundled_rules("check", is_fact_name)
+    return own + tuple(load_rules([path for path, _ in stamped], is_fact_name, taken=bundled_ids()))

@@ -1,111 +1,61 @@
-"""Load and validate rules.yaml files into Rule objects.
+"""Read rules files: kvdoctor's own folder (kvdoctor/data/rules/*.yaml) and the user's --rules files.
 
-Every problem names the file, the rule id and the field, so an engineer extending the rules can
-fix them without reading Python.
+One loader for every rule kvdoctor has. Each bundled file names the command whose rules it holds (`stage:
+check | scan | explain`); a rule id is unique across every bundled file and every user file, and a duplicate
+is refused naming both files (kube-linter's registry does the same).
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from kvdoctor.base.errors import RulesFileError
-from kvdoctor.rules.conditions import Condition, ConditionError, parse_condition
 from kvdoctor.base.yaml_safe import YAMLError, load_yaml, load_yaml_cached
+from kvdoctor.data import DATA_DIR
+from kvdoctor.rules.rule import EXPLAIN_ROLES, SEVERITIES, FixSpec, Rule, Signature, parse_rule
 
-SEVERITIES = ("error", "warning", "info")
+__all__ = [
+    "EXPLAIN_ROLES", "SEVERITIES", "FixSpec", "Rule", "Signature", "RuleFile", "RULES_DIR", "STAGES",
+    "bundled_files", "bundled_ids", "bundled_rules", "bundled_stamps", "file_stamp", "load_rules", "read_rule_file",
+]
+
+RULES_DIR = DATA_DIR / "rules"
+STAGES = ("check", "scan", "explain")
 MAX_RULES_BYTES = 2 * 1024 * 1024
-RULE_ID = re.compile(r"^[A-Z][A-Z0-9]*-?[0-9]{3,}$")
-FIX_KEYS = {"title", "flag", "env", "version", "dry_run"}
-DRY_RUN_CHANGES = {"model_dtype", "kv_cache_dtype", "vllm", "backend", "capability"}
-SIGNATURE_KEYS = {"pattern", "role", "note"}
-SIGNATURE_ROLES = ("root", "wrapper")
-# What `kvdoctor explain` looks a rule up for, by role rather than by id.
-EXPLAIN_ROLES = {
-    "unknown_failure": "the finding for a failure no signature matched",
-    "wrapper": "an error line that re-raises a failure from another process",
-    "selector_error": "vLLM's attention-selector error, explained reason by reason",
-}
-RULE_KEYS = {
-    "id", "title", "severity", "when", "cause", "fixes", "references", "checked_against",
-    "compile_kind", "signatures", "explain_only", "supersedes", "explain_role",
-}
+
+Stamp = tuple[int, int] | None
 
 
 @dataclass(frozen=True)
-class FixSpec:
-    title: str
-    flag: str | None = None
-    env: str | None = None
-    version: str | None = None
-    dry_run: tuple[tuple[str, str], ...] = ()
-    """Changes to the dry-run inputs that apply this fix, so it can be compiled again."""
+class RuleFile:
+    """One rules file as written: its rules are parsed by whoever judges them (each stage has its own facts)."""
+
+    path: Path
+    stage: str
+    """Which command's rules: `check` (its rules also explain logs), `scan` or `explain`."""
+    data: dict[str, Any] = field(compare=False)
+    """The parsed YAML: `rules:` plus the stage's own top-level keys (explain's families, selector reasons)."""
+
+    def raw_rules(self) -> list[Any]:
+        """The file's rule entries as written."""
+        return self.data["rules"]
 
 
-@dataclass(frozen=True)
-class Signature:
-    """A log pattern `kvdoctor explain` matches to this rule."""
-
-    source: str
-    """The regular expression as written."""
-    role: str = "root"
-    """'root' when the line is the real failure, 'wrapper' when it hides one."""
-    note: str | None = None
-
-    @cached_property
-    def pattern(self) -> re.Pattern[str]:
-        """Compiled on first use: `check` never matches logs (the bundled patterns compile in the tests)."""
-        return re.compile(self.source)
+def file_stamp(path: Path) -> Stamp:
+    """(mtime, size) of a file, None when it cannot be read (the loader then reports why)."""
+    try:
+        stat = path.stat()
+        return stat.st_mtime_ns, stat.st_size
+    except OSError:
+        return None
 
 
-@dataclass(frozen=True)
-class Rule:
-    id: str
-    title: str
-    severity: str
-    when: Condition | None
-    cause: str
-    fixes: tuple[FixSpec, ...]
-    references: tuple[str, ...]
-    checked_against: str | None
-    compile_kinds: tuple[str, ...]
-    """The dry-run failure kinds this rule explains (rules.yaml `compile_kind`: one kind or a list)."""
-    """The dry-run failure kind this rule explains; links static and compiled verdicts."""
-    signatures: tuple[Signature, ...]
-    explain_only: bool
-    """A rule used only to explain logs (no `when`)."""
-    origin: str
-    """The file the rule came from."""
-    supersedes: tuple[str, ...] = ()
-    """Generic rules this one explains in people's words: when it fires, their findings fold into its evidence."""
-    explain_role: str | None = None
-    """What `kvdoctor explain` uses this rule for (EXPLAIN_ROLES), if anything special."""
-    vllm_range: tuple[str, str] | None = None
-    """(oldest, newest) vLLM releases checked_against names; 'vllm pack' = the knowledge pack's releases."""
-
-
-def load_rules(paths: list[Path], is_fact_name, bundled: Path | None = None) -> list[Rule]:
-    """Load each file in order; a later file may not reuse an earlier id. `bundled`: kvdoctor's own rules
-    file: its parsed YAML is cached and its log patterns (compiled by the test suite) are compiled when
-    explain first uses them, ~30 ms less per check."""
-    rules: list[Rule] = []
-    seen: dict[str, str] = {}
-    for path in paths:
-        for rule in _load_file(path, is_fact_name, bundled=path == bundled):
-            if rule.id in seen:
-                raise RulesFileError(
-                    f"{path}: rule id '{rule.id}' is defined twice (first in {seen[rule.id]})",
-                    "give each rule a unique id",
-                )
-            seen[rule.id] = str(path)
-            rules.append(rule)
-    return rules
-
-
-def _load_file(path: Path, is_fact_name, bundled: bool = False) -> list[Rule]:
+def read_rule_file(path: Path, bundled: bool = False) -> RuleFile:
+    """The file's YAML, checked to be a mapping with a `rules:` list; RulesFileError naming the file otherwise.
+    A bundled file's parsed form is cached across runs (base.yaml_safe) and must name its stage."""
     try:
         if path.stat().st_size > MAX_RULES_BYTES:
             raise RulesFileError(f"{path}: rules file is over {MAX_RULES_BYTES // 1024} KiB", "split or trim it")
@@ -117,7 +67,7 @@ def _load_file(path: Path, is_fact_name, bundled: bool = False) -> list[Rule]:
     except (OSError, UnicodeDecodeError) as exc:
         raise RulesFileError(f"cannot read rules file {path}: {exc}") from None
     try:
-        data = load_yaml_cached(text, "rules.yaml") if bundled else load_yaml(text)
+        data = load_yaml_cached(text, f"rules-{path.stem}.yaml") if bundled else load_yaml(text)
     except YAMLError as exc:
         where = f" at line {exc.line}" if exc.line else ""
         raise RulesFileError(f"{path}: not valid YAML{where}", "check indentation and quoting") from None
@@ -125,145 +75,82 @@ def _load_file(path: Path, is_fact_name, bundled: bool = False) -> list[Rule]:
         raise RulesFileError(f"{path}: YAML nested too deeply", "flatten the file") from None
     if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
         raise RulesFileError(f"{path}: expected a mapping with a 'rules:' list at the top")
-    return [_parse_rule(path, index, raw, is_fact_name, not bundled) for index, raw in enumerate(data["rules"])]
+    stage = data.get("stage", "check") if bundled else "check"  # a user's file adds rules to `check`
+    if stage not in STAGES:
+        raise RulesFileError(f"{path}: 'stage' must be one of {', '.join(STAGES)}")
+    return RuleFile(path, stage, data)
 
 
-def _parse_rule(path: Path, index: int, raw: Any, is_fact_name, check_patterns: bool = True) -> Rule:
-    if not isinstance(raw, dict):
-        raise RulesFileError(f"{path}: rule #{index + 1} is not a mapping")
-    rule_id = raw.get("id")
-    where = f"{path}: rule '{rule_id}'" if isinstance(rule_id, str) else f"{path}: rule #{index + 1}"
-
-    def fail(field: str, problem: str) -> RulesFileError:
-        return RulesFileError(f"{where}, field '{field}': {problem}")
-
-    if not isinstance(rule_id, str) or not RULE_ID.match(rule_id):
-        raise fail("id", "needs an id of letters, then 3+ digits (ORG001)")
-    unknown = set(raw) - RULE_KEYS
-    if unknown:
-        raise fail(sorted(unknown)[0], f"unknown field (allowed: {', '.join(sorted(RULE_KEYS))})")
-    for field in ("title", "cause"):
-        if not isinstance(raw.get(field), str) or not raw[field].strip():
-            raise fail(field, "must be a non-empty string")
-    if raw.get("severity") not in SEVERITIES:
-        raise fail("severity", f"must be one of {', '.join(SEVERITIES)}")
-    explain_only = bool(raw.get("explain_only", False))
-    when = None
-    if "when" in raw:
-        try:
-            when = parse_condition(raw["when"], is_fact_name)
-        except ConditionError as exc:
-            raise fail("when", str(exc)) from None
-        except RecursionError:
-            raise fail("when", "nested too deeply") from None
-    elif not explain_only:
-        raise fail("when", "is required (or set explain_only: true for log-only rules)")
-    references = raw.get("references", [])
-    if not isinstance(references, list) or not all(isinstance(r, str) for r in references):
-        raise fail("references", "must be a list of strings")
-    checked = raw.get("checked_against")
-    if checked is not None and not isinstance(checked, str):
-        raise fail("checked_against", "must be a string such as 'vllm 0.20.0-0.33.0'")
-    vllm_range = _vllm_range(checked, fail)
-    supersedes = raw.get("supersedes", [])
-    if not isinstance(supersedes, list) or not all(isinstance(r, str) and RULE_ID.match(r) for r in supersedes):
-        raise fail("supersedes", "must be a list of rule ids")
-    compile_kinds = _compile_kinds(raw.get("compile_kind"), fail)
-    explain_role = raw.get("explain_role")
-    if explain_role is not None and explain_role not in EXPLAIN_ROLES:
-        raise fail("explain_role", f"must be one of {', '.join(EXPLAIN_ROLES)}")
-    return Rule(
-        id=rule_id,
-        title=raw["title"].strip(),
-        severity=raw["severity"],
-        when=when,
-        cause=raw["cause"].strip(),
-        fixes=tuple(_parse_fix(f, fail) for f in _list(raw.get("fixes", []), "fixes", fail)),
-        references=tuple(references),
-        checked_against=checked,
-        compile_kinds=compile_kinds,
-        signatures=tuple(_parse_signature(s, fail, check_patterns)
-                         for s in _list(raw.get("signatures", []), "signatures", fail)),
-        explain_only=explain_only,
-        origin=str(path),
-        vllm_range=vllm_range,
-        supersedes=tuple(supersedes),
-        explain_role=explain_role,
-    )
+def load_rules(paths: list[Path], is_fact_name: Callable[[str], bool],
+               taken: dict[str, str] | None = None) -> list[Rule]:
+    """The rules of each file in order (the user's --rules files); an id used twice, or already in `taken`
+    (id -> the file that defines it), is refused naming both files."""
+    rules: list[Rule] = []
+    seen = dict(taken or {})
+    for path in paths:
+        raw_rules = read_rule_file(path).raw_rules()
+        for index, raw in enumerate(raw_rules):
+            rule = parse_rule(path, index, raw, is_fact_name)
+            _claim(seen, rule.id, path)
+            rules.append(rule)
+    return rules
 
 
-CHECKED_VLLM = re.compile(r"\bvllm (?:(pack)|(\d+(?:\.\d+)*)(?:-(\d+(?:\.\d+)*))?)")
+def bundled_files() -> tuple[RuleFile, ...]:
+    """kvdoctor's own rules files in name order, ids checked unique across all of them; re-read when one changes."""
+    return _bundled_files(bundled_stamps())
 
 
-def _vllm_range(checked: str | None, fail) -> tuple[str, str] | None:
-    """'vllm 0.19.0-0.33.0, triton ...' -> ('0.19.0', '0.33.0'); 'vllm pack' -> ('pack', 'pack')."""
-    match = CHECKED_VLLM.search(checked or "")
-    if match is None:
-        if checked and "vllm" in checked:
-            raise fail("checked_against", "name vLLM releases as 'vllm 0.20.0-0.33.0', 'vllm 0.33.0' or 'vllm pack'")
-        return None
-    if match.group(1):
-        return ("pack", "pack")
-    return (match.group(2), match.group(3) or match.group(2))
+def bundled_ids() -> dict[str, str]:
+    """Every bundled rule id -> the file that defines it (any stage)."""
+    return dict(_ids(bundled_files()))
 
 
-def _list(value: Any, field: str, fail) -> list[Any]:
-    if not isinstance(value, list):
-        raise fail(field, "must be a list")
-    return value
+def bundled_rules(stage: str, is_fact_name: Callable[[str], bool], *, stage_keys: frozenset[str] = frozenset(),
+                  pattern_rewrite: Callable[[str], str] | None = None) -> tuple[Rule, ...]:
+    """The parsed rules of every bundled file of `stage`, in file then entry order. `stage_keys`: extra fields the
+    stage reads from each entry itself (explain's `family`, ...), left out of the rule; `pattern_rewrite`: how the
+    stage writes its log patterns. Log patterns compile on first use (the test suite compiles them all)."""
+    return _bundled_rules(bundled_stamps(), stage, is_fact_name, stage_keys, pattern_rewrite)
 
 
-def _parse_fix(raw: Any, fail) -> FixSpec:
-    if not isinstance(raw, dict) or not isinstance(raw.get("title"), str):
-        raise fail("fixes", "each fix needs a 'title'")
-    unknown = set(raw) - FIX_KEYS
-    if unknown:
-        raise fail("fixes", f"unknown key '{sorted(unknown)[0]}' (allowed: {', '.join(sorted(FIX_KEYS))})")
-    dry_run = raw.get("dry_run", {})
-    if not isinstance(dry_run, dict) or set(dry_run) - DRY_RUN_CHANGES:
-        raise fail("fixes", f"dry_run may change only {', '.join(sorted(DRY_RUN_CHANGES))}")
-    for key in ("flag", "env", "version"):
-        if raw.get(key) is not None and not isinstance(raw[key], str):
-            raise fail("fixes", f"'{key}' must be a string")
-    return FixSpec(
-        title=raw["title"],
-        flag=raw.get("flag"),
-        env=raw.get("env"),
-        version=raw.get("version"),
-        dry_run=tuple(sorted((str(k), str(v)) for k, v in dry_run.items())),
-    )
+def bundled_stamps() -> tuple[tuple[Path, Stamp], ...]:
+    """The bundled files with their (mtime, size): the key of every cache here (an edited file is re-read)."""
+    return tuple((path, file_stamp(path)) for path in sorted(RULES_DIR.glob("*.yaml")))
 
 
-def _parse_signature(raw: Any, fail, check_pattern: bool = True) -> Signature:
-    if not isinstance(raw, dict) or not isinstance(raw.get("pattern"), str):
-        raise fail("signatures", "each signature needs a 'pattern' (a regular expression)")
-    unknown = set(raw) - SIGNATURE_KEYS
-    if unknown:
-        raise fail("signatures", f"unknown key '{sorted(unknown)[0]}'")
-    try:
-        if check_pattern:
-            re.compile(raw["pattern"])
-    except re.error as exc:
-        raise fail("signatures", f"bad regex {raw['pattern']!r}: {exc}") from None
-    role = raw.get("role", "root")
-    if role not in SIGNATURE_ROLES:
-        raise fail("signatures", f"role must be one of {', '.join(SIGNATURE_ROLES)}")
-    return Signature(source=raw["pattern"], role=role, note=raw.get("note"))
+@lru_cache(maxsize=4)
+def _bundled_files(stamped: tuple[tuple[Path, Stamp], ...]) -> tuple[RuleFile, ...]:
+    files = tuple(read_rule_file(path, bundled=True) for path, _ in stamped)
+    _ids(files)  # refuses a duplicate id now, whichever stage asks first
+    return files
 
 
-def _compile_kinds(value, fail) -> tuple[str, ...]:
-    """rules.yaml `compile_kind` (one kind or a list), each checked against the failure-kind registry."""
-    if value is None:
-        return ()
-    from kvdoctor.dryrun.kinds import failure_kinds
+def _ids(files: tuple[RuleFile, ...]) -> dict[str, str]:
+    seen: dict[str, str] = {}
+    for rule_file in files:
+        for raw in rule_file.raw_rules():
+            if isinstance(raw, dict) and isinstance(raw.get("id"), str):
+                _claim(seen, raw["id"], rule_file.path)
+    return seen
 
-    kinds = value if isinstance(value, list) else [value]
-    for kind in kinds:
-        if not isinstance(kind, str) or kind not in failure_kinds():
-            import difflib
 
-            close = difflib.get_close_matches(str(kind), list(failure_kinds()), n=1)
-            hint = f"did you mean {close[0]}? " if close else ""
-            raise fail("compile_kind", f"{kind!r} is no dry-run failure kind ({hint}kinds: "
-                                       "kvdoctor/data/failure_kinds.yaml)")  # fmt: skip
-    return tuple(kinds)
+def _claim(seen: dict[str, str], rule_id: str, path: Path) -> None:
+    if rule_id in seen:
+        raise RulesFileError(
+            f"{path}: rule id '{rule_id}' is defined twice (first in {seen[rule_id]})",
+            "give each rule a unique id",
+        )
+    seen[rule_id] = str(path)
+
+
+@lru_cache(maxsize=8)
+def _bundled_rules(stamped: tuple[tuple[Path, Stamp], ...], stage: str, is_fact_name, stage_keys: frozenset[str],
+                   pattern_rewrite) -> tuple[Rule, ...]:
+    rules = []
+    for rule_file in (f for f in _bundled_files(stamped) if f.stage == stage):
+        for index, raw in enumerate(rule_file.raw_rules()):
+            entry = {k: v for k, v in raw.items() if k not in stage_keys} if isinstance(raw, dict) else raw
+            rules.append(parse_rule(rule_file.path, index, entry, is_fact_name, check_patterns=False, stage=stage,
+                                    pattern_rewrite=pattern_rewrite))  # fmt: skip
+    return tuple(rules)

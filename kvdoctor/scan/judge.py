@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from pathlib import Path
 
 from kvdoctor.check.run import CheckSettings, run_check
 from kvdoctor.facts.collect import CheckOptions
-from kvdoctor.data import PACKAGE_DIR
 from kvdoctor.base.errors import KvdoctorError
 from kvdoctor.model.report import Finding, Report
 from kvdoctor.scan.facts import DeploymentFacts, canonical_flag, deployment_facts, is_scan_fact_name
@@ -34,13 +32,11 @@ class ScanDefaults:
     """--model-path MODEL=DIR: a local directory (or config.json) for a model as the manifests write it."""
 
 
-@lru_cache(maxsize=1)
 def deploy_rules():
-    """kvdoctor/scan/rules.yaml: rules about the deployment (KVD2xx)."""
-    from kvdoctor.rules.loader import load_rules
+    """kvdoctor/data/rules/scan.yaml: rules about the deployment (KVD2xx), over scan's facts (deploy.* too)."""
+    from kvdoctor.rules.loader import bundled_rules
 
-    path = PACKAGE_DIR / "scan" / "rules.yaml"
-    return tuple(load_rules([path], is_scan_fact_name))
+    return bundled_rules("scan", is_scan_fact_name)
 
 
 def judge(workload: Workload, defaults: ScanDefaults, settings: CheckSettings) -> WorkloadResult:
