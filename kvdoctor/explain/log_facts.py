@@ -7,6 +7,7 @@ import ast
 import re
 from typing import Any, Iterable
 
+from kvdoctor.data.backend_names import USING_LINE_SPELLINGS, backend_enum_name
 from kvdoctor.data.dtypes import FLAG_DTYPES
 from kvdoctor.explain.log_lines import LogLine
 
@@ -43,16 +44,8 @@ _GPU_NAME_ONLY = (
 )
 _BACKEND_CHOSEN = (
     re.compile(r"Using (?:AttentionBackendEnum\.|_Backend\.)?([A-Z][A-Z0-9_]+) (?:attention )?backend"),
-    re.compile(r"Using (Flash Attention|FlashInfer|Flashinfer|XFormers|Torch SDPA|Triton) backend"),
+    re.compile(r"Using (" + "|".join(map(re.escape, USING_LINE_SPELLINGS)) + r") backend"),  # backend_names.yaml
 )
-_BACKEND_NAMES = {
-    "Flash Attention": "FLASH_ATTN",
-    "FlashInfer": "FLASHINFER",
-    "Flashinfer": "FLASHINFER",
-    "XFormers": "XFORMERS",
-    "Torch SDPA": "TORCH_SDPA",
-    "Triton": "TRITON_ATTN",
-}
 _ENV_BACKEND = re.compile(r"VLLM_ATTENTION_BACKEND[=:\s]+'?([A-Z_]+)")
 # Lines worth the fact regexes; everything else (throughput stats, request logs) is skipped in one search.
 _KEYWORDS = re.compile(
@@ -101,7 +94,7 @@ def read_facts(lines: Iterable[LogLine]) -> tuple[dict[str, Any], list[str]]:
         for pattern in _BACKEND_CHOSEN:
             match = pattern.search(text)
             if match:
-                put("log.attention_backend", _BACKEND_NAMES.get(match.group(1), match.group(1)), line)
+                put("log.attention_backend", backend_enum_name(match.group(1)), line)
                 break
         match = _ENV_BACKEND.search(text)
         if match:

@@ -1,0 +1,190 @@
+"""Annotating the explain Report: the failure family, where vLLM raises the message, the selector's reasons, whether
+the failure came at a request after start-up, and a healthy log's located warnings."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Any
+
+from kvdoctor.explain.diagnosis import Diagnosis, clip, message_origin, rules_with_role, unknown_failure_rule
+from kvdoctor.explain.families import Families
+from kvdoctor.explain.findings import finding_with_log_values, log_values
+from kvdoctor.explain.log_lines import LogLine
+from kvdoctor.explain.selector import SelectorError, explain_reasons
+from kvdoctor.explain.tracebacks import ExceptionChain, LoggedException
+from kvdoctor.model.report import Finding, Report
+
+# The selector's configuration fields worth quoting in the cause (the rest are noise to a reader).
+_SHOWN_CONFIG = ("head_size", "dtype", "kv_cache_dtype", "block_size", "use_mla", "has_sink", "use_sparse", "attn_type")
+MAX_FOLLOWING_FRAMES = 200
+_FRAME_LINE = re.compile(r'^\s+File "(.+?)", line (\d+), in (\w+)')
+
+
+def annotate(report: Report, diagnosis: Diagnosis, families: Families, facts: dict[str, Any],
+             selector_errors: list[SelectorError], lines: list[LogLine], chains: list[ExceptionChain]) -> Report:
+    """Family, where vLLM raised the message, the selector's reasons and the server-had-started note."""
+    primary = diagnosis.primary
+    exception = diagnosis.unknown
+    if primary is None and exception is None:
+        return _healthy_notes(report, lines, facts)
+    family = diagnosis.family
+    primary_line = primary.line if primary is not None else exception.line
+    primary_exception = primary.exception if primary is not None else exception
+    if primary_exception is not None and primary_exception.message:
+        # the whole message, unwrapped: a selector error spans several log lines
+        primary_text = f"{primary_exception.type}: " + " ".join(primary_exception.message.split())
+    else:
+        primary_text = primary.text if primary is not None else exception.summary
+    rule_id = primary.rule.id if primary is not None else unknown_failure_rule()
+    notes = list(report.notes)
+    extra = dict(report.extra)
+    located = message_origin(primary_text, facts.get("vllm.version"))
+    additions: list[str] = []
+    cause_extra = ""
+    if located is not None:
+        additions.append(f"message {located.describe()}")
+        extra["located"] = [
+            {"package": l.package, "file": l.file, "function": l.function, "type": l.type, "kind": l.kind,
+             "releases": l.releases} for l in located.locations[:5]
+        ]
+    if rule_id in rules_with_role("selector_error") and selector_errors:
+        cause_extra = _selector_cause(selector_errors[0], families, facts)
+        extra["selector"] = [{"kind": e.kind, "line": e.line, "config": e.config,
+                              "reasons": {k: list(v) for k, v in e.reasons.items()}} for e in selector_errors]
+    at_request = _request_time(diagnosis, families, chains, lines, primary_line)
+    if at_request:
+        notes.append(f"{at_request}: the failure happened while serving a request, not at start-up, so a start-up "
+                     "check would not have shown it.")
+        if family not in families.request_families_kept:
+            family = "first_request_failure"
+    failed_requests = _failed_requests(lines, families)
+    if failed_requests:
+        notes.append(f"{len(failed_requests)} request(s) failed with HTTP 500 (first at line {failed_requests[0]}).")
+    findings = _refined(list(report.findings), diagnosis, families, facts)
+    for i, finding in enumerate(findings):
+        if finding.rule_id == rule_id:
+            evidence = list(finding.evidence)
+            evidence[1:1] = additions
+            findings[i] = replace(finding, cause=finding.cause + cause_extra, evidence=tuple(evidence))
+            break
+    if family:
+        notes.insert(0, f"Failure family: {family}.")
+    if located is not None:
+        notes.append(f"Where the message comes from: {located.describe()}.")
+    extra["family"] = family
+    return replace(report, findings=tuple(findings), notes=tuple(notes), extra=extra)
+
+
+def _selector_cause(error: SelectorError, families: Families, facts: dict[str, Any]) -> str:
+    """What vLLM's selector saw and what each of its reasons means, then the pack's advice: appended to the cause."""
+    sentences = explain_reasons(error, families.selector_reasons, facts.get("gpu.capability"))
+    config = ", ".join(f"{k}={v}" for k, v in error.config.items() if k in _SHOWN_CONFIG)
+    cause_extra = (f" vLLM's selector saw {config or 'this configuration'}: " if config else " ") + "; ".join(
+        sentences) + "."
+    advice = _pack_advice(error, facts)
+    if advice:
+        cause_extra += " " + advice
+    return cause_extra
+
+
+def _refined(findings: list[Finding], diagnosis: Diagnosis, families: Families, facts: dict[str, Any]) -> list[Finding]:
+    """A rules.yaml finding takes the title, cause and fixes of the family rule that refines it on the same line."""
+    primary = diagnosis.primary
+    if primary is None:
+        return findings
+    for refiner, parent in families.refines.items():
+        if parent != primary.rule.id:
+            continue
+        match = next((m for m in diagnosis.by_rule.get(refiner, []) if m.line == primary.line), None)
+        if match is None:
+            continue
+        better = finding_with_log_values(match.rule, {**facts, **log_values(match)})
+        values = ", ".join(f"{k}={v}" for k, v in sorted(dict(match.values).items()))
+        out = []
+        for finding in findings:
+            if finding.rule_id == refiner:
+                continue
+            if finding.rule_id == parent:
+                evidence = finding.evidence[:1] + (f"values in the log ({refiner}): {values}",) + finding.evidence[1:]
+                finding = replace(finding, title=better.title, cause=better.cause, fixes=better.fixes,
+                                  evidence=evidence)
+            out.append(finding)
+        return out
+    return findings
+
+
+def _request_time(diagnosis: Diagnosis, families: Families, chains: list[ExceptionChain], lines: list[LogLine],
+                  primary_line: int) -> str | None:
+    """Why the failure is a request-time one (the server had started, or a request-serving frame raised it)."""
+    started = _started_line(lines, families)
+    if started is not None and started < primary_line:
+        return f"The server had started (line {started}) before this failed (line {primary_line})"
+    exception = diagnosis.primary.exception if diagnosis.primary is not None else diagnosis.unknown
+    if exception is None or families.request_frames is None:
+        return None
+    for chain_frame in _chain_frames(chains, exception):
+        if chain_frame.function and families.request_frames.search(chain_frame.function):
+            return f"It was raised under {chain_frame.function} ({chain_frame.file}:{chain_frame.line})"
+    # a traceback the log cut before its exception line still shows where the failure surfaced
+    innermost = None
+    for line in lines[primary_line: primary_line + MAX_FOLLOWING_FRAMES]:
+        found = _FRAME_LINE.match(line.text)
+        if found and families.request_frames.search(found.group(3)):
+            innermost = (found, line.number)
+    if innermost:
+        found, number = innermost
+        return f"It surfaced under {found.group(3)} ({found.group(1)}:{found.group(2)}, log line {number})"
+    return None
+
+
+def _chain_frames(chains: list[ExceptionChain], exception: LoggedException):
+    """Frames of every exception in the chain the exception belongs to (the causes it led to included)."""
+    for chain in chains:
+        if any(e is exception or (e.line == exception.line and e.stream == exception.stream) for e in chain.exceptions):
+            for member in chain.exceptions:
+                yield from member.frames
+            return
+    yield from exception.frames
+
+
+def _failed_requests(lines: list[LogLine], families: Families) -> list[int]:
+    if families.request_failed is None:
+        return []
+    return [line.number for line in lines if " 50" in line.text and families.request_failed.search(line.text)]
+
+
+def _pack_advice(error: SelectorError, facts: dict[str, Any]) -> str | None:
+    """Which backends the knowledge pack says would serve this configuration, on this and other GPUs."""
+    from kvdoctor.explain.backend_advice import advise
+
+    return advise(error, facts)
+
+
+def _healthy_notes(report: Report, lines: list[LogLine], facts: dict[str, Any]) -> Report:
+    """A healthy log's warnings, located in the message index, as notes (they never gate)."""
+    warnings = [line for line in lines if line.level in ("WARNING", "WARN")]
+    if not warnings:
+        return report
+    shown = []
+    for line in warnings[:200]:
+        located = message_origin(line.text, facts.get("vllm.version"))
+        if located is not None:
+            shown.append(f"line {line.number}: {clip(line.text, 120)} ({located.describe(1)})")
+        if len(shown) >= 3:
+            break
+    note = f"{len(warnings)} warning line(s), none of them a failure"
+    if shown:
+        note += "; for example " + "; ".join(shown)
+    extra = dict(report.extra, family=None)
+    return replace(report, notes=report.notes + (note + ".",), extra=extra)
+
+
+def _started_line(lines: list[LogLine], families: Families) -> int | None:
+    """The first line that shows the server had started, if any."""
+    if families.started is None:
+        return None
+    for line in lines:
+        if families.started.search(line.text):
+            return line.number
+    return None

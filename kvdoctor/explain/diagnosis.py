@@ -1,0 +1,181 @@
+"""Choosing the one primary cause among the signature matches of a log, in four passes, and its failure family."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import Any
+
+from kvdoctor.explain.families import Families, load_families
+from kvdoctor.explain.log_lines import LogLine
+from kvdoctor.explain.selector import SelectorError, family_for
+from kvdoctor.explain.signatures import SignatureMatch
+from kvdoctor.explain.tracebacks import ExceptionChain, LoggedException
+from kvdoctor.rules.loader import Rule, Signature
+
+ERROR_LEVELS = ("ERROR", "CRITICAL")
+# A line with no log level is still an error line when it reads like a compiler's, CUDA's or a C++ abort's.
+_ERROR_TEXT = re.compile(r"(?i)^(?:fatal error|error)\b[: ]|: (?:fatal )?error: |\bCUDA error\b|^\s*what\(\): ")
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """The matches grouped by rule, the primary one first."""
+
+    primary: SignatureMatch | None
+    secondary: tuple[SignatureMatch, ...]
+    by_rule: dict[str, list[SignatureMatch]]
+    unknown: LoggedException | None
+    """The innermost real exception when no error rule explains the failure."""
+    family: str | None = None
+    """The failure family of the primary cause (families.yaml)."""
+
+
+@lru_cache(maxsize=1)
+def _rules_by_role() -> dict[str, frozenset[str]]:
+    """explain_role (rules.yaml, families.yaml) -> the ids of the rules declared for it."""
+    from kvdoctor.rules import load_all_rules
+
+    roles: dict[str, set[str]] = {}
+    for rule in load_all_rules([]) + list(load_families().rules):
+        if rule.explain_role:
+            roles.setdefault(rule.explain_role, set()).add(rule.id)
+    return {role: frozenset(ids) for role, ids in roles.items()}
+
+
+def rules_with_role(role: str) -> frozenset[str]:
+    """The ids of the rules whose explain_role is ``role`` (wrapper, selector_error, unknown_failure, ...)."""
+    return _rules_by_role().get(role, frozenset())
+
+
+def unknown_failure_rule() -> str:
+    """The rule for a failure no signature matched (explain_role: unknown_failure)."""
+    return min(rules_with_role("unknown_failure"), default="")
+
+
+def clip(text: str, limit: int = 240) -> str:
+    """The text on one line, cut to ``limit`` characters with '...' when longer."""
+    text = " ".join(text.split()) if "\n" in text else text.strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def message_origin(text: str, version: str | None):
+    """The message-index entry (where vLLM raises it) a line or exception matches, or None (no index, no template)."""
+    from kvdoctor.explain.message_index import load_index
+
+    index = load_index()
+    return index.locate(text, version) if index is not None else None
+
+
+def diagnose(
+    matches: list[SignatureMatch],
+    chains: list[ExceptionChain],
+    lines: list[LogLine],
+    rules: list[Rule],
+    families: Families,
+    facts: dict[str, Any],
+    selector_errors: list[SelectorError],
+) -> Diagnosis:
+    """The primary cause: the best root match, else the cause it is a consequence of, else the family that owns the
+    place vLLM raised the innermost exception, else an ERROR line; with the primary cause's failure family."""
+    diagnosis = _root_of_consequence(_by_rank(matches, chains), families)
+    diagnosis = _by_location(diagnosis, rules, families, facts)
+    diagnosis = _from_error_lines(diagnosis, lines, matches)
+    return replace(diagnosis, family=_family(diagnosis, families, selector_errors))
+
+
+def _by_rank(matches: list[SignatureMatch], chains: list[ExceptionChain]) -> Diagnosis:
+    by_rule: dict[str, list[SignatureMatch]] = {}
+    for match in sorted(matches, key=SignatureMatch.rank):
+        by_rule.setdefault(match.rule.id, []).append(match)
+    best = sorted((group[0] for group in by_rule.values()), key=SignatureMatch.rank)
+    # A wrapper is never primary while a root explains the failure, and a generic (non-error) one never is.
+    candidates = [m for m in best if m.rule.severity == "error" and m.role == "root"]
+    candidates = candidates or [m for m in best if m.rule.severity == "error" and m.rule.id != unknown_failure_rule()]
+    unknown = None
+    if candidates:
+        primary = candidates[0]
+    else:
+        primary = None
+        unknown = _innermost_real(chains, matches)
+    secondary = tuple(m for m in best if m is not primary)
+    return Diagnosis(primary, secondary, by_rule, unknown)
+
+
+def _innermost_real(chains: list[ExceptionChain], matches: list[SignatureMatch]) -> LoggedException | None:
+    """The innermost exception of the earliest chain that is not just a wrapper."""
+    wrapper_lines = {m.line for m in matches if m.role == "wrapper"}
+    for chain in chains:
+        for exception in chain.exceptions:
+            if exception.line not in wrapper_lines or exception.wrapped:
+                if not (exception.wrapped and exception.type == "WorkerError" and not exception.message):
+                    return exception
+    return chains[0].innermost if chains else None
+
+
+def _root_of_consequence(diagnosis: Diagnosis, families: Families) -> Diagnosis:
+    """A primary that families.yaml marks as the consequence of another matched rule gives way to it."""
+    primary = diagnosis.primary
+    if primary is None:
+        return diagnosis
+    for cause in families.explained_by.get(primary.rule.id, ()):
+        group = diagnosis.by_rule.get(cause)
+        if group:
+            secondary = tuple(m for m in diagnosis.secondary if m is not group[0]) + (primary,)
+            return replace(diagnosis, primary=group[0], secondary=secondary)
+    return diagnosis
+
+
+def _by_location(diagnosis: Diagnosis, rules: list[Rule], families: Families, facts: dict[str, Any]) -> Diagnosis:
+    """When no rule's wording matched, a family whose `raised_in` holds the place vLLM raises the message explains it."""
+    if diagnosis.primary is not None or diagnosis.unknown is None or not families.raised_in:
+        return diagnosis
+    exception = diagnosis.unknown
+    located = message_origin(exception.summary, facts.get("vllm.version"))
+    if located is None:
+        return diagnosis
+    rules_by_id = {rule.id: rule for rule in rules}
+    for location in located.locations:
+        where = f"{location.file}:{location.function}"
+        for pattern, rule_id in families.raised_in:
+            if pattern.search(where) and rule_id in rules_by_id:
+                signature = Signature(source=re.escape(location.function), role="root",
+                                      note=f"matched by where vLLM raises it: {where}")
+                values = (("detail", clip(exception.message, 200)),)
+                match = SignatureMatch(rules_by_id[rule_id], signature, exception.line, exception.summary,
+                                       exception, 0, values)
+                by_rule = dict(diagnosis.by_rule)
+                by_rule[rule_id] = [match]
+                return replace(diagnosis, primary=match, unknown=None, by_rule=by_rule)
+    return diagnosis
+
+
+def _from_error_lines(diagnosis: Diagnosis, lines: list[LogLine], matches: list[SignatureMatch]) -> Diagnosis:
+    """No exception and no rule: an ERROR-level line (or a compiler/CUDA error line) is still a failure."""
+    if diagnosis.primary is not None or diagnosis.unknown is not None:
+        return diagnosis
+    wrapper_lines = {m.line for m in matches if m.role == "wrapper"}
+    candidates = []
+    for line in lines:
+        text = line.text.strip()
+        if not text or line.number in wrapper_lines or text.startswith(("File \"", "Traceback", "^")):
+            continue
+        if line.level in ERROR_LEVELS or (line.level is None and _ERROR_TEXT.search(text)):
+            candidates.append(line)
+            if len(candidates) >= 50:
+                break
+    if not candidates:
+        return diagnosis
+    best = next((line for line in candidates if message_origin(line.text, None) is not None), candidates[0])
+    exception = LoggedException(best.level or "error line", best.text.strip(), (), best.stream, best.number)
+    return replace(diagnosis, unknown=exception)
+
+
+def _family(diagnosis: Diagnosis, families: Families, selector_errors: list[SelectorError]) -> str | None:
+    if diagnosis.primary is not None:
+        rule_id = diagnosis.primary.rule.id
+        if rule_id in rules_with_role("selector_error") and selector_errors:
+            return family_for(selector_errors[0], families.selector_families)
+        return families.family_of.get(rule_id, "other")
+    return "other" if diagnosis.unknown is not None else None

@@ -1,0 +1,271 @@
+"""Building the explain Report from a diagnosis: one finding per matched rule (the primary first), the findings
+the log's facts imply, and the notes (the primary cause, why the last error lines mislead, the check to run)."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import replace
+from typing import Any
+
+from kvdoctor.explain.diagnosis import Diagnosis, clip, rules_with_role, unknown_failure_rule
+from kvdoctor.explain.families import derived_values
+from kvdoctor.explain.signatures import SignatureMatch
+from kvdoctor.explain.tracebacks import ExceptionChain, LoggedException
+from kvdoctor.model.report import Finding, Report
+from kvdoctor.rules.engine import evaluate_rules, finding_for
+from kvdoctor.rules.loader import Rule
+
+MAX_EVIDENCE = 6
+MAX_EXCEPTIONS = 20
+
+
+def build_report(
+    rules: list[Rule],
+    facts: dict[str, Any],
+    fact_lines: list[str],
+    chains: list[ExceptionChain],
+    diagnosis: Diagnosis,
+) -> Report:
+    """The explain Report: findings for the diagnosis and the facts, and the notes that say what failed and why."""
+    rules_by_id = {rule.id: rule for rule in rules}
+    findings: list[Finding] = []
+    notes: list[str] = []
+    failure = diagnosis.primary is not None or diagnosis.unknown is not None
+    ordered = ([diagnosis.primary] if diagnosis.primary else []) + list(diagnosis.secondary)
+    for match in ordered:
+        findings.append(_matched_finding(match, diagnosis.by_rule[match.rule.id], facts, match is diagnosis.primary))
+    if diagnosis.unknown is not None and unknown_failure_rule() in rules_by_id:
+        findings.insert(0, _unknown_finding(rules_by_id[unknown_failure_rule()], diagnosis.unknown, facts))
+    hidden = _inferred_findings(rules, facts, set(diagnosis.by_rule)) if failure else []
+    findings.extend(hidden)
+
+    primary_summary = _primary_summary(diagnosis)
+    if primary_summary:
+        notes.append(primary_summary["note"])
+    misleading = _misleading(chains, diagnosis)
+    if misleading:
+        notes.append(misleading)
+    hidden_note = _hidden_note(diagnosis, hidden)
+    if hidden_note:
+        notes.append(hidden_note)
+    if not failure:
+        notes.append("No failure found in the log: no traceback, no exception and no known failure signature.")
+    check_command = _check_command(facts)
+    if check_command:
+        notes.append(f"The check that would have caught this before start-up: {check_command}")
+    if not facts:
+        notes.append("vLLM's start-up lines (version, args, engine config) are not in this log; facts are unknown.")
+
+    extra: dict[str, Any] = {
+        "primary": primary_summary["data"] if primary_summary else None,
+        "secondary": [_match_data(m) for m in diagnosis.secondary],
+        "inferred": [f.rule_id for f in hidden],
+        "exceptions": [_chain_data(c) for c in chains[:MAX_EXCEPTIONS]],
+        "misleading": misleading,
+        "check_command": check_command,
+        "facts_evidence": fact_lines,
+    }
+    return Report(command="explain", findings=tuple(findings), facts=facts, dry_run=None, notes=tuple(notes), extra=extra)
+
+
+def log_values(match: SignatureMatch) -> dict[str, Any]:
+    """A match's named groups as log.<name> facts (with derived forms: log.min_capability_sm)."""
+    return {f"log.{name}": value for name, value in derived_values(dict(match.values)).items()}
+
+
+def finding_with_log_values(rule: Rule, facts: dict[str, Any]) -> Finding:
+    """finding_for, with the log's values also written into the fixes' flags and env (--max-model-len 5632)."""
+    from kvdoctor.rules.engine import fill
+
+    finding = finding_for(rule, facts)
+    fixes = tuple(replace(fix, flag=fill(fix.flag, facts) if fix.flag else fix.flag,
+                          env=fill(fix.env, facts) if fix.env else fix.env) for fix in finding.fixes)
+    return replace(finding, fixes=fixes)
+
+
+def _matched_finding(match: SignatureMatch, group: list[SignatureMatch], facts: dict[str, Any], primary: bool) -> Finding:
+    values = log_values(match)
+    base = finding_with_log_values(match.rule, {**facts, **values})
+    evidence = ["PRIMARY root cause" if primary else f"Secondary ({'wrapper' if match.role == 'wrapper' else 'also seen'})"]
+    seen: set[int] = set()
+    for item in group:
+        if item.line in seen or len(seen) >= MAX_EVIDENCE:
+            continue
+        seen.add(item.line)
+        stream = f" [{item.exception.stream}]" if item.exception is not None and item.exception.stream else ""
+        evidence.append(f"log line {item.line}{stream}: {clip(item.text, 400 if primary else 240)}")
+        if item.exception is not None and item.exception.where:
+            evidence.append(f"  raised at {item.exception.where}")
+        if item.exception is not None and item.exception.compile_excerpt:
+            evidence.extend(f"  | {clip(line, 100)}" for line in item.exception.compile_excerpt[-4:])
+        if item.signature.note:
+            evidence.append(f"  note: {item.signature.note}")
+    if values:
+        evidence.append("values in the log: " + ", ".join(f"{k.removeprefix('log.')}={v}" for k, v in
+                                                       sorted(dict(match.values).items())))
+    evidence.extend(base.evidence)
+    return replace(base, evidence=tuple(evidence))
+
+
+def _unknown_finding(rule: Rule, exception: LoggedException, facts: dict[str, Any]) -> Finding:
+    base = finding_for(rule, facts)
+    evidence = [
+        "PRIMARY (no known signature matched)",
+        f"innermost exception: {clip(exception.summary, 200)}",
+        f"raised at {exception.where or 'unknown (no traceback frames in the log)'}",
+        f"log line {exception.line}" + (f" [{exception.stream}]" if exception.stream else ""),
+    ]
+    cause = f"{base.cause} Innermost exception: {clip(exception.summary, 200)}"
+    if exception.where:
+        cause += f", raised at {exception.where}."
+    return replace(base, cause=cause, evidence=tuple(evidence))
+
+
+def _inferred_findings(rules: list[Rule], facts: dict[str, Any], matched: set[str]) -> list[Finding]:
+    """Rules whose `when` holds on the facts the log shows but whose signature is not in it."""
+    findings = []
+    for finding in evaluate_rules(rules, facts):
+        if finding.status != "fired" or finding.rule_id in matched:
+            continue
+        evidence = ("Not seen in the log: inferred from the facts the log shows (kvdoctor check reports it)",)
+        findings.append(replace(finding, evidence=evidence + finding.evidence))
+    return findings
+
+
+def _primary_summary(diagnosis: Diagnosis) -> dict[str, Any] | None:
+    if diagnosis.primary is not None:
+        match = diagnosis.primary
+        data = _match_data(match)
+        where = f", raised at {data['where']}" if data.get("where") else ""
+        note = f"Primary cause: {match.rule.id} ({match.rule.title}); log line {match.line}: {clip(match.text)}{where}."
+        return {"data": data, "note": note}
+    if diagnosis.unknown is not None:
+        exception = diagnosis.unknown
+        data = {
+            "rule_id": unknown_failure_rule(),
+            "exception_type": exception.type,
+            "message": clip(exception.message, 500),
+            "where": exception.where,
+            "line": exception.line,
+            "stream": exception.stream or None,
+        }
+        note = (
+            f"No known signature matched. Innermost exception (line {exception.line}): {clip(exception.summary)}"
+            + (f", raised at {exception.where}." if exception.where else ".")
+        )
+        return {"data": data, "note": note}
+    return None
+
+
+def _match_data(match: SignatureMatch) -> dict[str, Any]:
+    exception = match.exception
+    return {
+        "rule_id": match.rule.id,
+        "role": match.role,
+        "line": match.line,
+        "text": clip(match.text, 500),
+        "exception_type": exception.type if exception else None,
+        "message": clip(exception.message, 500) if exception else None,
+        "where": exception.where if exception else None,
+        "stream": (exception.stream or None) if exception else None,
+    }
+
+
+def _chain_data(chain: ExceptionChain) -> dict[str, Any]:
+    return {
+        "stream": chain.stream or None,
+        "innermost": {"type": chain.innermost.type, "message": clip(chain.innermost.message, 300),
+                      "where": chain.innermost.where, "line": chain.innermost.line},
+        "outermost": {"type": chain.outermost.type, "message": clip(chain.outermost.message, 300),
+                      "line": chain.outermost.line},
+        "length": len(chain.exceptions),
+    }
+
+
+def _misleading(chains: list[ExceptionChain], diagnosis: Diagnosis) -> str | None:
+    """Why the last error lines of the log are not the failure, when they are not."""
+    if not chains or (diagnosis.primary is None and diagnosis.unknown is None):
+        return None
+    primary = diagnosis.primary
+    primary_line = primary.line if primary else diagnosis.unknown.line
+    real = f"{primary.rule.id} ({primary.rule.title})" if primary else "the innermost exception named above"
+    last = max(chains, key=lambda c: c.outermost.line).outermost
+    wrapper_matches = sorted(
+        (m for group in diagnosis.by_rule.values() for m in group
+         if m.role == "wrapper" and m.exception is not None and not m.exception.wrapped),
+        key=lambda m: m.line,
+    )
+    if primary is not None and primary.role == "wrapper":
+        wrapper_matches = [m for m in wrapper_matches if m.rule.id != primary.rule.id or m.line != primary.line]
+    parts = []
+    for line in sorted({m.line for m in wrapper_matches if m.line >= primary_line})[-3:]:
+        at_line = [m for m in wrapper_matches if m.line == line]
+        named = [m for m in at_line if m.rule.id not in rules_with_role("wrapper")
+                 and (primary is None or m.rule.id != primary.rule.id)]
+        part = f"\"{clip(at_line[0].exception.summary, 160)}\" (line {line})"
+        if any(m.rule.id in rules_with_role("wrapper") for m in at_line):
+            part += " is a wrapper: it re-raises an error from another process"
+            if named:
+                part += f"; its message matches {named[0].rule.id}, a real bug, but not the failure underneath"
+        else:
+            part += f" matches {named[0].rule.id if named else at_line[0].rule.id}: a real bug, but not the failure underneath"
+        parts.append(part)
+    if parts:
+        return "The last error lines mislead. " + ". ".join(parts) + f". The failure underneath is {real}."
+    if last.line > primary_line and (primary is None or primary.exception is not last):
+        return (
+            f"The last error line, \"{clip(last.summary, 160)}\" (line {last.line}), is a consequence: the "
+            f"failure was raised earlier (line {primary_line}): {real}."
+        )
+    return None
+
+
+def _hidden_note(diagnosis: Diagnosis, hidden: list[Finding]) -> str | None:
+    if diagnosis.primary is None or diagnosis.primary.role != "wrapper":
+        return None
+    errors = [f for f in hidden if f.severity == "error"]
+    if not errors:
+        return None
+    names = ", ".join(f"{f.rule_id} ({f.title})" for f in errors)
+    return (
+        f"{diagnosis.primary.rule.id} stopped start-up before anything else could fail, and the facts in the log say "
+        f"{names} is likely hiding underneath: it would fail next, so fix both."
+    )
+
+
+def _check_command(facts: dict[str, Any]) -> str | None:
+    parts = ["kvdoctor", "check"]
+    if facts.get("model.model_id"):
+        parts += ["--model", facts["model.model_id"]]
+    if facts.get("serve.kv_cache_dtype"):
+        parts += ["--kv-cache-dtype", facts["serve.kv_cache_dtype"]]
+    if facts.get("serve.dtype") and facts["serve.dtype"] != "auto":
+        parts += ["--dtype", facts["serve.dtype"]]
+    if facts.get("serve.attention_backend") and facts["serve.attention_backend"] != "auto":
+        parts += ["--attention-backend", facts["serve.attention_backend"]]
+    if facts.get("serve.tensor_parallel_size") and facts["serve.tensor_parallel_size"] != 1:
+        parts += ["--tensor-parallel-size", str(facts["serve.tensor_parallel_size"])]
+    gpu = _gpu_target(facts)
+    if gpu:
+        parts += ["--gpu", gpu]
+    if facts.get("vllm.version"):
+        parts += ["--vllm-version", facts["vllm.version"]]
+    if len(parts) == 2:
+        return None
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def _gpu_target(facts: dict[str, Any]) -> str | None:
+    name, capability = facts.get("gpu.name"), facts.get("gpu.capability")
+    if name:
+        from kvdoctor.base.errors import GpuTargetError
+        from kvdoctor.data.gpus import resolve_gpu_target
+
+        try:
+            return resolve_gpu_target(name).name
+        except GpuTargetError:
+            pass
+    if capability is not None:
+        major = int(capability)
+        return f"sm_{major}{round((capability - major) * 10)}"
+    return None
