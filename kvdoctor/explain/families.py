@@ -121,6 +121,7 @@ def derived_values(values: dict[str, Any]) -> dict[str, Any]:
         derived["ptx_text"] = f" (Triton emitted PTX ISA {values['ptx']}; this ptxas reads up to {values['current']})"
     backend = values.get("backend")
     if isinstance(backend, str):
-        derived["backend_flag"] = {"FlashAttention": "FLASH_ATTN", "Flash Attention": "FLASH_ATTN",
-                                   "FlashInfer": "FLASHINFER", "Triton": "TRITON_ATTN"}.get(backend, backend)
+        from kvdoctor.data.backend_names import backend_enum_name  # the one table, data/backend_names.yaml
+
+        derived["backend_flag"] = backend_enum_name(backend)
     return derived
