@@ -10,6 +10,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from kvdoctor.base.versions import release_numbers
+from kvdoctor.data.kernel_layouts import launches_since
 from kvdoctor.data.turboquant import presets
 
 STORE_FILE = "vllm/v1/attention/ops/triton_turboquant_store.py"
@@ -58,7 +60,6 @@ FULL_DEQUANT_ARGS = (
     "KEY_FP8", "BLOCK_D", "NORM_CORRECTION", "FP8_E4B15",
 )  # fmt: skip
 PROBE_ARGS = ("In_ptr", "Out_ptr", "BLOCK", "FP8_FORMAT", "WIDEN_FIRST")
-KEYS_WIDENED_SINCE = (0, 26, 0)  # vLLM casts k8v4 keys to float32 before the fp8 cast from 0.26.0 (PR #39988)
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,8 @@ def fp8_e4b15_flag(capability: tuple[int, int]) -> int:
     return 1 if tuple(capability) < (8, 9) else 0
 
 
-def _next_pow2(n: int) -> int:
+def next_pow2(n: int) -> int:
+    """The smallest power of two >= n (triton.next_power_of_2, as vLLM's launchers size their blocks); 1 for n <= 1."""
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
@@ -139,8 +141,8 @@ def _layout(preset: str, head_dim: int, num_kv_heads: int, block_size: int) -> d
         "key_fp8": int(key_fp8), "mse_bits": mse_bits, "mse_bytes": math.ceil(head_dim * mse_bits / 8),
         "kps": kps, "vqb": value_bits, "val_bytes": val_bytes, "norm_correction": int(norm_correction),
         "stride_block": block_size * num_kv_heads * slot, "stride_pos": num_kv_heads * slot,
-        "stride_head": slot, "block_d": _next_pow2(head_dim),
-        "block_grp": _next_pow2(head_dim // 8) if head_dim >= 8 else 1,
+        "stride_head": slot, "block_d": next_pow2(head_dim),
+        "block_grp": next_pow2(head_dim // 8) if head_dim >= 8 else 1,
     }  # fmt: skip
 
 
@@ -157,7 +159,7 @@ def plan_turboquant(
         "stride_cache_head": lay["stride_head"],
     }
     common = {"D": head_dim, "H": num_kv_heads, "BLOCK_SIZE": block_size, "BLOCK_D": lay["block_d"]}
-    value = {"VQB": lay["vqb"], "VAL_DATA_BYTES": lay["val_bytes"], "BLOCK_VAL": _next_pow2(lay["val_bytes"])}
+    value = {"VQB": lay["vqb"], "VAL_DATA_BYTES": lay["val_bytes"], "BLOCK_VAL": next_pow2(lay["val_bytes"])}
     if lay["key_fp8"]:
         runtime = {"Key_ptr": f"*{dtype}", "Value_ptr": f"*{dtype}", "KV_cache_ptr": "*u8", "Slot_mapping_ptr": "*i64"}
         consts = {**strides, **common, "KPS": lay["kps"], **value, "BLOCK_GRP": lay["block_grp"], "FP8_E4B15": e4b15}
@@ -210,19 +212,9 @@ def plan_probe(kv_cache_dtype: str, dtype: str, head_dim: int, capability: tuple
     fmt = probe_format(kv_cache_dtype, capability)
     code = {None: 0, "fp8e4b15": 1, "fp8e4nv": 2, "fp8e5": 3}[fmt]
     runtime = {"In_ptr": f"*{dtype}", "Out_ptr": "*u8"}
-    widen = int(kv_cache_dtype == "turboquant_k8v4" and _release(vllm_version) >= KEYS_WIDENED_SINCE)
-    consts = {"BLOCK": _next_pow2(head_dim), "FP8_FORMAT": code, "WIDEN_FIRST": widen}
+    k8v4 = kv_cache_dtype == "turboquant_k8v4"
+    widen = int(k8v4 and launches_since("turboquant_k8v4_keys_widened", release_numbers(vllm_version)))
+    consts = {"BLOCK": next_pow2(head_dim), "FP8_FORMAT": code, "WIDEN_FIRST": widen}
     sig = _signature(PROBE_ARGS, runtime)
     return [CompileJob(PROBE_KERNEL, "probe", PROBE_FILE, PROBE_ARGS, sig, consts, tuple(capability), 4, 1)]
 
-
-def _release(version: str | None) -> tuple[int, ...]:
-    """(major, minor, micro) of a version string; () when unknown, which orders before every release."""
-    if not version:
-        return ()
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return Version(version).release
-    except InvalidVersion:
-        return ()

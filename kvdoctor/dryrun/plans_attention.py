@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvdoctor.dryrun.plans import CompileJob, _next_pow2, _release
+from kvdoctor.base.versions import release_numbers
+from kvdoctor.data.kernel_layouts import launches_since
+from kvdoctor.dryrun.plans import CompileJob, next_pow2
 
 RESHAPE_FILE = "vllm/v1/attention/ops/triton_reshape_and_cache_flash.py"
 UNIFIED_FILE = "vllm/v1/attention/ops/triton_unified_attention.py"
@@ -31,9 +33,6 @@ NATIVE_KV_DTYPES = {"auto": None, "float16": "fp16", "half": "fp16", "bfloat16":
 ATTENTION_KV_DTYPES = FP8_KV_DTYPES + tuple(NATIVE_KV_DTYPES)
 
 NUM_PAR_SOFTMAX_SEGMENTS = 16  # triton_attn.py's constant, 0.20.0-0.34.0
-SCALE_NONE_SINCE = (0, 25, 0)  # from 0.25.0 unused scale-cache/segment pointers are None, before: stand-ins
-GUARD_SINCE = (0, 24, 0)  # PR #43914: TritonAttentionImpl refuses fp8 KV below SM89, bf16 KV below SM80
-GUARD_TEXT = "native FP8 (fp8e4nv)"  # words of the guard's ValueError, looked for in the release's backend
 
 
 def cache_dtype(kv_cache_dtype: str, model_dtype: str) -> str:
@@ -54,7 +53,7 @@ def plan_store(kv_cache_dtype: str, dtype: str, head_dim: int, num_kv_heads: int
     """reshape_and_cache_kernel_flash as triton_reshape_and_cache_flash launches it on CUDA."""
     cache = cache_dtype(kv_cache_dtype, dtype)
     n = num_kv_heads * head_dim
-    tile = min(2048, _next_pow2(n))
+    tile = min(2048, next_pow2(n))
     if capability[0] < 9:
         tile = min(512, tile)
     signature = {"key_ptr": f"*{dtype}", "value_ptr": f"*{dtype}", "key_cache_ptr": f"*{cache}",
@@ -71,14 +70,14 @@ def _unified(kv_cache_dtype: str, dtype: str, head_dim: int, num_kv_heads: int, 
              capability: tuple[int, int], block_size: int, release: tuple[int, ...], is_3d: bool) -> CompileJob:  # fmt: skip
     cache = cache_dtype(kv_cache_dtype, dtype)
     per_kv = max(1, num_q_heads // num_kv_heads)
-    block_m = 16 if per_kv <= 16 else _next_pow2(per_kv)
+    block_m = 16 if per_kv <= 16 else next_pow2(per_kv)
     tile = 16 if is_3d else 32  # _get_tile_size: prefill 32, decode 16 for 2-byte queries (no Gemma3 window)
     warps, stages = 4, None  # Triton's defaults: the launcher passes none on CUDA ...
-    tuned_large_head = (not is_3d and release >= GUARD_SINCE and head_dim == 256 and per_kv <= 16
-                        and capability[0] == 10)  # fmt: skip
-    if tuned_large_head:  # ... except for 256-wide heads on SM10x prefill (0.24.0+)
+    tuned_large_head = (not is_3d and head_dim == 256 and per_kv <= 16 and capability[0] == 10
+                        and launches_since("triton_attn_sm10x_large_head_tuning", release))  # fmt: skip
+    if tuned_large_head:  # ... except for 256-wide heads on SM10x prefill (kvdoctor/data/kernel_layouts.yaml)
         block_m, tile, warps, stages = 32, 128, 8, 2
-    none_era = release >= SCALE_NONE_SINCE or release == ()
+    none_era = launches_since("triton_attn_unused_pointers_none", release)  # before: stand-in pointers
     stand_in = None if none_era else f"*{dtype}"  # 2D before 0.25.0: `out` stands in for unused pointers
     segm = "*fp32" if is_3d else stand_in
     signature: dict[str, str | None] = {
@@ -99,7 +98,7 @@ def _unified(kv_cache_dtype: str, dtype: str, head_dim: int, num_kv_heads: int, 
         signature[name] = None if none_era else "i64"
     constexprs = {
         "num_query_heads": num_q_heads, "num_queries_per_kv": per_kv, "BLOCK_SIZE": block_size, "TILE_SIZE": tile,
-        "HEAD_SIZE": head_dim, "HEAD_SIZE_PADDED": _next_pow2(head_dim), "USE_ALIBI_SLOPES": False,
+        "HEAD_SIZE": head_dim, "HEAD_SIZE_PADDED": next_pow2(head_dim), "USE_ALIBI_SLOPES": False,
         "USE_ALIBI_SQRT": False, "USE_QQ_BIAS": False, "USE_SOFTCAP": False, "USE_SINKS": False,
         "USE_MM_PREFIX": False, "MAX_MM_RANGES": 0, "SLIDING_WINDOW": 0, "stride_k_cache_3": 1,
         "stride_v_cache_3": 1, "BLOCK_Q": block_m // per_kv, "BLOCK_M": block_m,
@@ -123,13 +122,13 @@ def _bound(kernel: str, role: str, source: str, signature: dict[str, str | None]
 
 def _reduce(dtype: str, head_dim: int, num_kv_heads: int, num_q_heads: int, capability: tuple[int, int]) -> CompileJob:
     per_kv = max(1, num_q_heads // num_kv_heads)
-    block_m = 16 if per_kv <= 16 else _next_pow2(per_kv)
+    block_m = 16 if per_kv <= 16 else next_pow2(per_kv)
     signature = {"output_ptr": f"*{dtype}", "segm_output_ptr": "*fp32", "segm_max_ptr": "*fp32",
                  "segm_expsum_ptr": "*fp32", "seq_lens_ptr": "*i32", "num_seqs": "i32", "out_scale_inv": "fp32",
                  "output_stride_0": "i64", "output_stride_1": "i64", "block_table_stride": "i64",
                  "query_start_len_ptr": "*i32"}  # fmt: skip
     constexprs = {"num_query_heads": num_q_heads, "TILE_SIZE": 16, "HEAD_SIZE": head_dim,
-                  "HEAD_SIZE_PADDED": _next_pow2(head_dim), "BLOCK_Q": block_m // per_kv,
+                  "HEAD_SIZE_PADDED": next_pow2(head_dim), "BLOCK_Q": block_m // per_kv,
                   "NUM_SEGMENTS_PER_SEQ": NUM_PAR_SOFTMAX_SEGMENTS, "USE_FP8": False}  # fmt: skip
     return _bound("reduce_segments", "attention_3d", UNIFIED_FILE, signature, constexprs, capability, 4, None)
 
@@ -137,7 +136,7 @@ def _reduce(dtype: str, head_dim: int, num_kv_heads: int, num_q_heads: int, capa
 def plan_triton_attention(kv_cache_dtype: str, dtype: str, head_dim: int, num_kv_heads: int, num_q_heads: int,
                           capability: tuple[int, int], block_size: int, vllm_version: str | None) -> list[CompileJob]:  # fmt: skip
     """The KV-cache store, unified attention 2D and 3D (with reduce_segments) for one decoder layer."""
-    release = _release(vllm_version)
+    release = release_numbers(vllm_version)
     cap = tuple(capability)
     return [
         plan_store(kv_cache_dtype, dtype, head_dim, num_kv_heads, cap, block_size),
@@ -146,15 +145,3 @@ def plan_triton_attention(kv_cache_dtype: str, dtype: str, head_dim: int, num_kv
         _reduce(dtype, head_dim, num_kv_heads, num_q_heads, cap),
     ]
 
-
-def guard_refuses(kv_cache_dtype: str, capability: tuple[int, int]) -> str | None:
-    """The guard's ValueError words (0.24.0+) for this KV dtype on this GPU; None when it lets it through."""
-    if kv_cache_dtype.startswith("fp8") and tuple(capability) < (8, 9):
-        suggested = "float16" if tuple(capability) < (8, 0) else "bfloat16"
-        return (f"FP8 KV cache is not supported by the Triton attention backend on this GPU (compute capability "
-                f"{capability[0]}.{capability[1]}); native FP8 (fp8e4nv) requires SM89+. Re-run with "
-                f"--kv-cache-dtype {suggested}.")  # fmt: skip
-    if kv_cache_dtype == "bfloat16" and tuple(capability) < (8, 0):
-        return (f"bfloat16 KV cache is not supported on this GPU (compute capability {capability[0]}."
-                f"{capability[1]}); bfloat16 requires SM80+. Re-run with --kv-cache-dtype float16.")  # fmt: skip
-    return None

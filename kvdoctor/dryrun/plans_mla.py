@@ -27,7 +27,7 @@ first decode steps of short sequences (and vLLM's start-up CUDA-graph capture) c
 
 from __future__ import annotations
 
-from kvdoctor.dryrun.plans import CompileJob, _next_pow2
+from kvdoctor.dryrun.plans import CompileJob, next_pow2
 
 DECODE_ATTENTION_FILE = "vllm/v1/attention/ops/triton_decode_attention.py"
 MLA_BACKEND_FILE = "vllm/v1/attention/backends/mla/triton_mla.py"
@@ -38,8 +38,6 @@ MLA_FP8_KV_DTYPES = ("fp8", "fp8_e4m3")
 MLA_NATIVE_KV_DTYPES = {"auto": None, "float16": "fp16", "bfloat16": "bf16"}
 MLA_KV_DTYPES = MLA_FP8_KV_DTYPES + tuple(MLA_NATIVE_KV_DTYPES)
 NUM_KV_SPLITS = 1
-MLA_GUARD_TEXTS = {"fp8": "FP8 KV cache is not supported by the Triton MLA backend",
-                   "bf16": "bfloat16 KV cache is not supported by the Triton MLA"}  # fmt: skip
 
 
 def mla_cache_dtype(kv_cache_dtype: str, model_dtype: str) -> str:
@@ -61,7 +59,7 @@ def _grouped_blocks(lk: int, lv: int) -> tuple[int, int]:
         return 512, 64
     if lk == 288:
         return 256, 32
-    return _next_pow2(lv), (_next_pow2(lk - lv) if lk > lv else 0)
+    return next_pow2(lv), (next_pow2(lk - lv) if lk > lv else 0)
 
 
 def plan_triton_mla(kv_cache_dtype: str, dtype: str, kv_lora_rank: int, rope_dim: int, num_q_heads: int,
@@ -76,7 +74,7 @@ def plan_triton_mla(kv_cache_dtype: str, dtype: str, kv_lora_rank: int, rope_dim
     signature = {"Q": f"*{dtype}", "K_Buffer": f"*{cache}", "V_Buffer": f"*{cache}", "sm_scale": "fp32",
                  "Req_to_tokens": "*i32", "B_Seqlen": "*i32", "Att_Out": "*fp32", "k_scale": "*fp32",
                  "v_scale": "*fp32"} | {name: "i32" for name in strides}  # fmt: skip
-    common = {"BLOCK_DV": _next_pow2(lv), "NUM_KV_SPLITS": NUM_KV_SPLITS, "PAGE_SIZE": block_size,
+    common = {"BLOCK_DV": next_pow2(lv), "NUM_KV_SPLITS": NUM_KV_SPLITS, "PAGE_SIZE": block_size,
               "logit_cap": 0.0, "Lk": lk, "Lv": lv}  # fmt: skip
     if num_q_heads > 1:  # kv_group_num = query heads per rank // the cache's one latent head
         block_dmodel, block_dpe = _grouped_blocks(lk, lv)
@@ -85,26 +83,12 @@ def plan_triton_mla(kv_cache_dtype: str, dtype: str, kv_lora_rank: int, rope_dim
         stage1 = _job("_fwd_grouped_kernel_stage1", "decode", signature, constexprs, cap, 4,
                       1 if block_dmodel >= 1024 else 2)  # fmt: skip
     else:
-        constexprs = common | {"kv_group_num": 1, "BLOCK_DMODEL": _next_pow2(lk), "BLOCK_N": 64}
+        constexprs = common | {"kv_group_num": 1, "BLOCK_DMODEL": next_pow2(lk), "BLOCK_N": 64}
         stage1 = _job("_fwd_kernel_stage1", "decode", signature, constexprs, cap, 4, 2)
     signature = {"Mid_O": "*fp32", "o": f"*{dtype}", "lse": f"*{dtype}", "B_Seqlen": "*i32"}
     signature |= {name: "i32" for name in ("stride_mid_ob", "stride_mid_oh", "stride_mid_os", "stride_obs",
                                             "stride_oh", "stride_lse_bs")}  # fmt: skip
-    constexprs = {"NUM_KV_SPLITS": NUM_KV_SPLITS, "BLOCK_DV": _next_pow2(lv), "Lv": lv}
+    constexprs = {"NUM_KV_SPLITS": NUM_KV_SPLITS, "BLOCK_DV": next_pow2(lv), "Lv": lv}
     stage2 = _job("_fwd_kernel_stage2", "reduce", signature, constexprs, cap, 4, 2)
     return [stage1, stage2]
 
-
-def mla_guard_refuses(kv_cache_dtype: str, capability: tuple[int, int], gpu_name: str | None = None) -> str | None:
-    """TritonMLAImpl's ValueError words (0.26.0+) for this KV dtype on this GPU; None when it lets it through."""
-    cap = tuple(capability)
-    dev = gpu_name or "this GPU"
-    if kv_cache_dtype.startswith("fp8") and cap < (8, 9):
-        suggested = "float16" if cap < (8, 0) else "bfloat16"
-        return (f"FP8 KV cache is not supported by the Triton MLA backend on {dev} (compute capability "
-                f"{cap[0]}.{cap[1]}); native FP8 (fp8e4nv) requires SM89+. Re-run with --kv-cache-dtype "
-                f"{suggested}.")  # fmt: skip
-    if kv_cache_dtype == "bfloat16" and cap < (8, 0):
-        return (f"bfloat16 KV cache is not supported by the Triton MLA backend on {dev} (compute capability "
-                f"{cap[0]}.{cap[1]}); bfloat16 requires SM80+. Re-run with --kv-cache-dtype float16.")  # fmt: skip
-    return None

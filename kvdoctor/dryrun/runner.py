@@ -22,22 +22,9 @@ from kvdoctor.dryrun.plans import (
     plan_probe,
     plan_turboquant,
 )
-from kvdoctor.dryrun.plans_attention import (
-    ATTENTION_KV_DTYPES,
-    BACKEND_FILE,
-    GUARD_TEXT,
-    HELPERS_FILE,
-    UNIFIED_FILE,
-    guard_refuses,
-    plan_triton_attention,
-)
-from kvdoctor.dryrun.plans_mla import (
-    MLA_BACKEND_FILE,
-    MLA_GUARD_TEXTS,
-    MLA_KV_DTYPES,
-    mla_guard_refuses,
-    plan_triton_mla,
-)
+from kvdoctor.dryrun.guards import guard_result
+from kvdoctor.dryrun.plans_attention import ATTENTION_KV_DTYPES, HELPERS_FILE, UNIFIED_FILE, plan_triton_attention
+from kvdoctor.dryrun.plans_mla import MLA_KV_DTYPES, plan_triton_mla
 from kvdoctor.model.dry_run import CompileFailure, DryRunReport, DryRunRequest, KernelResult, Status
 
 PROBE_LABEL = "kvdoctor probe kernel, not vLLM's"
@@ -120,80 +107,6 @@ def _choose_plan(request: DryRunRequest, source: KernelSource | None) -> tuple[l
         return [], f"{PROBE_LABEL} ({why}); the probe models fp8 conversions only, so nothing was compiled"
     jobs = plan_probe(request.kv_cache_dtype, dtype, request.head_dim, cap, request.vllm_version)
     return jobs, f"{PROBE_LABEL} ({why})"
-
-
-@dataclasses.dataclass(frozen=True)
-class _Guard:
-    """A backend's start-up check in front of its kernels, found in the release's own source."""
-
-    impl: str
-    backend: str
-    """vLLM's name for the backend whose constructor it is (the pack's `backends.guards` key)."""
-    source_file: str
-    refuses: Any
-    """(kv_cache_dtype, capability) -> the guard's words as kvdoctor copied them, for a release the pack lacks."""
-    needles: dict[str, str]
-    """"fp8" / "bf16" -> words of the check's message as they stand on one line of source_file."""
-    kinds: dict[str, str]
-    """"fp8" / "bf16" -> failure kind."""
-
-
-GUARDS = {
-    "triton_attention": _Guard("TritonAttentionImpl.__init__", "TRITON_ATTN", BACKEND_FILE, guard_refuses,
-                               {"fp8": GUARD_TEXT, "bf16": "bfloat16 KV cache is not supported"},
-                               {"fp8": "triton_attn_fp8_guard", "bf16": "triton_attn_bf16_guard"}),
-    "triton_mla": _Guard("TritonMLAImpl.__init__", "TRITON_MLA", MLA_BACKEND_FILE, mla_guard_refuses, MLA_GUARD_TEXTS,
-                         {"fp8": "triton_mla_fp8_guard", "bf16": "triton_mla_bf16_guard"}),
-}  # fmt: skip
-
-
-def _guard_result(request: DryRunRequest, source: KernelSource | None) -> KernelResult | None:
-    """vLLM's start-up guard (TritonAttentionImpl 0.24.0+, TritonMLAImpl 0.26.0+) when this release has it and
-    it refuses the config: it raises before any kernel compiles, so it comes first; the kernels after it show
-    what it protects from. The pack says which releases refuse what, in vLLM's words; for a release it does not
-    hold, the guard is looked for in the release's own source."""
-    guard = GUARDS.get(kernel_family(request.kv_cache_dtype, request.backend) or "")
-    if guard is None or source is None:
-        return None
-    from kvdoctor.vllm_pack.select import NotInPack, constructor_guard
-
-    version = request.vllm_version or source.version
-    try:
-        if not version:
-            raise NotInPack("the vLLM version of these kernels is not known")
-        found = constructor_guard(version, guard.backend, tuple(request.capability), request.kv_cache_dtype)
-    except NotInPack:  # a release the pack does not hold: find the guard in its own source
-        which = "fp8" if request.kv_cache_dtype.startswith("fp8") else "bf16"
-        exc_type, file, message = "ValueError", guard.source_file, guard.refuses(request.kv_cache_dtype,
-                                                                                tuple(request.capability))
-        lines = _source_lines(source, file)
-        hit = next((i for i, text in enumerate(lines) if guard.needles[which] in text), None) if message else None
-        if hit is None:
-            return None  # a release without the guard: the compile failure is the cause
-        raise_line = next((i for i in range(hit, max(hit - 12, -1), -1) if "raise ValueError" in lines[i]), hit)
-    else:
-        if found is None:
-            return None
-        exc_type, message, where = found
-        which = "fp8" if "FP8" in message else "bf16" if "bfloat16" in message else None
-        file, _, line = where.rpartition(":")
-        raise_line = int(line) - 1
-        lines = _source_lines(source, file) if version == source.version else []
-    failure = CompileFailure(
-        kind=guard.kinds.get(which, "constructor_guard"), exc_type=exc_type, message=message,
-        innermost_type=exc_type, innermost_message=message, kernel_file=file, kernel_line=raise_line + 1,
-        kernel_source_line=lines[raise_line].strip() if raise_line < len(lines) else None,
-    )  # fmt: skip
-    note = "vLLM refuses this configuration at start-up, before any of the kernels below is compiled"
-    return KernelResult(guard.impl, "guard", file, Status.FAILED, 0.0, False, {}, failure, note)
-
-
-def _source_lines(source: KernelSource, file: str) -> list[str]:
-    path = source.files.get(file)
-    try:
-        return path.read_text(encoding="utf-8").splitlines() if path is not None else []
-    except OSError:
-        return []
 
 
 def _job_path(job: CompileJob, source: KernelSource | None) -> Path | None:
@@ -299,7 +212,7 @@ def _plan_request(request: DryRunRequest, triton_version: str | None, scratch: P
     jobs, label = _choose_plan(request, source)
     if not jobs:
         return {"report": _skipped(request, label, started)}
-    guard = _guard_result(request, source)
+    guard = guard_result(kernel_family(request.kv_cache_dtype, request.backend), request, source)
     kernels: list[KernelResult | None] = [None] * len(jobs)
     pending: list[tuple[int, str | None, dict[str, Any]]] = []
     for index, job in enumerate(jobs):
