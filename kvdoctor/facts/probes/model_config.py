@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kvdoctor.data.dtypes import CONFIG_DTYPE_NAMES, SAFETENSORS_DTYPES
+from kvdoctor.data.model_types import model_types
 from kvdoctor.base.errors import ModelConfigError
 from kvdoctor.model.facts import ModelFacts
 from kvdoctor.facts.probes.model_source import ConfigLocation
@@ -19,12 +20,6 @@ from kvdoctor.facts.probes.model_source import ConfigLocation
 MAX_CONFIG_BYTES = 5 * 1024 * 1024
 MAX_SAFETENSORS_HEADER = 100 * 1024 * 1024
 SUB_CONFIGS = ("text_config", "language_config", "llm_config", "thinker_config", "encoder_config", "vision_config")
-HYBRID_MODEL_TYPES = {
-    "jamba", "bamba", "nemotron_h", "falcon_h1", "granitemoehybrid", "zamba2", "plamo2", "lfm2",
-    "qwen3_next", "minimax_text_01", "minimax_m1", "mamba2_hybrid", "hunyuan_v1_hybrid", "kimi_linear",
-}
-# vLLM passes `sinks` to its attention layers for these models (vllm/model_executor/models/<type>.py, 0.20-0.34)
-MODEL_TYPES_WITH_SINKS = {"gpt_oss", "openai_privacy_filter"}
 SINK_FLAGS = ("add_swa_attention_sink_bias", "add_full_attention_sink_bias", "use_sink", "attention_sink")
 EXPERT_COUNTS = ("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts")
 NON_ATTENTION_LAYERS = ("mamba", "linear", "conv", "ssm", "recurrent", "deltanet")
@@ -90,7 +85,8 @@ def read_model_facts(location: ConfigLocation) -> ModelFacts:
         is_mla=is_mla,
         kv_lora_rank=kv_lora_rank,
         is_hybrid=_is_hybrid(raw, text, model_type),
-        has_sinks=model_type in MODEL_TYPES_WITH_SINKS or any(bool(text.get(k) or raw.get(k)) for k in SINK_FLAGS),
+        has_sinks=model_type in model_types("attention_sinks")
+        or any(bool(text.get(k) or raw.get(k)) for k in SINK_FLAGS),
         is_moe=any(isinstance(scope.get(k), int) and scope.get(k) > 1 for scope in (raw, text) for k in EXPERT_COUNTS),
         is_sparse=is_mla and ("index_topk" in raw or "index_topk" in text),
         sliding_window=sliding if isinstance(sliding, int) and not isinstance(sliding, bool) else None,
@@ -172,7 +168,7 @@ def _weights_dtype(model_dir: Path | None) -> str | None:
 
 
 def _is_hybrid(raw: dict[str, Any], text: dict[str, Any], model_type: str | None) -> bool:
-    if model_type in HYBRID_MODEL_TYPES:
+    if model_type in model_types("hybrid"):  # kvdoctor/data/model_types.yaml
         return True
     for scope in (raw, text):
         for key in ("layer_types", "layers_block_type"):

@@ -1,15 +1,36 @@
-"""The dtype vLLM runs a model in, for a target GPU and --dtype (facts section 5, `--dtype auto`)."""
+"""The dtype vLLM runs a model in, for a target GPU and --dtype: kvdoctor's own reading, the fallback for when the
+knowledge pack cannot say (kvdoctor/facts/collect.py asks the pack first). Its rules, and the vLLM releases they
+were read from, are in kvdoctor/data/dtype_fallback.yaml; docs/facts/vllm-kv-cache.md section 5 has the source."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+
+from kvdoctor.base.yaml_safe import load_yaml_cached
+from kvdoctor.data import read_data
 from kvdoctor.data.dtypes import FLAG_DTYPES
+
+
+@lru_cache(maxsize=1)
+def _rules() -> dict:
+    return load_yaml_cached(read_data("dtype_fallback.yaml"), "dtype_fallback.yaml")
+
+
+def _capability(text: str) -> tuple[int, int]:
+    major, minor = text.split(".")
+    return int(major), int(minor)
 
 
 def supported_dtypes(capability: tuple[int, int]) -> list[str]:
     """vLLM's CUDA list, in preference order."""
-    if capability >= (8, 0):
-        return ["bfloat16", "float16", "float32"]
-    return ["float16", "float32"]
+    return next(list(row["dtypes"]) for row in _rules()["supported"] if capability >= _capability(row["from"]))
+
+
+def _per_gpu() -> str:
+    """'bfloat16 on SM80+, float16 below': how the GPU decides, in words."""
+    newest, older = _rules()["supported"][:2]
+    major, minor = _capability(newest["from"])
+    return f"{newest['dtypes'][0]} on SM{major}{minor}+, {older['dtypes'][0]} below"
 
 
 def resolve_model_dtype(
@@ -19,16 +40,19 @@ def resolve_model_dtype(
     if flag != "auto":
         dtype = FLAG_DTYPES[flag]
         return dtype, f"--dtype {flag}"
-    declared = config_dtype or "float32"
-    origin = f"config.json declares {config_dtype}" if config_dtype else "config.json declares no dtype (float32)"
+    rules = _rules()
+    declared = config_dtype or rules["undeclared"]
+    origin = (f"config.json declares {config_dtype}" if config_dtype
+              else f"config.json declares no dtype ({rules['undeclared']})")  # fmt: skip
     if capability is None:
-        if declared == "float16":
-            return "float16", origin
-        return None, f"{origin}; the effective dtype depends on the GPU (bfloat16 on SM80+, float16 below)"
+        if declared in rules["same_on_every_gpu"]:
+            return declared, origin
+        return None, f"{origin}; the effective dtype depends on the GPU ({_per_gpu()})"
     supported = supported_dtypes(capability)
-    if declared == "float32":
+    if declared == rules["downcast"]:
         target = supported[0]
-        return target, f"{origin}; vLLM downcasts float32 to {target} on this GPU"
+        return target, f"{origin}; vLLM downcasts {declared} to {target} on this GPU"
     if declared not in supported:
-        return "float16", f"{origin}; this GPU has no bfloat16, vLLM falls back to float16 with a warning"
+        fallback = rules["unsupported_becomes"]
+        return fallback, f"{origin}; this GPU has no {declared}, vLLM falls back to {fallback} with a warning"
     return declared, origin

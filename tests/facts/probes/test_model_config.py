@@ -120,3 +120,24 @@ def test_hf_id_found_in_cache(hf_cache, monkeypatch):
 )
 def test_resolve_model_dtype(config_dtype, model_type, flag, capability, expected):
     assert resolve_model_dtype(config_dtype, flag, capability)[0] == expected  # model_type labels the case
+
+
+def test_the_dtype_fallback_agrees_with_every_release_the_pack_read():
+    """kvdoctor/data/dtype_fallback.yaml is used only where the pack cannot say; where both answer they agree
+    (vLLM's refusals, such as an explicit --dtype bfloat16 below SM80, are the pack's alone)."""
+    from kvdoctor.data.dtypes import MODEL_DTYPES
+    from kvdoctor.vllm_pack import load_release, pack_releases
+    from kvdoctor.vllm_pack.dtypes import resolve_dtype
+
+    compared = 0
+    for version in pack_releases():
+        release = load_release(version)
+        for capability in [(7, 0), (7, 5), (8, 0), (8, 6), (8, 9), (9, 0), (10, 0), (12, 0)]:
+            for config_dtype in ("float16", "bfloat16", "float32"):
+                for flag in MODEL_DTYPES:
+                    dtype, _, error = resolve_dtype(release, config_dtype, flag, capability, "qwen2")
+                    if dtype is None or error:
+                        continue
+                    assert resolve_model_dtype(config_dtype, flag, capability)[0] == dtype, (version, capability)
+                    compared += 1
+    assert compared > 1000
