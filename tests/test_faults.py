@@ -7,6 +7,7 @@ segfault or abort; environment and file-system changes do the rest.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -38,6 +39,11 @@ def report(result, schema) -> dict:
     return document
 
 
+NEEDS_TORCH = pytest.mark.skipif(
+    importlib.util.find_spec("torch") is None,
+    reason="needs torch, whose probe says 'CUDA not available' (pip install torch==2.13.0)",
+)
+
 # The machine is taken to have the NVIDIA driver's library, so pynvml is asked (kvdoctor skips it when dlopen fails).
 HAS_DRIVER = "import kvdoctor.facts.probes.gpu as gpu_probe\ngpu_probe._nvml_library_loads = lambda: True\n"
 NVML_PATCH = HAS_DRIVER + """
@@ -56,7 +62,8 @@ def _raise(code):
     (NVML_PATCH + "pynvml.nvmlInit = lambda: None\npynvml.nvmlShutdown = lambda: None\n"
      "pynvml.nvmlDeviceGetCount = lambda: 1\n"
      "pynvml.nvmlDeviceGetHandleByIndex = _raise(pynvml.NVML_ERROR_GPU_IS_LOST)\n", "NVML: GPU is lost"),
-    (NVML_PATCH + "pynvml.nvmlInit = _raise(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)\n", "CUDA not available"),
+    pytest.param(NVML_PATCH + "pynvml.nvmlInit = _raise(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)\n", "CUDA not available",
+                 marks=NEEDS_TORCH),  # the note is torch's: NVML failed, so kvdoctor asks torch.cuda
 ], ids=["nvml-library-missing", "pynvml-not-installed", "driver-library-mismatch", "gpu-lost", "torch-without-cuda"])
 def test_nvml_faults_give_a_report_that_says_why_no_gpu(run_cli, tmp_path, report_schema, patch, note):
     document = report(run_cli(*FOUNDING, env=shim(tmp_path, patch)), report_schema)
@@ -67,7 +74,7 @@ def test_nvml_faults_give_a_report_that_says_why_no_gpu(run_cli, tmp_path, repor
 
 
 def test_torch_without_cuda_is_named_with_its_version(run_cli, tmp_path, report_schema):
-    pytest.importorskip("torch")
+    pytest.importorskip("torch", reason="needs torch (CPU build: pip install torch==2.13.0)")
     import torch
 
     if torch.cuda.is_available():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-import time
+import zipfile
 
 import pytest
 from dryrun_support import founding_request, vllm_wheels  # noqa: F401  (fixtures)
@@ -18,14 +18,26 @@ def _no_child(*args, **kwargs):
     raise AssertionError("a warm run must not start the compiler process")
 
 
+def _recording(calls: list, real):
+    """real, noting each call's first argument (a compile payload, a zip file) in calls."""
+
+    def record(first, *args, **kwargs):
+        calls.append(first)
+        return real(first, *args, **kwargs)
+
+    return record
+
+
 def test_second_run_is_cached_and_starts_no_child(vllm_wheels, tmp_path, monkeypatch):
     request = founding_request(vllm_wheels["0.25.1"])
     cold = run_dry_run(request, cache_dir=tmp_path)
     monkeypatch.setattr(compiler_process, "start_child", _no_child)
-    started = time.perf_counter()
+    jobs_sent, wheels_opened = [], []
+    monkeypatch.setattr(compiler_process, "run_jobs", _recording(jobs_sent, compiler_process.run_jobs))
+    monkeypatch.setattr(zipfile, "ZipFile", _recording(wheels_opened, zipfile.ZipFile))
     warm = run_dry_run(request, cache_dir=tmp_path)
 
-    assert time.perf_counter() - started < 0.5
+    assert jobs_sent == [] and wheels_opened == []  # nothing compiled, the wheel's kernels not extracted again
     assert all(k.cached for k in warm.kernels) and not any(k.cached for k in cold.kernels)
     assert warm.status == cold.status == "failed"
     assert warm.kernels[0].failure == cold.kernels[0].failure

@@ -5,11 +5,10 @@ Faults are forced through the child-only test hook KVDOCTOR_DRYRUN_FAULT (see kv
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from dryrun_support import founding_request, vllm_wheels  # noqa: F401  (fixtures)
 
+import kvdoctor.dryrun.compiler_process as compiler_process
 import kvdoctor.dryrun.kernel_source as kernel_source
 from kvdoctor.dryrun import DryRunRequest, run_dry_run
 
@@ -18,10 +17,20 @@ pytestmark = pytest.mark.vllm_wheel
 
 def test_a_hung_compile_times_out(vllm_wheels, monkeypatch):
     monkeypatch.setenv("KVDOCTOR_DRYRUN_FAULT", "hang")
-    started = time.monotonic()
+    children = []  # (its kernels, its time limit, its exit status) per compiler child
+    start_child = compiler_process.start_child
+
+    def watched(payload, timeout_s, triton_cache):
+        outcome = start_child(payload, timeout_s, triton_cache)
+        children.append(([job["kernel"] for job in payload], timeout_s, outcome.returncode))
+        return outcome
+
+    monkeypatch.setattr(compiler_process, "start_child", watched)
     report = run_dry_run(founding_request(vllm_wheels["0.26.0"]), use_cache=False, timeout_s=1.5)
 
-    assert time.monotonic() - started < 6
+    # each kernel went to a child once, and each child was killed at the limit (None): no hang, no retry
+    assert sorted(k for kernels, _, _ in children for k in kernels) == sorted(k.kernel for k in report.kernels)
+    assert all(limit <= 1.5 and status is None for _, limit, status in children), children
     assert report.status == "failed" and report.failure_kind == "timeout"
     assert {k.status for k in report.kernels} == {"timeout"}
     assert "1.5 s" in report.kernels[0].failure.message

@@ -31,6 +31,13 @@ def _kvdoctor(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "kvdoctor", *args], cwd=tmp_path, env=env, capture_output=True, text=True)
 
 
+def _cache_entries(cache_dir: Path) -> dict[str, tuple[int, int]]:
+    """Each compile result in the cache with its inode and mtime: a compile writes its entry anew."""
+    stats = {str(p): p.stat() for p in (cache_dir / "results").rglob("*.json")}
+    return {path: (stat.st_ino, stat.st_mtime_ns) for path, stat in stats.items()}
+
+
+@pytest.mark.vllm_wheel
 def test_real_compiles_cold_then_warm_from_cache(tmp_path):
     wheel = _wheel("0.25.1")
     request = MatrixRequest(
@@ -49,10 +56,11 @@ def test_real_compiles_cold_then_warm_from_cache(tmp_path):
     assert cold.cell("L4", "turboquant_k8v4").dry_run == "passed"  # SM89 stores e4m3: no bf16 assert
     assert cold.cell("A100", "turboquant_4bit_nc").dry_run == "passed"  # MSE preset never converts to fp8
     assert cold.vllm_version == "0.25.1"
+    compiled = _cache_entries(tmp_path)
     warm = run_matrix(request)
     assert all(c.cached for c in warm.cells if c.dry_run)
     assert [c.verdict for c in warm.cells] == [c.verdict for c in cold.cells]
-    assert warm.seconds < cold.seconds
+    assert compiled and _cache_entries(tmp_path) == compiled  # the warm run compiled nothing (no entry written)
 
 
 def test_cli_json_and_csv_carry_verdicts_and_capacity(tmp_path):

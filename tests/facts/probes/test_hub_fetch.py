@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import socket
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -91,13 +90,29 @@ def test_unknown_repo_is_one_clear_line(run_cli, cli_env, fake_hub, tmp_path):
     ]
 
 
+# A sitecustomize.py for kvdoctor's process: each socket connect it attempts, one line in $CONNECT_LOG.
+COUNT_CONNECTS = """
+import os, socket
+_connect = socket.socket.connect
+def _logged(self, address):
+    with open(os.environ["CONNECT_LOG"], "a") as log:
+        log.write(f"{address}\\n")
+    return _connect(self, address)
+socket.socket.connect = _logged
+"""
+
+
 def test_no_network_fails_fast_without_retry_noise(run_cli, cli_env, tmp_path):
     with socket.socket() as probe:  # a port nobody listens on: connection refused at once
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     online_env(cli_env, f"http://127.0.0.1:{port}", tmp_path)
-    started = time.perf_counter()
-    result = run_cli("check", "--model", "Org/Fetched-3B", "--no-compile")
-    assert time.perf_counter() - started < 8
+    shim, log = tmp_path / "shim", tmp_path / "connects.log"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(COUNT_CONNECTS)
+    result = run_cli("check", "--model", "Org/Fetched-3B", "--no-compile",
+                     env={"PYTHONPATH": f"{shim}:{cli_env['PYTHONPATH']}", "CONNECT_LOG": str(log)})
+    # one attempt, then the error: hf_hub_download alone retries (8 refused connects measured, ~25 s)
+    assert log.read_text().splitlines() == [f"('127.0.0.1', {port})"]
     assert result.code == 2 and len(result.stderr.strip().splitlines()) == 1
     assert "could not fetch config.json" in result.stderr and "Retrying" not in result.stderr
