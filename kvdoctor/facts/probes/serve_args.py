@@ -8,13 +8,15 @@ Accepts every spelling vLLM does (`--kv-cache-dtype X`, `--kv-cache-dtype=X`, `-
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
+from kvdoctor.data import read_data
 from kvdoctor.data.dtypes import MODEL_DTYPES
 from kvdoctor.base.errors import UsageError
 from kvdoctor.model.facts import ServeFacts
-from kvdoctor.base.yaml_safe import YAMLError, load_yaml
+from kvdoctor.base.yaml_safe import YAMLError, load_yaml, load_yaml_cached
 
 MAX_CONFIG_BYTES = 1024 * 1024
 
@@ -39,29 +41,41 @@ def _model_dtype(text: str) -> str:
     return text
 
 
-def _max_model_len(text: str) -> int:
-    # vLLM accepts human forms: 32k = 32000, 32K = 32768, 1m / 1M likewise.
+def _human_readable_int(text: str) -> int:
+    # vLLM accepts human forms: 32k = 32000, 32K = 32768, 1m / 1M likewise (kvdoctor/data/serve_flags.yaml).
     stripped = text.strip()
-    scale = {"k": 10**3, "m": 10**6, "K": 2**10, "M": 2**20}.get(stripped[-1:], 1)
+    scale = _flag_table()["human_readable_int"].get(stripped[-1:], 1)
     number = stripped[:-1] if scale != 1 else stripped
     return _positive_int(str(int(float(number) * scale)))
 
 
-# flag -> (ServeFacts field, parser); None parser = boolean switch
-_VALUED: dict[str, tuple[str, Callable[[str], Any]]] = {
-    "--kv-cache-dtype": ("kv_cache_dtype", str),
-    "--dtype": ("dtype", _model_dtype),
-    "--attention-backend": ("attention_backend", lambda s: s.upper()),
-    "--quantization": ("quantization", str),
-    "--tensor-parallel-size": ("tensor_parallel_size", _positive_int),
-    "--pipeline-parallel-size": ("pipeline_parallel_size", _positive_int),
-    "--max-model-len": ("max_model_len", _max_model_len),
-    "--gpu-memory-utilization": ("gpu_memory_utilization", _fraction),
-    "--block-size": ("block_size", _positive_int),
-    "--speculative-config": ("speculative_config", str),
-}
-_SWITCHES = {"--enforce-eager": "enforce_eager", "--trust-remote-code": "trust_remote_code"}
-_SHORT = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-q": "--quantization"}
+_VALUE_CHECKS: dict[str, Callable[[str], Any]] = {
+    "text": str, "model_dtype": _model_dtype, "upper_case": str.upper, "positive_int": _positive_int,
+    "fraction": _fraction, "human_readable_int": _human_readable_int,
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Flags:
+    valued: dict[str, tuple[str, Callable[[str], Any]]]
+    """option -> (ServeFacts field, value check)."""
+    switches: dict[str, str]
+    """boolean option -> ServeFacts field."""
+    short: dict[str, str]
+    """short form -> its option."""
+
+
+@lru_cache(maxsize=1)
+def _flag_table() -> dict[str, Any]:
+    return load_yaml_cached(read_data("serve_flags.yaml"), "serve_flags.yaml")
+
+
+@lru_cache(maxsize=1)
+def _flags() -> _Flags:
+    table = _flag_table()
+    valued = {e["option"]: (field, _VALUE_CHECKS[e["value"]]) for field, e in table["valued"].items()}
+    short = {s: e["option"] for e in table["valued"].values() for s in e.get("short", ())}
+    return _Flags(valued, {option: field for field, option in table["switches"].items()}, short)
 
 
 @dataclass(frozen=True)
@@ -109,7 +123,7 @@ def _strip_launcher(tokens: list[str]) -> list[str]:
 
 
 def _canonical(flag: str) -> str:
-    flag = _SHORT.get(flag, flag)
+    flag = _flags().short.get(flag, flag)
     return "--" + flag[2:].replace("_", "-") if flag.startswith("--") else flag
 
 
@@ -129,11 +143,12 @@ def _scan(tokens: list[str]) -> tuple[str | None, dict[str, Any], list[str]]:
             continue
         flag, has_inline, inline = token.partition("=")
         flag = _canonical(flag)
-        if flag in _SWITCHES or (flag.startswith("--no-") and "--" + flag[5:] in _SWITCHES):
-            field = _SWITCHES.get(flag) or _SWITCHES["--" + flag[5:]]
+        switches = _flags().switches
+        if flag in switches or (flag.startswith("--no-") and "--" + flag[5:] in switches):
+            field = switches.get(flag) or switches["--" + flag[5:]]
             values[field] = not flag.startswith("--no-")
             continue
-        takes_value = flag in _VALUED or flag in ("--model", "--config")
+        takes_value = flag in _flags().valued or flag in ("--model", "--config")
         if has_inline:
             value = inline
         elif takes_value or _unknown_takes_value(flag, tokens, index):
@@ -146,8 +161,8 @@ def _scan(tokens: list[str]) -> tuple[str | None, dict[str, Any], list[str]]:
             continue
         if flag in ("--model", "--config"):
             values[flag[2:]] = value
-        elif flag in _VALUED:
-            field, parse = _VALUED[flag]
+        elif flag in _flags().valued:
+            field, parse = _flags().valued[flag]
             values[field] = _parse_value(flag, value, parse)
         else:
             unknown.append(f"{flag}={value}")

@@ -84,3 +84,27 @@ def test_config_yaml_is_read_and_flags_override_it(tmp_path):
 def test_missing_config_yaml_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="not found"):
         parse(f"vllm serve m --config {tmp_path / 'nope.yaml'}")
+
+
+def test_the_serve_flag_table_matches_every_release_the_pack_read():
+    """kvdoctor/data/serve_flags.yaml against each release's own parser: the option exists (bar the releases before
+    --attention-backend), takes a value or not as listed, with the listed short forms and vLLM's human-int type."""
+    from kvdoctor.base.versions import release_numbers
+    from kvdoctor.base.yaml_safe import load_yaml
+    from kvdoctor.data import read_data
+    from kvdoctor.vllm_pack import load_release, pack_releases
+
+    table = load_yaml(read_data("serve_flags.yaml"))
+    for version in pack_releases():
+        options = load_release(version).serve_args
+        for entry in table["valued"].values():
+            arg = options.get(entry["option"])
+            if arg is None:
+                assert entry["option"] == "--attention-backend" and release_numbers(version) < (0, 13, 0), version
+                continue
+            assert arg.takes_value and set(entry.get("short", ())) <= set(arg.option_strings), (version, entry)
+            human = (arg.type_name or "").startswith("human_readable_int")
+            assert human == (entry["value"] == "human_readable_int"), (version, entry)
+        for option in table["switches"].values():
+            arg = options[option]
+            assert not arg.takes_value and f"--no-{option[2:]}" in arg.option_strings, version
