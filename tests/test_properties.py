@@ -97,7 +97,7 @@ RULE_DATA = st.recursive(RULE_SCALARS, lambda inner: st.one_of(
 @FAST
 @given(rules=st.one_of(st.lists(RULE_DATA, max_size=3), RULE_DATA))
 def test_rules_load_or_raise_rules_file_error(tmp_path, rules):
-    from kvdoctor.facts.derive import is_fact_name
+    from kvdoctor.data.fact_names import is_fact_name
     from kvdoctor.rules.loader import load_rules
 
     path = tmp_path / "org.yaml"
@@ -113,7 +113,7 @@ def test_rules_load_or_raise_rules_file_error(tmp_path, rules):
 @FAST
 @given(text=st.text(alphabet=string.printable + "\x00\xff!:{}[]-", max_size=200))
 def test_rules_text_never_crashes(tmp_path, text):
-    from kvdoctor.facts.derive import is_fact_name
+    from kvdoctor.data.fact_names import is_fact_name
     from kvdoctor.rules.loader import load_rules
 
     path = tmp_path / "org.yaml"

@@ -21,11 +21,13 @@ def register(app: typer.Typer) -> None:
 
         try:
             if facts:
-                from kvdoctor.facts.derive import fact_names
+                from kvdoctor.data.fact_names import fact_registry
 
-                for name in sorted(fact_names()):
+                registry = fact_registry()
+                for name in sorted(registry.names()):
                     typer.echo(name)
-                typer.echo("env.<VLLM_* variable>")
+                for namespace in registry.open_namespaces:
+                    typer.echo(namespace.listed_as)
                 return
             from kvdoctor.explain.families import load_families
             from kvdoctor.rules import load_all_rules

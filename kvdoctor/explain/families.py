@@ -65,7 +65,7 @@ def flexible_spaces(pattern: str) -> str:
 @lru_cache(maxsize=1)
 def load_families() -> Families:
     """explain.yaml's rules (through the one rules loader) with the family knowledge beside them."""
-    from kvdoctor.facts.derive import is_fact_name
+    from kvdoctor.data.fact_names import is_fact_name
     from kvdoctor.rules.loader import bundled_files, bundled_rules
 
     rules = bundled_rules("explain", is_fact_name, stage_keys=frozenset(FAMILY_KEYS), pattern_rewrite=flexible_spaces)

@@ -9,26 +9,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from kvdoctor.data.fact_names import fact_registry
 from kvdoctor.model.facts import Facts
 from kvdoctor.vllm_pack.candidates import Candidates, agree
-
-ATTENTION_FACTS = {
-    "attention.backend": "the backend vLLM picks (or the forced one, when valid); 'none' when it raises",
-    "attention.error": "vLLM's own error when no backend is valid or the forced one is not; 'none' otherwise",
-    "attention.forced": "the backend forced by --attention-backend / VLLM_ATTENTION_BACKEND, 'auto' when none",
-    "attention.reasons": "each rejected backend with vLLM's reasons, 'BACKEND: reason, reason; ...'",
-    "attention.picked_by": "release range of each distinct answer when the version is unknown",
-    "attention.evidence": "where in vLLM the answer comes from (file:line, release)",
-    "attention.error_kind": "'no_valid_backend', 'forced_invalid', 'unknown_backend', 'constructor' or 'none'",
-    "attention.auto_backend": "what vLLM would pick if no backend were forced",
-    "attention.kv_dtypes_that_work": "KV-cache dtypes some backend serves here, when this one fails",
-    "attention.forced_suggestion": "the backend names vLLM knows closest to an unknown forced one, 'none' if no "
-                                   "name is close",
-    "attention.undecided": "why vLLM's choice is not decided although its inputs are known (the pack lacks an "
-                           "answer, or candidate releases disagree on whether vLLM starts); 'none' when decided",
-    "attention.quantizes_query": "whether the picked backend's implementation takes fp8-quantized queries here "
-                                 "(its own `supports_quant_query_input`, asked per capability and KV dtype)",
-}
 
 
 # attention.error_kind as words, for a release split
@@ -39,7 +22,7 @@ _OUTCOMES = {"none": "starts", "no_valid_backend": "no valid backend", "forced_i
 def attention_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
     """attention.* facts; all unknown when an input the selector needs is unknown."""
     inputs = selector_inputs(facts)
-    unknown = {name: None for name in ATTENTION_FACTS}
+    unknown = dict.fromkeys(fact_registry().names(produced_by="attention"))
     unknown["attention.forced"] = facts.serve.attention_backend or "auto"
     if inputs is None or not releases.releases:
         return unknown | _unknown_forced_backend(facts.serve.attention_backend, releases)

@@ -1,57 +1,22 @@
-"""Facts computed from other facts (kv-cache dtype catalogue, dry-run outcome), and the fact-name registry."""
+"""Facts computed from other facts: what the judged release (or its candidates) decides, and the dry-run outcome.
+Their names are declared in data/fact_names.yaml."""
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from kvdoctor.model.facts import Facts, GpuFacts, ServeFacts, VersionFacts
-from kvdoctor.facts.attention import ATTENTION_FACTS, attention_facts
+from kvdoctor.base.yaml_safe import load_yaml_cached
+from kvdoctor.data import read_data
+from kvdoctor.data.fact_names import fact_registry
+from kvdoctor.facts.attention import attention_facts
 from kvdoctor.facts.kv_dtypes import kv_dtype_facts
+from kvdoctor.model.facts import Facts
 from kvdoctor.vllm_pack.candidates import Candidates, agree, candidates, describe_range
 
 if TYPE_CHECKING:
     from kvdoctor.model.dry_run import DryRunReport
-
-DRYRUN_FACTS = {
-    "dryrun.status": "'passed', 'failed' or 'skipped'; unknown when no dry run ran",
-    "dryrun.source": "'vllm' (vLLM's real kernels) or 'probe' (kvdoctor's probe kernel)",
-    "dryrun.failure_kind": "failure kind of the deciding kernel (the first that did not compile, else a skip for a "
-    "changed layout), e.g. bf16_to_fp8e4b15_assert",
-    "dryrun.failed_kernel": "name of that deciding kernel",
-    "dryrun.innermost": "innermost exception of its failure, 'Type: message'",
-    "dryrun.explained": "whether a rule's compile_kind names the failure kind",
-}
-
-
-DERIVED_FROM = {
-    "model.dtype": ("model.config_dtype", "gpu.capability"),
-    "kv.accepted": ("vllm.version",),
-    "attention.backend": ("vllm.version", "gpu.capability", "model.dtype"),
-    "attention.error": ("vllm.version", "gpu.capability", "model.dtype"),
-    "serve.args_accepted": ("vllm.version",),
-    "serve.args_error": ("vllm.version",),
-}
-"""Facts computed from others: an unknown one is supplied by supplying its unknown inputs (the hint says which)."""
-
-
-def fact_names() -> set[str]:
-    """Every fact name rules may use (env.* names are open-ended)."""
-    blank = Facts(gpu=GpuFacts("none"), model=None, versions=VersionFacts(), serve=ServeFacts())
-    names = set(blank.flat()) | set(DRYRUN_FACTS)
-    names |= set(kv_dtype_facts("auto", Candidates((), exact=False)))
-    names |= set(serve_args_facts((), Candidates((), exact=False))) | {"vllm.judged", "vllm.facts_note"}
-    names |= set(ATTENTION_FACTS) | set(RUNNER_FACTS)
-    return names
-
-
-def is_fact_name(name: str) -> bool:
-    return name in _names() or (name.startswith("env.") and len(name) > 4)
-
-
-@lru_cache(maxsize=1)
-def _names() -> frozenset[str]:
-    return frozenset(fact_names())
 
 
 def derive_kv_facts(facts: Facts) -> dict[str, Any]:
@@ -70,19 +35,19 @@ def derive_kv_facts(facts: Facts) -> dict[str, Any]:
     )
 
 
-RUNNER_FACTS = ("vllm.model_runner", "vllm.runner_bug", "vllm.runner_error")
-
-
 def runner_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
     """Which GPU model runner (V1/V2) the release uses for this model and flags, and the runner bug it hits."""
     model = facts.model
     if model is None or not releases.releases:
-        return dict.fromkeys(RUNNER_FACTS)
+        return dict.fromkeys(fact_registry().names(produced_by="runner"))
     env = dict(facts.serve.env).get("VLLM_USE_V2_MODEL_RUNNER")
-    unsupported = ("ngram/ngram_gpu speculative decoding",) if "ngram" in (facts.serve.speculative_config or "") else ()
+    unsupported = v2_unsupported_features(facts)
+
+    from kvdoctor.vllm_pack.runner import model_runner  # reads runner_bugs.yaml on import: only when asked
 
     def choose(release):
-        return release.model_runner(
+        return model_runner(
+            release,
             architectures=model.architectures, is_moe=model.is_moe, is_hybrid=model.is_hybrid, env=env,
             v2_unsupported_features=unsupported, kv_cache_dtype=facts.serve.kv_cache_dtype,
         )
@@ -96,21 +61,37 @@ def runner_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
     }
 
 
+@lru_cache(maxsize=1)
+def _v2_unsupported() -> tuple[dict[str, str], ...]:
+    return tuple(load_yaml_cached(read_data("runner_v2_unsupported.yaml"), "runner_v2_unsupported.yaml").values())
+
+
+def v2_unsupported_features(facts: Facts) -> tuple[str, ...]:
+    """Features these serve settings turn on that vLLM's Model Runner V2 does not support, in vLLM's wording
+    (data/runner_v2_unsupported.yaml)."""
+    return tuple(entry["feature"] for entry in _v2_unsupported()
+                 if entry["contains"] in str(getattr(facts.serve, entry["serve_fact"]) or ""))
+
+
+# the pack loader has stripped '==' from exact pins: a bare version is exact, a range keeps its operators
+_EXACT_PIN = re.compile(r"[0-9][0-9A-Za-z.+_-]*")
+
+
+def exact_pin(spec: str | None) -> str | None:
+    """The version an exact pin names ('2.11.0'), or None for a range ('~=3.8.0', '>=2.9,<3') or no pin."""
+    return spec if spec and _EXACT_PIN.fullmatch(spec) else None
+
+
 def pinned_stack_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
     """For a what-if release (not the installed one): the torch, Triton and FlashInfer its wheel pins. FlashInfer
     is a hard dependency of vLLM's CUDA wheel, so its presence is known once the release is."""
     if not releases.exact or facts.versions.vllm_source == "installed":
         return {}
     pins = releases.releases[0].pins
-
-    def exact(name: str) -> str | None:
-        spec = pins.get(name) or ""
-        return spec[2:] if spec.startswith("==") and "," not in spec else None
-
     found = {
-        "torch.version": facts.versions.torch or exact("torch"),
-        "triton.version": exact("triton") if facts.versions.triton is None else facts.versions.triton,
-        "flashinfer.version": exact("flashinfer-python"),
+        "torch.version": facts.versions.torch or exact_pin(pins.get("torch")),
+        "triton.version": exact_pin(pins.get("triton")) if facts.versions.triton is None else facts.versions.triton,
+        "flashinfer.version": exact_pin(pins.get("flashinfer-python")),
         "flashinfer.installed": "flashinfer-python" in pins,
     }
     return {k: v for k, v in found.items() if v is not None}
@@ -136,7 +117,7 @@ def serve_args_facts(argv: tuple[str, ...], releases: Candidates) -> dict[str, A
 def derive_dryrun_facts(dry_run: DryRunReport | None, known_kinds: set[str]) -> dict[str, Any]:
     """Dry-run facts of the dry run's deciding kernel; all unknown when there was no dry run."""
     if dry_run is None:
-        return {name: None for name in DRYRUN_FACTS}
+        return dict.fromkeys(fact_registry().names(produced_by="dryrun"))
     deciding = dry_run.deciding_kernel
     kind = dry_run.failure_kind
     return {

@@ -1,7 +1,8 @@
 """Plain, frozen facts gathered by the probes: the only input to rules and reports.
 
 Every fact may be unknown (``None``); rules treat unknown with three-valued logic.
-``Facts.flat()`` exposes them under the dotted names that rules.yaml uses.
+``Facts.flat()`` exposes them under the dotted names rules use, declared in kvdoctor/data/fact_names.yaml
+(this layer sits below data/, so a test, not an import, keeps the two in step).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from kvdoctor.facts.derive import is_fact_name
+from kvdoctor.data.fact_names import is_fact_name
 from kvdoctor.rules.loader import Rule, bundled_ids, bundled_rules, bundled_stamps, file_stamp, load_rules
 
 Stamped = tuple[tuple[Path, "tuple[int, int] | None"], ...]

@@ -6,37 +6,24 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from kvdoctor.data.fact_names import fact_registry
 from kvdoctor.model.report import Finding, Fix
 from kvdoctor.rules.conditions import holding_leaves, unknown_facts
 from kvdoctor.rules.loader import Rule
 
 PLACEHOLDER = re.compile(r"\{([a-z_]+(?:\.[A-Za-z0-9_]+)+)(?:\|([^{}]*))?\}")  # {fact} or {fact|if unknown}
 
-# How a user supplies an unknown fact, by fact-name prefix.
-FACT_HINTS = (
-    ("gpu.", "pass --gpu (e.g. --gpu A100) or run on the target machine"),
-    ("vllm.", "pass --vllm-version X or --vllm-source, or run where vLLM is installed"),
-    ("flashinfer.", "run where vLLM is installed so kvdoctor can see whether FlashInfer is"),
-    ("triton.", "run where vLLM is installed, or install triton"),
-    ("model.", "pass --model with a config.json that declares it"),
-    ("dryrun.", "install triton (pip install 'kvdoctor[compile]') so the dry run can compile"),
-)
-
 
 def hint_for(fact: str, facts: dict[str, Any] | None = None) -> str:
-    """How the user can supply an unknown fact: for a derived fact, the unknown inputs it is derived from."""
-    from kvdoctor.facts.derive import DERIVED_FROM
-
+    """How the user can supply an unknown fact (data/fact_names.yaml): for a derived fact, the unknown inputs it
+    is derived from."""
     facts = facts or {}
-    inputs = [name for name in DERIVED_FROM.get(fact, ()) if facts.get(name) is None]
+    registry = fact_registry()
+    declared = registry.get(fact)
+    inputs = [name for name in (declared.derived_from if declared else ()) if facts.get(name) is None]
     if inputs:
         return "; ".join(dict.fromkeys(hint_for(name, facts) for name in inputs))
-    if fact.startswith("model.") and facts.get("model.source") not in (None, "none"):
-        return "the model's config.json does not say; pass a model directory whose config.json does"
-    for prefix, hint in FACT_HINTS:
-        if fact.startswith(prefix):
-            return hint
-    return "supply it on the command line"
+    return registry.namespace_hint(fact, facts)
 
 
 def fill(template: str, facts: dict[str, Any]) -> str:

@@ -8,24 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from kvdoctor.base.errors import KvdoctorError
+from kvdoctor.data.fact_names import fact_registry
 from kvdoctor.facts.probes.serve_args import parse_serve_command
 from kvdoctor.scan.image import image_version
 from kvdoctor.scan.workload import Location, Workload
 
-DEPLOY_FACTS = {
-    "deploy.platform": "'kubernetes', 'compose' or 'helm'",
-    "deploy.image": "the container image",
-    "deploy.image_pinned": "whether the image tag names a vLLM release",
-    "deploy.image_note": "why the image names no vLLM release",
-    "deploy.gpu_from": "where the GPU came from: a node label, or the --gpu default",
-    "deploy.gpu_limit": "GPUs given to the container (nvidia.com/gpu limit, Compose device count, requestGPU)",
-    "deploy.gpu_resource": "how the manifest gives them, e.g. 'resources.limits nvidia.com/gpu'",
-    "deploy.gpus_needed": "--tensor-parallel-size x --pipeline-parallel-size x --data-parallel-size",
-    "deploy.gpus_short": "fewer GPUs given than needed",
-    "deploy.gpus_idle": "more GPUs given than used",
-    "deploy.unknown_env": "VLLM_* variables kvdoctor's rules read whose value comes from a Secret, ConfigMap or host",
-    "deploy.unknown_env_source": "where those values come from",
-}
 SHORT_FLAGS = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-dp": "--data-parallel-size",
                "-q": "--quantization"}  # fmt: skip
 GPU_RESOURCE = {"kubernetes": "resources.limits nvidia.com/gpu", "helm": "modelSpec.requestGPU",
@@ -34,9 +21,8 @@ ENV_READ_OUTSIDE_RULES = ("VLLM_ATTENTION_BACKEND",)  # read into serve.attentio
 
 
 def is_scan_fact_name(name: str) -> bool:
-    from kvdoctor.facts.derive import is_fact_name
-
-    return name in DEPLOY_FACTS or is_fact_name(name)
+    """Whether a scan rule may test `name`: a check fact or a deploy.* fact (data/fact_names.yaml)."""
+    return fact_registry().is_declared(name, scope="scan")
 
 
 def canonical_flag(flag: str) -> str:
@@ -63,7 +49,7 @@ class DeploymentFacts:
 
     def flat(self, check_facts: dict[str, Any]) -> dict[str, Any]:
         """deploy.* facts, GPU counts compared with the parallel sizes the check read."""
-        values = {name: None for name in DEPLOY_FACTS} | self.values
+        values = dict.fromkeys(fact_registry().names(produced_by="deploy")) | self.values
         tp, pp = check_facts.get("serve.tensor_parallel_size"), check_facts.get("serve.pipeline_parallel_size")
         limit = values.get("deploy.gpu_limit")
         if isinstance(tp, int) and isinstance(pp, int):

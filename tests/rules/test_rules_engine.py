@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-from kvdoctor.facts.derive import is_fact_name
+from kvdoctor.data.fact_names import is_fact_name
 from kvdoctor.base.errors import RulesFileError
 from kvdoctor.rules.conditions import ConditionError, parse_condition
 from kvdoctor.rules.engine import evaluate_rules, fill
