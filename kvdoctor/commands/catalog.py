@@ -31,11 +31,14 @@ def register(app: typer.Typer) -> None:
                 return
             from kvdoctor.explain.families import load_families
             from kvdoctor.rules import load_all_rules
+            from kvdoctor.scan.judge import deploy_rules
 
             for rule in load_all_rules(list(rules)):
                 typer.echo(f"{rule.id}  {rule.severity:<7}  {rule.title}")
-            for rule in load_families().rules:  # explain-only families (kvdoctor/explain/families.yaml)
+            for rule in load_families().rules:  # explain-only families (kvdoctor/data/rules/explain.yaml)
                 typer.echo(f"{rule.id}  {rule.severity:<7}  {rule.title}  [explain]")
+            for rule in deploy_rules():  # the deployment rules of `kvdoctor scan` (kvdoctor/data/rules/scan.yaml)
+                typer.echo(f"{rule.id}  {rule.severity:<7}  {rule.title}  [scan]")
         except KvdoctorError as exc:
             fail_input(exc)
 
