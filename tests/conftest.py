@@ -1,4 +1,5 @@
-"""Shared fixtures: real model configs, an HF cache holding them, and a CLI runner in a subprocess."""
+"""Shared fixtures: real model configs, an HF cache holding them, and a CLI runner in a subprocess. Under
+KVDOCTOR_CI=1 a skip fails the test (ci_support.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from ci_support import pytest_make_collect_report, pytest_runtest_makereport, pytest_terminal_summary  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -27,6 +30,13 @@ class CliResult:
 
     def json(self) -> dict:
         return json.loads(self.stdout)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that takes the vllm_wheels fixture reads a wheel: it carries the vllm_wheel marker (-m selects it)."""
+    for item in items:
+        if "vllm_wheels" in getattr(item, "fixturenames", ()) and item.get_closest_marker("vllm_wheel") is None:
+            item.add_marker(pytest.mark.vllm_wheel)
 
 
 @pytest.fixture

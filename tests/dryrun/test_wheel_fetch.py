@@ -138,6 +138,7 @@ def test_cli_what_if_compiles_the_fetched_release_then_works_offline(wheel, run_
     assert again.code == 1 and "fetched from the package index" in again.stdout and "convert_custom_float8" in again.stdout
 
 
+@pytest.mark.network
 @pytest.mark.skipif(os.environ.get("KVDOCTOR_TEST_REAL_INDEX") != "1", reason="set KVDOCTOR_TEST_REAL_INDEX=1 to ask the real index")
 def test_real_index_fetch_is_fast_and_small(tmp_path):
     result = wheel_fetch.fetch_release("0.26.0", tmp_path, KERNEL_FILES, offline=False)
