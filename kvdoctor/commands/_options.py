@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, List, Optional
+from typing import TYPE_CHECKING, Annotated, Any, List, Optional
 
 import typer
+
+if TYPE_CHECKING:
+    from kvdoctor.report.registry import FormatMenu
 
 Offline = Annotated[bool, typer.Option("--offline", help="Never use the network (also HF_HUB_OFFLINE=1).")]
 RulesFiles = Annotated[List[Path], typer.Option("--rules", help="Extra rules file(s), after the bundled rules.")]
@@ -25,3 +28,13 @@ FailOn = Annotated[str, typer.Option("--fail-on", help="Exit 1 when a finding re
 Debug = Annotated[bool, typer.Option("--debug", help="Show tracebacks of kvdoctor's own errors.")]
 ConfigFile = Annotated[Optional[Path], typer.Option(
     "--config", help="Config file (default: nearest kvdoctor.toml or pyproject.toml [tool.kvdoctor]).")]
+
+
+def format_option(menu: FormatMenu) -> Any:
+    """`--format/-f`, defaulting to the command's terminal format; the choices live in report/registry.py."""
+    return typer.Option(menu.terminal, "--format", "-f", help=menu.option_help)
+
+
+def verbose_option(what: str) -> Any:
+    """`--verbose/-v`: `what` says what it adds for this command."""
+    return typer.Option(False, "--verbose", "-v", help=what)

@@ -8,38 +8,32 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import typer
 
+if TYPE_CHECKING:
+    from kvdoctor.report.registry import FormatMenu
 
 INTERNAL_ERROR = 3  # exit code for kvdoctor's own bugs, distinct from 2 (the user's input)
 
 
-def run_and_exit(work: Callable[[], Any], output_format: str, output: Optional[Path], fail_on: str, verbose: bool,
-                 debug: bool, *, renderer: Callable[[str], Callable] | None = None,
-                 print_text: Callable[[Any, Any, bool], None] | None = None,
-                 after: Callable[[Any], None] | None = None) -> None:  # fmt: skip
-    """Run a command, render its report (--format, --output; the terminal gets text) and exit with its code.
-
-    renderer/print_text default to the check report's (kvdoctor.report.formats); `scan` passes its own. after(report)
-    runs once the report is out, before the exit."""
+def run_and_exit(work: Callable[[], Any], formats: FormatMenu, output_format: str, output: Optional[Path], fail_on: str,
+                 verbose: bool, debug: bool, *, after: Callable[[Any], None] | None = None) -> None:  # fmt: skip
+    """Run a command, render its report (--format, --output; the terminal gets the command's terminal format) and
+    exit with its code. after(report) runs once the report is out, before the exit."""
     from kvdoctor.base.errors import KvdoctorError
 
     try:
-        if renderer is None:
-            from kvdoctor.report.formats import renderer
-        render = renderer(output_format)
+        render = formats.renderer(output_format)
         report = work()
         rendered = render(report, verbose=verbose)
         if output is not None:
             write_output(output, rendered)
-        if output is not None or output_format == "text":
+        if output is not None or output_format == formats.terminal:
             from rich.console import Console
 
-            if print_text is None:
-                from kvdoctor.report.formats.text import print_report as print_text
-            print_text(report, Console(highlight=False, soft_wrap=not sys.stdout.isatty()), verbose)
+            formats.print_console(report, Console(highlight=False, soft_wrap=not sys.stdout.isatty()), verbose)
         else:
             sys.stdout.write(rendered)
     except KvdoctorError as exc:

@@ -21,8 +21,11 @@ from kvdoctor.commands._options import (
     Revision,
     RulesFiles,
     VllmSource,
+    format_option,
+    verbose_option,
 )
 from kvdoctor.commands._run import run_and_exit, team_and_choices
+from kvdoctor.report.registry import CHECK
 
 
 def register(app: typer.Typer) -> None:
@@ -45,10 +48,10 @@ def register(app: typer.Typer) -> None:
         no_compile: NoCompile = False,
         compile_timeout: CompileTimeout = 60.0,
         no_cache: NoCache = False,
-        output_format: str = typer.Option("text", "--format", "-f", help="text, json, or another from `kvdoctor formats`."),
+        output_format: str = format_option(CHECK),
         output: OutputFile = None,
         fail_on: FailOn = "error",
-        verbose: bool = typer.Option(False, "--verbose", "-v", help="Also list every fact."),
+        verbose: bool = verbose_option("Also list every fact."),
         debug: Debug = False,
         config: ConfigFile = None,
     ) -> None:
@@ -103,7 +106,7 @@ def register(app: typer.Typer) -> None:
             )
             return run_check(options, settings)
 
-        run_and_exit(work, output_format, output, fail_on, verbose, debug)
+        run_and_exit(work, CHECK, output_format, output, fail_on, verbose, debug)
 
 
 def split_pasted_command(extra: list[str], raw_argv: list[str]) -> tuple[list[str], list[str]]:

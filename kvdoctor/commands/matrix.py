@@ -16,7 +16,9 @@ from kvdoctor.commands._options import (
     Revision,
     RulesFiles,
     VllmSource,
+    format_option,
 )
+from kvdoctor.report.registry import MATRIX
 
 
 def _split(text: Optional[str]) -> tuple[str, ...]:
@@ -65,7 +67,7 @@ def register(app: typer.Typer) -> None:
         no_cache: NoCache = False,
         compile_timeout: CompileTimeout = 60.0,
         workers: Optional[int] = typer.Option(None, "--workers", help="Processes (default: the machine's cores)."),
-        output_format: str = typer.Option("table", "--format", "-f", help="table, json, csv or html."),
+        output_format: str = format_option(MATRIX),
         output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write --format output here; the terminal still gets the table."),
     ) -> None:
         """Which KV-cache dtype works on which GPU for this model and vLLM: verdicts, rule ids and KV capacity."""
@@ -73,9 +75,7 @@ def register(app: typer.Typer) -> None:
         from kvdoctor.base.errors import KvdoctorError, UsageError
 
         try:
-            from kvdoctor.report.matrix import matrix_renderer
-
-            render = matrix_renderer(output_format)
+            render = MATRIX.renderer(output_format)
             if not 0 < gpu_memory_utilization <= 1:
                 raise UsageError("--gpu-memory-utilization must be in (0, 1]")
             if max_model_len is not None and max_model_len < 1:
@@ -86,14 +86,12 @@ def register(app: typer.Typer) -> None:
             result = _run_with_progress(request)
             if output is not None:
                 write_output(output, render(result))
-            if output is None and output_format != "table":
+            if output is None and output_format != MATRIX.terminal:
                 typer.echo(render(result), nl=False)
             else:
                 from rich.console import Console
 
-                from kvdoctor.report.matrix.table import print_matrix
-
-                print_matrix(result, Console(highlight=False))
+                MATRIX.print_console(result, Console(highlight=False))
         except KvdoctorError as exc:
             fail_input(exc)
         except (typer.Exit, KeyboardInterrupt):

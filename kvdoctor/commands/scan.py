@@ -18,7 +18,10 @@ from kvdoctor.commands._options import (
     Offline,
     OutputFile,
     RulesFiles,
+    format_option,
+    verbose_option,
 )
+from kvdoctor.report.registry import SCAN
 
 
 def register(app: typer.Typer) -> None:
@@ -35,10 +38,10 @@ def register(app: typer.Typer) -> None:
         no_compile: NoCompile = False,
         compile_timeout: CompileTimeout = 60.0,
         no_cache: NoCache = False,
-        output_format: str = typer.Option("text", "--format", "-f", help="text, json, sarif, junit, github or markdown."),
+        output_format: str = format_option(SCAN),
         output: OutputFile = None,
         fail_on: FailOn = "error",
-        verbose: bool = typer.Option(False, "--verbose", "-v", help="Also print each workload's full check report."),
+        verbose: bool = verbose_option("Also print each workload's full check report."),
         debug: Debug = False,
         config: ConfigFile = None,
     ) -> None:
@@ -86,13 +89,10 @@ def _model_paths(pairs: list[str]) -> dict[str, str]:
 
 def _run_and_exit(work, output_format: str, output: Optional[Path], fail_on: str, verbose: bool, debug: bool) -> None:
     from kvdoctor.commands._run import run_and_exit
-    from kvdoctor.report.scan import scan_renderer
-    from kvdoctor.report.scan.text import print_scan
 
     def workload_errors(report) -> None:
         for result in report.workloads:
             if result.error:  # an input problem in one workload: said on stderr too, as every exit-2 error is
                 typer.echo(f"kvdoctor: error: {result.error_location}: {result.workload.title}: {result.error}", err=True)
 
-    run_and_exit(work, output_format, output, fail_on, verbose, debug, renderer=scan_renderer, print_text=print_scan,
-                 after=workload_errors)  # fmt: skip
+    run_and_exit(work, SCAN, output_format, output, fail_on, verbose, debug, after=workload_errors)

@@ -2,7 +2,7 @@ import re
 
 from formats_support import IGNORE_REASON, failing_report, passing_report
 
-from kvdoctor.report.formats import github
+from kvdoctor.report.check import github
 
 COMMAND = re.compile(r"^::(error|warning|notice) title=([^:\n]*)::(.*)$")
 

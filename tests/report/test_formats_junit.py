@@ -2,7 +2,7 @@ import xml.etree.ElementTree as ET
 
 from formats_support import IGNORE_REASON, failing_report, passing_report
 
-from kvdoctor.report.formats import junit
+from kvdoctor.report.check import junit
 
 
 def _cases(xml_text: str) -> dict[str, ET.Element]:

@@ -1,6 +1,6 @@
 from formats_support import IGNORE_REASON, failing_report, passing_report
 
-from kvdoctor.report.formats import markdown
+from kvdoctor.report.check import markdown
 
 
 def test_pr_comment_has_verdict_table_details_and_kernels(tmp_path):

@@ -1,7 +1,7 @@
 import pytest
 from formats_support import failing_report, passing_report
 
-from kvdoctor.report.formats import prometheus
+from kvdoctor.report.check import prometheus
 
 parser = pytest.importorskip("prometheus_client.parser")
 

@@ -4,7 +4,7 @@ from importlib import resources
 import pytest
 from formats_support import IGNORE_REASON, failing_report, passing_report
 
-from kvdoctor.report.formats import sarif
+from kvdoctor.report.check import sarif
 
 jsonschema = pytest.importorskip("jsonschema")
 

@@ -7,7 +7,9 @@ import xml.etree.ElementTree as ET
 import pytest
 from scan_support import line_of, rel, scan
 
-from kvdoctor.report.scan import available_scan_formats, scan_renderer
+from kvdoctor.report.registry import SCAN
+
+available_scan_formats, scan_renderer = SCAN.available, SCAN.renderer
 
 K8S = "acceptance/vllm-k8s.yaml"
 

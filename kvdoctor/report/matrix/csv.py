@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
-from kvdoctor.report.matrix._cells import rule_ids
+from kvdoctor.report.matrix.cells import rule_ids
 from kvdoctor.matrix.grid import Matrix
 
 COLUMNS = ("gpu", "gpu_name", "capability", "memory_gib", "kv_cache_dtype", "verdict", "rules_fired", "rules_undecided",
@@ -13,7 +13,7 @@ COLUMNS = ("gpu", "gpu_name", "capability", "memory_gib", "kv_cache_dtype", "ver
            "max_concurrent_seqs", "error")  # fmt: skip
 
 
-def render(matrix: Matrix) -> str:
+def render(matrix: Matrix, verbose: bool = False) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(COLUMNS)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import escape
 
 from kvdoctor import __version__
-from kvdoctor.report.matrix._cells import capacity_text, compile_label, gpu_label, reasons, rule_ids, version_label
+from kvdoctor.report.matrix.cells import capacity_text, compile_label, gpu_label, reasons, rule_ids, version_label
 from kvdoctor.matrix.grid import Cell, Matrix
 
 COLOURS = {"PASS": "#1a7f37", "WARN": "#d4a72c", "FAIL": "#cf222e", "ERROR": "#8250df"}
@@ -41,7 +41,7 @@ def _cell(cell: Cell) -> str:
     )
 
 
-def render(matrix: Matrix) -> str:
+def render(matrix: Matrix, verbose: bool = False) -> str:
     counts = {v: sum(1 for c in matrix.cells if c.verdict == v) for v in COLOURS}
     head = "".join(f"<th>{escape(d)}</th>" for d in matrix.kv_cache_dtypes)
     rows = []

@@ -36,5 +36,5 @@ def to_dict(matrix: Matrix) -> dict[str, Any]:
     }
 
 
-def render(matrix: Matrix) -> str:
+def render(matrix: Matrix, verbose: bool = False) -> str:
     return json.dumps(to_dict(matrix), indent=2) + "\n"

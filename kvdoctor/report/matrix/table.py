@@ -8,14 +8,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from kvdoctor.report.matrix._cells import capacity_text, compile_label, gpu_label, reasons, version_label
 from kvdoctor.matrix.grid import Matrix
-
-STYLE = {"PASS": "bold green", "WARN": "bold yellow", "FAIL": "bold red", "ERROR": "bold magenta"}
+from kvdoctor.report.matrix.cells import capacity_text, compile_label, gpu_label, reasons, version_label
+from kvdoctor.report.terminal import VERDICT_STYLE
 COLUMN_WIDTH = 18
 
 
-def print_matrix(matrix: Matrix, console: Console) -> None:
+def print_console(matrix: Matrix, console: Console, verbose: bool = False) -> None:
+    """The grid as a person reads it in a terminal; verbose adds nothing (every cell is shown)."""
     console.print(f"[bold]kvdoctor matrix[/]: {escape(matrix.model)} | {escape(version_label(matrix))} | "
                   f"{len(matrix.gpus)} GPUs x {len(matrix.kv_cache_dtypes)} KV-cache dtypes")  # fmt: skip
     per_table = max(1, (console.width - 26) // COLUMN_WIDTH)
@@ -31,7 +31,7 @@ def print_matrix(matrix: Matrix, console: Console) -> None:
             for dtype in chunk:
                 cell = matrix.cell(gpu, dtype)
                 rules = " ".join(reasons(cell)) or ("" if cell.verdict != "ERROR" else escape(cell.error or ""))
-                row.append(f"[{STYLE[cell.verdict]}]{cell.verdict}[/]\n{rules}\n[dim]{capacity_text(cell)}[/]".replace("\n\n", "\n"))
+                row.append(f"[{VERDICT_STYLE[cell.verdict]}]{cell.verdict}[/]\n{rules}\n[dim]{capacity_text(cell)}[/]".replace("\n\n", "\n"))
             table.add_row(*row)
         console.print(table)
     weights = f"{matrix.weights_bytes / 2**30:.2f} GiB ({matrix.weights_source})" if matrix.weights_bytes else "unknown"
@@ -43,7 +43,7 @@ def print_matrix(matrix: Matrix, console: Console) -> None:
         console.print(f"[dim]  - {escape(line)}[/]")
 
 
-def render(matrix: Matrix) -> str:
+def render(matrix: Matrix, verbose: bool = False) -> str:
     buffer = io.StringIO()
-    print_matrix(matrix, Console(file=buffer, width=160, highlight=False))
+    print_console(matrix, Console(file=buffer, width=160, highlight=False))
     return buffer.getvalue()

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from kvdoctor import __version__
-from kvdoctor.report.formats.json import to_dict as report_dict
+from kvdoctor.report.check.json import to_dict as report_dict
 from kvdoctor.scan.result import SCAN_SCHEMA_VERSION, ScanReport, WorkloadResult
 from kvdoctor.scan.workload import Location
 

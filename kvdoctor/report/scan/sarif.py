@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from kvdoctor import __version__
-from kvdoctor.report.formats._context import fix_line, state
-from kvdoctor.report.formats.sarif import INFORMATION_URI, LEVEL, SCHEMA_URI
 from kvdoctor.model.report import Finding
-from kvdoctor.report.scan._shared import workload_context
+from kvdoctor.report import sarif
+from kvdoctor.report.scan.summary import workload_context
+from kvdoctor.report.wording import fix_line
 from kvdoctor.scan.result import PlacedFinding, ScanReport, WorkloadResult
 from kvdoctor.scan.workload import Location
 
@@ -19,70 +17,43 @@ def render(report: ScanReport, verbose: bool = False) -> str:
     rules: dict[str, Finding] = {}
     for _, p in placed:
         rules.setdefault(p.finding.rule_id, p.finding)
-    rule_ids = sorted(rules)
-    results = [_result(w, p, rule_ids.index(p.finding.rule_id)) for w, p in placed]
-    results += [_error_result(w) for w in report.workloads if w.report is None]
-    run: dict[str, Any] = {
-        "tool": {"driver": {"name": "kvdoctor", "version": __version__, "informationUri": INFORMATION_URI,
-                            "rules": [_rule(rules[r]) for r in rule_ids]}},  # fmt: skip
-        "results": results,
-        "artifacts": [{"location": {"uri": f}} for f in report.files if f != "<stdin>"],
-        "invocations": [{"executionSuccessful": True,
-                         "toolExecutionNotifications": [{"level": "note", "message": {"text": n}} for n in report.notes]}],
-        "properties": {"verdict": report.verdict, "counts": report.counts()},
-    }  # fmt: skip
-    return json.dumps({"$schema": SCHEMA_URI, "version": "2.1.0", "runs": [run]}, indent=2, default=str) + "\n"
+    results = [_result(w, p) for w, p in placed] + [_error_result(w) for w in report.workloads if w.report is None]
+    run = sarif.Run(
+        rules=tuple(_rule(rules[r]) for r in sorted(rules)),
+        results=tuple(results),
+        properties={"verdict": report.verdict, "counts": report.counts()},
+        notifications=tuple(("note", n) for n in report.notes),
+        artifacts=tuple(f for f in report.files if f != "<stdin>"),
+    )
+    return sarif.sarif_log(run)
 
 
-def _rule(finding: Finding) -> dict[str, Any]:
-    rule: dict[str, Any] = {
-        "id": finding.rule_id,
-        "shortDescription": {"text": finding.title},
-        "defaultConfiguration": {"level": LEVEL[finding.severity]},
-        "properties": {"tags": ["vllm", "kv-cache", "deployment"]},
-    }
-    if finding.references:
-        rule["helpUri"] = finding.references[0]
-    return rule
+def _rule(finding: Finding) -> sarif.Rule:
+    help_uri = finding.references[0] if finding.references else None
+    return sarif.Rule(finding.rule_id, finding.title, finding.severity, ("vllm", "kv-cache", "deployment"), help_uri)
 
 
-def physical(where: Location) -> dict[str, Any]:
-    location: dict[str, Any] = {"physicalLocation": {"artifactLocation": {"uri": where.file}}}
-    if where.line:
-        location["physicalLocation"]["region"] = {"startLine": where.line}
-    if where.what:
-        location["message"] = {"text": where.what}
-    return location
+def _where(location: Location) -> dict[str, Any]:
+    return sarif.location(sarif.Location(location.file, location.line, location.what))
 
 
-def _result(workload: WorkloadResult, placed: PlacedFinding, index: int) -> dict[str, Any]:
+def _result(workload: WorkloadResult, placed: PlacedFinding) -> sarif.Result:
     f = placed.finding
     text = f"{workload.workload.title}: {f.title}. {f.cause}"
     if f.fixes:
         text += " Fixes: " + "; ".join(fix_line(x) for x in f.fixes) + "."
-    result: dict[str, Any] = {
-        "ruleId": f.rule_id,
-        "ruleIndex": index,
-        "kind": "open" if f.status == "undecided" else "fail",
-        "level": "none" if f.status == "undecided" else LEVEL[f.severity],
-        "message": {"text": text},
-        "locations": [physical(placed.location)],
-        "partialFingerprints": {"kvdoctorWorkload/v1": f"{workload.workload.file}#{workload.workload.title}#{f.rule_id}"},
-        "properties": {"workload": workload.workload.title, "context": workload_context(workload),
-                       "status": f.status, "gates": f.gates, "evidence": list(f.evidence)},
-    }  # fmt: skip
+    members: list[tuple[str, Any]] = [
+        ("locations", [_where(placed.location)]),
+        ("partialFingerprints", {"kvdoctorWorkload/v1": f"{workload.workload.file}#{workload.workload.title}#{f.rule_id}"}),
+        ("properties", {"workload": workload.workload.title, "context": workload_context(workload),
+                        "status": f.status, "gates": f.gates, "evidence": list(f.evidence)}),
+    ]  # fmt: skip
     if placed.related:
-        result["relatedLocations"] = [dict(physical(r), id=n) for n, r in enumerate(placed.related, 1)]
-    if state(f) == "ignored":
-        result["suppressions"] = [{"kind": "external", "justification": f.ignored_reason}]
-    return result
+        members.append(("relatedLocations", [dict(_where(r), id=n) for n, r in enumerate(placed.related, 1)]))
+    return sarif.Result(f.rule_id, text, f.severity, f.status == "undecided", f.ignored_reason, tuple(members))
 
 
-def _error_result(workload: WorkloadResult) -> dict[str, Any]:
-    return {
-        "ruleId": "kvdoctor/not-checked",
-        "kind": "fail",
-        "level": "error",
-        "message": {"text": f"{workload.workload.title} could not be checked: {workload.error}"},
-        "locations": [physical(workload.error_location or workload.workload.at(workload.workload.line))],
-    }
+def _error_result(workload: WorkloadResult) -> sarif.Result:
+    where = workload.error_location or workload.workload.at(workload.workload.line)
+    text = f"{workload.workload.title} could not be checked: {workload.error}"
+    return sarif.Result("kvdoctor/not-checked", text, "error", members=(("locations", [_where(where)]),))

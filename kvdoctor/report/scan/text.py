@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import io
-
 from rich.console import Console
 from rich.markup import escape
 
-from kvdoctor.report.formats._context import fix_line, state
-from kvdoctor.report.formats.text import SEVERITY_STYLE, VERDICT_STYLE, print_report
-from kvdoctor.report.scan._shared import summary_line, workload_context
+from kvdoctor.report.check.text import print_console as print_check
+from kvdoctor.report.scan.summary import summary_line, workload_context
+from kvdoctor.report.terminal import SEVERITY_STYLE, VERDICT_STYLE, captured
+from kvdoctor.report.wording import fix_line, state
 from kvdoctor.scan.result import ScanReport, WorkloadResult
 
-STYLE = VERDICT_STYLE | {"ERROR": "bold magenta"}
-
-
-def print_scan(report: ScanReport, console: Console, verbose: bool = False) -> None:
-    console.print(f"[{STYLE[report.verdict]}]{report.verdict}[/]  kvdoctor scan: {escape(summary_line(report))}")
+def print_console(report: ScanReport, console: Console, verbose: bool = False) -> None:
+    """The scan as a person reads it in a terminal: each workload, its findings at their manifest lines."""
+    console.print(f"[{VERDICT_STYLE[report.verdict]}]{report.verdict}[/]  kvdoctor scan: {escape(summary_line(report))}")
     for result in report.workloads:
         _print_workload(console, result, verbose)
     if report.notes:
@@ -27,7 +24,7 @@ def print_scan(report: ScanReport, console: Console, verbose: bool = False) -> N
 
 def _print_workload(console: Console, result: WorkloadResult, verbose: bool) -> None:
     w = result.workload
-    console.print(f"\n[{STYLE[result.verdict]}]{result.verdict}[/]  {escape(str(w.at(w.line)))}  [bold]{escape(w.title)}[/]")
+    console.print(f"\n[{VERDICT_STYLE[result.verdict]}]{result.verdict}[/]  {escape(str(w.at(w.line)))}  [bold]{escape(w.title)}[/]")
     if result.report is None:
         console.print(f"  [magenta]not checked[/] {escape(str(result.error_location))}: {escape(result.error or '')}")
         return
@@ -55,11 +52,8 @@ def _print_workload(console: Console, result: WorkloadResult, verbose: bool) -> 
         console.print(f"  [dim]- {escape(note)}[/]")
     if verbose:
         console.print("")
-        print_report(result.report, console, verbose=True)
+        print_check(result.report, console, verbose=True)
 
 
 def render(report: ScanReport, verbose: bool = False, color: bool = False) -> str:
-    buffer = io.StringIO()
-    console = Console(file=buffer, force_terminal=color, width=120, highlight=False, soft_wrap=False)
-    print_scan(report, console, verbose)
-    return buffer.getvalue()
+    return captured(print_console, report, verbose, color)

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import io
-
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from kvdoctor.model.report import Finding, Report
+from kvdoctor.report.terminal import SEVERITY_STYLE, VERDICT_STYLE, captured
 
-VERDICT_STYLE = {"PASS": "bold green", "WARN": "bold yellow", "FAIL": "bold red"}
-SEVERITY_STYLE = {"error": "red", "warning": "yellow", "info": "cyan"}
 VERIFIED_MARK = {"verified": "[green]verified by compile[/]", "not_verified": "[red]not verified[/]"}
 
 
-def print_report(report: Report, console: Console, verbose: bool = False) -> None:
+def print_console(report: Report, console: Console, verbose: bool = False) -> None:
+    """The report as a person reads it in a terminal."""
     console.print(_headline(report))
     fired = [f for f in report.sorted_findings() if f.status == "fired"]
     undecided = [f for f in report.sorted_findings() if f.status == "undecided"]
@@ -94,7 +92,4 @@ def _facts_table(report: Report) -> Table:
 
 
 def render(report: Report, verbose: bool = False, color: bool = False) -> str:
-    buffer = io.StringIO()
-    console = Console(file=buffer, force_terminal=color, width=120, highlight=False, soft_wrap=False)
-    print_report(report, console, verbose)
-    return buffer.getvalue()
+    return captured(print_console, report, verbose, color)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from kvdoctor.model.dry_run import Status
-from kvdoctor.report.formats._context import deployment_labels, kernels, rules_checked, state
 from kvdoctor.model.report import SEVERITY_ORDER, Report
+from kvdoctor.report.wording import deployment_labels, kernels, rules_checked, state
 
 VERDICTS = ("PASS", "WARN", "FAIL")
 

@@ -1,15 +1,14 @@
-"""What a report is about, in the words every CI-facing format repeats (not itself a format)."""
+"""How a check report and its findings are said in every format of check and scan: the deployment line, a
+finding's state, a fix in one line (not itself a format)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kvdoctor.model.report import Finding, Report
+from kvdoctor.model.report import Finding, Fix, Report
 
 if TYPE_CHECKING:
     from kvdoctor.model.dry_run import KernelResult
-
-LEVEL_WORD = {"error": "error", "warning": "warning", "info": "notice"}
 
 
 def deployment_labels(report: Report) -> dict[str, str]:
@@ -24,6 +23,7 @@ def deployment_labels(report: Report) -> dict[str, str]:
 
 
 def deployment_line(report: Report) -> str:
+    """'model | --kv-cache-dtype D | GPU | vLLM V', with what is unknown said so."""
     labels = deployment_labels(report)
     parts = [
         labels["model"] or "no model",
@@ -51,7 +51,8 @@ def rules_checked(report: Report) -> tuple[str, ...]:
     return tuple(getattr(report, "rules_checked", ()) or ())
 
 
-def fix_line(fix) -> str:
+def fix_line(fix: Fix) -> str:
+    """A fix in one line: its title, the flag, env or version to set, and whether a compile verified it."""
     action = " ".join(a for a in (fix.flag, fix.env, fix.version) if a)
     mark = {"verified": " (verified by compile)", "not_verified": " (not verified)"}.get(fix.verified or "", "")
     return f"{fix.title}{': ' + action if action else ''}{mark}"

@@ -1,24 +1,18 @@
-"""Words every scan format repeats (not itself a format)."""
+"""Words every scan format repeats: the summary line and a workload's deployment (not itself a format)."""
 
 from __future__ import annotations
 
-from kvdoctor.report.formats._context import deployment_line
-from kvdoctor.scan.result import ScanReport, WorkloadResult
+from kvdoctor.report.wording import deployment_line
+from kvdoctor.scan.result import VERDICT_ORDER, ScanReport, WorkloadResult
 
 
 def summary_line(report: ScanReport) -> str:
     """'3 workloads in 2 files: 2 FAIL, 1 PASS'."""
-    counts = ", ".join(f"{n} {v}" for v, n in sorted(report.counts().items(), key=lambda c: -_order(c[0])) if n)
+    counts = ", ".join(f"{n} {v}" for v, n in sorted(report.counts().items(), key=lambda c: -VERDICT_ORDER[c[0]]) if n)
     files = f"{len(report.files)} file{'s' if len(report.files) != 1 else ''}"
     count = len(report.workloads)
     head = f"{count} vLLM workload{'s' if count != 1 else ''} in {files}"
     return f"{head}: {counts}" if counts else head
-
-
-def _order(verdict: str) -> int:
-    from kvdoctor.scan.result import VERDICT_ORDER
-
-    return VERDICT_ORDER[verdict]
 
 
 def workload_context(result: WorkloadResult) -> str:
