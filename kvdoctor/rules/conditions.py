@@ -1,4 +1,4 @@
-"""`when` conditions of rules.yaml, parsed once and evaluated with three-valued logic.
+"""`when` conditions of a rules file, parsed once and evaluated with three-valued logic.
 
 A leaf tests one fact: ``{fact: gpu.capability, lt: 8.9}``. Leaves combine with ``all``, ``any``
 and ``not``. A leaf whose fact is unknown (None) evaluates to UNKNOWN, which ``all``/``any``/``not``
