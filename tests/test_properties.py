@@ -146,7 +146,7 @@ LOG_LINES = st.sampled_from([
 def test_log_explain_never_crashes_and_json_is_valid(report_schema, lines, ending):
     from kvdoctor.explain.explain import explain_text
     from kvdoctor.explain.log_lines import decode_log
-    from kvdoctor.report.formats.json import render
+    from kvdoctor.report.check.json import render
 
     try:
         text = decode_log(ending.join(lines).encode("utf-8", "surrogatepass"), "stdin")
@@ -177,7 +177,7 @@ def test_log_bytes_decode_or_raise_log_input_error(data):
 def test_check_json_output_is_always_valid(report_schema, kv, dtype, gpu, version, extra):
     from kvdoctor.check.run import CheckSettings, run_check
     from kvdoctor.facts.collect import CheckOptions
-    from kvdoctor.report.formats.json import render
+    from kvdoctor.report.check.json import render
 
     options = CheckOptions(model=str(EXAMPLE_MODEL), serve_argv=tuple(extra), kv_cache_dtype=kv, dtype=dtype,
                            gpu=gpu, vllm_version=version, environ={})

@@ -58,7 +58,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def formats() -> None:
         """List the output formats."""
-        from kvdoctor.report.formats import available_formats
+        from kvdoctor.report.registry import CHECK
 
-        for name in available_formats():
+        for name in CHECK.available():
             typer.echo(name)
