@@ -1,1 +1,2 @@
-"""Base utilities every stage uses: user errors, kvdoctor's cache folder, safe YAML. No stage imports above it."""
+"""Base utilities every stage uses: user errors, kvdoctor's cache folder, safe YAML, vLLM version ordering. No stage
+imports above it."""

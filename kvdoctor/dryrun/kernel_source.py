@@ -70,7 +70,7 @@ def _wheel_version(names: list[str], zf: zipfile.ZipFile, wheel: Path) -> str | 
     for name in names:
         if re.fullmatch(r"vllm-[^/]+\.dist-info/METADATA", name):
             return _metadata_version(zf.read(name).decode("utf-8", "replace"))
-    from kvdoctor.facts.probes.versions import wheel_version
+    from kvdoctor.base.versions import wheel_version
 
     return wheel_version(wheel)
 

@@ -163,11 +163,12 @@ def _dtype_from_releases(facts: ModelFacts, requested: str, capability, vllm_ver
     """(dtype, note, error) as the judged release resolves it (every candidate release must agree), or None
     when the pack cannot say (then kvdoctor's own reading of `--dtype auto` applies)."""
     from kvdoctor.vllm_pack.candidates import agree, candidates
+    from kvdoctor.vllm_pack.dtypes import resolve_dtype
 
     releases = candidates(vllm_version).releases
     if not releases or capability is None:
         return None
-    answer = agree(releases, lambda r: r.resolve_dtype(facts.config_dtype, requested, capability, facts.model_type))
+    answer = agree(releases, lambda r: resolve_dtype(r, facts.config_dtype, requested, capability, facts.model_type))
     if answer.value is None:
         return None
     dtype, note, error = answer.value

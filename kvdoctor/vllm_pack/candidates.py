@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Iterable
 
-from packaging.version import InvalidVersion, Version
+from kvdoctor.base.versions import describe_runs, pep440_order
+from kvdoctor.vllm_pack.release import KINDS, load_release
+from kvdoctor.vllm_pack.store import pack_releases, releases_with
 
 
 @dataclass(frozen=True)
@@ -36,8 +38,7 @@ class Agreement:
 
 
 def candidates(vllm_version: str | None) -> Candidates:
-    from kvdoctor.vllm_pack import load_release, pack_releases
-
+    """The releases to judge `vllm_version` against, and why the set is empty or wider than one release."""
     known = pack_releases()
     if vllm_version is None:  # judged against the releases read in full; older ones only when named
         full = [v for v in known if load_release(v).has("backend_replay")] or list(known)
@@ -49,7 +50,7 @@ def candidates(vllm_version: str | None) -> Candidates:
     if release is not None:
         return Candidates((release,), exact=True, note=partial_note(release))
     newest = known[-1] if known else None
-    if newest is not None and _version(vllm_version) > _version(newest):
+    if newest is not None and pep440_order(vllm_version) > pep440_order(newest):
         return Candidates((), exact=False, note=f"kvdoctor's facts about vLLM stop at {newest}; {vllm_version} is newer")
     return Candidates((), exact=False, note=f"vLLM {vllm_version} is not among the releases kvdoctor read "
                       f"({describe_range(known)})")  # fmt: skip
@@ -57,8 +58,6 @@ def candidates(vllm_version: str | None) -> Candidates:
 
 def partial_note(release: Any) -> str | None:
     """What an older release's facts lack ('... stop at 0.20.0'), or None for a release the pack read fully."""
-    from kvdoctor.vllm_pack import KINDS, releases_with
-
     missing = [k for k in KINDS if k != "backend_grid" and not release.has(k)]
     if not missing:
         return None
@@ -74,8 +73,6 @@ def partial_note(release: Any) -> str | None:
 @lru_cache(maxsize=1)
 def all_serve_options() -> frozenset[str]:
     """Every option string `vllm serve` has in any release the pack read."""
-    from kvdoctor.vllm_pack import load_release, pack_releases
-
     names: set[str] = set()
     for version in pack_releases():
         names.update(load_release(version).serve_args)
@@ -96,41 +93,21 @@ def agree(releases: Iterable[Any], answer: Callable[[Any], Any]) -> Agreement:
 
 def describe_range(versions: Iterable[str]) -> str:
     """'0.20.0-0.25.1, 0.27.0': runs of consecutive pack releases; 'none' for no versions."""
-    from kvdoctor.vllm_pack import pack_releases
-
-    order = {v: i for i, v in enumerate(pack_releases())}
-    chosen = sorted(set(versions), key=lambda v: order.get(v, len(order)))
-    runs: list[list[str]] = []
-    for version in chosen:
-        if runs and order.get(version) is not None and order.get(runs[-1][-1]) == order[version] - 1:
-            runs[-1].append(version)
-        else:
-            runs.append([version])
-    return ", ".join(run[0] if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs) or "none"
+    return describe_runs(versions, pack_releases()) or "none"
 
 
 def covered(version: str, low: str, high: str) -> bool:
     """Is `version` within [low, high]? A bound of fewer parts covers every release it prefixes (0.33 = 0.33.*);
     ('pack', 'pack') covers the releases the knowledge pack read."""
     if low == "pack":
-        from kvdoctor.vllm_pack import pack_releases
-
-        return _version(version).base_version in pack_releases() or version in pack_releases()
-    release = _version(version).release
-    lo, hi = _version(low).release, _version(high).release
+        return pep440_order(version).base_version in pack_releases() or version in pack_releases()
+    release = pep440_order(version).release
+    lo, hi = pep440_order(low).release, pep440_order(high).release
     return _pad(release, len(lo)) >= lo and release[: len(hi)] <= hi
 
 
 def _pad(release: tuple[int, ...], length: int) -> tuple[int, ...]:
     return release + (0,) * max(0, length - len(release))
-
-
-@lru_cache(maxsize=None)
-def _version(text: str) -> Version:
-    try:
-        return Version(text)
-    except InvalidVersion:
-        return Version("0")
 
 
 def _hashable(value: Any) -> Any:

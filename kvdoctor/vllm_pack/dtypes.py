@@ -7,7 +7,8 @@ answer up and says in words what happened (fp32 downcast, bf16 -> fp16 fallback,
 
 from __future__ import annotations
 
-from kvdoctor.vllm_pack import ReleaseFacts, load_runtime
+from kvdoctor.vllm_pack.release import ReleaseFacts
+from kvdoctor.vllm_pack.store import load_runtime
 
 _ALIASES = {"half": "float16", "float": "float32", "fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 _GENERIC_MODEL_TYPE = "llama"

@@ -16,21 +16,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-
-def _cache_root() -> Path | None:
-    from kvdoctor.base.cache_dir import default_cache_dir
-
-    root = default_cache_dir()
-    return root / "vllm_pack" if root else None
-
-
-def built_pack_dir(version: str) -> Path | None:
-    """The cached pack built for `version`, or None."""
-    root = _cache_root()
-    if root is None or "/" in version or version.startswith("."):
-        return None
-    where = root / version
-    return where if (where / "index.json").is_file() else None
+from kvdoctor.base.versions import pack_order
+from kvdoctor.vllm_pack.release import load_release
+from kvdoctor.vllm_pack.store import built_pack_dir, cache_root, locate_release, newest_release, pack_releases
 
 
 def builder_python() -> str | None:
@@ -52,12 +40,10 @@ def builder_script() -> Path | None:
 
 def why_not_buildable(version: str, source: str | Path | None) -> str | None:
     """None when `version` can be built here from `source`, else one line on what is missing."""
-    from kvdoctor.vllm_pack import _version_key, newest_release, pack_releases
-
     if version in pack_releases():
         return f"vLLM {version} is in the pack"
     newest = newest_release()
-    if newest is None or _version_key(version) <= _version_key(newest):
+    if newest is None or pack_order(version) <= pack_order(newest):
         return f"vLLM {version} is not newer than the pack ({newest})"
     if source is None or not Path(source).exists():
         return f"no wheel or tree of vLLM {version} at hand"
@@ -65,7 +51,7 @@ def why_not_buildable(version: str, source: str | Path | None) -> str | None:
         return "no builder Python (set KVDOCTOR_PACK_PYTHON to a Python with CPU torch and vLLM's dependencies)"
     if builder_script() is None:
         return "the pack builder (scripts/build_vllm_pack.py) is not here (set KVDOCTOR_PACK_SCRIPTS)"
-    if _cache_root() is None:
+    if cache_root() is None:
         return "no kvdoctor cache directory to keep the facts in"
     return None
 
@@ -78,7 +64,7 @@ def ensure_release(version: str | None, source: str | Path | None, timeout: floa
     why = why_not_buildable(version, source)
     if why:
         return why
-    root = _cache_root()
+    root = cache_root()
     root.mkdir(parents=True, exist_ok=True)
     print(f"kvdoctor: vLLM {version} is newer than kvdoctor's facts; reading them from {source} "
           "(once, a minute or two; cached)", file=sys.stderr)
@@ -95,9 +81,7 @@ def ensure_release(version: str | None, source: str | Path | None, timeout: floa
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             return f"building vLLM {version}'s facts failed: {last[:200]}"
         shutil.move(str(out), str(root / version))
-    from kvdoctor.vllm_pack import _locate, load_release
-
-    _locate.cache_clear()
+    locate_release.cache_clear()  # both remembered "not in any pack"
     load_release.cache_clear()
     return None
 
@@ -105,10 +89,8 @@ def ensure_release(version: str | None, source: str | Path | None, timeout: floa
 def ensure_for_versions(versions) -> str | None:
     """ensure_release for the judged vLLM (VersionFacts) when it is newer than the pack: from --vllm-source,
     the installed vLLM, or a wheel/tree kvdoctor already has for --vllm-version. Cheap when it is not newer."""
-    from kvdoctor.vllm_pack import _version_key, newest_release
-
     version, newest = versions.vllm, newest_release()
-    if not version or newest is None or _version_key(version) <= _version_key(newest):
+    if not version or newest is None or pack_order(version) <= pack_order(newest):
         return None
     source = versions.vllm_kernels
     if source == "installed":

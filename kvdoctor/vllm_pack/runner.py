@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from kvdoctor.data import read_data
-from kvdoctor.vllm_pack import ReleaseFacts, load_runtime
 from kvdoctor.base.yaml_safe import load_yaml_cached
+from kvdoctor.data import read_data
+from kvdoctor.vllm_pack.release import ReleaseFacts
+from kvdoctor.vllm_pack.store import load_runtime
 
 
 @dataclass(frozen=True)

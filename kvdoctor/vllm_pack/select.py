@@ -10,72 +10,21 @@ needs a run-time value), the selection is `undecided` with what and why, never g
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from kvdoctor.vllm_pack.release import ReleaseFacts
+from kvdoctor.vllm_pack.select_grid import select_from_grid
+from kvdoctor.vllm_pack.selector import (
+    Selection,
+    SelectorInputs,
+    cap_key,
+    config_repr,
+    constructor_error,
+    guard_entry,
+    tree_has,
+)
+from kvdoctor.vllm_pack.store import load_backend_grid, load_selection
 
-from kvdoctor.vllm_pack import ReleaseFacts, load_backend_grid, load_selection, releases_with
-
-
-@dataclass(frozen=True)
-class SelectorInputs:
-    """vLLM's AttentionSelectorConfig for one attention layer, plus the platform and the forced backend."""
-
-    capability: tuple[int, int]
-    head_size: int
-    model_dtype: str
-    """'bfloat16', 'float16' or 'float32' (the resolved model dtype)."""
-    kv_cache_dtype: str = "auto"
-    block_size: int | None = None
-    """--block-size when the user gave it (vLLM passes None otherwise)."""
-    use_mla: bool = False
-    has_sink: bool = False
-    use_sparse: bool = False
-    attn_type: str = "decoder"
-    forced_backend: str | None = None
-    """--attention-backend / VLLM_ATTENTION_BACKEND, or None."""
-    sliding_window: int | None = None
-    num_heads: int | None = None
-    """Attention heads of the layer on one rank (MLA priorities on SM10x depend on it); None: unknown."""
-    use_mm_prefix: bool = False
-    use_per_head_quant_scales: bool = False
-    use_non_causal: bool = False
-    use_batch_invariant: bool = False
-    use_kv_connector: bool = False
-    use_pcp: bool = False
-    use_dcp: bool = False
-    device_name: str | None = None
-    """Substituted into messages that name the device (vLLM prints torch's device name)."""
-
-    def flag(self, name: str) -> bool:
-        if name == "has_sliding_window":
-            return self.sliding_window is not None
-        return bool(getattr(self, name, False))
-
-
-@dataclass(frozen=True)
-class Selection:
-    """What the release would do with these inputs."""
-
-    backend: str | None
-    """The backend vLLM picks (or the forced one when valid); None when it raises or it is undecided."""
-    reasons: dict[str, tuple[str, ...]]
-    """Each backend it rejected (in priority order), with vLLM's own reason strings."""
-    error: str | None
-    """vLLM's own error message when no backend is valid, the forced one is invalid or unknown, or the chosen
-    backend's constructor refuses the configuration; else None."""
-    undecided: tuple[str, ...] = ()
-    """Inputs the pack cannot decide, with why (empty when the answer is decided)."""
-    evidence: tuple[str, ...] = ()
-    """Where the answer comes from: 'vllm/platforms/cuda.py:390 (vLLM 0.25.1)', ..."""
-    priorities: tuple[str, ...] = ()
-    """The priority list vLLM walks for these inputs."""
-    error_kind: str | None = None
-    """'no_valid_backend', 'forced_invalid', 'unknown_backend' or 'constructor' (with error), else None."""
-    candidates: tuple[str, ...] = field(default=())
-    """Every valid backend in priority order (vLLM logs them as 'potential backends')."""
-
-
-def _cap_key(capability: tuple[int, int]) -> str:
-    return f"{capability[0]}.{capability[1]}"
+__all__ = ["NotInPack", "Selection", "SelectorInputs", "constructor_guard", "forced_backend_unknown", "priorities",
+           "quantizes_query", "select_backend"]
 
 
 def _in_ints(spec: dict, value: int) -> bool | None:
@@ -96,7 +45,7 @@ class _Replay:
     def __init__(self, attention: dict, inputs: SelectorInputs):
         self.a = attention
         self.inputs = inputs
-        self.per = attention["per_capability"].get(_cap_key(inputs.capability))
+        self.per = attention["per_capability"].get(cap_key(inputs.capability))
         self.undecided: list[str] = []
 
     def _value_answer(self, answers: dict, method: str, value):
@@ -177,7 +126,7 @@ class _Replay:
                 return False
             cell.append(value)
         for reason, tree in combo["reasons"].items():
-            if _tree_has(tree, cell):
+            if tree_has(tree, cell):
                 if reason.startswith("<error"):
                     self.undecided.append(f"{name}.supports_combination raised without a GPU: {reason}")
                     return False
@@ -185,22 +134,12 @@ class _Replay:
         return None
 
 
-def _tree_has(tree, cell) -> bool:
-    if tree is True:
-        return True
-    head, rest = cell[0], cell[1:]
-    for values, sub in tree:
-        if head in values:
-            return _tree_has(sub, rest)
-    return False
-
-
 def priorities(attention: dict, inputs: SelectorInputs) -> tuple[list[str] | None, str | None]:
     """The priority list for these inputs, or (None, why) when it depends on something unknown."""
     table = attention["priorities"]["table"]
     lists = attention["priorities"]["lists"]
     non_causal = inputs.use_non_causal and "use_non_causal" in attention["priorities"]["params"]
-    cap, mla, kv = _cap_key(inputs.capability), f"{int(inputs.use_mla)}{'n' if non_causal else ''}", \
+    cap, mla, kv = cap_key(inputs.capability), f"{int(inputs.use_mla)}{'n' if non_causal else ''}", \
         inputs.kv_cache_dtype
     for key in (f"{cap}|{mla}|*|*", f"{cap}|{mla}|{kv}|*", f"{cap}|{mla}|{kv}|{inputs.num_heads}"):
         if key in table:
@@ -217,20 +156,6 @@ def priorities(attention: dict, inputs: SelectorInputs) -> tuple[list[str] | Non
     return None, f"num_heads {inputs.num_heads}: between head counts the pack asked about with different answers"
 
 
-def _config_repr(attention: dict, inputs: SelectorInputs) -> str:
-    template = attention["selector_config"]["repr_template"]
-    values = {"head_size": inputs.head_size, "dtype": f"torch.{inputs.model_dtype}",
-              "kv_cache_dtype": inputs.kv_cache_dtype, "block_size": inputs.block_size,
-              "use_mla": inputs.use_mla, "has_sink": inputs.has_sink, "use_sparse": inputs.use_sparse,
-              "use_mm_prefix": inputs.use_mm_prefix, "use_per_head_quant_scales": inputs.use_per_head_quant_scales,
-              "attn_type": inputs.attn_type, "has_sliding_window": inputs.sliding_window is not None,
-              "use_non_causal": inputs.use_non_causal, "use_batch_invariant": inputs.use_batch_invariant,
-              "use_kv_connector": inputs.use_kv_connector, "use_pcp": inputs.use_pcp, "use_dcp": inputs.use_dcp}
-    for name in attention["selector_config"]["fields"]:
-        template = template.replace("{" + name + "}", str(values.get(name, False)))
-    return template
-
-
 def select_backend(release: ReleaseFacts, inputs: SelectorInputs) -> Selection:
     """The backend `release` picks for `inputs` on CUDA, with every rejected backend's reasons."""
     attention = load_selection(release.version, inputs.capability)
@@ -242,7 +167,7 @@ def select_backend(release: ReleaseFacts, inputs: SelectorInputs) -> Selection:
     evidence = [f"{where} (vLLM {release.version})"] if where else []
     replay = _Replay(attention, inputs)
     if replay.per is None:
-        return Selection(None, {}, None, (f"capability {_cap_key(inputs.capability)}: not among the "
+        return Selection(None, {}, None, (f"capability {cap_key(inputs.capability)}: not among the "
                                           "capabilities the pack asked vLLM about",), tuple(evidence))
     enum = attention["enum"]
     if inputs.forced_backend is not None:
@@ -269,11 +194,11 @@ def select_backend(release: ReleaseFacts, inputs: SelectorInputs) -> Selection:
         return Selection(None, reasons, None, undecided, tuple(evidence), tuple(order))
     if not valid:
         reasons_str = "{" + ", ".join(f"{n}: [{', '.join(r)}]" for n, r in reasons.items()) + "}"
-        message = (f"No valid attention backend found for cuda with {_config_repr(attention, inputs)}. "
+        message = (f"No valid attention backend found for cuda with {config_repr(attention, inputs)}. "
                    f"Reasons: {reasons_str}.")
         return Selection(None, reasons, message, (), tuple(evidence), tuple(order), "no_valid_backend")
     chosen = valid[0]
-    guard = _guard(attention, chosen, inputs)
+    guard = constructor_error(attention, chosen, inputs)
     evidence.append(f"{attention['classes'][chosen]['where']} (vLLM {release.version})")
     if guard:
         evidence.append(f"{guard[1]} (vLLM {release.version})")
@@ -293,29 +218,11 @@ def _forced(release, attention, replay, inputs, evidence) -> Selection:
         shown = attention["templates"]["enum_str"].replace("{name}", name)
         message = f"Selected backend {shown} is not valid for this configuration. Reason: {list(result)}"
         return Selection(None, {name: result}, message, (), tuple(evidence), (name,), "forced_invalid")
-    guard = _guard(attention, name, inputs)
+    guard = constructor_error(attention, name, inputs)
     if guard:
         evidence.append(f"{guard[1]} (vLLM {release.version})")
     return Selection(name, {}, guard[0] if guard else None, (), tuple(evidence), (name,),
                      "constructor" if guard else None, (name,))
-
-
-def _guard(attention: dict, name: str, inputs: SelectorInputs) -> tuple[str, str] | None:
-    """('Type: message', file:line) of the error the backend's implementation constructor raises here."""
-    found = _guard_entry(attention, name, inputs.capability, inputs.kv_cache_dtype)
-    if found is None:
-        return None
-    kind, message, where = found
-    text = f"{kind}: {message}"
-    return (text.replace("{device_name}", inputs.device_name) if inputs.device_name else text), where
-
-
-def _guard_entry(attention: dict, name: str, capability: tuple[int, int], kv_cache_dtype: str):
-    cell = f"{_cap_key(capability)}|{kv_cache_dtype}"
-    for message, entry in attention.get("guards", {}).get(name, {}).items():
-        if cell in entry["cells"]:
-            return entry["type"], message, entry["where"]
-    return None
 
 
 # A release's backend enum and its "unknown backend" message are the same for every capability; any one reads them.
@@ -348,7 +255,7 @@ def constructor_guard(version: str, backend: str, capability: tuple[int, int], k
     attention = load_selection(version, capability)
     if attention is None or "guards" not in attention:
         raise NotInPack(f"the pack holds no constructor answers for vLLM {version}")
-    found = _guard_entry(attention, backend, capability, kv_cache_dtype)
+    found = guard_entry(attention, backend, capability, kv_cache_dtype)
     if found is None:
         return None
     kind, message, where = found
@@ -361,104 +268,4 @@ def quantizes_query(release: ReleaseFacts, backend: str | None, inputs: Selector
     attention = load_selection(release.version, inputs.capability)
     if not backend or attention is None or "query_quant" not in attention:
         return None
-    return f"{_cap_key(inputs.capability)}|{inputs.kv_cache_dtype}" in attention["query_quant"].get(backend, ())
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Releases before 0.20.0: vLLM's own answers over a grid (scripts/vllm_pack_child_backend_grid.py), looked up.
-_GRID_FLAGS = {"use_mm_prefix", "use_per_head_quant_scales", "use_non_causal", "use_batch_invariant",
-               "use_kv_connector", "use_pcp", "use_dcp", "has_sliding_window"}
-
-
-def _grid_cells(grid: dict, inputs: SelectorInputs) -> tuple[list[list] | None, str | None]:
-    """Every grid cell these inputs stand for (several when vLLM's value is set at start-up), or (None, why)."""
-    g, fields = grid["grid"], set(grid["params"]) | set(grid.get("config_fields") or ())
-    cap = _cap_key(inputs.capability)
-    if cap not in g["capability"]:
-        return None, f"capability {cap}: not among the capabilities the pack asked vLLM about"
-    if inputs.attn_type != "decoder" and "attn_type" in fields:
-        return None, f"attn_type {inputs.attn_type}: the pack asked vLLM about decoder layers only"
-    for flag in sorted(_GRID_FLAGS & fields):
-        if inputs.flag(flag):
-            return None, f"{flag}: the pack asked vLLM's selector with it off only"
-    forced = inputs.forced_backend.upper() if inputs.forced_backend else None
-    values = {"capability": [cap], "forced": [forced], "use_mla": [inputs.use_mla], "use_sparse": [inputs.use_sparse],
-              "head_size": [inputs.head_size], "dtype": [inputs.model_dtype], "kv_cache_dtype": [inputs.kv_cache_dtype],
-              "has_sink": [inputs.has_sink]}
-    for axis in ("use_sparse", "has_sink"):  # a release whose selector does not take it ignores it
-        if g[axis] == [False]:
-            values[axis] = [False]
-    if inputs.block_size in g["block_size"] and (inputs.block_size is not None or "attn_selector_config" in fields):
-        values["block_size"] = [inputs.block_size]
-    elif inputs.block_size is None:  # 0.10-0.12 get the block size vLLM sets at start-up: every one it may be
-        values["block_size"] = [b for b in g["block_size"] if b is not None]
-    else:
-        return None, f"block_size {inputs.block_size}: not among the sizes the pack asked vLLM about"
-    heads = g["num_heads"]
-    values["num_heads"] = [inputs.num_heads] if inputs.num_heads in heads else heads
-    for axis in ("forced", "use_mla", "use_sparse", "head_size", "dtype", "kv_cache_dtype", "has_sink"):
-        for value in values[axis]:
-            if value not in g[axis]:
-                return None, f"{axis} {value}: not among the values the pack asked vLLM about"
-    cells = [[]]
-    for axis in grid["axes"]:
-        cells = [c + [v] for c in cells for v in values[axis]]
-    return cells, None
-
-
-def _grid_answer(grid: dict, cell: list) -> str | None:
-    for index, tree in grid["trees"].items():
-        if _tree_has(tree, cell):
-            return grid["answers"][int(index)]
-    return None
-
-
-def select_from_grid(release: ReleaseFacts, grid: dict, inputs: SelectorInputs) -> Selection:
-    """The backend an older release picks, looked up in vLLM's own answers (no per-backend reasons stored)."""
-    evidence = (f"{grid['where']} (vLLM {release.version}: its own answers over a grid of inputs)",)
-    forced = inputs.forced_backend.upper() if inputs.forced_backend else None
-    if forced is not None and forced not in grid["enum"]:
-        message = (grid.get("unknown_backend") or "").replace("{name}", inputs.forced_backend) or None
-        if message is None:
-            return Selection(None, {}, None, (f"backend {forced}: not in vLLM {release.version}'s enum",), evidence)
-        return Selection(None, {}, message, (), evidence, (), "unknown_backend")
-    cells, why = _grid_cells(grid, inputs)
-    if cells is None:
-        return Selection(None, {}, None, (why,), evidence)
-    answers = {_grid_answer(grid, c) for c in cells}
-    if None in answers:
-        return Selection(None, {}, None, ("the pack's grid has no answer for this cell",), evidence)
-    if len(answers) > 1:
-        return Selection(None, {}, None, ("vLLM's answer depends on the block size or head count it sets at start-up "
-                                          f"({', '.join(sorted(a.split(':', 1)[1][:40] for a in answers))})",), evidence)
-    answer = answers.pop()
-    kind, _, value = answer.partition(":")
-    if kind == "backend":
-        raw = value.rsplit(".", 1)[-1] if "." in value else value
-        guard = _guard(grid, raw, inputs)
-        name = _canonical_backend(value, inputs.capability)
-        if guard:
-            evidence += (f"{guard[1]} (vLLM {release.version})",)
-        return Selection(name, {}, guard[0] if guard else None, (), evidence, (), "constructor" if guard else None,
-                         (name,))
-    if kind != "error":
-        return Selection(None, {}, None, (f"vLLM's selector answered {answer!r}",), evidence)
-    if "{config" in value and grid.get("repr_template"):
-        shown = {"selector_config": {"repr_template": grid["repr_template"], "fields": grid["config_fields"]}}
-        value = value.replace("{config}", _config_repr(shown, inputs)).replace(
-            "{config_no_block}", _config_repr(shown, replace(inputs, block_size=None)))
-    if inputs.device_name:
-        value = value.replace("{device_name}", inputs.device_name)
-    return Selection(None, {}, value, (), evidence, (), "forced_invalid" if forced else "no_valid_backend")
-
-
-def _canonical_backend(value: str, capability: tuple[int, int]) -> str:
-    """The backend's name as vLLM 0.11+ and rules.yaml spell it: 0.10.x answers `TRITON_ATTN_VLLM_V1` (its V1
-    engine's name for TRITON_ATTN) or a class path (`...flashinfer.FlashInferBackend`: FLASHINFER)."""
-    if "." in value:
-        full = releases_with("backend_replay")
-        classes = (load_selection(full[0], capability) or {}).get("classes", {}) if full else {}
-        cls = value.rsplit(".", 1)[-1]
-        return next((n for n, c in classes.items() if c.get("path", "").rsplit(".", 1)[-1] == cls), cls)
-    return value.removesuffix("_VLLM_V1")
-
+    return f"{cap_key(inputs.capability)}|{inputs.kv_cache_dtype}" in attention["query_quant"].get(backend, ())

@@ -26,8 +26,6 @@ class ArgvVerdict:
     """vLLM's own message for the first problem, None when the parser accepts everything."""
     closest: str | None = None
     """The nearest real flag (or choice) for the offending token."""
-    offending: str | None = None
-    """The token the error is about."""
 
 
 def judge_argv(tokens: list[str], options: Mapping[str, Any], allow_abbrev: bool = True) -> ArgvVerdict:
@@ -53,7 +51,7 @@ def judge_argv(tokens: list[str], options: Mapping[str, Any], allow_abbrev: bool
         if problem == "ambiguous":
             matches = [o for o in long_options if o.startswith(base)]
             return ArgvVerdict(
-                f"ambiguous option: {name} could match {', '.join(matches)}", closest=matches[0], offending=name
+                f"ambiguous option: {name} could match {', '.join(matches)}", closest=matches[0]
             )
         if spec_name is None:
             unrecognized.append(token)
@@ -72,7 +70,7 @@ def judge_argv(tokens: list[str], options: Mapping[str, Any], allow_abbrev: bool
         first = unrecognized[0].partition("=")[0]
         closest = difflib.get_close_matches(_normalise(first), long_options, n=1, cutoff=0.6)
         return ArgvVerdict(
-            f"unrecognized arguments: {' '.join(unrecognized)}", closest=closest[0] if closest else None, offending=first
+            f"unrecognized arguments: {' '.join(unrecognized)}", closest=closest[0] if closest else None
         )
     return ArgvVerdict(None)
 
@@ -119,10 +117,11 @@ def _values(spec: Any, token: str, has_inline: bool, tokens: list[str], index: i
             values.append(tokens[index])
             index += 1
         if len(values) < wanted:
-            return ArgvVerdict(f"argument {_display(spec, token)}: expected {'at least one argument' if nargs == '+' else f'{wanted} arguments'}", offending=token), index
+            expected = "at least one argument" if nargs == "+" else f"{wanted} arguments"
+            return ArgvVerdict(f"argument {_display(spec, token)}: expected {expected}"), index
         return values, index
     if index >= len(tokens) or _looks_like_option(tokens[index]):
-        return ArgvVerdict(f"argument {_display(spec, token)}: expected one argument", offending=token), index
+        return ArgvVerdict(f"argument {_display(spec, token)}: expected one argument"), index
     return [tokens[index]], index + 1
 
 
@@ -147,7 +146,6 @@ def _bad_choice(spec: Any, spec_name: str, values: list[str]) -> ArgvVerdict | N
             return ArgvVerdict(
                 f"argument {_display(spec, spec_name)}: invalid choice: {value!r} (choose from {listed})",
                 closest=closest[0] if closest else None,
-                offending=spec_name,
             )
     return None
 

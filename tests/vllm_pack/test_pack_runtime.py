@@ -4,6 +4,8 @@ from __future__ import annotations
 import pytest
 
 from kvdoctor.vllm_pack import load_release
+from kvdoctor.vllm_pack.dtypes import resolve_dtype
+from kvdoctor.vllm_pack.runner import model_runner
 
 DENSE = dict(architectures=["Qwen2ForCausalLM"], is_moe=False, is_hybrid=False)
 MOE = dict(architectures=["Qwen3MoeForCausalLM"], is_moe=True, is_hybrid=False)
@@ -11,7 +13,7 @@ HYBRID = dict(architectures=["Qwen3NextForCausalLM"], is_moe=True, is_hybrid=Tru
 
 
 def runner(version, **kw):
-    return load_release(version).model_runner(kv_cache_dtype="turboquant_k8v4", **kw)
+    return model_runner(load_release(version), kv_cache_dtype="turboquant_k8v4", **kw)
 
 
 def test_founding_case_dense_model_runs_v2_on_0_25_1_and_misses_the_auto_bug():
@@ -65,7 +67,7 @@ def test_an_unknown_model_shape_is_undecided_when_it_matters():
 
 
 def dtype(version, *args):
-    return load_release(version).resolve_dtype(*args)
+    return resolve_dtype(load_release(version), *args)
 
 
 def test_bf16_config_on_turing_falls_back_to_fp16():

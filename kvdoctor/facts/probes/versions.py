@@ -87,22 +87,12 @@ def probe_versions() -> VersionFacts:
     )
 
 
-def wheel_version(path: Path, project: str = "vllm") -> str | None:
-    """The version a wheel's file name gives (the wheel spec puts it there), or None when it is no such wheel."""
-    from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
-
-    try:
-        name, version, _, _ = parse_wheel_filename(Path(path).name)
-    except InvalidWheelFilename:
-        return None
-    return str(version) if name == canonicalize_name(project) else None
-
-
 def version_of_source(path: Path) -> str | None:
     """The vLLM version of a wheel file or an unpacked tree, from its dist-info or file name."""
     import zipfile
 
     from kvdoctor.base.errors import UsageError
+    from kvdoctor.base.versions import wheel_version
 
     if path.is_file() and path.suffix == ".whl":
         named = wheel_version(path)

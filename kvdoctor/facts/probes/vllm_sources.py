@@ -29,7 +29,8 @@ def _fetched_releases(cache_dir: Path | None) -> dict[str, str]:
 
 def available_sources(cache_dir: Path | None, extra: tuple[str, ...] = ()) -> dict[str, str]:
     """version -> path of every vLLM wheel or tree kvdoctor can see (wheels first, then fetched releases)."""
-    from kvdoctor.facts.probes.versions import version_of_source, wheel_version
+    from kvdoctor.base.versions import wheel_version
+    from kvdoctor.facts.probes.versions import version_of_source
 
     found: dict[str, str] = {}
     for path in extra:

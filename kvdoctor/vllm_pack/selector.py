@@ -1,0 +1,119 @@
+"""vLLM's attention selector as the pack records it: its inputs, its answer, and what both lookups read.
+
+select.py replays a release's selection from 0.20.0 on, select_grid.py looks older releases' answers up in a
+grid; both take `SelectorInputs`, give a `Selection`, and read the pack's answer trees, constructor guards and
+vLLM's repr of the selector config the same way (this module).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class SelectorInputs:
+    """vLLM's AttentionSelectorConfig for one attention layer, plus the platform and the forced backend."""
+
+    capability: tuple[int, int]
+    head_size: int
+    model_dtype: str
+    """'bfloat16', 'float16' or 'float32' (the resolved model dtype)."""
+    kv_cache_dtype: str = "auto"
+    block_size: int | None = None
+    """--block-size when the user gave it (vLLM passes None otherwise)."""
+    use_mla: bool = False
+    has_sink: bool = False
+    use_sparse: bool = False
+    attn_type: str = "decoder"
+    forced_backend: str | None = None
+    """--attention-backend / VLLM_ATTENTION_BACKEND, or None."""
+    sliding_window: int | None = None
+    num_heads: int | None = None
+    """Attention heads of the layer on one rank (MLA priorities on SM10x depend on it); None: unknown."""
+    use_mm_prefix: bool = False
+    use_per_head_quant_scales: bool = False
+    use_non_causal: bool = False
+    use_batch_invariant: bool = False
+    use_kv_connector: bool = False
+    use_pcp: bool = False
+    use_dcp: bool = False
+    device_name: str | None = None
+    """Substituted into messages that name the device (vLLM prints torch's device name)."""
+
+    def flag(self, name: str) -> bool:
+        if name == "has_sliding_window":
+            return self.sliding_window is not None
+        return bool(getattr(self, name, False))
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the release would do with these inputs."""
+
+    backend: str | None
+    """The backend vLLM picks (or the forced one when valid); None when it raises or it is undecided."""
+    reasons: dict[str, tuple[str, ...]]
+    """Each backend it rejected (in priority order), with vLLM's own reason strings."""
+    error: str | None
+    """vLLM's own error message when no backend is valid, the forced one is invalid or unknown, or the chosen
+    backend's constructor refuses the configuration; else None."""
+    undecided: tuple[str, ...] = ()
+    """Inputs the pack cannot decide, with why (empty when the answer is decided)."""
+    evidence: tuple[str, ...] = ()
+    """Where the answer comes from: 'vllm/platforms/cuda.py:390 (vLLM 0.25.1)', ..."""
+    priorities: tuple[str, ...] = ()
+    """The priority list vLLM walks for these inputs."""
+    error_kind: str | None = None
+    """'no_valid_backend', 'forced_invalid', 'unknown_backend' or 'constructor' (with error), else None."""
+    candidates: tuple[str, ...] = field(default=())
+    """Every valid backend in priority order (vLLM logs them as 'potential backends')."""
+
+
+def cap_key(capability: tuple[int, int]) -> str:
+    """'8.9': a compute capability as the pack keys it."""
+    return f"{capability[0]}.{capability[1]}"
+
+
+def tree_has(tree, cell) -> bool:
+    """Does the pack's answer tree (nested [values, subtree] pairs, True at a leaf) hold this cell of values?"""
+    if tree is True:
+        return True
+    head, rest = cell[0], cell[1:]
+    for values, sub in tree:
+        if head in values:
+            return tree_has(sub, rest)
+    return False
+
+
+def config_repr(attention: dict, inputs: SelectorInputs) -> str:
+    """The inputs as the release's AttentionSelectorConfig prints itself in vLLM's error messages."""
+    template = attention["selector_config"]["repr_template"]
+    values = {"head_size": inputs.head_size, "dtype": f"torch.{inputs.model_dtype}",
+              "kv_cache_dtype": inputs.kv_cache_dtype, "block_size": inputs.block_size,
+              "use_mla": inputs.use_mla, "has_sink": inputs.has_sink, "use_sparse": inputs.use_sparse,
+              "use_mm_prefix": inputs.use_mm_prefix, "use_per_head_quant_scales": inputs.use_per_head_quant_scales,
+              "attn_type": inputs.attn_type, "has_sliding_window": inputs.sliding_window is not None,
+              "use_non_causal": inputs.use_non_causal, "use_batch_invariant": inputs.use_batch_invariant,
+              "use_kv_connector": inputs.use_kv_connector, "use_pcp": inputs.use_pcp, "use_dcp": inputs.use_dcp}
+    for name in attention["selector_config"]["fields"]:
+        template = template.replace("{" + name + "}", str(values.get(name, False)))
+    return template
+
+
+def constructor_error(attention: dict, name: str, inputs: SelectorInputs) -> tuple[str, str] | None:
+    """('Type: message', file:line) of the error the backend's implementation constructor raises here."""
+    found = guard_entry(attention, name, inputs.capability, inputs.kv_cache_dtype)
+    if found is None:
+        return None
+    kind, message, where = found
+    text = f"{kind}: {message}"
+    return (text.replace("{device_name}", inputs.device_name) if inputs.device_name else text), where
+
+
+def guard_entry(attention: dict, name: str, capability: tuple[int, int], kv_cache_dtype: str):
+    """(exception type, message template, file:line) of the guard `name`'s constructor trips here, or None."""
+    cell = f"{cap_key(capability)}|{kv_cache_dtype}"
+    for message, entry in attention.get("guards", {}).get(name, {}).items():
+        if cell in entry["cells"]:
+            return entry["type"], message, entry["where"]
+    return None
