@@ -35,7 +35,7 @@ def load_yaml(text: str) -> Any:
     """Parse YAML with a safe loader; YAMLError (kvdoctor's, with the line) when it is not valid."""
     import yaml
 
-    if text.count("[") + text.count("{") > MAX_FLOW_DEPTH and _flow_depth(text) > MAX_FLOW_DEPTH:
+    if too_deeply_nested(text):
         raise YAMLError(f"nested more than {MAX_FLOW_DEPTH} levels deep")
     try:
         return yaml.load(text, Loader=safe_loader())  # noqa: S506 - SafeLoader / CSafeLoader only
@@ -75,6 +75,11 @@ def load_yaml_cached(text: str, name: str) -> Any:
         except OSError:
             pass
     return parsed
+
+
+def too_deeply_nested(text: str) -> bool:
+    """True when YAML flow collections ([...] / {...}) nest deeper than MAX_FLOW_DEPTH (a cheap count first)."""
+    return text.count("[") + text.count("{") > MAX_FLOW_DEPTH and _flow_depth(text) > MAX_FLOW_DEPTH
 
 
 def _flow_depth(text: str) -> int:

@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from kvdoctor.base.errors import KvdoctorError
-from kvdoctor.base.yaml_safe import MAX_FLOW_DEPTH, _flow_depth, safe_loader
+from kvdoctor.base.yaml_safe import MAX_FLOW_DEPTH, safe_loader, too_deeply_nested
 
 MAX_MANIFEST_BYTES = 8 * 1024 * 1024
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -114,7 +114,7 @@ def compose_documents(source: SourceFile) -> list[Document]:
             f"{source.path}:{template}: Helm/Go template syntax ({{{{ }}}}), not YAML yet",
             "render it first: helm template RELEASE CHART -f values.yaml | kvdoctor scan -",
         )
-    if text.count("[") + text.count("{") > MAX_FLOW_DEPTH and _flow_depth(text) > MAX_FLOW_DEPTH:
+    if too_deeply_nested(text):
         raise ManifestError(f"{source.path}: nested more than {MAX_FLOW_DEPTH} levels deep")
     try:
         roots = list(yaml.compose_all(text, Loader=safe_loader()))
