@@ -12,6 +12,7 @@ LAYERS = [
     {"model"},                        # the records handed between stages: Facts, dry-run results, Report
     {"data", "schemas"},              # bundled catalogues and their readers; the report's JSON schema
     {"vllm_pack"},                    # the knowledge pack: store, release model, candidates, serve parser, selection
+    {"builders"},                     # the pack and message-index builders (run as subprocesses; nothing imports them)
     {"inputs"},                       # what the user typed, checked (exit 2)
     {"facts"},                        # probes + collection + what the pack says of them
     {"dryrun"},                       # compiling vLLM's real kernels for the target

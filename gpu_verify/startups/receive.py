@@ -2,7 +2,7 @@
 
     python -m gpu_verify.startups.receive --pieces .gpu-carry/startups --stage /tmp/kvd-stage [--install]
 
-Pieces come one or two a command (scripts/prepare_real_vllm.py cut them); each is checked against the
+Pieces come one or two a command (tools/prepare_real_vllm.py cut them); each is checked against the
 manifest's sha256 and kept under STAGE/pieces while the machine is held. A file whose bytes have all arrived
 is written out and checked against its sha256. With --install, each release whose tar.xz and dependency
 wheels are all there goes into STAGE/site-VERSION: the wheels by `pip install --no-index --no-deps --target`,

@@ -1,6 +1,6 @@
 """Locate a log line in vLLM's message index: which `raise` or logger call of which release printed it.
 
-The index (kvdoctor/data/message_index/index.json.gz, built by scripts/build_message_index.py) holds every
+The index (kvdoctor/data/message_index/index.json.gz, built by kvdoctor/builders/message_index) holds every
 error-level message template of vLLM 0.20.0-0.34.0 and of Triton, torch's CUDA code and FlashInfer, as
 literal parts with wildcards between them. Templates are keyed by their rarest literal word, so a line costs
 one dictionary look-up per word plus a regex test of the few templates that share one of its words.

@@ -1,6 +1,6 @@
 """Facts for a vLLM release newer than the pack, built on the fly from its wheel or tree and cached.
 
-The same builder as the shipped pack (scripts/build_vllm_pack.py, in a source checkout or $KVDOCTOR_PACK_SCRIPTS)
+The same builder as the shipped pack (kvdoctor/builders/vllm_pack, shipped with kvdoctor, run in a subprocess)
 runs with a builder Python ($KVDOCTOR_PACK_PYTHON, or this Python when vLLM and torch are installed here) and
 writes `<kvdoctor cache>/vllm_pack/<version>/`. Without a builder, a source or a cache entry, nothing is built
 and kvdoctor says where its facts stop; a newer release is never guessed from an older one.
@@ -30,12 +30,22 @@ def builder_python() -> str | None:
     return None
 
 
-def builder_script() -> Path | None:
-    """scripts/build_vllm_pack.py of a source checkout, or $KVDOCTOR_PACK_SCRIPTS/build_vllm_pack.py."""
-    folder = os.environ.get("KVDOCTOR_PACK_SCRIPTS")
-    script = Path(folder) / "build_vllm_pack.py" if folder else Path(__file__).resolve().parents[2] / "scripts" / \
-        "build_vllm_pack.py"
-    return script if script.is_file() else None
+BUILDER = "kvdoctor.builders.vllm_pack"  # run with -m in the builder's Python; never imported here
+
+
+def builder_package() -> Path | None:
+    """This kvdoctor's pack builder (kvdoctor/builders/vllm_pack), or None when the install lacks it."""
+    package = Path(__file__).resolve().parents[1] / "builders" / "vllm_pack"
+    return package if (package / "__main__.py").is_file() else None
+
+
+def _builder_env(folder: Path) -> dict[str, str]:
+    """The environment that makes this kvdoctor, and none of this Python's other packages, importable in the
+    builder's Python: a folder holding only a link to it, first on PYTHONPATH."""
+    folder.mkdir()
+    (folder / "kvdoctor").symlink_to(Path(__file__).resolve().parents[1], target_is_directory=True)
+    paths = [str(folder)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
 
 
 def why_not_buildable(version: str, source: str | Path | None) -> str | None:
@@ -49,8 +59,8 @@ def why_not_buildable(version: str, source: str | Path | None) -> str | None:
         return f"no wheel or tree of vLLM {version} at hand"
     if builder_python() is None:
         return "no builder Python (set KVDOCTOR_PACK_PYTHON to a Python with CPU torch and vLLM's dependencies)"
-    if builder_script() is None:
-        return "the pack builder (scripts/build_vllm_pack.py) is not here (set KVDOCTOR_PACK_SCRIPTS)"
+    if builder_package() is None:
+        return "the pack builder (kvdoctor/builders/vllm_pack) is missing from this install of kvdoctor"
     if cache_root() is None:
         return "no kvdoctor cache directory to keep the facts in"
     return None
@@ -69,12 +79,13 @@ def ensure_release(version: str | None, source: str | Path | None, timeout: floa
     print(f"kvdoctor: vLLM {version} is newer than kvdoctor's facts; reading them from {source} "
           "(once, a minute or two; cached)", file=sys.stderr)
     with tempfile.TemporaryDirectory(dir=root, prefix=f".{version}-") as tmp:
-        out = Path(tmp) / "pack"
-        command = [builder_python(), str(builder_script()), "--python", builder_python(), "--source", str(source),
-                   "--versions", version, "--out", str(out), "--tasks", "serve_args", "dtypes", "module:backends",
-                   "module:runtime"]
-        try:
-            proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        out = Path(tmp).resolve() / "pack"
+        command = [builder_python(), "-m", BUILDER, "--python", builder_python(), "--source",
+                   str(Path(source).resolve()), "--versions", version, "--out", str(out), "--tasks", "serve_args",
+                   "dtypes", "module:backends", "module:runtime"]
+        try:  # run from the temporary folder: a `kvdoctor` folder where the user stands must not shadow this one
+            proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                                  env=_builder_env(out.parent / "importable"), cwd=out.parent)
         except subprocess.TimeoutExpired:
             return f"building vLLM {version}'s facts took longer than {timeout:.0f} s"
         if proc.returncode != 0 or not (out / "index.json").is_file():

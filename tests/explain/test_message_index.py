@@ -3,25 +3,18 @@
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
+from kvdoctor.builders.message_index import packing, templates
 from kvdoctor.explain.explain import explain_text
 from kvdoctor.explain.families import load_families
 from kvdoctor.explain.message_index import MessageIndex, load_index
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "kvdoctor" / "data" / "message_index" / "index.json.gz"
-
-
-def _builder():
-    spec = importlib.util.spec_from_file_location("build_message_index", ROOT / "scripts" / "build_message_index.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _line(template) -> str:
@@ -103,16 +96,14 @@ def test_messages_raised_where_a_family_says_are_explained_by_it(index):
 
 
 def test_repacking_the_shipped_index_is_byte_identical(tmp_path):
-    builder = _builder()
     shipped = SHIPPED.read_bytes()
     data = json.loads(gzip.decompress(shipped))
     out = tmp_path / "index.json.gz"
-    builder.write(builder.pack(builder.unpack(data), data["packages"]), out)
+    packing.write(packing.pack(packing.unpack(data), data["packages"]), out)
     assert out.read_bytes() == shipped
 
 
 def test_templates_from_source(tmp_path):
-    builder = _builder()
     source = b'''
 import logging
 logger = logging.getLogger(__name__)
@@ -126,7 +117,7 @@ def check(x, n):
     logger.info("ignored info message that is long enough")
     raise TypeError("{} bad".format(x))
 '''
-    found = builder.templates_in_source(source, "vllm/config/model.py")
+    found = templates.templates_in_source(source, "vllm/config/model.py")
     parts = {entry[2] for entry in found}
     assert ("Total number of attention heads (", None, ") must be divisible by tensor parallel size (", None, ").") in parts
     assert ("Bfloat16 is only supported on GPUs with compute capability of at least ", None) in parts
@@ -134,5 +125,5 @@ def check(x, n):
         ("Failed to load the worker ", None, " after ", None, " tries") in parts
     assert not any("ignored info" in (p or "") for entry in parts for p in entry)
     assert all(entry[3] == "vllm/config/model.py" and entry[4] == "check" for entry in found)
-    assert builder.release_ranges({"0.20.0", "0.21.0", "0.23.0"}, ["0.20.0", "0.21.0", "0.22.0", "0.23.0"]) == \
+    assert packing.release_ranges({"0.20.0", "0.21.0", "0.23.0"}, ["0.20.0", "0.21.0", "0.22.0", "0.23.0"]) == \
         "0.20.0-0.21.0,0.23.0"

@@ -1,5 +1,5 @@
 """Real failure logs from public threads (tests/fixtures/logs_real, seen entries only): the family and the
-values the thread's error lines name. Held-out entries are measured by scripts/measure_explain.py, not here."""
+values the thread's error lines name. Held-out entries are measured by tools/measure_explain.py, not here."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ MIN_SHARE = 0.9
 
 
 def _measure():
-    spec = importlib.util.spec_from_file_location("measure_explain", ROOT / "scripts" / "measure_explain.py")
+    spec = importlib.util.spec_from_file_location("measure_explain", ROOT / "tools" / "measure_explain.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -1,4 +1,4 @@
-"""Pieces cut here (scripts/prepare_real_vllm.py) put back together there (gpu_verify/startups/receive.py)."""
+"""Pieces cut here (tools/prepare_real_vllm.py) put back together there (gpu_verify/startups/receive.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def prepare_module():
-    spec = importlib.util.spec_from_file_location("prepare_real_vllm", REPO / "scripts" / "prepare_real_vllm.py")
+    spec = importlib.util.spec_from_file_location("prepare_real_vllm", REPO / "tools" / "prepare_real_vllm.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -3,18 +3,16 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from dryrun_support import wheel_dir
 
+from kvdoctor.builders.vllm_pack.wheel import find_wheel
+
 REPO = Path(__file__).resolve().parents[2]
 WHEELS = wheel_dir()
 PACK_PYTHON = os.environ.get("KVDOCTOR_PACK_PYTHON")
-
-sys.path.insert(0, str(REPO / "scripts"))
-from build_vllm_pack import find_wheel  # noqa: E402
 
 
 @pytest.mark.vllm_wheel
@@ -25,7 +23,7 @@ def test_rebuild_from_the_wheel_is_byte_identical(version, tmp_path):
     if find_wheel(WHEELS, version) is None:
         pytest.skip(f"no vllm-{version} wheel in {WHEELS}")
     proc = subprocess.run(
-        [PACK_PYTHON, str(REPO / "scripts" / "build_vllm_pack.py"), "--python", PACK_PYTHON, "--wheels", str(WHEELS),
+        [PACK_PYTHON, "-m", "kvdoctor.builders.vllm_pack", "--python", PACK_PYTHON, "--wheels", str(WHEELS),
          "--versions", version, "--out", str(tmp_path), "--samples-out", str(tmp_path / "samples")],
         capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -1,24 +1,22 @@
 """The per-capability selection files are derived from the release detail files, exactly and losslessly."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
+from kvdoctor.builders.vllm_pack.build import derived_files
 from kvdoctor.vllm_pack import load_attention, load_selection, releases_with
 
 REPO = Path(__file__).resolve().parents[2]
 PACK = REPO / "kvdoctor" / "data" / "vllm_pack"
-sys.path.insert(0, str(REPO / "scripts"))
-from build_vllm_pack import derived_files  # noqa: E402
 
 
 def test_shipped_index_and_selection_files_are_what_the_detail_files_derive():
     derived = derived_files(PACK)
     assert "index.json" in derived and len([n for n in derived if n.startswith("selection-")]) >= 10
     for name, blob in derived.items():
-        assert (PACK / name).read_bytes() == blob, f"{name}: run scripts/build_vllm_pack.py --index-only"
+        assert (PACK / name).read_bytes() == blob, f"{name}: run python -m kvdoctor.builders.vllm_pack --index-only"
     shipped = {p.name for p in PACK.glob("selection-*.json.gz")}
     assert shipped == {n for n in derived if n.startswith("selection-")}
 

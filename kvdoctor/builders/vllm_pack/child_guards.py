@@ -3,6 +3,8 @@ in the request (REQ `guard_classes`), as `module:backends` computes them; the bu
 shipped detail files without re-asking everything else."""
 from __future__ import annotations
 
+from kvdoctor.builders.vllm_pack.child_backends import DTYPES, backend_enum, constructor_guards
+
 
 def run(ctx) -> dict:
     import torch
@@ -10,7 +12,6 @@ def run(ctx) -> dict:
 
     import vllm.platforms
     from vllm.config.cache import CacheDType
-    from vllm_pack_child_backends import DTYPES, backend_enum, constructor_guards
 
     Enum = backend_enum(ctx)
     classes = {}

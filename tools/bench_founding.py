@@ -1,7 +1,7 @@
 """Wall and CPU time of the founding check, `kvdoctor check --model examples/qwen2.5-3b-instruct
 --kv-cache-dtype turboquant_k8v4 --gpu A100 --vllm-version 0.25.1`, with the kernel files already cached.
 
-    python scripts/bench_founding.py [--repeat 5] [--wheels DIR] [--profile]
+    python tools/bench_founding.py [--repeat 5] [--wheels DIR] [--profile]
 
 cold = a fresh kvdoctor cache holding only the fetched kernel files of 0.25.1 and 0.26.0 (the release the
 version fix is verified with): no compile results, no Triton cache. warm = the same cache after one run.

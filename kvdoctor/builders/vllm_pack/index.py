@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
+from kvdoctor.vllm_pack import KINDS  # the pack's reader: json and the standard library only
+
 INDEX_FORMAT = 1
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-from kvdoctor.vllm_pack import KINDS  # noqa: E402  (json and the standard library only)
 
 
 def _version_key(text: str):

@@ -1,6 +1,6 @@
 """Benchmark: the full default matrix (every GPU in the table x every kv dtype the target vLLM accepts), cold and warm.
 
-    python benchmarks/bench_matrix.py [--vllm-source WHEEL] [--model DIR] [--workers N]
+    python tools/bench_matrix.py [--vllm-source WHEEL] [--model DIR] [--workers N]
 
 Cold = an empty compile cache; warm = the same run again. Prints one JSON line with the figures.
 """

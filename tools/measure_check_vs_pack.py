@@ -1,6 +1,6 @@
 """kvdoctor check's verdict against vLLM's own selection, over deployments nobody tuned a rule to.
 
-    python scripts/measure_check_vs_pack.py [--cells 1500] [--seed 7] [--json out.json]
+    python tools/measure_check_vs_pack.py [--cells 1500] [--seed 7] [--json out.json]
 
 Draws cells at random (fixed seed) from releases x model configs x GPUs x KV dtypes x forced backends x --dtype
 and runs `check --no-compile` in-process on each. The reference is the pack's replay of vLLM's own selector

@@ -1,6 +1,6 @@
 """How well `kvdoctor explain` does on the real logs in tests/fixtures/logs_real (index.yaml).
 
-    .venv/bin/python scripts/measure_explain.py [--seen-only] [--verbose]
+    .venv/bin/python tools/measure_explain.py [--seen-only] [--verbose]
 
 An entry counts as explained when
   - failure: true  -> exit 1, the reported failure family is the entry's family (any family for 'other'),
@@ -23,7 +23,7 @@ LOGS = ROOT / "tests" / "fixtures" / "logs_real"
 
 def judge(entry: dict) -> tuple[bool, str]:
     from kvdoctor.explain.explain import explain_log
-    from kvdoctor.report.formats.text import render
+    from kvdoctor.report.check.text import render
 
     report = explain_log(str(LOGS / entry["file"]))
     code = report.exit_code("error")

@@ -17,6 +17,8 @@ import itertools
 import random
 import traceback
 
+from kvdoctor.builders.vllm_pack.child_shared import FreshVllmConfig, clear_caches, decision_tree
+
 VALUE_METHODS = {  # check method -> the validate_configuration input it takes
     "supports_head_size": "head_size",
     "supports_dtype": "dtype",
@@ -229,7 +231,7 @@ def run(ctx) -> dict:
         per = {}
         for name, cls in classes.items():
             try:
-                with _vllm_config_context():
+                with FreshVllmConfig():
                         per[name] = backend_answers(ctx, cls, cap, methods, kv_values, dtypes, attn_types,
                                                 DeviceCapability, checks)
             except Exception:
@@ -247,29 +249,6 @@ def run(ctx) -> dict:
 def set_capability(ctx, platform_cls, cap):
     platform_cls.capability_now = tuple(cap)
     clear_caches()
-
-
-def clear_caches():
-    """Forget every functools cache in vLLM's modules (answers that depend on the capability are cached)."""
-    import functools
-    import sys
-
-    wrapper = functools._lru_cache_wrapper
-    for name, module in list(sys.modules.items()):
-        if not name.startswith("vllm") or module is None:
-            continue
-        try:
-            values = list(vars(module).values())
-        except TypeError:
-            continue
-        for value in values:
-            if isinstance(value, wrapper):
-                value.cache_clear()
-            elif isinstance(value, type) and value.__module__ == name:
-                for attr in list(vars(value).values()):
-                    fn = getattr(attr, "__func__", attr)
-                    if isinstance(fn, wrapper):
-                        fn.cache_clear()
 
 
 def _call_bool(fn, *args):
@@ -339,23 +318,8 @@ def combination_grid(ctx, cls, cap, kv_values, dtypes, DeviceCapability):
         if reason is not None:
             results.setdefault(reason, []).append(combo)
     return {"axes": varied, "grid": {a: axes[a] for a in varied},
-            "reasons": {r: _tree(cells) for r, cells in sorted(results.items())},
+            "reasons": {r: decision_tree(cells) for r, cells in sorted(results.items())},
             "where": ctx.where(fn)}
-
-
-def _tree(cells):
-    """Exact decision-tree form of a set of grid cells: [[values of axis 0, subtree], ...]; leaf True."""
-    if not cells or len(cells[0]) == 0:
-        return True
-    groups = {}
-    for c in cells:
-        groups.setdefault(c[0], []).append(c[1:])
-    merged = {}
-    for value, rest in groups.items():
-        sub = _tree(sorted(rest, key=repr))
-        key = repr(sub)
-        merged.setdefault(key, [[], sub])[0].append(value)
-    return [[vals, sub] for vals, sub in sorted(merged.values(), key=lambda e: repr(e[0]))]
 
 
 def _compress_prio(table):
@@ -415,7 +379,7 @@ def constructor_guards(ctx, classes, caps, platform_cls, kv_values, dtypes, quer
                                qk_head_dim=192, v_head_dim=128, kv_b_proj=None)
                     kwargs.update(mla)
                 try:
-                    with _vllm_config_context():
+                    with FreshVllmConfig():
                         built = impl(**{k: v for k, v in kwargs.items() if k in params or (mla_kw and k in mla)})
                     if query_quant is not None and getattr(built, "supports_quant_query_input", False) is True:
                         query_quant.setdefault(name, []).append(f"{cap[0]}.{cap[1]}|{kv}")
@@ -431,23 +395,6 @@ def constructor_guards(ctx, classes, caps, platform_cls, kv_values, dtypes, quer
                             "cells": []})
                         entry["cells"].append(f"{cap[0]}.{cap[1]}|{kv}")
     return out
-
-
-class _vllm_config_context:
-    def __enter__(self):
-        try:
-            from vllm.config import VllmConfig, set_current_vllm_config
-
-            self._cm = set_current_vllm_config(VllmConfig())
-            self._cm.__enter__()
-        except Exception:
-            self._cm = None
-        return self
-
-    def __exit__(self, *exc):
-        if self._cm is not None:
-            self._cm.__exit__(*exc)
-        return False
 
 
 def selector_config_fields():
@@ -505,7 +452,7 @@ def real_selections(ctx, caps, platform_cls, kv_values, Enum, DeviceCapability):
             kwargs["dtype"] = getattr(torch, kwargs["dtype"])
             entry = {"capability": list(cap), "config": cfg, "forced": forced, "num_heads": num_heads}
             try:
-                with _vllm_config_context():
+                with FreshVllmConfig():
                     path = current_platform.get_attn_backend_cls(
                         Enum[forced] if forced else None, attn_selector_config=AttentionSelectorConfig(**kwargs),
                         num_heads=num_heads)

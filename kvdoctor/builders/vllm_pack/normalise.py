@@ -12,7 +12,7 @@ DEFAULT_DESTS = (
 )
 
 
-def _clean(text):
+def clean_paths(text):
     """Strip absolute paths (temporary extraction dirs, the builder's venv) from free text."""
     if isinstance(text, str):
         text = re.sub(r"/[^\s'\"]*?/(vllm/[\w/.]+\.py)", r"\1", text)
@@ -20,9 +20,9 @@ def _clean(text):
         text = re.sub(r"/tmp/[\w.\-/]+", "<tmp>", text)
         return text
     if isinstance(text, list):
-        return [_clean(t) for t in text]
+        return [clean_paths(t) for t in text]
     if isinstance(text, dict):
-        return {k: _clean(v) for k, v in text.items()}
+        return {k: clean_paths(v) for k, v in text.items()}
     return text
 
 
@@ -72,6 +72,7 @@ def _pins(requirements: list) -> dict:
 
 
 def normalise_release(version: str, raw: dict, shipped: dict, request: dict, pack_format: int) -> dict:
+    """One release's stored facts from the child's raw answers, the wheel's contents and the request sent."""
     errors = dict(raw.get("errors", {}))
     out: dict = {"format": pack_format, "version": version}
     if "serve_args" in raw:
@@ -133,5 +134,5 @@ def normalise_release(version: str, raw: dict, shipped: dict, request: dict, pac
             runtime["dtype"]["table"] = caps
         out["runtime"] = runtime
     if errors:
-        out["build_errors"] = _clean(errors)
-    return _clean(out)
+        out["build_errors"] = clean_paths(errors)
+    return clean_paths(out)

@@ -1,8 +1,9 @@
-"""Child process of scripts/build_vllm_pack.py: asks one vLLM release's own code what it does.
+"""Child process of the pack builder (build.py): asks one vLLM release's own code what it does.
 
-Run as `python vllm_pack_child.py REQUEST.json OUT.json` with the release's extracted `vllm/**/*.py` first on
-sys.path, CPU torch, and no GPU. Writes plain JSON facts; never copies vLLM code, only values, vLLM's own
-message strings and file:line locations (relative to the wheel root).
+Run as `python -m kvdoctor.builders.vllm_pack.child REQUEST.json OUT.json` in the builder's venv (CPU torch,
+no GPU; kvdoctor importable); it puts the release's extracted `vllm/**/*.py` first on sys.path. Writes plain
+JSON facts; never copies vLLM code, only values, vLLM's own message strings and file:line locations (relative to
+the wheel root).
 
 Where a compiled extension or a hard dependency would decide (FlashAttention's FA2/FA3 `.so`, FlashInfer),
 its presence is modelled from the wheel's file list and requirements and recorded under `modelled`.
@@ -22,6 +23,9 @@ import traceback
 import types
 import warnings
 
+from kvdoctor.builders.vllm_pack.child_shared import assignment_lines
+
+TASKS_PACKAGE = "kvdoctor.builders.vllm_pack"  # `module:X` runs child_X.run(this module) from here
 warnings.filterwarnings("ignore")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
@@ -262,25 +266,14 @@ def dump_serve_args() -> dict:
 
 def literal_values(module_name: str, name: str) -> dict:
     """Values of a typing.Literal alias (CacheDType, ModelDType) and the line that defines it."""
-    import ast
     import typing
 
     module = importlib.import_module(module_name)
     alias = getattr(module, name)
     values = list(typing.get_args(alias))
     file = inspect.getsourcefile(module)
-    line = None
-    for node in ast.parse(open(file).read()).body:
-        targets = []
-        if isinstance(node, ast.Assign):
-            targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            targets = [node.target.id]
-        elif type(node).__name__ == "TypeAlias":
-            targets = [node.name.id]
-        if name in targets:
-            line = node.lineno
-    return {"values": values, "where": f"{rel_path(file)}:{line}"}
+    lines = assignment_lines(file, name)
+    return {"values": values, "where": f"{rel_path(file)}:{lines[-1] if lines else None}"}
 
 
 def install_platform(capability: tuple[int, int]):
@@ -368,7 +361,7 @@ def main() -> None:
                 out["errors"][key] = f"{type(exc).__name__}: {exc}"
     for task in tasks:
         if task.startswith("module:"):
-            mod = importlib.import_module("vllm_pack_child_" + task.split(":", 1)[1])
+            mod = importlib.import_module(f"{TASKS_PACKAGE}.child_{task.split(':', 1)[1]}")
             try:
                 out[task.split(":", 1)[1]] = mod.run(sys.modules[__name__])
             except Exception:

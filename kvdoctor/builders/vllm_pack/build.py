@@ -1,24 +1,23 @@
-#!/usr/bin/env python3
 """Build kvdoctor's vLLM knowledge pack from released vLLM wheels: vLLM is the source of its own facts.
 
-    python scripts/build_vllm_pack.py --wheels ~/.cache/kvdoctor/wheels [--versions 0.25.1 0.34.0]
+    python -m kvdoctor.builders.vllm_pack --wheels ~/.cache/kvdoctor/wheels [--versions 0.25.1 0.34.0]
         [--python /work/packenv/bin/python] [--out kvdoctor/data/vllm_pack] [--check]
 
 For each release it extracts the wheel's `vllm/**/*.py` (never the compiled `.so`) to a temporary directory and
-runs scripts/vllm_pack_child.py in a child process (CPU torch, the platform's device capability stubbed per
+runs child.py in a child process (CPU torch, the platform's device capability stubbed per
 target) that asks vLLM's own code: its `vllm serve` parser, its KV-cache and model dtype lists, its attention
 backends' checks, priorities, constructor guards, model-runner choice and dtype resolution. The output is one
 deterministic JSON file per release (sorted keys, no timestamps, no absolute paths), so a rebuild is
 byte-identical; `--check` rebuilds into memory and compares with the shipped files instead of writing.
 
 The builder's Python (`--python`, default $KVDOCTOR_PACK_PYTHON) needs CPU torch and vLLM's pure-Python
-dependencies (`.ci/run` creates it: `pip install -e '.[pack]'` in a separate venv); kvdoctor itself never
-imports vLLM.
+dependencies, and kvdoctor importable (`.ci/run` creates it: `pip install -e '.[pack]'` in a separate venv);
+kvdoctor itself never imports vLLM. The runtime runs this builder in a subprocess for a release newer than the
+pack (kvdoctor/vllm_pack/on_the_fly.py); it never imports it.
 """
 from __future__ import annotations
 
 import argparse
-import email.parser
 import gzip
 import json
 import os
@@ -27,15 +26,14 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-sys.path.insert(0, str(HERE))
+from kvdoctor.builders.vllm_pack.index import build_index, build_selection
+from kvdoctor.builders.vllm_pack.normalise import clean_paths, normalise_release
+from kvdoctor.builders.vllm_pack.wheel import extract, find_wheel, stub_versions, triton_of_torch
+from kvdoctor.data import DATA_DIR
 
-from vllm_pack_index import build_index, build_selection  # noqa: E402
-from vllm_pack_normalise import normalise_release  # noqa: E402
+CHILD = "kvdoctor.builders.vllm_pack.child"  # run with -m in the builder's Python (kvdoctor importable there)
 
 PACK_FORMAT = 1
 # Releases the pack covers completely (issue 11), oldest first; older ones get dtype/backend facts only.
@@ -46,22 +44,6 @@ FULL_RELEASES = (
 # Releases before 0.20.0: the facts that decide dtype and backends (the last patch of each minor release).
 OLD_RELEASES = "0.10.2 0.11.2 0.12.0 0.13.0 0.14.1 0.15.1 0.16.0 0.17.1 0.18.1 0.19.1".split()
 CAPABILITIES = ((7, 0), (7, 5), (8, 0), (8, 6), (8, 7), (8, 9), (9, 0), (10, 0), (10, 3), (11, 0), (12, 0), (12, 1))
-# Hard GPU-kernel dependencies of the CUDA wheel that cannot be imported here; modelled as present (import name).
-# (torchvision/torchaudio/torchcodec are not stubbed: transformers reads their metadata.)
-MODELLED_PACKAGES = {
-    "flashinfer-python": "flashinfer",
-    "flashinfer-cubin": "flashinfer_cubin",
-    "apache-tvm-ffi": "tvm_ffi",
-    "tilelang": "tilelang",
-    "nvidia-cutlass-dsl": "cutlass",
-    "quack-kernels": "quack",
-    "tokenspeed-mla": "tokenspeed_mla",
-    "humming-kernels": "humming",
-    "deep-gemm": "deep_gemm",
-    "xformers": "xformers",
-}
-
-
 LEGACY_TASKS = {"module:backends": "module:backend_grid"}
 
 
@@ -70,97 +52,14 @@ def is_legacy(version: str) -> bool:
     return tuple(int(p) for p in re.findall(r"\d+", version)[:2]) < (0, 20)
 
 
-def find_wheel(wheels: Path, version: str) -> Path | None:
-    # vllm-0.20.1-1-cp38-...: a build tag may follow the version
-    for path in sorted(wheels.glob(f"vllm-{version}-*.whl")):
-        rest = path.name[len(f"vllm-{version}-"):]
-        if rest.startswith("cp") or re.match(r"\d+-cp", rest):
-            return path
-    return None
-
-
-def requirements(metadata_text: str) -> list[tuple[str, str, str]]:
-    """(normalised name, specifier, marker) of the wheel's unconditional Requires-Dist lines."""
-    msg = email.parser.Parser().parsestr(metadata_text)
-    out = []
-    for line in msg.get_all("Requires-Dist") or []:
-        spec, _, marker = line.partition(";")
-        if "extra ==" in marker:
-            continue
-        m = re.match(r"\s*([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*(.*)", spec)
-        if m:
-            name = re.sub(r"[-_.]+", "-", m.group(1)).lower()
-            out.append((name, m.group(3).strip().strip("()"), marker.strip()))
-    return out
-
-
-def extract_tree(tree: Path, into: Path) -> dict:
-    """An unpacked vLLM (a tree or site-packages holding vllm/): its Python files copied under `into`."""
-    import shutil
-
-    py = sorted(tree.glob("vllm/**/*.py"))
-    for path in py:
-        target = into / path.relative_to(tree)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, target)
-    compiled = sorted({str(p.relative_to(tree)).split(".")[0].replace("/", ".") for p in tree.glob("vllm/**/*.so*")})
-    metadata = next(iter(sorted(tree.glob("vllm-*.dist-info/METADATA"))), None)
-    return {"compiled_modules": compiled, "requirements": requirements(metadata.read_text()) if metadata else [],
-            "py_files": len(py)}
-
-
-def extract(wheel: Path, into: Path) -> dict:
-    """The wheel's Python files and metadata under `into`; what it ships compiled, and its requirements."""
-    if wheel.is_dir():
-        return extract_tree(wheel, into)
-    with zipfile.ZipFile(wheel) as zf:
-        names = zf.namelist()
-        py = [n for n in names if n.startswith("vllm/") and n.endswith(".py")]
-        for name in py:
-            zf.extract(name, into)
-        meta_name = next(n for n in names if n.endswith(".dist-info/METADATA"))
-        metadata = zf.read(meta_name).decode()
-    compiled = sorted({n.split(".")[0].replace("/", ".") for n in names
-                       if n.startswith("vllm/") and (n.endswith(".so") or ".so." in n)})
-    return {"compiled_modules": compiled, "requirements": requirements(metadata), "py_files": len(py)}
-
-
-TORCH_PINS = HERE / "vllm_pack_torch_triton.json"
-
-
-def triton_of_torch(torch_spec: str | None) -> dict | None:
-    """The Triton version torch pins (torch's own Requires-Dist), from the committed table or, for a torch the
-    table lacks, from the package index's metadata (`pip install --dry-run --report`, no download)."""
-    if not torch_spec or not torch_spec.startswith("=="):
-        return None
-    torch_version = torch_spec[2:]
-    table = json.loads(TORCH_PINS.read_text()) if TORCH_PINS.exists() else {}
-    if torch_version not in table:
-        with tempfile.TemporaryDirectory() as tmp:
-            report = Path(tmp) / "report.json"
-            proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps",
-                                   "--ignore-installed", "-q", "--report", str(report), f"torch=={torch_version}"],
-                                  capture_output=True, text=True, timeout=300,
-                                  # the index's own torch (a local CPU build has no Triton pin)
-                                  env={**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_FIND_LINKS": ""})
-            if proc.returncode != 0 or not report.exists():
-                return None
-            requires = json.loads(report.read_text())["install"][0]["metadata"].get("requires_dist", [])
-        pins = [r.split(";")[0].strip() for r in requires if r.startswith("triton") and "Linux" in r]
-        table[torch_version] = pins[0].replace("triton", "", 1).strip() if pins else None
-        TORCH_PINS.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
-    spec = table.get(torch_version)
-    return {"spec": spec, "torch": torch_version, "where": f"torch=={torch_version} METADATA (Requires-Dist)"} \
-        if spec else None
-
-
 def run_child(python: str, src: Path, request: dict, timeout: float) -> dict:
+    """The child's raw answers for the release extracted at `src` (a RuntimeError with its stderr if it fails)."""
     with tempfile.TemporaryDirectory() as tmp:
         req_path, out_path = Path(tmp) / "req.json", Path(tmp) / "out.json"
         req_path.write_text(json.dumps({**request, "src": str(src)}))
         env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
         env.update(PYTHONDONTWRITEBYTECODE="1", CUDA_VISIBLE_DEVICES="", PYTHONHASHSEED="0")
-        proc = subprocess.run([python, str(HERE / "vllm_pack_child.py"), str(req_path), str(out_path)],
+        proc = subprocess.run([python, "-m", CHILD, str(req_path), str(out_path)],
                               capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp)
         if proc.returncode != 0 or not out_path.exists():
             raise RuntimeError(f"child failed (rc {proc.returncode}):\n{proc.stderr[-4000:]}")
@@ -168,15 +67,13 @@ def run_child(python: str, src: Path, request: dict, timeout: float) -> dict:
 
 
 def build_release(version: str, wheel: Path, python: str, tasks: list[str], timeout: float) -> dict:
+    """One release's facts in the pack's stored form, asked of the wheel (or tree) at `wheel`."""
     with tempfile.TemporaryDirectory(prefix=f"vllm-{version}-") as tmp:
         src = Path(tmp)
         shipped = extract(wheel, src)
         pins = {name: spec for name, spec, _ in shipped["requirements"]}
         shipped["triton"] = triton_of_torch(pins.get("torch"))
-        stub_packages = {}
-        for dist, module in MODELLED_PACKAGES.items():
-            if dist in pins:
-                stub_packages[module] = pins[dist].lstrip("=<>!~ ").split(",")[0] or "0"
+        stub_packages = stub_versions(pins)
         request = {
             "version": version,
             "tasks": tasks,
@@ -199,16 +96,18 @@ def pack_bytes(text) -> bytes:
 
 
 def dumps(data: dict) -> str:
+    """The pack's JSON spelling: sorted keys, no spaces, UTF-8 kept, one trailing newline."""
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    """The builder's command line (see the module docstring); 0 when every release built (or matched)."""
+    ap = argparse.ArgumentParser(prog="python -m kvdoctor.builders.vllm_pack", description=__doc__.split("\n\n")[0])
     ap.add_argument("--wheels", type=Path, default=Path(os.environ.get(
         "KVDOCTOR_VLLM_WHEELS", Path.home() / ".cache" / "kvdoctor" / "wheels")))
     ap.add_argument("--versions", nargs="*", default=None, help="default: every release with a wheel in --wheels")
     ap.add_argument("--python", default=os.environ.get("KVDOCTOR_PACK_PYTHON", sys.executable))
-    ap.add_argument("--out", type=Path, default=REPO / "kvdoctor" / "data" / "vllm_pack")
+    ap.add_argument("--out", type=Path, default=DATA_DIR / "vllm_pack")
     ap.add_argument("--tasks", nargs="*", default=["serve_args", "dtypes", "module:backends", "module:runtime"])
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--samples-out", type=Path, default=None,
@@ -276,8 +175,6 @@ def main(argv: list[str] | None = None) -> int:
 def refresh_guards(versions: list[str], wheels: Path, python: str, out: Path, timeout: float) -> int:
     """Re-ask only the constructor guards (`module:guards`) and splice them into the shipped detail files; the
     same answers a full rebuild gives (`.ci/run` rebuilds 0.25.1 and 0.34.0 in full and compares)."""
-    from vllm_pack_normalise import _clean
-
     failed = 0
     for version in versions:
         path, wheel = out / f"{version}.detail.json.gz", find_wheel(wheels, version)
@@ -290,7 +187,7 @@ def refresh_guards(versions: list[str], wheels: Path, python: str, out: Path, ti
         with tempfile.TemporaryDirectory(prefix=f"vllm-{version}-") as tmp:
             shipped = extract(wheel, Path(tmp))
             pins = {name: spec for name, spec, _ in shipped["requirements"]}
-            stubs = {m: pins[d].lstrip("=<>!~ ").split(",")[0] or "0" for d, m in MODELLED_PACKAGES.items() if d in pins}
+            stubs = stub_versions(pins)
             raw = run_child(python, Path(tmp), {"version": version, "tasks": ["module:guards"],
                                                 "compiled_modules": shipped["compiled_modules"], "stub_packages": stubs,
                                                 "capabilities": [list(c) for c in CAPABILITIES],
@@ -299,8 +196,8 @@ def refresh_guards(versions: list[str], wheels: Path, python: str, out: Path, ti
             print(f"{version}: FAILED {raw.get('errors')}", file=sys.stderr)
             failed += 1
             continue
-        detail["backends"]["guards"] = _clean(raw["guards"]["guards"])
-        detail["backends"]["query_quant"] = _clean(raw["guards"]["query_quant"])
+        detail["backends"]["guards"] = clean_paths(raw["guards"]["guards"])
+        detail["backends"]["query_quant"] = clean_paths(raw["guards"]["query_quant"])
         path.write_bytes(pack_bytes(dumps(detail).encode()))
         print(f"{version}: guards of {', '.join(sorted(raw['guards']['guards']))}; "
               f"query quantization: {', '.join(sorted(raw['guards']['query_quant']))}")
@@ -334,6 +231,7 @@ def write_derived(out: Path, check: bool = False) -> int:
 def index_only(out: Path, check: bool = False) -> int:
     """Rewrite (or compare) index.json and the selection files from the release files already in `out`."""
     return 1 if write_derived(out, check) else 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -15,6 +15,8 @@ import itertools
 import os
 import types
 
+from kvdoctor.builders.vllm_pack.child_shared import assignment_lines
+
 DTYPES = ("float16", "bfloat16", "float32")
 REQUESTED = ("auto", "half", "float16", "bfloat16", "float", "float32")
 
@@ -202,15 +204,6 @@ def dtype_resolution(ctx, where) -> dict:
 
 
 def _where_name(ctx, module, name):
-    import ast
-
     file = inspect.getsourcefile(module)
-    for node in ast.parse(open(file).read()).body:
-        targets = []
-        if isinstance(node, ast.Assign):
-            targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            targets = [node.target.id]
-        if name in targets:
-            return f"{ctx.rel_path(file)}:{node.lineno}"
-    return None
+    lines = assignment_lines(file, name)
+    return f"{ctx.rel_path(file)}:{lines[0]}" if lines else None

@@ -1,6 +1,6 @@
 """Whole-process timings of `kvdoctor` as a user runs it: --help, check without and with the dry run.
 
-    python benchmarks/bench_check.py [--repeat 5] [--wheels DIR]
+    python tools/bench_check.py [--repeat 5] [--wheels DIR]
 
 Cold = a fresh, empty kvdoctor cache (nothing compiled yet); warm = the same cache again.
 Prints a Markdown table (median and max seconds) for README.

@@ -1,6 +1,6 @@
 """Dry-run every vLLM release's TurboQuant kernels for Ampere and Hopper; prints a Markdown table.
 
-    python scripts/sweep_vllm_releases.py 0.20.0 0.20.1 ... [--wheels DIR]
+    python tools/sweep_vllm_releases.py 0.20.0 0.20.1 ... [--wheels DIR]
 
 Downloads each wheel with `pip download --no-deps` into DIR (default $KVDOCTOR_VLLM_WHEELS or
 ~/.cache/kvdoctor/wheels) when it is missing. Nothing from the wheels is kept in the repository.

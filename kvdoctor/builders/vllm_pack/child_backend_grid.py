@@ -12,6 +12,9 @@ import inspect
 import itertools
 import os
 
+from kvdoctor.builders.vllm_pack.child_backends import constructor_guards
+from kvdoctor.builders.vllm_pack.child_shared import FreshVllmConfig, clear_caches, decision_tree
+
 HEADS = (64, 80, 96, 128, 192, 256, 72, 100)
 MLA_HEAD = 576
 BLOCKS = (None, 16, 32, 64, 128)
@@ -49,7 +52,6 @@ def _selector_config():
 def run(ctx) -> dict:
     import torch
     import vllm.platforms as platforms
-    from vllm_pack_child_backends import _tree, _vllm_config_context, clear_caches
 
     os.environ.pop("VLLM_ATTENTION_BACKEND", None)
     os.environ["VLLM_USE_V1"] = "1"  # 0.10: the V1 engine is the default on CUDA (V0 is gone from 0.11.0)
@@ -87,7 +89,7 @@ def run(ctx) -> dict:
     for cap in caps:
         platform_cls.capability_now = tuple(cap)
         clear_caches()
-        with _vllm_config_context():  # one default VllmConfig per capability, not one per cell (the cost)
+        with FreshVllmConfig():  # one default VllmConfig per capability, not one per cell (the cost)
             cap_answers = [
                 (combo, _ask(fn, params, Config, config_fields, Enum, dict(zip(names, combo)), torch, paths,
                              fresh_config=False))
@@ -108,7 +110,7 @@ def run(ctx) -> dict:
         "axes": ["capability"] + names,
         "grid": {"capability": [f"{c[0]}.{c[1]}" for c in caps], **axes},
         "answers": answers,
-        "trees": {str(i): _tree(sorted(c, key=repr)) for i, c in sorted(cells.items())},
+        "trees": {str(i): decision_tree(sorted(c, key=repr)) for i, c in sorted(cells.items())},
         "params": params,
         "config_fields": config_fields,
         "enum": [m.name for m in Enum],
@@ -150,10 +152,8 @@ def _ask(fn, params, Config, config_fields, Enum, cell, torch, paths, fresh_conf
         elif p in kwargs and p not in call:
             call[p] = kwargs[p]
     try:
-        from vllm_pack_child_backends import _vllm_config_context
-
         if fresh_config:
-            with _vllm_config_context():
+            with FreshVllmConfig():
                 path = fn(**call)
         else:
             path = fn(**call)
@@ -177,8 +177,6 @@ def _samples(ctx, fn, params, Config, config_fields, Enum, axes, names, caps, pl
     """vLLM's answers for 40 random grid cells per capability, asked afresh: the lookup's test oracle."""
     import random
 
-    from vllm_pack_child_backends import clear_caches
-
     rng = random.Random(1234)
     out = []
     for cap in caps:
@@ -195,9 +193,7 @@ def _samples(ctx, fn, params, Config, config_fields, Enum, axes, names, caps, pl
 
 
 def _guards(ctx, answers, Enum, paths, caps, platform_cls, kv_values, torch):
-    """Errors the chosen backends' implementation constructors raise (as for 0.20+: vllm_pack_child_backends)."""
-    from vllm_pack_child_backends import constructor_guards
-
+    """Errors the chosen backends' implementation constructors raise (as for 0.20+: child_backends)."""
     by_name = {name: path for path, name in paths.items()}
     classes = {}
     for answer in answers:

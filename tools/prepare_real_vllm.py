@@ -1,8 +1,8 @@
 """Prepare real vLLM releases for start-ups on the GPU machine (outside the repo; nothing here is committed).
 
-    python scripts/prepare_real_vllm.py 0.25.1 0.34.0 [--stage /work/gpu-stage] [--pieces .gpu-carry/startups]
+    python tools/prepare_real_vllm.py 0.25.1 0.34.0 [--stage /work/gpu-stage] [--pieces .gpu-carry/startups]
         [--piece-mib 58]
-    python scripts/prepare_real_vllm.py 0.26.0 --raw --bundle b --after .gpu-carry/startups/manifest.json \
+    python tools/prepare_real_vllm.py 0.26.0 --raw --bundle b --after .gpu-carry/startups/manifest.json \
         --pieces .gpu-carry/startups-b          # a later bundle: ships only what the first did not
 
 1. Dependencies: for each release, vLLM's own Requires-Dist (no extras, markers evaluated for Linux x86-64 and

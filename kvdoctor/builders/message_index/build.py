@@ -1,0 +1,84 @@
+"""Build kvdoctor's message index: every error message vLLM (and the dependencies its failures surface from) can
+print, as a template with its location and the releases that have it.
+
+    python -m kvdoctor.builders.message_index [--wheels DIR] [--out kvdoctor/data/message_index/index.json.gz]
+
+For each vllm-*.whl in DIR (default ~/.cache/kvdoctor/wheels) every vllm/**/*.py is AST-walked for
+`raise X(<message>)` (a message held in a local variable is followed to its assignment) and
+`logger.error/exception/critical/warning(...)` / `warnings.warn(...)` calls whose message is a string, an
+f-string, a %-format, a `.format` call or a concatenation of those. The literal parts are kept, every
+placeholder becomes a wildcard; no code is stored. Identical (template, type, file, function) entries across
+releases become one entry with release ranges. Triton, torch (CUDA init) and FlashInfer messages come from
+their installed packages or wheels, when present. The output is gzip JSON written deterministically (a
+rebuild from the same inputs is byte-identical).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+from kvdoctor.builders.message_index.packing import collect, pack, unpack, write
+from kvdoctor.builders.message_index.sources import DEPENDENCIES, dependency_wheel, installed_sources, wheel_sources
+from kvdoctor.data import DATA_DIR
+
+_WHEEL_VERSION = re.compile(r"^vllm-(\d+\.\d+\.\d+(?:\.post\d+)?)-")
+
+
+def version_key(version: str) -> tuple:
+    return tuple(int(x) if x.isdigit() else 0 for x in re.split(r"[.+]", version.replace("post", "")))
+
+
+def build(wheels_dir: Path, deps_dir: Path | None = None) -> dict:
+    """The packed index of every vllm-*.whl in `wheels_dir` and the dependencies found (installed or in deps_dir)."""
+    wheels = {}
+    for wheel in wheels_dir.glob("vllm-*.whl"):
+        match = _WHEEL_VERSION.match(wheel.name)
+        if match:
+            wheels.setdefault(match.group(1), wheel)
+    versions = sorted(wheels, key=version_key)
+    if not versions:
+        raise SystemExit(f"no vllm-*.whl in {wheels_dir}")
+    entries = collect("vllm", [(v, list(wheel_sources(wheels[v]))) for v in versions])
+    packages = {"vllm": versions}
+    for package, folders in DEPENDENCIES.items():
+        version, files = installed_sources(package, folders)
+        if version is None:
+            version, files = dependency_wheel(package, folders, deps_dir)
+        if version is None:
+            print(f"  {package}: not installed, skipped", file=sys.stderr)
+            continue
+        entries += collect(package, [(version, files)])
+        packages[package] = [version]
+    return pack(entries, packages)
+
+
+def main() -> None:
+    """The builder's command line (see the module docstring)."""
+    parser = argparse.ArgumentParser(prog="python -m kvdoctor.builders.message_index",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--wheels", type=Path, default=Path(os.environ.get("KVDOCTOR_VLLM_WHEELS", Path.home() / ".cache" / "kvdoctor" / "wheels")))
+    parser.add_argument("--out", type=Path,
+                        default=DATA_DIR / "message_index" / "index.json.gz")
+    parser.add_argument("--deps", type=Path, default=None,
+                        help="folder with wheels of dependencies that are not installed (flashinfer_python-*.whl)")
+    parser.add_argument("--repack", type=Path, default=None,
+                        help="re-pack an existing index (after a change to the packing) instead of reading wheels")
+    args = parser.parse_args()
+    if args.repack:
+        old = json.loads(gzip.decompress(args.repack.read_bytes()))
+        index = pack(unpack(old), old["packages"])
+    else:
+        index = build(args.wheels, args.deps)
+    write(index, args.out)
+    print(f"{sum(len(g) for g in index['anchors'].values())} templates from {index['packages']} -> {args.out} "
+          f"({args.out.stat().st_size // 1024} KiB)", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

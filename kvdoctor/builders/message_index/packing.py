@@ -1,0 +1,124 @@
+"""The message index's stored form: templates collected per release into entries with release ranges, grouped
+by their rarest literal word (the look-up key at match time), written as deterministic gzip JSON.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import re
+import sys
+from pathlib import Path
+
+from kvdoctor.builders.message_index.templates import WILD, templates_in_source
+
+INDEX_FORMAT = 2
+MIN_PREFIX = 30  # kvdoctor/explain/message_index.py: an opening literal this long identifies a cut-off line
+
+
+def release_ranges(have: set[str], order: list[str]) -> str:
+    """'0.20.0-0.25.1,0.27.0-0.34.0': contiguous runs of the ordered releases."""
+    runs: list[list[str]] = []
+    previous = False
+    for release in order:
+        if release in have:
+            if previous:
+                runs[-1][1] = release
+            else:
+                runs.append([release, release])
+            previous = True
+        else:
+            previous = False
+    return ",".join(a if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def collect(package: str, releases: list[tuple[str, list[tuple[str, bytes]]]]) -> list[dict]:
+    """The templates of `package`'s (release, files) pairs, oldest release first: one entry per distinct
+    (kind, type, template, file, function), with the releases that have it as ranges."""
+    cache: dict[str, list[tuple]] = {}
+    where: dict[tuple, set[str]] = {}
+    order = [release for release, _ in releases]
+    for release, files in releases:
+        for path, source in files:
+            digest = hashlib.sha1(source).hexdigest()
+            if digest not in cache:
+                cache[digest] = templates_in_source(source, path)
+            for entry in cache[digest]:
+                where.setdefault(entry, set()).add(release)
+        print(f"  {package} {release}: {len(files)} files, {len(where)} templates so far", file=sys.stderr)
+    entries = []
+    for (kind, exc_type, parts, path, function), have in where.items():
+        entries.append({
+            "package": package,
+            "kind": kind,
+            "type": exc_type,
+            "parts": [p if p is not WILD else None for p in parts],
+            "file": path,
+            "function": function,
+            "releases": release_ranges(have, order),
+        })
+    return entries
+
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{3,}")  # kvdoctor/explain/message_index.py splits log lines the same way
+
+
+def pack(entries: list[dict], packages: dict[str, list[str]]) -> dict:
+    """Templates grouped by their rarest literal word (the look-up key at match time), locations shared."""
+    entries = sorted(entries, key=lambda e: (e["package"], e["file"], e["function"], e["kind"], e["type"] or "",
+                                            json.dumps(e["parts"])))
+    files = sorted({e["file"] for e in entries})
+    file_id = {f: i for i, f in enumerate(files)}
+    locations, location_id, by_parts = [], {}, {}
+    for e in entries:
+        location = (e["package"], e["kind"], e["type"], file_id[e["file"]], e["function"], e["releases"])
+        if location not in location_id:
+            location_id[location] = len(locations)
+            locations.append(list(location))
+        by_parts.setdefault(json.dumps(e["parts"]), []).append(location_id[location])
+    words = {key: set(_WORD.findall(" ".join(p for p in json.loads(key) if p))) for key in by_parts}
+    frequency: dict[str, int] = {}
+    for found in words.values():
+        for word in found:
+            frequency[word] = frequency.get(word, 0) + 1
+    anchors: dict[str, list] = {}
+    for key in sorted(by_parts):
+        if not words[key]:
+            continue
+        anchor = min(words[key], key=lambda w: (frequency[w], -len(w), w))
+        anchors.setdefault(anchor, []).append([json.loads(key), sorted(set(by_parts[key]))])
+    # A line cut short keeps only a template's opening: key those by the rarest word of the opening literal.
+    prefixes: dict[str, list] = {}
+    for anchor in sorted(anchors):
+        for position, (parts, _) in enumerate(anchors[anchor]):
+            first = next((p for p in parts if p is not None), "")
+            opening = set(_WORD.findall(first)) if len(first) >= MIN_PREFIX else set()
+            if opening:
+                word = min(opening, key=lambda w: (frequency[w], -len(w), w))
+                prefixes.setdefault(word, []).append([anchor, position])
+    return {"format": INDEX_FORMAT, "packages": packages, "files": files, "locations": locations, "anchors": anchors,
+            "prefixes": prefixes}
+
+
+def unpack(index: dict) -> list[dict]:
+    """The entries a packed index was made from (to re-pack it without re-reading the wheels)."""
+    entries = []
+    for group in index["anchors"].values():
+        for parts, location_ids in group:
+            for number in location_ids:
+                package, kind, exc_type, file_id, function, releases = index["locations"][number]
+                entries.append({"package": package, "kind": kind, "type": exc_type, "parts": parts,
+                                "file": index["files"][file_id], "function": function, "releases": releases})
+    return entries
+
+
+def write(index: dict, out: Path) -> None:
+    """`index` as gzip JSON at `out`, byte-identical for the same index (sorted keys, mtime 0)."""
+    data = json.dumps(index, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    buffer = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0, compresslevel=9) as gz:
+        gz.write(data)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(buffer.getvalue())
