@@ -67,9 +67,10 @@ def match_signatures(rules: list[Rule], chains: list[ExceptionChain], lines: lis
     substring_filter = re.compile("|".join(map(re.escape, literals))) if literals else None
     for line in lines:
         text = line.text
-        # Candidate signatures from the line's words (one set look-up each), not a regex per signature.
+        # Candidate signatures from the line's words (one look-up each), not a regex per signature; in the
+        # line's word order, so the match order never depends on the interpreter's hash seed.
         candidates = list(always)
-        for word in set(_WORDS.findall(text)):
+        for word in dict.fromkeys(_WORDS.findall(text)):
             candidates.extend(by_word.get(word, ()))
         if substring_filter is not None and substring_filter.search(text):
             candidates.extend((rule, signature) for rule, signature, literals in substring
@@ -97,7 +98,7 @@ def _prefilter(pairs):
             continue
         words = [_interior_word(literal) for literal in literals]
         if all(words):
-            for word in set(words):
+            for word in dict.fromkeys(words):
                 by_word.setdefault(word, []).append((rule, signature))
         else:
             substring.append((rule, signature, literals))
