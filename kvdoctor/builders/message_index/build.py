@@ -24,14 +24,11 @@ import sys
 from pathlib import Path
 
 from kvdoctor.builders.message_index.packing import collect, pack, unpack, write
+from kvdoctor.base.versions import pack_order
 from kvdoctor.builders.message_index.sources import DEPENDENCIES, dependency_wheel, installed_sources, wheel_sources
 from kvdoctor.data import DATA_DIR
 
 _WHEEL_VERSION = re.compile(r"^vllm-(\d+\.\d+\.\d+(?:\.post\d+)?)-")
-
-
-def version_key(version: str) -> tuple:
-    return tuple(int(x) if x.isdigit() else 0 for x in re.split(r"[.+]", version.replace("post", "")))
 
 
 def build(wheels_dir: Path, deps_dir: Path | None = None) -> dict:
@@ -41,7 +38,7 @@ def build(wheels_dir: Path, deps_dir: Path | None = None) -> dict:
         match = _WHEEL_VERSION.match(wheel.name)
         if match:
             wheels.setdefault(match.group(1), wheel)
-    versions = sorted(wheels, key=version_key)
+    versions = sorted(wheels, key=pack_order)
     if not versions:
         raise SystemExit(f"no vllm-*.whl in {wheels_dir}")
     entries = collect("vllm", [(v, list(wheel_sources(wheels[v]))) for v in versions])

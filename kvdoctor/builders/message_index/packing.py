@@ -12,6 +12,7 @@ import re
 import sys
 from pathlib import Path
 
+from kvdoctor.base.versions import describe_runs
 from kvdoctor.builders.message_index.templates import WILD, templates_in_source
 
 INDEX_FORMAT = 2
@@ -19,19 +20,8 @@ MIN_PREFIX = 30  # kvdoctor/explain/message_index.py: an opening literal this lo
 
 
 def release_ranges(have: set[str], order: list[str]) -> str:
-    """'0.20.0-0.25.1,0.27.0-0.34.0': contiguous runs of the ordered releases."""
-    runs: list[list[str]] = []
-    previous = False
-    for release in order:
-        if release in have:
-            if previous:
-                runs[-1][1] = release
-            else:
-                runs.append([release, release])
-            previous = True
-        else:
-            previous = False
-    return ",".join(a if a == b else f"{a}-{b}" for a, b in runs)
+    """'0.20.0-0.25.1,0.27.0-0.34.0': contiguous runs of the ordered releases (the index's spelling: no spaces)."""
+    return describe_runs(have, order, separator=",")
 
 
 def collect(package: str, releases: list[tuple[str, list[tuple[str, bytes]]]]) -> list[dict]:

@@ -21,13 +21,13 @@ import argparse
 import gzip
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from kvdoctor.base.versions import release_numbers
 from kvdoctor.builders.vllm_pack.index import build_index, build_selection
 from kvdoctor.builders.vllm_pack.normalise import clean_paths, normalise_release
 from kvdoctor.builders.vllm_pack.wheel import extract, find_wheel, stub_versions, triton_of_torch
@@ -49,7 +49,7 @@ LEGACY_TASKS = {"module:backends": "module:backend_grid"}
 
 def is_legacy(version: str) -> bool:
     """A release before 0.20.0 (the pack holds its dtype and backend facts, not every kind)."""
-    return tuple(int(p) for p in re.findall(r"\d+", version)[:2]) < (0, 20)
+    return release_numbers(version)[:2] < (0, 20)
 
 
 def run_child(python: str, src: Path, request: dict, timeout: float) -> dict:

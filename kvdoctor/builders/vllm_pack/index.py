@@ -8,16 +8,17 @@ loader reads `X.json` for serve-option provenance and `X.detail.json` for attent
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
+from kvdoctor.base.versions import pack_order
 from kvdoctor.vllm_pack import KINDS  # the pack's reader: json and the standard library only
 
 INDEX_FORMAT = 1
 
 
-def _version_key(text: str):
-    return [int(p) if p.isdigit() else p for p in re.split(r"[.\-]", text)]
+def _capability_key(text: str) -> tuple[int, ...]:
+    """'8.9' -> (8, 9): compute capabilities in numeric order (10.0 after 9.0)."""
+    return tuple(int(p) for p in text.split("."))
 
 
 def _release_name(name: str) -> str | None:
@@ -56,7 +57,7 @@ def kinds_of(core: dict, detail: dict) -> list[str]:
 
 def build_index(pack_dir: Path) -> dict:
     """The index of every release file in `pack_dir`."""
-    versions = sorted({_release_name(p.name) for p in pack_dir.iterdir() if _release_name(p.name)}, key=_version_key)
+    versions = sorted({_release_name(p.name) for p in pack_dir.iterdir() if _release_name(p.name)}, key=pack_order)
     sigs: list[str] = []
     sig_ids: dict[str, int] = {}
     pools: dict[str, list[str]] = {"dtype": [], "model_runner": []}
@@ -170,10 +171,10 @@ def build_selection(pack_dir: Path) -> dict[str, str]:
     """`selection-<capability>.json` per compute capability: every full release's selection facts for that
     capability, answer sets shared. A check reads one small file instead of every release's detail file
     (an unknown-version check replays 20 releases). Derived from the detail files only."""
-    versions = sorted({_release_name(p.name) for p in pack_dir.iterdir() if _release_name(p.name)}, key=_version_key)
+    versions = sorted({_release_name(p.name) for p in pack_dir.iterdir() if _release_name(p.name)}, key=pack_order)
     backends = {v: (read_json(pack_dir, f"{v}.detail.json") or {}).get("backends") for v in versions}
     backends = {v: b for v, b in backends.items() if b}
-    caps = sorted({c for b in backends.values() for c in b["per_capability"]}, key=_version_key)
+    caps = sorted({c for b in backends.values() for c in b["per_capability"]}, key=_capability_key)
     files = {}
     for cap in caps:
         pool: list = []
