@@ -1,4 +1,4 @@
-"""vLLM's own facts per release, read from its released wheels by scripts/build_vllm_pack.py (the knowledge pack).
+"""vLLM's own facts per release, read from its released wheels by kvdoctor/builders/vllm_pack (the knowledge pack).
 
 `load_release("0.25.1")` gives one release's facts (release.py): its `vllm serve` arguments, accepted dtypes,
 defaults and pins; store.py reads the pack's files. Beside them: which releases a judgement covers

@@ -1,6 +1,6 @@
 """Which attention backend a release before 0.20.0 picks on CUDA, looked up in vLLM's own answers (the pack).
 
-The builder (scripts/vllm_pack_child_backend_grid.py) asked these releases' selector over a grid of inputs and
+The builder (builders/vllm_pack/child_backend_grid.py) asked these releases' selector over a grid of inputs and
 stored only its answer (no per-backend reasons); this module finds the grid cells the inputs stand for and
 reads the answer, undecided when the cells disagree or lie outside the grid.
 """

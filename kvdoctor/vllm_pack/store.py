@@ -56,7 +56,7 @@ def read_pack_file(name: str, where: Path | None = None) -> dict | None:
 
 @lru_cache(maxsize=None)
 def pack_index(where: Path | None = None) -> dict:
-    """A pack's summary index (scripts/vllm_pack_index.py): every release's small facts, each distinct serve
+    """A pack's summary index (builders/vllm_pack/index.py): every release's small facts, each distinct serve
     option and run-time table once. One file, so an unknown-version check decodes no release file.
     `where`: a pack built on the fly (on_the_fly.py) instead of the shipped one."""
     data = read_pack_file("index.json", where)
