@@ -102,3 +102,14 @@ def test_no_private_name_is_imported_from_another_module():
                 private += [f"{_module_name(path)}: {node.module}.{a.name}" for a in node.names
                             if a.name.startswith("_") and not a.name.startswith("__")]  # fmt: skip
     assert private == []
+
+
+def test_the_drawing_in_docs_is_current():
+    """docs/architecture.md is drawn from the imports by tools/draw_imports.py; a change of arrows redraws it."""
+    import subprocess
+    import sys
+
+    tool = PACKAGE.parent / "tools" / "draw_imports.py"
+    done = subprocess.run([sys.executable, str(tool), "--check"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "arrows up a layer: 0." in (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
