@@ -38,6 +38,11 @@ class CheckOptions:
     resolve_kernels: bool = True
     """Look up which vLLM kernel files the dry run would compile (False under --no-compile: no wheel lookups)."""
     environ: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    skip_model: str | None = None
+    """Why the model is not read (scan: it is on a volume or in the image): its facts stay unknown."""
+    local_packages: bool = True
+    """Whether the target runs this machine's packages; False (scan: the image's are unknown) reads no installed
+    vLLM or FlashInfer."""
 
 
 def collect_facts(options: CheckOptions) -> Facts:
@@ -60,7 +65,7 @@ def collect_facts(options: CheckOptions) -> Facts:
             "kvdoctor check --gpu A100 -- vllm serve MODEL ...",
         )
     gpu = _gpu_facts(options.gpu, options.torch_check)
-    model = _model_facts(model_arg, options, gpu, serve, versions.vllm) if model_arg else None
+    model = _model_facts(model_arg, options, gpu, serve, versions.vllm) if not options.skip_model else None
     return Facts(gpu=gpu, model=model, versions=versions, serve=serve)
 
 
@@ -122,6 +127,8 @@ def _version_facts(options: CheckOptions) -> VersionFacts:
     from kvdoctor.facts.probes.vllm_sources import source_for_version
 
     versions = probe_versions()
+    if not options.local_packages:
+        versions = replace(versions, vllm=None, vllm_source=None, flashinfer=None)
     installed = "installed" if versions.vllm else None
     validate_check_inputs(vllm_version=options.vllm_version, vllm_source=options.vllm_source)
     if options.vllm_source:
