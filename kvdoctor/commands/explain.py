@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import typer
 
-from kvdoctor.commands._options import Debug, FailOn, OutputFile, RulesFiles
+from kvdoctor.commands._options import Debug, FailOn, OutputFile, RulesFiles, format_option, verbose_option
+from kvdoctor.report.registry import CHECK
 
 
 def register(app: typer.Typer) -> None:
     @app.command("explain")
     def explain(
-        log: str = typer.Argument(..., help="A vLLM log file, or - to read stdin (kubectl logs POD | kvdoctor explain -)."),
+        log: str = typer.Argument(..., help="A vLLM log file (.gz read as it is), or - to read stdin (kubectl logs POD | kvdoctor explain -)."),
         rules: RulesFiles = [],
-        output_format: str = typer.Option("text", "--format", "-f", help="text, json, or another from `kvdoctor formats`."),
+        output_format: str = format_option(CHECK),
         output: OutputFile = None,
         fail_on: FailOn = "error",
-        verbose: bool = typer.Option(False, "--verbose", "-v", help="Also list every fact read from the log."),
+        verbose: bool = verbose_option("Also list every fact read from the log."),
         debug: Debug = False,
     ) -> None:
         """Explain a failed vLLM start-up log: the real failure, why the last line misleads, the fix."""
@@ -28,4 +29,4 @@ def register(app: typer.Typer) -> None:
             validate_check_inputs(fail_on=fail_on)
             return explain_log(log, tuple(rules))
 
-        run_and_exit(work, output_format, output, fail_on, verbose, debug)
+        run_and_exit(work, CHECK, output_format, output, fail_on, verbose, debug)
