@@ -66,7 +66,22 @@ def collect_facts(options: CheckOptions) -> Facts:
         )
     gpu = _gpu_facts(options.gpu, options.torch_check)
     model = _model_facts(model_arg, options, gpu, serve, versions.vllm) if not options.skip_model else None
-    return Facts(gpu=gpu, model=model, versions=versions, serve=serve)
+    memory = _memory_probe(model_arg, model, options)
+    return Facts(gpu=gpu, model=model, versions=versions, serve=serve, derived=memory)
+
+
+def _memory_probe(model_arg: str, model: ModelFacts | None, options: CheckOptions) -> dict:
+    """The checkpoint's memory facts (length keys, rope scaling, layer kinds, weights' bytes): probes/model_memory."""
+    from kvdoctor.facts.probes.model_memory import probe_model_memory
+    from kvdoctor.facts.probes.model_source import locate_config, offline_requested
+
+    offline = offline_requested(options.offline)
+    location = None
+    if model is not None:  # found a moment ago: a local file, the HF cache, or kvdoctor's own download
+        download_dir = options.cache_dir / "hf" if options.cache_dir else None
+        location = locate_config(model_arg, revision=options.revision, offline=offline, download_dir=download_dir)
+    return probe_model_memory(model, location.path if location else None, location.model_dir if location else None,
+                              offline=offline, cache_dir=options.cache_dir, revision=options.revision)
 
 
 def _as_vllm_reads_it(tokens: list[str], vllm_version: str | None) -> list[str]:

@@ -1,0 +1,193 @@
+"""What the memory model needs from a checkpoint: config.json's length keys, rope scaling and layer kinds, and the
+weights' size in bytes (safetensors index `total_size` or headers: local directory, HF cache, or the hub's metadata,
+read once and cached; never the weights themselves).
+
+Reports what it read and where from; never decides anything. Names of the facts: data/fact_names.yaml (memory_probe).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+from kvdoctor.base.yaml_safe import load_yaml_cached
+from kvdoctor.data import read_data
+from kvdoctor.model.facts import ModelFacts
+
+MAX_INDEX_BYTES = 20 * 1024 * 1024
+MAX_HEADER_BYTES = 100 * 1024 * 1024
+_TEXT_CONFIGS = ("text_config", "language_config", "llm_config", "thinker_config")
+_SAFETENSORS_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
+                      "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "U16": 2, "U32": 4, "U64": 8,
+                      "F4": 0.5, "FP4": 0.5}  # fmt: skip
+UNKNOWN = {"model.max_len_keys": None, "model.rope_scaling": None, "model.layer_kinds": None,
+           "model.vocab_size": None, "model.intermediate_size": None, "model.tie_word_embeddings": None,
+           "checkpoint.weights_bytes": None, "checkpoint.weights_source": None}  # fmt: skip
+
+
+def probe_model_memory(model: ModelFacts | None, config_path: Path | None, model_dir: Path | None, *,
+                       offline: bool, cache_dir: Path | None, revision: str | None = None) -> dict[str, Any]:
+    """The memory facts of this checkpoint; all unknown without a config.json."""
+    if model is None or config_path is None:
+        return dict(UNKNOWN)
+    raw = _read_json(config_path) or {}
+    text = next((raw[k] for k in _TEXT_CONFIGS if isinstance(raw.get(k), dict)), raw)
+    weights, source = checkpoint_bytes(model, model_dir, offline=offline, cache_dir=cache_dir, revision=revision)
+    return {
+        "model.max_len_keys": _length_keys(text),
+        "model.rope_scaling": _rope_scaling(text),
+        "model.layer_kinds": layer_kinds(text, model),
+        "model.vocab_size": _int(text.get("vocab_size", raw.get("vocab_size"))),
+        "model.intermediate_size": _int(text.get("moe_intermediate_size") or text.get("intermediate_size")),
+        "model.tie_word_embeddings": bool(raw.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
+        "checkpoint.weights_bytes": weights,
+        "checkpoint.weights_source": source,
+    }
+
+
+def _context_keys() -> dict[str, Any]:
+    return load_yaml_cached(read_data("kv_memory.yaml"), "kv_memory.yaml")["context_length"]
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _length_keys(text: dict[str, Any]) -> dict[str, int]:
+    """vLLM's possible max-length keys present in the text config (data/kv_memory.yaml context_length)."""
+    keys = _context_keys()["possible_keys"]
+    return {k: text[k] for k in keys if isinstance(text.get(k), (int, float)) and not isinstance(text.get(k), bool)}
+
+
+def _rope_scaling(text: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each rope parameter set as vLLM reads it (transformers' `type` spelt `rope_type`; nested per layer type)."""
+    found = text.get("rope_parameters") or text.get("rope_scaling")
+    if not isinstance(found, dict):
+        return []
+    sets = list(found.values()) if found and all(isinstance(v, dict) for v in found.values()) else [found]
+    out = []
+    for entry in sets:
+        rope_type = entry.get("rope_type", entry.get("type", "default"))
+        item = {"rope_type": rope_type, "factor": entry.get("factor")}
+        if "original_max_position_embeddings" in entry:
+            item["original_max_position_embeddings"] = entry["original_max_position_embeddings"]
+        out.append(item)
+    if "original_max_position_embeddings" in text and out:
+        out[0].setdefault("config_original_max_position_embeddings", text["original_max_position_embeddings"])
+    return out
+
+
+def layer_kinds(text: dict[str, Any], model: ModelFacts) -> list[str] | None:
+    """Per decoder layer: 'full', 'sliding' or 'other' (Mamba, linear attention...), as the model's vLLM code builds
+    them: config.json's layer_types when given; Gemma-2 alternates from a sliding layer 0; Qwen2-style
+    use_sliding_window slides from max_window_layers; any other declared window slides every layer."""
+    layers = model.num_hidden_layers
+    if not layers:
+        return None
+    declared = text.get("layer_types") or text.get("layers_block_type")
+    if isinstance(declared, list) and len(declared) == layers:
+        return ["full" if k in ("full_attention", "attention") else "sliding" if "sliding" in str(k) else "other"
+                for k in declared]  # fmt: skip
+    if model.is_hybrid:
+        return None  # hybrid layouts without a per-layer list: not modelled
+    window = model.sliding_window
+    if not window:
+        return ["full"] * layers
+    if model.model_type == "gemma2":
+        return ["sliding" if i % 2 == 0 else "full" for i in range(layers)]
+    pattern = text.get("sliding_window_pattern")
+    if isinstance(pattern, int) and pattern > 1:
+        return ["full" if (i + 1) % pattern == 0 else "sliding" for i in range(layers)]
+    if text.get("use_sliding_window") and isinstance(text.get("max_window_layers"), int):
+        return ["sliding" if i >= text["max_window_layers"] else "full" for i in range(layers)]
+    return ["sliding"] * layers
+
+
+def checkpoint_bytes(model: ModelFacts, model_dir: Path | None, *, offline: bool, cache_dir: Path | None,
+                     revision: str | None = None) -> tuple[int | None, str | None]:
+    """(bytes of the weights, where the number came from), or (None, None) when no source answers."""
+    if model_dir is not None and model_dir.is_dir():
+        found = _local_bytes(model_dir)
+        if found is not None:
+            return found
+    repo = model.model_id if model.source.startswith(("hf-cache:", "hub:")) else None
+    if repo is None:
+        return None, None
+    cached = _cache_file(cache_dir, repo, revision)
+    if cached is not None and cached.is_file():
+        data = _read_json(cached)
+        if isinstance(data, dict) and isinstance(data.get("bytes"), int):
+            return data["bytes"], f"{data.get('source')} (cached in {cached})"
+    if offline:
+        return None, None
+    found = _hub_bytes(repo, revision)
+    if found[0] is not None and cached is not None:
+        try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            cached.write_text(json.dumps({"bytes": found[0], "source": found[1]}))
+        except OSError:
+            pass
+    return found
+
+
+def _local_bytes(model_dir: Path) -> tuple[int, str] | None:
+    index = model_dir / "model.safetensors.index.json"
+    if index.is_file():
+        total = ((_read_json(index) or {}).get("metadata") or {}).get("total_size")
+        if isinstance(total, int) and total > 0:
+            return total, f"{index.name} total_size"
+    files = sorted(model_dir.glob("*.safetensors"))
+    sizes = [_header_bytes(f) for f in files]
+    if files and all(s is not None for s in sizes):
+        return sum(sizes), f"safetensors headers of {len(files)} file(s) in {model_dir}"
+    return None
+
+
+def _header_bytes(file: Path) -> int | None:
+    """Bytes of tensor data a safetensors file holds, from its header (the largest end offset)."""
+    try:
+        with file.open("rb") as handle:
+            (size,) = struct.unpack("<Q", handle.read(8))
+            if size > MAX_HEADER_BYTES:
+                return None
+            header = json.loads(handle.read(size))
+    except (OSError, struct.error, ValueError):
+        return None
+    ends = [e["data_offsets"][1] for k, e in header.items() if k != "__metadata__" and isinstance(e, dict)
+            and isinstance(e.get("data_offsets"), list) and len(e["data_offsets"]) == 2]  # fmt: skip
+    return max(ends) if ends else 0
+
+
+def _hub_bytes(repo: str, revision: str | None) -> tuple[int | None, str | None]:
+    """The hub's safetensors metadata (HTTP range reads of each file's header; no weights)."""
+    try:
+        import huggingface_hub
+
+        meta = huggingface_hub.get_safetensors_metadata(repo, revision=revision)
+    except Exception:  # no network, gated, no safetensors: the weights are estimated instead
+        return None, None
+    total = 0
+    for file_meta in meta.files_metadata.values():
+        for tensor in file_meta.tensors.values():
+            count = 1
+            for dim in tensor.shape:
+                count *= dim
+            total += int(count * _SAFETENSORS_BYTES.get(tensor.dtype, 2))
+    return (total, f"safetensors headers of hub:{repo}") if total else (None, None)
+
+
+def _cache_file(cache_dir: Path | None, repo: str, revision: str | None) -> Path | None:
+    if cache_dir is None:
+        return None
+    return cache_dir / "checkpoint-sizes" / (repo.replace("/", "--") + f"@{revision or 'main'}.json")
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        if path.stat().st_size > MAX_INDEX_BYTES:
+            return None
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
