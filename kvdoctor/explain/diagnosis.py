@@ -8,15 +8,15 @@ from functools import lru_cache
 from typing import Any
 
 from kvdoctor.explain.families import Families, load_families
-from kvdoctor.explain.log_lines import LogLine
 from kvdoctor.explain.selector import SelectorError, family_for
 from kvdoctor.explain.signatures import SignatureMatch
 from kvdoctor.explain.tracebacks import ExceptionChain, LoggedException
+from kvdoctor.explain.verdict import FailureEvidence, as_exception
 from kvdoctor.rules.loader import Rule, Signature
 
-ERROR_LEVELS = ("ERROR", "CRITICAL")
-# A line with no log level is still an error line when it reads like a compiler's, CUDA's or a C++ abort's.
-_ERROR_TEXT = re.compile(r"(?i)^(?:fatal error|error)\b[: ]|: (?:fatal )?error: |\bCUDA error\b|^\s*what\(\): ")
+# Evidence kinds a line can stand for the failure by, when no exception and no rule explains it.
+_STANDS_FOR_FAILURE = ("error level", "compiler or CUDA error", "raise site", "failed to start")
+MAX_CANDIDATES = 50
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,8 @@ class Diagnosis:
     """The innermost real exception when no error rule explains the failure."""
     family: str | None = None
     """The failure family of the primary cause (families.yaml)."""
+    only_wrappers: bool = False
+    """True when the only failure lines in the log are wrappers: the failing process's own error is not in it."""
 
 
 @lru_cache(maxsize=1)
@@ -71,17 +73,18 @@ def message_origin(text: str, version: str | None):
 def diagnose(
     matches: list[SignatureMatch],
     chains: list[ExceptionChain],
-    lines: list[LogLine],
     rules: list[Rule],
     families: Families,
     facts: dict[str, Any],
     selector_errors: list[SelectorError],
+    evidence: tuple[FailureEvidence, ...] = (),
 ) -> Diagnosis:
     """The primary cause: the best root match, else the cause it is a consequence of, else the family that owns the
-    place vLLM raised the innermost exception, else an ERROR line; with the primary cause's failure family."""
+    place vLLM raised the innermost exception, else a failure line (verdict.failure_evidence): an ERROR line, a
+    compiler's error, a raise site, and only when there is nothing else a wrapper; with the primary cause's family."""
     diagnosis = _root_of_consequence(_by_rank(matches, chains), families)
     diagnosis = _by_location(diagnosis, rules, families, facts)
-    diagnosis = _from_error_lines(diagnosis, lines, matches)
+    diagnosis = _from_evidence(diagnosis, evidence)
     return replace(diagnosis, family=_family(diagnosis, families, selector_errors))
 
 
@@ -151,25 +154,20 @@ def _by_location(diagnosis: Diagnosis, rules: list[Rule], families: Families, fa
     return diagnosis
 
 
-def _from_error_lines(diagnosis: Diagnosis, lines: list[LogLine], matches: list[SignatureMatch]) -> Diagnosis:
-    """No exception and no rule: an ERROR-level line (or a compiler/CUDA error line) is still a failure."""
+def _from_evidence(diagnosis: Diagnosis, evidence: tuple[FailureEvidence, ...]) -> Diagnosis:
+    """No exception and no rule: a failure line is still the failure (the first the message index locates among
+    the first few, else the first); with only wrapper lines, the first wrapper, saying so."""
     if diagnosis.primary is not None or diagnosis.unknown is not None:
         return diagnosis
-    wrapper_lines = {m.line for m in matches if m.role == "wrapper"}
-    candidates = []
-    for line in lines:
-        text = line.text.strip()
-        if not text or line.number in wrapper_lines or text.startswith(("File \"", "Traceback", "^")):
-            continue
-        if line.level in ERROR_LEVELS or (line.level is None and _ERROR_TEXT.search(text)):
-            candidates.append(line)
-            if len(candidates) >= 50:
-                break
-    if not candidates:
-        return diagnosis
-    best = next((line for line in candidates if message_origin(line.text, None) is not None), candidates[0])
-    exception = LoggedException(best.level or "error line", best.text.strip(), (), best.stream, best.number)
-    return replace(diagnosis, unknown=exception)
+    candidates = [e for e in evidence if e.kind in _STANDS_FOR_FAILURE
+                  and not e.text.startswith(("File \"", "Traceback", "^"))][:MAX_CANDIDATES]
+    if candidates:
+        best = next((e for e in candidates if message_origin(e.text, None) is not None), candidates[0])
+        return replace(diagnosis, unknown=as_exception(best))
+    wrappers = [e for e in evidence if e.kind == "wrapper"]
+    if wrappers:
+        return replace(diagnosis, unknown=as_exception(wrappers[0]), only_wrappers=True)
+    return diagnosis
 
 
 def _family(diagnosis: Diagnosis, families: Families, selector_errors: list[SelectorError]) -> str | None:

@@ -7,14 +7,15 @@ from pathlib import Path
 from typing import Any
 
 from kvdoctor.explain.annotate import annotate
-from kvdoctor.explain.diagnosis import diagnose
+from kvdoctor.explain.diagnosis import diagnose, message_origin
 from kvdoctor.explain.families import Families, load_families
-from kvdoctor.explain.findings import build_report
+from kvdoctor.explain.findings import build_report, unknown_finding
 from kvdoctor.explain.log_facts import read_facts
 from kvdoctor.explain.log_lines import normalise, read_log
 from kvdoctor.explain.selector import SelectorError, parse_selector_errors
 from kvdoctor.explain.signatures import SignatureMatch, match_signatures
 from kvdoctor.explain.tracebacks import parse_chains
+from kvdoctor.explain.verdict import FailureEvidence, as_exception, failure_evidence, uphold
 from kvdoctor.model.report import Report
 
 
@@ -36,9 +37,23 @@ def explain_text(text: str, rules_files: tuple[Path, ...] = ()) -> Report:
     facts.update(_selector_facts(facts, selector_errors))
     facts.update(_kv_facts(facts))
     matches = _in_context(match_signatures([r for r in rules if r.signatures], chains, lines), families, text)
-    diagnosis = diagnose(matches, chains, lines, rules, families, facts, selector_errors)
+    evidence = failure_evidence(lines, chains, matches, lambda text: message_origin(text, facts.get("vllm.version")))
+    diagnosis = diagnose(matches, chains, rules, families, facts, selector_errors, evidence)
     report = build_report(rules, facts, fact_lines, chains, diagnosis)
-    return annotate(report, diagnosis, families, facts, selector_errors, lines, chains)
+    report = annotate(report, diagnosis, families, facts, selector_errors, lines, chains)
+    return uphold(report, evidence, lambda line: _failure_finding(rules, line, facts))
+
+
+def _failure_finding(rules: list, line: FailureEvidence, facts: dict[str, Any]):
+    """The unknown-failure finding for an evidence line the diagnosis did not turn into a failing finding."""
+    from kvdoctor.explain.diagnosis import unknown_failure_rule
+    from kvdoctor.model.report import Finding
+
+    rule = next((r for r in rules if r.id == unknown_failure_rule()), None)
+    if rule is None:  # the bundled rules always have it; a failing log still never reads as healthy
+        return Finding(rule_id="KVD399", severity="error", title="vLLM failed", cause=line.text,
+                       evidence=(f"log line {line.line} ({line.kind}): {line.text[:300]}",))
+    return unknown_finding(rule, as_exception(line), facts, line.kind == "wrapper")
 
 
 def _selector_facts(facts: dict[str, Any], selector_errors: list[SelectorError]) -> dict[str, Any]:

@@ -35,7 +35,8 @@ def build_report(
     for match in ordered:
         findings.append(_matched_finding(match, diagnosis.by_rule[match.rule.id], facts, match is diagnosis.primary))
     if diagnosis.unknown is not None and unknown_failure_rule() in rules_by_id:
-        findings.insert(0, _unknown_finding(rules_by_id[unknown_failure_rule()], diagnosis.unknown, facts))
+        findings.insert(0, unknown_finding(rules_by_id[unknown_failure_rule()], diagnosis.unknown, facts,
+                                           diagnosis.only_wrappers))
     hidden = _inferred_findings(rules, facts, set(diagnosis.by_rule)) if failure else []
     findings.extend(hidden)
 
@@ -107,17 +108,30 @@ def _matched_finding(match: SignatureMatch, group: list[SignatureMatch], facts: 
     return replace(base, evidence=tuple(evidence))
 
 
-def _unknown_finding(rule: Rule, exception: LoggedException, facts: dict[str, Any]) -> Finding:
+def unknown_finding(rule: Rule, exception: LoggedException, facts: dict[str, Any], only_wrappers: bool = False
+                    ) -> Finding:
+    """The finding for a failure no rule knows: what failed, where, and what kvdoctor could not find."""
     base = finding_for(rule, facts)
     evidence = [
         "PRIMARY (no known signature matched)",
-        f"innermost exception: {clip(exception.summary, 200)}",
+        f"wrapper line: {clip(exception.message, 200)}" if only_wrappers
+        else f"innermost exception: {clip(exception.summary, 200)}",
         f"raised at {exception.where or 'unknown (no traceback frames in the log)'}",
         f"log line {exception.line}" + (f" [{exception.stream}]" if exception.stream else ""),
     ]
-    cause = f"{base.cause} Innermost exception: {clip(exception.summary, 200)}"
-    if exception.where:
-        cause += f", raised at {exception.where}."
+    if only_wrappers:
+        cause = (f"{base.cause} The log holds only a wrapper line (line {exception.line}: "
+                 f"{clip(exception.message, 160).rstrip('.')}): the error of the process that failed is not in this log. "
+                 "Capture that process's whole output (the full `docker logs`/`kubectl logs`, not its tail).")
+    else:
+        cause = f"{base.cause} The failure: {clip(exception.summary, 200).rstrip('.')}"
+        cause += f", raised at {exception.where}." if exception.where else "."
+    missing = ["the failing process's own error"] if only_wrappers else ["a rule whose signature matches it"]
+    if not exception.where and not only_wrappers:
+        missing.append("traceback frames (where it was raised)")
+    if not facts.get("vllm.version"):
+        missing.append("the vLLM release")
+    cause += " Not found in the log or in kvdoctor's rules: " + ", ".join(missing) + "."
     return replace(base, cause=cause, evidence=tuple(evidence))
 
 

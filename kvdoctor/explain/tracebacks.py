@@ -21,9 +21,12 @@ _BARE_EXCEPTION = re.compile(
     r"^((?:[a-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Failure))(?:: (.*)|:?$)"
 )
 _COMPILE_AT = re.compile(r"^at (\d+):(\d+):")
-_WORKER_WRAP = re.compile(
-    r"Worker failed with error '(.*)', please check the stack trace above for the root cause", re.DOTALL
+# vLLM's executor re-raises a worker's error as this; the quoted payload is the worker's own error (which may be
+# another wrapper: they nest). Logs cut it short, so the closing words are optional.
+WORKER_WRAP = re.compile(
+    r"Worker failed with error '(.*)'(?:, please check the stack trace above for the root cause|\s*$)", re.DOTALL
 )
+MAX_NESTING = 8
 _REPR_EXCEPTION = re.compile(r"([A-Z]\w*(?:Error|Exception))\((['\"])(.*)\2\)\s*$", re.DOTALL)
 _TYPED_MESSAGE = re.compile(r"^((?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)): (.*)$", re.DOTALL)
 
@@ -131,6 +134,13 @@ def _parse_stream(stream: str, lines: list[LogLine]) -> list[ExceptionChain]:
                 chains.append(ExceptionChain(tuple(current), stream))
             current = [exception]
             continue
+        if stripped and not linked and "Worker failed with error '" in text and WORKER_WRAP.search(text):
+            # a wrapper printed without an exception type in front: its payload is still the worker's error
+            if current:
+                chains.append(ExceptionChain(tuple(current), stream))
+            current = [LoggedException(lines[i].level or "Wrapper", stripped, (), stream, lines[i].number)]
+            i += 1
+            continue
         i += 1
     if current:
         chains.append(ExceptionChain(tuple(current), stream))
@@ -216,14 +226,37 @@ def _looks_like_new_output(text: str) -> bool:
 
 
 def _unwrap_workers(chain: ExceptionChain) -> ExceptionChain:
-    """Put the worker's own error (recovered from `Worker failed with error '...'`) in front of its wrapper."""
+    """Put the worker's own error (recovered from `Worker failed with error '...'`, recursively: wrappers nest)
+    in front of its wrapper."""
     exceptions: list[LoggedException] = []
     for exception in chain.exceptions:
-        match = _WORKER_WRAP.search(exception.message)
-        if match:
-            exceptions.append(_recovered(match.group(1), exception))
+        exceptions.extend(payloads(exception))
         exceptions.append(exception)
     return ExceptionChain(tuple(exceptions), chain.stream)
+
+
+def payloads(wrapper: LoggedException) -> list[LoggedException]:
+    """The errors quoted inside a wrapper's message, innermost first (empty when it quotes none)."""
+    found: list[LoggedException] = []
+    message = wrapper.message
+    for _ in range(MAX_NESTING):
+        match = WORKER_WRAP.search(message)
+        if not match:
+            break
+        inner = _unescaped(match.group(1))
+        if not inner.strip():
+            break
+        recovered = _recovered(inner, wrapper)
+        found.insert(0, recovered)
+        message = recovered.message
+    return found
+
+
+def _unescaped(payload: str) -> str:
+    """A payload printed as a Python repr ('...\\n...', \\' inside) read as the text it stands for."""
+    if "\\" not in payload:
+        return payload
+    return re.sub(r"\\([nt'\"\\])", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), payload)
 
 
 def _recovered(inner: str, wrapper: LoggedException) -> LoggedException:

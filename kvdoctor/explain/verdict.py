@@ -1,0 +1,124 @@
+"""The exit contract of `kvdoctor explain`: a log that shows any failure exits 1; it exits 0 only when it shows none.
+
+Failure evidence is any of: an exception line (in a traceback, bare, or recovered from a wrapper's quoted payload),
+an ERROR or CRITICAL record, a wrapper line, a compiler's or CUDA's error line, a "failed to start" line, a line
+where an error-level rule's signature matched, or a printed line that the message index locates at a `raise` or
+an error-level logger call of vLLM, Triton, torch or FlashInfer. `uphold` adds the failure finding when the
+diagnosis found none, so no failing log ever reads as healthy.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Callable, Iterable
+
+from kvdoctor.explain.log_lines import LogLine
+from kvdoctor.explain.signatures import SignatureMatch
+from kvdoctor.explain.tracebacks import WORKER_WRAP, ExceptionChain, LoggedException
+from kvdoctor.model.report import SEVERITY_ORDER, Finding, Report
+
+ERROR_LEVELS = ("ERROR", "CRITICAL")
+# A line with no log level is still an error line when it reads like a compiler's, CUDA's or a C++ abort's.
+ERROR_TEXT = re.compile(r"(?i)^(?:fatal error|error)\b[: ]|: (?:fatal )?error: |\bCUDA error\b|^\s*what\(\): "
+                        r"|^(?:ptxas|nvcc|nvlink|ld|collect2)\b.{0,20}\b(?:error|fatal)\b|\bSegmentation fault\b|\(core dumped\)")
+FAILED_TO_START = re.compile(r"(?i)\bfailed to start\b")
+FAILING_KINDS = ("raise", "error", "critical")
+# Printed lines that are never a raise site's message: frames, carets, progress bars, access logs of other loggers.
+_NOT_A_MESSAGE = re.compile(r'^(?:\s|File "|Traceback|\^|~|INFO:|DEBUG:|WARNING:|\S*\s*\d+%\|)')
+
+# Most convincing first: what the diagnosis falls back to when no rule explains the failure.
+KINDS = ("exception", "error level", "compiler or CUDA error", "raise site", "failed to start", "known failure",
+         "wrapper")
+
+
+@dataclass(frozen=True)
+class FailureEvidence:
+    """One line of the log that shows a failure."""
+
+    line: int
+    kind: str
+    """One of KINDS."""
+    text: str
+    stream: str = ""
+    level: str | None = None
+
+
+def failure_evidence(
+    lines: list[LogLine],
+    chains: list[ExceptionChain],
+    matches: Iterable[SignatureMatch] = (),
+    locate: Callable[[str], object | None] | None = None,
+) -> tuple[FailureEvidence, ...]:
+    """Every line of the log that shows a failure, in log order (one entry per line, its most convincing kind).
+
+    ``locate(text)`` returns the message-index entry a printed line matches (None when there is none); the
+    index is asked only when nothing else shows a failure, since it changes the verdict only then."""
+    found: dict[int, FailureEvidence] = {}
+
+    def add(evidence: FailureEvidence) -> None:
+        held = found.get(evidence.line)
+        if held is None or (held.kind != "wrapper" and (
+                evidence.kind == "wrapper" or KINDS.index(evidence.kind) < KINDS.index(held.kind))):
+            found[evidence.line] = evidence  # a wrapper line stays one: it points at a failure, it is not it
+
+    for match in matches:
+        if match.role == "wrapper":
+            add(FailureEvidence(match.line, "wrapper", match.text))
+    for chain in chains:
+        for exception in chain.exceptions:
+            add(FailureEvidence(exception.line, "exception", exception.summary, exception.stream))
+    for match in matches:
+        if match.role == "wrapper":
+            continue
+        if SEVERITY_ORDER[match.rule.severity] >= SEVERITY_ORDER["error"]:
+            add(FailureEvidence(match.line, "known failure", match.text))
+    for line in lines:
+        text = line.text.strip()
+        if not text:
+            continue
+        if line.level in ERROR_LEVELS:
+            add(FailureEvidence(line.number, "error level", text, line.stream, line.level))
+        elif line.level is None and ERROR_TEXT.search(text):
+            add(FailureEvidence(line.number, "compiler or CUDA error", text, line.stream))
+        if line.level not in ("DEBUG", "INFO") and FAILED_TO_START.search(text):
+            add(FailureEvidence(line.number, "failed to start", text, line.stream, line.level))
+        if "Worker failed with error '" in text and WORKER_WRAP.search(text):
+            add(FailureEvidence(line.number, "wrapper", text, line.stream, line.level))
+    if not found and locate is not None:
+        for line in lines:
+            if line.level is None and line.text.strip() and not _NOT_A_MESSAGE.match(line.text):
+                located = locate(line.text.strip())
+                if located is not None and any(loc.kind in FAILING_KINDS for loc in located.locations):
+                    add(FailureEvidence(line.number, "raise site", line.text.strip(), line.stream))
+    return tuple(found[number] for number in sorted(found))
+
+
+def strongest(evidence: tuple[FailureEvidence, ...]) -> FailureEvidence | None:
+    """The evidence line that best stands for the failure when no rule explains it: the most convincing kind,
+    then the earliest line."""
+    return min(evidence, key=lambda e: (KINDS.index(e.kind), e.line), default=None)
+
+
+def as_exception(evidence: FailureEvidence) -> LoggedException:
+    """An evidence line as the exception the unknown-failure finding reports."""
+    return LoggedException(evidence.level or "log line", evidence.text, (), evidence.stream, evidence.line)
+
+
+def fails(report: Report) -> bool:
+    """Whether the report exits 1 under the default --fail-on error."""
+    return report.exit_code("error") == 1
+
+
+def uphold(report: Report, evidence: tuple[FailureEvidence, ...], failure_finding: Callable[[FailureEvidence], Finding]
+           ) -> Report:
+    """The contract: a report whose log shows failure evidence exits 1 (the evidence is cited in extra
+    'failure_evidence'); when the diagnosis made no failing finding, ``failure_finding`` of the strongest
+    evidence line is put first."""
+    extra = dict(report.extra, failure_evidence=[
+        {"line": e.line, "kind": e.kind, "text": e.text[:300]} for e in evidence[:20]])
+    report = replace(report, extra=extra)
+    best = strongest(evidence)
+    if best is None or fails(report):
+        return report
+    return replace(report, findings=(failure_finding(best),) + report.findings)
