@@ -254,14 +254,20 @@ def act_dtypes(chain) -> dict:
     value = returned(func)
     if isinstance(value, (ast.List, ast.Tuple)) and all(isinstance(e, ast.Attribute) and
                                                         e.attr in TORCH_DTYPES for e in value.elts):  # fmt: skip
-        return {"values": sorted({TORCH_DTYPES[e.attr] for e in value.elts}), "where": f"{file}:{value.lineno}"}
+        names = list(dict.fromkeys(TORCH_DTYPES[e.attr] for e in value.elts))  # vLLM's order: its message lists them
+        return {"values": names, "where": f"{file}:{value.lineno}"}
     return {"values": None, "where": f"{file}:{func.lineno}"}
 
 
-def override(chain) -> str | None:
-    """Where the class (or a vLLM base other than QuantizationConfig) defines override_quantization_method."""
+def override(chain) -> tuple[str | None, list[str]]:
+    """Where the class (or a vLLM base other than QuantizationConfig) defines override_quantization_method, and
+    the strings it compares with (the checkpoint methods and `--quantization` values it may claim)."""
     found = method_of([c for c in chain if c[1].name != "QuantizationConfig"], "override_quantization_method")
-    return f"{found[0]}:{found[1].lineno}" if found else None
+    if found is None:
+        return None, []
+    words = {n.value.lower() for n in ast.walk(found[1]) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+             and 2 < len(n.value) < 40 and " " not in n.value}  # fmt: skip
+    return f"{found[0]}:{found[1].lineno}", sorted(words)
 
 
 def message_template(node: ast.expr) -> str:
@@ -327,17 +333,17 @@ def release_facts(source: ReleaseSource) -> dict:
         if method not in classes:
             table[method] = {"config_class": None, "mapped_at": None, "min_capability": None,
                              "min_capability_where": None, "min_capability_expr": None, "act_dtypes": None,
-                             "act_dtypes_where": None, "override_where": None}  # fmt: skip
+                             "act_dtypes_where": None, "override_where": None, "override_mentions": []}  # fmt: skip
             continue
         file, cls, line = classes[method]
         chain = class_chain(source, file, cls)
-        cap, dtypes = min_capability(chain), act_dtypes(chain)
+        cap, dtypes, (override_where, mentions) = min_capability(chain), act_dtypes(chain), override(chain)
         table[method] = {
             "config_class": f"{chain[0][0]}:{chain[0][1].name}" if chain else f"{file}:{cls}",
             "mapped_at": f"{INIT}:{line}",
             "min_capability": cap["value"], "min_capability_where": cap["where"], "min_capability_expr": cap["expr"],
             "act_dtypes": dtypes["values"], "act_dtypes_where": dtypes["where"],
-            "override_where": override(chain),
+            "override_where": override_where, "override_mentions": mentions,
         }  # fmt: skip
     return {
         "methods": table,

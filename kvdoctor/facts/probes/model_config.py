@@ -65,7 +65,7 @@ def read_model_facts(location: ConfigLocation) -> ModelFacts:
     model_type = raw.get("model_type")
     if model_type is not None and not isinstance(model_type, str):
         raise ModelConfigError(f"{where}: 'model_type' must be a string")
-    quant = raw.get("quantization_config") or text.get("quantization_config") or {}
+    quant = _quantization_config(raw, text, location)
     if not isinstance(quant, dict):
         raise ModelConfigError(f"{where}: 'quantization_config' must be an object")
     sliding = raw.get("sliding_window", text.get("sliding_window"))
@@ -90,8 +90,9 @@ def read_model_facts(location: ConfigLocation) -> ModelFacts:
         is_moe=any(isinstance(scope.get(k), int) and scope.get(k) > 1 for scope in (raw, text) for k in EXPERT_COUNTS),
         is_sparse=is_mla and ("index_topk" in raw or "index_topk" in text),
         sliding_window=sliding if isinstance(sliding, int) and not isinstance(sliding, bool) else None,
-        quant_method=_string(quant.get("quant_method")),
+        quant_method=_quant_method(quant),
         kv_cache_quant_algo=_string(quant.get("kv_cache_quant_algo"))
+        or _string(_modelopt_section(quant).get("kv_cache_quant_algo"))
         or ("compressed-tensors" if quant.get("kv_cache_scheme") else None),
         max_position_embeddings=integer("max_position_embeddings", "n_positions"),
         has_remote_code=bool(raw.get("auto_map")),
@@ -116,6 +117,43 @@ def _load_json(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ModelConfigError(f"{path}: expected a JSON object, got {type(data).__name__}")
     return data
+
+
+def _quantization_config(raw: dict[str, Any], text: dict[str, Any], location: ConfigLocation) -> Any:
+    """The checkpoint's quantization config where vLLM looks: quantization_config (compressed-tensors may write
+    compression_config), the text config's for multimodal models, else ModelOpt's hf_quant_config.json beside
+    config.json (vllm/transformers_utils/config.py)."""
+    for scope in (raw, text):
+        for key in ("quantization_config", "compression_config"):
+            if scope.get(key) is not None:
+                return scope[key]
+    beside = location.path.with_name("hf_quant_config.json")
+    if location.path.name == "config.json" and beside.is_file():
+        return _load_json(beside)
+    return {}
+
+
+def _modelopt_section(quant: dict[str, Any]) -> dict[str, Any]:
+    section = quant.get("quantization")
+    return section if isinstance(section, dict) else {}
+
+
+# ModelOpt's quant_algo -> the method vLLM names it (ModelArchConfigConvertor._normalize_quantization_config)
+MODELOPT_ALGOS = {"FP8": "modelopt", "FP8_PER_CHANNEL_PER_TOKEN": "modelopt", "FP8_PB_WO": "modelopt",
+                  "NVFP4": "modelopt_fp4", "MIXED_PRECISION": "modelopt_mixed"}  # fmt: skip
+
+
+def _quant_method(quant: dict[str, Any]) -> str | None:
+    """quant_method as vLLM compares it: ModelOpt's producer/quant_algo named, lower case, compressed_tensors
+    spelt with a dash; None when there is none."""
+    producer = quant.get("producer")
+    section = _modelopt_section(quant)
+    if (isinstance(producer, dict) and producer.get("name") == "modelopt") or "modelopt_quant_config" in section:
+        algo = str(section.get("quant_algo") or "").upper()
+        if algo in MODELOPT_ALGOS:
+            return MODELOPT_ALGOS[algo]
+    method = _string(quant.get("quant_method"))
+    return method.lower().replace("compressed_tensors", "compressed-tensors") or None if method else None
 
 
 def _text_config(raw: dict[str, Any]) -> dict[str, Any]:

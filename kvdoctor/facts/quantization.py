@@ -1,0 +1,111 @@
+"""Weight quantization as the judged release (or every candidate) decides it at start-up: the checkpoint's
+quant_method and `--quantization` replayed against each release's own quantization code
+(kvdoctor/vllm_pack/quantization.py), and the fixes replayed again: a GPU that meets the method's minimum
+capability, `--dtype float16`, a checkpoint format the GPU serves. Fact names: data/fact_names.yaml."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvdoctor.data.fact_names import fact_registry
+from kvdoctor.data.gpus import gpu_table
+from kvdoctor.model.facts import Facts
+from kvdoctor.vllm_pack.candidates import Candidates, agree, describe_range
+from kvdoctor.vllm_pack.quantization import QuantVerdict, judge_quantization, release_quantization
+from kvdoctor.vllm_pack.store import pack_releases
+
+FLOAT16_FIX = "float16"
+
+
+def quantization_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
+    """quant.*: what vLLM does with this checkpoint's quantization and `--quantization` (see data/fact_names.yaml)."""
+    names = fact_registry().names(produced_by="quantization")
+    model = facts.model
+    requested = facts.serve.quantization
+    checkpoint = model.quant_method if model is not None else None
+    if requested is None and checkpoint is None:
+        known = model is not None  # no model read: whether it is quantized is unknown
+        return dict.fromkeys(names) | ({"quant.method": "none", "quant.error_kind": "none", "quant.error": "none",
+                                        "quant.undecided": "none"} if known else {})  # fmt: skip
+    gpu = facts.gpu.weakest
+    capability = gpu.capability[0] * 10 + gpu.capability[1] if gpu and gpu.capability else None
+    allow = "--allow-deprecated-quantization" in facts.serve.argv
+    read = [r for r in releases.releases if release_quantization(r.version) is not None]
+    if not read:
+        why = releases.note or "the knowledge pack holds no quantization facts for this vLLM release"
+        return dict.fromkeys(names) | {"quant.undecided": why}
+
+    def judge(release, dtype: str | None = None, cap: int | None = capability) -> QuantVerdict:
+        return judge_quantization(release_quantization(release.version), checkpoint=checkpoint, requested=requested,
+                                  capability=cap, model_dtype=dtype or (model.dtype if model else None),
+                                  allow_deprecated=allow)  # fmt: skip
+
+    verdicts = {r.version: judge(r) for r in read}
+    refused = [v for v, x in verdicts.items() if x.error_kind not in (None, "none")]
+    newest = verdicts[refused[-1]] if refused else None
+    pick = lambda attr: agree(read, lambda r: getattr(verdicts[r.version], attr)).value  # noqa: E731
+    undecided = [f"vLLM {v}: {x.undecided}" for v, x in verdicts.items() if x.undecided != "none"]
+    minimum = pick("min_capability")
+    return dict.fromkeys(names) | {
+        "quant.checkpoint_method": checkpoint or "none",
+        "quant.method": pick("method"),
+        "quant.error_kind": pick("error_kind"),
+        "quant.error": newest.error if newest else pick("error"),
+        "quant.undecided": "; ".join(dict.fromkeys(undecided))[:400] if undecided else "none",
+        "quant.min_capability": minimum / 10 if minimum is not None else None,
+        "quant.refused_by": describe_range(refused),
+        "quant.accepted_by": describe_range([v for v, x in verdicts.items() if x.error_kind == "none"]),
+        "quant.evidence": "; ".join(f"vLLM {v}: {x.where}" for v, x in _last_of_each(verdicts).items()),
+        "quant.fix_gpus": _serving_gpus(read, verdicts, judge),
+        "quant.fix_dtype": _float16_fix(read, verdicts, judge, facts),
+        "quant.formats_here": _formats_here(read[-1], capability, checkpoint, requested),
+        "quant.registered_in": _registered_in(pick("method") or requested or checkpoint)
+        if any(v.error_kind == "unknown_method" for v in verdicts.values()) else None,
+    }
+
+
+def _registered_in(method: str | None) -> str:
+    """The pack releases whose own code registers this method ('none')."""
+    return describe_range(v for v in pack_releases()
+                          if (q := release_quantization(v)) is not None and method in q.methods)
+
+
+def _last_of_each(verdicts: dict[str, QuantVerdict]) -> dict[str, QuantVerdict]:
+    """The newest release of each distinct answer (evidence stays short when 20 releases agree)."""
+    seen: dict[tuple, str] = {}
+    for version, verdict in verdicts.items():
+        seen[(verdict.error_kind, verdict.where)] = version
+    return {v: verdicts[v] for v in sorted(set(seen.values()), key=list(verdicts).index)}
+
+
+def _serving_gpus(read, verdicts, judge) -> str:
+    """GPUs (one per compute capability, from data/gpus.yaml) on which every candidate release starts with this
+    quantization, checked by replaying it there; 'none' when none does."""
+    if not any(v.error_kind == "capability" for v in verdicts.values()):
+        return "none"
+    by_capability: dict[tuple[int, int], str] = {}
+    for device in gpu_table().values():
+        by_capability.setdefault(device.capability, device.name)
+    good = [f"{name} (SM {c[0]}.{c[1]})" for c, name in sorted(by_capability.items())
+            if all(judge(r, cap=c[0] * 10 + c[1]).error_kind == "none" for r in read)]  # fmt: skip
+    return ", ".join(good[:6]) if good else "none"
+
+
+def _float16_fix(read, verdicts, judge, facts: Facts) -> str:
+    """'--dtype float16' when the refusal is the activation dtype and every candidate starts with float16."""
+    if not any(v.error_kind == "act_dtype" for v in verdicts.values()) or facts.serve.dtype == FLOAT16_FIX:
+        return "none"
+    return "--dtype float16" if all(judge(r, dtype=FLOAT16_FIX).error_kind == "none" for r in read) else "none"
+
+
+def _formats_here(release, capability: int | None, checkpoint: str | None, requested: str | None) -> str:
+    """The methods the newest candidate release registers whose minimum capability this GPU meets (the other
+    checkpoint formats it could serve; online shorthands left out), as 'name (SM x.y+)'."""
+    quant = release_quantization(release.version)
+    if capability is None or quant is None:
+        return "none"
+    online = quant.methods["online"].config_class if "online" in quant.methods else None  # not a checkpoint format
+    here = [f"{m.name} (SM {m.min_capability / 10:.1f}+)" for m in quant.methods.values()
+            if m.min_capability is not None and 0 <= m.min_capability <= capability
+            and m.name not in (checkpoint, requested) and (online is None or m.config_class != online)]  # fmt: skip
+    return ", ".join(sorted(here)) or "none"

@@ -1,0 +1,183 @@
+"""Weight quantization as a vLLM release decides it at start-up, replayed from the facts the pack read from its
+own code (kvdoctor/data/vllm_pack/quantization/<version>.json, built by kvdoctor.builders.vllm_pack.quantization).
+
+The replay follows ModelConfig._verify_quantization (vllm/config/model.py) and VllmConfig._get_quantization_config
+(vllm/config/vllm.py): the checkpoint's `quant_method` against `--quantization`, the method registered or not,
+deprecated or not, then the config class's `get_min_capability()` against the GPU and its
+`get_supported_act_dtypes()` against the model dtype. What the pack cannot replay (an `override_quantization_method`
+that may claim the checkpoint, a capability computed at run time) stays undecided, never passed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from kvdoctor.vllm_pack.store import read_pack_file
+
+SUBDIR = "quantization"
+# words an override compares with that name no quantization method (they name a config key)
+_NOT_METHODS = frozenset({"quant_method", "model_type", "marlin"})
+
+
+@dataclass(frozen=True)
+class QuantMethod:
+    """One registered `--quantization` value and the config class vLLM builds for it."""
+
+    name: str
+    config_class: str | None
+    """'file:ClassName' of the class `get_quantization_config` maps it to (the CUDA branch), None if unread."""
+    min_capability: int | None
+    """Its `get_min_capability()` (75 for SM 7.5); None when not a literal (computed, or raises)."""
+    min_capability_where: str | None
+    act_dtypes: tuple[str, ...] | None
+    """Its `get_supported_act_dtypes()` as torch names ('bfloat16', 'float16', 'float32'); None if not literal."""
+    act_dtypes_where: str | None
+    override_where: str | None
+    """Where the class defines override_quantization_method (it may claim a checkpoint of another method)."""
+    override_mentions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ReleaseQuantization:
+    """What one release registers and how it refuses."""
+
+    version: str
+    methods: dict[str, QuantMethod]
+    methods_where: str
+    deprecated: tuple[str, ...]
+    messages: dict[str, tuple[str, str]]
+    """key -> (template with {0}, {1}, ..., file:line): capability, unknown_method, mismatch, act_dtype, deprecated."""
+
+    def message(self, key: str, *values: object) -> str | None:
+        """vLLM's message filled with these values, or None when the release has no such message."""
+        if key not in self.messages:
+            return None
+        template = self.messages[key][0]
+        if key == "deprecated":
+            return template.replace("%s", str(values[0]), 1)
+        return template.format(*values)
+
+    def claimed_by_override(self, checkpoint_method: str) -> tuple[str, ...]:
+        """Methods whose override_quantization_method compares with this checkpoint method (and so may claim it)."""
+        word = checkpoint_method.lower()
+        return tuple(m.name for m in self.methods.values()
+                     if m.override_where and word in m.override_mentions and word not in _NOT_METHODS)
+
+
+@lru_cache(maxsize=None)
+def release_quantization(version: str) -> ReleaseQuantization | None:
+    """The release's quantization facts, or None when the pack did not read them."""
+    if "/" in version or version.startswith("."):
+        return None
+    data = read_pack_file(f"{SUBDIR}/{version}.json")
+    if data is None:
+        return None
+    methods = {
+        name: QuantMethod(
+            name, m["config_class"], m["min_capability"], m["min_capability_where"],
+            tuple(m["act_dtypes"]) if m["act_dtypes"] is not None else None, m["act_dtypes_where"],
+            m["override_where"], tuple(m.get("override_mentions") or ()),
+        )
+        for name, m in data["methods"].items()
+    }  # fmt: skip
+    return ReleaseQuantization(
+        version, methods, data["methods_where"], tuple(data.get("deprecated") or ()),
+        {key: (m["template"], m["where"]) for key, m in data.get("messages", {}).items()},
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class QuantVerdict:
+    """What one release does with this checkpoint, `--quantization`, GPU and dtype at start-up."""
+
+    method: str | None
+    """The method vLLM ends up with ('none' when unquantized); None when undecided."""
+    error_kind: str | None
+    """'capability', 'unknown_method', 'mismatch', 'deprecated', 'act_dtype', or 'none'; None when undecided."""
+    error: str | None
+    """vLLM's own message, or 'none'; None when undecided."""
+    undecided: str
+    """Why the answer is not decided, or 'none'."""
+    where: str
+    """The vLLM file:line the answer comes from (the release is the caller's)."""
+    min_capability: int | None = None
+
+
+def normalise_method(quant_method: str | None) -> str | None:
+    """A checkpoint's quant_method as vLLM compares it: lower case, 'compressed_tensors' spelt with a dash,
+    '' read as none."""
+    if quant_method is None:
+        return None
+    method = quant_method.lower().replace("compressed_tensors", "compressed-tensors")
+    return method or None
+
+
+def judge_quantization(release: ReleaseQuantization, *, checkpoint: str | None, requested: str | None,
+                       capability: int | None, model_dtype: str | None,
+                       allow_deprecated: bool = False) -> QuantVerdict:  # fmt: skip
+    """Replay the release's start-up checks (see the module docstring); `capability` as vLLM's int (75)."""
+    checkpoint, requested = normalise_method(checkpoint), requested or None
+    registered = release.methods
+    verify_where = release.messages.get("unknown_method", ("", release.methods_where))[1]
+    method = requested
+    if checkpoint is not None:
+        claimers = release.claimed_by_override(checkpoint)
+        if requested is None or requested == checkpoint:
+            if checkpoint not in registered:
+                if claimers:
+                    return _undecided(f"the checkpoint's quant_method {checkpoint!r} is not a registered method; "
+                                      f"{', '.join(claimers)} may claim it (override_quantization_method)",
+                                      verify_where)  # fmt: skip
+                return _refused("unknown_method", release.message("unknown_method", checkpoint, list(registered)),
+                                verify_where, checkpoint)  # fmt: skip
+            method = checkpoint
+        else:
+            asked = registered.get(requested)
+            if claimers or (asked is not None and asked.override_where):
+                who = ", ".join(dict.fromkeys((*claimers, *([requested] if asked and asked.override_where else []))))
+                return _undecided(f"--quantization {requested} on a {checkpoint} checkpoint: vLLM asks "
+                                  f"override_quantization_method of {who} at start-up", verify_where)
+            return _refused("mismatch", release.message("mismatch", checkpoint, requested),
+                            release.messages.get("mismatch", ("", verify_where))[1], requested)
+    if method is None:
+        return QuantVerdict("none", "none", "none", "none", verify_where)
+    if method not in registered:
+        return _refused("unknown_method", release.message("unknown_method", method, list(registered)),
+                        verify_where, method)  # fmt: skip
+    if method in release.deprecated and not allow_deprecated and "deprecated" in release.messages:
+        return _refused("deprecated", release.message("deprecated", method), release.messages["deprecated"][1],
+                        method)  # fmt: skip
+    entry = registered[method]
+    if entry.min_capability is None:
+        return _undecided(f"{method}'s get_min_capability() is not a constant vLLM's code states", entry.min_capability_where
+                          or release.methods_where)  # fmt: skip
+    if capability is None:
+        return _undecided("the GPU's compute capability is unknown", entry.min_capability_where, entry.min_capability)
+    if capability < entry.min_capability:
+        return _refused("capability", release.message("capability", method, entry.min_capability, capability),
+                        entry.min_capability_where, method, entry.min_capability)  # fmt: skip
+    if entry.act_dtypes is not None and model_dtype is not None and model_dtype not in entry.act_dtypes:
+        listed = "[" + ", ".join(f"torch.{d}" for d in entry.act_dtypes) + "]"
+        return _refused("act_dtype", release.message("act_dtype", f"torch.{model_dtype}", method, listed),
+                        entry.act_dtypes_where, method, entry.min_capability)  # fmt: skip
+    if entry.act_dtypes is not None and model_dtype is None:
+        return _undecided("the model dtype is unknown", entry.act_dtypes_where, entry.min_capability)
+    return QuantVerdict(method, "none", "none", "none", entry.min_capability_where, entry.min_capability)
+
+
+def serving_capability(release: ReleaseQuantization, method: str) -> int | None:
+    """The minimum capability the release's class for `method` states, or None."""
+    entry = release.methods.get(method)
+    return entry.min_capability if entry else None
+
+
+def _refused(kind: str, message: str | None, where: str | None, method: str | None,
+             min_capability: int | None = None) -> QuantVerdict:  # fmt: skip
+    if message is None:  # the release raises here but its words were not read
+        return _undecided(f"vLLM refuses this ({kind}) but its message was not read", where or "", min_capability)
+    return QuantVerdict(method, kind, message, "none", where or "", min_capability)
+
+
+def _undecided(why: str, where: str | None, min_capability: int | None = None) -> QuantVerdict:
+    return QuantVerdict(None, None, None, why, where or "", min_capability)
