@@ -18,7 +18,7 @@ LAYERS = [
     {"dryrun"},                       # compiling vLLM's real kernels for the target
     {"rules"},                        # rules as data, the engine that evaluates them over facts
     {"check"},                        # run, reconcile with the dry run, verify fixes
-    {"explain", "scan", "matrix"},    # the other jobs, beside check
+    {"explain", "scan", "matrix", "verify"},  # the other jobs, beside check
     {"report"},                       # every output format
     {"commands"},                     # one module per command
     {"cli", "__main__"},

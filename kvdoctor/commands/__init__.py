@@ -3,5 +3,5 @@
 Modules here must import nothing heavy at module level: `kvdoctor --help` loads them all.
 """
 
-COMMANDS = ("check", "catalog", "explain", "matrix", "scan")
+COMMANDS = ("check", "catalog", "explain", "matrix", "scan", "verify")
 """Registration order, which is the order `kvdoctor --help` lists them in."""

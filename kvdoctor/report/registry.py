@@ -52,3 +52,5 @@ SCAN = FormatMenu("kvdoctor.report.scan", ("github", "json", "junit", "markdown"
                   "scan format", "text", "text, json, sarif, junit, github or markdown.")  # fmt: skip
 MATRIX = FormatMenu("kvdoctor.report.matrix", ("table", "json", "csv", "html"),
                     "matrix format", "table", "table, json, csv or html.")  # fmt: skip
+VERIFY = FormatMenu("kvdoctor.report.verify", ("github", "json", "junit", "markdown", "text"),
+                    "verify format", "text", "text, json, junit, github or markdown.")  # fmt: skip

@@ -1,0 +1,43 @@
+"""`kvdoctor verify`'s flow: probe the server (facts), compare with what was checked (findings), one report."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from kvdoctor.verify.checked import CheckedConfig
+from kvdoctor.verify.compare import compare
+from kvdoctor.verify.connection import Connection
+from kvdoctor.verify.credentials import Credentials
+from kvdoctor.verify.probe import probe_server
+from kvdoctor.verify.result import VerifyReport
+
+
+@dataclass(frozen=True)
+class VerifySettings:
+    """How to talk to the server and what to send it."""
+
+    timeout_s: float = 30.0
+    served_model: str | None = None
+    """The served model name to complete with; default: the first /v1/models lists."""
+    prompt: str | None = None
+    """A text prompt; default: token ids (works with --skip-tokenizer-init servers too)."""
+    max_tokens: int = 4
+    completion: bool = True
+
+
+def run_verify(url: str, checked: CheckedConfig, credentials: Credentials, settings: VerifySettings) -> VerifyReport:
+    """Probe the server at `url` (a base URL) and compare it with `checked`; ServerUnreachable when it cannot be
+    spoken to."""
+    started = time.monotonic()
+    connection = Connection(url, credentials.headers, settings.timeout_s)
+    server = probe_server(connection, served_model=settings.served_model, prompt=settings.prompt,
+                          max_tokens=settings.max_tokens, completion=settings.completion)  # fmt: skip
+    comparisons = compare(checked, server, settings.served_model)
+    notes = list(server.notes)
+    if checked.verdict == "FAIL":
+        notes.append(f"the check itself was FAIL ({checked.source}): the server runs a configuration check refused")
+    if server.metrics.engines > 1:
+        notes.append(f"{server.metrics.engines} engines report vllm:cache_config_info; the first was compared")
+    return VerifyReport(url, server, checked, comparisons, credentials.described, tuple(notes),
+                        time.monotonic() - started)  # fmt: skip
