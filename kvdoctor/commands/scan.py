@@ -44,6 +44,7 @@ def register(app: typer.Typer) -> None:
         verbose: bool = verbose_option("Also print each workload's full check report."),
         debug: Debug = False,
         config: ConfigFile = None,
+        allow_no_workload: bool = typer.Option(False, "--allow-no-workload", help="Exit 0 when the files hold no vLLM workload (the pre-commit hook on unrelated YAML); without it that is exit 2, nothing checked."),
     ) -> None:
         """Find the vLLM workloads in manifests and check each; findings point at the manifest line to change."""
         from kvdoctor.commands._run import team_and_choices
@@ -70,7 +71,7 @@ def register(app: typer.Typer) -> None:
                 fix_sources=team.fix_sources + tuple(fix_source),
                 ignored=dict(team.ignore),
             )
-            return run_scan(list(paths), defaults, settings)
+            return run_scan(list(paths), defaults, settings, allow_none=allow_no_workload)
 
         _run_and_exit(work, chosen["output_format"], output, chosen["fail_on"], chosen["verbose"], debug)
 
@@ -91,6 +92,11 @@ def _run_and_exit(work, output_format: str, output: Optional[Path], fail_on: str
     from kvdoctor.commands._run import run_and_exit
 
     def workload_errors(report) -> None:
+        for unread in report.unread:  # a file that cannot be read: said on its own, the others were checked
+            typer.echo(f"kvdoctor: error: {unread.message}" + (f" ({unread.hint})" if unread.hint else ""), err=True)
+        if report.verdict == "NONE":
+            typer.echo(f"kvdoctor: error: no vLLM workload in {len(report.files)} file(s): nothing checked "
+                       "(pass --allow-no-workload where that is expected)", err=True)  # fmt: skip
         for result in report.workloads:
             if result.error:  # an input problem in one workload: said on stderr too, as every exit-2 error is
                 typer.echo(f"kvdoctor: error: {result.error_location}: {result.workload.title}: {result.error}", err=True)

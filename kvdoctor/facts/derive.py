@@ -12,7 +12,6 @@ from kvdoctor.data import read_data
 from kvdoctor.data.fact_names import fact_registry
 from kvdoctor.facts.attention import attention_facts
 from kvdoctor.facts.kv_dtypes import kv_dtype_facts
-from kvdoctor.facts.quantization import quantization_facts
 from kvdoctor.facts.memory import memory_facts
 from kvdoctor.model.facts import Facts
 from kvdoctor.vllm_pack.candidates import Candidates, agree, candidates, describe_range
@@ -35,7 +34,6 @@ def derive_kv_facts(facts: Facts) -> dict[str, Any]:
         | attention_facts(facts, releases)
         | runner_facts(facts, releases)
         | memory_facts(facts, releases)
-        | quantization_facts(facts, releases)
     )
 
 
@@ -89,8 +87,11 @@ def exact_pin(spec: str | None) -> str | None:
 def pinned_stack_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
     """For a what-if release (not the installed one): the torch, Triton and FlashInfer its wheel pins. FlashInfer
     is a hard dependency of vLLM's CUDA wheel, so its presence is known once the release is."""
-    if not releases.exact or facts.versions.vllm_source == "installed":
+    if facts.versions.vllm_source == "installed":
         return {}
+    if not releases.exact:  # version unknown: the image's FlashInfer is known when every candidate pins it
+        pinned = agree(releases.releases, lambda r: "flashinfer-python" in r.pins).value if releases.releases else None
+        return {} if pinned is None else {"flashinfer.installed": pinned}
     pins = releases.releases[0].pins
     found = {
         "torch.version": facts.versions.torch or exact_pin(pins.get("torch")),
@@ -109,9 +110,15 @@ def serve_args_facts(argv: tuple[str, ...], releases: Candidates) -> dict[str, A
     rejected = [version for version, verdict in verdicts.items() if verdict.error]
     newest_error = next((verdicts[v] for v in reversed(rejected)), None)
     accepted = agree(releases.releases, lambda r: verdicts[r.version].error is None).value
+    errors: dict[str, list[str]] = {}
+    for version in rejected:
+        errors.setdefault(verdicts[version].error, []).append(version)
+    error = newest_error.error if newest_error else None
+    if len(errors) > 1:  # the candidate releases refuse different flags: name each with the releases refusing it
+        error = "; ".join(f"{text} ({describe_range(versions)})" for text, versions in reversed(errors.items()))
     return {
         "serve.args_accepted": accepted,
-        "serve.args_error": newest_error.error if newest_error else None,
+        "serve.args_error": error,
         "serve.args_closest": newest_error.closest if newest_error else None,
         "serve.args_rejected_by": describe_range(rejected) if verdicts else None,
         "serve.args_accepted_by": describe_range([v for v in verdicts if v not in rejected]) if verdicts else None,

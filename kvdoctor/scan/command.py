@@ -16,6 +16,10 @@ SHELLS = {"sh", "bash", "dash", "ash", "zsh"}
 PREFIX_WORDS = {"exec", "nohup", "time", "env", "stdbuf"}
 OPERATORS = {"&&", "||", ";", "|", "&", ";;", "|&"}
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+SHELL_VARIABLE = re.compile(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\})")
+FLAGS_ONLY_NOTE = "image {image} runs its own entrypoint with vLLM serve options only: read as vllm serve"
+GENERIC_SERVER_OPTIONS = {"--host", "--port", "--help", "--version", "--config", "--api-key", "--ssl-keyfile",
+                          "--ssl-certfile", "--root-path", "--uvicorn-log-level"}  # fmt: skip
 
 
 Word = tuple[Token, "yaml.Node | None"]
@@ -38,6 +42,22 @@ def words_of(node: yaml.Node | None, source_text: str, split: bool = False) -> l
     return [(token, node) for token in _place(words, node, source_text)]
 
 
+def only_serve_flags(args: list[Word]) -> bool:
+    """Args alone (the image's own entrypoint) that are vLLM serve options: a locally built vLLM image. At least
+    two options vLLM has beyond those any HTTP server has, and three in four of all options vLLM's."""
+    from kvdoctor.vllm_pack.candidates import all_serve_options
+
+    known = all_serve_options()
+    options = [canonical_option(t.text) for t, _ in args if t.text.startswith("--")]
+    vllm_own = [o for o in options if o in known and o not in GENERIC_SERVER_OPTIONS]
+    return len(vllm_own) >= 2 and 4 * sum(o in known for o in options) >= 3 * len(options)
+
+
+def canonical_option(word: str) -> str:
+    """'--max_model_len=8192' -> '--max-model-len' (vLLM reads _ as -)."""
+    return "--" + word[2:].partition("=")[0].replace("_", "-")
+
+
 def serve_argv(command: list[Word], args: list[Word], entrypoint_is_vllm: bool, source_text: str) -> list[Token] | None:
     """The argv after the vLLM launcher (model and flags, VAR=value prefixes kept), or None: not vLLM."""
     words = [token for token, _ in command + args]
@@ -52,6 +72,24 @@ def serve_argv(command: list[Word], args: list[Word], entrypoint_is_vllm: bool, 
         if script is not None:
             return _in_script(script[0], script[1], source_text)
     return None
+
+
+def runs_a_shell(command: list[Word], args: list[Word]) -> bool:
+    """Whether the vLLM command is inside a `sh -c` script, where the shell expands $VAR and ${VAR}."""
+    words = [token.text for token, _ in command + args]
+    return bool(words) and PurePosixPath(words[0]).name in SHELLS and any(w in ("-c", "-lc", "-ec") for w in words)
+
+
+def expand_shell_variables(argv: list[Token], known: dict[str, str]) -> list[Token]:
+    """$VAR, ${VAR} and ${VAR:-default} as the shell expands them from the container's literal env; others stay."""
+
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        if name in known:
+            return known[name]
+        return match.group(3) if match.group(3) is not None else match.group(0)
+
+    return [Token(SHELL_VARIABLE.sub(value, t.text), t.line) for t in argv]
 
 
 def _after_launcher(words: list[Token]) -> list[Token] | None:

@@ -7,7 +7,7 @@ import re
 import yaml
 
 from kvdoctor.scan import nodes
-from kvdoctor.scan.command import serve_argv, words_of
+from kvdoctor.scan.command import FLAGS_ONLY_NOTE, only_serve_flags, serve_argv, words_of
 from kvdoctor.scan.documents import Document
 from kvdoctor.scan.image import runs_vllm_entrypoint
 from kvdoctor.scan.workload import EnvVar, Token, Workload
@@ -34,7 +34,8 @@ def _service(file: str, name: str, key: yaml.Node, service: yaml.Node, source_te
     image = _interpolate(image) if image else None
     entrypoint = words_of(nodes.get(service, "entrypoint"), source_text, split=True)
     command = words_of(nodes.get(service, "command"), source_text, split=True)
-    argv = serve_argv(entrypoint, command, runs_vllm_entrypoint(image), source_text)
+    flags_only = not entrypoint and not runs_vllm_entrypoint(image) and only_serve_flags(command)
+    argv = serve_argv(entrypoint, command, runs_vllm_entrypoint(image) or flags_only, source_text)
     if argv is None:
         return None
     env, env_from = _environment(service)
@@ -45,6 +46,7 @@ def _service(file: str, name: str, key: yaml.Node, service: yaml.Node, source_te
         image=image, image_line=nodes.line(nodes.get(service, "image")),
         argv=tuple(Token(_interpolate(t.text), t.line) for t in argv), command_line=first.line,
         env=tuple(env), env_from=tuple(env_from), gpu_limit=count, gpu_limit_line=count_line,
+        notes=(FLAGS_ONLY_NOTE.format(image=image),) if flags_only else (),
     )  # fmt: skip
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 import sys
@@ -44,26 +45,34 @@ class Document:
     root: yaml.Node
 
 
-def discover(paths: list[str]) -> tuple[list[SourceFile], list[str]]:
-    """Files to scan and notes on what a directory walk skipped; raises ManifestError for a missing path."""
-    files: list[SourceFile] = []
+def discover(paths: list[str]) -> tuple[list[SourceFile | ManifestError], list[str]]:
+    """Files to scan (a ManifestError in place of each one that cannot be read) and notes on what a directory walk
+    skipped; raises ManifestError for a path that does not exist."""
+    files: list[SourceFile | ManifestError] = []
     notes: list[str] = []
     for given in paths:
         if given == STDIN:
-            files.append(SourceFile("<stdin>", _checked_text("<stdin>", sys.stdin.read())))
+            files.append(_or_error(lambda: SourceFile("<stdin>", _checked_text("<stdin>", sys.stdin.read()))))
             continue
         path = Path(given)
         if path.is_dir():
             files += _walk(path, notes)
         elif path.is_file():
-            files.append(_read(path))
+            files.append(_or_error(lambda: _read(path)))
         else:
             raise ManifestError(f"{given}: no such file or directory")
     return files, notes
 
 
-def _walk(root: Path, notes: list[str]) -> list[SourceFile]:
-    found: list[SourceFile] = []
+def _or_error(read) -> SourceFile | ManifestError:
+    try:
+        return read()
+    except ManifestError as exc:
+        return exc
+
+
+def _walk(root: Path, notes: list[str]) -> list[SourceFile | ManifestError]:
+    found: list[SourceFile | ManifestError] = []
     for directory, subdirs, names in os.walk(root):
         here = Path(directory)
         subdirs[:] = sorted(d for d in subdirs if d not in SKIP_DIRS and not d.startswith("."))
@@ -73,7 +82,7 @@ def _walk(root: Path, notes: list[str]) -> list[SourceFile]:
                          f"(render them: helm template ... | kvdoctor scan -)")  # fmt: skip
         for name in sorted(names):
             if name.endswith(YAML_SUFFIXES) and name != "Chart.yaml":
-                found.append(_read(here / name))
+                found.append(_or_error(lambda: _read(here / name)))
     return found
 
 
@@ -106,23 +115,62 @@ def _checked_text(shown: str, text: str) -> str:
 
 
 def compose_documents(source: SourceFile) -> list[Document]:
-    """Every YAML document of a file as a node tree; raises ManifestError with the file and line."""
+    """Every YAML document of a file as a node tree; raises ManifestError with the file and line. Go template
+    actions inside a string value (KServe's `--model_name={{.Name}}`, `"{{ ... }}"`) are values, not templating."""
     text = source.text
-    template = next((n for n, line in enumerate(text.splitlines(), 1) if TEMPLATE.search(line)), None)
-    if template is not None:
-        raise ManifestError(
-            f"{source.path}:{template}: Helm/Go template syntax ({{{{ }}}}), not YAML yet",
-            "render it first: helm template RELEASE CHART -f values.yaml | kvdoctor scan -",
-        )
+    templates = [m.start() for m in TEMPLATE.finditer(text) if not _in_comment(text, m.start())]
     if too_deeply_nested(text):
         raise ManifestError(f"{source.path}: nested more than {MAX_FLOW_DEPTH} levels deep")
     try:
         roots = list(yaml.compose_all(text, Loader=safe_loader()))
     except yaml.MarkedYAMLError as exc:
+        if templates:
+            raise _template_error(source, templates[0]) from None
         mark = exc.problem_mark or exc.context_mark
         line = f":{mark.line + 1}" if mark is not None else ""
         problem = exc.problem or exc.context or "malformed YAML"
         raise ManifestError(f"{source.path}{line}: malformed YAML: {problem}") from None
     except (yaml.YAMLError, RecursionError) as exc:
+        if templates:
+            raise _template_error(source, templates[0]) from None
         raise ManifestError(f"{source.path}: malformed YAML ({type(exc).__name__})") from None
+    outside = _outside_strings(templates, roots)
+    if outside is not None:
+        raise _template_error(source, outside)
     return [Document(source.path, i, root) for i, root in enumerate(roots) if root is not None]
+
+
+def _in_comment(text: str, offset: int) -> bool:
+    """Whether the offset is in a whole-line YAML comment."""
+    return text[text.rfind("\n", 0, offset) + 1 : offset].lstrip().startswith("#")
+
+
+def _template_error(source: SourceFile, offset: int) -> ManifestError:
+    line = source.text.count("\n", 0, offset) + 1
+    return ManifestError(
+        f"{source.path}:{line}: Helm/Go template syntax ({{{{ }}}}), not YAML yet",
+        "render it first: helm template RELEASE CHART -f values.yaml | kvdoctor scan -",
+    )
+
+
+def _outside_strings(offsets: list[int], roots: list[yaml.Node | None]) -> int | None:
+    """The first template action that is not inside a string value (it shapes the YAML itself), or None."""
+    if not offsets:
+        return None
+    spans: list[tuple[int, int]] = []
+    stack = [r for r in roots if r is not None]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, yaml.ScalarNode):
+            spans.append((node.start_mark.index, node.end_mark.index))
+        elif isinstance(node, yaml.SequenceNode):
+            stack += node.value
+        elif isinstance(node, yaml.MappingNode):
+            stack += [n for pair in node.value for n in pair]
+    spans.sort()
+    starts = [a for a, _ in spans]
+    for offset in offsets:
+        index = bisect.bisect_right(starts, offset) - 1
+        if index < 0 or not (spans[index][0] <= offset < spans[index][1]):
+            return offset
+    return None

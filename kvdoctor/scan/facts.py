@@ -17,6 +17,7 @@ SHORT_FLAGS = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size
                "-q": "--quantization"}  # fmt: skip
 GPU_RESOURCE = {"kubernetes": "resources.limits nvidia.com/gpu", "helm": "modelSpec.requestGPU",
                 "compose": "deploy.resources.reservations.devices count"}  # fmt: skip
+GENERIC_PRODUCT_KEY = "nvidia.com/gpu.product"  # an unlisted label that names the GPU is matched as a product name
 ENV_READ_OUTSIDE_RULES = ("VLLM_ATTENTION_BACKEND",)  # read into serve.attention_backend, not an env.* fact
 
 
@@ -95,10 +96,13 @@ def _model(workload: Workload, defaults, sources, notes) -> tuple[str | None, st
 def _gpu_count(workload: Workload, values, sources) -> None:
     if workload.gpu_limit is None:
         return
-    resource = GPU_RESOURCE[workload.platform]
-    values["deploy.gpu_limit"] = workload.gpu_limit
+    resource, limit = GPU_RESOURCE[workload.platform], workload.gpu_limit
+    where = workload.at(workload.gpu_limit_line, f"{resource}: {limit}")
+    if workload.group_gpus is not None:  # multi-node: vLLM's workers span every pod of the group
+        limit, across = workload.group_gpus
+        resource = f"{resource} {across}"
+    values["deploy.gpu_limit"] = limit
     values["deploy.gpu_resource"] = resource
-    where = workload.at(workload.gpu_limit_line, f"{resource}: {workload.gpu_limit}")
     for name in ("deploy.gpu_limit", "deploy.gpus_short", "deploy.gpus_idle"):
         sources[name] = where
 
@@ -141,16 +145,21 @@ def _gpu(workload: Workload, defaults, values, sources, notes) -> str | None:
     from kvdoctor.data.gpus import gpu_for_node_label, node_label_keys
 
     keys = node_label_keys()
-    candidates = []
+    candidates, unknown = [], []
     for preferred in (False, True):  # required terms decide; preferred ones only when none is required
         for selector in workload.gpu_selectors:
-            if selector.key in keys and selector.required != preferred:
-                for value in selector.values:
-                    device = gpu_for_node_label(selector.key, value)
-                    if device is None:
-                        notes.append(f"node label {selector.key}={value} names no GPU kvdoctor knows")
-                    else:
-                        candidates.append((device, selector, value))
+            if selector.required == preferred or not (selector.key in keys or _names_a_gpu(selector.key)):
+                continue
+            for value in selector.values:
+                device = gpu_for_node_label(selector.key if selector.key in keys else GENERIC_PRODUCT_KEY, value)
+                if device is None:
+                    unknown.append(f"{selector.key}={value}")
+                    notes.append(f"node label {selector.key}={value}: unknown GPU label value {value!r} "
+                                 "(kvdoctor/data/gpus.yaml lists the values it reads)")  # fmt: skip
+                else:
+                    candidates.append((device, selector, value))
+                    if selector.key not in keys:
+                        notes.append(f"node label {selector.key}={value} read as the GPU name {device.name}")
         if candidates:
             break
     if candidates:
@@ -165,11 +174,22 @@ def _gpu(workload: Workload, defaults, values, sources, notes) -> str | None:
         values["deploy.gpu_from"] = "--gpu"
         notes.append(f"GPU {defaults.gpu} from --gpu: the manifest's node labels name none")
         return defaults.gpu
+    if unknown:
+        raise KvdoctorError(
+            f"unknown GPU label value: node label {unknown[0]} names no GPU in kvdoctor's table",
+            "pass --gpu for it, e.g. --gpu V100 (kvdoctor gpus lists the names)",
+        )
     raise KvdoctorError(
         f"the manifest names no GPU (no {', '.join(sorted(keys)[:2])} "
         "or instance-type node label)",
         "pass --gpu for workloads that name none, e.g. --gpu A100",
     )
+
+
+def _names_a_gpu(key: str) -> bool:
+    """A node label kvdoctor does not list whose name says it names the GPU (e.g. a cloud's .../gpu-name)."""
+    name = key.rsplit("/", 1)[-1].lower()
+    return "gpu" in name and any(word in name for word in ("name", "product", "model", "type")) or name == "accelerator"
 
 
 def _environ(workload: Workload, settings, values, sources, notes) -> dict[str, str]:

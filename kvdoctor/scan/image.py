@@ -44,7 +44,9 @@ def runs_vllm_entrypoint(image: str | None) -> bool:
     if not image:
         return False
     path = _path(split_image(image)[0])
-    return any(path == r or path.endswith("/" + r) or path == r.split("/")[-1] for r in VLLM_ENTRYPOINT_IMAGES)
+    name = path.rsplit("/", 1)[-1]  # vllm-openai-ubi9, vllm-openai-rocm: builds of the same server image
+    return any(path == r or path.endswith("/" + r) or name.startswith(r.split("/")[-1] + "-") or path == r.split("/")[-1]
+               for r in VLLM_ENTRYPOINT_IMAGES)  # fmt: skip
 
 
 def image_version(image: str) -> ImageVersion:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kvdoctor.check.run import CheckSettings, run_check
 from kvdoctor.facts.collect import CheckOptions
-from kvdoctor.base.errors import KvdoctorError
+from kvdoctor.base.errors import KvdoctorError, ModelConfigError
 from kvdoctor.model.report import Finding, Report
 from kvdoctor.scan.facts import DeploymentFacts, canonical_flag, deployment_facts, is_scan_fact_name
 from kvdoctor.scan.result import PlacedFinding, WorkloadResult
@@ -50,14 +51,39 @@ def judge(workload: Workload, defaults: ScanDefaults, settings: CheckSettings) -
             offline=defaults.offline,
             cache_dir=defaults.cache_dir,
             environ=deployment.environ,
+            local_packages=False,  # the image's vLLM and FlashInfer are not this machine's
         )
-        report = run_check(options, settings)
+        report, unread = _checked(options, settings, deployment)
     except KvdoctorError as exc:
         return WorkloadResult(workload, None, error=exc.one_line(), error_location=_error_location(workload, exc))
     report = _with_deploy_rules(report, deployment, workload, settings)
     sources = deployment.sources | flag_sources(workload)
     placed = tuple(_place(f, sources, report, workload) for f in report.sorted_findings())
-    return WorkloadResult(workload, report, placed, sources)
+    return WorkloadResult(workload, report, placed, sources, model_unread=unread)
+
+
+def _checked(options: CheckOptions, settings: CheckSettings, deployment: DeploymentFacts) -> tuple[Report, str | None]:
+    """run_check; when the model cannot be read here (a volume, the image, no hub access), the check of everything
+    that does not depend on it (flags, KV dtypes, GPU count, forced backends) and why the model was not read."""
+    try:
+        return run_check(options, settings), None
+    except ModelConfigError as exc:
+        unread = f"model {deployment.model} not read here ({exc.message})"
+        report = run_check(replace(options, skip_model=unread), settings)
+        return _model_undecided(report, deployment.model), unread
+
+
+def _model_undecided(report: Report, model: str | None) -> Report:
+    """Findings the model decides say so in scan's words: the model's config is what --model-path supplies."""
+    hint = f"the model's config.json: pass --model-path {model}=DIR (a local copy of its config.json)"
+    findings = tuple(
+        replace(f, decided_by=tuple(dict.fromkeys(hint if line.startswith("model.") else line for line in f.decided_by)))
+        if f.status == "undecided" else f
+        for f in report.findings
+    )  # fmt: skip
+    note = (f"model {model} not read here: the checks that need its config.json are undecided; "
+            f"pass --model-path {model}=DIR to judge them")  # fmt: skip
+    return replace(report, findings=findings, notes=(note,) + report.notes)
 
 
 def _with_local_model(argv: tuple[Token, ...], deployment: DeploymentFacts) -> list[Token]:
@@ -109,6 +135,12 @@ def flag_sources(workload: Workload) -> dict[str, Location]:
 
 
 def _source_for(fact: str, sources: dict[str, Location], facts: dict) -> Location | None:
+    if fact.startswith("serve.args_"):  # the parser's words name the flag: point at its own line
+        for flag in re.findall(r"--[A-Za-z0-9][\w-]*", str(facts.get("serve.args_error") or "")):
+            flag = canonical_flag(flag)
+            name = flag[5:] if flag.startswith("--no-") else flag[2:]
+            if "serve." + name.replace("-", "_") in sources:
+                return sources["serve." + name.replace("-", "_")]
     if fact == "serve.attention_backend" and facts.get("serve.attention_backend_source") == "VLLM_ATTENTION_BACKEND":
         return sources.get("env.VLLM_ATTENTION_BACKEND")
     if fact.startswith("attention.") and facts.get("serve.attention_backend"):  # the forced backend's line

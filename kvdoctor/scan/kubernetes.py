@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import yaml
 
 from kvdoctor.scan import nodes
-from kvdoctor.scan.command import serve_argv, words_of
+from kvdoctor.scan.command import (FLAGS_ONLY_NOTE, expand_shell_variables, only_serve_flags, runs_a_shell,
+                                   serve_argv, words_of)  # fmt: skip
 from kvdoctor.scan.documents import Document
 from kvdoctor.scan.image import runs_vllm_entrypoint
 from kvdoctor.scan.workload import EnvVar, GpuSelector, Token, Workload
@@ -63,7 +65,31 @@ def _object(file: str, root: yaml.Node, source_text: str) -> list[Workload]:
             )  # fmt: skip
             if workload is not None:
                 found.append(workload)
+    if kind == "LeaderWorkerSet":
+        group = leader_worker_gpus(root)
+        found = [replace(w, group_gpus=group) if group and w.gpu_limit is not None else w for w in found]
     return found
+
+
+def leader_worker_gpus(root: yaml.Node) -> tuple[int, str] | None:
+    """A multi-node LeaderWorkerSet's GPUs: the leader pod's + (size - 1) x the worker pod's (every container's
+    nvidia.com/gpu), with how they add up; None for a group of one or when the counts are not given."""
+    template = nodes.get(root, "spec", "leaderWorkerTemplate")
+    size_text = nodes.text(nodes.get(template, "size")) or "1"
+    size = int(size_text) if size_text.isdigit() else 1
+    if size <= 1:
+        return None
+    counts = []
+    for role in ("leaderTemplate", "workerTemplate"):
+        pods = [gpu_limit(c)[0] for c in nodes.items(nodes.get(template, role, "spec", "containers"))]
+        counts.append(sum(c for c in pods if c) if any(c is not None for c in pods) else None)
+    leader, worker = counts
+    if worker is None:
+        return None
+    if nodes.get(template, "leaderTemplate") is None:
+        leader = worker  # without a leaderTemplate the leader runs the worker template
+    total = (leader or 0) + (size - 1) * worker
+    return total, f"across the LeaderWorkerSet group of {size} pods (leader {leader or 0} + {size - 1} x worker {worker})"
 
 
 def container_workload(container: yaml.Node, source_text: str, **where) -> Workload | None:
@@ -71,11 +97,14 @@ def container_workload(container: yaml.Node, source_text: str, **where) -> Workl
     image = nodes.text(nodes.get(container, "image"))
     command = words_of(nodes.get(container, "command"), source_text)
     args = words_of(nodes.get(container, "args"), source_text)
-    argv = serve_argv(command, args, runs_vllm_entrypoint(image), source_text)
+    flags_only = not command and not runs_vllm_entrypoint(image) and only_serve_flags(args)
+    argv = serve_argv(command, args, runs_vllm_entrypoint(image) or flags_only, source_text)
     if argv is None:
         return None
     env, env_from = container_env(container)
     argv = _expand_variables(argv, env)
+    if runs_a_shell(command, args):
+        argv = expand_shell_variables(argv, {e.name: e.value for e in env if e.value is not None})
     limit, limit_line = gpu_limit(container)
     first = (command or args or [(Token("", nodes.line(container)), None)])[0][0]
     return Workload(
@@ -89,6 +118,7 @@ def container_workload(container: yaml.Node, source_text: str, **where) -> Workl
         gpu_selectors=where.pop("selectors"),
         gpu_limit=limit,
         gpu_limit_line=limit_line,
+        notes=(FLAGS_ONLY_NOTE.format(image=image),) if flags_only else (),
         **where,
     )
 

@@ -69,3 +69,16 @@ def plain(node: yaml.Node | None) -> Any:
         return SafeConstructor().construct_object(node, deep=True)
     except (ConstructorError, RecursionError, ValueError, TypeError):
         return None
+
+
+def scalars(node: yaml.Node | None, _depth: int = 0) -> Iterator[str]:
+    """Every scalar's text under a node (keys too)."""
+    if is_scalar(node):
+        yield str(node.value)
+    elif is_seq(node) and _depth < 200:
+        for item in node.value:
+            yield from scalars(item, _depth + 1)
+    elif is_map(node) and _depth < 200:
+        for key, value in node.value:
+            yield from scalars(key, _depth + 1)
+            yield from scalars(value, _depth + 1)

@@ -9,6 +9,7 @@ from kvdoctor.scan.workload import Location, Workload
 
 SCAN_SCHEMA_VERSION = "1.0"
 VERDICT_ORDER = {"PASS": 0, "WARN": 1, "FAIL": 2, "ERROR": 3}
+"""A workload's verdicts, best first; a whole scan may also be NONE: no vLLM workload found, nothing checked."""
 
 
 @dataclass(frozen=True)
@@ -32,13 +33,37 @@ class WorkloadResult:
     error: str | None = None
     """Why the workload could not be checked (an input problem, e.g. a model kvdoctor cannot find)."""
     error_location: Location | None = None
+    model_unread: str | None = None
+    """Why the model was not read: only what does not depend on it was checked (never a PASS then)."""
 
     @property
     def verdict(self) -> str:
-        return "ERROR" if self.report is None else self.report.verdict
+        if self.report is None:
+            return "ERROR"
+        if self.model_unread and self.report.verdict == "PASS":
+            return "WARN"  # the model-dependent rules were not judged
+        return self.report.verdict
 
     def exit_code(self, fail_on: str) -> int:
         return 2 if self.report is None else self.report.exit_code(fail_on)
+
+
+@dataclass(frozen=True)
+class UnreadFile:
+    """A file the scan could not read (malformed or templated YAML, not UTF-8, too large); the others are checked."""
+
+    location: Location
+    message: str
+    """One line, starting with the file (and line)."""
+    hint: str | None = None
+
+    @classmethod
+    def of(cls, error) -> "UnreadFile":
+        """From a ManifestError whose message starts with FILE or FILE:LINE."""
+        head = error.message.split(": ", 1)[0]
+        file, _, line = head.rpartition(":")
+        where = Location(file, int(line)) if file and line.isdigit() else Location(head, None)
+        return cls(where, error.message, error.hint)
 
 
 @dataclass(frozen=True)
@@ -47,15 +72,27 @@ class ScanReport:
     """Every file read."""
     workloads: tuple[WorkloadResult, ...]
     notes: tuple[str, ...] = ()
+    unread: tuple[UnreadFile, ...] = ()
+    """Files that could not be read: each reported on its own, exit 2."""
+    allow_none: bool = False
+    """--allow-no-workload: a scan that finds no vLLM workload passes (the pre-commit hook on unrelated YAML)."""
 
     @property
     def verdict(self) -> str:
-        """The worst workload verdict; PASS when there are none."""
-        return max((w.verdict for w in self.workloads), key=VERDICT_ORDER.get, default="PASS")
+        """The worst workload verdict, ERROR when a file could not be read, NONE when no workload was found
+        (nothing was checked, which is no PASS unless --allow-no-workload)."""
+        if self.unread:
+            return "ERROR"
+        if not self.workloads:
+            return "PASS" if self.allow_none else "NONE"
+        return max((w.verdict for w in self.workloads), key=VERDICT_ORDER.get)
 
     def exit_code(self, fail_on: str) -> int:
-        """2 when a workload could not be checked, else 1 when one reaches ``fail_on``, else 0."""
+        """2 when a file could not be read, a workload could not be checked or nothing was found to check (unless
+        allowed), else 1 when a workload reaches ``fail_on``, else 0."""
         codes = [w.exit_code(fail_on) for w in self.workloads]
+        if self.unread or self.verdict == "NONE":
+            return 2
         return 2 if 2 in codes else max(codes, default=0)
 
     def counts(self) -> dict[str, int]:

@@ -1,14 +1,14 @@
-"""The scan: read every file first (an unreadable one stops it before any check), then judge each workload."""
+"""The scan: read every file first (an unreadable one is set aside with its reason), then judge each workload."""
 
 from __future__ import annotations
 
 from typing import Callable
 
 from kvdoctor.check.run import CheckSettings
-from kvdoctor.scan import compose, helm_values, kubernetes
-from kvdoctor.scan.documents import Document, compose_documents, discover
+from kvdoctor.scan import compose, helm_values, kubernetes, nodes
+from kvdoctor.scan.documents import Document, ManifestError, compose_documents, discover
 from kvdoctor.scan.judge import ScanDefaults, judge
-from kvdoctor.scan.result import ScanReport, WorkloadResult
+from kvdoctor.scan.result import ScanReport, UnreadFile, WorkloadResult
 from kvdoctor.scan.workload import Workload
 
 # (is this document of the kind, its reader); first match wins, documents of no kind are skipped silently.
@@ -20,13 +20,35 @@ READERS = (
 
 
 def find_workloads(paths: list[str]) -> tuple[list[str], list[Workload], list[str]]:
-    """(files read, vLLM workloads in them, notes); raises ManifestError for unreadable input."""
-    files, notes = discover(paths)
+    """(files read, vLLM workloads in them, notes); raises ManifestError for the first file that cannot be read."""
+    files, found, notes, unread = read_manifests(paths)
+    if unread:
+        raise ManifestError(unread[0].message, unread[0].hint)
+    return files, found, notes
+
+
+def read_manifests(paths: list[str]) -> tuple[list[str], list[Workload], list[str], list[UnreadFile]]:
+    """(files read, vLLM workloads in them, notes, files that could not be read); a file that cannot be read is
+    set aside with its one-line reason, never stopping the others. Raises ManifestError for a missing path."""
+    sources, notes = discover(paths)
     found: list[Workload] = []
-    for source in files:
-        for doc in compose_documents(source):
-            found += read_document(doc, source.text)
-    return [f.path for f in files], found, notes
+    unread: list[UnreadFile] = []
+    for source in sources:
+        if isinstance(source, ManifestError):
+            unread.append(UnreadFile.of(source))
+            continue
+        try:
+            documents = compose_documents(source)
+        except ManifestError as exc:
+            unread.append(UnreadFile.of(exc))
+            continue
+        for doc in documents:
+            workloads = read_document(doc, source.text)
+            found += workloads
+            if not workloads and (why := unread_kind(doc)):
+                notes.append(why)
+    files = [s.path for s in sources if not isinstance(s, ManifestError)]
+    return files, found, notes, unread
 
 
 def read_document(doc: Document, source_text: str) -> list[Workload]:
@@ -36,9 +58,29 @@ def read_document(doc: Document, source_text: str) -> list[Workload]:
     return []
 
 
+def unread_kind(doc: Document) -> str | None:
+    """A document that mentions vLLM but is of a kind the scan does not read (an LLMInferenceService, a chart's
+    raw values), named so that nobody takes its silence for a pass."""
+    if not any("vllm" in text.lower() for text in nodes.scalars(doc.root)):
+        return None
+    where = f"{doc.file}:{nodes.line(doc.root)}"
+    kind = nodes.text(nodes.get(doc.root, "kind"))
+    if kind is not None and nodes.get(doc.root, "apiVersion") is not None:
+        if kind in kubernetes.POD_SPECS:
+            return None  # a kind it reads, whose containers do not run vLLM's server
+        return (f"{where}: {kind} {nodes.text(nodes.get(doc.root, 'metadata', 'name')) or ''} mentions vLLM, but "
+                f"kvdoctor scan does not read kind {kind} (render it to the Deployment/Pod it creates)")  # fmt: skip
+    if compose.is_compose(doc.root) or helm_values.is_production_stack_values(doc.root):
+        return None
+    return (f"{where}: a YAML document that mentions vLLM but is no Kubernetes object, Compose file or "
+            "production-stack values (a chart's raw values?): not read; render the chart: helm template ... | "
+            "kvdoctor scan -")  # fmt: skip
+
+
 def run_scan(paths: list[str], defaults: ScanDefaults, settings: CheckSettings,
-             on_workload: Callable[[WorkloadResult], None] | None = None) -> ScanReport:  # fmt: skip
-    files, workloads, notes = find_workloads(paths)
+             on_workload: Callable[[WorkloadResult], None] | None = None,
+             allow_none: bool = False) -> ScanReport:  # fmt: skip
+    files, workloads, notes, unread = read_manifests(paths)
     results = []
     for workload in workloads:
         result = judge(workload, defaults, settings)
@@ -46,5 +88,6 @@ def run_scan(paths: list[str], defaults: ScanDefaults, settings: CheckSettings,
         if on_workload is not None:
             on_workload(result)
     if not workloads:
-        notes.append(f"no vLLM workload in {len(files)} file(s): nothing runs vllm serve or vLLM's OpenAI server")
-    return ScanReport(tuple(files), tuple(results), tuple(notes))
+        notes.append(f"no vLLM workload in {len(files)} file(s): nothing runs vllm serve or vLLM's OpenAI server, "
+                     "so nothing was checked")  # fmt: skip
+    return ScanReport(tuple(files), tuple(results), tuple(notes), tuple(unread), allow_none)

@@ -74,6 +74,9 @@ class Workload:
     gpu_limit: int | None = None
     """GPUs the container is given (nvidia.com/gpu limit, Compose device count, requestGPU); None when unknown."""
     gpu_limit_line: int | None = None
+    group_gpus: tuple[int, str] | None = None
+    """A multi-node group's GPUs (LeaderWorkerSet: the leader's + (size - 1) x the worker's) and how they add up;
+    vLLM's parallel sizes span the group, so this is what they are compared with."""
     notes: tuple[str, ...] = ()
 
     @property

@@ -68,11 +68,27 @@ def judge_argv(tokens: list[str], options: Mapping[str, Any], allow_abbrev: bool
             return bad
     if unrecognized:
         first = unrecognized[0].partition("=")[0]
-        closest = difflib.get_close_matches(_normalise(first), long_options, n=1, cutoff=0.6)
+        close = difflib.get_close_matches(_normalise(first), long_options, n=3, cutoff=0.6)
+        closest = [c for c in close if not _inverts(_normalise(first), c)]  # never the opposite setting
         return ArgvVerdict(
             f"unrecognized arguments: {' '.join(unrecognized)}", closest=closest[0] if closest else None
         )
     return ArgvVerdict(None)
+
+
+def _inverts(typed: str, option: str) -> bool:
+    """--no-enable-x vs --enable-x, --disable-x vs --enable-x: the spelling that means the opposite."""
+    def bare(name: str) -> str:
+        for prefix in ("--no-", "--disable-", "--enable-", "--"):
+            if name.startswith(prefix):
+                return name[len(prefix):]
+        return name
+
+    def stem(name: str) -> str:
+        return "--" + name[5:] if name.startswith("--no-") else name
+
+    return typed != option and (stem(typed) == stem(option) or
+                                (bare(typed) == bare(option) and typed[:5] != option[:5]))  # fmt: skip
 
 
 def _normalise(name: str) -> str:

@@ -87,15 +87,18 @@ def test_passing_scan_passes_and_version_input_installs_from_the_index(tmp_path)
     workdir = tmp_path / "repo"
     workdir.mkdir()
     (workdir / "web.yaml").write_text((MANIFESTS / "no-vllm.yaml").read_text())
-    results, outputs, pip_log, _ = run_action(tmp_path, workdir, version="0.1.0")
+    results, outputs, pip_log, _ = run_action(tmp_path, workdir, version="0.1.0", args="--allow-no-workload")
     assert "install --disable-pip-version-check kvdoctor[compile]==0.1.0" in pip_log
     assert outputs["scan"]["exit-code"] == "0"
     assert results["Gate on the scan"].returncode == 0
 
 
 def test_unreadable_input_fails_with_exit_2(tmp_path):
-    results, outputs, _, _ = run_action(tmp_path, REPO, paths="tests/fixtures/manifests/malformed.yaml")
+    results, outputs, _, _ = run_action(tmp_path, REPO, paths="tests/fixtures/manifests/malformed.yaml",
+                                        **{"sarif-file": str(tmp_path / "scan.sarif")})  # fmt: skip
     assert outputs["scan"]["exit-code"] == "2"
+    sarif = json.loads((tmp_path / "scan.sarif").read_text())  # the unreadable file is a result of its own
+    assert [r["ruleId"] for r in sarif["runs"][0]["results"]] == ["kvdoctor/not-read"]
     assert results["Gate on the scan"].returncode == 2
 
 

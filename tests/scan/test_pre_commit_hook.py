@@ -40,7 +40,7 @@ def _project(tmp_path: Path) -> Path:
 
 def test_hook_definition():
     (hook,) = HOOKS
-    assert hook["id"] == "kvdoctor-scan" and hook["entry"] == "kvdoctor scan" and hook["language"] == "python"
+    assert hook["id"] == "kvdoctor-scan" and hook["entry"] == "kvdoctor scan --allow-no-workload" and hook["language"] == "python"
     assert hook["types"] == ["yaml"] and re.search(hook["exclude"], "chart/templates/deployment.yaml")
     assert not re.search(hook["exclude"], "deploy/vllm.yaml")
 

@@ -9,8 +9,10 @@ from kvdoctor.scan.result import ScanReport, WorkloadResult
 
 
 def render(report: ScanReport, verbose: bool = False) -> str:
-    annotations = [a for result in report.workloads for a in _workload(result, verbose)]
-    annotations.append(Annotation(VERDICT_LEVEL[report.verdict], f"kvdoctor scan {report.verdict}", summary_line(report)))
+    annotations = [Annotation("error", "kvdoctor: file not read", u.message, u.location.file, u.location.line)
+                   for u in report.unread]  # fmt: skip
+    annotations += [a for result in report.workloads for a in _workload(result, verbose)]
+    annotations.append(Annotation(VERDICT_LEVEL.get(report.verdict, "error"), f"kvdoctor scan {report.verdict}", summary_line(report)))
     return annotations_text(annotations)
 
 

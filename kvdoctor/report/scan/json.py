@@ -30,6 +30,7 @@ def workload_dict(result: WorkloadResult) -> dict[str, Any]:
         "container": w.container,
         "image": w.image,
         "verdict": result.verdict,
+        "model_unread": result.model_unread,
         "error": None if result.error is None else {"message": result.error, "location": location(result.error_location)},
         "findings": [
             {"rule_id": p.finding.rule_id, "severity": p.finding.severity, "status": p.finding.status,
@@ -51,6 +52,7 @@ def to_dict(report: ScanReport) -> dict[str, Any]:
         "files": list(report.files),
         "counts": report.counts(),
         "workloads": [workload_dict(w) for w in report.workloads],
+        "unread": [{"message": u.message, "hint": u.hint, "location": location(u.location)} for u in report.unread],
         "notes": list(report.notes),
     }
 

@@ -9,9 +9,12 @@ from kvdoctor.scan.result import ScanReport, WorkloadResult
 
 
 def render(report: ScanReport, verbose: bool = False) -> str:
-    cases = [_case(result) for result in report.workloads]
-    if not cases:
-        cases.append(Case("kvdoctor.scan", "no vLLM workload found"))
+    cases = [Case(u.location.file, "file not read", Outcome("error", u.message, "input"), file=u.location.file,
+                  line=u.location.line) for u in report.unread]  # fmt: skip
+    cases += [_case(result) for result in report.workloads]
+    if not report.workloads:
+        nothing = None if report.verdict == "PASS" else Outcome("error", "no vLLM workload found: nothing checked", "input")
+        cases.append(Case("kvdoctor.scan", "no vLLM workload found", nothing))
     seconds = sum(w.report.dry_run.seconds for w in report.workloads if w.report and w.report.dry_run)
     return junit_xml(Suite("kvdoctor scan", "kvdoctor scan", summary_line(report), tuple(cases), seconds))
 

@@ -9,7 +9,8 @@ from kvdoctor.scan.result import ScanReport, WorkloadResult
 
 
 def render(report: ScanReport, verbose: bool = False) -> str:
-    out = [f"### {VERDICT_MARK[report.verdict]} kvdoctor scan: **{report.verdict}**", "", summary_line(report), ""]
+    out = [f"### {VERDICT_MARK.get(report.verdict, '⛔')} kvdoctor scan: **{report.verdict}**", "", summary_line(report), ""]
+    out += [f"- ⛔ `{u.location}`: not read: {u.message}" for u in report.unread] + ([""] if report.unread else [])
     if report.workloads:
         rows = [_row(r) for r in report.workloads]
         out += table(("verdict", "workload", "where", "deployment"), rows) + [""]

@@ -18,6 +18,8 @@ def render(report: ScanReport, verbose: bool = False) -> str:
     for _, p in placed:
         rules.setdefault(p.finding.rule_id, p.finding)
     results = [_result(w, p) for w, p in placed] + [_error_result(w) for w in report.workloads if w.report is None]
+    results += [sarif.Result("kvdoctor/not-read", u.message, "error", members=(("locations", [_where(u.location)]),))
+                for u in report.unread]  # fmt: skip
     run = sarif.Run(
         rules=tuple(_rule(rules[r]) for r in sorted(rules)),
         results=tuple(results),

@@ -12,6 +12,10 @@ def summary_line(report: ScanReport) -> str:
     files = f"{len(report.files)} file{'s' if len(report.files) != 1 else ''}"
     count = len(report.workloads)
     head = f"{count} vLLM workload{'s' if count != 1 else ''} in {files}"
+    if report.unread:
+        head += f", {len(report.unread)} file{'s' if len(report.unread) != 1 else ''} not read"
+    if not report.workloads:
+        head += ": nothing checked"
     return f"{head}: {counts}" if counts else head
 
 
@@ -19,4 +23,9 @@ def workload_context(result: WorkloadResult) -> str:
     """The check's deployment line (model | kv dtype | GPU | vLLM), or why it could not be checked."""
     if result.report is None:
         return f"not checked: {result.error}"
-    return deployment_line(result.report)
+    line = deployment_line(result.report)
+    if result.model_unread:  # checked without the model: say which one and that it was not read
+        model = result.sources.get("model.")
+        shown = model.what.removeprefix("model ") if model and model.what else "the model"
+        line = line.replace("no model", f"{shown} (config not read: model-independent checks only)", 1)
+    return line

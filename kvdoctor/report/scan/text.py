@@ -13,7 +13,11 @@ from kvdoctor.scan.result import ScanReport, WorkloadResult
 
 def print_console(report: ScanReport, console: Console, verbose: bool = False) -> None:
     """The scan as a person reads it in a terminal: each workload, its findings at their manifest lines."""
-    console.print(f"[{VERDICT_STYLE[report.verdict]}]{report.verdict}[/]  kvdoctor scan: {escape(summary_line(report))}")
+    style = VERDICT_STYLE.get(report.verdict, "bold magenta")  # NONE: nothing was checked
+    console.print(f"[{style}]{report.verdict}[/]  kvdoctor scan: {escape(summary_line(report))}")
+    for unread in report.unread:
+        console.print(f"\n[bold magenta]ERROR[/]  {escape(str(unread.location))}  [bold]not read[/]")
+        console.print(f"  {escape(unread.message)}" + (f" ({escape(unread.hint)})" if unread.hint else ""))
     for result in report.workloads:
         _print_workload(console, result, verbose)
     if report.notes:
