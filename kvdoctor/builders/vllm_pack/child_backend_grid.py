@@ -12,7 +12,7 @@ import inspect
 import itertools
 import os
 
-from kvdoctor.builders.vllm_pack.child_backends import constructor_guards
+from kvdoctor.builders.vllm_pack.child_backend_probes import constructor_guards
 from kvdoctor.builders.vllm_pack.child_shared import FreshVllmConfig, clear_caches, decision_tree
 
 HEADS = (64, 80, 96, 128, 192, 256, 72, 100)

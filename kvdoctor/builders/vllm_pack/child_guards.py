@@ -3,7 +3,8 @@ in the request (REQ `guard_classes`), as `module:backends` computes them; the bu
 shipped detail files without re-asking everything else."""
 from __future__ import annotations
 
-from kvdoctor.builders.vllm_pack.child_backends import DTYPES, backend_enum, constructor_guards
+from kvdoctor.builders.vllm_pack.child_backend_probes import DTYPES, constructor_guards
+from kvdoctor.builders.vllm_pack.child_backends import backend_enum
 
 
 def run(ctx) -> dict:
