@@ -171,7 +171,7 @@ def dry_run_request(facts: Facts, backend: str | None = None, *, cache_dir: Path
     if model.dtype is None or model.head_dim is None or model.num_kv_heads is None:
         return None, "config.json lacks the dtype or head sizes the kernels need"
     if importlib.util.find_spec("triton") is None:
-        return None, "triton is not installed (pip install 'kvdoctor[compile]')"
+        return None, "triton is not installed (pip install triton)"
     tp = max(1, serve.tensor_parallel_size)
     kernels = facts.versions.vllm_kernels
     probe_reason = None

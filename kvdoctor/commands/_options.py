@@ -24,7 +24,9 @@ ModelDtype = Annotated[Optional[str], typer.Option(
     "--dtype", help="As vLLM's --dtype (auto, half, float16, bfloat16, float, float32).")]
 OutputFile = Annotated[Optional[Path], typer.Option(
     "--output", "-o", help="Write --format output here; the terminal still gets the text report.")]
-FailOn = Annotated[str, typer.Option("--fail-on", help="Exit 1 when a finding reaches: error, warning, never.")]
+FailOn = Annotated[str, typer.Option("--fail-on", help=(
+    "Exit 1 when a finding reaches: error, warning, undecided (an error, or an error rule that unknown facts leave "
+    "undecided: for CI without --gpu or --vllm-version), never."))]
 Debug = Annotated[bool, typer.Option("--debug", help="Show tracebacks of kvdoctor's own errors.")]
 ConfigFile = Annotated[Optional[Path], typer.Option(
     "--config", help="Config file (default: nearest kvdoctor.toml or pyproject.toml [tool.kvdoctor]).")]

@@ -48,7 +48,26 @@ def run_and_exit(work: Callable[[], Any], formats: FormatMenu, output_format: st
         fail_internal(exc)
     if after is not None:
         after(report)
-    raise typer.Exit(report.exit_code(fail_on))
+    raise typer.Exit(gate_exit_code(report, fail_on))
+
+
+def gate_exit_code(report: Any, fail_on: str) -> int:
+    """The report's exit code for --fail-on. 'undecided' gates as 'error' and also on an error rule that unknown
+    facts leave undecided (a GPU-less CI job without --gpu or --vllm-version; a release kvdoctor did not read)."""
+    if fail_on != "undecided":
+        return report.exit_code(fail_on)
+    code = report.exit_code("error")
+    if code == 0 and any(f.status == "undecided" and f.severity == "error" and f.ignored_reason is None
+                         for f in judged_findings(report)):  # fmt: skip
+        return 1
+    return code
+
+
+def judged_findings(report: Any) -> list[Any]:
+    """Every finding of a report: a check's own, or those of each workload a scan judged."""
+    if hasattr(report, "workloads"):
+        return [f for w in report.workloads if w.report is not None for f in w.report.findings]
+    return list(report.findings)
 
 
 def write_output(path: Path, text: str) -> None:

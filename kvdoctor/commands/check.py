@@ -63,7 +63,7 @@ def register(app: typer.Typer) -> None:
         refused flags are findings in vLLM's words); kvdoctor's own flags belong before the `--`."""
         from kvdoctor.base.cache_dir import default_cache_dir
         from kvdoctor.check.run import CheckSettings, run_check
-        from kvdoctor.inputs.validate import validate_check_inputs
+        from kvdoctor.inputs.validate import named_vllm_release, validate_check_inputs
         from kvdoctor.facts.collect import CheckOptions
 
         team, chosen = team_and_choices(ctx, config)
@@ -78,6 +78,7 @@ def register(app: typer.Typer) -> None:
 
         def work():
             validate_check_inputs(fail_on=fail_on, compile_timeout=compile_timeout)
+            named = named_vllm_release(vllm_version) if vllm_version is not None else None
             options = CheckOptions(
                 model=model,
                 serve_argv=tuple(pasted),
@@ -88,7 +89,7 @@ def register(app: typer.Typer) -> None:
                 attention_backend=attention_backend,
                 tensor_parallel_size=tensor_parallel_size,
                 gpu=gpu,
-                vllm_version=vllm_version,
+                vllm_version=named.version if named else None,
                 vllm_source=vllm_source,
                 revision=revision,
                 offline=offline,
@@ -104,9 +105,16 @@ def register(app: typer.Typer) -> None:
                 fix_sources=team.fix_sources + tuple(fix_source),
                 ignored=dict(team.ignore),
             )
-            return run_check(options, settings)
+            return with_note(run_check(options, settings), named.note if named else None)
 
         run_and_exit(work, CHECK, output_format, output, fail_on, verbose, debug)
+
+
+def with_note(report, note: str | None):
+    """The report with `note` first among its notes (how --vllm-version was read), or as it is."""
+    from dataclasses import replace
+
+    return replace(report, notes=(note, *report.notes)) if note else report
 
 
 def split_pasted_command(extra: list[str], raw_argv: list[str]) -> tuple[list[str], list[str]]:

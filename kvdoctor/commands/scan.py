@@ -54,15 +54,18 @@ def register(app: typer.Typer) -> None:
         def work():
             from kvdoctor.base.cache_dir import default_cache_dir
             from kvdoctor.check.run import CheckSettings
-            from kvdoctor.inputs.validate import validate_check_inputs
+            from kvdoctor.commands.check import with_note
+            from kvdoctor.inputs.validate import named_vllm_release, validate_check_inputs
             from kvdoctor.scan.judge import ScanDefaults
             from kvdoctor.scan.run import run_scan
 
             # a bad --gpu or --vllm-version fails once here, not in every workload
             validate_check_inputs(gpu=chosen["gpu"], vllm_version=chosen["vllm_version"], fail_on=chosen["fail_on"],
                                   compile_timeout=chosen["compile_timeout"])  # fmt: skip
-            defaults = ScanDefaults(gpu=chosen["gpu"], vllm_version=chosen["vllm_version"], offline=chosen["offline"],
-                                    cache_dir=default_cache_dir(), model_paths=_model_paths(model_path))  # fmt: skip
+            named = named_vllm_release(chosen["vllm_version"]) if chosen["vllm_version"] is not None else None
+            defaults = ScanDefaults(gpu=chosen["gpu"], vllm_version=named.version if named else None,
+                                    offline=chosen["offline"], cache_dir=default_cache_dir(),
+                                    model_paths=_model_paths(model_path))  # fmt: skip
             settings = CheckSettings(
                 rules_files=team.rules_files + tuple(rules),
                 compile=not chosen["no_compile"],
@@ -71,7 +74,8 @@ def register(app: typer.Typer) -> None:
                 fix_sources=team.fix_sources + tuple(fix_source),
                 ignored=dict(team.ignore),
             )
-            return run_scan(list(paths), defaults, settings, allow_none=allow_no_workload)
+            return with_note(run_scan(list(paths), defaults, settings, allow_none=allow_no_workload),
+                             named.note if named else None)  # fmt: skip
 
         _run_and_exit(work, chosen["output_format"], output, chosen["fail_on"], chosen["verbose"], debug)
 

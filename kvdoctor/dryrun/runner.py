@@ -207,7 +207,7 @@ def _plan_request(request: DryRunRequest, triton_version: str | None, scratch: P
         reason = f"model dtype {request.model_dtype!r} is not one kvdoctor can compile for"
         return {"report": _skipped(request, reason, started)}
     if triton_version is None:
-        return {"report": _skipped(request, "Triton is not installed (pip install 'kvdoctor[compile]')", started)}
+        return {"report": _skipped(request, "Triton is not installed (pip install triton)", started)}
     source = None if request.use_probe else resolve_source(request.vllm_source, scratch)
     jobs, label = _choose_plan(request, source)
     if not jobs:

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kvdoctor.data.dtypes import MODEL_DTYPES
 from kvdoctor.base.errors import UsageError
 
-FAIL_ON = ("error", "warning", "never")
+if TYPE_CHECKING:
+    from kvdoctor.vllm_pack.candidates import NamedRelease
+
+# 'undecided': an error, or an error rule that unknown facts leave undecided (a GPU-less CI job without --gpu)
+FAIL_ON = ("error", "warning", "undecided", "never")
 
 
 def validate_check_inputs(*, dtype: str | None = None, tensor_parallel_size: int | None = None,
@@ -19,12 +25,7 @@ def validate_check_inputs(*, dtype: str | None = None, tensor_parallel_size: int
     if vllm_source and vllm_version:
         raise UsageError("pass --vllm-source or --vllm-version, not both", "the source's own version is used")
     if vllm_version is not None:
-        from packaging.version import InvalidVersion, Version
-
-        try:
-            Version(vllm_version)
-        except InvalidVersion:
-            raise UsageError(f"--vllm-version {vllm_version!r} is not a version", "e.g. 0.25.1") from None
+        named_vllm_release(vllm_version)
     if gpu is not None:
         from kvdoctor.data.gpus import resolve_gpu_target
 
@@ -33,3 +34,18 @@ def validate_check_inputs(*, dtype: str | None = None, tensor_parallel_size: int
         raise UsageError(f"--fail-on {fail_on!r} is not one of {', '.join(FAIL_ON)}")
     if compile_timeout is not None and not compile_timeout > 0:
         raise UsageError("--compile-timeout must be more than 0 seconds")
+
+
+def named_vllm_release(text: str) -> NamedRelease:
+    """The release a --vllm-version names (a series X.Y is its newest patch kvdoctor read, said in .note); a string
+    that is no version, or a bare major version that fits several series, is a UsageError naming the choices."""
+    from kvdoctor.base.versions import parse_version
+    from kvdoctor.vllm_pack.candidates import named_release
+
+    if parse_version(text.strip()) is None:
+        raise UsageError(f"--vllm-version {text!r} is not a version", "e.g. 0.25.1, or a series such as 0.25")
+    named = named_release(text.strip())
+    if named.choices:
+        raise UsageError(f"--vllm-version {text!r} fits several release series",
+                         f"name one: {', '.join(named.choices)} (or a release such as {named.choices[-1]}.0)")  # fmt: skip
+    return named

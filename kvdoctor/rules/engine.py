@@ -15,15 +15,51 @@ PLACEHOLDER = re.compile(r"\{([a-z_]+(?:\.[A-Za-z0-9_]+)+)(?:\|([^{}]*))?\}")  #
 
 
 def hint_for(fact: str, facts: dict[str, Any] | None = None) -> str:
-    """How the user can supply an unknown fact (data/fact_names.yaml): for a derived fact, the unknown inputs it
-    is derived from."""
+    """What would decide an unknown fact, in words and with the flag that supplies it (data/fact_names.yaml hints):
+    a derived fact names the unknown inputs it follows from, or the judged release kvdoctor did not read."""
     facts = facts or {}
-    registry = fact_registry()
-    declared = registry.get(fact)
-    inputs = [name for name in (declared.derived_from if declared else ()) if facts.get(name) is None]
+    inputs = unknown_inputs(fact, facts)
     if inputs:
-        return "; ".join(dict.fromkeys(hint_for(name, facts) for name in inputs))
-    return registry.namespace_hint(fact, facts)
+        return "which follows from " + "; and ".join(f"{name}, {_namespace_hint(name, facts)}" for name in inputs)
+    declared = fact_registry().get(fact)
+    version = facts.get("vllm.version")
+    if declared and "vllm.version" in declared.derived_from and version is not None and not _release_read(version):
+        return f"which follows from vllm.version, {_not_read(version)}"
+    return _namespace_hint(fact, facts)
+
+
+def unknown_inputs(fact: str, facts: dict[str, Any]) -> list[str]:
+    """The unknown facts a derived fact follows from, through derived inputs down to what a user supplies."""
+    declared = fact_registry().get(fact)
+    found: list[str] = []
+    for name in declared.derived_from if declared else ():
+        if facts.get(name) is None:
+            found += unknown_inputs(name, facts) or [name]
+    return list(dict.fromkeys(found))
+
+
+def decided_by_line(fact: str, facts: dict[str, Any]) -> str:
+    """One 'decided by' line: the unknown fact by name, then in words what decides it and how to supply it."""
+    return f"{fact}, {hint_for(fact, facts)}"
+
+
+def _namespace_hint(fact: str, facts: dict[str, Any]) -> str:
+    return fact_registry().namespace_hint(fact, facts)
+
+
+def _release_read(version: str) -> bool:
+    from kvdoctor.vllm_pack.candidates import covered
+
+    return covered(version, "pack", "pack")
+
+
+def _not_read(version: str) -> str:
+    """Why a release's facts are unknown: kvdoctor did not read it (and which releases it did read)."""
+    from kvdoctor.vllm_pack.candidates import describe_range
+    from kvdoctor.vllm_pack.store import pack_releases
+
+    return (f"the vLLM release: kvdoctor did not read vLLM {version} (it read {describe_range(pack_releases())}); "
+            "name a release it read with --vllm-version, or read this one into the pack (docs/vllm-pack.md)")
 
 
 def fill(template: str, facts: dict[str, Any]) -> str:
@@ -51,7 +87,7 @@ def evidence_for(rule: Rule, facts: dict[str, Any]) -> tuple[str, ...]:
 def finding_for(rule: Rule, facts: dict[str, Any], status: str = "fired") -> Finding:
     decided_by: tuple[str, ...] = ()
     if status == "undecided" and rule.when is not None:
-        decided_by = tuple(f"{name}: {hint_for(name, facts)}" for name in unknown_facts(rule.when, facts))
+        decided_by = tuple(decided_by_line(name, facts) for name in unknown_facts(rule.when, facts))
     return Finding(
         rule_id=rule.id,
         severity=rule.severity,
@@ -77,7 +113,9 @@ def evaluate_rules(rules: list[Rule], facts: dict[str, Any]) -> list[Finding]:
             continue
         result = rule.when.evaluate(facts)
         outside = _outside_checked_range(rule, facts.get("vllm.version"))
-        if outside and (result is True or (result is None and holding_leaves(rule.when, facts))):
+        if outside and result is True:  # every condition holds: only the release range keeps it from firing
+            findings.append(replace(finding_for(rule, facts, status="undecided"), decided_by=(outside,)))
+        elif outside and result is None and holding_leaves(rule.when, facts):
             finding = finding_for(rule, facts, status="undecided")
             findings.append(replace(finding, decided_by=(outside, *finding.decided_by)))
         elif result is True:
@@ -109,13 +147,18 @@ def _outside_checked_range(rule: Rule, version: str | None) -> str | None:
     """Why the rule cannot judge this vLLM release (it was checked against others), or None."""
     if rule.vllm_range is None or version is None:
         return None
-    from kvdoctor.vllm_pack.candidates import covered
+    from kvdoctor.vllm_pack.candidates import covered, describe_range
+    from kvdoctor.vllm_pack.store import pack_releases
 
     low, high = rule.vllm_range
     if covered(version, low, high):
         return None
-    span = "the knowledge pack's releases" if low == "pack" else (low if low == high else f"{low}-{high}")
-    return (
-        f"vllm.version: this rule was checked against vLLM {span}; {version} is outside that range, so kvdoctor "
-        "does not apply it there (judge a release inside the range, or check the rule against this one)"
-    )
+    if low == "pack":
+        return (f"vllm.version, the vLLM release: this rule was checked against the releases kvdoctor read "
+                f"({describe_range(pack_releases())}); {version} is outside that range: kvdoctor did not read it, "
+                "so the rule is not applied there (name a release kvdoctor read with --vllm-version, or read "
+                f"{version} into the pack: docs/vllm-pack.md)")  # fmt: skip
+    span = low if low == high else f"{low}-{high}"
+    return (f"vllm.version, the vLLM release: this rule was checked against vLLM {span}; {version} is outside that "
+            f"range, so the rule is not applied there (name a release inside the range with --vllm-version, or check the "
+            f"rule against {version})")  # fmt: skip

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Iterable
 
-from kvdoctor.base.versions import describe_runs, pep440_order
+from kvdoctor.base.versions import describe_runs, parse_version, pep440_order
 from kvdoctor.vllm_pack.release import KINDS, load_release
 from kvdoctor.vllm_pack.store import pack_releases, releases_with
 
@@ -54,6 +54,43 @@ def candidates(vllm_version: str | None) -> Candidates:
         return Candidates((), exact=False, note=f"kvdoctor's facts about vLLM stop at {newest}; {vllm_version} is newer")
     return Candidates((), exact=False, note=f"vLLM {vllm_version} is not among the releases kvdoctor read "
                       f"({describe_range(known)})")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class NamedRelease:
+    """What a `--vllm-version` names, read against the releases kvdoctor read."""
+
+    version: str
+    """The release to judge: a pack release's own spelling, or the text as given when the pack lacks it."""
+    note: str | None = None
+    """How a series or another spelling was read ('0.25 read as 0.25.1, ...'), None when taken as written."""
+    choices: tuple[str, ...] = ()
+    """For a name that fits several series (e.g. '0'): the series the pack holds; the caller refuses it."""
+
+
+def named_release(text: str) -> NamedRelease:
+    """Read a `--vllm-version` that is a version: a pack release under another spelling (v0.25.1, 0.25.1.0) is that
+    release; a series X.Y is its newest patch in the pack; a bare major version fits several series (choices)."""
+    wanted = parse_version(text)
+    known = pack_releases()
+    if wanted is None:
+        return NamedRelease(text)
+    exact = bool(wanted.pre or wanted.post is not None or wanted.dev is not None or wanted.local)
+    if exact or len(wanted.release) > 2:  # one release: the pack's under any spelling, else judged as not read
+        same = [v for v in known if parse_version(v) == wanted]
+        if not same:
+            return NamedRelease(text)
+        return NamedRelease(same[0], None if same[0] == text else f"--vllm-version {text} read as vLLM {same[0]}")
+    prefix = wanted.release
+    matching = [v for v in known if parse_version(v).release[: len(prefix)] == prefix]
+    if len(prefix) == 1:
+        series = tuple(dict.fromkeys(".".join(map(str, parse_version(v).release[:2])) for v in matching))
+        return NamedRelease(text, choices=series) if series else NamedRelease(text)
+    if not matching:
+        return NamedRelease(text)
+    newest, series = matching[-1], ".".join(map(str, prefix))
+    return NamedRelease(newest, f"--vllm-version {text} names a series: judged as vLLM {newest}, the newest "
+                                f"{series} release kvdoctor read ({describe_range(matching)})")  # fmt: skip
 
 
 def partial_note(release: Any) -> str | None:

@@ -88,7 +88,7 @@ def test_no_gpu_no_flag_says_what_would_decide(run_cli, report_schema):
     assert_valid_report(document, report_schema)
     undecided = {f["rule_id"]: f for f in document["findings"] if f["status"] == "undecided"}
     assert "KVD101" in undecided
-    assert any(line.startswith("gpu.capability: pass --gpu") for line in undecided["KVD101"]["decided_by"])
+    assert any(line.startswith("gpu.capability, the target GPU: pass --gpu") for line in undecided["KVD101"]["decided_by"])
 
 
 def test_real_vllm_kernels_verify_the_upgrade_fix(run_cli, vllm_wheels, report_schema):  # noqa: F811
