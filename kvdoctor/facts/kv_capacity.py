@@ -166,8 +166,8 @@ def longest_fitting(plan: KvPlan, available: int, upper: int, in_flight_tokens: 
 
 
 def format_gib(n: int) -> str:
-    """vLLM's format_gib: bytes in GiB, two decimals."""
-    return f"{round(n / 2**30, kv_table()['gib_decimals']):.{kv_table()['gib_decimals']}f}"
+    """vLLM's format_gib: bytes / 2**30 rounded to 2 places, printed as Python prints a float ('16.0', '3.59')."""
+    return f"{round(n / 2**30, kv_table()['gib_decimals'])}"
 
 
 def not_enough_message(fit: Fit, max_model_len: int) -> str:

@@ -156,6 +156,9 @@ def _memory(flat: dict[str, Any], facts: Facts, serve: ServeMemory, release, max
         "memory.error": not_enough_message(fit, max_model_len) or "none",
         "memory.fitting_max_model_len": _fitting_len(plan, budget - band, max_model_len, in_flight, reserved),
         "memory.fp8_fits": fp8,
+        "memory.fitting_gpu_memory_utilization": _fitting_utilization(flat, serve, release, plan, budget, band,
+                                                                     max_model_len, in_flight, reserved),
+        "memory.fitting_tensor_parallel_size": _fitting_tp(flat, facts, serve, kinds, release, max_model_len),
         "memory.vllm_log": (f"{device} KV cache size: {fit.tokens:,} tokens; Maximum concurrency for "
                             f"{max_model_len:,} tokens per request: {fit.concurrency:.2f}x"),  # fmt: skip
     }
@@ -318,6 +321,43 @@ def _verdict(plan: KvPlan, budget: int, band: int, max_model_len: int, in_flight
 def _fitting_len(plan: KvPlan, budget: int, max_model_len: int, in_flight: int, reserved: bool) -> int | None:
     fit: Fit = judge_fit(plan, budget, max_model_len, in_flight, reserved)
     return fit.estimated_max_len if not fit.fits and fit.estimated_max_len > 0 else None
+
+
+def _fitting_utilization(flat, serve: ServeMemory, release, plan: KvPlan, budget: int, band: int, max_model_len: int,
+                         in_flight: int, reserved: bool) -> float | None:  # fmt: skip
+    """The --gpu-memory-utilization (at most 0.95, in steps of 0.01) whose budget's low edge holds one request, when
+    the budget is modelled and the current one does not."""
+    if serve.kv_cache_memory_bytes is not None or judge_fit(plan, budget - band, max_model_len, in_flight, reserved).fits:
+        return None
+    util = serve.gpu_memory_utilization or _release_utilization(release)
+    total = flat["gpu.memory_gib"] * GIB
+    for step in range(int(round(util * 100)) + 1, 96):
+        if judge_fit(plan, budget + int(total * (step / 100 - util)) - band, max_model_len, in_flight, reserved).fits:
+            return step / 100
+    return None
+
+
+def _fitting_tp(flat, facts: Facts, serve: ServeMemory, kinds, release, max_model_len: int) -> int | None:
+    """The smallest larger tensor-parallel size (2, 4, 8) at which one request fits the budget's low edge."""
+    from dataclasses import replace
+
+    if judge_fit(_plan(flat, facts, serve, kinds, facts.serve.kv_cache_dtype), *_low_edge(flat, facts, serve, release),
+                 max_model_len, _in_flight_tokens(flat, facts, serve, release), _null_block_reserved(release.version)).fits:
+        return None
+    for tp in (2, 4, 8):
+        if tp <= facts.serve.tensor_parallel_size:
+            continue
+        wider = replace(facts, serve=replace(facts.serve, tensor_parallel_size=tp))
+        plan = _plan(flat, wider, serve, kinds, facts.serve.kv_cache_dtype)
+        if judge_fit(plan, *_low_edge(flat, wider, serve, release), max_model_len,
+                     _in_flight_tokens(flat, wider, serve, release), _null_block_reserved(release.version)).fits:
+            return tp
+    return None
+
+
+def _low_edge(flat, facts: Facts, serve: ServeMemory, release) -> tuple[int]:
+    budget, band, *_ = _budget(flat, facts, serve, release)
+    return (budget - band,)
 
 
 def _fp8_outcome(flat, facts: Facts, serve, kinds, budget, band, max_model_len, in_flight, reserved) -> bool | None:

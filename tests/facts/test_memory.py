@@ -30,7 +30,7 @@ def test_the_issue_case_llama_8b_on_l4_at_131072_says_vllms_words():
     assert flat["context.max_model_len"] == 131072
     assert flat["memory.fit"] == "does_not_fit"
     assert flat["memory.error"].startswith(
-        "To serve at least one request with the model's max seq len (131072), (16.00 GiB KV cache is needed, "
+        "To serve at least one request with the model's max seq len (131072), (16.0 GiB KV cache is needed, "
         "which is larger than the available KV cache memory (")
     assert "the estimated maximum model length is" in flat["memory.error"]
     assert flat["memory.kv_bytes_per_token"] == 32 * 8 * 128 * 2 * 2
