@@ -12,6 +12,7 @@ from kvdoctor.data import read_data
 from kvdoctor.data.fact_names import fact_registry
 from kvdoctor.facts.attention import attention_facts
 from kvdoctor.facts.kv_dtypes import kv_dtype_facts
+from kvdoctor.facts.quantization import quantization_facts
 from kvdoctor.facts.memory import memory_facts
 from kvdoctor.model.facts import Facts
 from kvdoctor.vllm_pack.candidates import Candidates, agree, candidates, describe_range
@@ -34,6 +35,7 @@ def derive_kv_facts(facts: Facts) -> dict[str, Any]:
         | attention_facts(facts, releases)
         | runner_facts(facts, releases)
         | memory_facts(facts, releases)
+        | quantization_facts(facts, releases)
     )
 
 

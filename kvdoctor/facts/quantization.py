@@ -33,7 +33,7 @@ def quantization_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
     read = [r for r in releases.releases if release_quantization(r.version) is not None]
     if not read:
         why = releases.note or "the knowledge pack holds no quantization facts for this vLLM release"
-        return dict.fromkeys(names) | {"quant.undecided": why}
+        return dict.fromkeys(names) | {"quant.undecided": why, "quant.checkpoint_method": checkpoint or "none"}
 
     def judge(release, dtype: str | None = None, cap: int | None = capability) -> QuantVerdict:
         return judge_quantization(release_quantization(release.version), checkpoint=checkpoint, requested=requested,
@@ -45,6 +45,9 @@ def quantization_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
     newest = verdicts[refused[-1]] if refused else None
     pick = lambda attr: agree(read, lambda r: getattr(verdicts[r.version], attr)).value  # noqa: E731
     undecided = [f"vLLM {v}: {x.undecided}" for v, x in verdicts.items() if x.undecided != "none"]
+    if not undecided and pick("error_kind") is None:  # every release decided, and they disagree
+        kinds = agree(read, lambda r: verdicts[r.version].error_kind).split
+        undecided = ["the candidate releases disagree: " + "; ".join(f"{kind} in {span}" for kind, span in kinds)]
     minimum = pick("min_capability")
     return dict.fromkeys(names) | {
         "quant.checkpoint_method": checkpoint or "none",

@@ -36,6 +36,9 @@ class QuantMethod:
     override_where: str | None
     """Where the class defines override_quantization_method (it may claim a checkpoint of another method)."""
     override_mentions: tuple[str, ...] = ()
+    """The strings that override compares with (a checkpoint method it may claim)."""
+    override_when_asked: tuple[str, ...] = ()
+    """The `--quantization` values its claims all depend on; () when it may claim unasked."""
 
 
 @dataclass(frozen=True)
@@ -58,11 +61,15 @@ class ReleaseQuantization:
             return template.replace("%s", str(values[0]), 1)
         return template.format(*values)
 
-    def claimed_by_override(self, checkpoint_method: str) -> tuple[str, ...]:
-        """Methods whose override_quantization_method compares with this checkpoint method (and so may claim it)."""
+    def claimed_by_override(self, checkpoint_method: str, requested: str | None = None) -> tuple[str, ...]:
+        """Methods whose override_quantization_method compares with this checkpoint method (and so may claim it),
+        leaving out those that claim only when `--quantization` asks for another value and the CPU/XPU ones (a
+        negative minimum capability: their overrides never claim on CUDA)."""
         word = checkpoint_method.lower()
         return tuple(m.name for m in self.methods.values()
-                     if m.override_where and word in m.override_mentions and word not in _NOT_METHODS)
+                     if m.override_where and word in m.override_mentions and word not in _NOT_METHODS
+                     and (m.min_capability is None or m.min_capability >= 0)
+                     and (not m.override_when_asked or requested in m.override_when_asked))  # fmt: skip
 
 
 @lru_cache(maxsize=None)
@@ -77,7 +84,7 @@ def release_quantization(version: str) -> ReleaseQuantization | None:
         name: QuantMethod(
             name, m["config_class"], m["min_capability"], m["min_capability_where"],
             tuple(m["act_dtypes"]) if m["act_dtypes"] is not None else None, m["act_dtypes_where"],
-            m["override_where"], tuple(m.get("override_mentions") or ()),
+            m["override_where"], tuple(m.get("override_mentions") or ()), tuple(m.get("override_when_asked") or ()),
         )
         for name, m in data["methods"].items()
     }  # fmt: skip
@@ -122,19 +129,24 @@ def judge_quantization(release: ReleaseQuantization, *, checkpoint: str | None, 
     verify_where = release.messages.get("unknown_method", ("", release.methods_where))[1]
     method = requested
     if checkpoint is not None:
-        claimers = release.claimed_by_override(checkpoint)
+        claimers = release.claimed_by_override(checkpoint, requested)
         if requested is None or requested == checkpoint:
-            if checkpoint not in registered:
-                if claimers:
-                    return _undecided(f"the checkpoint's quant_method {checkpoint!r} is not a registered method; "
-                                      f"{', '.join(claimers)} may claim it (override_quantization_method)",
-                                      verify_where)  # fmt: skip
+            if checkpoint not in registered and not claimers:
                 return _refused("unknown_method", release.message("unknown_method", checkpoint, list(registered)),
                                 verify_where, checkpoint)  # fmt: skip
-            method = checkpoint
+            # vLLM lets the first override that claims the checkpoint rename its method; decided when every
+            # method it can end up with gives the same answer on this GPU
+            ends = [m for m in dict.fromkeys((*claimers, checkpoint)) if m in registered]
+            answers = [_start(release, m, capability, model_dtype, allow_deprecated) for m in ends]
+            if len({(a.error_kind, a.undecided) for a in answers}) == 1:
+                return answers[-1] if checkpoint in registered else answers[0]
+            split = "; ".join(f"{m}: {a.error_kind or a.undecided}" for m, a in zip(ends, answers))
+            return _undecided(f"override_quantization_method of {', '.join(claimers)} may claim the {checkpoint} "
+                              f"checkpoint, and the methods it can end up with answer differently here ({split})",
+                              verify_where)  # fmt: skip
         else:
             asked = registered.get(requested)
-            if claimers or (asked is not None and asked.override_where):
+            if claimers or (asked is not None and asked.override_where and checkpoint in asked.override_mentions):
                 who = ", ".join(dict.fromkeys((*claimers, *([requested] if asked and asked.override_where else []))))
                 return _undecided(f"--quantization {requested} on a {checkpoint} checkpoint: vLLM asks "
                                   f"override_quantization_method of {who} at start-up", verify_where)
@@ -142,6 +154,14 @@ def judge_quantization(release: ReleaseQuantization, *, checkpoint: str | None, 
                             release.messages.get("mismatch", ("", verify_where))[1], requested)
     if method is None:
         return QuantVerdict("none", "none", "none", "none", verify_where)
+    return _start(release, method, capability, model_dtype, allow_deprecated)
+
+
+def _start(release: ReleaseQuantization, method: str, capability: int | None, model_dtype: str | None,
+           allow_deprecated: bool) -> QuantVerdict:  # fmt: skip
+    """The checks once the method is settled: registered, deprecated, minimum capability, activation dtype."""
+    registered = release.methods
+    verify_where = release.messages.get("unknown_method", ("", release.methods_where))[1]
     if method not in registered:
         return _refused("unknown_method", release.message("unknown_method", method, list(registered)),
                         verify_where, method)  # fmt: skip

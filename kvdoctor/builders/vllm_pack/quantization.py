@@ -259,15 +259,50 @@ def act_dtypes(chain) -> dict:
     return {"values": None, "where": f"{file}:{func.lineno}"}
 
 
-def override(chain) -> tuple[str | None, list[str]]:
-    """Where the class (or a vLLM base other than QuantizationConfig) defines override_quantization_method, and
-    the strings it compares with (the checkpoint methods and `--quantization` values it may claim)."""
+def override(chain) -> tuple[str | None, list[str], list[str]]:
+    """Where the class (or a vLLM base other than QuantizationConfig) defines override_quantization_method, the
+    strings it compares with (the checkpoint methods it may claim), and, when it claims only if `--quantization`
+    asks for it (every non-None return under a test of the user_quant parameter), the values it asks for."""
     found = method_of([c for c in chain if c[1].name != "QuantizationConfig"], "override_quantization_method")
     if found is None:
-        return None, []
-    words = {n.value.lower() for n in ast.walk(found[1]) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+        return None, [], []
+    func = found[1]
+    words = {n.value.lower() for n in ast.walk(func) if isinstance(n, ast.Constant) and isinstance(n.value, str)
              and 2 < len(n.value) < 40 and " " not in n.value}  # fmt: skip
-    return f"{found[0]}:{found[1].lineno}", sorted(words)
+    return f"{found[0]}:{func.lineno}", sorted(words), when_asked(func)
+
+
+def when_asked(func: ast.FunctionDef) -> list[str]:
+    """The `--quantization` values the override's claims all depend on ([] when some claim does not)."""
+    params = [a.arg for a in func.args.args]
+    user = params[2] if len(params) > 2 else None  # (cls, hf_quant_cfg, user_quant, ...)
+    asked: set[str] = set()
+
+    def guard(test: ast.expr) -> set[str]:
+        found = set()
+        for node in ast.walk(test):
+            if isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id == user and \
+                    all(isinstance(op, (ast.Eq, ast.In)) for op in node.ops):
+                for comp in node.comparators:
+                    found |= {c.value for c in ast.walk(comp) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+        return found
+
+    def claims(node: ast.AST, guards: set[str]) -> bool:
+        """False when a claim here does not depend on the user's value."""
+        if isinstance(node, ast.Return):
+            value = node.value
+            if value is None or (isinstance(value, ast.Constant) and value.value is None):
+                return True
+            if isinstance(value, ast.IfExp) and isinstance(value.orelse, ast.Constant) and value.orelse.value is None:
+                guards = guards | guard(value.test)
+            asked.update(guards)
+            return bool(guards)
+        if isinstance(node, ast.If):
+            inner = guards | guard(node.test)
+            return all(claims(n, inner) for n in node.body) and all(claims(n, guards) for n in node.orelse)
+        return all(claims(n, guards) for n in ast.iter_child_nodes(node) if isinstance(n, ast.stmt))
+
+    return sorted(asked) if user and all(claims(n, set()) for n in func.body) else []
 
 
 def message_template(node: ast.expr) -> str:
@@ -333,17 +368,18 @@ def release_facts(source: ReleaseSource) -> dict:
         if method not in classes:
             table[method] = {"config_class": None, "mapped_at": None, "min_capability": None,
                              "min_capability_where": None, "min_capability_expr": None, "act_dtypes": None,
-                             "act_dtypes_where": None, "override_where": None, "override_mentions": []}  # fmt: skip
+                             "act_dtypes_where": None, "override_where": None, "override_mentions": [],
+                             "override_when_asked": []}  # fmt: skip
             continue
         file, cls, line = classes[method]
         chain = class_chain(source, file, cls)
-        cap, dtypes, (override_where, mentions) = min_capability(chain), act_dtypes(chain), override(chain)
+        cap, dtypes, (override_where, mentions, asked) = min_capability(chain), act_dtypes(chain), override(chain)
         table[method] = {
             "config_class": f"{chain[0][0]}:{chain[0][1].name}" if chain else f"{file}:{cls}",
             "mapped_at": f"{INIT}:{line}",
             "min_capability": cap["value"], "min_capability_where": cap["where"], "min_capability_expr": cap["expr"],
             "act_dtypes": dtypes["values"], "act_dtypes_where": dtypes["where"],
-            "override_where": override_where, "override_mentions": mentions,
+            "override_where": override_where, "override_mentions": mentions, "override_when_asked": asked,
         }  # fmt: skip
     return {
         "methods": table,

@@ -148,11 +148,12 @@ def _quant_method(quant: dict[str, Any]) -> str | None:
     spelt with a dash; None when there is none."""
     producer = quant.get("producer")
     section = _modelopt_section(quant)
-    if (isinstance(producer, dict) and producer.get("name") == "modelopt") or "modelopt_quant_config" in section:
-        algo = str(section.get("quant_algo") or "").upper()
+    method = _string(quant.get("quant_method"))
+    modelopt = (isinstance(producer, dict) and producer.get("name") == "modelopt") or "modelopt_quant_config" in section
+    if modelopt or (method or "").lower() == "modelopt":  # ModelOpt's overrides name the method by quant_algo too
+        algo = str(section.get("quant_algo") or quant.get("quant_algo") or "").upper()
         if algo in MODELOPT_ALGOS:
             return MODELOPT_ALGOS[algo]
-    method = _string(quant.get("quant_method"))
     return method.lower().replace("compressed_tensors", "compressed-tensors") or None if method else None
 
 
