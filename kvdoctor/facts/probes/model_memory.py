@@ -118,12 +118,12 @@ def checkpoint_bytes(model: ModelFacts, model_dir: Path | None, *, offline: bool
     cached = _cache_file(cache_dir, repo, revision)
     if cached is not None and cached.is_file():
         data = _read_json(cached)
-        if isinstance(data, dict) and isinstance(data.get("bytes"), int):
-            return data["bytes"], f"{data.get('source')} (cached in {cached})"
+        if isinstance(data, dict) and "bytes" in data:  # an answer, or the hub's "no safetensors here", read once
+            return (data["bytes"], f"{data.get('source')} (cached in {cached})") if data["bytes"] else (None, None)
     if offline:
         return None, None
-    found = _hub_bytes(repo, revision)
-    if found[0] is not None and cached is not None:
+    found, settled = _hub_bytes(repo, revision)
+    if settled and cached is not None:
         try:
             cached.parent.mkdir(parents=True, exist_ok=True)
             cached.write_text(json.dumps({"bytes": found[0], "source": found[1]}))
@@ -160,14 +160,16 @@ def _header_bytes(file: Path) -> int | None:
     return max(ends) if ends else 0
 
 
-def _hub_bytes(repo: str, revision: str | None) -> tuple[int | None, str | None]:
-    """The hub's safetensors metadata (HTTP range reads of each file's header; no weights)."""
+def _hub_bytes(repo: str, revision: str | None) -> tuple[tuple[int | None, str | None], bool]:
+    """The hub's safetensors metadata (HEAD requests and HTTP range reads of each file's header; no weights), and
+    whether the answer is settled (worth caching: found, or the repo has no safetensors)."""
     try:
         import huggingface_hub
 
         meta = huggingface_hub.get_safetensors_metadata(repo, revision=revision)
-    except Exception:  # no network, gated, no safetensors: the weights are estimated instead
-        return None, None
+    except Exception as exc:  # no network, gated, no safetensors: the weights are estimated instead
+        settled = type(exc).__name__ in ("NotASafetensorsRepoError", "SafetensorsParsingError")
+        return (None, None), settled
     total = 0
     for file_meta in meta.files_metadata.values():
         for tensor in file_meta.tensors.values():
@@ -175,7 +177,7 @@ def _hub_bytes(repo: str, revision: str | None) -> tuple[int | None, str | None]
             for dim in tensor.shape:
                 count *= dim
             total += int(count * _SAFETENSORS_BYTES.get(tensor.dtype, 2))
-    return (total, f"safetensors headers of hub:{repo}") if total else (None, None)
+    return ((total, f"safetensors headers of hub:{repo}") if total else (None, None)), True
 
 
 def _cache_file(cache_dir: Path | None, repo: str, revision: str | None) -> Path | None:

@@ -73,7 +73,8 @@ def test_missing_config_is_fetched_into_kvdoctors_cache_only(run_cli, cli_env, f
     fetched = list((tmp_path / "kvdoctor-cache" / "hf").rglob("config.json"))
     assert fetched and fetched[0].read_bytes() == CONFIG
     assert not (tmp_path / "hf-home").exists()
-    assert all(r.endswith("/config.json") for r in FakeHub.requests), FakeHub.requests
+    # config.json, and the weights' size from the safetensors metadata (HEAD requests, header range reads): no weights
+    assert all(r.endswith("/config.json") or r.startswith("HEAD ") and ".safetensors" in r for r in FakeHub.requests)
     # a second run finds it in kvdoctor's cache and asks the hub nothing
     FakeHub.requests.clear()
     assert run_cli("check", "--model", "Org/Fetched-3B", "--gpu", "A100", "--no-compile").code in (0, 1)
