@@ -41,8 +41,8 @@ class CheckOptions:
     skip_model: str | None = None
     """Why the model is not read (scan: it is on a volume or in the image): its facts stay unknown."""
     local_packages: bool = True
-    """Whether the target runs this machine's packages; False (scan: the image's are unknown) reads no installed
-    vLLM or FlashInfer."""
+    """Whether the target is this machine; False (scan: the image's packages and the node's GPU are unknown) reads
+    no installed vLLM or FlashInfer, and no local GPU when --gpu names none."""
 
 
 def collect_facts(options: CheckOptions) -> Facts:
@@ -64,7 +64,8 @@ def collect_facts(options: CheckOptions) -> Facts:
             "pass --model MODEL (a directory, a config.json or a Hugging Face id), or paste the command after `--`: "
             "kvdoctor check --gpu A100 -- vllm serve MODEL ...",
         )
-    gpu = _gpu_facts(options.gpu, options.torch_check)
+    # a target that is not this machine and names no GPU: the GPU is unknown, not the local one
+    gpu = _gpu_facts(options.gpu, options.torch_check) if options.gpu or options.local_packages else GpuFacts("none")
     model = _model_facts(model_arg, options, gpu, serve, versions.vllm) if not options.skip_model else None
     memory = _memory_probe(model_arg, model, options)
     return Facts(gpu=gpu, model=model, versions=versions, serve=serve, derived=memory)

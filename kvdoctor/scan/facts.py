@@ -47,6 +47,8 @@ class DeploymentFacts:
     sources: dict[str, Location] = field(default_factory=dict)
     """Fact name or prefix ('gpu.', 'vllm.', 'model.', 'env.NAME', 'deploy.gpu_limit') -> manifest line."""
     notes: tuple[str, ...] = ()
+    unjudged: tuple[str, ...] = ()
+    """What the manifest leaves unknown that some checks need (no GPU named), each with the flag that supplies it."""
 
     def flat(self, check_facts: dict[str, Any]) -> dict[str, Any]:
         """deploy.* facts, GPU counts compared with the parallel sizes the check read."""
@@ -63,17 +65,18 @@ class DeploymentFacts:
 
 
 def deployment_facts(workload: Workload, defaults, settings) -> DeploymentFacts:
-    """Read what the manifest states; raises KvdoctorError when no GPU is named and no default given."""
+    """Read what the manifest states; what it leaves unknown (the GPU) is said in ``unjudged``."""
     sources: dict[str, Location] = {}
     notes: list[str] = []
     values: dict[str, Any] = {"deploy.platform": workload.platform, "deploy.image": workload.image}
     version = _version(workload, defaults, values, sources, notes)
-    gpu = _gpu(workload, defaults, values, sources, notes)
+    unjudged: list[str] = []
+    gpu = _gpu(workload, defaults, values, sources, notes, unjudged)
     environ = _environ(workload, settings, values, sources, notes)
     model, model_path = _model(workload, defaults, sources, notes)
     _gpu_count(workload, values, sources)
     return DeploymentFacts(gpu, version, environ, model, model_path, _data_parallel(workload), values, sources,
-                           tuple(notes))  # fmt: skip
+                           tuple(notes), tuple(unjudged))  # fmt: skip
 
 
 def _model(workload: Workload, defaults, sources, notes) -> tuple[str | None, str | None]:
@@ -141,7 +144,8 @@ def _version(workload: Workload, defaults, values, sources, notes) -> str | None
     return None
 
 
-def _gpu(workload: Workload, defaults, values, sources, notes) -> str | None:
+def _gpu(workload: Workload, defaults, values, sources, notes, unjudged: list[str]) -> str | None:
+    """The GPU the node labels name, else --gpu, else None with why in ``unjudged``."""
     from kvdoctor.data.gpus import gpu_for_node_label, node_label_keys
 
     keys = node_label_keys()
@@ -175,15 +179,13 @@ def _gpu(workload: Workload, defaults, values, sources, notes) -> str | None:
         notes.append(f"GPU {defaults.gpu} from --gpu: the manifest's node labels name none")
         return defaults.gpu
     if unknown:
-        raise KvdoctorError(
-            f"unknown GPU label value: node label {unknown[0]} names no GPU in kvdoctor's table",
-            "pass --gpu for it, e.g. --gpu V100 (kvdoctor gpus lists the names)",
-        )
-    raise KvdoctorError(
-        f"the manifest names no GPU (no {', '.join(sorted(keys)[:2])} "
-        "or instance-type node label)",
-        "pass --gpu for workloads that name none, e.g. --gpu A100",
-    )
+        unjudged.append(f"GPU unknown: unknown GPU label value in node label {unknown[0]}; the checks that need the "
+                        "GPU are undecided: pass --gpu (kvdoctor gpus lists the names)")  # fmt: skip
+    else:
+        unjudged.append("GPU unknown: the manifest names no GPU (no nvidia.com/gpu.product, GKE accelerator or "
+                        "instance-type node label); the checks that need the GPU are undecided: pass --gpu, "
+                        "e.g. --gpu A100")  # fmt: skip
+    return None
 
 
 def _names_a_gpu(key: str) -> bool:

@@ -59,7 +59,8 @@ def judge(workload: Workload, defaults: ScanDefaults, settings: CheckSettings) -
     report = _with_deploy_rules(report, deployment, workload, settings)
     sources = deployment.sources | flag_sources(workload)
     placed = tuple(_place(f, sources, report, workload) for f in report.sorted_findings())
-    return WorkloadResult(workload, report, placed, sources, model_unread=unread)
+    unjudged = deployment.unjudged + ((unread,) if unread else ())
+    return WorkloadResult(workload, report, placed, sources, unjudged=unjudged)
 
 
 def _checked(options: CheckOptions, settings: CheckSettings, deployment: DeploymentFacts) -> tuple[Report, str | None]:
@@ -70,7 +71,9 @@ def _checked(options: CheckOptions, settings: CheckSettings, deployment: Deploym
     except ModelConfigError as exc:
         unread = f"model {deployment.model} not read here ({exc.message})"
         report = run_check(replace(options, skip_model=unread), settings)
-        return _model_undecided(report, deployment.model), unread
+        why = (f"model unknown: {deployment.model} not read here ({exc.message}); the checks that need its config.json "
+               f"are undecided: pass --model-path {deployment.model}=DIR")  # fmt: skip
+        return _model_undecided(report, deployment.model), why
 
 
 def _model_undecided(report: Report, model: str | None) -> Report:
@@ -81,9 +84,7 @@ def _model_undecided(report: Report, model: str | None) -> Report:
         if f.status == "undecided" else f
         for f in report.findings
     )  # fmt: skip
-    note = (f"model {model} not read here: the checks that need its config.json are undecided; "
-            f"pass --model-path {model}=DIR to judge them")  # fmt: skip
-    return replace(report, findings=findings, notes=(note,) + report.notes)
+    return replace(report, findings=findings)
 
 
 def _with_local_model(argv: tuple[Token, ...], deployment: DeploymentFacts) -> list[Token]:

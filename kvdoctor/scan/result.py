@@ -33,15 +33,16 @@ class WorkloadResult:
     error: str | None = None
     """Why the workload could not be checked (an input problem, e.g. a model kvdoctor cannot find)."""
     error_location: Location | None = None
-    model_unread: str | None = None
-    """Why the model was not read: only what does not depend on it was checked (never a PASS then)."""
+    unjudged: tuple[str, ...] = ()
+    """What the check could not judge and why (the model not read here, no GPU named), each naming the flag that
+    supplies it: only what does not depend on those was checked, and the verdict is never a PASS then."""
 
     @property
     def verdict(self) -> str:
         if self.report is None:
             return "ERROR"
-        if self.model_unread and self.report.verdict == "PASS":
-            return "WARN"  # the model-dependent rules were not judged
+        if self.unjudged and self.report.verdict == "PASS":
+            return "WARN"  # the rules that need the model or the GPU were not judged
         return self.report.verdict
 
     def exit_code(self, fail_on: str) -> int:

@@ -6,6 +6,7 @@ from typing import Callable
 
 from kvdoctor.check.run import CheckSettings
 from kvdoctor.scan import compose, helm_values, kubernetes, nodes
+from kvdoctor.scan.command import only_serve_flags, words_of
 from kvdoctor.scan.documents import Document, ManifestError, compose_documents, discover
 from kvdoctor.scan.judge import ScanDefaults, judge
 from kvdoctor.scan.result import ScanReport, UnreadFile, WorkloadResult
@@ -61,7 +62,7 @@ def read_document(doc: Document, source_text: str) -> list[Workload]:
 def unread_kind(doc: Document) -> str | None:
     """A document that mentions vLLM but is of a kind the scan does not read (an LLMInferenceService, a chart's
     raw values), named so that nobody takes its silence for a pass."""
-    if not any("vllm" in text.lower() for text in nodes.scalars(doc.root)):
+    if not any("vllm" in text.lower() for text in nodes.scalars(doc.root)) and not _has_serve_flags(doc.root):
         return None
     where = f"{doc.file}:{nodes.line(doc.root)}"
     kind = nodes.text(nodes.get(doc.root, "kind"))
@@ -75,6 +76,19 @@ def unread_kind(doc: Document) -> str | None:
     return (f"{where}: a YAML document that mentions vLLM but is no Kubernetes object, Compose file or "
             "production-stack values (a chart's raw values?): not read; render the chart: helm template ... | "
             "kvdoctor scan -")  # fmt: skip
+
+
+def _has_serve_flags(root) -> bool:
+    """Whether some `args` list under the node is vLLM serve options (llm-d's LLMInferenceService template)."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        for key, _, value in nodes.pairs(node):
+            if key == "args" and nodes.is_seq(value) and only_serve_flags(words_of(value, "")):
+                return True
+            stack.append(value)
+        stack += [item for item in nodes.items(node) if nodes.is_map(item)]
+    return False
 
 
 def run_scan(paths: list[str], defaults: ScanDefaults, settings: CheckSettings,

@@ -30,7 +30,7 @@ def workload_dict(result: WorkloadResult) -> dict[str, Any]:
         "container": w.container,
         "image": w.image,
         "verdict": result.verdict,
-        "model_unread": result.model_unread,
+        "unjudged": list(result.unjudged),
         "error": None if result.error is None else {"message": result.error, "location": location(result.error_location)},
         "findings": [
             {"rule_id": p.finding.rule_id, "severity": p.finding.severity, "status": p.finding.status,

@@ -34,5 +34,5 @@ def _case(result: WorkloadResult) -> Case:
             lines.append(f"{p.location}: {p.finding.severity} {p.finding.rule_id} {p.finding.title}")
             lines += [f"  fix: {fix_line(x)}" for x in p.finding.fixes]
         failure = Outcome("failure", f"{result.verdict}: {worst.rule_id} {worst.title}", worst.severity, "\n".join(lines))
-    output = "\n".join([workload_context(result), *result.report.notes])
+    output = "\n".join([workload_context(result), *(f"not judged: {u}" for u in result.unjudged), *result.report.notes])
     return Case(w.file, w.title, failure, output, file=w.file, line=w.line)

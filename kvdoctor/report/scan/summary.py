@@ -24,7 +24,7 @@ def workload_context(result: WorkloadResult) -> str:
     if result.report is None:
         return f"not checked: {result.error}"
     line = deployment_line(result.report)
-    if result.model_unread:  # checked without the model: say which one and that it was not read
+    if any(u.startswith("model unknown") for u in result.unjudged):  # checked without the model: say which one
         model = result.sources.get("model.")
         shown = model.what.removeprefix("model ") if model and model.what else "the model"
         line = line.replace("no model", f"{shown} (config not read: model-independent checks only)", 1)

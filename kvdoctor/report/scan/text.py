@@ -52,6 +52,8 @@ def _print_workload(console: Console, result: WorkloadResult, verbose: bool) -> 
             console.print(f"      decided by {escape(line)}")
     if not fired and not undecided:
         console.print("  No problems found for this workload.")
+    for why in result.unjudged:
+        console.print(f"  [yellow]not judged[/] {escape(why)}")
     for note in result.report.notes:
         console.print(f"  [dim]- {escape(note)}[/]")
     if verbose:

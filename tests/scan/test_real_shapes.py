@@ -1,0 +1,161 @@
+"""Issue 27: deployment files as platform teams have them (tests/fixtures/manifests/real-shapes/, reproductions of
+public shapes): checked without the model, one bad file never hiding the others, multi-node GPU counts, flags at
+their own lines, vLLM under other image names, kinds not read named, GPU labels, shell variables, and no facts of
+the scanning machine's own packages."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from scan_support import MANIFESTS, by_name, line_of, rel, scan
+
+from kvdoctor.model.facts import VersionFacts
+
+SHAPES = "real-shapes"
+
+
+def _findings(result, status="fired") -> dict:
+    return {p.finding.rule_id: p for p in result.placed if p.finding.status == status}
+
+
+def test_unreadable_model_still_gets_flags_kv_dtypes_gpu_count_and_never_a_pass(tmp_path):
+    report = scan([rel(f"{SHAPES}/lws-multinode.yaml")], tmp_path, gpu=None)
+    (result,) = report.workloads
+    assert result.report is not None and result.error is None
+    facts = result.report.facts
+    assert facts["serve.args_accepted"] is True and facts["kv.accepted"] is True  # judged without the model
+    assert facts["deploy.gpus_needed"] == 16 and facts["deploy.gpus_short"] is False  # GPU count vs TP x PP
+    assert facts["model.dtype"] is None  # the model-dependent facts stay unknown
+    assert result.verdict == "WARN"
+    assert any(u.startswith("model unknown: meta-llama/Meta-Llama-3.1-405B-Instruct not read here") and
+               "--model-path meta-llama/Meta-Llama-3.1-405B-Instruct=DIR" in u for u in result.unjudged)  # fmt: skip
+    undecided = [p.finding for p in result.placed if p.finding.status == "undecided"]
+    assert all("model." not in line for f in undecided for line in f.decided_by)  # said as --model-path instead
+
+
+def test_leader_worker_set_counts_gpus_across_the_group(tmp_path):
+    (result,) = scan([rel(f"{SHAPES}/lws-multinode.yaml")], tmp_path).workloads
+    assert "KVD201" not in _findings(result) and "KVD202" not in _findings(result)
+    assert result.report.facts["deploy.gpu_limit"] == 16
+    assert "leader 8 + 1 x worker 8" in result.report.facts["deploy.gpu_resource"]
+
+
+def test_a_short_group_is_kvd201_with_no_raw_placeholder_in_its_fixes(tmp_path):
+    text = (MANIFESTS / SHAPES / "lws-multinode.yaml").read_text().replace("--pipeline_parallel_size 2",
+                                                                           "--pipeline_parallel_size 4")
+    (tmp_path / "lws.yaml").write_text(text)
+    (result,) = scan([str(tmp_path / "lws.yaml")], tmp_path).workloads
+    short = _findings(result)["KVD201"].finding
+    assert "gets 16 GPU(s) but vLLM needs 32" in short.title
+    rendered = " ".join([short.title, short.cause] + [f.title + str(f.flag or "") for f in short.fixes])
+    assert "{" not in rendered
+
+
+def test_kserve_name_placeholder_in_a_quoted_argument_is_a_value_not_helm(tmp_path):
+    report = scan([rel(f"{SHAPES}/kserve-vllm-servingruntime.yaml")], tmp_path)
+    assert report.unread == ()
+    (result,) = report.workloads
+    assert result.workload.kind == "ServingRuntime"
+    assert "--served-model-name={{.Name}}" in [t.text for t in result.workload.argv]
+
+
+def test_go_template_inside_a_quoted_string_is_read_and_structural_templating_is_not(tmp_path):
+    quoted = (MANIFESTS / "acceptance" / "vllm-k8s.yaml").read_text().replace(
+        "name: qwen-a100", 'name: "qwen-{{ .Release.Name }}"', 1)  # fmt: skip
+    (tmp_path / "quoted.yaml").write_text(quoted)
+    shutil.copy(MANIFESTS / "templated.yaml", tmp_path / "templated.yaml")
+    report = scan([str(tmp_path)], tmp_path)
+    assert [u.location.file.endswith("templated.yaml") for u in report.unread] == [True]
+    assert "Helm/Go template syntax" in report.unread[0].message
+    assert {w.workload.name for w in report.workloads} == {"qwen-{{ .Release.Name }}", "qwen-h100"}
+    assert report.exit_code("error") == 2  # the unreadable file still fails the gate
+
+
+def test_a_refused_flag_points_at_its_own_line_and_names_the_releases_refusing_each(tmp_path):
+    name = f"{SHAPES}/flags-on-their-lines.yaml"
+    (result,) = scan([rel(name)], tmp_path).workloads
+    refused = _findings(result)["KVD004"]
+    assert refused.location.line == line_of(name, "--no-enable-chunked-prefill \\")
+    assert refused.location.line != result.workload.command_line
+    error = result.report.facts["serve.args_error"]
+    assert "--no-enable-chunked-prefill (0.33.0-0.34.0)" in error and "--disable-log-requests (0.20.0-0.32.0)" in error
+
+
+def test_a_fix_never_inverts_the_users_setting():
+    from kvdoctor.vllm_pack.release import load_release
+    from kvdoctor.vllm_pack.serve_parser import judge_argv
+
+    old = load_release("0.25.1")
+    verdict = judge_argv(["--disable-log-requests"], old.serve_args, old.allow_abbrev)
+    assert verdict.error == "unrecognized arguments: --disable-log-requests"
+    assert verdict.closest != "--enable-log-requests"  # the opposite setting is no spelling of it
+    new = load_release("0.34.0")
+    verdict = judge_argv(["--no-enable-chunked-prefill"], new.serve_args, new.allow_abbrev)
+    assert verdict.closest != "--enable-chunked-prefill"
+
+
+def test_vllm_under_other_image_names_is_found_and_unread_kinds_are_named(tmp_path):
+    report = scan([rel(f"{SHAPES}/other-images-and-kinds.yaml"), rel(f"{SHAPES}/chart-raw-values.yaml")], tmp_path)
+    found = by_name(report)
+    assert set(found) == {"granite-ubi9", "local-build"}
+    assert [t.text for t in found["local-build"].workload.argv][:1] == ["--model=/weights/mistral-7b-instruct"]
+    assert any("runs its own entrypoint with vLLM serve options only" in n for n in found["local-build"].report.notes)
+    assert any("does not read kind LLMInferenceService" in n for n in report.notes)
+    assert any("chart-raw-values.yaml" in n and "a chart's raw values" in n for n in report.notes)
+
+
+def test_flags_of_another_server_are_not_taken_for_vllm(tmp_path):
+    (tmp_path / "tgi.yaml").write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: tgi}\nspec:\n  containers:\n    - name: tgi\n"
+        "      image: ghcr.io/huggingface/text-generation-inference:2.4\n"
+        "      args: [--model-id, /data/llama, --num-shard, '2', --port, '8080']\n")  # fmt: skip
+    report = scan([str(tmp_path / "tgi.yaml")], tmp_path)
+    assert report.workloads == () and report.verdict == "NONE" and report.exit_code("error") == 2
+
+
+def test_vke_gpu_label_is_read_and_shell_variables_come_from_the_env(tmp_path):
+    (result,) = scan([rel(f"{SHAPES}/vke-sh-model-id.yaml")], tmp_path, gpu=None).workloads
+    assert result.report.facts["gpu.name"] == "Tesla V100"
+    argv = [t.text for t in result.workload.argv]
+    assert argv[:3] == ["/models/Qwen2.5-7B-Instruct", "--tensor-parallel-size", "2"]  # $MODEL_ID, ${TP}
+    assert result.report.facts["deploy.gpus_short"] is False
+
+
+def test_an_unknown_gpu_label_value_is_said_as_such(tmp_path):
+    text = (MANIFESTS / SHAPES / "vke-sh-model-id.yaml").read_text().replace("Tesla-V100", "Tesla-X900")
+    (tmp_path / "vke.yaml").write_text(text)
+    (result,) = scan([str(tmp_path / "vke.yaml")], tmp_path, gpu=None).workloads
+    assert result.report.facts["gpu.name"] is None
+    assert any("unknown GPU label value" in u and "Tesla-X900" in u for u in result.unjudged)
+    assert not any("names no GPU" in n for n in result.report.notes)
+
+
+@pytest.fixture
+def local_vllm_without_flashinfer(monkeypatch):
+    """The scanning machine has vLLM 0.25.1 installed but no FlashInfer: neither is the image's."""
+    import kvdoctor.facts.probes.versions as versions
+
+    monkeypatch.setattr(versions, "probe_versions",
+                        lambda: VersionFacts(vllm="0.25.1", vllm_source="installed", triton="3.5.0", torch="2.9.0",
+                                             flashinfer=None, python="3.12.0"))  # fmt: skip
+
+
+def test_scan_reads_neither_the_local_vllm_nor_its_flashinfer(tmp_path, local_vllm_without_flashinfer):
+    (unpinned,) = scan([rel("unpinned-and-secret.yaml")], tmp_path).workloads
+    assert unpinned.report.facts["vllm.version"] is None  # the image's tag, not this machine's vLLM
+    assert "KVD119" not in _findings(unpinned) and "KVD119" not in _findings(unpinned, "undecided")
+    pinned = by_name(scan([rel("acceptance/vllm-k8s.yaml")], tmp_path))["qwen-h100"]
+    assert pinned.report.facts["flashinfer.installed"] is True  # the release's pins: the image has it
+    assert "KVD119" not in _findings(pinned)
+
+
+def test_check_with_a_named_release_does_not_read_the_local_flashinfer(tmp_path, local_vllm_without_flashinfer):
+    from kvdoctor.check.run import CheckSettings, run_check
+    from kvdoctor.facts.collect import CheckOptions
+
+    options = CheckOptions(serve_argv=("vllm", "serve", "examples/qwen2.5-3b-instruct", "--kv-cache-dtype", "fp8"),
+                           gpu="A10", vllm_version="0.26.0", offline=True, cache_dir=tmp_path)  # fmt: skip
+    report = run_check(options, CheckSettings(compile=False))
+    assert report.facts["flashinfer.installed"] is True
+    assert not any(f.rule_id == "KVD119" and f.status == "fired" for f in report.findings)
