@@ -16,6 +16,7 @@ from kvdoctor.model.report import Report
 from kvdoctor.rules import load_all_rules
 from kvdoctor.rules.engine import evaluate_rules
 from kvdoctor.check.fix_verify import attach_verifications, fix_candidates
+from kvdoctor.vllm_pack.candidates import candidates
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,8 @@ def _plan_dry_run(facts: Facts, flat: dict[str, Any], options: CheckOptions,
     if facts.versions.vllm is None:
         # which kernels would run depends on the release: a compile of one guess must not decide the verdict
         return None, "the vLLM version is unknown, so are the kernels it would build (pass --vllm-version X)"
+    if not candidates(facts.versions.vllm).releases:  # a probe kernel's compile must not speak for an unread release
+        return None, f"kvdoctor did not read vLLM {facts.versions.vllm}, so which kernels it builds is unknown"
     selected = flat.get("attention.backend") if flat.get("attention.backend") not in (None, "none") else None
     return dry_run_request(facts, selected, cache_dir=options.cache_dir, offline=options.offline)
 

@@ -64,10 +64,10 @@ def gate_exit_code(report: Any, fail_on: str) -> int:
 
 
 def judged_findings(report: Any) -> list[Any]:
-    """Every finding of a report: a check's own, or those of each workload a scan judged."""
+    """Every finding of a report: a check's own, or those of each workload a scan judged (verify has none)."""
     if hasattr(report, "workloads"):
         return [f for w in report.workloads if w.report is not None for f in w.report.findings]
-    return list(report.findings)
+    return list(getattr(report, "findings", ()))
 
 
 def write_output(path: Path, text: str) -> None:

@@ -203,3 +203,29 @@ def test_fail_on_undecided_gates_scan_and_bad_fail_on_names_it(run_cli):
     assert gated.code >= default.code
     wrong = run_cli("check", "--model", MODEL, "--fail-on", "undecide")
     assert wrong.code == 2 and "error, warning, undecided, never" in wrong.stderr
+
+
+def test_fail_on_undecided_from_the_config_file(run_cli, tmp_path):
+    (tmp_path / "kvdoctor.toml").write_text('fail-on = "undecided"\n')
+    args = ["check", "--model", MODEL, "--kv-cache-dtype", "turboquant_k8v4", "--no-compile",
+            "--config", str(tmp_path / "kvdoctor.toml")]  # fmt: skip
+    assert run_cli(*args, env=NO_GPU).code == 1
+    assert run_cli(*args, "--fail-on", "error", env=NO_GPU).code == 0  # the flag wins
+
+
+def test_fail_on_undecided_on_explain_is_accepted(run_cli, tmp_path):
+    log = tmp_path / "vllm.log"
+    log.write_text("INFO 12-04 10:00:00 api_server.py:1 vLLM API server version 0.25.1\n")
+    result = run_cli("explain", str(log), "--fail-on", "undecided")
+    assert result.code in (0, 1) and "internal error" not in result.stderr, result.stderr
+
+
+def test_unread_release_gets_no_probe_compile_that_speaks_for_it(run_cli):
+    # a probe kernel failing fp8e4nv on SM75 once fired KVD110 ("vLLM 0.8.5 selects TRITON_ATTN ..."): a claim about
+    # a release kvdoctor never read (0.8.5 runs an fp8 KV cache on a T4 on its V0 engine)
+    result = run_cli("check", "--model", MODEL, "--gpu", "T4", "--vllm-version", "0.8.5", "--kv-cache-dtype", "fp8",
+                     "--format", "json", env=NO_GPU)  # fmt: skip
+    document = result.json()
+    assert result.code == 0 and document["verdict"] == "WARN" and document["dry_run"] is None
+    assert not [f["rule_id"] for f in document["findings"] if f["status"] == "fired" and f["severity"] == "error"]
+    assert "dry run skipped: kvdoctor did not read vLLM 0.8.5, so which kernels it builds is unknown" in document["notes"]
