@@ -159,3 +159,25 @@ def test_check_with_a_named_release_does_not_read_the_local_flashinfer(tmp_path,
     report = run_check(options, CheckSettings(compile=False))
     assert report.facts["flashinfer.installed"] is True
     assert not any(f.rule_id == "KVD119" and f.status == "fired" for f in report.findings)
+
+
+def test_every_format_reports_an_unread_file_and_a_scan_that_found_nothing(tmp_path):
+    import json
+
+    from kvdoctor.report.scan import github, junit, markdown, sarif, text
+    from kvdoctor.report.scan import json as json_format
+
+    shutil.copy(MANIFESTS / "malformed.yaml", tmp_path / "bad.yaml")
+    shutil.copy(MANIFESTS / "acceptance" / "vllm-k8s.yaml", tmp_path / "good.yaml")
+    unread = scan([str(tmp_path)], tmp_path)
+    assert len(unread.workloads) == 2 and len(unread.unread) == 1
+    assert "bad.yaml:12" in text.render(unread) and "not read" in text.render(unread)
+    assert json.loads(json_format.render(unread))["unread"][0]["location"]["line"] == 12
+    assert any(r["ruleId"] == "kvdoctor/not-read" for r in json.loads(sarif.render(unread))["runs"][0]["results"])
+    assert "::error file=" in github.render(unread) and "bad.yaml,line=12" in github.render(unread)
+    assert "file not read" in junit.render(unread) and "bad.yaml:12" in markdown.render(unread)
+    nothing = scan([rel("no-vllm.yaml")], tmp_path)
+    assert nothing.verdict == "NONE" and nothing.exit_code("never") == 2
+    assert text.render(nothing).startswith("NONE  kvdoctor scan: 0 vLLM workloads in 1 file: nothing checked")
+    assert "<error" in junit.render(nothing) and "**NONE**" in markdown.render(nothing)
+    assert json.loads(json_format.render(nothing))["verdict"] == "NONE"
