@@ -11,7 +11,7 @@ from kvdoctor.explain.diagnosis import diagnose, message_origin
 from kvdoctor.explain.families import Families, load_families
 from kvdoctor.explain.findings import build_report, unknown_finding
 from kvdoctor.explain.log_facts import read_facts
-from kvdoctor.explain.log_lines import normalise, read_log
+from kvdoctor.explain.log_lines import normalise, read_log, signal_lines
 from kvdoctor.explain.selector import SelectorError, parse_selector_errors
 from kvdoctor.explain.signatures import SignatureMatch, match_signatures
 from kvdoctor.explain.tracebacks import parse_chains
@@ -31,12 +31,13 @@ def explain_text(text: str, rules_files: tuple[Path, ...] = ()) -> Report:
     families = load_families()
     lines = normalise(text)
     rules = load_all_rules(list(rules_files)) + list(families.rules)
+    signal = signal_lines(lines)  # a long log's INFO chatter (request logs, throughput) matches no rule
     chains = parse_chains(lines)
-    facts, fact_lines = read_facts(lines)
+    facts, fact_lines = read_facts(signal)
     selector_errors = parse_selector_errors(lines)
     facts.update(_selector_facts(facts, selector_errors))
     facts.update(_kv_facts(facts))
-    matches = _in_context(match_signatures([r for r in rules if r.signatures], chains, lines), families, text)
+    matches = _in_context(match_signatures([r for r in rules if r.signatures], chains, signal), families, text)
     evidence = failure_evidence(lines, chains, matches, lambda text: message_origin(text, facts.get("vllm.version")))
     diagnosis = diagnose(matches, chains, rules, families, facts, selector_errors, evidence)
     report = build_report(rules, facts, fact_lines, chains, diagnosis)

@@ -51,31 +51,24 @@ def match_signatures(rules: list[Rule], chains: list[ExceptionChain], lines: lis
         return []
     matches: list[SignatureMatch] = []
     in_exceptions: set[tuple[str, int]] = set()
+    candidates = _candidates(pairs)
     for chain in chains:
         for depth, exception in enumerate(chain.exceptions):
             text = exception.searchable()
             # hard-wrapped logs cut words at the terminal width ("KV cach" / "e is needed"): try unwrapped too
             unwrapped = exception.message.replace("\n", "") if "\n" in exception.message else None
+            possible = {id(signature) for _, signature in candidates(text) + (candidates(unwrapped) if unwrapped else [])}
             for rule, signature in pairs:
+                if id(signature) not in possible:
+                    continue
                 found = signature.pattern.search(text) or (unwrapped and signature.pattern.search(unwrapped))
                 if found:
                     matches.append(SignatureMatch(rule, signature, exception.line, exception.summary, exception, depth,
                                                   _values(found)))
                     in_exceptions.add((rule.id, exception.line))
-    by_word, substring, always = _prefilter(pairs)
-    literals = sorted({literal for _, _, group in substring for literal in group})
-    substring_filter = re.compile("|".join(map(re.escape, literals))) if literals else None
     for line in lines:
         text = line.text
-        # Candidate signatures from the line's words (one look-up each), not a regex per signature; in the
-        # line's word order, so the match order never depends on the interpreter's hash seed.
-        candidates = list(always)
-        for word in dict.fromkeys(_WORDS.findall(text)):
-            candidates.extend(by_word.get(word, ()))
-        if substring_filter is not None and substring_filter.search(text):
-            candidates.extend((rule, signature) for rule, signature, literals in substring
-                              if any(literal in text for literal in literals))
-        for rule, signature in candidates:
+        for rule, signature in candidates(text):
             if (rule.id, line.number) in in_exceptions:
                 continue
             found = signature.pattern.search(text)
@@ -84,15 +77,36 @@ def match_signatures(rules: list[Rule], chains: list[ExceptionChain], lines: lis
     return matches
 
 
+def _candidates(pairs):
+    """text -> the (rule, signature) pairs that may match it: from the text's words (one look-up each), not a
+    regex per signature; in the text's word order, so the match order never depends on the hash seed."""
+    by_word, substring, always = _prefilter(pairs)
+    literals = sorted({literal for _, _, group in substring for literal in group})
+    substring_filter = re.compile("|".join(map(re.escape, literals))) if literals else None
+
+    def candidates(text: str) -> list:
+        found = list(always)
+        for word in dict.fromkeys(_WORDS.findall(text)):
+            found.extend(by_word.get(word, ()))
+        if substring_filter is not None and substring_filter.search(text):
+            found.extend((rule, signature) for rule, signature, literals in substring
+                         if any(literal in text for literal in literals))
+        return found
+
+    return candidates
+
+
 _WORDS = re.compile(r"\w{4,}")
 
 
 def _prefilter(pairs):
-    """Index signatures by a whole word every match contains; those without one by a required substring."""
+    """Index signatures by a whole word every match contains; those without one by a required substring. Reads
+    only the patterns' text (their literals cached on disk), so a pattern is compiled only if a line may match it."""
     by_word: dict[str, list] = {}
     substring, always = [], []
+    known = cached_literals([signature.source for _, signature in pairs])
     for rule, signature in pairs:
-        literals = None if signature.pattern.flags & re.IGNORECASE else required_literals(signature.pattern.pattern)
+        literals = known[signature.source]
         if literals is None:
             always.append((rule, signature))
             continue
@@ -120,15 +134,52 @@ def _values(found: re.Match[str]) -> tuple[tuple[str, str], ...]:
     return tuple((name, " ".join(value.split())) for name, value in found.groupdict().items() if value)
 
 
+LITERALS_CACHE = "explain-signature-literals.json"
+
+
+def cached_literals(sources: list[str]) -> dict[str, tuple[str, ...] | None]:
+    """required_literals of each pattern, kept in the kvdoctor cache between runs (parsing 100+ patterns costs a
+    few tenths of a second at every start); without a cache directory they are computed each time."""
+    import json
+    import os
+
+    from kvdoctor.base.cache_dir import default_cache_dir
+
+    directory = default_cache_dir()
+    path = directory / LITERALS_CACHE if directory is not None else None
+    stored: dict[str, list[str] | None] = {}
+    if path is not None:
+        try:
+            stored = json.loads(path.read_text()).get("literals", {})
+        except (OSError, ValueError, AttributeError):
+            stored = {}
+    found = {source: (tuple(stored[source]) if stored[source] is not None else None) for source in sources
+             if source in stored and isinstance(stored[source], (list, type(None)))}
+    missing = [source for source in dict.fromkeys(sources) if source not in found]
+    for source in missing:
+        found[source] = required_literals(source)
+    if missing and path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temporary = path.with_name(f"{path.name}.{os.getpid()}")
+            temporary.write_text(json.dumps({"literals": {**stored, **{s: found[s] for s in missing}}}))
+            os.replace(temporary, path)
+        except OSError:
+            pass  # a read-only cache only costs the parse next time
+    return found
+
+
 def required_literals(pattern: str) -> tuple[str, ...] | None:
     """Literal texts of which every match of the pattern contains at least one (its longest literal run, or
-    one per branch of an alternation); None when there are none of 4+ characters. Lines with none of them
-    cannot match."""
+    one per branch of an alternation); None when there are none of 4+ characters or the pattern ignores case.
+    Lines with none of them cannot match."""
     from re import _constants as c, _parser as parser
 
     try:
         tree = parser.parse(pattern)
     except re.error:
+        return None
+    if tree.state.flags & re.IGNORECASE:
         return None
 
     def longest(items) -> str:

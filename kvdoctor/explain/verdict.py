@@ -74,6 +74,8 @@ def failure_evidence(
         if SEVERITY_ORDER[match.rule.severity] >= SEVERITY_ORDER["error"]:
             add(FailureEvidence(match.line, "known failure", match.text))
     for line in lines:
+        if line.level in ("INFO", "DEBUG") or line.text[:5] in ("INFO:", "DEBUG"):
+            continue  # INFO records and uvicorn's INFO lines
         text = line.text.strip()
         if not text:
             continue
@@ -81,7 +83,7 @@ def failure_evidence(
             add(FailureEvidence(line.number, "error level", text, line.stream, line.level))
         elif line.level is None and ERROR_TEXT.search(text):
             add(FailureEvidence(line.number, "compiler or CUDA error", text, line.stream))
-        if line.level not in ("DEBUG", "INFO") and FAILED_TO_START.search(text):
+        if ("tart" in text or "TART" in text) and FAILED_TO_START.search(text):
             add(FailureEvidence(line.number, "failed to start", text, line.stream, line.level))
         if "Worker failed with error '" in text and WORKER_WRAP.search(text):
             add(FailureEvidence(line.number, "wrapper", text, line.stream, line.level))
