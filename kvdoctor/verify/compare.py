@@ -51,8 +51,11 @@ class Comparison:
             return f"completion: {self.served}"
         if self.field == "health":
             return f"health: GET /health answered {self.served}"
-        said = {MATCH: "matches", MISMATCH: "MISMATCH", NOT_CHECKED: "not stated at check",
-                NOT_EXPOSED: "not exposed by the server"}[self.status]  # fmt: skip
+        if self.status == NOT_CHECKED:
+            return f"{self.field}: server {_show(self.served)} (not stated at check)"
+        if self.status == NOT_EXPOSED:
+            return f"{self.field}: checked {_show(self.checked)}, the server does not say"
+        said = "matches" if self.status == MATCH else "MISMATCH"
         return f"{self.field}: checked {_show(self.checked)}, server {_show(self.served)} ({said})"
 
 

@@ -4,7 +4,8 @@
 - `keyed`: the same model with --kv-cache-dtype float16 --block-size 32 --max-model-len 256, behind --api-key
   (the CPU build refuses fp8 KV without AVX-512/AMX, as on this machine, and block sizes not a multiple of 32).
 
-Both start together (about 1-3 minutes on 2 cores) and are stopped by their pids at the end; the logs of a session
+Both run --enforce-eager (torch.compile's warm-up alone took minutes on the loaded 2 cores) and get 1 GiB of KV
+memory (VLLM_CPU_KVCACHE_SPACE=1, vllm_cpu_support). Both start together (about 1-3 minutes on 2 cores) and are stopped by their pids at the end; the logs of a session
 that had a failure are kept under the session's temporary folder, and their path is printed.
 """
 
@@ -23,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from vllm_cpu_support import VllmServer, make_tiny_model, vllm_cpu_python  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-PLAIN_FLAGS = ("--max-model-len", "512", "--block-size", "128")
-KEYED_FLAGS = ("--kv-cache-dtype", "float16", "--block-size", "32", "--max-model-len", "256")
+PLAIN_FLAGS = ("--max-model-len", "512", "--block-size", "128", "--enforce-eager")
+KEYED_FLAGS = ("--kv-cache-dtype", "float16", "--block-size", "32", "--max-model-len", "256", "--enforce-eager")
 
 
 @dataclass(frozen=True)

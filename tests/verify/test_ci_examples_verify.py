@@ -26,9 +26,10 @@ def test_github_actions_checks_before_and_verifies_after(keyed_server, tmp_path)
     assert steps.index(check) < steps.index(verify) and "secrets.VLLM_API_KEY" in verify["env"]["VLLM_API_KEY"]
     check_argv = _argv(check["run"], {})
     served = check_argv[check_argv.index("serve") + 2:]
-    assert served == list(keyed_server.flags)  # the example's flags are the ones the test server runs
+    # the flags the test server runs; its 1 GiB of KV memory comes from VLLM_CPU_KVCACHE_SPACE=1 on the CPU build
+    assert served == [*(f for f in keyed_server.flags if f != "--enforce-eager"), "--kv-cache-memory-bytes", "1073741824"]
     check_argv[check_argv.index("Qwen/Qwen2.5-3B-Instruct")] = str(keyed_server.model)
-    gate = kvdoctor(*check_argv[1:], "--no-compile", cwd=tmp_path)
+    gate = kvdoctor("check", "--no-compile", *check_argv[2:], cwd=tmp_path)
     assert (tmp_path / "check.json").exists(), gate.stderr
     summary = tmp_path / "summary.md"
     values = {"VLLM_URL": keyed_server.url, "GITHUB_STEP_SUMMARY": str(summary)}
@@ -56,7 +57,8 @@ def test_helm_test_hook_job(keyed_server, tmp_path):
     (tmp_path / "check").mkdir()
     kvdoctor("check", "--model", str(keyed_server.model), "--vllm-version", "0.32.0", "--no-compile", *keyed_server.flags,
              "--format", "json", "-o", str(tmp_path / "check" / "check.json"), cwd=tmp_path)  # fmt: skip
-    argv[1] = keyed_server.url
+    assert argv[:3] == ["kvdoctor", "verify", "http://vllm-qwen:8000"]
+    argv[2] = keyed_server.url
     argv = [str(tmp_path) + a if a.startswith(("/check/", "/secrets/")) else a for a in argv]
     done = kvdoctor(*argv[1:], cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -79,3 +79,13 @@ def test_a_label_the_release_lacks_is_not_exposed_never_assumed():
 def test_not_prometheus_text():
     with pytest.raises(MetricsParseError):
         parse_metrics("<html>not metrics</html>\n{")
+
+
+@pytest.mark.parametrize("checked, model_dtype, status", [("auto", "fp8", "match"), ("auto", "bfloat16", "mismatch"),
+                                                          ("float16", "fp8", "mismatch")])  # fmt: skip
+def test_auto_is_the_model_dtype(checked, model_dtype, status):
+    """vLLM's 'auto' KV dtype is the model's dtype: a bf16 model checked with auto and served with --kv-cache-dtype
+    bfloat16 runs the same cache (here the H200 server's cache_dtype is fp8, standing in for the model dtype)."""
+    facts = {"vllm.version": "0.25.1", "serve.kv_cache_dtype": checked, "model.dtype": model_dtype, "serve.argv": []}
+    found = {c.field: c for c in compare(from_facts(facts, "r", "PASS"), _h200_server())}
+    assert found["kv_cache_dtype"].status == status

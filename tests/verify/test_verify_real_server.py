@@ -58,13 +58,34 @@ def test_another_kv_dtype_block_size_and_max_model_len_than_checked_fail_naming_
     ("max_model_len", ("--max-model-len", "1024"), "max_model_len: checked 1024, server 512"),
 ])  # fmt: skip
 def test_each_field_alone(plain_server, check_report, tmp_path, field, flags, line):
-    changed = dict(zip(plain_server.flags[::2], plain_server.flags[1::2])) | dict(zip(flags[::2], flags[1::2]))
-    report = check_report(*(t for pair in changed.items() for t in pair))
+    report = check_report(*_with(plain_server.flags, *flags))
     done = kvdoctor("verify", plain_server.url, "--report", str(report), "--format", "junit", cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     suite = ET.fromstring(done.stdout).find("testsuite")
     failed = {c.get("name"): c.find("failure").get("message") for c in suite if c.find("failure") is not None}
     assert list(failed) == [field] and failed[field].startswith(line)
+
+
+def _with(flags: tuple[str, ...], name: str, value: str) -> tuple[str, ...]:
+    """The flags with `name`'s value replaced, or `name value` added."""
+    if name not in flags:
+        return (*flags, name, value)
+    at = flags.index(name)
+    return (*flags[: at + 1], value, *flags[at + 2 :])
+
+
+@pytest.mark.parametrize("kv_bytes, status, code", [(1 << 30, "match", 0), (1 << 29, "mismatch", 1)])
+def test_kv_capacity_check_predicted_against_the_servers_kv_cache_size_tokens(keyed_server, check_report, tmp_path,
+                                                                              kv_bytes, status, code):  # fmt: skip
+    """The server has 1 GiB of KV memory (VLLM_CPU_KVCACHE_SPACE=1); a check told the same budget
+    (--kv-cache-memory-bytes) predicts vLLM's 'KV cache size' exactly (band 0 GiB), half of it predicts half."""
+    report = check_report(*keyed_server.flags, "--kv-cache-memory-bytes", str(kv_bytes), "--gpu", "A100")
+    done = kvdoctor("verify", keyed_server.url, "--report", str(report), "--format", "json", cwd=tmp_path,
+                    env={"KVDOCTOR_API_KEY": keyed_server.api_key})  # fmt: skip
+    assert done.returncode == code, done.stdout + done.stderr
+    (capacity,) = [c for c in json.loads(done.stdout)["comparisons"] if c["field"] == "kv_cache_size_tokens"]
+    assert (capacity["status"], capacity["served"]) == (status, 2_097_152)
+    assert capacity["checked"] == 2_097_152 * kv_bytes // (1 << 30)
 
 
 def test_the_key_decides_between_0_and_2(keyed_server, check_report, tmp_path):
