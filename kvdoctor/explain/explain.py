@@ -51,8 +51,8 @@ def _failure_finding(rules: list, line: FailureEvidence, facts: dict[str, Any]):
     from kvdoctor.model.report import Finding
 
     rule = next((r for r in rules if r.id == unknown_failure_rule()), None)
-    if rule is None:  # the bundled rules always have it; a failing log still never reads as healthy
-        return Finding(rule_id="KVD399", severity="error", title="vLLM failed", cause=line.text,
+    if rule is None:  # the bundled rules always have one; a failing log still never reads as healthy
+        return Finding(rule_id="unknown-failure", severity="error", title="vLLM failed", cause=line.text,
                        evidence=(f"log line {line.line} ({line.kind}): {line.text[:300]}",))
     return unknown_finding(rule, as_exception(line), facts, line.kind == "wrapper")
 

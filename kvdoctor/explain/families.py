@@ -117,6 +117,14 @@ def derived_values(values: dict[str, Any]) -> dict[str, Any]:
             derived["fits"] = f"{max(0.05, float(values['free']) / float(values['total']) - 0.05):.2f}"
         except ValueError:
             pass
+    # one clause naming several values, present only when the log gave all of them (explain/texts.py)
+    if {"free", "total", "wanted"} <= set(values):
+        derived["memory_text"] = f" ({values['free']} of {values['total']} GiB free, vLLM wants {values['wanted']} GiB)"
+    if {"needed", "available"} <= set(values):
+        derived["kv_text"] = f" ({values['needed']} GiB needed, {values['available']} GiB left)"
+    if values.get("total"):
+        free = f" with {values['free']} free" if values.get("free") else ""
+        derived["total_text"] = f" on a GPU of {values['total']}{free}"
     if values.get("ptx") and values.get("current"):
         derived["ptx_text"] = f" (Triton emitted PTX ISA {values['ptx']}; this ptxas reads up to {values['current']})"
     backend = values.get("backend")

@@ -10,6 +10,7 @@ from typing import Any
 from kvdoctor.explain.diagnosis import Diagnosis, clip, rules_with_role, unknown_failure_rule
 from kvdoctor.explain.families import derived_values
 from kvdoctor.explain.signatures import SignatureMatch
+from kvdoctor.explain.texts import fill_known, missing_sentence, unfilled
 from kvdoctor.explain.tracebacks import ExceptionChain, LoggedException
 from kvdoctor.model.report import Finding, Report
 from kvdoctor.rules.engine import evaluate_rules, finding_for
@@ -75,13 +76,19 @@ def log_values(match: SignatureMatch) -> dict[str, Any]:
 
 
 def finding_with_log_values(rule: Rule, facts: dict[str, Any]) -> Finding:
-    """finding_for, with the log's values also written into the fixes' flags and env (--max-model-len 5632)."""
+    """finding_for, with the log's values also written into the fixes' flags and env (--max-model-len 5632), and
+    texts that name only the values the log gave (explain/texts.py): a sentence that needs a missing value is
+    left out, and the cause ends by saying which values the log did not give."""
     from kvdoctor.rules.engine import fill
 
     finding = finding_for(rule, facts)
-    fixes = tuple(replace(fix, flag=fill(fix.flag, facts) if fix.flag else fix.flag,
-                          env=fill(fix.env, facts) if fix.env else fix.env) for fix in finding.fixes)
-    return replace(finding, fixes=fixes)
+    fixes = tuple(replace(fix, title=fill_known(spec.title, facts),
+                          flag=fill(fix.flag, facts) if fix.flag else fix.flag,
+                          env=fill(fix.env, facts) if fix.env else fix.env)
+                  for fix, spec in zip(finding.fixes, rule.fixes))
+    cause = fill_known(rule.cause, facts)
+    missing = missing_sentence(unfilled(rule.cause, facts))
+    return replace(finding, title=fill_known(rule.title, facts), cause=f"{cause} {missing}".strip(), fixes=fixes)
 
 
 def _matched_finding(match: SignatureMatch, group: list[SignatureMatch], facts: dict[str, Any], primary: bool) -> Finding:
@@ -138,10 +145,15 @@ def unknown_finding(rule: Rule, exception: LoggedException, facts: dict[str, Any
 def _inferred_findings(rules: list[Rule], facts: dict[str, Any], matched: set[str]) -> list[Finding]:
     """Rules whose `when` holds on the facts the log shows but whose signature is not in it."""
     findings = []
+    rules_by_id = {rule.id: rule for rule in rules}
     for finding in evaluate_rules(rules, facts):
         if finding.status != "fired" or finding.rule_id in matched:
             continue
         evidence = ("Not seen in the log: inferred from the facts the log shows (kvdoctor check reports it)",)
+        rule = rules_by_id.get(finding.rule_id)
+        if rule is not None:  # texts that name only what the log gave
+            written = finding_with_log_values(rule, facts)
+            finding = replace(finding, title=written.title, cause=written.cause)
         findings.append(replace(finding, evidence=evidence + finding.evidence))
     return findings
 
