@@ -48,6 +48,8 @@ def annotate(report: Report, diagnosis: Diagnosis, families: Families, facts: di
             {"package": l.package, "file": l.file, "function": l.function, "type": l.type, "kind": l.kind,
              "releases": l.releases} for l in located.locations[:5]
         ]
+    if rule_id == unknown_failure_rule():
+        cause_extra = " " + origin_sentence(located, facts.get("vllm.version"))
     if rule_id in rules_with_role("selector_error") and selector_errors:
         cause_extra = _selector_cause(selector_errors[0], families, facts)
         extra["selector"] = [{"kind": e.kind, "line": e.line, "config": e.config,
@@ -74,6 +76,33 @@ def annotate(report: Report, diagnosis: Diagnosis, families: Families, facts: di
         notes.append(f"Where the message comes from: {located.describe()}.")
     extra["family"] = family
     return replace(report, findings=tuple(findings), notes=tuple(notes), extra=extra)
+
+
+def origin_sentence(located, version: str | None) -> str:
+    """Where vLLM (or Triton, torch, FlashInfer) raises the message, from the message index; or that the index does
+    not hold it, naming the releases it was built from."""
+    if located is None:
+        from kvdoctor.explain.message_index import load_index
+
+        index = load_index()
+        if index is None:
+            return "This kvdoctor was built without the message index, so where the message is raised is not known."
+        read = ", ".join(f"{package} {releases[0]}" + (f"-{releases[-1]}" if len(releases) > 1 else "")
+                         for package, releases in sorted(index.packages.items()) if releases)
+        return f"The message index ({read}) does not hold this message either: no release it read raises it in these words."
+    places = []
+    for location in located.locations[:3]:
+        if location.package != "vllm":
+            who = location.package
+        elif version and location.has_release(version):
+            who = f"vLLM {version}"
+        else:
+            who = f"vLLM {location.releases}"
+        verb = f"raises {location.type}" if location.kind == "raise" and location.type else (
+            "raises it" if location.kind == "raise" else f"logs it at {location.kind.upper()}")
+        places.append(f"{who} {verb} in {location.file}:{location.function}")
+    more = f" (and {len(located.locations) - 3} more places)" if len(located.locations) > 3 else ""
+    return "The message index locates it: " + "; ".join(places) + more + "; read that function for the condition."
 
 
 def _selector_cause(error: SelectorError, families: Families, facts: dict[str, Any]) -> str:
