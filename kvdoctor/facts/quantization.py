@@ -11,6 +11,7 @@ from kvdoctor.data.fact_names import fact_registry
 from kvdoctor.data.gpus import gpu_table
 from kvdoctor.model.facts import Facts
 from kvdoctor.vllm_pack.candidates import Candidates, agree, describe_range
+from kvdoctor.vllm_pack.dtypes import resolve_dtype
 from kvdoctor.vllm_pack.quantization import QuantVerdict, judge_quantization, release_quantization
 from kvdoctor.vllm_pack.store import pack_releases
 
@@ -36,9 +37,11 @@ def quantization_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
         return dict.fromkeys(names) | {"quant.undecided": why, "quant.checkpoint_method": checkpoint or "none"}
 
     def judge(release, dtype: str | None = None, cap: int | None = capability) -> QuantVerdict:
+        if dtype is None and model is not None:  # on another GPU the model dtype is resolved again (bf16 there)
+            dtype = model.dtype if cap == capability else resolve_dtype(
+                release, model.config_dtype, facts.serve.dtype, divmod(cap, 10), model.model_type)[0]
         return judge_quantization(release_quantization(release.version), checkpoint=checkpoint, requested=requested,
-                                  capability=cap, model_dtype=dtype or (model.dtype if model else None),
-                                  allow_deprecated=allow)  # fmt: skip
+                                  capability=cap, model_dtype=dtype, allow_deprecated=allow)  # fmt: skip
 
     verdicts = {r.version: judge(r) for r in read}
     refused = [v for v, x in verdicts.items() if x.error_kind not in (None, "none")]

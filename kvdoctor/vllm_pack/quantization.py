@@ -48,6 +48,8 @@ class ReleaseQuantization:
     version: str
     methods: dict[str, QuantMethod]
     methods_where: str
+    registered: tuple[str, ...]
+    """QUANTIZATION_METHODS in vLLM's order."""
     deprecated: tuple[str, ...]
     messages: dict[str, tuple[str, str]]
     """key -> (template with {0}, {1}, ..., file:line): capability, unknown_method, mismatch, act_dtype, deprecated."""
@@ -66,8 +68,13 @@ class ReleaseQuantization:
         leaving out those that claim only when `--quantization` asks for another value and the CPU/XPU ones (a
         negative minimum capability: their overrides never claim on CUDA)."""
         word = checkpoint_method.lower()
+        own = self.methods.get(word)
+        # ModelOpt's classes (one module) claim by quant_algo, which the probe already turned into the method name
+        family = own.config_class.split(":")[0] if own and own.config_class and word.startswith("modelopt") and \
+            requested in (None, word) else None
         return tuple(m.name for m in self.methods.values()
                      if m.override_where and word in m.override_mentions and word not in _NOT_METHODS
+                     and (family is None or not (m.config_class or "").startswith(family + ":"))
                      and (m.min_capability is None or m.min_capability >= 0)
                      and (not m.override_when_asked or requested in m.override_when_asked))  # fmt: skip
 
@@ -89,7 +96,8 @@ def release_quantization(version: str) -> ReleaseQuantization | None:
         for name, m in data["methods"].items()
     }  # fmt: skip
     return ReleaseQuantization(
-        version, methods, data["methods_where"], tuple(data.get("deprecated") or ()),
+        version, methods, data["methods_where"], tuple(data.get("registered") or methods),
+        tuple(data.get("deprecated") or ()),
         {key: (m["template"], m["where"]) for key, m in data.get("messages", {}).items()},
     )  # fmt: skip
 
@@ -132,8 +140,8 @@ def judge_quantization(release: ReleaseQuantization, *, checkpoint: str | None, 
         claimers = release.claimed_by_override(checkpoint, requested)
         if requested is None or requested == checkpoint:
             if checkpoint not in registered and not claimers:
-                return _refused("unknown_method", release.message("unknown_method", checkpoint, list(registered)),
-                                verify_where, checkpoint)  # fmt: skip
+                message = release.message("unknown_method", checkpoint, list(release.registered))
+                return _refused("unknown_method", message, verify_where, checkpoint)
             # vLLM lets the first override that claims the checkpoint rename its method; decided when every
             # method it can end up with gives the same answer on this GPU
             ends = [m for m in dict.fromkeys((*claimers, checkpoint)) if m in registered]
@@ -163,15 +171,15 @@ def _start(release: ReleaseQuantization, method: str, capability: int | None, mo
     registered = release.methods
     verify_where = release.messages.get("unknown_method", ("", release.methods_where))[1]
     if method not in registered:
-        return _refused("unknown_method", release.message("unknown_method", method, list(registered)),
+        return _refused("unknown_method", release.message("unknown_method", method, list(release.registered)),
                         verify_where, method)  # fmt: skip
     if method in release.deprecated and not allow_deprecated and "deprecated" in release.messages:
         return _refused("deprecated", release.message("deprecated", method), release.messages["deprecated"][1],
                         method)  # fmt: skip
     entry = registered[method]
     if entry.min_capability is None:
-        return _undecided(f"{method}'s get_min_capability() is not a constant vLLM's code states", entry.min_capability_where
-                          or release.methods_where)  # fmt: skip
+        return _undecided(f"{method}'s get_min_capability() is not a constant vLLM's code states",
+                          entry.min_capability_where or release.methods_where)
     if capability is None:
         return _undecided("the GPU's compute capability is unknown", entry.min_capability_where, entry.min_capability)
     if capability < entry.min_capability:

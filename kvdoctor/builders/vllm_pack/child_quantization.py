@@ -1,6 +1,7 @@
 """Child task `module:quantization`: vLLM's own answer, by import, for each registered quantization method: the
 config class get_quantization_config returns, its get_min_capability() and get_supported_act_dtypes(). The
-static reader (quantization.py) is what the pack ships; this is its oracle (tests/vllm_pack/test_quantization_pack.py)."""
+static reader (quantization.py) is what the pack ships; this is its oracle
+(tests/vllm_pack/test_quantization_pack.py)."""
 from __future__ import annotations
 
 
@@ -17,8 +18,8 @@ def run(child) -> dict:
             answers[method] = {"error": f"{type(exc).__name__}: {exc}"[:200]}
             continue
         answer = {"config_class": cls.__name__}
-        for key, ask in (("min_capability", lambda: cls.get_min_capability()),
-                         ("act_dtypes", lambda: [str(d).replace("torch.", "") for d in cls.get_supported_act_dtypes()])):
+        dtypes = lambda: [str(d).replace("torch.", "") for d in cls.get_supported_act_dtypes()]  # noqa: E731
+        for key, ask in (("min_capability", lambda: cls.get_min_capability()), ("act_dtypes", dtypes)):
             try:
                 answer[key] = ask()
             except Exception as exc:  # abstract, or needs an instance

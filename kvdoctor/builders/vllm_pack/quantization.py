@@ -259,7 +259,7 @@ def act_dtypes(chain) -> dict:
     return {"values": None, "where": f"{file}:{func.lineno}"}
 
 
-def override(chain) -> tuple[str | None, list[str], list[str]]:
+def override(source: ReleaseSource, chain) -> tuple[str | None, list[str], list[str]]:
     """Where the class (or a vLLM base other than QuantizationConfig) defines override_quantization_method, the
     strings it compares with (the checkpoint methods it may claim), and, when it claims only if `--quantization`
     asks for it (every non-None return under a test of the user_quant parameter), the values it asks for."""
@@ -267,9 +267,31 @@ def override(chain) -> tuple[str | None, list[str], list[str]]:
     if found is None:
         return None, [], []
     func = found[1]
-    words = {n.value.lower() for n in ast.walk(func) if isinstance(n, ast.Constant) and isinstance(n.value, str)
-             and 2 < len(n.value) < 40 and " " not in n.value}  # fmt: skip
+    words = set(method_words(func))
+    helpers = {n.func.id if isinstance(n.func, ast.Name) else n.func.attr for n in ast.walk(func)
+               if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute))}  # fmt: skip
+    for file, cls in chain:  # one level into the helpers it calls (`is_awq_marlin_compatible(hf_quant_cfg)`)
+        for node in [*cls.body, *(source.tree(file).body if source.tree(file) else [])]:
+            if isinstance(node, ast.FunctionDef) and node.name in helpers and node is not func:
+                words |= set(method_words(node))
     return f"{found[0]}:{func.lineno}", sorted(words), when_asked(func)
+
+
+def method_words(func: ast.FunctionDef) -> list[str]:
+    """The strings the override compares the checkpoint's quant_method with (`quant_method == "awq"`,
+    `quant_method in (...)`, `quant_method.startswith("modelopt")`), lower case."""
+    words: set[str] = set()
+    for node in ast.walk(func):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any("quant_method" in ast.unparse(side) for side in sides):
+                for side in sides:
+                    words |= {c.value.lower() for c in ast.walk(side)
+                              if isinstance(c, ast.Constant) and isinstance(c.value, str) and c.value != "quant_method"}
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in ("startswith", "endswith") and "quant_method" in ast.unparse(node.func.value):
+            words |= {c.value.lower() for c in node.args if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+    return sorted(w for w in words if w)
 
 
 def when_asked(func: ast.FunctionDef) -> list[str]:
@@ -284,7 +306,8 @@ def when_asked(func: ast.FunctionDef) -> list[str]:
             if isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id == user and \
                     all(isinstance(op, (ast.Eq, ast.In)) for op in node.ops):
                 for comp in node.comparators:
-                    found |= {c.value for c in ast.walk(comp) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+                    found |= {c.value for c in ast.walk(comp)
+                              if isinstance(c, ast.Constant) and isinstance(c.value, str)}
         return found
 
     def claims(node: ast.AST, guards: set[str]) -> bool:
@@ -373,7 +396,8 @@ def release_facts(source: ReleaseSource) -> dict:
             continue
         file, cls, line = classes[method]
         chain = class_chain(source, file, cls)
-        cap, dtypes, (override_where, mentions, asked) = min_capability(chain), act_dtypes(chain), override(chain)
+        cap, dtypes = min_capability(chain), act_dtypes(chain)
+        override_where, mentions, asked = override(source, chain)
         table[method] = {
             "config_class": f"{chain[0][0]}:{chain[0][1].name}" if chain else f"{file}:{cls}",
             "mapped_at": f"{INIT}:{line}",
@@ -383,6 +407,7 @@ def release_facts(source: ReleaseSource) -> dict:
         }  # fmt: skip
     return {
         "methods": table,
+        "registered": methods,  # vLLM's order: its "Must be one of [...]" lists them so
         "methods_where": methods_where,
         "deprecated": (string_list(deprecated.value) or []) if deprecated else [],
         "deprecated_where": f"{INIT}:{deprecated.lineno}" if deprecated else None,
