@@ -14,13 +14,18 @@ from kvdoctor.rules.loader import Rule
 PLACEHOLDER = re.compile(r"\{([a-z_]+(?:\.[A-Za-z0-9_]+)+)(?:\|([^{}]*))?\}")  # {fact} or {fact|if unknown}
 
 
-def hint_for(fact: str, facts: dict[str, Any] | None = None) -> str:
+def hint_for(fact: str, facts: dict[str, Any] | None = None, said: set[str] | None = None) -> str:
     """What would decide an unknown fact, in words and with the flag that supplies it (data/fact_names.yaml hints):
-    a derived fact names the unknown inputs it follows from, or the judged release kvdoctor did not read."""
+    a derived fact names the unknown inputs it follows from, or the judged release kvdoctor did not read. Inputs in
+    `said` (their own lines say how to supply them) are named only; the others are spelled out and added to it."""
     facts = facts or {}
+    said = set() if said is None else said
     inputs = unknown_inputs(fact, facts)
     if inputs:
-        return "which follows from " + "; and ".join(f"{name}, {_namespace_hint(name, facts)}" for name in inputs)
+        named = [name for name in inputs if name in said]
+        spelt = [f"{name}, {_namespace_hint(name, facts)}" for name in inputs if name not in said]
+        said.update(inputs)
+        return "which follows from " + "; and ".join([" and ".join(named)] * bool(named) + spelt)
     declared = fact_registry().get(fact)
     version = facts.get("vllm.version")
     if declared and "vllm.version" in declared.derived_from and version is not None and not _release_read(version):
@@ -38,9 +43,11 @@ def unknown_inputs(fact: str, facts: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def decided_by_line(fact: str, facts: dict[str, Any]) -> str:
-    """One 'decided by' line: the unknown fact by name, then in words what decides it and how to supply it."""
-    return f"{fact}, {hint_for(fact, facts)}"
+def decided_by_lines(names: list[str], facts: dict[str, Any]) -> tuple[str, ...]:
+    """One line per unknown fact: its name, then in words what decides it and how to supply it; how to supply an
+    input is said once per finding (on its own line when the rule tests it, else where it first comes up)."""
+    said = {name for name in names if not unknown_inputs(name, facts)}
+    return tuple(f"{name}, {hint_for(name, facts, said)}" for name in names)
 
 
 def _namespace_hint(fact: str, facts: dict[str, Any]) -> str:
@@ -87,7 +94,7 @@ def evidence_for(rule: Rule, facts: dict[str, Any]) -> tuple[str, ...]:
 def finding_for(rule: Rule, facts: dict[str, Any], status: str = "fired") -> Finding:
     decided_by: tuple[str, ...] = ()
     if status == "undecided" and rule.when is not None:
-        decided_by = tuple(decided_by_line(name, facts) for name in unknown_facts(rule.when, facts))
+        decided_by = decided_by_lines(unknown_facts(rule.when, facts), facts)
     return Finding(
         rule_id=rule.id,
         severity=rule.severity,

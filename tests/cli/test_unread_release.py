@@ -6,6 +6,8 @@ Every case runs the real CLI in a subprocess, as a CI job would.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from conftest import EXAMPLE_MODEL
@@ -124,30 +126,39 @@ def _decided_lines(document: dict) -> list[str]:
 ])  # fmt: skip
 def test_each_undecided_line_names_the_fact_and_in_words_what_decides_it(run_cli, args):
     _, document = check_json(run_cli, *args)
-    lines = _decided_lines(document)
-    assert lines
-    for line in lines:
-        fact, _, words = line.partition(", ")
-        assert "." in fact and " " not in fact, line  # the fact by its name first ...
-        assert words and not any(t in line for t in TEMPLATE_WORDS[:2]), line  # ... then words, no template
-        assert "--" in words or "does not say" in words or "no kvdoctor flag" in words, line  # the flag, or why none
+    undecided = [f for f in document["findings"] if f["status"] == "undecided"]
+    assert undecided
+    for finding in undecided:
+        lines = finding["decided_by"]
+        supplied = set(re.findall(r"([a-z_]+\.[a-z_]+), [^:;,]+: pass --", " ".join(lines)))  # said how, somewhere
+        for line in lines:
+            fact, _, words = line.partition(", ")
+            assert "." in fact and " " not in fact, line  # the fact by its name first ...
+            assert words and not any(t in line for t in TEMPLATE_WORDS[:2]), line  # ... then words, no template
+            if "--" in words or "does not say" in words or "no kvdoctor flag" in words:
+                continue  # the flag that supplies it, or why none does
+            # a derived fact: the inputs it follows from, each with its own line that says how to supply it
+            inputs = words.removeprefix("which follows from ").split(" and ")
+            assert words.startswith("which follows from ") and set(inputs) <= supplied, (line, lines)
 
 
 def test_model_dtype_is_said_to_follow_from_the_gpu(run_cli):
     _, document = check_json(run_cli, "--kv-cache-dtype", "turboquant_k8v4", "--vllm-version", "0.25.1")
     lines = by_id(document)["KVD101"]["decided_by"]
+    assert "model.dtype, which follows from gpu.capability" in lines, lines
     assert any(line.startswith("gpu.capability, the target GPU: pass --gpu") for line in lines), lines
-    assert any(line.startswith("model.dtype, which follows from gpu.capability, the target GPU: pass --gpu")
-               for line in lines), lines  # fmt: skip
+    # a derived input no line of its own names is spelled out where it first comes up, once
+    lines = by_id(document)["KVD108"]["decided_by"]
+    assert lines[0].startswith("attention.error, which follows from gpu.capability, the target GPU: pass --gpu")
+    assert lines[1] == "model.dtype, which follows from gpu.capability", lines
 
 
 def test_attention_error_names_the_release_and_gpu_not_a_missing_flag(run_cli):
     _, document = check_json(run_cli, "--kv-cache-dtype", "fp8")
-    lines = [line for line in _decided_lines(document) if line.startswith("attention.error")]
-    assert lines
-    for line in lines:
-        assert "which follows from vllm.version, the vLLM release: pass --vllm-version" in line, line
-        assert "gpu.capability, the target GPU: pass --gpu" in line, line
+    lines = by_id(document)["KVD111"]["decided_by"]
+    assert lines[0] == "attention.error, which follows from vllm.version and gpu.capability", lines
+    assert any(line.startswith("vllm.version, the vLLM release: pass --vllm-version") for line in lines)
+    assert any(line.startswith("gpu.capability, the target GPU: pass --gpu") for line in lines)
 
 
 def test_unread_release_says_so_for_facts_it_would_give(run_cli):
