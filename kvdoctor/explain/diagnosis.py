@@ -15,7 +15,7 @@ from kvdoctor.explain.verdict import FailureEvidence, as_exception
 from kvdoctor.rules.loader import Rule, Signature
 
 # Evidence kinds a line can stand for the failure by, when no exception and no rule explains it.
-_STANDS_FOR_FAILURE = ("error level", "compiler or CUDA error", "raise site", "failed to start")
+_STANDS_FOR_FAILURE = ("error level", "error text", "raise site", "failed to start")
 MAX_CANDIDATES = 50
 
 

@@ -19,16 +19,17 @@ from kvdoctor.explain.tracebacks import WORKER_WRAP, ExceptionChain, LoggedExcep
 from kvdoctor.model.report import SEVERITY_ORDER, Finding, Report
 
 ERROR_LEVELS = ("ERROR", "CRITICAL")
-# A line with no log level is still an error line when it reads like a compiler's, CUDA's or a C++ abort's.
+# A line with no log level is still an error line when it reads like a compiler's, CUDA's or a C++ abort's, or
+# the shell's word for a process it lost (a segmentation fault, the kernel's OOM killer: "Killed").
 ERROR_TEXT = re.compile(r"(?i)^(?:fatal error|error)\b[: ]|: (?:fatal )?error: |\bCUDA error\b|^\s*what\(\): "
-                        r"|^(?:ptxas|nvcc|nvlink|ld|collect2)\b.{0,20}\b(?:error|fatal)\b|\bSegmentation fault\b|\(core dumped\)")
+                        r"|^(?:ptxas|nvcc|nvlink|ld|collect2)\b.{0,20}\b(?:error|fatal)\b|\bSegmentation fault\b|\(core dumped\)|^Killed$")
 FAILED_TO_START = re.compile(r"(?i)\bfailed to start\b")
 FAILING_KINDS = ("raise", "error", "critical")
 # Printed lines that are never a raise site's message: frames, carets, progress bars, access logs of other loggers.
 _NOT_A_MESSAGE = re.compile(r'^(?:\s|File "|Traceback|\^|~|INFO:|DEBUG:|WARNING:|\S*\s*\d+%\|)')
 
 # Most convincing first: what the diagnosis falls back to when no rule explains the failure.
-KINDS = ("exception", "error level", "compiler or CUDA error", "raise site", "failed to start", "known failure",
+KINDS = ("exception", "error level", "error text", "raise site", "failed to start", "known failure",
          "wrapper")
 
 
@@ -82,7 +83,7 @@ def failure_evidence(
         if line.level in ERROR_LEVELS:
             add(FailureEvidence(line.number, "error level", text, line.stream, line.level))
         elif line.level is None and ERROR_TEXT.search(text):
-            add(FailureEvidence(line.number, "compiler or CUDA error", text, line.stream))
+            add(FailureEvidence(line.number, "error text", text, line.stream))
         if ("tart" in text or "TART" in text) and FAILED_TO_START.search(text):
             add(FailureEvidence(line.number, "failed to start", text, line.stream, line.level))
         if "Worker failed with error '" in text and WORKER_WRAP.search(text):

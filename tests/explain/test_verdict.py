@@ -30,10 +30,12 @@ def kinds(report: Report) -> set[str]:
     ("AssertionError: the flux capacitor is not charged", "exception"),
     ("ERROR 05-02 10:22:18 [worker.py:9] The worker lost its GPU", "error level"),
     ("CRITICAL 05-02 10:22:18 [launcher.py:9] The engine is gone", "error level"),
-    ("/tmp/x/cuda_utils.c:6:10: fatal error: Python.h: No such file or directory", "compiler or CUDA error"),
-    ("ptxas error   : Entry function uses too much shared data", "compiler or CUDA error"),
+    ("/tmp/x/cuda_utils.c:6:10: fatal error: Python.h: No such file or directory", "error text"),
+    ("ptxas error   : Entry function uses too much shared data", "error text"),
     ("torch.AcceleratorError: CUDA error: an illegal memory access was encountered", "exception"),
-    ("  what():  CUDA error: unspecified launch failure", "compiler or CUDA error"),
+    ("  what():  CUDA error: unspecified launch failure", "error text"),
+    ("Killed", "error text"),
+    ("Segmentation fault (core dumped)", "error text"),
     ("WARNING 05-02 10:22:18 [api_server.py:9] API server process failed to start", "failed to start"),
 ])
 def test_each_kind_of_failure_line_exits_1(line, kind):
