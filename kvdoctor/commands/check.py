@@ -38,7 +38,7 @@ def register(app: typer.Typer) -> None:
         attention_backend: Optional[str] = typer.Option(None, "--attention-backend", help="As vLLM's --attention-backend."),
         tensor_parallel_size: Optional[int] = typer.Option(None, "--tensor-parallel-size", help="As vLLM's -tp."),
         gpu: Optional[str] = typer.Option(None, "--gpu", help="Target GPU: a name (A100, L4, H100) or a capability (sm_80, 8.0). Default: probe local GPUs."),
-        vllm_version: Optional[str] = typer.Option(None, "--vllm-version", help="Judge as this vLLM version (what-if)."),
+        vllm_version: Optional[str] = typer.Option(None, "--vllm-version", help="Judge as this vLLM release (what-if): 0.25.1, or a series such as 0.25 (its newest patch kvdoctor read)."),
         vllm_source: VllmSource = None,
         fix_source: FixSources = [],
         revision: Revision = None,

@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         paths: List[str] = typer.Argument(..., help="Manifest files or directories to scan, or - for stdin (e.g. helm template ... | kvdoctor scan -)."),
         gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU for workloads whose node labels name none (A100, L4, sm_80)."),
-        vllm_version: Optional[str] = typer.Option(None, "--vllm-version", help="vLLM version for images whose tag pins none (latest, a digest)."),
+        vllm_version: Optional[str] = typer.Option(None, "--vllm-version", help="vLLM release for images whose tag pins none (latest, a digest): 0.25.1, or a series such as 0.25."),
         model_path: List[str] = typer.Option([], "--model-path", help="MODEL=DIR: read the model the manifests call MODEL (e.g. /models/qwen) from DIR here."),
         fix_source: FixSources = [],
         offline: Offline = False,
