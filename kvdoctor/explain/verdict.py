@@ -26,7 +26,8 @@ ERROR_TEXT = re.compile(r"(?i)^(?:fatal error|error)\b[: ]|: (?:fatal )?error: |
 FAILED_TO_START = re.compile(r"(?i)\bfailed to start\b")
 FAILING_KINDS = ("raise", "error", "critical")
 # Printed lines that are never a raise site's message: frames, carets, progress bars, access logs of other loggers.
-_NOT_A_MESSAGE = re.compile(r'^(?:\s|File "|Traceback|\^|~|INFO:|DEBUG:|WARNING:|\S*\s*\d+%\|)')
+_NOT_A_MESSAGE = re.compile(r'^(?:\s|File "|Traceback|\^|~|INFO:|DEBUG:|WARNING:|\S*\s*\d+%\|)'
+                            r"|^\S+:\d+: \w*Warning\b")  # Python's warnings.warn output: a warning, not a raise
 
 # Most convincing first: what the diagnosis falls back to when no rule explains the failure.
 KINDS = ("exception", "error level", "error text", "raise site", "failed to start", "known failure",

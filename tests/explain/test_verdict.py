@@ -127,3 +127,15 @@ def test_evidence_is_one_entry_per_line_in_log_order():
     lines = normalise("ERROR 05-02 10:22:18 [a.py:1] boom\nValueError: boom\nERROR 05-02 10:22:18 [a.py:1] boom\n")
     evidence = failure_evidence(lines, parse_chains(lines))
     assert [e.line for e in evidence] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("line", [
+    "/usr/local/lib/python3.12/dist-packages/torch/cuda/__init__.py:63: FutureWarning: The pynvml package is deprecated.",
+    "Loading safetensors checkpoint shards:  50% Completed | 1/2 [00:01<00:01,  1.02s/it]",
+    'INFO:     10.0.0.7:4711 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+    "WARNING 05-02 10:22:18 [config.py:1] Falling back to the V0 engine: the error above is not fatal",
+    "INFO 05-02 10:22:18 [core.py:1] Retrying after a RuntimeError: Worker failed to start, attempt 2",
+])
+def test_lines_that_are_no_failure_keep_a_healthy_log_at_exit_0(line):
+    report = explain_text(HEADS + line + "\n")
+    assert report.exit_code("error") == 0 and report.extra["failure_evidence"] == [], line
