@@ -5,17 +5,16 @@
   (the CPU build refuses fp8 KV without AVX-512/AMX, as on this machine, and block sizes not a multiple of 32).
 
 Both run --enforce-eager (torch.compile's warm-up alone took minutes on the loaded 2 cores) and get 1 GiB of KV
-memory (VLLM_CPU_KVCACHE_SPACE=1, vllm_cpu_support). Both start together (about 1-3 minutes on 2 cores) and are stopped by their pids at the end; the logs of a session
-that had a failure are kept under the session's temporary folder, and their path is printed.
+memory (VLLM_CPU_KVCACHE_SPACE=1, vllm_cpu_support). Both start together (about 3 minutes on 2 busy cores) and are
+stopped by their pids at the end; the logs of a session that had a failure are kept under the session's temporary
+folder, and their path is printed.
 """
 
 from __future__ import annotations
 
 import secrets
 import shutil
-import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -23,19 +22,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from vllm_cpu_support import VllmServer, make_tiny_model, vllm_cpu_python  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
+from .verify_support import Served, kvdoctor  # noqa: E402
+
 PLAIN_FLAGS = ("--max-model-len", "512", "--block-size", "128", "--enforce-eager")
 KEYED_FLAGS = ("--kv-cache-dtype", "float16", "--block-size", "32", "--max-model-len", "256", "--enforce-eager")
-
-
-@dataclass(frozen=True)
-class Served:
-    """A running server and what it was started with."""
-
-    url: str
-    flags: tuple[str, ...]
-    model: Path
-    api_key: str | None = None
 
 
 @pytest.fixture(scope="session")
@@ -75,17 +65,6 @@ def plain_server(vllm_servers) -> Served:
 @pytest.fixture(scope="session")
 def keyed_server(vllm_servers) -> Served:
     return vllm_servers["keyed"]
-
-
-def kvdoctor(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Run the kvdoctor CLI in a subprocess (offline, private cache, no GPU)."""
-    import os
-
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "KVDOCTOR_"))}
-    base.update(KVDOCTOR_CACHE_DIR=str(cwd / "cache"), HF_HUB_OFFLINE="1", CUDA_VISIBLE_DEVICES="",
-                PYTHONPATH=str(REPO), **(env or {}))  # fmt: skip
-    return subprocess.run([sys.executable, "-m", "kvdoctor", *args], cwd=cwd, env=base, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ import shlex
 from pathlib import Path
 
 import yaml
-from conftest import REPO, kvdoctor
+from .verify_support import REPO, kvdoctor
 
 EXAMPLES = REPO / "docs" / "ci-examples"
 

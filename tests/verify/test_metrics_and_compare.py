@@ -3,26 +3,12 @@ fixtures/server-0.25.1-h200, 2026-12-04): labels of another release than the CPU
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 from kvdoctor.verify.checked import from_facts
 from kvdoctor.verify.compare import compare
 from kvdoctor.verify.metrics import MetricsParseError, parse_metrics
-from kvdoctor.verify.probe import CompletionResult, ServedModel, ServerFacts
-
-H200 = Path(__file__).parent / "fixtures" / "server-0.25.1-h200"
-
-
-def _h200_server(metrics_text: str | None = None) -> ServerFacts:
-    models = json.loads((H200 / "v1_models.txt").read_text())["data"]
-    served = tuple(ServedModel(m["id"], m["root"], m["max_model_len"]) for m in models)
-    metrics = parse_metrics(metrics_text if metrics_text is not None else (H200 / "metrics.txt").read_text())
-    done = CompletionResult(True, 200, "dense-fp8", "token ids", 4, 4, finish_reason="length", ttft_s=0.01, total_s=0.02)
-    return ServerFacts("http://h200:8011", 200, json.loads((H200 / "version.txt").read_text())["version"], served,
-                       metrics, done)  # fmt: skip
+from .verify_support import H200, h200_server as _h200_server
 
 
 def test_the_h200_servers_cache_config_labels_are_read_as_the_release_has_them():

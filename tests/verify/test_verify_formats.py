@@ -13,7 +13,7 @@ from kvdoctor.verify.checked import from_facts
 from kvdoctor.verify.compare import compare
 from kvdoctor.verify.credentials import read_credentials
 from kvdoctor.verify.result import VerifyReport
-from test_metrics_and_compare import _h200_server
+from .verify_support import h200_server as _h200_server
 
 SECRET = "sk-very-secret-0123456789"
 

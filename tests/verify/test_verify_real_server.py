@@ -8,7 +8,7 @@ import json
 import xml.etree.ElementTree as ET
 
 import pytest
-from conftest import kvdoctor
+from .verify_support import kvdoctor
 
 
 def test_the_server_that_was_checked_passes(plain_server, check_report, tmp_path):
@@ -26,6 +26,7 @@ def test_the_server_that_was_checked_passes(plain_server, check_report, tmp_path
     assert server["cache_config"]["cache_dtype"] == "auto" and server["cache_config"]["block_size"] == "128"
     done_completion = server["completion"]
     assert done_completion["ok"] and done_completion["completion_tokens"] == 4
+    assert len(done_completion["token_ids"]) == 4 and done_completion["text"] == ""  # --skip-tokenizer-init: ids, no text
     assert 0 < done_completion["ttft_s"] <= done_completion["total_s"]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import kvdoctor
+from .verify_support import kvdoctor
 from vllm_cpu_support import free_port
 
 

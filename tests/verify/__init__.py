@@ -1,0 +1,1 @@
+"""The verify tests: a package, so that its conftest does not shadow tests/conftest.py (`from conftest import`)."""
