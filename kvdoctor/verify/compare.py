@@ -24,7 +24,7 @@ class Comparison:
     """One field of the deployment: what check judged, what the server runs."""
 
     field: str
-    """'vllm_version', 'kv_cache_dtype', 'block_size', 'max_model_len', 'gpu_memory_utilization',
+    """'model', 'vllm_version', 'kv_cache_dtype', 'block_size', 'max_model_len', 'gpu_memory_utilization',
     'kv_cache_size_tokens', 'health' or 'completion'."""
     status: str
     """'match', 'mismatch' (gates: exit 1), 'not_checked' (the check did not state it), 'not_exposed' (the server
@@ -66,6 +66,7 @@ def compare(checked: CheckedConfig, server: ServerFacts, served_model: str | Non
     return (
         _health(server),
         _version(checked, server),
+        _model(checked, model),
         _kv_cache_dtype(checked, labels.get("cache_dtype")),
         _given("block_size", checked, "--block-size", "serve.block_size", label_int(labels, "block_size"),
                CACHE_LABEL.format("block_size")),  # fmt: skip
@@ -87,6 +88,25 @@ def _health(server: ServerFacts) -> Comparison:
     note = None if ok else "the engine is not healthy: vLLM answers /health with 503 once its engine has died"
     return Comparison("health", MATCH if ok else MISMATCH, 200, server.health_status, "a running server",
                       "GET /health", required=True, note=note)  # fmt: skip
+
+
+def _model(checked: CheckedConfig, model: ServedModel | None) -> Comparison:
+    """By name only (the last path part, any case): a path on the server and a hub id or local folder at check name
+    the same model differently, so a difference is said, never gated."""
+    want = checked.fact("model.model_id")
+    served = (model.root or model.id) if model else None
+    where = f"model.model_id in the {checked.source}"
+    served_from = f"GET /v1/models root of {model.id!r}" if model else "GET /v1/models"
+    if want is None or served is None:
+        return Comparison("model", NOT_CHECKED if want is None else NOT_EXPOSED, want, served, where, served_from)
+    if _name(str(want)) == _name(served):
+        return Comparison("model", MATCH, want, served, where, served_from)
+    return Comparison("model", NOT_CHECKED, want, served, where, served_from,
+                      note=f"named differently ({want!r} at check, {served!r} served): models are not compared by content")
+
+
+def _name(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[-1].lower()
 
 
 def _version(checked: CheckedConfig, server: ServerFacts) -> Comparison:

@@ -26,7 +26,7 @@ def test_the_h200_server_matches_its_own_flags():
              "serve.gpu_memory_utilization": 0.3, "serve.block_size": None, "serve.argv": argv}  # fmt: skip
     found = {c.field: c for c in compare(from_facts(facts, "check report r.json", "PASS"), _h200_server())}
     assert {f: c.status for f, c in found.items()} == {
-        "health": "match", "vllm_version": "match", "kv_cache_dtype": "match", "block_size": "not_checked",
+        "health": "match", "vllm_version": "match", "model": "not_checked", "kv_cache_dtype": "match", "block_size": "not_checked",
         "max_model_len": "match", "gpu_memory_utilization": "match", "kv_cache_size_tokens": "not_checked",
         "completion": "match"}  # fmt: skip
     assert found["block_size"].note == "--block-size was not given at check: vLLM chose 16"
@@ -75,3 +75,11 @@ def test_auto_is_the_model_dtype(checked, model_dtype, status):
     facts = {"vllm.version": "0.25.1", "serve.kv_cache_dtype": checked, "model.dtype": model_dtype, "serve.argv": []}
     found = {c.field: c for c in compare(from_facts(facts, "r", "PASS"), _h200_server())}
     assert found["kv_cache_dtype"].status == status
+
+
+@pytest.mark.parametrize("checked_model, status", [("Qwen/Qwen2.5-3B-Instruct", "not_checked"), ("STAGE/models/DENSE", "match"),
+                                                   ("dense", "match")])  # fmt: skip
+def test_models_by_name_only(checked_model, status):
+    facts = {"vllm.version": "0.25.1", "model.model_id": checked_model, "serve.argv": []}
+    (model,) = [c for c in compare(from_facts(facts, "r", "PASS"), _h200_server()) if c.field == "model"]
+    assert (model.status, model.served, model.severity) == (status, "STAGE/models/dense", "info")

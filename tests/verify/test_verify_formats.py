@@ -36,7 +36,7 @@ def test_each_format_says_the_mismatch_and_no_secret(name):
         assert json.loads(text)["verdict"] == "FAIL"
     if name == "junit":
         suite = ET.fromstring(text).find("testsuite")
-        assert suite.get("failures") == "1" and suite.get("tests") == "8"
+        assert suite.get("failures") == "1" and suite.get("tests") == "9"
 
 
 def test_a_match_is_pass_everywhere():

@@ -19,7 +19,7 @@ def test_the_server_that_was_checked_passes(plain_server, check_report, tmp_path
     assert result["verdict"] == "PASS"
     status = {c["field"]: c["status"] for c in result["comparisons"]}
     assert status | {"kv_cache_size_tokens": "-", "gpu_memory_utilization": "-"} == {
-        "health": "match", "vllm_version": "match", "kv_cache_dtype": "match", "block_size": "match",
+        "health": "match", "vllm_version": "match", "model": "match", "kv_cache_dtype": "match", "block_size": "match",
         "max_model_len": "match", "kv_cache_size_tokens": "-", "gpu_memory_utilization": "-", "completion": "match"}
     server = result["server"]
     assert server["version"] == "0.32.0"
