@@ -240,3 +240,32 @@ def test_unread_release_gets_no_probe_compile_that_speaks_for_it(run_cli):
     assert result.code == 0 and document["verdict"] == "WARN" and document["dry_run"] is None
     assert not [f["rule_id"] for f in document["findings"] if f["status"] == "fired" and f["severity"] == "error"]
     assert "dry run skipped: kvdoctor did not read vLLM 0.8.5, so which kernels it builds is unknown" in document["notes"]
+
+
+@pytest.mark.parametrize("tag", ["v0.7.3", "v0.8.5", "v0.9.2"])
+def test_scan_of_an_old_image_is_not_judged_never_pass(run_cli, tmp_path, tag):
+    # real manifests still run 0.7-0.9 (issue 27): explicitly not judged, and the CI gate can fail on it
+    manifest = tmp_path / "old.yaml"
+    manifest.write_text(f"""apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: old-vllm}}
+spec:
+  selector: {{matchLabels: {{app: old}}}}
+  template:
+    metadata: {{labels: {{app: old}}}}
+    spec:
+      nodeSelector: {{nvidia.com/gpu.product: Tesla-T4}}
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:{tag}
+          args: ["--model", "{MODEL}", "--kv-cache-dtype", "fp8"]
+          resources: {{limits: {{nvidia.com/gpu: 1}}}}
+""")
+    result = run_cli("scan", str(manifest), "--format", "json", env=NO_GPU)
+    assert result.code == 0, result.stderr
+    (workload,) = result.json()["workloads"]
+    assert workload["verdict"] == "WARN" and workload["report"]["facts"]["vllm.version"] == tag[1:]
+    statuses = {f["rule_id"]: (f["status"], f["severity"]) for f in workload["findings"]}
+    assert statuses["KVD012"] == ("undecided", "error")
+    assert not [r for r, (status, severity) in statuses.items() if status == "fired" and severity == "error"]
+    assert run_cli("scan", str(manifest), "--fail-on", "undecided", env=NO_GPU).code == 1
