@@ -67,6 +67,10 @@ def unread_kind(doc: Document) -> str | None:
     where = f"{doc.file}:{nodes.line(doc.root)}"
     kind = nodes.text(nodes.get(doc.root, "kind"))
     if kind is not None and nodes.get(doc.root, "apiVersion") is not None:
+        if kind == "InferenceService" and nodes.get(doc.root, "spec", "predictor", "model") is not None:
+            return (f"{where}: InferenceService {nodes.text(nodes.get(doc.root, 'metadata', 'name')) or ''} mentions "
+                    "vLLM; its spec.predictor.model (the serving runtime's arguments) is not read by kvdoctor scan: not "
+                    "checked")  # fmt: skip
         if kind in kubernetes.POD_SPECS:
             return None  # a kind it reads, whose containers do not run vLLM's server
         return (f"{where}: {kind} {nodes.text(nodes.get(doc.root, 'metadata', 'name')) or ''} mentions vLLM, but "

@@ -103,6 +103,8 @@ def test_vllm_under_other_image_names_is_found_and_unread_kinds_are_named(tmp_pa
     assert any("runs its own entrypoint with vLLM serve options only" in n for n in found["local-build"].report.notes)
     assert any("does not read kind LLMInferenceService" in n for n in report.notes)
     assert any("chart-raw-values.yaml" in n and "a chart's raw values" in n for n in report.notes)
+    predictor = scan([rel(f"{SHAPES}/kserve-predictor-model.yaml")], tmp_path)
+    assert predictor.verdict == "NONE" and any("spec.predictor.model" in n and "not read" in n for n in predictor.notes)
 
 
 def test_flags_of_another_server_are_not_taken_for_vllm(tmp_path):
