@@ -55,12 +55,31 @@ def judge(workload: Workload, defaults: ScanDefaults, settings: CheckSettings) -
         )
         report, unread = _checked(options, settings, deployment)
     except KvdoctorError as exc:
-        return WorkloadResult(workload, None, error=exc.one_line(), error_location=_error_location(workload, exc))
+        where = _error_location(workload, exc)
+        rest = _without_refused_value(workload, exc)
+        if rest is None:
+            return WorkloadResult(workload, None, error=exc.one_line(), error_location=where)
+        # one bad flag value never hides the rest: the others are checked, the workload stays ERROR at its line
+        return replace(judge(rest, defaults, settings), workload=workload, error=exc.one_line(), error_location=where)
     report = _with_deploy_rules(report, deployment, workload, settings)
     sources = deployment.sources | flag_sources(workload)
     placed = tuple(_place(f, sources, report, workload) for f in report.sorted_findings())
     unjudged = deployment.unjudged + ((unread,) if unread else ())
     return WorkloadResult(workload, report, placed, sources, unjudged=unjudged)
+
+
+def _without_refused_value(workload: Workload, exc: KvdoctorError) -> Workload | None:
+    """The workload without the serve flag (and its value) whose value kvdoctor's flag parser refused, or None."""
+    match = re.match(r"serve flag (--?[\w-]+)", exc.message)
+    if match is None:
+        return None
+    flag = canonical_flag(match.group(1))
+    argv = list(workload.argv)
+    for index, token in enumerate(argv):
+        if token.text.startswith("-") and canonical_flag(token.text.partition("=")[0]) == flag:
+            has_value = "=" not in token.text and index + 1 < len(argv) and not argv[index + 1].text.startswith("-")
+            return replace(workload, argv=tuple(argv[:index] + argv[index + 1 + has_value :]))
+    return None
 
 
 def _checked(options: CheckOptions, settings: CheckSettings, deployment: DeploymentFacts) -> tuple[Report, str | None]:

@@ -31,7 +31,8 @@ class WorkloadResult:
     sources: dict[str, Location] = field(default_factory=dict)
     """Fact name -> the manifest line it was read from."""
     error: str | None = None
-    """Why the workload could not be checked (an input problem, e.g. a model kvdoctor cannot find)."""
+    """Why the workload could not be checked (an input problem, e.g. a model kvdoctor cannot find); with a report,
+    what was left out of it (a flag value kvdoctor refuses: the rest was checked without that flag)."""
     error_location: Location | None = None
     unjudged: tuple[str, ...] = ()
     """What the check could not judge and why (the model not read here, no GPU named), each naming the flag that
@@ -39,14 +40,14 @@ class WorkloadResult:
 
     @property
     def verdict(self) -> str:
-        if self.report is None:
+        if self.report is None or self.error is not None:
             return "ERROR"
         if self.unjudged and self.report.verdict == "PASS":
             return "WARN"  # the rules that need the model or the GPU were not judged
         return self.report.verdict
 
     def exit_code(self, fail_on: str) -> int:
-        return 2 if self.report is None else self.report.exit_code(fail_on)
+        return 2 if self.report is None or self.error is not None else self.report.exit_code(fail_on)
 
 
 @dataclass(frozen=True)

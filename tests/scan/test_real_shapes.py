@@ -82,6 +82,14 @@ def test_a_refused_flag_points_at_its_own_line_and_names_the_releases_refusing_e
     assert "--no-enable-chunked-prefill (0.33.0-0.34.0)" in error and "--disable-log-requests (0.20.0-0.32.0)" in error
 
 
+def test_a_flag_value_kvdoctor_refuses_is_an_error_at_its_line_and_the_rest_is_still_checked(tmp_path):
+    bad = by_name(scan([rel("container-paths.yaml")], tmp_path))["bad-dtype"]
+    assert bad.verdict == "ERROR" and bad.exit_code("never") == 2
+    assert "serve flag --dtype 'bf16'" in bad.error and bad.error_location.line == line_of("container-paths.yaml", "- --dtype")
+    assert bad.report is not None and bad.report.facts["vllm.version"] == "0.27.0"  # the rest was checked
+    assert [t.text for t in bad.workload.argv] == ["/models/qwen", "--dtype", "bf16"]  # reported as written
+
+
 def test_a_fix_never_inverts_the_users_setting():
     from kvdoctor.vllm_pack.release import load_release
     from kvdoctor.vllm_pack.serve_parser import judge_argv

@@ -18,10 +18,13 @@ def render(report: ScanReport, verbose: bool = False) -> str:
 
 def _workload(result: WorkloadResult, verbose: bool) -> list[Annotation]:
     title_of = result.workload.title
-    if result.report is None:
-        where = result.error_location or result.workload.at(result.workload.line)
-        return [Annotation("error", "kvdoctor: not checked", f"{title_of}: {result.error or ''}", where.file, where.line)]
     annotations = []
+    if result.error is not None:
+        where = result.error_location or result.workload.at(result.workload.line)
+        annotations.append(Annotation("error", "kvdoctor: not checked", f"{title_of}: {result.error}", where.file,
+                                      where.line))  # fmt: skip
+    if result.report is None:
+        return annotations
     for placed in result.placed:
         f = placed.finding
         how = state(f)

@@ -27,7 +27,9 @@ def _case(result: WorkloadResult) -> Case:
     gating = [p for p in result.placed if p.finding.gates and p.finding.severity in ("error", "warning")]
     failing = [p for p in gating if p.finding.severity == "error"] or (gating if result.verdict == "WARN" else [])
     failure = None
-    if failing:
+    if result.error is not None:
+        failure = Outcome("error", f"not checked: {result.error}", "input", f"{result.error_location}: {result.error}")
+    elif failing:
         worst = failing[0].finding
         lines = [workload_context(result)]
         for p in gating:

@@ -29,11 +29,13 @@ def _row(r: WorkloadResult) -> tuple[str, ...]:
 def _findings(r: WorkloadResult, verbose: bool) -> list[str]:
     """The workload's heading and one line per finding shown (fired ones; every one with --verbose)."""
     shown = [p for p in r.placed if p.finding.status == "fired" or verbose]
-    if not shown and r.report is not None:
+    if not shown and r.report is not None and r.error is None:
         return []
     out = [f"#### {VERDICT_MARK[r.verdict]} {cell(r.workload.title)}", ""]
+    if r.error is not None:
+        out.append(f"- `{r.error_location}`: not checked: {r.error}")
     if r.report is None:
-        return out + [f"- `{r.error_location}`: not checked: {r.error}", ""]
+        return out + [""]
     for p in shown:
         f = p.finding
         how = state(f)

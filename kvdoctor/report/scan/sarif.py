@@ -17,7 +17,7 @@ def render(report: ScanReport, verbose: bool = False) -> str:
     rules: dict[str, Finding] = {}
     for _, p in placed:
         rules.setdefault(p.finding.rule_id, p.finding)
-    results = [_result(w, p) for w, p in placed] + [_error_result(w) for w in report.workloads if w.report is None]
+    results = [_result(w, p) for w, p in placed] + [_error_result(w) for w in report.workloads if w.error is not None]
     results += [sarif.Result("kvdoctor/not-read", u.message, "error", members=(("locations", [_where(u.location)]),))
                 for u in report.unread]  # fmt: skip
     run = sarif.Run(

@@ -32,6 +32,9 @@ def _print_workload(console: Console, result: WorkloadResult, verbose: bool) -> 
     if result.report is None:
         console.print(f"  [magenta]not checked[/] {escape(str(result.error_location))}: {escape(result.error or '')}")
         return
+    if result.error:
+        console.print(f"  [magenta]ERROR[/] {escape(str(result.error_location))}: {escape(result.error)}; "
+                      "the rest was checked without that flag")  # fmt: skip
     console.print(f"      {escape(workload_context(result))}")
     fired = [p for p in result.placed if p.finding.status == "fired"]
     undecided = [p for p in result.placed if p.finding.status == "undecided"]
@@ -51,7 +54,7 @@ def _print_workload(console: Console, result: WorkloadResult, verbose: bool) -> 
         for line in f.decided_by:
             console.print(f"      decided by {escape(line)}")
     if not fired and not undecided:
-        console.print("  No problems found for this workload.")
+        console.print("  No other problems found for this workload." if result.error else "  No problems found for this workload.")
     for why in result.unjudged:
         console.print(f"  [yellow]not judged[/] {escape(why)}")
     for note in result.report.notes:
