@@ -89,12 +89,18 @@ def _serving_gpus(read, verdicts, judge) -> str:
     quantization, checked by replaying it there; 'none' when none does."""
     if not any(v.error_kind == "capability" for v in verdicts.values()):
         return "none"
+    needed = max(v.min_capability for v in verdicts.values() if v.error_kind == "capability")
     by_capability: dict[tuple[int, int], str] = {}
     for device in gpu_table().values():
-        by_capability.setdefault(device.capability, device.name)
-    good = [f"{name} (SM {c[0]}.{c[1]})" for c, name in sorted(by_capability.items())
-            if all(judge(r, cap=c[0] * 10 + c[1]).error_kind == "none" for r in read)]  # fmt: skip
-    return ", ".join(good[:6]) if good else "none"
+        if device.capability[0] * 10 + device.capability[1] >= needed:  # below it the replay refuses anyway
+            by_capability.setdefault(device.capability, device.name)
+    good: list[str] = []
+    for c, name in sorted(by_capability.items()):
+        if all(judge(r, cap=c[0] * 10 + c[1]).error_kind == "none" for r in reversed(read)):
+            good.append(f"{name} (SM {c[0]}.{c[1]})")
+            if len(good) == 6:
+                break
+    return ", ".join(good) if good else "none"
 
 
 def _float16_fix(read, verdicts, judge, facts: Facts) -> str:
