@@ -48,7 +48,7 @@ def annotate(report: Report, diagnosis: Diagnosis, families: Families, facts: di
             {"package": l.package, "file": l.file, "function": l.function, "type": l.type, "kind": l.kind,
              "releases": l.releases} for l in located.locations[:5]
         ]
-    if rule_id == unknown_failure_rule():
+    if rule_id == unknown_failure_rule() and not diagnosis.only_wrappers:  # a wrapper's origin says nothing new
         cause_extra = " " + origin_sentence(located, facts.get("vllm.version"))
     if rule_id in rules_with_role("selector_error") and selector_errors:
         cause_extra = _selector_cause(selector_errors[0], families, facts)

@@ -51,6 +51,7 @@ def test_a_wrapper_only_log_says_the_failing_process_error_is_missing():
     (first, *_) = report.findings
     assert first.rule_id == "KVD399"
     assert "only a wrapper line" in first.cause and "EngineCore failed to start" in first.cause
+    assert "message index locates" not in first.cause  # where the wrapper is logged says nothing new
 
 
 def test_a_line_at_a_raise_site_of_the_message_index_exits_1():
