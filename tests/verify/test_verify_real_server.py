@@ -38,6 +38,14 @@ def test_the_same_flags_as_check_instead_of_a_report(plain_server, tmp_path):
     assert "completion: 4 token(s) back" in done.stdout
 
 
+def test_a_pasted_serve_command_as_check_takes_it(keyed_server, tmp_path):
+    done = kvdoctor("verify", keyed_server.url, "--vllm-version", "0.32.0", "--", "vllm", "serve", str(keyed_server.model),
+                    *keyed_server.flags, cwd=tmp_path, env={"KVDOCTOR_API_KEY": keyed_server.api_key})  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "kv_cache_dtype: checked 'float16', server 'float16' (matches)" in done.stdout
+    assert "Sent  Authorization: Bearer <from $KVDOCTOR_API_KEY>" in done.stdout
+
+
 def test_another_kv_dtype_block_size_and_max_model_len_than_checked_fail_naming_both_values(
         keyed_server, plain_server, check_report, tmp_path):  # fmt: skip
     report = check_report(*plain_server.flags)  # checked: auto, block 128, 512; the keyed server runs float16, 32, 256
