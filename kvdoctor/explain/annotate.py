@@ -100,9 +100,11 @@ def origin_sentence(located, version: str | None) -> str:
             who = f"vLLM {location.releases}"
         verb = f"raises {location.type}" if location.kind == "raise" and location.type else (
             "raises it" if location.kind == "raise" else f"logs it at {location.kind.upper()}")
-        places.append(f"{who} {verb} in {location.file}:{location.function}")
+        when = f" when `{location.condition}`" if location.condition else ""
+        places.append(f"{who} {verb} in {location.file}:{location.function}{when}")
     more = f" (and {len(located.locations) - 3} more places)" if len(located.locations) > 3 else ""
-    return "The message index locates it: " + "; ".join(places) + more + "; read that function for the condition."
+    closing = "" if all(loc.condition for loc in located.locations[:3]) else "; read that function for the condition"
+    return "The message index locates it: " + "; ".join(places) + more + closing + "."
 
 
 def _selector_cause(error: SelectorError, families: Families, facts: dict[str, Any]) -> str:

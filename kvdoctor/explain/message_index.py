@@ -37,6 +37,8 @@ class Location:
     function: str
     releases: str
     """Release ranges that have it: '0.20.0-0.25.1,0.27.0-0.34.0'."""
+    condition: str | None = None
+    """For a raise: the `if` it is under, as source text (indexes built before the builder kept it have none)."""
 
     def has_release(self, version: str | None) -> bool:
         """Whether this vLLM release has it (locations in other packages always do)."""
@@ -127,8 +129,9 @@ class MessageIndex:
         return group
 
     def _location(self, number: int) -> Location:
-        package, kind, exc_type, file_id, function, releases = self._locations[number]
-        return Location(package, kind, exc_type, self._files[file_id], function, releases)
+        package, kind, exc_type, file_id, function, releases, *condition = self._locations[number]
+        return Location(package, kind, exc_type, self._files[file_id], function, releases,
+                        condition[0] if condition else None)
 
     def templates(self):
         """Every template (for tests and tools; decodes the whole index)."""

@@ -125,5 +125,43 @@ def check(x, n):
         ("Failed to load the worker ", None, " after ", None, " tries") in parts
     assert not any("ignored info" in (p or "") for entry in parts for p in entry)
     assert all(entry[3] == "vllm/config/model.py" and entry[4] == "check" for entry in found)
+    conditions = {entry[1]: entry[5] for entry in found if entry[0] == "raise"}
+    assert conditions == {"ValueError": "x", "RuntimeError": "n"}  # the `if` around each raise
     assert packing.release_ranges({"0.20.0", "0.21.0", "0.23.0"}, ["0.20.0", "0.21.0", "0.22.0", "0.23.0"]) == \
         "0.20.0-0.21.0,0.23.0"
+
+
+def test_a_raise_under_else_or_elif_keeps_its_own_guard():
+    source = b'''
+def pick(kv, capability):
+    if kv == "fp8":
+        if capability < (8, 9):
+            raise ValueError(f"fp8 KV cache needs SM 8.9 or newer, this GPU is SM {capability}")
+    elif kv.startswith("turboquant"):
+        raise NotImplementedError(f"TurboQuant is not supported by this backend ({kv})")
+    else:
+        raise ValueError(f"Unknown KV cache dtype for this backend: {kv}")
+'''
+    found = {entry[1] + entry[2][0][:8]: entry[5] for entry in templates.templates_in_source(source, "vllm/x.py")}
+    assert found == {"ValueErrorfp8 KV c": "capability < (8, 9)",
+                     "NotImplementedErrorTurboQua": "kv.startswith('turboquant')",
+                     "ValueErrorUnknown ": "not (kv.startswith('turboquant'))"}
+
+
+def test_the_guard_travels_through_the_index_into_the_unknown_failure(monkeypatch):
+    """A rebuilt index keeps each raise's condition; KVD399 then says when vLLM raises the message."""
+    import kvdoctor.explain.message_index as message_index
+    from kvdoctor.explain.explain import explain_text
+
+    entry = {"package": "vllm", "kind": "raise", "type": "ValueError", "file": "vllm/v1/spec_decode/eagle.py",
+             "function": "load_model", "releases": "0.30.0", "condition": "draft_model_config.max_model_len < n",
+             "parts": ["The draft model of the speculative decoder cannot hold ", None, " tokens of the target"]}
+    packed = packing.pack([entry], {"vllm": ["0.30.0"]})
+    assert packing.unpack(packed)[0]["condition"] == entry["condition"]
+    index = message_index.MessageIndex(json.loads(json.dumps(packed)))
+    monkeypatch.setattr(message_index, "load_index", lambda: index)
+    report = explain_text("INFO 05-02 10:22:10 [api_server.py:1] vLLM API server version 0.30.0\n"
+                          "ValueError: The draft model of the speculative decoder cannot hold 4096 tokens of the target\n")
+    cause = report.findings[0].cause
+    assert "vLLM 0.30.0 raises ValueError in vllm/v1/spec_decode/eagle.py:load_model when " \
+           "`draft_model_config.max_model_len < n`" in cause

@@ -39,7 +39,7 @@ def collect(package: str, releases: list[tuple[str, list[tuple[str, bytes]]]]) -
                 where.setdefault(entry, set()).add(release)
         print(f"  {package} {release}: {len(files)} files, {len(where)} templates so far", file=sys.stderr)
     entries = []
-    for (kind, exc_type, parts, path, function), have in where.items():
+    for (kind, exc_type, parts, path, function, condition), have in where.items():
         entries.append({
             "package": package,
             "kind": kind,
@@ -48,6 +48,7 @@ def collect(package: str, releases: list[tuple[str, list[tuple[str, bytes]]]]) -
             "file": path,
             "function": function,
             "releases": release_ranges(have, order),
+            "condition": condition,
         })
     return entries
 
@@ -58,12 +59,14 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{3,}")  # kvdoctor/explain/message_inde
 def pack(entries: list[dict], packages: dict[str, list[str]]) -> dict:
     """Templates grouped by their rarest literal word (the look-up key at match time), locations shared."""
     entries = sorted(entries, key=lambda e: (e["package"], e["file"], e["function"], e["kind"], e["type"] or "",
-                                            json.dumps(e["parts"])))
+                                            json.dumps(e["parts"]), e.get("condition") or ""))
     files = sorted({e["file"] for e in entries})
     file_id = {f: i for i, f in enumerate(files)}
     locations, location_id, by_parts = [], {}, {}
     for e in entries:
         location = (e["package"], e["kind"], e["type"], file_id[e["file"]], e["function"], e["releases"])
+        if e.get("condition"):  # the raise's guard, a 7th field only when there is one (older indexes have none)
+            location += (e["condition"],)
         if location not in location_id:
             location_id[location] = len(locations)
             locations.append(list(location))
@@ -98,9 +101,10 @@ def unpack(index: dict) -> list[dict]:
     for group in index["anchors"].values():
         for parts, location_ids in group:
             for number in location_ids:
-                package, kind, exc_type, file_id, function, releases = index["locations"][number]
+                package, kind, exc_type, file_id, function, releases, *condition = index["locations"][number]
                 entries.append({"package": package, "kind": kind, "type": exc_type, "parts": parts,
-                                "file": index["files"][file_id], "function": function, "releases": releases})
+                                "file": index["files"][file_id], "function": function, "releases": releases,
+                                "condition": condition[0] if condition else None})
     return entries
 
 

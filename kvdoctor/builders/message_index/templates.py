@@ -14,6 +14,7 @@ MIN_LITERAL = 12  # alphanumeric characters of literal text a template needs to 
 WILD = None  # a placeholder in a template's parts list
 _PERCENT = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\*|\d+)?(?:\.(?:\*|\d+))?[hlL]?[diouxXeEfFgGcrsa%]")
 _FORMAT_FIELD = re.compile(r"\{\{|\}\}|\{[^{}]*\}")
+MAX_CONDITION = 200  # characters of a raise's guard kept as source text
 
 
 def template_of(node: ast.AST, local: dict[str, ast.AST], depth: int = 0) -> list | None:
@@ -122,6 +123,8 @@ class _Collector(ast.NodeVisitor):
         self.scope: list[str] = []
         self.locals: list[dict[str, ast.AST]] = [{}]
         self.found: list[tuple] = []
+        self.guards: list[str | None] = []
+        """The condition under which the code being visited runs: the innermost `if` around it, as source text."""
 
     def _function(self, node):
         self.scope.append(node.name)
@@ -133,9 +136,20 @@ class _Collector(ast.NodeVisitor):
             elif isinstance(child, ast.AugAssign) and isinstance(child.target, ast.Name):
                 pass
         self.locals.append(assigned)
+        self.guards.append(None)  # a function's body runs under its caller's conditions, not its definer's
         self.generic_visit(node)
+        self.guards.pop()
         self.locals.pop()
         self.scope.pop()
+
+    def visit_If(self, node):
+        self.visit(node.test)
+        condition = ast.unparse(node.test)
+        for branch, guard in ((node.body, condition), (node.orelse, f"not ({condition})")):
+            self.guards.append(guard)
+            for child in branch:
+                self.visit(child)
+            self.guards.pop()
 
     visit_FunctionDef = _function
     visit_AsyncFunctionDef = _function
@@ -150,7 +164,10 @@ class _Collector(ast.NodeVisitor):
         if isinstance(exc, ast.Call):
             name = _callee(exc.func)
             if name and exc.args:
-                self._add("raise", name, exc.args[0])
+                guard = self.guards[-1] if self.guards else None
+                if guard and len(guard) > MAX_CONDITION:
+                    guard = guard[: MAX_CONDITION - 3] + "..."
+                self._add("raise", name, exc.args[0], condition=guard)
         self.generic_visit(node)
 
     def visit_Call(self, node):
@@ -164,7 +181,8 @@ class _Collector(ast.NodeVisitor):
                 self._add("warning", None, node.args[0])
         self.generic_visit(node)
 
-    def _add(self, kind: str, exc_type: str | None, message: ast.AST, percent: bool = False):
+    def _add(self, kind: str, exc_type: str | None, message: ast.AST, percent: bool = False,
+             condition: str | None = None):
         parts = template_of(message, self.locals[-1])
         if parts is None:
             return
@@ -174,7 +192,7 @@ class _Collector(ast.NodeVisitor):
         if parts is None:
             return
         function = self.scope[-1] if self.scope else "<module>"
-        self.found.append((kind, exc_type, tuple(parts), self.path, function))
+        self.found.append((kind, exc_type, tuple(parts), self.path, function, condition))
 
 
 def _callee(node: ast.AST) -> str | None:
@@ -186,7 +204,8 @@ def _callee(node: ast.AST) -> str | None:
 
 
 def templates_in_source(source: bytes, path: str) -> list[tuple]:
-    """(kind, exception type, parts, path, function) of every message in one file's source; [] if it does not parse."""
+    """(kind, exception type, parts, path, function, condition) of every message in one file's source (condition:
+    the `if` a raise is under, as source text, else None); [] if it does not parse."""
     try:
         tree = ast.parse(source, filename=path)
     except (SyntaxError, ValueError):
