@@ -156,6 +156,8 @@ def _memory(flat: dict[str, Any], facts: Facts, serve: ServeMemory, release, max
         "memory.error": not_enough_message(fit, max_model_len) or "none",
         "memory.fitting_max_model_len": _fitting_len(plan, budget - band, max_model_len, in_flight, reserved),
         "memory.fp8_fits": fp8,
+        "memory.kv_dtype_capacities": _dtype_capacities(flat, facts, serve, kinds, release, budget, band,
+                                                        max_model_len, in_flight, reserved),
         "memory.fitting_gpu_memory_utilization": _fitting_utilization(flat, serve, release, plan, budget, band,
                                                                      max_model_len, in_flight, reserved),
         "memory.fitting_tensor_parallel_size": _fitting_tp(flat, facts, serve, kinds, release, max_model_len),
@@ -358,6 +360,20 @@ def _fitting_tp(flat, facts: Facts, serve: ServeMemory, kinds, release, max_mode
 def _low_edge(flat, facts: Facts, serve: ServeMemory, release) -> tuple[int]:
     budget, band, *_ = _budget(flat, facts, serve, release)
     return (budget - band,)
+
+
+def _dtype_capacities(flat, facts: Facts, serve, kinds, release, budget, band, max_model_len, in_flight,
+                      reserved) -> str:  # fmt: skip
+    """Capacity with each smaller KV dtype the release accepts (fp8 and the TurboQuant presets), at the budget's low
+    edge: whether one request fits, tokens, concurrency. Whether the dtype also works on this GPU is the selector's and
+    the dry run's question (not asked here)."""
+    parts = []
+    for dtype in ("fp8", *(d for d in release.kv_cache_dtypes if d.startswith("turboquant_"))):
+        if dtype == facts.serve.kv_cache_dtype or dtype not in release.kv_cache_dtypes:
+            continue
+        fit = judge_fit(_plan(flat, facts, serve, kinds, dtype), budget - band, max_model_len, in_flight, reserved)
+        parts.append(f"{dtype}: {'fits' if fit.fits else 'does not fit'}, {fit.tokens:,} tokens, {fit.concurrency:.2f}x")
+    return "; ".join(parts) or "none"
 
 
 def _fp8_outcome(flat, facts: Facts, serve, kinds, budget, band, max_model_len, in_flight, reserved) -> bool | None:
