@@ -371,7 +371,11 @@ def _dtype_capacities(flat, facts: Facts, serve, kinds, release, budget, band, m
     for dtype in ("fp8", *(d for d in release.kv_cache_dtypes if d.startswith("turboquant_"))):
         if dtype == facts.serve.kv_cache_dtype or dtype not in release.kv_cache_dtypes:
             continue
-        fit = judge_fit(_plan(flat, facts, serve, kinds, dtype), budget - band, max_model_len, in_flight, reserved)
+        try:
+            fit = judge_fit(_plan(flat, facts, serve, kinds, dtype), budget - band, max_model_len, in_flight, reserved)
+        except NotImplementedError:  # e.g. TurboQuant's native layers next to sliding-window ones
+            parts.append(f"{dtype}: not modelled")
+            continue
         parts.append(f"{dtype}: {'fits' if fit.fits else 'does not fit'}, {fit.tokens:,} tokens, {fit.concurrency:.2f}x")
     return "; ".join(parts) or "none"
 

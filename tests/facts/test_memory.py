@@ -134,3 +134,32 @@ def test_exact_budget_has_no_band_and_the_fit_is_exact():
 def test_hybrid_models_are_said_not_modelled():
     flat = facts_for(model=CONFIGS / "jamba-v0.1.json", gpu="H100")
     assert flat["memory.fit"] == "not_modelled" and "Mamba" in flat["memory.why_not"]
+
+
+def test_gemma2_slides_every_other_layer_from_layer_0():
+    flat = facts_for(model=CONFIGS / "gemma-2-9b-it.json", gpu="H100", serve=["--max-model-len", "8192"])
+    kinds = flat["model.layer_kinds"]
+    assert kinds[:4] == ["sliding", "full", "sliding", "full"] and len(kinds) == 42
+    assert flat["memory.fit"] == "fits"
+
+
+def test_model_max_length_overrides_and_gemma3_skips_the_factor():
+    keys = {"max_position_embeddings": 8192, "model_max_length": 131072}
+    assert derive_context_length(keys, [], "cohere", None, False, "legacy").max_model_len == 131072
+    rope = [{"rope_type": "linear", "factor": 8.0}]
+    assert derive_context_length({"max_position_embeddings": 131072}, rope, "gemma3_text", None, False,
+                                 "legacy").max_model_len == 131072
+    assert derive_context_length({"max_position_embeddings": 4096}, rope, "llama", None, False,
+                                 "legacy").max_model_len == 32768
+    assert derive_context_length({}, [], "x", None, False, "legacy").max_model_len == 2048  # no key: vLLM's default
+
+
+def test_fixes_are_recomputed():
+    flat = facts_for(model=EXAMPLE_MODEL, gpu="H100", serve=["--kv-cache-memory-bytes", "256M", "--max-model-len", "32768"])
+    assert flat["memory.fit"] == "does_not_fit"
+    assert flat["memory.fitting_max_model_len"] == (256 * 2**20 // (36 * 16 * 1024) - 1) * 16  # less the null block
+    assert flat["memory.fp8_fits"] is False  # 36 x 512 B x 32768 = 0.56 GiB > 256 MiB
+    assert flat["memory.kv_dtype_capacities"].startswith("fp8: does not fit, ")
+    assert "turboquant_4bit_nc" in flat["memory.kv_dtype_capacities"]
+    l4 = facts_for(gpu="L4", serve=["--max-model-len", "8192"], vllm="0.25.1")
+    assert l4["memory.fitting_tensor_parallel_size"] in (None, 2, 4, 8)
