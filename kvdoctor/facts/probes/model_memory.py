@@ -65,7 +65,9 @@ def _rope_scaling(text: dict[str, Any]) -> list[dict[str, Any]]:
     """Each rope parameter set as vLLM reads it (transformers' `type` spelt `rope_type`; nested per layer type)."""
     found = text.get("rope_parameters") or text.get("rope_scaling")
     if not isinstance(found, dict):
-        return []
+        # a RoPE model without scaling still has rope parameters once transformers 5 loads it ({rope_type: default}),
+        # so vLLM multiplies by 1.0 and prints the derived length as a float (seen: 'max_position_embeddings=4096.0')
+        return [{"rope_type": "default"}] if "rope_theta" in text else []
     sets = list(found.values()) if found and all(isinstance(v, dict) for v in found.values()) else [found]
     out = []
     for entry in sets:
