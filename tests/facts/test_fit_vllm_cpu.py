@@ -88,3 +88,28 @@ def test_kvdoctor_predicts_what_vllm_cpu_logs(vllm_cpu_results, case):
     else:
         assert predicted.get("tokens") == seen["tokens"], (predicted, seen)
         assert predicted["concurrency"] == pytest.approx(seen["concurrency"], abs=1e-4)
+
+
+@pytest.mark.parametrize("name", ["qwen2-just-below", "qwen2-just-above", "qwen2-beyond-positions"])
+def test_checks_verdict_equals_vllms_at_the_limit(vllm_cpu_results, name):
+    """`kvdoctor check`'s own phases with the CPU build's settings given as serve flags (1 GiB of KV memory, block
+    size 128): PASS where vLLM started, KVD181 / KVD180 in vLLM's words where it refused."""
+    from kvdoctor.check.run import derived_facts
+    from kvdoctor.rules import load_all_rules
+    from kvdoctor.rules.engine import evaluate_rules
+
+    seen, case = vllm_cpu_results[name], next(c for c in CASES if c["name"] == name)
+    env = {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"} if case.get("allow_long") else {}
+    serve = ("vllm", "serve", seen["dir"], "--kv-cache-memory-bytes", str(case["kv_gib"] * GIB), "--block-size", "128",
+             "--max-model-len", str(case["max_model_len"]))
+    facts = collect_facts(CheckOptions(serve_argv=serve, gpu="H100", vllm_version="0.32.0", offline=True,
+                                       resolve_kernels=False, environ=env))  # fmt: skip
+    flat = derived_facts(facts)
+    fired = {f.rule_id for f in evaluate_rules(load_all_rules(), flat) if f.status == "fired"}
+    if "error" not in seen:
+        assert flat["memory.fit"] == "fits" and flat["memory.kv_tokens"] == seen["tokens"]
+        assert not fired & {"KVD180", "KVD181", "KVD182", "KVD183"}
+    elif "To serve at least one request" in seen["error"]:
+        assert "KVD181" in fired and flat["memory.error"] in seen["error"]
+    else:
+        assert "KVD180" in fired and flat["context.error"] in seen["error"]
