@@ -202,6 +202,7 @@ class Listener:
         self.sock.listen(16)
         self.sock.settimeout(0.2)
         self.requests: list[str] = []
+        self.heads: list[str] = []  # each request's whole head (request line and headers)
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
@@ -219,7 +220,9 @@ class Listener:
             with conn:
                 conn.settimeout(2)
                 try:
-                    self.requests.append(conn.recv(4096).split(b"\r\n", 1)[0].decode("latin-1"))
+                    head = conn.recv(4096).decode("latin-1")
+                    self.heads.append(head)
+                    self.requests.append(head.split("\r\n", 1)[0])
                 except OSError:
                     self.requests.append("<no request line>")
 
@@ -268,10 +271,21 @@ def test_online_fetches_only_a_missing_config_json(run_cli, cli_env, hub, tmp_pa
     assert all("/Org/Uncached-1B/" in r and r.split()[1].endswith("/config.json") for r in hub.requests), hub.requests
 
 
-def test_online_with_cached_config_uses_no_network(run_cli, cli_env, hub):
+def test_online_with_cached_config_asks_only_weight_metadata_once(run_cli, cli_env, hub):
+    """With config.json cached, the only network use is the size of the weights (issue 24): a HEAD or a range
+    read of safetensors metadata, never a download; the answer (here: none, the hub does not reply) is kept, so a
+    second check asks nothing."""
     hub_env(cli_env, hub, offline=False)
-    result = run_cli("check", "--model", "Qwen/Qwen2.5-3B-Instruct", "--kv-cache-dtype", "turboquant_k8v4",
-                     "--gpu", "A100", "--vllm-version", "0.25.1", "--format", "json")
+    check = ("check", "--model", "Qwen/Qwen2.5-3B-Instruct", "--kv-cache-dtype", "turboquant_k8v4",
+             "--gpu", "A100", "--vllm-version", "0.25.1", "--format", "json")
+    result = run_cli(*check)
     assert result.code == 1 and result.json()["facts"]["model.source"] == "hf-cache:Qwen/Qwen2.5-3B-Instruct"
+    assert hub.requests, "the weights' size should have been asked for"
+    for head in hub.heads:
+        method, path = head.split()[:2]
+        assert ".safetensors" in path, head
+        assert method == "HEAD" or (method == "GET" and "\r\nrange: bytes=" in head.lower()), head
+    asked = len(hub.requests)
+    assert run_cli(*check).code == 1
     assert run_cli("explain", str(next((REPO / "tests" / "fixtures").rglob("*.log")))).code in (0, 1)
-    assert hub.requests == []
+    assert len(hub.requests) == asked, hub.requests[asked:]

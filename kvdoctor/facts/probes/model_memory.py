@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from kvdoctor.model.facts import ModelFacts
 
 MAX_INDEX_BYTES = 20 * 1024 * 1024
 MAX_HEADER_BYTES = 100 * 1024 * 1024
+RETRY_HUB_AFTER_S = 3600  # an unreachable hub is not asked again for an hour (each try may wait for a timeout)
 _TEXT_CONFIGS = ("text_config", "language_config", "llm_config", "thinker_config")
 _SAFETENSORS_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
                       "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "U16": 2, "U32": 4, "U64": 8,
@@ -120,15 +122,18 @@ def checkpoint_bytes(model: ModelFacts, model_dir: Path | None, *, offline: bool
     cached = _cache_file(cache_dir, repo, revision)
     if cached is not None and cached.is_file():
         data = _read_json(cached)
-        if isinstance(data, dict) and "bytes" in data:  # an answer, or the hub's "no safetensors here", read once
+        fresh_failure = isinstance(data, dict) and time.time() - data.get("failed_at", 0) < RETRY_HUB_AFTER_S
+        if isinstance(data, dict) and "bytes" in data and ("failed_at" not in data or fresh_failure):
+            # an answer or the hub's "no safetensors here", read once; an unreachable hub is asked again later
             return (data["bytes"], f"{data.get('source')} (cached in {cached})") if data["bytes"] else (None, None)
     if offline:
         return None, None
     found, settled = _hub_bytes(repo, revision)
-    if settled and cached is not None:
+    if cached is not None:
+        entry = {"bytes": found[0], "source": found[1]} | ({} if settled else {"failed_at": time.time()})
         try:
             cached.parent.mkdir(parents=True, exist_ok=True)
-            cached.write_text(json.dumps({"bytes": found[0], "source": found[1]}))
+            cached.write_text(json.dumps(entry))
         except OSError:
             pass
     return found
