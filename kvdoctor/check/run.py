@@ -99,6 +99,15 @@ def _notes(facts: Facts, flat: dict[str, Any], why_no_dry_run: str | None) -> li
         notes.append("serve flags no release's parser could judge (kept, not judged): " + " ".join(facts.serve.unknown_flags))
     if facts.model and facts.model.dtype_note:
         notes.append(f"model dtype: {facts.model.dtype_note}")
+    if flat.get("memory.fit") == "fits":
+        band = f" +- {flat['memory.band_gib']} GiB" if flat.get("memory.band_gib") else ""
+        notes.append(f"KV cache fits: {flat['memory.kv_budget_gib']} GiB{band} available per GPU; vLLM will log "
+                     f"{flat['memory.vllm_log']}")
+    elif flat.get("memory.fit") == "not_modelled" and flat.get("memory.why_not") not in (None, "none"):
+        notes.append(f"whether the KV cache fits is not judged: {flat['memory.why_not']}")
+    elif flat.get("memory.fit") is None and facts.model is not None:
+        notes.append("whether the KV cache fits is not judged: it needs the GPU's memory and one vLLM release "
+                     "(the releases read differ in how they size the KV cache): pass --gpu and --vllm-version")
     return notes
 
 
