@@ -119,7 +119,6 @@ def _context(flat: dict[str, Any], facts: Facts, env: dict[str, str], variant: s
 
 
 def _memory(flat: dict[str, Any], facts: Facts, serve: ServeMemory, release, max_model_len: int | None) -> dict:
-    model = facts.model
     unknown = dict.fromkeys(fact_registry().names(produced_by="memory"))
     unknown = {k: v for k, v in unknown.items() if k.startswith("memory.")}
     kinds = flat.get("model.layer_kinds")
@@ -196,18 +195,26 @@ def _kv_bytes(kv_cache_dtype: str, model_dtype: str | None) -> float | None:
 
 def _plan(flat, facts: Facts, serve: ServeMemory, kinds, kv_cache_dtype: str) -> KvPlan:
     model = facts.model
-    kv_bytes = _kv_bytes(kv_cache_dtype, model.dtype)
+    return _plan_of(tuple(kinds) if kinds else kinds, kv_cache_dtype, model.dtype, model.num_kv_heads, head_size(facts),
+                    bool(model.is_mla), facts.serve.tensor_parallel_size, facts.serve.pipeline_parallel_size,
+                    model.sliding_window or None, serve.block_size, serve.disable_sliding_window)
+
+
+@lru_cache(maxsize=512)  # one plan per input set: 20 candidate releases x each KV dtype ask the same
+def _plan_of(kinds, kv_cache_dtype: str, model_dtype, num_kv_heads, head_dim: int, is_mla: bool,
+             tensor_parallel_size: int, pipeline_parallel_size: int, window, block_size, disable_sliding_window) -> KvPlan:
+    kv_bytes = _kv_bytes(kv_cache_dtype, model_dtype)
     if kv_bytes is None:
         raise NotImplementedError(f"--kv-cache-dtype {kv_cache_dtype}")
-    model_bytes = int(kv_table()["dtype_bytes"].get(model.dtype or "bfloat16", 2))
-    specs = layer_specs(kinds, num_kv_heads=model.num_kv_heads, head_dim=head_size(facts), kv_bytes=kv_bytes,
-                        is_mla=bool(model.is_mla), tensor_parallel_size=facts.serve.tensor_parallel_size,
-                        window=model.sliding_window or None, kv_cache_dtype=kv_cache_dtype,
-                        model_dtype_bytes=model_bytes, disable_sliding_window=serve.disable_sliding_window)
-    layers_per_stage = max(1, facts.serve.pipeline_parallel_size)
+    model_bytes = int(kv_table()["dtype_bytes"].get(model_dtype or "bfloat16", 2))
+    specs = layer_specs(list(kinds) if kinds else kinds, num_kv_heads=num_kv_heads, head_dim=head_dim,
+                        kv_bytes=kv_bytes, is_mla=is_mla, tensor_parallel_size=tensor_parallel_size, window=window,
+                        kv_cache_dtype=kv_cache_dtype, model_dtype_bytes=model_bytes,
+                        disable_sliding_window=disable_sliding_window)
+    layers_per_stage = max(1, pipeline_parallel_size)
     specs = specs[: -(-len(specs) // layers_per_stage)]  # the first pipeline stage's layers
     sizes = kv_table()["default_block_size"]
-    block = serve.block_size or (sizes["cuda_mla"] if model.is_mla else sizes["cuda"])
+    block = block_size or (sizes["cuda_mla"] if is_mla else sizes["cuda"])
     return plan_groups(specs, block)
 
 
