@@ -56,9 +56,12 @@ def register(app: typer.Typer) -> None:
 
 
     @app.command()
-    def formats() -> None:
-        """List the output formats."""
-        from kvdoctor.report.registry import CHECK
+    def formats(command: str = typer.Argument("check", help="check, scan, matrix or verify.")) -> None:
+        """List the output formats of a command (check's by default)."""
+        from kvdoctor.report import registry
 
-        for name in CHECK.available():
+        menus = {"check": registry.CHECK, "scan": registry.SCAN, "matrix": registry.MATRIX, "verify": registry.VERIFY}
+        if command not in menus:
+            raise typer.BadParameter(f"no command {command!r} has output formats: use one of {', '.join(menus)}")
+        for name in menus[command].available():
             typer.echo(name)
