@@ -56,11 +56,12 @@ def register(app: typer.Typer) -> None:
 
 
     @app.command()
-    def formats(command: str = typer.Argument("check", help="check, scan, matrix or verify.")) -> None:
+    def formats(command: str = typer.Argument("check", help="check, explain, scan, matrix or verify.")) -> None:
         """List the output formats of a command (check's by default)."""
         from kvdoctor.report import registry
 
-        menus = {"check": registry.CHECK, "scan": registry.SCAN, "matrix": registry.MATRIX, "verify": registry.VERIFY}
+        menus = {"check": registry.CHECK, "explain": registry.CHECK, "scan": registry.SCAN, "matrix": registry.MATRIX,
+                 "verify": registry.VERIFY}  # explain writes the same Report as check
         if command not in menus:
             raise typer.BadParameter(f"no command {command!r} has output formats: use one of {', '.join(menus)}")
         for name in menus[command].available():

@@ -14,4 +14,4 @@ def test_formats_of_a_command_without_formats_is_one_line_and_exit_2(run_cli):
     result = run_cli("formats", "explainn")
     assert result.code == 2 and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
-    assert "use one of check, scan, matrix, verify" in result.stderr
+    assert "use one of check, explain, scan, matrix, verify" in result.stderr
