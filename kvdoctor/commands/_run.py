@@ -54,8 +54,8 @@ def run_and_exit(work: Callable[[], Any], formats: FormatMenu, output_format: st
 def gate_exit_code(report: Any, fail_on: str) -> int:
     """The report's exit code for --fail-on. 'undecided' gates as 'error' and also on an error rule that unknown
     facts leave undecided (a GPU-less CI job without --gpu or --vllm-version; a release kvdoctor did not read)."""
-    if fail_on != "undecided":
-        return report.exit_code(fail_on)
+    if fail_on != "undecided" or not hasattr(report, "findings") and not hasattr(report, "workloads"):
+        return report.exit_code(fail_on)  # a report without rule findings (verify) says what undecided means
     code = report.exit_code("error")
     if code == 0 and any(f.status == "undecided" and f.severity == "error" and f.ignored_reason is None
                          for f in judged_findings(report)):  # fmt: skip

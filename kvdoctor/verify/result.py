@@ -39,10 +39,11 @@ class VerifyReport:
 
     def exit_code(self, fail_on: str) -> int:
         """0: the server runs what was checked and answers; 1: a mismatch or failed completion (or, with
-        --fail-on warning, an unknown field). A server that cannot be spoken to never gets here (exit 2)."""
+        --fail-on warning or undecided, a field unknown on one side: the comparison is undecided). A server that
+        cannot be spoken to never gets here (exit 2)."""
         if fail_on == "never":
             return 0
-        if self.verdict == "FAIL" or (fail_on == "warning" and self.verdict == "WARN"):
+        if self.verdict == "FAIL" or (fail_on in ("warning", "undecided") and self.verdict == "WARN"):
             return 1
         return 0
 

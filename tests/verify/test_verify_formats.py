@@ -49,3 +49,15 @@ def test_a_match_is_pass_everywhere():
 def test_the_terminal_format_prints():
     assert VERIFY.terminal in VERIFY.available()
     assert callable(importlib.import_module(f"{VERIFY.package}.{VERIFY.terminal}").print_console)
+
+
+def test_an_unknown_field_is_undecided_and_fail_on_undecided_gates_it():
+    from kvdoctor.commands._run import gate_exit_code
+
+    facts = {"vllm.version": None, "serve.kv_cache_dtype": "fp8", "serve.max_model_len": 512,
+             "serve.argv": ["--max-model-len", "512"]}  # fmt: skip
+    checked = from_facts(facts, "check report check.json", "PASS")
+    server = _h200_server()
+    report = VerifyReport(server.url, server, checked, compare(checked, server), ())
+    assert report.verdict == "WARN"
+    assert [gate_exit_code(report, f) for f in ("never", "error", "undecided", "warning")] == [0, 0, 1, 1]
