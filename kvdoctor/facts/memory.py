@@ -1,83 +1,26 @@
 """Will it fit? The context-length and KV-cache memory facts of the judged release(s): context.* and memory.*
 (declared in data/fact_names.yaml). Context length: facts/context_length.py; KV pages, groups and vLLM's fit check:
 facts/kv_capacity.py; the memory budget (GPU memory x utilization - weights - modelled activation, non-torch and
-CUDA-graph memory, with its error band, or --kv-cache-memory-bytes exactly): here. Sources: data/kv_memory.yaml.
+CUDA-graph memory, with its error band, or --kv-cache-memory-bytes exactly): facts/memory_budget.py; the verdict and
+the recomputed fixes: here. Sources: data/kv_memory.yaml.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from kvdoctor.base.versions import release_numbers
-from kvdoctor.base.yaml_safe import load_yaml_cached
-from kvdoctor.data import read_data
 from kvdoctor.data.fact_names import fact_registry
 from kvdoctor.facts.context_length import derive_context_length, env_allows_long, variants_for
 from kvdoctor.facts.kv_capacity import (
     Fit, KvPlan, judge_fit, kv_table, layer_specs, not_enough_message, plan_groups,
 )  # fmt: skip
+from kvdoctor.facts.memory_budget import (
+    GIB, ServeMemory, default_batched_tokens, kv_budget, release_utilization, serve_memory,
+)  # fmt: skip
 from kvdoctor.model.facts import Facts
 from kvdoctor.vllm_pack.candidates import Candidates, agree
-
-GIB = 2**30
-_SCALES = {"k": 1000, "K": 1024, "m": 1000**2, "M": 1024**2, "g": 1000**3, "G": 1024**3, "t": 1000**4, "T": 1024**4}
-
-
-@lru_cache(maxsize=1)
-def budget_table() -> dict[str, Any]:
-    return load_yaml_cached(read_data("kv_memory.yaml"), "kv_memory.yaml")["budget"]
-
-
-@dataclass(frozen=True)
-class ServeMemory:
-    """The serve settings that size memory, read from the arguments vLLM parses."""
-
-    kv_cache_memory_bytes: int | None = None
-    gpu_memory_utilization: float | None = None
-    max_num_batched_tokens: int | None = None
-    max_num_seqs: int | None = None
-    block_size: int | None = None
-    disable_sliding_window: bool = False
-    enforce_eager: bool = False
-    cpu_offload_gb: float = 0.0
-
-
-def serve_memory(argv: tuple[str, ...]) -> ServeMemory:
-    """The memory flags in a (canonically spelt) serve argv; an unreadable value stays unknown (the release's parser
-    judges it: serve.args_*)."""
-    values: dict[str, str] = {}
-    switches: set[str] = set()
-    tokens = list(argv)
-    for i, token in enumerate(tokens):
-        if not token.startswith("--"):
-            continue
-        name, has_value, value = token.partition("=")
-        if not has_value and i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
-            value = tokens[i + 1]
-        values[name] = value
-        switches.add(name)
-
-    def number(flag: str, kind=int):
-        text = values.get(flag, "").strip()
-        try:
-            if text and text[-1] in _SCALES and kind is int:
-                return int(float(text[:-1]) * _SCALES[text[-1]])
-            return kind(text) if text else None
-        except ValueError:
-            return None
-
-    return ServeMemory(
-        kv_cache_memory_bytes=number("--kv-cache-memory-bytes"),
-        gpu_memory_utilization=number("--gpu-memory-utilization", float),
-        max_num_batched_tokens=number("--max-num-batched-tokens"),
-        max_num_seqs=number("--max-num-seqs"),
-        block_size=number("--block-size"),
-        disable_sliding_window="--disable-sliding-window" in switches,
-        enforce_eager="--enforce-eager" in switches,
-        cpu_offload_gb=number("--cpu-offload-gb", float) or 0.0,
-    )
 
 
 def memory_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
@@ -131,7 +74,7 @@ def _memory(flat: dict[str, Any], facts: Facts, serve: ServeMemory, release, max
             why_not = f"this mix of KV-cache layers is not modelled ({exc})"
     if plan is None or max_model_len is None:
         return unknown | {"memory.fit": "not_modelled" if why_not else None, "memory.why_not": why_not or "none"}
-    budget, band, source, weights, estimated = _budget(flat, facts, serve, release)
+    budget, band, source, weights, estimated = kv_budget(flat, facts, serve, release)
     in_flight = _in_flight_tokens(flat, facts, serve, release)
     reserved = _null_block_reserved(release.version)
     fit = judge_fit(plan, budget, max_model_len, in_flight, reserved)
@@ -178,7 +121,7 @@ def _why_not_modelled(flat, facts: Facts, kinds, release, serve: ServeMemory) ->
     if serve.kv_cache_memory_bytes is None:
         if flat.get("gpu.memory_gib") is None:
             return "the GPU's memory is unknown (pass --gpu)"
-        if serve.gpu_memory_utilization is None and _release_utilization(release) is None:
+        if serve.gpu_memory_utilization is None and release_utilization(release) is None:
             return (f"vLLM {release.version}'s default sizing (the extensible KV cache) is not modelled: pass "
                     "--gpu-memory-utilization or --kv-cache-memory-bytes")
     return None
@@ -227,85 +170,8 @@ def head_size(facts: Facts) -> int:
     return model.head_dim
 
 
-def _release_utilization(release) -> float | None:
-    value = release.defaults.get("gpu_memory_utilization")
-    return float(value) if isinstance(value, (int, float)) else None
-
-
-def _budget(flat, facts: Facts, serve: ServeMemory, release) -> tuple[int, int, str, int | None, bool]:
-    """(available KV bytes, band bytes, where it came from, weights bytes per rank, weights estimated)."""
-    weights, estimated = _weights_per_rank(flat, facts, serve)
-    if serve.kv_cache_memory_bytes is not None:
-        return serve.kv_cache_memory_bytes, 0, "--kv-cache-memory-bytes (vLLM skips memory profiling)", weights, estimated
-    table = budget_table()
-    util = serve.gpu_memory_utilization or _release_utilization(release)
-    total = int(flat["gpu.memory_gib"] * GIB)
-    activation = _activation_bytes(flat, facts, serve)
-    tp = facts.serve.tensor_parallel_size
-    non_torch = int((table["non_torch_gib"] + table["non_torch_per_extra_rank_gib"] * (tp - 1)) * GIB)
-    graphs = 0 if serve.enforce_eager else int(table["cudagraph_gib"] * GIB)
-    modelled = activation + non_torch + graphs
-    available = int(total * util) - (weights or 0) - modelled
-    band = max(int(table["band_min_gib"] * GIB), int(table["band_share"] * modelled))
-    if estimated and weights:
-        band += int(table["estimated_weights_band_share"] * weights)
-    source = (f"{flat['gpu.memory_gib']:g} GiB x gpu_memory_utilization {util:g} - weights "
-              f"{(weights or 0) / GIB:.2f} GiB{' (estimated)' if estimated else ''} - modelled activation peak "
-              f"{activation / GIB:.2f} GiB, non-torch {non_torch / GIB:.2f} GiB, CUDA graphs {graphs / GIB:.2f} GiB")
-    return available, band, source, weights, estimated
-
-
-def _weights_per_rank(flat, facts: Facts, serve: ServeMemory) -> tuple[int | None, bool]:
-    ranks = max(1, facts.serve.tensor_parallel_size) * max(1, facts.serve.pipeline_parallel_size)
-    offload = int(serve.cpu_offload_gb * GIB)
-    exact = flat.get("checkpoint.weights_bytes")
-    if exact:
-        return max(0, exact // ranks - offload), False
-    estimate = _estimated_weights(flat, facts)
-    return (max(0, estimate // ranks - offload), True) if estimate else (None, True)
-
-
-def _estimated_weights(flat, facts: Facts) -> int | None:
-    """Parameters from config.json's shapes x the model dtype's bytes (quantized checkpoints: unknown)."""
-    m = facts.model
-    vocab, inter = flat.get("model.vocab_size"), flat.get("model.intermediate_size")
-    if not (m.hidden_size and m.num_hidden_layers and vocab and inter and m.num_attention_heads and m.head_dim):
-        return None
-    if m.quant_method not in (None, "none"):
-        return None
-    attention = m.hidden_size * m.head_dim * (2 * m.num_attention_heads + 2 * (m.num_kv_heads or 1))
-    mlp = 3 * m.hidden_size * inter
-    embeddings = vocab * m.hidden_size * (1 if flat.get("model.tie_word_embeddings") else 2)
-    params = m.num_hidden_layers * (attention + mlp) + embeddings
-    return params * int(kv_table()["dtype_bytes"].get(m.dtype or "bfloat16", 2))
-
-
-def _activation_bytes(flat, facts: Facts, serve: ServeMemory) -> int:
-    table = budget_table()
-    m = facts.model
-    tokens = serve.max_num_batched_tokens or _default_batched_tokens(flat)
-    tp = max(1, facts.serve.tensor_parallel_size)
-    hidden = m.hidden_size or 0
-    inter = (flat.get("model.intermediate_size") or 0) // tp
-    seqs = serve.max_num_seqs or 256
-    logits = seqs * (flat.get("model.vocab_size") or 0) * 4
-    return int(tokens * (table["activation_bytes_per_token_hidden"] * hidden
-                         + table["activation_bytes_per_token_intermediate"] * inter) + logits)
-
-
-def _default_batched_tokens(flat) -> int:
-    """`vllm serve`'s default max_num_batched_tokens on CUDA (EngineArgs.get_batch_defaults, arg_utils.py:2940 in
-    0.33.0): 16384 from 160 GiB, 8192 from 70 GiB (not A100), else 2048."""
-    gib = flat.get("gpu.memory_gib") or 0
-    if gib >= 160:
-        return 16384
-    if gib >= 70 and "a100" not in str(flat.get("gpu.name") or "").lower():
-        return 8192
-    return 2048
-
-
 def _in_flight_tokens(flat, facts: Facts, serve: ServeMemory, release) -> int:
-    tokens = serve.max_num_batched_tokens or _default_batched_tokens(flat)
+    tokens = serve.max_num_batched_tokens or default_batched_tokens(flat)
     if release_numbers(release.version) >= release_numbers(kv_table()["in_flight_multiplied_from"]):
         return tokens * (max(1, facts.serve.pipeline_parallel_size) + 1)  # async scheduling on the V2 runner
     return tokens
@@ -338,7 +204,7 @@ def _fitting_utilization(flat, serve: ServeMemory, release, plan: KvPlan, budget
     the budget is modelled and the current one does not."""
     if serve.kv_cache_memory_bytes is not None or judge_fit(plan, budget - band, max_model_len, in_flight, reserved).fits:
         return None
-    util = serve.gpu_memory_utilization or _release_utilization(release)
+    util = serve.gpu_memory_utilization or release_utilization(release)
     total = flat["gpu.memory_gib"] * GIB
     for step in range(int(round(util * 100)) + 1, 96):
         if judge_fit(plan, budget + int(total * (step / 100 - util)) - band, max_model_len, in_flight, reserved).fits:
@@ -365,7 +231,7 @@ def _fitting_tp(flat, facts: Facts, serve: ServeMemory, kinds, release, max_mode
 
 
 def _low_edge(flat, facts: Facts, serve: ServeMemory, release) -> tuple[int]:
-    budget, band, *_ = _budget(flat, facts, serve, release)
+    budget, band, *_ = kv_budget(flat, facts, serve, release)
     return (budget - band,)
 
 
