@@ -20,18 +20,19 @@ import ast
 import json
 import re
 import sys
-import zipfile
 from pathlib import Path
 
 from kvdoctor.base.versions import pack_order
+from kvdoctor.builders.vllm_pack.quantization_classes import act_dtypes, min_capability, override
+from kvdoctor.builders.vllm_pack.quantization_source import (
+    ReleaseSource, assignment, class_chain, function, imports_in, module_file, string_list, walk_statements,
+)  # fmt: skip
 from kvdoctor.data import DATA_DIR
 
 FORMAT = 1
 QUANT_PKG = "vllm/model_executor/layers/quantization"
 INIT = f"{QUANT_PKG}/__init__.py"
 OUT = DATA_DIR / "vllm_pack" / "quantization"
-TORCH_DTYPES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32",
-                "float32": "float32"}  # fmt: skip
 # vLLM's messages, found by a phrase each keeps across releases; placeholders {0}, {1}, ... in their order.
 MESSAGES = {
     "capability": "is not supported for the current GPU",
@@ -42,92 +43,6 @@ MESSAGES = {
 }
 MESSAGE_FILES = ("vllm/config/vllm.py", "vllm/config/model.py", "vllm/config/__init__.py", "vllm/config.py")
 _WHEEL = re.compile(r"vllm-(\d+\.\d+\.\d+)(?:-\d+)?-.*\.whl$")
-
-
-class ReleaseSource:
-    """The .py files of one release: a wheel (members read on demand) or an unpacked tree holding vllm/."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.zip = zipfile.ZipFile(path) if path.is_file() else None
-        self._cache: dict[str, ast.Module | None] = {}
-
-    def text(self, name: str) -> str | None:
-        if self.zip is not None:
-            try:
-                return self.zip.read(name).decode("utf-8")
-            except KeyError:
-                return None
-        file = self.path / name
-        return file.read_text("utf-8") if file.is_file() else None
-
-    def tree(self, name: str) -> ast.Module | None:
-        if name not in self._cache:
-            text = self.text(name)
-            self._cache[name] = ast.parse(text) if text is not None else None
-        return self._cache[name]
-
-
-def module_file(module: str, level: int, here: str, source: ReleaseSource) -> str | None:
-    """The file of `from <level dots><module> import ...` written in file `here` (a module or a package)."""
-    if level:
-        base = here.rsplit("/", level)[0]
-        dotted = f"{base}/{module.replace('.', '/')}" if module else base
-    else:
-        dotted = module.replace(".", "/")
-    for name in (f"{dotted}.py", f"{dotted}/__init__.py"):
-        if source.text(name) is not None:
-            return name
-    return None
-
-
-def imports_in(nodes: list[ast.stmt], prefer_cuda: bool = True) -> dict[str, tuple[str, int, str]]:
-    """local name -> (module, level, imported name) for the imports in these statements (nested ones too;
-    of an `if ...is_cuda()...:` only its body, the branch vLLM takes on NVIDIA GPUs)."""
-    found: dict[str, tuple[str, int, str]] = {}
-    for node in nodes:
-        if isinstance(node, ast.ImportFrom):
-            for alias in node.names:
-                found[alias.asname or alias.name] = (node.module or "", node.level, alias.name)
-        elif isinstance(node, ast.If):
-            cuda = prefer_cuda and "is_cuda" in ast.unparse(node.test)
-            found.update(imports_in(node.orelse, prefer_cuda) if not cuda else {})
-            found.update(imports_in(node.body, prefer_cuda))
-        elif isinstance(node, (ast.Try, ast.With, ast.For)):
-            found.update(imports_in(node.body, prefer_cuda))
-    return found
-
-
-def string_list(node: ast.AST | None) -> list[str] | None:
-    if isinstance(node, ast.Subscript):  # Literal["awq", ...]
-        node = node.slice
-    if isinstance(node, (ast.List, ast.Tuple)) and all(isinstance(e, ast.Constant) and isinstance(e.value, str)
-                                                      for e in node.elts):  # fmt: skip
-        return [e.value for e in node.elts]
-    return None
-
-
-def assignment(nodes, name: str) -> ast.stmt | None:
-    """The first `name = ...` / `name: T = ...` among these statements (not nested in functions)."""
-    for node in nodes:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-            return node
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
-            return node
-    return None
-
-
-def function(nodes, name: str) -> ast.FunctionDef | None:
-    return next((n for n in nodes if isinstance(n, ast.FunctionDef) and n.name == name), None)
-
-
-def walk_statements(nodes):
-    """Every statement in these, nested blocks included (functions too)."""
-    for node in nodes:
-        yield node
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.stmt):
-                yield from walk_statements([child])
 
 
 def registered_methods(source: ReleaseSource) -> tuple[list[str], str]:
@@ -189,143 +104,6 @@ def method_classes(source: ReleaseSource, methods: list[str]) -> dict[str, tuple
                     if found and method not in mapping:
                         mapping[method] = (*found, inner.lineno)
     return mapping
-
-
-def find_class(source: ReleaseSource, file: str, name: str, depth: int = 0) -> tuple[str, ast.ClassDef] | None:
-    """The class `name` as file `file` defines or imports it."""
-    tree = source.tree(file)
-    if tree is None or depth > 5:
-        return None
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == name:
-            return file, node
-    imported = imports_in(tree.body).get(name)
-    if imported:
-        target = module_file(imported[0], imported[1], file, source)
-        if target:
-            return find_class(source, target, imported[2], depth + 1)
-    return None
-
-
-def class_chain(source: ReleaseSource, file: str, name: str) -> list[tuple[str, ast.ClassDef]]:
-    """The class and its bases vLLM defines (first base first), down to QuantizationConfig."""
-    chain, todo = [], [(file, name)]
-    while todo and len(chain) < 12:
-        found = find_class(source, *todo.pop(0))
-        if found is None:
-            continue
-        chain.append(found)
-        where, cls = found
-        todo = [(where, b.id) for b in cls.bases if isinstance(b, ast.Name)] + todo
-    return chain
-
-
-def method_of(chain, name: str) -> tuple[str, ast.FunctionDef] | None:
-    for file, cls in chain:
-        if (func := function(cls.body, name)) is not None:
-            return file, func
-    return None
-
-
-def returned(func: ast.FunctionDef) -> ast.expr | None:
-    """The value of the function's only return statement (None when there are several or none)."""
-    returns = [n for n in ast.walk(func) if isinstance(n, ast.Return) and n.value is not None]
-    return returns[0].value if len(returns) == 1 else None
-
-
-def min_capability(chain) -> dict:
-    found = method_of(chain, "get_min_capability")
-    if found is None:
-        return {"value": None, "where": None, "expr": None}
-    file, func = found
-    value = returned(func)
-    if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub) and isinstance(value.operand, ast.Constant):
-        value = ast.copy_location(ast.Constant(-value.operand.value), value)  # ipex: -1
-    if isinstance(value, ast.Constant) and isinstance(value.value, int) and not isinstance(value.value, bool):
-        return {"value": value.value, "where": f"{file}:{value.lineno}", "expr": None}
-    return {"value": None, "where": f"{file}:{func.lineno}", "expr": ast.unparse(value) if value else "(computed)"}
-
-
-def act_dtypes(chain) -> dict:
-    found = method_of(chain, "get_supported_act_dtypes")
-    if found is None:
-        return {"values": None, "where": None}
-    file, func = found
-    value = returned(func)
-    if isinstance(value, (ast.List, ast.Tuple)) and all(isinstance(e, ast.Attribute) and
-                                                        e.attr in TORCH_DTYPES for e in value.elts):  # fmt: skip
-        names = list(dict.fromkeys(TORCH_DTYPES[e.attr] for e in value.elts))  # vLLM's order: its message lists them
-        return {"values": names, "where": f"{file}:{value.lineno}"}
-    return {"values": None, "where": f"{file}:{func.lineno}"}
-
-
-def override(source: ReleaseSource, chain) -> tuple[str | None, list[str], list[str]]:
-    """Where the class (or a vLLM base other than QuantizationConfig) defines override_quantization_method, the
-    strings it compares with (the checkpoint methods it may claim), and, when it claims only if `--quantization`
-    asks for it (every non-None return under a test of the user_quant parameter), the values it asks for."""
-    found = method_of([c for c in chain if c[1].name != "QuantizationConfig"], "override_quantization_method")
-    if found is None:
-        return None, [], []
-    func = found[1]
-    words = set(method_words(func))
-    helpers = {n.func.id if isinstance(n.func, ast.Name) else n.func.attr for n in ast.walk(func)
-               if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute))}  # fmt: skip
-    for file, cls in chain:  # one level into the helpers it calls (`is_awq_marlin_compatible(hf_quant_cfg)`)
-        for node in [*cls.body, *(source.tree(file).body if source.tree(file) else [])]:
-            if isinstance(node, ast.FunctionDef) and node.name in helpers and node is not func:
-                words |= set(method_words(node))
-    return f"{found[0]}:{func.lineno}", sorted(words), when_asked(func)
-
-
-def method_words(func: ast.FunctionDef) -> list[str]:
-    """The strings the override compares the checkpoint's quant_method with (`quant_method == "awq"`,
-    `quant_method in (...)`, `quant_method.startswith("modelopt")`), lower case."""
-    words: set[str] = set()
-    for node in ast.walk(func):
-        if isinstance(node, ast.Compare):
-            sides = [node.left, *node.comparators]
-            if any("quant_method" in ast.unparse(side) for side in sides):
-                for side in sides:
-                    words |= {c.value.lower() for c in ast.walk(side)
-                              if isinstance(c, ast.Constant) and isinstance(c.value, str) and c.value != "quant_method"}
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                node.func.attr in ("startswith", "endswith") and "quant_method" in ast.unparse(node.func.value):
-            words |= {c.value.lower() for c in node.args if isinstance(c, ast.Constant) and isinstance(c.value, str)}
-    return sorted(w for w in words if w)
-
-
-def when_asked(func: ast.FunctionDef) -> list[str]:
-    """The `--quantization` values the override's claims all depend on ([] when some claim does not)."""
-    params = [a.arg for a in func.args.args]
-    user = params[2] if len(params) > 2 else None  # (cls, hf_quant_cfg, user_quant, ...)
-    asked: set[str] = set()
-
-    def guard(test: ast.expr) -> set[str]:
-        found = set()
-        for node in ast.walk(test):
-            if isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id == user and \
-                    all(isinstance(op, (ast.Eq, ast.In)) for op in node.ops):
-                for comp in node.comparators:
-                    found |= {c.value for c in ast.walk(comp)
-                              if isinstance(c, ast.Constant) and isinstance(c.value, str)}
-        return found
-
-    def claims(node: ast.AST, guards: set[str]) -> bool:
-        """False when a claim here does not depend on the user's value."""
-        if isinstance(node, ast.Return):
-            value = node.value
-            if value is None or (isinstance(value, ast.Constant) and value.value is None):
-                return True
-            if isinstance(value, ast.IfExp) and isinstance(value.orelse, ast.Constant) and value.orelse.value is None:
-                guards = guards | guard(value.test)
-            asked.update(guards)
-            return bool(guards)
-        if isinstance(node, ast.If):
-            inner = guards | guard(node.test)
-            return all(claims(n, inner) for n in node.body) and all(claims(n, guards) for n in node.orelse)
-        return all(claims(n, guards) for n in ast.iter_child_nodes(node) if isinstance(n, ast.stmt))
-
-    return sorted(asked) if user and all(claims(n, set()) for n in func.body) else []
 
 
 def message_template(node: ast.expr) -> str:
