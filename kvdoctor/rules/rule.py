@@ -113,9 +113,9 @@ def parse_rule(path: Path, index: int, raw: Any, is_fact_name: Callable[[str], b
     unknown = set(raw) - RULE_KEYS
     if unknown:
         raise fail(sorted(unknown)[0], f"unknown field (allowed: {', '.join(sorted(RULE_KEYS))})")
-    for field in ("title", "cause"):
-        if not isinstance(raw.get(field), str) or not raw[field].strip():
-            raise fail(field, "must be a non-empty string")
+    for key in ("title", "cause"):
+        if not isinstance(raw.get(key), str) or not raw[key].strip():
+            raise fail(key, "must be a non-empty string")
     if raw.get("severity") not in SEVERITIES:
         raise fail("severity", f"must be one of {', '.join(SEVERITIES)}")
     explain_only = bool(raw.get("explain_only", False))

@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest

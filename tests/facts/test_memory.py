@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import struct
 
-import pytest
-
 from conftest import CONFIGS, EXAMPLE_MODEL
 from kvdoctor.facts.collect import CheckOptions, collect_facts
 from kvdoctor.facts.context_length import derive_context_length, variants_for
