@@ -106,8 +106,11 @@ def _notes(facts: Facts, flat: dict[str, Any], why_no_dry_run: str | None) -> li
     elif flat.get("memory.fit") == "not_modelled" and flat.get("memory.why_not") not in (None, "none"):
         notes.append(f"whether the KV cache fits is not judged: {flat['memory.why_not']}")
     elif flat.get("memory.fit") is None and facts.model is not None:
-        notes.append("whether the KV cache fits is not judged: it needs the GPU's memory and one vLLM release "
-                     "(the releases read differ in how they size the KV cache): pass --gpu and --vllm-version")
+        missing = [flag for flag, fact in (("--gpu", "gpu.memory_gib"), ("--vllm-version", "vllm.version"))
+                   if flat.get(fact) is None]  # fmt: skip
+        why = (f"it needs the GPU's memory and one vLLM release (the releases read differ in how they size the KV "
+               f"cache): pass {' and '.join(missing)}" if missing else "the model's layers are not known well enough")
+        notes.append(f"whether the KV cache fits is not judged: {why}")
     return notes
 
 

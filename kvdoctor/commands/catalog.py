@@ -60,8 +60,7 @@ def register(app: typer.Typer) -> None:
         """List the output formats of a command (check's by default)."""
         from kvdoctor.report import registry
 
-        menus = {"check": registry.CHECK, "explain": registry.CHECK, "scan": registry.SCAN, "matrix": registry.MATRIX,
-                 "verify": registry.VERIFY}  # explain writes the same Report as check
+        menus = registry.BY_COMMAND
         if command not in menus:
             raise typer.BadParameter(f"no command {command!r} has output formats: use one of {', '.join(menus)}")
         for name in menus[command].available():

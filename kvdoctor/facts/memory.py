@@ -117,6 +117,9 @@ def _why_not_modelled(flat, facts: Facts, kinds, release, serve: ServeMemory) ->
     if not (model.head_dim and model.num_kv_heads):
         return "config.json does not give head_dim and the KV heads"
     if _kv_bytes(facts.serve.kv_cache_dtype, facts.model.dtype) is None:
+        follows_model = facts.serve.kv_cache_dtype == "auto" or facts.serve.kv_cache_dtype.startswith("turboquant_")
+        if follows_model and model.dtype is None:  # auto (and TurboQuant's native layers) take the model's dtype
+            return "the dtype vLLM serves the model in is undecided (it depends on the GPU: pass --gpu, or --dtype)"
         return f"--kv-cache-dtype {facts.serve.kv_cache_dtype}'s page size is not modelled (only auto, float16/bfloat16, fp8 and TurboQuant)"
     if serve.kv_cache_memory_bytes is None:
         if flat.get("gpu.memory_gib") is None:

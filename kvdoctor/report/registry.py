@@ -54,3 +54,6 @@ MATRIX = FormatMenu("kvdoctor.report.matrix", ("table", "json", "csv", "html"),
                     "matrix format", "table", "table, json, csv or html.")  # fmt: skip
 VERIFY = FormatMenu("kvdoctor.report.verify", ("github", "json", "junit", "markdown", "text"),
                     "verify format", "text", "text, json, junit, github or markdown.")  # fmt: skip
+
+BY_COMMAND = {"check": CHECK, "explain": CHECK, "scan": SCAN, "matrix": MATRIX, "verify": VERIFY}
+"""Each command's menu (explain writes check's Report)."""
