@@ -12,10 +12,10 @@ from typing import Any
 from kvdoctor.base.yaml_safe import load_yaml_cached
 from kvdoctor.data import read_data
 from kvdoctor.facts.kv_capacity import kv_table
+from kvdoctor.facts.probes.serve_args import human_readable_int
 from kvdoctor.model.facts import Facts
 
 GIB = 2**30
-_SCALES = {"k": 1000, "K": 1024, "m": 1000**2, "M": 1024**2, "g": 1000**3, "G": 1024**3, "t": 1000**4, "T": 1024**4}
 
 
 @lru_cache(maxsize=1)
@@ -54,10 +54,8 @@ def serve_memory(argv: tuple[str, ...]) -> ServeMemory:
 
     def number(flag: str, kind=int):
         text = values.get(flag, "").strip()
-        try:
-            if text and text[-1] in _SCALES and kind is int:
-                return int(float(text[:-1]) * _SCALES[text[-1]])
-            return kind(text) if text else None
+        try:  # ints in vLLM's human form (4G, 32k), as the serve-command reader reads them
+            return (human_readable_int if kind is int else kind)(text) if text else None
         except ValueError:
             return None
 

@@ -41,8 +41,8 @@ def _model_dtype(text: str) -> str:
     return text
 
 
-def _human_readable_int(text: str) -> int:
-    # vLLM accepts human forms: 32k = 32000, 32K = 32768, 1m / 1M likewise (kvdoctor/data/serve_flags.yaml).
+def human_readable_int(text: str) -> int:
+    """A positive int in vLLM's human form: 32k = 32000, 32K = 32768, 4G = 4 GiB (kvdoctor/data/serve_flags.yaml)."""
     stripped = text.strip()
     scale = _flag_table()["human_readable_int"].get(stripped[-1:], 1)
     number = stripped[:-1] if scale != 1 else stripped
@@ -51,7 +51,7 @@ def _human_readable_int(text: str) -> int:
 
 _VALUE_CHECKS: dict[str, Callable[[str], Any]] = {
     "text": str, "model_dtype": _model_dtype, "upper_case": str.upper, "positive_int": _positive_int,
-    "fraction": _fraction, "human_readable_int": _human_readable_int,
+    "fraction": _fraction, "human_readable_int": human_readable_int,
 }  # fmt: skip
 
 
