@@ -243,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     shipped = {f["name"] for f in json.loads(args.after.read_text())["files"]} if args.after else set()
 
+    args.stage.mkdir(parents=True, exist_ok=True)  # pip's --report writes into it
     deps_dir = args.stage / "deps"
     plans = []
     for v in args.versions:  # all resolutions first: the bundle's order must be fixed before any piece is cut

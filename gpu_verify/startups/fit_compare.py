@@ -1,0 +1,134 @@
+"""On this machine: kvdoctor's predictions for fit_grid.py's cases (made BEFORE the GPU run), and their comparison
+with what real vLLM logged there.
+
+    python -m gpu_verify.startups.fit_compare predict --version 0.25.1 --out docs/real-startup-results/fit-predictions.json
+    python -m gpu_verify.startups.fit_compare compare --predictions P.json --results R.json [R2.json ...] --out MD
+
+A prediction is `kvdoctor check --no-compile --gpu H200 --vllm-version V --format json -- vllm serve DIR FLAGS`
+on the case's config (weights estimated from config.json, as for any checkpoint kvdoctor cannot read). A tiny
+model's config exists only on the GPU machine: it is predicted afterwards from the config the run sent back, and
+marked so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from gpu_verify.startups.fit_grid import CONFIGS, grid
+
+REPO = Path(__file__).resolve().parents[2]
+H200_GIB = 143771 / 1024  # nvidia-smi's memory.total, MiB
+KEEP = ("memory.", "context.", "quant.", "model.weights")
+
+
+def predict_one(case: dict, version: str, config: dict | None = None) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp) / case["id"]
+        d.mkdir()
+        if config is not None:
+            (d / "config.json").write_text(json.dumps(config))
+        else:
+            shutil.copy(REPO / CONFIGS[case["model"]], d / "config.json")
+        dummy = [] if case["model"].startswith("tiny:") else ["--load-format", "dummy"]
+        argv = [sys.executable, "-m", "kvdoctor", "check", "--no-compile", "--gpu", "H200", "--vllm-version", version,
+                "--format", "json", "--", "vllm", "serve", str(d), *dummy, *case["flags"]]
+        env = dict(os.environ, HF_HUB_OFFLINE="1")
+        p = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, env=env, timeout=300)
+    try:
+        report = json.loads(p.stdout)
+    except json.JSONDecodeError:
+        return {"exit": p.returncode, "error": (p.stderr or p.stdout)[-500:]}
+    facts = {k: v for k, v in report["facts"].items() if k.startswith(KEEP)}
+    rules = sorted({f.get("rule_id") or f.get("id") for f in report["findings"] if f.get("severity") in ("error", "warning")})
+    return {"exit": p.returncode, "verdict": report["verdict"], "rules": rules, "facts": facts}
+
+
+def predict(version: str, out: Path) -> None:
+    doc = {"version": version, "gpu": "H200", "cases": {}}
+    for part in ("a", "b"):
+        for case in grid(part):
+            if case["model"].startswith("tiny:"):
+                doc["cases"][case["id"]] = {"predicted_after": "tiny model: config made on the GPU machine"}
+                continue
+            doc["cases"][case["id"]] = predict_one(case, version)
+            print(case["id"], doc["cases"][case["id"]].get("verdict"), doc["cases"][case["id"]].get("rules"), flush=True)
+    out.write_text(json.dumps(doc, indent=1, sort_keys=True))
+
+
+def pct(pred: float | None, real: float | None) -> str:
+    if pred is None or real is None or real == 0:
+        return "-"
+    return f"{100 * (pred - real) / real:+.1f}%"
+
+
+def compare(predictions: Path, results: list[Path], out: Path) -> None:
+    pred = json.loads(predictions.read_text())
+    rows, machine = [], None
+    for path in results:
+        doc = json.loads(path.read_text())
+        machine = machine or doc.get("machine")
+        rows += doc["results"]
+    lines = [f"# kvdoctor's fit and quantization verdicts against real vLLM {pred['version']} start-ups on an H200",
+             "", f"Machine: {json.dumps(machine)}", "",
+             "Predictions were written before the GPU run (`fit_compare predict`, committed first); weights are",
+             "estimated from config.json (the servers ran `--load-format dummy`: random weights of the real size).",
+             "", "| case | vLLM | kvdoctor | right? | KV GiB real / predicted (err) | band | tokens real / predicted (err) |"
+             " weights GiB real / predicted |", "|---|---|---|---|---|---|---|---|"]
+    right = outside_band_wrong = 0
+    errs = []
+    for r in rows:
+        p = pred["cases"].get(r["id"], {})
+        if r.get("outcome") in ("cut", "not_run") or "verdict" not in p:
+            lines.append(f"| {r['id']} | {r.get('outcome')} | {p.get('verdict', p.get('predicted_after', '-'))} | - | | | | |")
+            continue
+        served = r["outcome"] == "served"
+        f = p["facts"]
+        ok = (p["verdict"] in ("PASS", "WARN")) == served
+        right += ok
+        kv_p, kv_r = f.get("memory.kv_budget_gib"), r.get("available_kv_gib")
+        band = f.get("memory.band_gib")
+        if kv_p is not None and kv_r is not None:
+            errs.append(abs(kv_p - kv_r) / kv_r if kv_r else 0)
+            if not ok and band is not None and abs(kv_p - kv_r) > band:
+                outside_band_wrong += 1
+        w_p = f.get("memory.weights_bytes")
+        lines.append(
+            f"| {r['id']} | {r['outcome']} | {p['verdict']} {','.join(p['rules'])} | {'yes' if ok else 'NO'} | "
+            f"{kv_r} / {kv_p} ({pct(kv_p, kv_r)}) | {band} | {r.get('kv_tokens')} / {f.get('memory.kv_tokens')} "
+            f"({pct(f.get('memory.kv_tokens'), r.get('kv_tokens'))}) | {r.get('weights_gib')} / "
+            f"{round(w_p / 2**30, 2) if w_p else '-'} |")
+    judged = sum(1 for r in rows if r.get("outcome") not in ("cut", "not_run") and "verdict" in pred["cases"].get(r["id"], {}))
+    lines += ["", f"Verdicts right: {right} of {judged}; wrong outside the stated band: {outside_band_wrong}.",
+              f"Available-KV error: median {sorted(errs)[len(errs) // 2] * 100:.1f}%, max {max(errs) * 100:.1f}% "
+              f"over {len(errs)} start-ups that logged it." if errs else "No start-up logged its available KV memory."]
+    out.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines[-3:]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("predict")
+    p.add_argument("--version", required=True)
+    p.add_argument("--out", type=Path, required=True)
+    c = sub.add_parser("compare")
+    c.add_argument("--predictions", type=Path, required=True)
+    c.add_argument("--results", type=Path, nargs="+", required=True)
+    c.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args(argv)
+    if args.cmd == "predict":
+        predict(args.version, args.out)
+    else:
+        compare(args.predictions, args.results, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
