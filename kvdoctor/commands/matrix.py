@@ -58,8 +58,9 @@ def register(app: typer.Typer) -> None:
         vllm_version: Optional[str] = typer.Option(None, "--vllm-version", help="Judge as this vLLM version."),
         dtype: ModelDtype = None,
         tensor_parallel_size: Optional[int] = typer.Option(None, "--tensor-parallel-size", help="As vLLM's -tp (capacity is per GPU)."),
-        gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization", help="As vLLM's; sizes the KV cache."),
-        max_model_len: Optional[int] = typer.Option(None, "--max-model-len", help="For max concurrent sequences (default: the model's)."),
+        gpu_memory_utilization: Optional[float] = typer.Option(None, "--gpu-memory-utilization", help="As vLLM's; sizes the KV cache (default: the release's, as check)."),
+        max_model_len: Optional[int] = typer.Option(None, "--max-model-len", help="One request's length: a cell that cannot hold one is FAIL (default: what vLLM derives from config.json)."),
+        quantization: Optional[str] = typer.Option(None, "--quantization", "-q", help="As vLLM's --quantization, for every cell (default: the checkpoint's own method)."),
         revision: Revision = None,
         offline: Offline = False,
         rules: RulesFiles = [],
@@ -76,13 +77,13 @@ def register(app: typer.Typer) -> None:
 
         try:
             render = MATRIX.renderer(output_format)
-            if not 0 < gpu_memory_utilization <= 1:
+            if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
                 raise UsageError("--gpu-memory-utilization must be in (0, 1]")
             if max_model_len is not None and max_model_len < 1:
                 raise UsageError("--max-model-len must be at least 1")
             request = _request(model, gpus, kv_cache_dtypes, vllm_source, vllm_version, dtype, tensor_parallel_size,
                                gpu_memory_utilization, max_model_len, revision, offline, rules, no_compile, no_cache,
-                               compile_timeout, workers)  # fmt: skip
+                               compile_timeout, workers, quantization)  # fmt: skip
             result = _run_with_progress(request)
             if output is not None:
                 write_output(output, render(result))
@@ -102,7 +103,7 @@ def register(app: typer.Typer) -> None:
 
 def _request(model, gpus, kv_cache_dtypes, vllm_source, vllm_version, dtype, tensor_parallel_size,
              gpu_memory_utilization, max_model_len, revision, offline, rules, no_compile, no_cache,
-             compile_timeout, workers):  # fmt: skip
+             compile_timeout, workers, quantization=None):  # fmt: skip
     from kvdoctor.base.cache_dir import default_cache_dir
     from kvdoctor.check.run import CheckSettings
     from kvdoctor.inputs.validate import validate_check_inputs
@@ -126,7 +127,7 @@ def _request(model, gpus, kv_cache_dtypes, vllm_source, vllm_version, dtype, ten
                              use_cache=not no_cache)  # fmt: skip
     return MatrixRequest(model=model, gpus=gpu_list, kv_cache_dtypes=dtypes, options=options, settings=settings,
                          gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-                         workers=workers)  # fmt: skip
+                         quantization=quantization, workers=workers)  # fmt: skip
 
 
 def _run_with_progress(request):

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from kvdoctor.matrix.capacity import ASSUMPTIONS, Capacity, ModelShape, capacity, kv_bytes_per_token
-from kvdoctor.matrix.grid import Cell, Matrix, MatrixRequest, run_matrix
+from kvdoctor.matrix.capacity import Capacity, capacity_from_facts
+from kvdoctor.matrix.grid import ASSUMPTIONS, Cell, Matrix, MatrixRequest, run_matrix
 
-__all__ = ["ASSUMPTIONS", "Capacity", "Cell", "Matrix", "MatrixRequest", "ModelShape", "capacity",
-           "kv_bytes_per_token", "run_matrix"]  # fmt: skip
+__all__ = ["ASSUMPTIONS", "Capacity", "Cell", "Matrix", "MatrixRequest", "capacity_from_facts", "run_matrix"]

@@ -1,4 +1,6 @@
-"""The matrix: one `kvdoctor check` per (GPU, KV-cache dtype) cell, compiled in parallel, with capacity."""
+"""The matrix: one `kvdoctor check` per (GPU, KV-cache dtype) cell, compiled in parallel; each cell's verdict, rules
+and KV-cache capacity are that check's (its memory.* facts and fit rules KVD180-183, its quantization rules
+KVD190-195), so a cell says what `kvdoctor check` says for the same inputs."""
 
 from __future__ import annotations
 
@@ -10,7 +12,17 @@ from typing import Callable
 
 from kvdoctor.check.run import CheckSettings
 from kvdoctor.facts.collect import CheckOptions
-from kvdoctor.matrix.capacity import ASSUMPTIONS, Capacity, ModelShape, capacity
+from kvdoctor.matrix.capacity import Capacity, capacity_from_facts
+
+ASSUMPTIONS = (
+    "Capacity is check's own fit model (docs/fit.md): the context length vLLM derives, KV bytes per token and the "
+    "groups as vLLM's planner builds them, the memory left after the weights and a modelled activation peak with "
+    "its error band; tokens and concurrency are what vLLM will log ('GPU KV cache size', 'Maximum concurrency').",
+    "A cell whose KV cache cannot hold one request of max_model_len is FAIL (KVD181; KVD182 when no memory is "
+    "left after the weights); inside the budget's error band it is WARN (KVD183).",
+    "'capacity n/a' means check did not judge the fit (its reason is in the cell: e.g. hybrid Mamba layers, a "
+    "--kv-cache-dtype whose page size is not modelled, releases that disagree when no version is named).",
+)
 
 
 @dataclass(frozen=True)
@@ -25,9 +37,12 @@ class MatrixRequest:
     options: CheckOptions
     """Everything but gpu and kv_cache_dtype, shared by every cell."""
     settings: CheckSettings
-    gpu_memory_utilization: float = 0.9
+    gpu_memory_utilization: float | None = None
+    """None: the judged release's default, as check."""
     max_model_len: int | None = None
-    """None: the model's max_position_embeddings."""
+    """None: the length vLLM derives from config.json, as check."""
+    quantization: str | None = None
+    """--quantization for every cell (None: the checkpoint's own method, if any)."""
     workers: int | None = None
     """Processes; None = os.cpu_count()."""
 
@@ -63,8 +78,11 @@ class Matrix:
     gpus: tuple[str, ...]
     kv_cache_dtypes: tuple[str, ...]
     cells: tuple[Cell, ...]
-    gpu_memory_utilization: float
+    gpu_memory_utilization: float | None
+    """As asked; None: each release's default (the cells' kv_budget says the figure used)."""
     max_model_len: int | None
+    """The length every cell judged one request at (context.max_model_len); None when the cells disagree or none
+    knows it."""
     weights_bytes: int | None
     weights_source: str | None
     seconds: float
@@ -76,8 +94,20 @@ class Matrix:
         return next(c for c in self.cells if c.gpu == gpu and c.kv_cache_dtype == kv_cache_dtype)
 
 
+def serve_flags(request: MatrixRequest) -> tuple[str, ...]:
+    """The vLLM serve flags every cell's check reads, as `kvdoctor check` takes them mixed in."""
+    flags: list[str] = []
+    if request.gpu_memory_utilization is not None:
+        flags += ["--gpu-memory-utilization", f"{request.gpu_memory_utilization:g}"]
+    if request.max_model_len is not None:
+        flags += ["--max-model-len", str(request.max_model_len)]
+    if request.quantization is not None:
+        flags += ["--quantization", request.quantization]
+    return tuple(flags)
+
+
 def judge_cell(options: CheckOptions, settings: CheckSettings) -> tuple[Cell, dict]:
-    """Run one check (in a worker process); the cell and the model facts capacity needs."""
+    """Run one check (in a worker process); the cell and the facts the matrix header reads."""
     from kvdoctor.check.run import run_check
     from kvdoctor.base.errors import KvdoctorError
 
@@ -103,10 +133,11 @@ def judge_cell(options: CheckOptions, settings: CheckSettings) -> tuple[Cell, di
         dry_run_source=facts.get("dryrun.source") if dry and dry.status in ("passed", "failed") else None,
         compile_seconds=float(sum(k.seconds for k in kernels if not k.cached)),
         cached=bool(kernels) and all(k.cached for k in kernels),
+        capacity=capacity_from_facts(facts),
     )
-    shape_facts = {k: facts.get(k) for k in ("model.num_hidden_layers", "model.num_kv_heads", "model.head_dim",
-                                             "model.dtype", "model.is_mla", "model.max_position_embeddings", "vllm.version")}  # fmt: skip
-    return cell, shape_facts
+    header = {k: facts.get(k) for k in ("vllm.version", "context.max_model_len", "checkpoint.weights_bytes",
+                                        "checkpoint.weights_source", "memory.weights_bytes", "memory.weights_estimated")}  # fmt: skip
+    return cell, header
 
 
 def _waves(request: MatrixRequest) -> list[list[tuple[str, str]]]:
@@ -123,13 +154,12 @@ def _waves(request: MatrixRequest) -> list[list[tuple[str, str]]]:
 
 
 def run_matrix(request: MatrixRequest, on_cell: Callable[[Cell], None] | None = None) -> Matrix:
-    """Judge every cell in parallel (processes sized to the cores), then size each cell's KV cache."""
-    from kvdoctor.matrix.weights import weights_size
+    """Judge every cell in parallel (processes sized to the cores): each one `kvdoctor check`, capacity included."""
     from kvdoctor.facts.probes.model_config import read_model_facts
     from kvdoctor.facts.probes.model_source import locate_config, offline_requested
 
     started = time.perf_counter()
-    options = request.options
+    options = replace(request.options, loose_flags=(*request.options.loose_flags, *serve_flags(request)))
     download_dir = options.cache_dir / "hf" if options.cache_dir else None
     # locate once here, so workers find config.json in the cache instead of each asking the hub
     location = locate_config(request.model, revision=options.revision,
@@ -147,34 +177,35 @@ def run_matrix(request: MatrixRequest, on_cell: Callable[[Cell], None] | None = 
                 results[futures[future]] = future.result()
                 if on_cell:
                     on_cell(results[futures[future]][0])
-    shape_facts = next((facts for _, facts in results.values() if facts), {})
-    weights = weights_size(location.path, location.model_dir, shape_facts.get("model.dtype") or model_facts.config_dtype)
-    max_len = request.max_model_len or shape_facts.get("model.max_position_embeddings")
-    cells = []
-    for gpu in request.gpus:
-        for dtype in request.kv_cache_dtypes:
-            cell, facts = results[(gpu, dtype)]
-            cells.append(replace(cell, capacity=_capacity(cell, facts, weights, request, max_len)))
+    headers = [header for _, header in results.values() if header]
+    weights_bytes, weights_source = _weights(headers)
     return Matrix(
         model=model_facts.model_id or request.model,
-        vllm_version=shape_facts.get("vllm.version"),
+        vllm_version=_agreed(headers, "vllm.version"),
         gpus=request.gpus,
         kv_cache_dtypes=request.kv_cache_dtypes,
-        cells=tuple(cells),
+        cells=tuple(results[(gpu, dtype)][0] for gpu in request.gpus for dtype in request.kv_cache_dtypes),
         gpu_memory_utilization=request.gpu_memory_utilization,
-        max_model_len=max_len,
-        weights_bytes=weights.bytes if weights else None,
-        weights_source=weights.source if weights else None,
+        max_model_len=_agreed(headers, "context.max_model_len"),
+        weights_bytes=weights_bytes,
+        weights_source=weights_source,
         seconds=time.perf_counter() - started,
         workers=workers,
     )
 
 
-def _capacity(cell: Cell, facts: dict, weights, request: MatrixRequest, max_len: int | None) -> Capacity | None:
-    needed = ("model.num_hidden_layers", "model.num_kv_heads", "model.head_dim")
-    if cell.memory_gib is None or weights is None or any(facts.get(k) is None for k in needed):
-        return None
-    shape = ModelShape(facts["model.num_hidden_layers"], facts["model.num_kv_heads"], facts["model.head_dim"],
-                       facts.get("model.dtype") or "bfloat16", bool(facts.get("model.is_mla")))  # fmt: skip
-    return capacity(shape, cell.kv_cache_dtype, cell.memory_gib, weights.bytes, request.gpu_memory_utilization,
-                    max_len, request.options.tensor_parallel_size or 1)  # fmt: skip
+def _agreed(headers: list[dict], name: str):
+    """The value every cell that knows it agrees on; None when none knows it or they differ."""
+    values = {h.get(name) for h in headers} - {None}
+    return values.pop() if len(values) == 1 else None
+
+
+def _weights(headers: list[dict]) -> tuple[int | None, str | None]:
+    """The checkpoint's bytes and where they came from, as check read them (per rank when only estimated)."""
+    exact = _agreed(headers, "checkpoint.weights_bytes")
+    if exact:
+        return exact, _agreed(headers, "checkpoint.weights_source")
+    estimated = _agreed(headers, "memory.weights_bytes")
+    if estimated:
+        return estimated, "estimated from config.json's shapes (per rank; no checkpoint size found)"
+    return None, None

@@ -18,9 +18,11 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not 
 
 
 def _matrix() -> Matrix:
-    cap = Capacity(16640.0, 4275088, 130.5, 71138411328)
+    cap = Capacity("fits", None, 32768, 66.25, 1.86, 16640, 4275088, 130.5, None, 6171394048, True,
+                   "GPU KV cache size: 4,275,088 tokens; Maximum concurrency for 32,768 tokens per request: 130.5x")
+    auto = Capacity("fits", None, 32768, 66.25, 1.86, 36864, 1929728, 58.9, None, 6171394048, True, None)
     cells = (
-        Cell("A100", "auto", "PASS", (), "A100 80GB", 8.0, 80.0, capacity=Capacity(36864.0, 1929728, 58.9, 1)),
+        Cell("A100", "auto", "PASS", (), "A100 80GB", 8.0, 80.0, capacity=auto),
         Cell("A100", "turboquant_k8v4", "FAIL", (("KVD101", "error", "fired"), ("KVD102", "error", "fired")),
              "A100 80GB", 8.0, 80.0, dry_run="failed", capacity=cap),
         Cell("L4", "auto", "WARN", (("KVD122", "warning", "fired"),), "L4", 8.9, 22.0, capacity=None),
@@ -71,7 +73,7 @@ def test_page_shows_verdicts_rules_and_capacity(tmp_path):
     cells = re.findall(r'<td class="cell verdict-(\w+)"[^>]*data-gpu="([^"]+)" data-kv="([^"]+)"', dom)
     assert cells == [("pass", "A100", "auto"), ("fail", "A100", "turboquant_k8v4"), ("warn", "L4", "auto"),
                      ("pass", "L4", "turboquant_k8v4")]  # fmt: skip
-    assert "KVD101 KVD102" in dom and "4.28M tok / 130.5 seq" in dom and "capacity n/a" in dom
+    assert "KVD101 KVD102" in dom and "4.28M tok / 130.50 seq" in dom and "GPU KV cache size: 4,275,088 tokens" in dom and "capacity n/a" in dom
     assert "http://" not in dom.split("</head>")[0] and "<script" not in dom  # self-contained
 
 

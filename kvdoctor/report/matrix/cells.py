@@ -39,13 +39,34 @@ def short_count(n: float) -> str:
 
 
 def capacity_text(cell: Cell) -> str:
+    """Tokens and concurrent requests as check's fit facts give them (vLLM's own log figures)."""
+    cap = cell.capacity
+    if cap is None or cap.fit == "not_modelled" or cap.tokens is None:
+        return "capacity n/a"
+    if cap.fit == "no_memory":
+        return "no KV memory left"
+    seqs = f" / {cap.max_concurrency:.2f} seq" if cap.max_concurrency is not None else ""
+    short = " (< 1 request)" if cap.fit == "does_not_fit" else ""
+    return f"{short_count(cap.tokens)} tok{seqs}{short}"
+
+
+def capacity_detail(cell: Cell) -> str:
+    """One line for a tooltip or a note: the fit, vLLM's log lines, or why the fit was not judged."""
     cap = cell.capacity
     if cap is None:
-        return "capacity n/a"
-    if cap.tokens == 0:
-        return "weights do not fit"
-    seqs = f" / {cap.max_concurrent_seqs:.1f} seq" if cap.max_concurrent_seqs is not None else ""
-    return f"{short_count(cap.tokens)} tok{seqs}"
+        return "fit not judged"
+    if cap.why_not:
+        return f"fit not judged: {cap.why_not}"
+    parts = [f"fit {cap.fit or 'undecided (releases disagree)'}"]
+    if cap.kv_budget_gib is not None:
+        parts.append(f"{cap.kv_budget_gib:g} +- {cap.band_gib or 0:g} GiB for the KV cache")
+    if cap.kv_bytes_per_token is not None:
+        parts.append(f"{cap.kv_bytes_per_token:g} KV bytes/token")
+    if cap.vllm_log:
+        parts.append(cap.vllm_log)
+    if cap.fitting_max_model_len:
+        parts.append(f"fits up to --max-model-len {cap.fitting_max_model_len}")
+    return "; ".join(parts)
 
 
 def gpu_label(cell: Cell) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import escape
 
 from kvdoctor import __version__
-from kvdoctor.report.matrix.cells import capacity_text, compile_label, gpu_label, reasons, rule_ids, version_label
+from kvdoctor.report.matrix.cells import capacity_detail, capacity_text, compile_label, gpu_label, reasons, rule_ids, version_label
 from kvdoctor.matrix.grid import Cell, Matrix
 
 COLOURS = {"PASS": "#1a7f37", "WARN": "#d4a72c", "FAIL": "#cf222e", "ERROR": "#8250df"}
@@ -31,14 +31,19 @@ def _cell(cell: Cell) -> str:
         title.append(f"undecided: {undecided}")
     if cell.dry_run:
         title.append(f"dry run {cell.dry_run}{' (cached)' if cell.cached else ''}")
-    if cell.capacity:
-        title.append(f"{cell.capacity.kv_bytes_per_token:g} KV bytes/token, {cell.capacity.tokens} tokens fit")
+    title.append(capacity_detail(cell))
     return (
         f'<td class="cell verdict-{cell.verdict.lower()}" style="background:{COLOURS[cell.verdict]}" '
         f'data-gpu="{escape(cell.gpu)}" data-kv="{escape(cell.kv_cache_dtype)}" title="{escape(" | ".join(title))}">'
         f'<div class="v">{cell.verdict}</div><div class="r">{escape(fired)}</div>'
         f'<div class="c">{escape(capacity_text(cell))}</div></td>'
     )
+
+
+def _utilization(matrix: Matrix) -> str:
+    if matrix.gpu_memory_utilization is None:
+        return "the release's default --gpu-memory-utilization"
+    return f"--gpu-memory-utilization {matrix.gpu_memory_utilization:g}"
 
 
 def render(matrix: Matrix, verbose: bool = False) -> str:
@@ -59,9 +64,9 @@ def render(matrix: Matrix, verbose: bool = False) -> str:
 <body>
 <h1>Which KV-cache dtype works on which GPU: {escape(matrix.model)}, {escape(version_label(matrix))}</h1>
 <p class="sub">Verdicts from kvdoctor's rules and {escape(compile_label(matrix))}; rule ids in each cell, '?' marking
-an undecided one (<code>kvdoctor rules</code> explains them). Capacity: KV-cache tokens that fit on one GPU at
---gpu-memory-utilization {matrix.gpu_memory_utilization} after {escape(weights)} of weights, and concurrent
-sequences at --max-model-len {matrix.max_model_len}.</p>
+an undecided one (<code>kvdoctor rules</code> explains them). Capacity: check's fit facts, as vLLM will log them (GPU
+KV cache size in tokens, maximum concurrency) at {escape(_utilization(matrix))} after {escape(weights)} of weights,
+one request being --max-model-len {matrix.max_model_len or "as each cell derives it"}.</p>
 <p class="legend">{legend}</p>
 <table id="matrix"><thead><tr><th class="gpu">GPU</th>{head}</tr></thead>
 <tbody>

@@ -9,7 +9,7 @@ from typing import Any
 from kvdoctor import __version__
 from kvdoctor.matrix.grid import Matrix
 
-MATRIX_SCHEMA_VERSION = "1.0"
+MATRIX_SCHEMA_VERSION = "2.0"  # 2.0: capacity is check's fit facts (free_bytes gone)
 
 
 def to_dict(matrix: Matrix) -> dict[str, Any]:
@@ -17,6 +17,8 @@ def to_dict(matrix: Matrix) -> dict[str, Any]:
     for cell in matrix.cells:
         entry = asdict(cell)
         entry["rules"] = [{"rule_id": r, "severity": s, "status": st} for r, s, st in cell.rules]
+        if cell.capacity is not None:  # 1.x's name for the concurrency, kept for readers of it
+            entry["capacity"]["max_concurrent_seqs"] = cell.capacity.max_concurrency
         cells.append(entry)
     return {
         "schema_version": MATRIX_SCHEMA_VERSION,

@@ -35,10 +35,15 @@ def print_console(matrix: Matrix, console: Console, verbose: bool = False) -> No
             table.add_row(*row)
         console.print(table)
     weights = f"{matrix.weights_bytes / 2**30:.2f} GiB ({matrix.weights_source})" if matrix.weights_bytes else "unknown"
-    console.print(f"Weights: {escape(weights)}; --gpu-memory-utilization {matrix.gpu_memory_utilization}; "
-                  f"--max-model-len {matrix.max_model_len}; {matrix.seconds:.1f} s on {matrix.workers} processes")  # fmt: skip
+    util = "release default" if matrix.gpu_memory_utilization is None else f"{matrix.gpu_memory_utilization:g}"
+    length = matrix.max_model_len or "per cell"
+    console.print(f"Weights: {escape(weights)}; --gpu-memory-utilization {util}; --max-model-len {length}; "
+                  f"{matrix.seconds:.1f} s on {matrix.workers} processes")  # fmt: skip
+    not_judged = sorted({c.capacity.why_not for c in matrix.cells if c.capacity and c.capacity.why_not})
+    for why in not_judged:
+        console.print(f"[dim]capacity n/a: {escape(why)}[/]")
     console.print(f"[dim]Verdicts: kvdoctor's rules and {escape(compile_label(matrix))}; a rule id ending in '?' is undecided.[/]")
-    console.print("[dim]Capacity (tokens / concurrent sequences) assumes:[/]")
+    console.print("[dim]Capacity (tokens / concurrent requests):[/]")
     for line in matrix.assumptions:
         console.print(f"[dim]  - {escape(line)}[/]")
 
