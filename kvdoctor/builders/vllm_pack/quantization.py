@@ -24,6 +24,7 @@ from pathlib import Path
 
 from kvdoctor.base.versions import pack_order
 from kvdoctor.builders.vllm_pack.quantization_classes import act_dtypes, min_capability, override
+from kvdoctor.builders.vllm_pack.quantization_schemes import scheme_facts
 from kvdoctor.builders.vllm_pack.quantization_source import (
     ReleaseSource, assignment, class_chain, function, imports_in, module_file, string_list, walk_statements,
 )  # fmt: skip
@@ -191,6 +192,7 @@ def release_facts(source: ReleaseSource) -> dict:
         "deprecated_where": f"{INIT}:{deprecated.lineno}" if deprecated else None,
         "overrides_order": overrides_order(source),
         "messages": messages(source),
+        "ct_schemes": scheme_facts(source),  # compressed-tensors' per-layer schemes (quantization_schemes.py)
     }
 
 
