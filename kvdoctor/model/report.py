@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kvdoctor.model.dry_run import DryRunReport
 
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"  # 1.3: check's "fit" object (report/check/json.py)
 
 SEVERITY_ORDER = {"info": 0, "warning": 1, "error": 2}
 

@@ -9,6 +9,7 @@ from typing import Any
 from kvdoctor import __version__
 from kvdoctor.model.dry_run import to_json
 from kvdoctor.model.report import SCHEMA_VERSION, Report
+from kvdoctor.report.check.fit import fit_summary
 
 
 def to_dict(report: Report) -> dict[str, Any]:
@@ -26,7 +27,36 @@ def to_dict(report: Report) -> dict[str, Any]:
         "findings": findings,
         "dry_run": to_json(report.dry_run) if report.dry_run else None,
         "notes": list(report.notes),
+        **({"fit": _fit(report)} if report.command == "check" else {}),
         **({"explain": report.extra} if report.extra else {}),
+    }
+
+
+def _fit(report: Report) -> dict[str, Any] | None:
+    """What vLLM will log when it sizes the KV cache, and its inputs (schema 1.3); None without memory facts."""
+    fit = fit_summary(report)
+    if fit is None:
+        return None
+    return {
+        "judged": fit.judged,
+        "state": fit.state,
+        "why_not": fit.why_not,
+        "available_kv_bytes": fit.available_kv_bytes,
+        "available_kv_gib": fit.available_kv_gib,
+        "band_gib": fit.band_gib,
+        "kv_cache_tokens": fit.kv_cache_tokens,
+        "max_model_len": fit.max_model_len,
+        "max_concurrency": fit.max_concurrency,
+        "vllm_log": list(fit.vllm_log),
+        "vllm_error": fit.vllm_error,
+        "inputs": {
+            "weights_bytes": fit.weights_bytes,
+            "weights_source": fit.weights_source,
+            "weights_estimated": fit.weights_estimated,
+            "kv_budget_source": fit.kv_budget_source,
+            "kv_bytes_per_token": fit.kv_bytes_per_token,
+            "block_size": fit.block_size,
+        },
     }
 
 
