@@ -61,7 +61,7 @@ def register(app: typer.Typer) -> None:
             server_url = base_url(url)
             credentials = read_credentials(api_key_file, api_key_env, list(header))
             checked = _checked(report, flags, pasted, loose, own_flags)
-            settings = VerifySettings(timeout, served_model_name, prompt, max_tokens, not no_completion)
+            settings = VerifySettings(timeout, served_model_name, prompt, max_tokens, not no_completion, fail_on)
             return run_verify(server_url, checked, credentials, settings)
 
         run_and_exit(work, VERIFY, output_format, output, fail_on, verbose, debug)

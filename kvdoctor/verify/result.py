@@ -8,7 +8,7 @@ from kvdoctor.verify.checked import CheckedConfig
 from kvdoctor.verify.compare import MISMATCH, Comparison
 from kvdoctor.verify.probe import ServerFacts
 
-VERIFY_SCHEMA_VERSION = "1.0"
+VERIFY_SCHEMA_VERSION = "1.1"  # 1.1: scan's envelope (counts, targets[]) added; 1.0's fields kept
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,8 @@ class VerifyReport:
     """The headers sent, by name and source only (never a value)."""
     notes: tuple[str, ...] = ()
     seconds: float = 0.0
+    fail_on: str = "error"
+    """The --fail-on the run gates with (the JSON states each target's exit code under it)."""
 
     @property
     def mismatches(self) -> tuple[Comparison, ...]:

@@ -24,6 +24,8 @@ class VerifySettings:
     """A text prompt; default: token ids (works with --skip-tokenizer-init servers too)."""
     max_tokens: int = 4
     completion: bool = True
+    fail_on: str = "error"
+    """--fail-on: recorded in the report, which states its exit code under it."""
 
 
 def run_verify(url: str, checked: CheckedConfig, credentials: Credentials, settings: VerifySettings) -> VerifyReport:
@@ -40,4 +42,4 @@ def run_verify(url: str, checked: CheckedConfig, credentials: Credentials, setti
     if server.metrics.engines > 1:
         notes.append(f"{server.metrics.engines} engines report vllm:cache_config_info; the first was compared")
     return VerifyReport(url, server, checked, comparisons, credentials.described, tuple(notes),
-                        time.monotonic() - started)  # fmt: skip
+                        time.monotonic() - started, settings.fail_on)  # fmt: skip
