@@ -28,6 +28,10 @@ def register(app: typer.Typer) -> None:
         api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="An environment variable holding the API key (default: KVDOCTOR_API_KEY when set)."),
         header: List[str] = typer.Option([], "--header", "-H", help="An extra header 'Name: value' (value '@FILE' or '$VAR' reads a secret; never printed)."),
         timeout: float = typer.Option(30.0, "--timeout", help="Seconds each request may take."),
+        cacert: Optional[Path] = typer.Option(None, "--cacert", help="PEM bundle of the CA that signs the server's certificate (default: the system store)."),
+        cert: Optional[Path] = typer.Option(None, "--cert", help="PEM client certificate for a mutual-TLS server (may hold the key too)."),
+        key: Optional[Path] = typer.Option(None, "--key", help="PEM private key of --cert, when not in the same file."),
+        insecure: bool = typer.Option(False, "--insecure", help="Do not verify the server's certificate: only when given here; the report says so and never PASSes."),
         served_model_name: Optional[str] = typer.Option(None, "--served-model-name", help="The model name to complete with (default: the first /v1/models lists)."),
         prompt: Optional[str] = typer.Option(None, "--prompt", help="A text prompt (default: token ids, which servers with --skip-tokenizer-init take too)."),
         max_tokens: int = typer.Option(4, "--max-tokens", help="Tokens the completion asks for."),
@@ -55,13 +59,16 @@ def register(app: typer.Typer) -> None:
             from kvdoctor.verify.connection import base_url
             from kvdoctor.verify.credentials import read_credentials
             from kvdoctor.verify.run import VerifySettings, run_verify
+            from kvdoctor.verify.tls import TlsSettings, check_tls_settings
 
             validate_check_inputs(fail_on=fail_on)
             _validate(timeout, max_tokens)
             server_url = base_url(url)
+            tls = TlsSettings(cacert, cert, key, insecure)
+            check_tls_settings(tls, server_url)
             credentials = read_credentials(api_key_file, api_key_env, list(header))
             checked = _checked(report, flags, pasted, loose, own_flags)
-            settings = VerifySettings(timeout, served_model_name, prompt, max_tokens, not no_completion, fail_on)
+            settings = VerifySettings(timeout, served_model_name, prompt, max_tokens, not no_completion, fail_on, tls)
             return run_verify(server_url, checked, credentials, settings)
 
         run_and_exit(work, VERIFY, output_format, output, fail_on, verbose, debug)

@@ -25,7 +25,7 @@ class Comparison:
 
     field: str
     """'model', 'vllm_version', 'kv_cache_dtype', 'block_size', 'max_model_len', 'gpu_memory_utilization',
-    'kv_cache_size_tokens', 'health' or 'completion'."""
+    'kv_cache_size_tokens', 'health', 'completion', or 'server_identity' (under --insecure)."""
     status: str
     """'match', 'mismatch' (gates: exit 1), 'not_checked' (the check did not state it), 'not_exposed' (the server
     does not say)."""
@@ -51,6 +51,8 @@ class Comparison:
             return f"completion: {self.served}"
         if self.field == "health":
             return f"health: GET /health answered {self.served}"
+        if self.field == "server_identity":
+            return f"server identity: {self.served}"
         if self.status == NOT_CHECKED:
             return f"{self.field}: server {_show(self.served)} (not stated at check)"
         if self.status == NOT_EXPOSED:
@@ -201,3 +203,10 @@ def _completion(server: ServerFacts) -> Comparison:
 
 def _show(value: Any) -> str:
     return "?" if value is None else repr(value) if isinstance(value, str) else str(value)
+
+
+def unverified_identity() -> Comparison:
+    """Under --insecure nobody vouches for who answered: a field a PASS needs, left undecided (WARN)."""
+    return Comparison("server_identity", NOT_CHECKED, None, "certificate not verified (--insecure)", "",
+                      "the TLS handshake", required=True,
+                      note="whoever answered was not proven to be the server: verify with --cacert instead")  # fmt: skip

@@ -57,6 +57,8 @@ class Connection:
     """Scheme, host, port and any path prefix, without a trailing '/'."""
     headers: tuple[tuple[str, str], ...] = ()
     timeout_s: float = 30.0
+    tls: ssl.SSLContext | None = None
+    """The client TLS context (verify/tls.py); None: the system's CA store, verification on."""
 
     def get(self, path: str) -> Response:
         """GET base_url + path."""
@@ -71,7 +73,7 @@ class Connection:
         (status, the error body)."""
         started = time.monotonic()
         try:
-            answer = urllib.request.urlopen(self._post(path, body), timeout=self.timeout_s, context=_tls())
+            answer = urllib.request.urlopen(self._post(path, body), timeout=self.timeout_s, context=self.tls or _tls())
         except urllib.error.HTTPError as exc:
             status, text = exc.code, _read(exc)
             self._refuse_credentials(status, path, text)
@@ -91,7 +93,7 @@ class Connection:
         started = time.monotonic()
         path = urllib.parse.urlsplit(request.full_url).path
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s, context=_tls()) as answer:
+            with urllib.request.urlopen(request, timeout=self.timeout_s, context=self.tls or _tls()) as answer:
                 text = answer.read().decode("utf-8", "replace")
                 return Response(answer.status, text, time.monotonic() - started)
         except urllib.error.HTTPError as exc:
@@ -124,8 +126,17 @@ class Connection:
         reason = getattr(exc, "reason", exc)
         where = f"{self.base_url}{path}"
         if isinstance(reason, ssl.SSLError) or isinstance(exc, ssl.SSLError):
-            return ServerUnreachable(f"TLS failed talking to {where}: {_short(str(reason))}",
-                                     "check the certificate, or set SSL_CERT_FILE to the CA bundle that signed it")
+            text = str(reason)
+            if any(word in text for word in ("CERTIFICATE_REQUIRED", "HANDSHAKE_FAILURE", "BAD_CERTIFICATE", "UNKNOWN_CA")) \
+                    and "CERTIFICATE_VERIFY_FAILED" not in text:
+                hint = "the server asks for a client certificate it trusts (mutual TLS): give --cert FILE and --key FILE"
+            else:
+                hint = "give the CA that signs the server's certificate with --cacert FILE (or --insecure, stated in the report)"
+            return ServerUnreachable(f"TLS failed talking to {where}: {_short(text)}", hint)
+        if isinstance(reason, (ConnectionResetError, BrokenPipeError)) and self.base_url.startswith("https://"):
+            return ServerUnreachable(f"{where} closed the TLS connection: {_short(str(exc))}",
+                                     "a mutual-TLS server drops clients without a certificate it trusts: give --cert FILE "
+                                     "and --key FILE")  # fmt: skip
         if isinstance(reason, (socket.timeout, TimeoutError)):
             return ServerUnreachable(f"{where} did not answer within {self.timeout_s:g} s", "raise --timeout, or check the address")
         if isinstance(reason, ConnectionRefusedError):

@@ -25,6 +25,8 @@ class VerifyReport:
     seconds: float = 0.0
     fail_on: str = "error"
     """The --fail-on the run gates with (the JSON states each target's exit code under it)."""
+    tls: str | None = None
+    """How TLS was verified (verify/tls.py TlsSettings.described), None for an http:// server."""
 
     @property
     def mismatches(self) -> tuple[Comparison, ...]:

@@ -71,6 +71,7 @@ def to_dict(report: VerifyReport) -> dict[str, Any]:
             "seconds": server.seconds,
         },
         "headers_sent": list(report.credentials),
+        "tls": report.tls,
         "notes": list(report.notes),
         "seconds": round(report.seconds, 3),
     }
