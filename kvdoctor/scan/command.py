@@ -18,6 +18,8 @@ OPERATORS = {"&&", "||", ";", "|", "&", ";;", "|&"}
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 SHELL_VARIABLE = re.compile(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\})")
 FLAGS_ONLY_NOTE = "image {image} runs its own entrypoint with vLLM serve options only: read as vllm serve"
+# A reference the manifest leaves to the host or a Secret: $VAR, ${VAR}, $(VAR) (Kubernetes), unexpanded here.
+UNRESOLVED = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*[^}]*\}|\([A-Za-z_][A-Za-z0-9_]*\))")
 GENERIC_SERVER_OPTIONS = {"--host", "--port", "--help", "--version", "--config", "--api-key", "--ssl-keyfile",
                           "--ssl-certfile", "--root-path", "--uvicorn-log-level"}  # fmt: skip
 
@@ -42,15 +44,16 @@ def words_of(node: yaml.Node | None, source_text: str, split: bool = False) -> l
     return [(token, node) for token in _place(words, node, source_text)]
 
 
-def only_serve_flags(args: list[Word]) -> bool:
+def only_serve_flags(args: list[Word], vllm_build: bool = False) -> bool:
     """Args alone (the image's own entrypoint) that are vLLM serve options: a locally built vLLM image. At least
-    two options vLLM has beyond those any HTTP server has, and three in four of all options vLLM's."""
+    two options vLLM has beyond those any HTTP server has (one for an image named for vLLM, e.g. opea/vllm-gaudi),
+    and three in four of all options vLLM's."""
     from kvdoctor.vllm_pack.candidates import all_serve_options
 
     known = all_serve_options()
     options = [canonical_option(t.text) for t, _ in args if t.text.startswith("--")]
     vllm_own = [o for o in options if o in known and o not in GENERIC_SERVER_OPTIONS]
-    return len(vllm_own) >= 2 and 4 * sum(o in known for o in options) >= 3 * len(options)
+    return len(vllm_own) >= (1 if vllm_build else 2) and 4 * sum(o in known for o in options) >= 3 * len(options)
 
 
 def canonical_option(word: str) -> str:
@@ -68,7 +71,9 @@ def serve_argv(command: list[Word], args: list[Word], entrypoint_is_vllm: bool, 
         return found
     if words and PurePosixPath(words[0].text).name in SHELLS:
         pairs = command + args
-        script = next((pairs[i + 1] for i, w in enumerate(words[:-1]) if w.text in ("-c", "-lc", "-ec")), None)
+        flag = next((i for i, w in enumerate(words[:-1]) if w.text in ("-c", "-lc", "-ec")), None)
+        after = flag + 1 + (flag + 2 < len(words) and words[flag + 1].text == "--") if flag is not None else None
+        script = pairs[after] if after is not None else None  # `bash -lc -- "script"`: -- ends bash's options
         if script is not None:
             return _in_script(script[0], script[1], source_text)
     return None
@@ -142,3 +147,49 @@ def _place(words: list[str], node: yaml.Node, source_text: str) -> list[Token]:
         placed.append(Token(word, start.line + 1 + raw[:found].count("\n")))
         cursor = found + len(word)
     return placed
+
+
+def without_unresolved(argv: list[Token]) -> tuple[list[Token], list[str]]:
+    """The argv without the flags whose value is a variable the manifest does not set ($VAR, ${VAR}, $(VAR)) and
+    without words that are such a variable alone after the model ($EXTRA_ARGS), each named in a note: their values
+    are unknown here, so they are not judged (a guess would be a false error). The model stays, said unknown."""
+    kept: list[Token] = []
+    notes: list[str] = []
+    index = 0
+    while index < len(argv):
+        token = argv[index]
+        nxt = argv[index + 1] if index + 1 < len(argv) else None
+        flag, inline, value = token.text.partition("=")
+        is_flag = token.text.startswith("-") and canonical_option(token.text) != "--model"
+        takes_next = (is_flag and not inline and nxt is not None and not nxt.text.startswith("-")
+                      and takes_a_value(canonical_option(token.text)))  # fmt: skip
+        variable = UNRESOLVED.search(value if inline else nxt.text if takes_next else "")
+        if is_flag and variable:
+            notes.append(f"{flag} takes its value from {variable.group(0)}, unknown here: not judged")
+            index += 1 if inline else 2
+            continue
+        positional = not token.text.startswith("-") and not ASSIGNMENT.match(token.text)
+        if positional and UNRESOLVED.fullmatch(token.text) and any(_is_positional(t, kept) for t in kept):
+            notes.append(f"{token.text} (arguments the manifest leaves to the environment) is unknown here: not judged")
+            index += 1
+            continue
+        kept.append(token)
+        index += 1
+    return kept, notes
+
+
+def takes_a_value(option: str) -> bool:
+    """Whether a serve option takes a value in some release the pack read (an unknown option: assumed to)."""
+    from kvdoctor.vllm_pack.release import load_release
+    from kvdoctor.vllm_pack.store import pack_releases
+
+    specs = [spec for v in pack_releases() if (spec := load_release(v).serve_args.get(option)) is not None]
+    return not specs or any(getattr(spec, "takes_value", True) for spec in specs)
+
+
+def _is_positional(token: Token, before: list[Token]) -> bool:
+    """Whether a kept word is the model positional (not a flag, not a flag's value, not a VAR=value prefix)."""
+    at = before.index(token)
+    previous = before[at - 1].text if at else ""
+    follows_flag = previous.startswith("-") and "=" not in previous
+    return not token.text.startswith("-") and not ASSIGNMENT.match(token.text) and not follows_flag

@@ -9,7 +9,7 @@ import yaml
 from kvdoctor.scan import nodes
 from kvdoctor.scan.command import FLAGS_ONLY_NOTE, only_serve_flags, serve_argv, words_of
 from kvdoctor.scan.documents import Document
-from kvdoctor.scan.image import runs_vllm_entrypoint
+from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
 from kvdoctor.scan.workload import EnvVar, Token, Workload
 
 INTERPOLATION = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?[-?]([^}]*))?\}")
@@ -34,7 +34,7 @@ def _service(file: str, name: str, key: yaml.Node, service: yaml.Node, source_te
     image = _interpolate(image) if image else None
     entrypoint = words_of(nodes.get(service, "entrypoint"), source_text, split=True)
     command = words_of(nodes.get(service, "command"), source_text, split=True)
-    flags_only = not entrypoint and not runs_vllm_entrypoint(image) and only_serve_flags(command)
+    flags_only = not entrypoint and not runs_vllm_entrypoint(image) and only_serve_flags(command, is_vllm_build(image))
     argv = serve_argv(entrypoint, command, runs_vllm_entrypoint(image) or flags_only, source_text)
     if argv is None:
         return None

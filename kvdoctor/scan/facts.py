@@ -11,6 +11,7 @@ from kvdoctor.base.errors import KvdoctorError
 from kvdoctor.data.fact_names import fact_registry
 from kvdoctor.facts.probes.serve_args import parse_serve_command
 from kvdoctor.scan.image import image_version
+from kvdoctor.scan.serving_crds import PROFILE_PREFIXES
 from kvdoctor.scan.workload import Location, Workload
 
 SHORT_FLAGS = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-dp": "--data-parallel-size",
@@ -132,6 +133,8 @@ def _version(workload: Workload, defaults, values, sources, notes) -> str | None
         found = image_version(workload.image)
         values["deploy.image_pinned"] = found.vllm_version is not None
         if found.vllm_version:
+            if found.why_unknown:
+                notes.append(found.why_unknown)
             return found.vllm_version
         values["deploy.image_note"] = found.why_unknown
     else:
@@ -152,9 +155,12 @@ def _gpu(workload: Workload, defaults, values, sources, notes, unjudged: list[st
     candidates, unknown = [], []
     for preferred in (False, True):  # required terms decide; preferred ones only when none is required
         for selector in workload.gpu_selectors:
-            if selector.required == preferred or not (selector.key in keys or _names_a_gpu(selector.key)):
+            named = selector.key in keys or _names_a_gpu(selector.key) or selector.key in PROFILE_PREFIXES
+            if selector.required == preferred or not named:
                 continue
             for value in selector.values:
+                if selector.key in PROFILE_PREFIXES:  # KubeAI's resourceProfile, Ray Serve's accelerator_type
+                    value = value.removeprefix(PROFILE_PREFIXES[selector.key])
                 device = gpu_for_node_label(selector.key if selector.key in keys else GENERIC_PRODUCT_KEY, value)
                 if device is None:
                     unknown.append(f"{selector.key}={value}")

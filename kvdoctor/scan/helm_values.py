@@ -1,7 +1,8 @@
 """Helm values of the vLLM production-stack chart -> one workload per servingEngineSpec.modelSpec[] entry.
 
 The argv is built the way the chart's deployment template builds it (helm/templates/deployment-vllm-multi.yaml:
-`vllm serve <modelURL>`, then flags from vllmConfig, then vllmConfig.extraArgs); each word carries the line
+`vllm serve <modelURL>`, --enable-lora, the tool-call flags, then flags from vllmConfig, vllmConfig.extraArgs,
+--revision and --chat-template); each word carries the line
 of the value it comes from."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import yaml
 from kvdoctor.scan import nodes
 from kvdoctor.scan.documents import Document
 from kvdoctor.scan.kubernetes import container_env, gpu_limit, node_selector_term, pod_gpu_selectors
-from kvdoctor.scan.workload import GpuSelector, Token, Workload
+from kvdoctor.scan.workload import EnvVar, GpuSelector, Token, Workload
 
 # vllmConfig key -> the flag the chart passes (its own spelling), in the template's order.
 VALUED_KEYS = (
@@ -58,7 +59,7 @@ def _model_spec(file: str, engine: yaml.Node, spec: yaml.Node) -> Workload:
         file=file, line=nodes.line(spec), platform="helm", kind="modelSpec", name=name, container="vllm",
         image=image, image_line=nodes.line(nodes.get(spec, "tag")) or nodes.line(nodes.get(spec, "repository")),
         argv=tuple(_argv(spec)), command_line=nodes.line(nodes.get(spec, "modelURL")) or nodes.line(spec),
-        env=tuple(global_env + env), env_from=tuple(env_from), gpu_selectors=_selectors(spec),
+        env=tuple(_v0_env(spec) + global_env + env), env_from=tuple(env_from), gpu_selectors=_selectors(spec),
         gpu_limit=limit, gpu_limit_line=limit_line, notes=tuple(notes),
     )  # fmt: skip
 
@@ -68,6 +69,11 @@ def _argv(spec: yaml.Node) -> list[Token]:
     argv = [Token(nodes.text(model) or "", nodes.line(model))] if nodes.text(model) else []
     if nodes.plain(nodes.get(spec, "enableLoRA")) is True:
         argv.append(Token("--enable-lora", nodes.line(nodes.get(spec, "enableLoRA"))))
+    if nodes.plain(nodes.get(spec, "enableTool")):
+        argv.append(Token("--enable-auto-tool-choice", nodes.line(nodes.get(spec, "enableTool"))))
+    parser = nodes.get(spec, "toolCallParser")
+    if nodes.text(parser):
+        argv += [Token("--tool-call-parser", nodes.line(parser)), Token(str(nodes.text(parser)), nodes.line(parser))]
     config = nodes.get(spec, "vllmConfig")
     if nodes.is_map(config):
         chunked = nodes.get(config, "enableChunkedPrefill")
@@ -87,7 +93,17 @@ def _argv(spec: yaml.Node) -> list[Token]:
     revision = nodes.get(spec, "modelRevision")
     if nodes.text(revision):
         argv += [Token("--revision", nodes.line(revision)), Token(str(nodes.text(revision)), nodes.line(revision))]
+    template = nodes.get(spec, "chatTemplate")
+    if nodes.text(template):  # the chart mounts its templates ConfigMap at /templates
+        argv += [Token("--chat-template", nodes.line(template)), Token(f"/templates/{nodes.text(template)}",
+                                                                       nodes.line(template))]  # fmt: skip
     return argv
+
+
+def _v0_env(spec: yaml.Node) -> list[EnvVar]:
+    """vllmConfig.v0: "1" makes the chart set VLLM_USE_V1=0 (the V0 engine)."""
+    v0 = nodes.get(spec, "vllmConfig", "v0")
+    return [EnvVar("VLLM_USE_V1", "0", nodes.line(v0))] if str(nodes.text(v0)) == "1" else []
 
 
 def _gpu_request(spec: yaml.Node) -> tuple[int | None, int | None]:

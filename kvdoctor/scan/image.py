@@ -9,6 +9,9 @@ from dataclasses import dataclass
 VLLM_IMAGE_REPOSITORIES = ("vllm/vllm-openai", "vllm/vllm-openai-cpu", "vllm/vllm-tpu", "rocm/vllm")
 # Images whose entrypoint is vLLM's OpenAI server, so `args` alone are serve arguments.
 VLLM_ENTRYPOINT_IMAGES = ("vllm/vllm-openai", "lmcache/vllm-openai", "vllm-openai")
+# Builds of vLLM whose tags name another project's release, never vLLM's (lmcache/vllm-openai:v0.3.1 is LMCache 0.3.1).
+OTHER_PROJECT_TAGS = ("lmcache/vllm-openai",)
+BUILD_TAG = re.compile(r"^v?(\d+\.\d+\.\d+)(?:[-_+.].*)?$")
 RELEASE_TAG = re.compile(r"^v?(\d+\.\d+\.\d+(?:\.\d+)?(?:(?:rc|\.post)\d+)?)(?:[-_+].*)?$")
 
 
@@ -20,6 +23,7 @@ class ImageVersion:
     vllm_version: str | None
     """The release the tag names; None when unknown."""
     why_unknown: str | None = None
+    """Why the version is unknown; with a version, how it was read (a build of vLLM's tag)."""
 
 
 def split_image(image: str) -> tuple[str, str | None, str | None]:
@@ -40,6 +44,14 @@ def _path(repository: str) -> str:
     return "/".join(parts)
 
 
+def is_vllm_build(image: str | None) -> bool:
+    """An image named for vLLM that is not vLLM's own (opea/vllm-gaudi, aibrix/vllm-openai, .../vllm-openai-ubi9)."""
+    if not image:
+        return False
+    name = _path(split_image(image)[0]).rsplit("/", 1)[-1].lower()
+    return name == "vllm" or name.startswith("vllm-") or name.startswith("vllm_")
+
+
 def runs_vllm_entrypoint(image: str | None) -> bool:
     if not image:
         return False
@@ -52,13 +64,18 @@ def runs_vllm_entrypoint(image: str | None) -> bool:
 def image_version(image: str) -> ImageVersion:
     repository, tag, digest = split_image(image.strip())
     path = _path(repository)
-    if not any(path == r or path.endswith("/" + r) for r in VLLM_IMAGE_REPOSITORIES):
+    own = any(path == r or path.endswith("/" + r) for r in VLLM_IMAGE_REPOSITORIES)
+    build = not own and is_vllm_build(image) and not any(path == r or path.endswith("/" + r) for r in OTHER_PROJECT_TAGS)
+    if not own and not build:
         why = f"the tag of {path} is not a vLLM version"
         return ImageVersion(repository, tag, digest, None, why)
     if tag is None:
         why = f"image {image} pins a digest, not a version" if digest else f"image {image} has no tag (latest)"
         return ImageVersion(repository, tag, digest, None, why)
-    match = RELEASE_TAG.match(tag)
+    match = (BUILD_TAG if build else RELEASE_TAG).match(tag)
     if match is None:
         return ImageVersion(repository, tag, digest, None, f"tag {tag!r} does not name a vLLM release")
+    if build:  # a build of vLLM tagged with the release it builds (aibrix/vllm-openai:v0.7.3.self.post1)
+        why = f"vLLM {match.group(1)} read from the tag of {path}, a build of vLLM rather than vLLM's own image"
+        return ImageVersion(repository, tag, digest, match.group(1), why)
     return ImageVersion(repository, tag, digest, match.group(1))

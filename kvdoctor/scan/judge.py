@@ -10,6 +10,7 @@ from kvdoctor.check.run import CheckSettings, run_check
 from kvdoctor.facts.collect import CheckOptions
 from kvdoctor.base.errors import KvdoctorError, ModelConfigError
 from kvdoctor.model.report import Finding, Report
+from kvdoctor.scan.command import without_unresolved
 from kvdoctor.scan.facts import DeploymentFacts, canonical_flag, deployment_facts, is_scan_fact_name
 from kvdoctor.scan.result import PlacedFinding, WorkloadResult
 from kvdoctor.scan.workload import Location, Token, Workload
@@ -42,6 +43,9 @@ def deploy_rules():
 
 def judge(workload: Workload, defaults: ScanDefaults, settings: CheckSettings) -> WorkloadResult:
     """A full `kvdoctor check` of the workload, its findings placed on the manifest's lines."""
+    argv, unresolved = without_unresolved(list(workload.argv))
+    if unresolved:
+        workload = replace(workload, argv=tuple(argv), notes=workload.notes + tuple(unresolved))
     try:
         deployment = deployment_facts(workload, defaults, settings)
         options = CheckOptions(

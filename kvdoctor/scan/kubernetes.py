@@ -11,7 +11,7 @@ from kvdoctor.scan import nodes
 from kvdoctor.scan.command import (FLAGS_ONLY_NOTE, expand_shell_variables, only_serve_flags, runs_a_shell,
                                    serve_argv, words_of)  # fmt: skip
 from kvdoctor.scan.documents import Document
-from kvdoctor.scan.image import runs_vllm_entrypoint
+from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
 from kvdoctor.scan.workload import EnvVar, GpuSelector, Token, Workload
 
 # kind -> key paths to its pod specs (LeaderWorkerSet: leader and workers; KServe: the predictor).
@@ -53,8 +53,8 @@ def _object(file: str, root: yaml.Node, source_text: str) -> list[Workload]:
     name = nodes.text(nodes.get(root, "metadata", "name")) or "(unnamed)"
     namespace = nodes.text(nodes.get(root, "metadata", "namespace"))
     found: list[Workload] = []
-    for path in POD_SPECS.get(kind, ()):
-        spec = nodes.get(root, *path)
+    specs = [nodes.get(root, *path) for path in POD_SPECS[kind]] if kind in POD_SPECS else pod_specs_within(root)
+    for spec in specs:
         if spec is None:
             continue
         selectors = pod_gpu_selectors(spec)
@@ -68,7 +68,63 @@ def _object(file: str, root: yaml.Node, source_text: str) -> list[Workload]:
     if kind == "LeaderWorkerSet":
         group = leader_worker_gpus(root)
         found = [replace(w, group_gpus=group) if group and w.gpu_limit is not None else w for w in found]
+    if kind not in POD_SPECS:
+        found = [_of_unlisted_kind(w, root, kind) for w in found]
     return found
+
+
+def pod_specs_within(root: yaml.Node) -> list[yaml.Node]:
+    """Every pod spec inside an object of a kind without a listed layout (KubeRay's RayCluster/RayService, AIBrix's
+    RayClusterFleet and StormService, KServe's LLMInferenceService): each mapping whose `containers` is a list of
+    containers (mappings with an image or a name), outermost first."""
+    found: list[yaml.Node] = []
+    stack = [root]
+    while stack:
+        node = stack.pop(0)
+        containers = nodes.get(node, "containers")
+        if nodes.is_seq(containers) and any(nodes.get(c, "image") is not None or nodes.get(c, "name") is not None
+                                            for c in nodes.items(containers)):  # fmt: skip
+            found.append(node)
+            continue
+        stack += [value for _, _, value in nodes.pairs(node)] + [item for item in nodes.items(node)]
+    return found
+
+
+def _of_unlisted_kind(workload: Workload, root: yaml.Node, kind: str) -> Workload:
+    """What a kind without a listed layout adds: a Ray cluster spans pods (its GPUs are not one container's), and an
+    LLMInferenceService without a command serves spec.model.uri the way its config template does."""
+    notes = list(workload.notes) + [f"kind {kind}: its pod templates read as pods (containers that run vLLM)"]
+    if _is_ray_cluster(root) and workload.gpu_limit is not None:
+        notes.append(f"{kind} is a Ray cluster: vLLM's workers span its pods, so the container's "
+                     f"{workload.gpu_limit} GPU(s) are not compared with -tp x -pp")  # fmt: skip
+        workload = replace(workload, gpu_limit=None, gpu_limit_line=None)
+    uri = nodes.get(root, "spec", "model", "uri")
+    if kind == "LLMInferenceService" and nodes.text(uri) and _names_no_model(workload.argv):
+        model = str(nodes.text(uri)).split("://", 1)[-1]
+        notes.append(f"LLMInferenceService: no command of its own; its config template runs vllm serve on the model of "
+                     f"spec.model.uri ({nodes.text(uri)}), read as {model}")  # fmt: skip
+        workload = replace(workload, argv=(Token(model, nodes.line(uri)),) + workload.argv)
+    return replace(workload, notes=tuple(notes))
+
+
+def _names_no_model(argv: tuple[Token, ...]) -> bool:
+    from kvdoctor.facts.probes.serve_args import parse_serve_command
+
+    return parse_serve_command([t.text for t in argv], {}).model is None
+
+
+def _is_ray_cluster(root: yaml.Node) -> bool:
+    return any(key in ("headGroupSpec", "workerGroupSpecs", "rayClusterConfig") for key in _keys(root))
+
+
+def _keys(root: yaml.Node, depth: int = 0):
+    for key, _, value in nodes.pairs(root):
+        yield key
+        if depth < 12:
+            yield from _keys(value, depth + 1)
+    for item in nodes.items(root):
+        if depth < 12:
+            yield from _keys(item, depth + 1)
 
 
 def leader_worker_gpus(root: yaml.Node) -> tuple[int, str] | None:
@@ -97,7 +153,7 @@ def container_workload(container: yaml.Node, source_text: str, **where) -> Workl
     image = nodes.text(nodes.get(container, "image"))
     command = words_of(nodes.get(container, "command"), source_text)
     args = words_of(nodes.get(container, "args"), source_text)
-    flags_only = not command and not runs_vllm_entrypoint(image) and only_serve_flags(args)
+    flags_only = not command and not runs_vllm_entrypoint(image) and only_serve_flags(args, is_vllm_build(image))
     argv = serve_argv(command, args, runs_vllm_entrypoint(image) or flags_only, source_text)
     if argv is None:
         return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from kvdoctor.check.run import CheckSettings
-from kvdoctor.scan import compose, helm_values, kubernetes, nodes
+from kvdoctor.scan import compose, helm_values, kubernetes, nodes, serving_crds
 from kvdoctor.scan.command import only_serve_flags, words_of
 from kvdoctor.scan.documents import Document, ManifestError, compose_documents, discover
 from kvdoctor.scan.judge import ScanDefaults, judge
@@ -14,6 +14,8 @@ from kvdoctor.scan.workload import Workload
 
 # (is this document of the kind, its reader); first match wins, documents of no kind are skipped silently.
 READERS = (
+    (serving_crds.is_kubeai_vllm_model, serving_crds.kubeai_workloads),
+    (serving_crds.is_ray_serve_llm, serving_crds.ray_serve_workloads),
     (kubernetes.is_kubernetes, kubernetes.workloads),
     (compose.is_compose, compose.workloads),
     (helm_values.is_production_stack_values, helm_values.workloads),

@@ -99,6 +99,11 @@ def _normalise(name: str) -> str:
 def _resolve(name: str, options: Mapping[str, Any], long_options: list[str], allow_abbrev: bool):
     if name in options:
         return name, None
+    hidden = "--" + name[5:] if name.startswith("--no-") else None
+    if hidden in options and getattr(options[hidden], "action", None) == "EnableDisableAction":
+        # vLLM 0.33+ (vllm/utils/argparse_utils.py EnableDisableAction): --no-enable-x / --no-disable-x are still
+        # accepted, only hidden from help, so the recorded option strings lack them
+        return hidden, None
     if allow_abbrev and name.startswith("--") and len(name) > 2:
         matches = [o for o in long_options if o.startswith(name)]
         if len(matches) == 1:

@@ -1,0 +1,123 @@
+"""Serving resources that give vLLM its arguments as data rather than as a container command: KubeAI's `Model`
+(spec.url, spec.args, spec.env, spec.resourceProfile) and Ray Serve LLM's `llm_configs` inside a KubeRay
+RayService (spec.serveConfigV2: model_loading_config, engine_kwargs, runtime_env, accelerator_type). Each becomes
+the `vllm serve` argv the operator starts, every word on the manifest line it comes from."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from kvdoctor.base.yaml_safe import safe_loader
+from kvdoctor.scan import nodes
+from kvdoctor.scan.documents import Document
+from kvdoctor.scan.workload import EnvVar, GpuSelector, Token, Workload
+
+KUBEAI_PROFILE = "resourceProfile"
+"""KubeAI's resource profile (nvidia-gpu-l4:1): a GPU named in a profile, read as a product name."""
+RAY_ACCELERATOR = "accelerator_type"
+"""Ray Serve LLM's accelerator_type (H100, L4, L40S): a GPU product name."""
+PROFILE_PREFIXES = {KUBEAI_PROFILE: "nvidia-gpu-", RAY_ACCELERATOR: ""}
+"""Selector keys that are no node label but name a GPU after this prefix (read by scan/facts.py)."""
+
+
+def is_kubeai_vllm_model(root: yaml.Node) -> bool:
+    api = nodes.text(nodes.get(root, "apiVersion")) or ""
+    engine = (nodes.text(nodes.get(root, "spec", "engine")) or "").lower()
+    return api.startswith("kubeai.org/") and nodes.text(nodes.get(root, "kind")) == "Model" and engine == "vllm"
+
+
+def kubeai_workloads(doc: Document, source_text: str) -> list[Workload]:
+    """A KubeAI Model with engine VLLM: KubeAI runs `vllm serve <model> <spec.args>` on the profile's GPUs."""
+    root, spec = doc.root, nodes.get(doc.root, "spec")
+    url = nodes.get(spec, "url")
+    argv = [Token(_model_of(nodes.text(url) or ""), nodes.line(url))] if nodes.text(url) else []
+    argv += [Token(t, nodes.line(item)) for item in nodes.items(nodes.get(spec, "args")) if (t := nodes.text(item))]
+    env = [EnvVar(name, nodes.text(value), nodes.line(value)) for name, _, value in nodes.pairs(nodes.get(spec, "env"))]
+    profile = nodes.get(spec, "resourceProfile")
+    name_part, _, count = (nodes.text(profile) or "").partition(":")
+    selectors = (GpuSelector(KUBEAI_PROFILE, (name_part,), nodes.line(profile)),) if name_part.startswith("nvidia-") else ()
+    return [Workload(
+        file=doc.file, line=nodes.line(root), platform="kubernetes", kind="Model",
+        name=nodes.text(nodes.get(root, "metadata", "name")) or "(unnamed)", container="vllm",
+        namespace=nodes.text(nodes.get(root, "metadata", "namespace")), image=None, argv=tuple(argv),
+        command_line=nodes.line(url), env=tuple(env), gpu_selectors=selectors,
+        gpu_limit=int(count) if count.isdigit() else None, gpu_limit_line=nodes.line(profile),
+        notes=(f"KubeAI Model: vllm serve {argv[0].text if argv else '?'} with spec.args; the image comes from "
+               "KubeAI's configuration (modelServers.VLLM), so the vLLM version is unknown here",),
+    )]  # fmt: skip
+
+
+def _model_of(url: str) -> str:
+    """hf://org/name -> org/name; other stores (pvc://, s3://, gs://) stay as written: not readable here."""
+    return url.split("://", 1)[1] if url.startswith("hf://") else url
+
+
+def is_ray_serve_llm(root: yaml.Node) -> bool:
+    return nodes.text(nodes.get(root, "kind")) == "RayService" and bool(_llm_configs(root))
+
+
+def ray_serve_workloads(doc: Document, source_text: str) -> list[Workload]:
+    """Each Ray Serve LLM `llm_configs` entry of a RayService: Ray Serve builds vLLM's engine from engine_kwargs."""
+    root = doc.root
+    head = nodes.items(nodes.get(root, "spec", "rayClusterConfig", "headGroupSpec", "template", "spec", "containers"))
+    image_node = nodes.get(head[0], "image") if head else None
+    found = []
+    for index, (config, offset) in enumerate(_llm_configs(root)):
+        loading = nodes.get(config, "model_loading_config")
+        source = nodes.get(loading, "model_source") or nodes.get(loading, "model_id")
+        model_id = nodes.text(nodes.get(loading, "model_id")) or nodes.text(source) or f"llm_configs[{index}]"
+        argv = [Token(nodes.text(source) or "", _at(source, offset))] if nodes.text(source) else []
+        for key, _, value in nodes.pairs(nodes.get(config, "engine_kwargs")):
+            argv += _flag(key, value, _at(value, offset))
+        env = [EnvVar(name, nodes.text(value), _at(value, offset))
+               for name, _, value in nodes.pairs(nodes.get(config, "runtime_env", "env_vars"))]  # fmt: skip
+        accelerator = nodes.get(config, "accelerator_type")
+        selectors = ((GpuSelector(RAY_ACCELERATOR, (str(nodes.text(accelerator)),), _at(accelerator, offset)),)
+                     if nodes.text(accelerator) else ())  # fmt: skip
+        found.append(Workload(
+            file=doc.file, line=_at(config, offset), platform="kubernetes", kind="RayService",
+            name=nodes.text(nodes.get(root, "metadata", "name")) or "(unnamed)", container=f"llm_configs {model_id}",
+            namespace=nodes.text(nodes.get(root, "metadata", "namespace")), image=nodes.text(image_node),
+            image_line=nodes.line(image_node), argv=tuple(argv), command_line=_at(config, offset), env=tuple(env),
+            gpu_selectors=selectors,
+            notes=("Ray Serve LLM: vLLM's engine arguments from engine_kwargs, read as vllm serve flags; Ray places its "
+                   "workers on the cluster's GPU workers, so GPU counts are not compared with -tp x -pp",),
+        ))  # fmt: skip
+    return found
+
+
+def _llm_configs(root: yaml.Node) -> list[tuple[yaml.Node, int]]:
+    """(each llm_configs entry, the line offset of the text it was composed from): serveConfigV2 is a YAML string."""
+    serve = nodes.get(root, "spec", "serveConfigV2")
+    text = nodes.text(serve)
+    if not text:
+        return []
+    try:
+        inner = yaml.compose(text, Loader=safe_loader())
+    except yaml.YAMLError:
+        return []
+    offset = (nodes.line(serve) or 1) - (0 if serve.style in ("|", ">") else 1)
+    found = []
+    for app in nodes.items(nodes.get(inner, "applications")):
+        found += [(config, offset) for config in nodes.items(nodes.get(app, "args", "llm_configs")) if nodes.is_map(config)]
+    return found
+
+
+def _at(node: yaml.Node | None, offset: int) -> int | None:
+    line = nodes.line(node)
+    return line + offset if line is not None else None
+
+
+def _flag(key: str, value: yaml.Node, line: int | None) -> list[Token]:
+    """engine_kwargs key: value -> the serve flag vLLM's parser maps to the same field (EngineArgs names)."""
+    flag = "--" + key.replace("_", "-")
+    plain = nodes.plain(value)
+    if plain is True:
+        return [Token(flag, line)]
+    if plain is False:
+        return [Token("--no-" + flag[2:], line)]
+    if isinstance(plain, (dict, list)):
+        return [Token(flag, line), Token(json.dumps(plain), line)]
+    return [Token(flag, line), Token(str(nodes.text(value)), line)]
