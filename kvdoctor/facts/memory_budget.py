@@ -35,6 +35,13 @@ class ServeMemory:
     disable_sliding_window: bool = False
     enforce_eager: bool = False
     cpu_offload_gb: float = 0.0
+    prefix_caching: bool = True
+    """--enable-prefix-caching is on by default; hybrid models then keep Mamba state in 'align' mode."""
+    mamba_cache_mode: str | None = None
+    mamba_cache_dtype: str = "auto"
+    mamba_ssm_cache_dtype: str = "auto"
+    unmodelled: tuple[str, ...] = ()
+    """Flags that change the KV-cache layout or budget in ways kvdoctor does not size (the fit stays undecided)."""
 
 
 def serve_memory(argv: tuple[str, ...]) -> ServeMemory:
@@ -68,12 +75,61 @@ def serve_memory(argv: tuple[str, ...]) -> ServeMemory:
         disable_sliding_window="--disable-sliding-window" in switches,
         enforce_eager="--enforce-eager" in switches,
         cpu_offload_gb=number("--cpu-offload-gb", float) or 0.0,
+        prefix_caching="--no-enable-prefix-caching" not in switches,
+        mamba_cache_mode=values.get("--mamba-cache-mode") or None,
+        mamba_cache_dtype=values.get("--mamba-cache-dtype") or "auto",
+        mamba_ssm_cache_dtype=values.get("--mamba-ssm-cache-dtype") or "auto",
+        unmodelled=tuple(f for f in UNMODELLED_FLAGS if f in switches),
     )
 
 
-def release_utilization(release) -> float | None:
+UNMODELLED_FLAGS = ("--kv-cache-dtype-skip-layers", "--kv-offloading-size", "--kv-offloading-backend",
+                    "--kv-transfer-config", "--num-gpu-blocks-override", "--decode-context-parallel-size",
+                    "--prefill-context-parallel-size", "--disable-hybrid-kv-cache-manager")
+"""Serve flags whose effect on the KV-cache layout or budget kvdoctor does not size yet: with any of them the fit is
+undecided, said in words (docs/fit.md)."""
+
+
+def extensible(release, serve: ServeMemory) -> bool:
+    """Does this release size the KV cache from measured memory after warmup (the extensible KV cache, 0.34.0's
+    default on CUDA unless --kv-cache-memory-bytes is given)?"""
+    from kvdoctor.base.versions import release_numbers
+
+    start = budget_table()["extensible_kv_cache_from"]
+    return serve.kv_cache_memory_bytes is None and release_numbers(release.version) >= release_numbers(start)
+
+
+def release_utilization(release, serve: ServeMemory | None = None) -> float | None:
+    """The release's default --gpu-memory-utilization: 1.0 with the extensible KV cache, else the pack's default."""
+    if serve is not None and extensible(release, serve):
+        return float(budget_table()["extensible_utilization"])
     value = release.defaults.get("gpu_memory_utilization")
     return float(value) if isinstance(value, (int, float)) else None
+
+
+def batch_defaults(flat, release) -> tuple[int, int]:
+    """`vllm serve`'s default (max_num_batched_tokens, max_num_seqs) on this GPU in this release
+    (EngineArgs.get_batch_defaults; data/kv_memory.yaml budget.batch_defaults). A release kvdoctor did not read takes
+    its read neighbours' answer, the larger where they differ (more activation memory, more in-flight tokens)."""
+    from kvdoctor.base.versions import release_numbers
+
+    variants = budget_table()["batch_defaults"]
+    number = release_numbers(release.version)
+    owners = sorted((release_numbers(v), name) for name, entry in variants.items() for v in entry["read_in"])
+    below = [name for r, name in owners if r <= number][-1:] or [owners[0][1]]
+    above = [name for r, name in owners if r >= number][:1] or [owners[-1][1]]
+    answers = {_batch_class(flat, variants[name]["classes"]) for name in below + above}
+    return max(answers)
+
+
+def _batch_class(flat, classes: list[dict[str, Any]]) -> tuple[int, int]:
+    gib = flat.get("gpu.memory_gib") or 0
+    name = str(flat.get("gpu.name") or "").lower()
+    for entry in classes:
+        if gib >= entry["from_gib"] and entry.get("not_named", "\0") not in name and (
+                flat.get("gpu.capability") != entry.get("not_capability")):  # fmt: skip
+            return entry["max_num_batched_tokens"], entry["max_num_seqs"]
+    return classes[-1]["max_num_batched_tokens"], classes[-1]["max_num_seqs"]
 
 
 def kv_budget(flat, facts: Facts, serve: ServeMemory, release) -> tuple[int, int, str, int | None, bool]:
@@ -82,20 +138,26 @@ def kv_budget(flat, facts: Facts, serve: ServeMemory, release) -> tuple[int, int
     if serve.kv_cache_memory_bytes is not None:
         return serve.kv_cache_memory_bytes, 0, "--kv-cache-memory-bytes (vLLM skips memory profiling)", weights, estimated
     table = budget_table()
-    util = serve.gpu_memory_utilization or release_utilization(release)
+    util = serve.gpu_memory_utilization or release_utilization(release, serve)
     total = int(flat["gpu.memory_gib"] * GIB)
-    activation = _activation_bytes(flat, facts, serve)
+    activation = _activation_bytes(flat, facts, serve, release)
     tp = facts.serve.tensor_parallel_size
     non_torch = int((table["non_torch_gib"] + table["non_torch_per_extra_rank_gib"] * (tp - 1)) * GIB)
     graphs = 0 if serve.enforce_eager else int(table["cudagraph_gib"] * GIB)
     modelled = activation + non_torch + graphs
     available = int(total * util) - (weights or 0) - modelled
+    margin = 0
+    if extensible(release, serve):  # measure_kv_cache_bytes: the device's headroom less a margin caps the request
+        margin = max(int(table["extensible_margin_floor_gib"] * GIB), int(table["extensible_margin_fraction"] * activation))
+        available = min(int(total * util), total - margin) - (weights or 0) - modelled
     band = max(int(table["band_min_gib"] * GIB), int(table["band_share"] * modelled))
     if estimated and weights:
         band += int(table["estimated_weights_band_share"] * weights)
-    source = (f"{flat['gpu.memory_gib']:g} GiB x gpu_memory_utilization {util:g} - weights "
+    sizing = "extensible KV cache (measured after warmup), " if extensible(release, serve) else ""
+    source = (f"{sizing}{flat['gpu.memory_gib']:g} GiB x gpu_memory_utilization {util:g} - weights "
               f"{(weights or 0) / GIB:.2f} GiB{' (estimated)' if estimated else ''} - modelled activation peak "
-              f"{activation / GIB:.2f} GiB, non-torch {non_torch / GIB:.2f} GiB, CUDA graphs {graphs / GIB:.2f} GiB")
+              f"{activation / GIB:.2f} GiB, non-torch {non_torch / GIB:.2f} GiB, CUDA graphs {graphs / GIB:.2f} GiB"
+              + (f" (headroom margin {margin / GIB:.2f} GiB)" if margin else ""))
     return available, band, source, weights, estimated
 
 
@@ -124,25 +186,15 @@ def _estimated_weights(flat, facts: Facts) -> int | None:
     return params * int(kv_table()["dtype_bytes"].get(m.dtype or "bfloat16", 2))
 
 
-def _activation_bytes(flat, facts: Facts, serve: ServeMemory) -> int:
+def _activation_bytes(flat, facts: Facts, serve: ServeMemory, release) -> int:
     table = budget_table()
     m = facts.model
-    tokens = serve.max_num_batched_tokens or default_batched_tokens(flat)
+    default_tokens, default_seqs = batch_defaults(flat, release)
+    tokens = serve.max_num_batched_tokens or default_tokens
     tp = max(1, facts.serve.tensor_parallel_size)
     hidden = m.hidden_size or 0
     inter = (flat.get("model.intermediate_size") or 0) // tp
-    seqs = serve.max_num_seqs or 256
+    seqs = serve.max_num_seqs or default_seqs
     logits = seqs * (flat.get("model.vocab_size") or 0) * 4
     return int(tokens * (table["activation_bytes_per_token_hidden"] * hidden
                          + table["activation_bytes_per_token_intermediate"] * inter) + logits)
-
-
-def default_batched_tokens(flat) -> int:
-    """`vllm serve`'s default max_num_batched_tokens on CUDA (EngineArgs.get_batch_defaults, arg_utils.py:2940 in
-    0.33.0): 16384 from 160 GiB, 8192 from 70 GiB (not A100), else 2048."""
-    gib = flat.get("gpu.memory_gib") or 0
-    if gib >= 160:
-        return 16384
-    if gib >= 70 and "a100" not in str(flat.get("gpu.name") or "").lower():
-        return 8192
-    return 2048

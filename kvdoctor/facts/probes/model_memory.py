@@ -25,6 +25,7 @@ _SAFETENSORS_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 
                       "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "U16": 2, "U32": 4, "U64": 8,
                       "F4": 0.5, "FP4": 0.5}  # fmt: skip
 UNKNOWN = {"model.max_len_keys": None, "model.rope_scaling": None, "model.layer_kinds": None,
+           "model.state_layer": None, "model.attention_chunk_size": None,
            "model.vocab_size": None, "model.intermediate_size": None, "model.tie_word_embeddings": None,
            "checkpoint.weights_bytes": None, "checkpoint.weights_source": None}  # fmt: skip
 
@@ -41,6 +42,8 @@ def probe_model_memory(model: ModelFacts | None, config_path: Path | None, model
         "model.max_len_keys": _length_keys(text),
         "model.rope_scaling": _rope_scaling(text),
         "model.layer_kinds": layer_kinds(text, model),
+        "model.state_layer": state_layer(text, model),
+        "model.attention_chunk_size": _chunk_size(text, model),
         "model.vocab_size": _int(text.get("vocab_size", raw.get("vocab_size"))),
         "model.intermediate_size": _int(text.get("moe_intermediate_size") or text.get("intermediate_size")),
         "model.tie_word_embeddings": bool(raw.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
@@ -83,16 +86,67 @@ def _rope_scaling(text: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _kv_cache_table() -> dict[str, Any]:
+    return load_yaml_cached(read_data("kv_memory.yaml"), "kv_memory.yaml")["kv_cache"]
+
+
+def _state_model(model: ModelFacts) -> dict[str, Any] | None:
+    models = _kv_cache_table()["state_layers"]["models"]
+    return next((models[a] for a in model.architectures if a in models), None)
+
+
+def _chunked_model(model: ModelFacts) -> dict[str, Any] | None:
+    models = _kv_cache_table()["chunked_attention"]["models"]
+    return next((models[a] for a in model.architectures if a in models), None)
+
+
+def state_layer(text: dict[str, Any], model: ModelFacts) -> dict[str, Any] | None:
+    """The Mamba / linear-attention state's calculator and its inputs read from config.json as the architecture's
+    vLLM class reads them (data/kv_memory.yaml state_layers); None when kvdoctor does not know the architecture or a
+    key is missing."""
+    entry = _state_model(model)
+    if entry is None:
+        return None
+    params: dict[str, Any] = {"calculator": entry["calculator"]}
+    for name, keys in entry["params"].items():
+        value = 1
+        for key in keys if isinstance(keys, list) else [keys]:
+            factor = _int(text.get(key))
+            if factor is None:
+                return None
+            value *= factor
+        params[name] = value
+    return params
+
+
+def _chunk_size(text: dict[str, Any], model: ModelFacts) -> int | None:
+    entry = _chunked_model(model)
+    return _int(text.get(entry["chunk_key"])) if entry else None
+
+
 def layer_kinds(text: dict[str, Any], model: ModelFacts) -> list[str] | None:
-    """Per decoder layer: 'full', 'sliding' or 'other' (Mamba, linear attention...), as the model's vLLM code builds
-    them: config.json's layer_types when given; Gemma-2 alternates from a sliding layer 0; Qwen2-style
-    use_sliding_window slides from max_window_layers; any other declared window slides every layer."""
+    """Per decoder layer: 'full', 'sliding', 'chunked' (chunked local attention), 'state' (a Mamba / linear-attention
+    state of an architecture kvdoctor sizes) or 'other' (one it does not), as the model's vLLM code builds them:
+    config.json's layer_types when given; Gemma-2 alternates from a sliding layer 0; Qwen2-style
+    use_sliding_window slides from max_window_layers; any other declared window slides every layer; Llama-4 chunks
+    the layers with rope."""
     layers = model.num_hidden_layers
     if not layers:
         return None
+    if text.get("is_encoder_decoder"):
+        return ["other"] * layers  # decoder layers with cross-attention (CrossAttentionSpec): not sized
+    chunked = _chunked_model(model)
+    if chunked and _int(text.get(chunked["chunk_key"])):
+        rope = text.get(chunked["rope_layers_key"])
+        if not (isinstance(rope, list) and len(rope) == layers):  # transformers' Llama4TextConfig fills it in:
+            interval = _int(text.get("no_rope_layer_interval")) or 4  # every interval-th layer has no rope
+            rope = [int((i + 1) % interval != 0) for i in range(layers)]
+        return ["chunked" if r else "full" for r in rope]
     declared = text.get("layer_types") or text.get("layers_block_type")
     if isinstance(declared, list) and len(declared) == layers:
-        return ["full" if k in ("full_attention", "attention") else "sliding" if "sliding" in str(k) else "other"
+        state_kinds = (_state_model(model) or {}).get("layer_types", {})
+        return [state_kinds[k] if k in state_kinds
+                else "full" if k in ("full_attention", "attention") else "sliding" if "sliding" in str(k) else "other"
                 for k in declared]  # fmt: skip
     if model.is_hybrid:
         return None  # hybrid layouts without a per-layer list: not modelled
