@@ -10,6 +10,8 @@ def run(child) -> dict:
     Ask it with the request's "legacy" flag on, so compiled ops that modules call at import are stand-ins."""
     import vllm.model_executor.layers.quantization as quant
 
+    if child.REQ.get("scheme_configs"):
+        return {"schemes": run_schemes(child)}
     answers = {}
     for method in list(quant.QUANTIZATION_METHODS):
         try:
@@ -26,3 +28,68 @@ def run(child) -> dict:
                 answer[key] = {"error": f"{type(exc).__name__}: {exc}"[:200]}
         answers[method] = answer
     return answers
+
+
+def run_schemes(child) -> dict:
+    """vLLM's own compressed-tensors scheme choice for the request's `scheme_configs` (name -> quantization_config)
+    on each of `scheme_capabilities` ([major, minor]): CompressedTensorsConfig.from_config, then
+    _get_scheme_from_parts and _check_scheme_supported for every config group, with the platform's capability
+    stubbed. name -> "SM" -> {"schemes": [class names], "error": vLLM's message or None}."""
+    import inspect
+
+    from vllm.model_executor.layers.quantization.compressed_tensors.compressed_tensors import CompressedTensorsConfig
+
+    import vllm.platforms as platforms
+
+    platform = type(platforms._current_platform)  # the stub child.main installed, which vLLM's modules hold
+    _skip_scheme_init()
+    answers: dict = {}
+    for name, quant_config in child.REQ.get("scheme_configs", {}).items():
+        answers[name] = {}
+        for major, minor in child.REQ.get("scheme_capabilities", []):
+            platform.capability_now = (major, minor)
+            with _default_vllm_config():  # FP8 schemes build kernels that read the current config
+                answers[name][f"{major}{minor}"] = _schemes_of(CompressedTensorsConfig, quant_config, inspect)
+    return answers
+
+
+def _skip_scheme_init() -> None:
+    """Scheme constructors build kernels (they read a model config this child has not): the choice is the question,
+    so every scheme class is made without running its __init__."""
+    from vllm.model_executor.layers.quantization.compressed_tensors import schemes
+
+    base = schemes.CompressedTensorsScheme
+    for value in vars(schemes).values():
+        if isinstance(value, type) and issubclass(value, base):
+            value.__init__ = lambda self, *args, **kwargs: None
+
+
+def _default_vllm_config():
+    """vLLM's default VllmConfig made current (what its own op tests do); a no-op where the release has none."""
+    import contextlib
+
+    try:
+        from vllm.config import VllmConfig, set_current_vllm_config
+    except ImportError:
+        return contextlib.nullcontext()
+    return set_current_vllm_config(VllmConfig())
+
+
+def _schemes_of(config_class, quant_config: dict, inspect) -> dict:
+    try:
+        config = config_class.from_config(quant_config)
+        choose = config._get_scheme_from_parts
+        accepted = inspect.signature(choose).parameters
+        schemes = []
+        for scheme_dict in config.target_scheme_map.values():
+            kwargs = {"weight_quant": scheme_dict.get("weights"), "input_quant": scheme_dict.get("input_activations")}
+            for key, value in (("output_quant", scheme_dict.get("output_activations")),
+                               ("format", scheme_dict.get("format"))):  # fmt: skip
+                if key in accepted:
+                    kwargs[key] = value
+            scheme = choose(**kwargs)
+            schemes.append(type(scheme).__name__)
+            config._check_scheme_supported(scheme.get_min_capability())
+        return {"schemes": schemes, "error": None}
+    except Exception as exc:  # vLLM's refusal: the message users see
+        return {"schemes": [], "error": str(exc)[:300], "type": type(exc).__name__}
