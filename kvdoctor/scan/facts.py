@@ -17,7 +17,8 @@ from kvdoctor.scan.workload import Location, Workload
 SHORT_FLAGS = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-dp": "--data-parallel-size",
                "-q": "--quantization"}  # fmt: skip
 GPU_RESOURCE = {"kubernetes": "resources.limits nvidia.com/gpu", "helm": "modelSpec.requestGPU",
-                "compose": "deploy.resources.reservations.devices count"}  # fmt: skip
+                "compose": "deploy.resources.reservations.devices count",
+                "Model": "KubeAI spec.resourceProfile"}  # fmt: skip
 GENERIC_PRODUCT_KEY = "nvidia.com/gpu.product"  # an unlisted label that names the GPU is matched as a product name
 ENV_READ_OUTSIDE_RULES = ("VLLM_ATTENTION_BACKEND",)  # read into serve.attention_backend, not an env.* fact
 
@@ -100,7 +101,7 @@ def _model(workload: Workload, defaults, sources, notes) -> tuple[str | None, st
 def _gpu_count(workload: Workload, values, sources) -> None:
     if workload.gpu_limit is None:
         return
-    resource, limit = GPU_RESOURCE[workload.platform], workload.gpu_limit
+    resource, limit = GPU_RESOURCE.get(workload.kind, GPU_RESOURCE[workload.platform]), workload.gpu_limit
     where = workload.at(workload.gpu_limit_line, f"{resource}: {limit}")
     if workload.group_gpus is not None:  # multi-node: vLLM's workers span every pod of the group
         limit, across = workload.group_gpus
@@ -159,17 +160,19 @@ def _gpu(workload: Workload, defaults, values, sources, notes, unjudged: list[st
             if selector.required == preferred or not named:
                 continue
             for value in selector.values:
+                profile = selector.key in PROFILE_PREFIXES
+                what = f"{selector.key} {value}" if profile else f"node label {selector.key}={value}"
                 if selector.key in PROFILE_PREFIXES:  # KubeAI's resourceProfile, Ray Serve's accelerator_type
                     value = value.removeprefix(PROFILE_PREFIXES[selector.key])
                 device = gpu_for_node_label(selector.key if selector.key in keys else GENERIC_PRODUCT_KEY, value)
                 if device is None:
                     unknown.append(f"{selector.key}={value}")
-                    notes.append(f"node label {selector.key}={value}: unknown GPU label value {value!r} "
+                    notes.append(f"{what}: unknown GPU label value {value!r} "
                                  "(kvdoctor/data/gpus.yaml lists the values it reads)")  # fmt: skip
                 else:
                     candidates.append((device, selector, value))
                     if selector.key not in keys:
-                        notes.append(f"node label {selector.key}={value} read as the GPU name {device.name}")
+                        notes.append(f"{what} read as the GPU name {device.name}")
         if candidates:
             break
     if candidates:
@@ -178,7 +181,8 @@ def _gpu(workload: Workload, defaults, values, sources, notes, unjudged: list[st
         if len(names) > 1:
             notes.append(f"the node labels allow {', '.join(names)}; the weakest, {device.name}, decides")
         sources["gpu."] = workload.at(selector.line, f"{selector.key}: {value}")
-        values["deploy.gpu_from"] = f"node label {selector.key}={value}"
+        values["deploy.gpu_from"] = (f"{selector.key} {selector.values[0]}" if selector.key in PROFILE_PREFIXES
+                                     else f"node label {selector.key}={value}")  # fmt: skip
         return device.name
     if defaults.gpu:
         values["deploy.gpu_from"] = "--gpu"

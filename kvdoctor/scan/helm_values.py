@@ -27,6 +27,10 @@ VALUED_KEYS = (
 )
 
 
+# Keys only the chart's RayCluster template (helm/templates/ray-cluster.yaml, for raySpec.enabled) passes on.
+RAY_ONLY_KEYS = (("pipelineParallelSize", "--pipeline-parallel-size"),)
+
+
 def is_production_stack_values(root: yaml.Node) -> bool:
     return nodes.is_seq(nodes.get(root, "servingEngineSpec", "modelSpec"))
 
@@ -84,7 +88,8 @@ def _argv(spec: yaml.Node) -> list[Token]:
         on = nodes.plain(prefix) is True
         argv.append(Token("--enable-prefix-caching" if on else "--no-enable-prefix-caching",
                           nodes.line(prefix) or nodes.line(config)))  # fmt: skip
-        for key, flag in VALUED_KEYS:
+        ray = nodes.plain(nodes.get(spec, "raySpec", "enabled")) is True
+        for key, flag in VALUED_KEYS + ((RAY_ONLY_KEYS) if ray else ()):
             value = nodes.get(config, key)
             if value is not None and nodes.text(value) is not None:
                 argv += [Token(flag, nodes.line(value)), Token(str(nodes.text(value)), nodes.line(value))]
@@ -94,9 +99,10 @@ def _argv(spec: yaml.Node) -> list[Token]:
     if nodes.text(revision):
         argv += [Token("--revision", nodes.line(revision)), Token(str(nodes.text(revision)), nodes.line(revision))]
     template = nodes.get(spec, "chatTemplate")
-    if nodes.text(template):  # the chart mounts its templates ConfigMap at /templates
-        argv += [Token("--chat-template", nodes.line(template)), Token(f"/templates/{nodes.text(template)}",
-                                                                       nodes.line(template))]  # fmt: skip
+    if nodes.text(template):  # the Deployment template prefixes /templates (its ConfigMap's mount), Ray's does not
+        path = str(nodes.text(template)) if nodes.plain(nodes.get(spec, "raySpec", "enabled")) is True \
+            else f"/templates/{nodes.text(template)}"
+        argv += [Token("--chat-template", nodes.line(template)), Token(path, nodes.line(template))]
     return argv
 
 

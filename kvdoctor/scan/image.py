@@ -65,7 +65,8 @@ def image_version(image: str) -> ImageVersion:
     repository, tag, digest = split_image(image.strip())
     path = _path(repository)
     own = any(path == r or path.endswith("/" + r) for r in VLLM_IMAGE_REPOSITORIES)
-    build = not own and is_vllm_build(image) and not any(path == r or path.endswith("/" + r) for r in OTHER_PROJECT_TAGS)
+    other = any(path == r or path.endswith("/" + r) for r in OTHER_PROJECT_TAGS)
+    build = not own and not other and is_vllm_build(image)
     if not own and not build:
         why = f"the tag of {path} is not a vLLM version"
         return ImageVersion(repository, tag, digest, None, why)

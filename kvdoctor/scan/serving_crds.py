@@ -37,7 +37,8 @@ def kubeai_workloads(doc: Document, source_text: str) -> list[Workload]:
     env = [EnvVar(name, nodes.text(value), nodes.line(value)) for name, _, value in nodes.pairs(nodes.get(spec, "env"))]
     profile = nodes.get(spec, "resourceProfile")
     name_part, _, count = (nodes.text(profile) or "").partition(":")
-    selectors = (GpuSelector(KUBEAI_PROFILE, (name_part,), nodes.line(profile)),) if name_part.startswith("nvidia-") else ()
+    named = name_part.startswith("nvidia-")
+    selectors = (GpuSelector(KUBEAI_PROFILE, (name_part,), nodes.line(profile)),) if named else ()
     return [Workload(
         file=doc.file, line=nodes.line(root), platform="kubernetes", kind="Model",
         name=nodes.text(nodes.get(root, "metadata", "name")) or "(unnamed)", container="vllm",
@@ -82,8 +83,8 @@ def ray_serve_workloads(doc: Document, source_text: str) -> list[Workload]:
             namespace=nodes.text(nodes.get(root, "metadata", "namespace")), image=nodes.text(image_node),
             image_line=nodes.line(image_node), argv=tuple(argv), command_line=_at(config, offset), env=tuple(env),
             gpu_selectors=selectors,
-            notes=("Ray Serve LLM: vLLM's engine arguments from engine_kwargs, read as vllm serve flags; Ray places its "
-                   "workers on the cluster's GPU workers, so GPU counts are not compared with -tp x -pp",),
+            notes=("Ray Serve LLM: vLLM's engine arguments from engine_kwargs, read as vllm serve flags; Ray "
+                   "places its workers on the cluster's GPU workers, so GPU counts are not compared with -tp x -pp",),
         ))  # fmt: skip
     return found
 
@@ -101,7 +102,8 @@ def _llm_configs(root: yaml.Node) -> list[tuple[yaml.Node, int]]:
     offset = (nodes.line(serve) or 1) - (0 if serve.style in ("|", ">") else 1)
     found = []
     for app in nodes.items(nodes.get(inner, "applications")):
-        found += [(config, offset) for config in nodes.items(nodes.get(app, "args", "llm_configs")) if nodes.is_map(config)]
+        configs = nodes.items(nodes.get(app, "args", "llm_configs"))
+        found += [(config, offset) for config in configs if nodes.is_map(config)]
     return found
 
 

@@ -1,0 +1,139 @@
+"""Issue 27: kvdoctor scan on real public deployment files (tests/fixtures/manifests/public/, index.yaml), as they
+are, with no model config, no network and no --gpu: every workload a human reads is found and checked, no error
+the index does not list as true, every true error is found, a scan of the whole folder never aborts. The held-back
+quarter (heldout: true) is measured by tools/measure_scan_public.py, never asserted on here."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from scan_support import MANIFESTS, scan
+
+PUBLIC = MANIFESTS / "public"
+INDEX = yaml.safe_load((PUBLIC / "index.yaml").read_text())["files"]
+SEEN = [e for e in INDEX if not e["heldout"]]
+DECIDING_INPUTS = ("--gpu", "--model-path", "--vllm-version")
+
+
+def _scan(entry: dict, tmp_path):
+    return scan([f"tests/fixtures/manifests/public/{entry['file']}"], tmp_path, gpu=None)
+
+
+def _errors(result) -> set[str]:
+    found = {p.finding.rule_id for p in result.placed if p.finding.status == "fired" and p.finding.severity == "error"}
+    return found | ({"ERROR"} if result.error is not None else set())
+
+
+def test_the_index_is_complete_and_sourced():
+    assert len(INDEX) >= 36 and len({e["repo"] for e in INDEX}) >= 12
+    files = {p.relative_to(PUBLIC).as_posix() for p in PUBLIC.rglob("*") if p.is_file() and p.name != "index.yaml"}
+    assert files == {e["file"] for e in INDEX}
+    for entry in INDEX:
+        assert len(entry["commit"]) == 40 and entry["url"].endswith(entry["path"]) and entry["commit"] in entry["url"]
+        assert entry["file"] == entry["repo"].replace("/", "__") + "/" + entry["path"].replace("/", "__")
+    held = sorted(e["file"] for e in INDEX if e["heldout"])
+    import random
+
+    assert held == sorted(random.Random(27).sample(sorted(e["file"] for e in INDEX), round(len(INDEX) * 0.25)))
+
+
+@pytest.mark.parametrize("entry", SEEN, ids=[e["file"].split("/")[-1] for e in SEEN])
+def test_every_workload_is_found_checked_and_has_no_false_error(entry, tmp_path):
+    report = _scan(entry, tmp_path)
+    assert bool(report.unread) == bool(entry.get("unreadable"))
+    results = {(r.workload.name, r.workload.container): r for r in report.workloads}
+    assert set(results) == {(w["name"], w["container"]) for w in entry["workloads"]}
+    for want in entry["workloads"]:
+        result = results[(want["name"], want["container"])]
+        assert result.report is not None and result.error is None, result.error
+        open_ = [f for f in result.report.findings if f.status == "undecided"]
+        assert all(f.decided_by for f in open_)  # nothing left open without what decides it
+        assert all(any(i in u for i in DECIDING_INPUTS) for u in result.unjudged), result.unjudged
+        true = {t["rule"] for t in want.get("true_errors", ())}
+        assert _errors(result) == true, [p.finding.title for p in result.placed]
+        facts = result.report.facts
+        if isinstance(want["tp"], int):
+            assert facts["serve.tensor_parallel_size"] == want["tp"]
+            assert facts["serve.pipeline_parallel_size"] == want["pp"]
+        if want["vllm"] is not None:
+            assert facts["vllm.version"] == str(want["vllm"])
+        if want["gpu"] is not None:
+            assert facts["gpu.name"] == want["gpu"]
+
+
+def test_each_true_error_points_at_its_line(tmp_path):
+    for entry in SEEN:
+        for want in entry["workloads"]:
+            for true in want.get("true_errors", ()):
+                (result,) = [r for r in _scan(entry, tmp_path).workloads if r.workload.name == want["name"]
+                             and r.workload.container == want["container"]]  # fmt: skip
+                placed = next(p for p in result.placed if p.finding.rule_id == true["rule"])
+                assert placed.location.line == true["line"]
+
+
+def test_the_whole_folder_in_one_scan_never_aborts_on_the_malformed_file(tmp_path):
+    report = scan([str(PUBLIC)], tmp_path, gpu=None)
+    assert [u.location.file.rsplit("/", 1)[-1] for u in report.unread] == [
+        e["file"].rsplit("/", 1)[-1] for e in INDEX if e.get("unreadable")]  # fmt: skip
+    found = {(r.workload.file.rsplit("/", 1)[-1], r.workload.name, r.workload.container) for r in report.workloads}
+    for entry in SEEN:
+        for want in entry["workloads"]:
+            assert (entry["file"].rsplit("/", 1)[-1], want["name"], want["container"]) in found
+    assert report.exit_code("error") == 2  # the unreadable file is reported, the gate still fails on it
+
+
+def _one(file_name: str, tmp_path, **match):
+    (entry,) = [e for e in INDEX if e["file"].endswith(file_name)]
+    report = _scan(entry, tmp_path)
+    return [r for r in report.workloads if all(getattr(r.workload, k) == v for k, v in match.items())]
+
+
+def test_a_flag_whose_value_is_an_unset_variable_is_not_judged_and_named(tmp_path):
+    (rocm,) = _one("docker_compose__compose.yaml", tmp_path, name="vllm-rocm-server")
+    assert rocm.error is None and "--tensor-parallel-size" not in [t.text for t in rocm.workload.argv]
+    assert any("--tensor-parallel-size takes its value from ${TENSOR_PARALLEL_SIZE}" in n for n in rocm.report.notes)
+    (config,) = _one("llmisvc_config_default.yaml", tmp_path)
+    assert "$VLLM_ADDITIONAL_ARGS" not in [t.text for t in config.workload.argv]
+    assert "--disable-log-requests" in [t.text for t in config.workload.argv]  # a switch: the variable is no value
+
+
+def test_an_image_named_for_vllm_runs_vllm_with_a_single_vllm_option(tmp_path):
+    (server,) = _one("docker_compose__compose.yaml", tmp_path, name="vllm-server")
+    assert [t.text for t in server.workload.argv][:1] == ["--model"]
+    assert _one("values-02-basic-config.yaml", tmp_path)  # the production-stack reader is untouched
+
+
+def test_a_vllm_builds_tag_names_its_release_but_lmcaches_does_not(tmp_path):
+    (basic,) = _one("qwen3-32b-tp4-replicas2.yaml", tmp_path)
+    assert basic.report.facts["vllm.version"] == "0.10.2"
+    assert any("a build of vLLM" in n for n in basic.report.notes)
+    (gateway,) = _one("gpu-deployment.yaml", tmp_path)
+    assert gateway.report.facts["vllm.version"] is None  # lmcache/vllm-openai tags are LMCache's
+
+
+def test_kinds_without_a_layout_are_read_and_a_ray_clusters_gpus_not_compared_per_pod(tmp_path):
+    (fleet,) = _one("samples__deepseek-r1__deepseek-r1-huggingface.yaml", tmp_path)
+    assert fleet.workload.kind == "RayClusterFleet" and fleet.report.facts["serve.tensor_parallel_size"] == 16
+    assert fleet.workload.gpu_limit is None and not _errors(fleet)  # 8 GPUs a pod, TP 16 across the cluster
+    assert any("Ray cluster" in n for n in fleet.report.notes)
+    storm = _one("1p1d.yaml", tmp_path)
+    assert sorted(r.workload.container for r in storm) == ["decode", "prefill"]
+    assert all(r.report.facts["deploy.gpu_limit"] == 1 for r in storm)  # one pod each: compared
+
+
+def test_kubeai_models_and_ray_serve_llm_configs_are_read_as_vllm_serve(tmp_path):
+    (model,) = _one("llama-3.1-8b-instruct-fp8-l4.yaml", tmp_path)
+    assert [t.text for t in model.workload.argv][0] == "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8"
+    assert model.report.facts["gpu.name"] == "L4" and model.report.facts["deploy.gpu_limit"] == 1
+    assert model.report.facts["deploy.gpu_from"] == "resourceProfile nvidia-gpu-l4"
+    (llm,) = _one("ray-service.deepseek.yaml", tmp_path)
+    argv = {t.text: t.line for t in llm.workload.argv}
+    assert argv["--pipeline-parallel-size"] == 23 and argv["--enable-chunked-prefill"] == 28  # lines of the file
+    assert llm.report.facts["gpu.name"] == "H100 80GB" and llm.report.facts["deploy.gpu_limit"] is None
+
+
+def test_production_stack_tool_flags_follow_the_chart(tmp_path):
+    (spec,) = _one("values-13-tool-enabled.yaml", tmp_path)
+    words = [t.text for t in spec.workload.argv]
+    assert words[1:4] == ["--enable-auto-tool-choice", "--tool-call-parser", "llama3_json"]
+    assert words[-2:] == ["--chat-template", "/templates//templates/tool_chat_template_llama3.1_json.jinja"]

@@ -1,0 +1,151 @@
+"""Measure `kvdoctor scan` on the real public manifests (tests/fixtures/manifests/public/, issue 27).
+
+The index (index.yaml) holds, per file, the vLLM workloads a human reads in it and the error findings that are
+true. This scans each file as it is (no model config, no network, no compile, no --gpu) and prints counts only:
+workloads expected / found / checked, error findings, and false errors (an error the index does not list as true,
+or an error on a workload the index does not expect), plus files unread and whether a scan of the whole folder
+finished. A workload is *checked* when it has a report, no input error, and every judgement it could not make
+names the input that decides it (--gpu, --model-path, the vLLM version).
+
+    python tools/measure_scan_public.py --heldout      # the held-back quarter: counts only
+    python tools/measure_scan_public.py --seen          # the rest
+    python tools/measure_scan_public.py --seen --details  # seen files: each miss and each false error (never
+                                                         # for held-back files, whose output stays unseen)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+PUBLIC = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "manifests" / "public"
+DECIDING_INPUTS = ("--gpu", "--model-path", "--vllm-version")
+
+
+@dataclass
+class Tally:
+    files: int = 0
+    unread: int = 0
+    expected: int = 0
+    found: int = 0
+    checked: int = 0
+    extra: int = 0
+    errors: int = 0
+    false_errors: int = 0
+    undecided_errors: int = 0
+    details: list[str] = field(default_factory=list)
+
+
+def load_index(which: str) -> list[dict]:
+    entries = yaml.safe_load((PUBLIC / "index.yaml").read_text())["files"]
+    return [e for e in entries if which == "all" or e["heldout"] == (which == "heldout")]
+
+
+def error_findings(result) -> list[tuple[str, int | None]]:
+    """(rule id or 'ERROR', line) of each error a workload's result reports: fired error findings and an input error."""
+    found = [(p.finding.rule_id, p.location.line) for p in result.placed if p.finding.status == "fired"
+             and p.finding.severity == "error" and not p.finding.ignored_reason]  # fmt: skip
+    if result.error is not None:
+        found.append(("ERROR", result.error_location.line if result.error_location else None))
+    return found
+
+
+def is_checked(result) -> bool:
+    """A report, no input error, and every judgement left open names what decides it."""
+    if result.report is None or result.error is not None:
+        return False
+    open_ = [f for f in result.report.findings if f.status == "undecided"]
+    return all(f.decided_by for f in open_) and all(any(i in u for i in DECIDING_INPUTS) for u in result.unjudged)
+
+
+def measure(entries: list[dict], details: bool) -> Tally:
+    from kvdoctor.check.run import CheckSettings
+    from kvdoctor.scan.judge import ScanDefaults
+    from kvdoctor.scan.run import run_scan
+
+    tally = Tally()
+    cache = Path(tempfile.mkdtemp(prefix="kvd-measure-"))
+    for entry in entries:
+        tally.files += 1
+        report = run_scan([str(PUBLIC / entry["file"])], ScanDefaults(offline=True, cache_dir=cache),
+                          CheckSettings(compile=False))  # fmt: skip
+        tally.unread += len(report.unread)
+        results = {(r.workload.name, r.workload.container): r for r in report.workloads}
+        expected = {(w["name"], w["container"]): w for w in entry["workloads"]}
+        for key, want in expected.items():
+            tally.expected += 1
+            result = results.get(key)
+            if result is None:
+                tally.details.append(f"{entry['file']}: {key} not found")
+                continue
+            tally.found += 1
+            tally.checked += is_checked(result)
+            findings = result.report.findings if result.report else ()
+            tally.undecided_errors += sum(f.status == "undecided" and f.severity == "error" for f in findings)
+            if not is_checked(result):
+                tally.details.append(f"{entry['file']}: {key} not checked ({result.error or result.unjudged})")
+            true = {t["rule"] for t in want.get("true_errors", ())}
+            for rule, line in error_findings(result):
+                tally.errors += 1
+                if rule not in true:
+                    tally.false_errors += 1
+                    tally.details.append(f"{entry['file']}:{line}: {key} false error {rule}")
+        for key, result in results.items():
+            if key not in expected:
+                tally.extra += 1
+                for rule, line in error_findings(result):
+                    tally.errors += 1
+                    tally.false_errors += 1
+                    tally.details.append(f"{entry['file']}:{line}: unexpected workload {key}: error {rule}")
+    if not details:
+        tally.details = []
+    return tally
+
+
+def whole_folder_finishes() -> tuple[bool, int]:
+    """Whether one scan of the whole folder finishes (one bad file never stops the others), and its workloads."""
+    from kvdoctor.check.run import CheckSettings
+    from kvdoctor.scan.judge import ScanDefaults
+    from kvdoctor.scan.run import run_scan
+
+    report = run_scan([str(PUBLIC)], ScanDefaults(offline=True, cache_dir=Path(tempfile.mkdtemp())),
+                      CheckSettings(compile=False))  # fmt: skip
+    return True, len(report.workloads)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--heldout", action="store_true")
+    which.add_argument("--seen", action="store_true")
+    which.add_argument("--all", action="store_true")
+    parser.add_argument("--details", action="store_true", help="each miss and false error (refused with --heldout)")
+    args = parser.parse_args()
+    if args.details and not args.seen:
+        parser.error("--details is for the seen files only: the held-back files' output stays unseen")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    group = "heldout" if args.heldout else "seen" if args.seen else "all"
+    entries = load_index(group)
+    tally = measure(entries, args.details)
+    repos = len({e["repo"] for e in entries})
+    print(f"{group}: {tally.files} files from {repos} repositories, {tally.unread} unread")
+    print(f"workloads: {tally.expected} expected, {tally.found} found, {tally.checked} checked, "
+          f"{tally.extra} found beyond the index")  # fmt: skip
+    print(f"error findings: {tally.errors}, false errors: {tally.false_errors} "
+          f"(and {tally.undecided_errors} error rules left undecided, each naming the input that decides it)")
+    if args.all:
+        finished, count = whole_folder_finishes()
+        print(f"whole folder in one scan: {'finished' if finished else 'aborted'}, {count} workloads")
+    for line in tally.details:
+        print("  " + line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
