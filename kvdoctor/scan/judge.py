@@ -66,6 +66,8 @@ def judge(workload: Workload, defaults: ScanDefaults, settings: CheckSettings) -
         # one bad flag value never hides the rest: the others are checked, the workload stays ERROR at its line
         return replace(judge(rest, defaults, settings), workload=workload, error=exc.one_line(), error_location=where)
     report = _with_deploy_rules(report, deployment, workload, settings)
+    if workload.gpu_slice is not None:
+        report = on_a_mig_slice(report, workload.gpu_slice)
     sources = deployment.sources | flag_sources(workload)
     placed = tuple(_place(f, sources, report, workload) for f in report.sorted_findings())
     unjudged = deployment.unjudged + ((unread,) if unread else ())
@@ -84,6 +86,28 @@ def _without_refused_value(workload: Workload, exc: KvdoctorError) -> Workload |
             has_value = "=" not in token.text and index + 1 < len(argv) and not argv[index + 1].text.startswith("-")
             return replace(workload, argv=tuple(argv[:index] + argv[index + 1 + has_value :]))
     return None
+
+
+MEMORY_FIT_RULES = ("KVD181", "KVD182", "KVD183")
+"""check-fit.yaml's rules that weigh the GPU's memory (KVD180, the context length vLLM derives, does not)."""
+
+
+def on_a_mig_slice(report: Report, profile: str) -> Report:
+    """A pod on a MIG slice has the slice's memory, not the GPU's that check's fit model takes: every memory fit rule
+    is undecided (fired or not), naming the slice, and the fit note is replaced by why it is not judged."""
+    from kvdoctor.rules import load_all_rules
+    from kvdoctor.rules.engine import finding_for
+
+    gpu = report.facts.get("gpu.name") or "the GPU"
+    why = (f"GPU memory: the pod gets a MIG slice ({profile}), not the whole {gpu} "
+           f"({report.facts.get('gpu.memory_gib')} GiB) that the fit model weighs; judge it on a whole GPU")  # fmt: skip
+    rules = {r.id: r for r in load_all_rules([]) if r.id in MEMORY_FIT_RULES}
+    kept = [f for f in report.findings if f.rule_id not in MEMORY_FIT_RULES]
+    opened = [replace(f, status="undecided", decided_by=(why,)) for f in report.findings if f.rule_id in MEMORY_FIT_RULES]
+    missing = [rules[r] for r in MEMORY_FIT_RULES if r in rules and r not in {f.rule_id for f in opened}]
+    opened += [replace(finding_for(rule, report.facts, status="undecided"), decided_by=(why,)) for rule in missing]
+    notes = tuple(n for n in report.notes if not n.startswith("KV cache fits"))
+    return replace(report, findings=tuple(kept + opened), notes=notes + (f"whether the KV cache fits is not judged: {why}",))
 
 
 def _checked(options: CheckOptions, settings: CheckSettings, deployment: DeploymentFacts) -> tuple[Report, str | None]:

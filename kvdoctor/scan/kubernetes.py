@@ -33,6 +33,7 @@ POD_SPECS: dict[str, tuple[tuple[str, ...], ...]] = {
     "ClusterServingRuntime": (("spec",),),
 }
 GPU_RESOURCE = re.compile(r"^nvidia\.com/(gpu|mig-\d+g\.\d+gb)$")
+MIG_PROFILE = re.compile(r"mig-(\d+g\.\d+gb)", re.IGNORECASE)
 K8S_VARIABLE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
@@ -162,6 +163,7 @@ def container_workload(container: yaml.Node, source_text: str, **where) -> Workl
     if runs_a_shell(command, args):
         argv = expand_shell_variables(argv, {e.name: e.value for e in env if e.value is not None})
     limit, limit_line = gpu_limit(container)
+    selectors = where.pop("selectors")
     first = (command or args or [(Token("", nodes.line(container)), None)])[0][0]
     return Workload(
         container=nodes.text(nodes.get(container, "name")) or "(unnamed)",
@@ -171,9 +173,10 @@ def container_workload(container: yaml.Node, source_text: str, **where) -> Workl
         command_line=first.line,
         env=tuple(env),
         env_from=tuple(env_from),
-        gpu_selectors=where.pop("selectors"),
+        gpu_selectors=selectors,
         gpu_limit=limit,
         gpu_limit_line=limit_line,
+        gpu_slice=mig_slice(container, selectors),
         notes=(FLAGS_ONLY_NOTE.format(image=image),) if flags_only else (),
         **where,
     )
@@ -229,6 +232,20 @@ def gpu_limit(container: yaml.Node) -> tuple[int | None, int | None]:
         if first_line is not None:
             return total, first_line
     return None, None
+
+
+def mig_slice(container: yaml.Node, selectors: tuple[GpuSelector, ...]) -> str | None:
+    """The MIG profile the container gets: a nvidia.com/mig-<profile> resource (mixed strategy) or, with
+    nvidia.com/gpu, a node label product value ending -MIG-<profile> (single strategy); None for whole GPUs."""
+    for section in ("limits", "requests"):
+        for key, _, _ in nodes.pairs(nodes.get(container, "resources", section)):
+            if (found := MIG_PROFILE.search(key)) is not None:
+                return found.group(1).lower()
+    for selector in selectors:
+        for value in selector.values:
+            if (found := MIG_PROFILE.search(value)) is not None:
+                return found.group(1).lower()
+    return None
 
 
 def pod_gpu_selectors(spec: yaml.Node) -> tuple[GpuSelector, ...]:

@@ -74,6 +74,8 @@ class Workload:
     gpu_limit: int | None = None
     """GPUs the container is given (nvidia.com/gpu limit, Compose device count, requestGPU); None when unknown."""
     gpu_limit_line: int | None = None
+    gpu_slice: str | None = None
+    """A MIG slice the pod gets instead of whole GPUs (nvidia.com/mig-1g.10gb, or a -MIG-1g.10gb product label)."""
     group_gpus: tuple[int, str] | None = None
     """A multi-node group's GPUs (LeaderWorkerSet: the leader's + (size - 1) x the worker's) and how they add up;
     vLLM's parallel sizes span the group, so this is what they are compared with."""
