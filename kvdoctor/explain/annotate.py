@@ -127,10 +127,12 @@ def _refined(findings: list[Finding], diagnosis: Diagnosis, families: Families, 
     for refiner, parent in families.refines.items():
         if parent != primary.rule.id:
             continue
-        match = next((m for m in diagnosis.by_rule.get(refiner, []) if m.line == primary.line), None)
+        # on the primary's line, or on another line the refined rule matched too (a warning line before the error)
+        lines = [primary.line] + [m.line for m in diagnosis.by_rule.get(parent, []) if m.line != primary.line]
+        match = next((m for line in lines for m in diagnosis.by_rule.get(refiner, []) if m.line == line), None)
         if match is None:
             continue
-        better = finding_with_log_values(match.rule, {**facts, **log_values(match)})
+        better = finding_with_log_values(match.rule, {**facts, **log_values(match, facts)})
         values = ", ".join(f"{k}={v}" for k, v in sorted(dict(match.values).items()))
         out = []
         for finding in findings:

@@ -17,6 +17,8 @@ from kvdoctor.rules.loader import Rule, Signature
 # Evidence kinds a line can stand for the failure by, when no exception and no rule explains it.
 _STANDS_FOR_FAILURE = ("error level", "error text", "raise site", "failed to start")
 MAX_CANDIDATES = 50
+MAX_FRAMES = 2  # the innermost frames only: an outer frame (the engine's start-up) explains nothing
+_PACKAGE_PATH = re.compile(r"(?:^|/)((?:vllm|flashinfer|triton|torch)/.*)$")
 
 
 @dataclass(frozen=True)
@@ -131,19 +133,21 @@ def _root_of_consequence(diagnosis: Diagnosis, families: Families) -> Diagnosis:
 
 
 def _by_location(diagnosis: Diagnosis, rules: list[Rule], families: Families, facts: dict[str, Any]) -> Diagnosis:
-    """When no rule's wording matched, a family whose `raised_in` holds the place vLLM raises the message explains it."""
+    """When no rule's wording matched, a family whose `raised_in` holds the place vLLM raises the message explains it
+    (the message index's places first, then the traceback's innermost frames)."""
     if diagnosis.primary is not None or diagnosis.unknown is None or not families.raised_in:
         return diagnosis
     exception = diagnosis.unknown
     located = message_origin(exception.summary, facts.get("vllm.version"))
-    if located is None:
-        return diagnosis
+    places = [f"{loc.file}:{loc.function}" for loc in located.locations] if located is not None else []
+    # a message the index does not hold (a bare assert, an IndexError): where the traceback says it was raised
+    places += [f"{_package_path(frame.file)}:{frame.function}" for frame in exception.frames[::-1][:MAX_FRAMES]
+               if frame.function]
     rules_by_id = {rule.id: rule for rule in rules}
-    for location in located.locations:
-        where = f"{location.file}:{location.function}"
+    for where in places:
         for pattern, rule_id in families.raised_in:
             if pattern.search(where) and rule_id in rules_by_id:
-                signature = Signature(source=re.escape(location.function), role="root",
+                signature = Signature(source=re.escape(where.rpartition(":")[2]), role="root",
                                       note=f"matched by where vLLM raises it: {where}")
                 values = (("detail", clip(exception.message, 200)),)
                 match = SignatureMatch(rules_by_id[rule_id], signature, exception.line, exception.summary,
@@ -152,6 +156,12 @@ def _by_location(diagnosis: Diagnosis, rules: list[Rule], families: Families, fa
                 by_rule[rule_id] = [match]
                 return replace(diagnosis, primary=match, unknown=None, by_rule=by_rule)
     return diagnosis
+
+
+def _package_path(file: str) -> str:
+    """'/usr/lib/python3/dist-packages/vllm/v1/x.py' -> 'vllm/v1/x.py' (message-index style); other paths as they are."""
+    match = _PACKAGE_PATH.search(file)
+    return match.group(1) if match else file
 
 
 def _from_evidence(diagnosis: Diagnosis, evidence: tuple[FailureEvidence, ...]) -> Diagnosis:

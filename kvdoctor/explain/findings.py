@@ -41,7 +41,7 @@ def build_report(
     hidden = _inferred_findings(rules, facts, set(diagnosis.by_rule)) if failure else []
     findings.extend(hidden)
 
-    primary_summary = _primary_summary(diagnosis)
+    primary_summary = _primary_summary(diagnosis, findings[0].title if diagnosis.primary and findings else None)
     if primary_summary:
         notes.append(primary_summary["note"])
     misleading = _misleading(chains, diagnosis)
@@ -70,9 +70,17 @@ def build_report(
     return Report(command="explain", findings=tuple(findings), facts=facts, dry_run=None, notes=tuple(notes), extra=extra)
 
 
-def log_values(match: SignatureMatch) -> dict[str, Any]:
-    """A match's named groups as log.<name> facts (with derived forms: log.min_capability_sm)."""
-    return {f"log.{name}": value for name, value in derived_values(dict(match.values)).items()}
+def log_values(match: SignatureMatch, facts: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A match's named groups as log.<name> facts (with derived forms: log.min_capability_sm), and, given the log's
+    facts, what the match's family adds from them and the knowledge pack (explain/family_values.py)."""
+    values = derived_values(dict(match.values))
+    if facts is not None:
+        from kvdoctor.explain.families import load_families
+        from kvdoctor.explain.family_values import family_values
+
+        family = load_families().family_of.get(match.rule.id)
+        values.update({k: v for k, v in family_values(family, values, facts).items() if k not in values})
+    return {f"log.{name}": value for name, value in values.items()}
 
 
 def finding_with_log_values(rule: Rule, facts: dict[str, Any]) -> Finding:
@@ -92,7 +100,7 @@ def finding_with_log_values(rule: Rule, facts: dict[str, Any]) -> Finding:
 
 
 def _matched_finding(match: SignatureMatch, group: list[SignatureMatch], facts: dict[str, Any], primary: bool) -> Finding:
-    values = log_values(match)
+    values = log_values(match, facts)
     base = finding_with_log_values(match.rule, {**facts, **values})
     evidence = ["PRIMARY root cause" if primary else f"Secondary ({'wrapper' if match.role == 'wrapper' else 'also seen'})"]
     seen: set[int] = set()
@@ -158,12 +166,13 @@ def _inferred_findings(rules: list[Rule], facts: dict[str, Any], matched: set[st
     return findings
 
 
-def _primary_summary(diagnosis: Diagnosis) -> dict[str, Any] | None:
+def _primary_summary(diagnosis: Diagnosis, title: str | None = None) -> dict[str, Any] | None:
+    """The primary cause's note (its title as filled with the log's values) and data."""
     if diagnosis.primary is not None:
         match = diagnosis.primary
         data = _match_data(match)
         where = f", raised at {data['where']}" if data.get("where") else ""
-        note = f"Primary cause: {match.rule.id} ({match.rule.title}); log line {match.line}: {clip(match.text)}{where}."
+        note = f"Primary cause: {match.rule.id} ({title or match.rule.title}); log line {match.line}: {clip(match.text)}{where}."
         return {"data": data, "note": note}
     if diagnosis.unknown is not None:
         exception = diagnosis.unknown

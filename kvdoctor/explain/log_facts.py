@@ -10,6 +10,7 @@ from typing import Any, Iterable
 from kvdoctor.data.backend_names import USING_LINE_SPELLINGS, backend_enum_name
 from kvdoctor.data.dtypes import FLAG_DTYPES
 from kvdoctor.explain.log_lines import LogLine
+from kvdoctor.explain.log_memory import HINT as MEMORY_HINT, memory_facts
 
 _VERSION_PATTERNS = (
     re.compile(r"vLLM API server version v?(\d+\.\d+\.\d+[\w.+-]*)"),
@@ -27,6 +28,7 @@ _CONFIG_FIELDS = {
     "kv_cache_dtype": re.compile(r"\bkv_cache_dtype=(\w+)"),
     "quantization": re.compile(r"\bquantization=([\w-]+)"),
     "tensor_parallel_size": re.compile(r"\btensor_parallel_size=(\d+)"),
+    "pipeline_parallel_size": re.compile(r"\bpipeline_parallel_size=(\d+)"),
 }
 _GPU_WITH_CAPABILITY = (
     re.compile(r"Your (.+?) GPU has compute capability (\d+)\.(\d+)"),
@@ -47,9 +49,19 @@ _BACKEND_CHOSEN = (
     re.compile(r"Using (" + "|".join(map(re.escape, USING_LINE_SPELLINGS)) + r") backend"),  # backend_names.yaml
 )
 _ENV_BACKEND = re.compile(r"VLLM_ATTENTION_BACKEND[=:\s]+'?([A-Z_]+)")
+# The toolchain the log shows (collect_env, nvidia-smi): what a PTX / kernel-image / driver cause names.
+_TOOLCHAIN = (
+    (re.compile(r"^Nvidia driver version\s*: (\S+)"), "logged.driver_version"),
+    (re.compile(r"Driver Version: (\d[\d.]+)"), "logged.driver_version"),
+    (re.compile(r"CUDA Version: (\d+\.\d+)"), "logged.driver_cuda"),
+    (re.compile(r"^CUDA used to build PyTorch\s*: (\S+)"), "logged.torch_cuda"),
+    (re.compile(r"^CUDA runtime version\s*: (\S+)"), "logged.cuda_runtime"),
+    (re.compile(r"The current PyTorch install supports CUDA capabilities ((?:sm_\w+ ?)+)"), "logged.torch_archs"),
+)
 # Lines worth the fact regexes; everything else (throughput stats, request logs) is skipped in one search.
 _KEYWORDS = re.compile(
-    r"version|Version|args|with config:|capability|GPU models|GPU 0|gpu-name|backend|BACKEND|\[pip|\[conda|NVIDIA|\|\s+\d+\s+NVIDIA"
+    r"version|Version|args|with config:|capability|capabilities|GPU models|GPU 0|gpu-name|backend|BACKEND|\[pip|\[conda|"
+    r"NVIDIA|\|\s+\d+\s+NVIDIA|CUDA"
 )
 
 
@@ -67,8 +79,15 @@ def read_facts(lines: Iterable[LogLine]) -> tuple[dict[str, Any], list[str]]:
 
     for line in lines:
         text = line.text
+        if MEMORY_HINT.search(text):
+            for name, value in memory_facts(text):
+                put(name, value, line, overwrite=True)  # the last engine start's numbers
         if len(text) < 8 or not _KEYWORDS.search(text):
             continue
+        for pattern, name in _TOOLCHAIN:
+            match = pattern.search(text)
+            if match:
+                put(name, match.group(1).strip(), line)
         for pattern in _VERSION_PATTERNS:
             match = pattern.search(text)
             if match:
@@ -138,10 +157,15 @@ def _serve_facts(args: dict[str, Any]) -> dict[str, Any]:
         facts["serve.attention_backend"] = str(args["attention_backend"])
     if args.get("quantization"):
         facts["serve.quantization"] = str(args["quantization"])
-    for name in ("tensor_parallel_size", "max_model_len"):
+    for name in ("tensor_parallel_size", "pipeline_parallel_size", "max_model_len"):
         value = args.get(name)
         if value is not None and str(value).isdigit():
             facts[f"serve.{name}"] = int(value)
+    try:
+        if args.get("gpu_memory_utilization") is not None:
+            facts["serve.gpu_memory_utilization"] = float(args["gpu_memory_utilization"])
+    except (TypeError, ValueError):
+        pass
     if args.get("enforce_eager") in (True, "True"):
         facts["serve.enforce_eager"] = True
     return facts
@@ -162,8 +186,8 @@ def _engine_config(text: str) -> dict[str, Any]:
             facts["log.kv_cache_dtype"] = value
         elif name == "quantization" and value != "None":
             facts["model.quant_method"] = value
-        elif name == "tensor_parallel_size":
-            facts["serve.tensor_parallel_size"] = int(value)
+        elif name in ("tensor_parallel_size", "pipeline_parallel_size"):
+            facts[f"serve.{name}"] = int(value)
     return facts
 
 

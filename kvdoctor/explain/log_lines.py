@@ -36,6 +36,7 @@ _OUTER_PREFIXES = (
     re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? "),
 )
 _OUTER = re.compile("|".join(f"(?:{p.pattern[1:]})" for p in _OUTER_PREFIXES).join(("^(?:", ")")))
+_LOST_ESC = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
 _PROCESS_TAG = re.compile(r"^\(([A-Za-z_][\w.\- =,]*?)\s*pid=(\d+)[^()]*\)\s?")
 _RANK_TAG = re.compile(r"^\[rank(\d+)\]:\s?")
 # vLLM's logger: "ERROR 05-02 10:22:18 [core.py:396] " (0.8+) or "INFO 11-04 10:12:40 arg_utils.py:1019] "
@@ -131,6 +132,8 @@ def strip_prefixes(raw: str) -> tuple[str, str, str | None, str | None]:
     """(stream, level, source, text) for one raw line."""
     line = _ANSI.sub("", raw) if "\x1b" in raw else raw
     line = line.rstrip()
+    if line[:1] == "[" and _LOST_ESC.match(line):  # colours whose ESC was lost (a log copied from a web page)
+        line = _LOST_ESC.sub("", line)
     first = line[:1]
     if first in "DIWEC":  # most lines of a long log: a bare vLLM record, which no prefix or tag precedes
         match = _RECORD.match(line)

@@ -21,8 +21,10 @@ MAX_ABOUT = 60  # a longer fact description would bury the sentence; the name al
 
 
 def unfilled(template: str, facts: dict[str, Any]) -> list[str]:
-    """The fact names the template uses that have no value in ``facts`` (fallback or not), in order."""
-    return list(dict.fromkeys(m.group(1) for m in PLACEHOLDER.finditer(template) if facts.get(m.group(1)) is None))
+    """The fact names the template uses that have no value in ``facts`` (fallback or not), in order; an optional
+    clause (`{log.fit_text|}`, an empty fallback) is left out: its absence is no value the log failed to give."""
+    return list(dict.fromkeys(m.group(1) for m in PLACEHOLDER.finditer(template)
+                              if facts.get(m.group(1)) is None and m.group(2) != ""))
 
 
 def fill_known(template: str, facts: dict[str, Any]) -> str:

@@ -16,9 +16,10 @@ MAX_MESSAGE_LINES = 80
 
 _FRAME = re.compile(r'^\s+File "(.+?)", line (\d+)(?:, in (.+))?$')
 _EXCEPTION = re.compile(r"^([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*)(?::(?: (.*)|$)|$)")
-# A bare exception line outside a traceback must look like one: a dotted name ending in Error/Exception.
+# A bare exception line outside a traceback must look like one: a dotted name ending in Error/Exception (or
+# Triton's OutOfResources).
 _BARE_EXCEPTION = re.compile(
-    r"^((?:[a-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Failure))(?:: (.*)|:?$)"
+    r"^((?:[a-z_][\w]*\.)*(?:[A-Z]\w*(?:Error|Exception|Interrupt|Failure)|OutOfResources))(?:: (.*)|:?$)"
 )
 _COMPILE_AT = re.compile(r"^at (\d+):(\d+):")
 # vLLM's executor re-raises a worker's error as this; the quoted payload is the worker's own error (which may be

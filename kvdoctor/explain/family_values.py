@@ -1,0 +1,131 @@
+"""Values a family's cause adds to what the log's line gave: what the knowledge pack and the GPU table say about it.
+
+A weight-quantization refusal gets the minimum the release's config class declares (data/vllm_pack/quantization)
+and the GPUs that meet it (data/gpus.yaml); a KV cache that is too small gets what fits from the log's memory lines
+(explain/log_memory.py). Each value is present only when what it needs is known; a text value that cannot be made
+says what was missing, so a cause never reads as if kvdoctor knew more than the log and the pack hold.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvdoctor.explain.log_memory import kv_fit_values
+
+MAX_METHODS = 8
+
+
+def family_values(family: str | None, values: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
+    """Extra `log.*`-style values (without the prefix) for a match of this family."""
+    out = _clauses(values)
+    if family == "quant_min_capability":
+        out.update(quant_capability_values(values, facts))
+    elif family == "kv_cache_too_small":
+        out.update(kv_fit_values(values, facts))
+    elif family == "moe_kernel_selection":
+        out.update(_capability_gpus(values))
+    elif family == "no_kernel_image" and not values.get("archs") and facts.get("logged.torch_archs"):
+        out["archs"] = facts["logged.torch_archs"]  # torch's warning wraps: its second line, read as a fact
+    return out
+
+
+def _clauses(values: dict[str, Any]) -> dict[str, Any]:
+    """Short clauses a title or fix appends only when the log gave their value (an empty fallback otherwise)."""
+    out: dict[str, Any] = {}
+    if values.get("backend"):
+        out["backend_text"] = f" (the {values['backend']} backend refused)"
+    if values.get("env"):
+        out["env_text"] = f", {values['env']}=1"
+    if values.get("supported"):
+        out["supported_text"] = f" (vLLM lists {values['supported']})"
+    if values.get("required") and not _int(values.get("available")):
+        out["required_text"] = f" (the build has it for capability {values['required']})"
+    if values.get("wanted"):
+        out["wanted_text"] = f" ({values['wanted']})"
+    if _int(values.get("required")) is not None and _int(values.get("available")) is not None:
+        out["count_text"] = f" (needs {values['required']}, {values['available']} visible)"
+    if _int(values.get("required")) and _int(values.get("required")) <= 16:
+        out["visible_list"] = ",".join(str(i) for i in range(_int(values["required"])))
+    arch = values.get("arch")
+    if isinstance(arch, str) and arch.isdigit() and len(arch) >= 2:
+        out["arch_dotted"] = f"{int(arch[:-1])}.{arch[-1]}"
+    return out
+
+
+def quant_capability_values(values: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
+    """`pack_text` (the release's config class and its get_min_capability, file:line), `serving_gpus` (the GPUs
+    whose capability meets the minimum) and `usable_methods` (the methods the release accepts on this GPU)."""
+    out = _capability_gpus(values)
+    method = str(values.get("method") or facts.get("model.quant_method") or "").lower()
+    current = _int(values.get("current_capability"))
+    if current is None and facts.get("gpu.capability") is not None:
+        current = round(float(facts["gpu.capability"]) * 10)
+    version = facts.get("vllm.version")
+    if not version:
+        out["pack_text"] = (" The log does not name the vLLM release, so the release's own minimum for the method "
+                            "is not cited.")
+        return out
+    from kvdoctor.vllm_pack.quantization import release_quantization
+
+    release = release_quantization(str(version).split("+")[0])
+    if release is None:
+        out["pack_text"] = f" kvdoctor's knowledge pack does not hold vLLM {version}'s quantization table."
+        return out
+    known = release.methods.get(method)
+    if known is not None and known.min_capability is not None and known.min_capability_where:
+        name = (known.config_class or "").rpartition(":")[2] or method
+        out["pack_text"] = (f" In vLLM {version}, {name}.get_min_capability() returns {known.min_capability} "
+                            f"({known.min_capability_where}).")
+        logged = _int(values.get("min_capability"))
+        if logged is not None and logged != known.min_capability:
+            out["pack_text"] = out["pack_text"][:-1] + (
+                f", not the {logged} the message shows: the message came from another release or config class "
+                f"than vLLM {version}'s {name}.")
+        out.setdefault("min_capability_sm", _sm(known.min_capability))
+    elif method:
+        out["pack_text"] = f" vLLM {version}'s pack entry for {method} gives no literal minimum capability."
+    if current is not None:
+        usable = [m.name for m in release.methods.values()
+                  if m.min_capability is not None and 0 <= m.min_capability <= current and m.name in release.registered
+                  and m.name not in release.deprecated]
+        if usable:
+            more = f" and {len(usable) - MAX_METHODS} more" if len(usable) > MAX_METHODS else ""
+            out["usable_methods"] = f"vLLM {version} accepts there: " + ", ".join(usable[:MAX_METHODS]) + more
+    return out
+
+
+def _capability_gpus(values: dict[str, Any]) -> dict[str, Any]:
+    """`serving_gpus`: the GPU generations in data/gpus.yaml whose capability meets the minimum the line names."""
+    minimum = _int(values.get("min_capability"))
+    if minimum is None:
+        sm = values.get("min_sm") or values.get("min_capability_sm")
+        minimum = round(float(sm) * 10) if _is_number(sm) else None
+    if minimum is None:
+        return {}
+    from kvdoctor.data.gpus import gpu_table
+
+    by_capability: dict[tuple[int, int], list[str]] = {}
+    for device in {d.name: d for d in gpu_table().values()}.values():
+        if device.capability is not None and device.capability[0] * 10 + device.capability[1] >= minimum:
+            by_capability.setdefault(device.capability, []).append(device.name)
+    if not by_capability:
+        return {}
+    groups = [f"SM {major}.{minor} ({', '.join(sorted(names)[:4])})"
+              for (major, minor), names in sorted(by_capability.items())]
+    return {"serving_gpus": "; ".join(groups)}
+
+
+def _sm(capability: int) -> str:
+    return f"{capability // 10}.{capability % 10}"
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, (int, str)) and str(value).isdigit() else None
+
+
+def _is_number(value: Any) -> bool:
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
