@@ -88,6 +88,12 @@ def _memory(flat: dict[str, Any], facts: Facts, serve: ServeMemory, release, max
     if plan is None or max_model_len is None:
         return unknown | {"memory.fit": "not_modelled" if why_not else None, "memory.why_not": why_not or "none"}
     budget, band, source, weights, estimated = kv_budget(flat, facts, serve, release)
+    if weights is None and serve.kv_cache_memory_bytes is None:  # never a PASS on weights counted as 0 bytes
+        method = facts.model.quant_method
+        why = (f"the weights' size is unknown: no safetensors metadata at hand, and {method} quantization's bytes per "
+               "parameter are not in data/kv_memory.yaml" if method not in (None, "none") else
+               "the weights' size is unknown (no safetensors metadata, and config.json lacks the shapes)")
+        return unknown | {"memory.fit": "not_modelled", "memory.why_not": why + ": pass --kv-cache-memory-bytes"}
     in_flight = _in_flight_tokens(flat, facts, serve, release)
     reserved = _null_block_reserved(release.version)
     fit = judge_fit(plan, budget, max_model_len, in_flight, reserved)

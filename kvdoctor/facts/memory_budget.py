@@ -152,7 +152,9 @@ def kv_budget(flat, facts: Facts, serve: ServeMemory, release) -> tuple[int, int
         available = min(int(total * util), total - margin) - (weights or 0) - modelled
     band = max(int(table["band_min_gib"] * GIB), int(table["band_share"] * modelled))
     if estimated and weights:
-        band += int(table["estimated_weights_band_share"] * weights)
+        quantized = facts.model.quant_method not in (None, "none")
+        share = table["estimated_weights_band_share"] + (table["quantized_weights"]["band_share"] if quantized else 0)
+        band += int(share * weights)
     sizing = "extensible KV cache (measured after warmup), " if extensible(release, serve) else ""
     source = (f"{sizing}{flat['gpu.memory_gib']:g} GiB x gpu_memory_utilization {util:g} - weights "
               f"{(weights or 0) / GIB:.2f} GiB{' (estimated)' if estimated else ''} - modelled activation peak "
@@ -172,18 +174,46 @@ def _weights_per_rank(flat, facts: Facts, serve: ServeMemory) -> tuple[int | Non
 
 
 def _estimated_weights(flat, facts: Facts) -> int | None:
-    """Parameters from config.json's shapes x the model dtype's bytes (quantized checkpoints: unknown)."""
+    """Parameters from config.json's shapes: the layers' linear weights x their bytes per parameter (the model dtype's,
+    or the quantization method's: quantized_bytes_per_param) + embeddings and LM head in the model dtype."""
     m = facts.model
     vocab, inter = flat.get("model.vocab_size"), flat.get("model.intermediate_size")
     if not (m.hidden_size and m.num_hidden_layers and vocab and inter and m.num_attention_heads and m.head_dim):
         return None
+    dtype_bytes = int(kv_table()["dtype_bytes"].get(m.dtype or "bfloat16", 2))
+    linear_bytes: float = dtype_bytes
     if m.quant_method not in (None, "none"):
-        return None
+        linear_bytes = quantized_bytes_per_param(flat.get("model.quantization_config") or {}, m.quant_method,
+                                                 dtype_bytes, m.hidden_size)  # fmt: skip
+        if linear_bytes is None:
+            return None
     attention = m.hidden_size * m.head_dim * (2 * m.num_attention_heads + 2 * (m.num_kv_heads or 1))
     mlp = 3 * m.hidden_size * inter
     embeddings = vocab * m.hidden_size * (1 if flat.get("model.tie_word_embeddings") else 2)
-    params = m.num_hidden_layers * (attention + mlp) + embeddings
-    return params * int(kv_table()["dtype_bytes"].get(m.dtype or "bfloat16", 2))
+    return int(m.num_hidden_layers * (attention + mlp) * linear_bytes) + embeddings * dtype_bytes
+
+
+def quantized_bytes_per_param(config: dict[str, Any], method: str, model_dtype_bytes: int,
+                              input_size: int) -> float | None:  # fmt: skip
+    """Bytes one parameter of a quantized linear layer takes, as the method's create_weights lays it out
+    (data/kv_memory.yaml budget.quantized_weights); None for a method or config kvdoctor cannot size."""
+    entry = budget_table()["quantized_weights"]["methods"].get(method)
+    if entry is None:
+        return None
+    bits = entry.get("bits") or next((config[k] for k in entry.get("bits_keys", ()) if k in config), None)
+    if not isinstance(bits, int) or bits <= 0:
+        return None
+    scale = model_dtype_bytes if entry["scale_bytes"] == "model" else entry["scale_bytes"]
+    if "block_key" in entry:
+        block = config.get(entry["block_key"])
+        per_scale = block[0] * block[1] if isinstance(block, list) and len(block) == 2 else None
+    else:
+        group = next((config[k] for k in entry["group_keys"] if k in config), None)
+        per_scale = input_size if group == -1 else group  # -1: one group per output channel (the whole input)
+    if not isinstance(per_scale, int) or per_scale <= 0:
+        return bits / 8  # per-tensor scales: a few bytes per layer
+    zeros = bits / 8 / per_scale if entry.get("zero_points") else 0.0
+    return bits / 8 + zeros + scale / per_scale
 
 
 def _activation_bytes(flat, facts: Facts, serve: ServeMemory, release) -> int:

@@ -59,7 +59,36 @@ def make(kind, out):
     cls(cfg).to(torch.bfloat16).save_pretrained(out)
 
 
+def linear_weight_bytes(cases):
+    """For each case (method, quantization_config, in, out): the bytes of the tensors vLLM's own create_weights
+    registers for one linear layer (bf16 params), in a one-rank gloo group under a default VllmConfig."""
+    import tempfile
+
+    import torch
+    from vllm.config import VllmConfig, set_current_vllm_config
+    from vllm.distributed import init_distributed_environment, initialize_model_parallel
+    from vllm.model_executor.layers.quantization import auto_awq, auto_gptq
+
+    methods = {"awq": (auto_awq.AutoAWQConfig, auto_awq.AutoAWQLinearMethod),
+               "gptq": (auto_gptq.AutoGPTQConfig, auto_gptq.AutoGPTQLinearMethod)}
+    with set_current_vllm_config(VllmConfig()):
+        init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo",
+                                     distributed_init_method=f"file://{tempfile.mktemp()}")
+        initialize_model_parallel(1, 1)
+        for case in cases:
+            config_cls, method_cls = methods[case["method"]]
+            layer = torch.nn.Module()
+            method_cls(config_cls.from_config(case["config"])).create_weights(
+                layer, input_size_per_partition=case["in"], output_partition_sizes=[case["out"]], input_size=case["in"],
+                output_size=case["out"], params_dtype=torch.bfloat16, weight_loader=lambda *a, **k: None)
+            sizes = {n: p.numel() * p.element_size() for n, p in layer.named_parameters()}
+            print("RESULT " + json.dumps({"name": case["name"], "bytes": sum(sizes.values()), "tensors": sizes}),
+                  flush=True)
+
+
 def main():
+    if sys.argv[1] == "--weights":
+        return linear_weight_bytes(json.loads(sys.argv[2]))
     cases = json.loads(sys.argv[1])
     from vllm import LLM
 
