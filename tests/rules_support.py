@@ -19,6 +19,8 @@ MODELS = {
     "gpt2": CONFIGS / "gpt2.json",
     "modelopt": CONFIGS / "llama-3.1-8b-instruct-fp8-modelopt.json",
     "mistral-fp16": CONFIGS / "mistral-7b-v0.1-fp16.json",
+    "ct-fp8": CONFIGS / "quantized" / "llama-3.1-8b-ct-w8a8-fp8.json",
+    "fp8-block": CONFIGS / "quantized" / "llama-3.1-8b-fp8-block.json",
 }
 _RULES = None
 

@@ -5,6 +5,7 @@ capability, `--dtype float16`, a checkpoint format the GPU serves. Fact names: d
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from kvdoctor.data.fact_names import fact_registry
@@ -13,6 +14,7 @@ from kvdoctor.model.facts import Facts
 from kvdoctor.vllm_pack.candidates import Candidates, agree, describe_range
 from kvdoctor.vllm_pack.dtypes import resolve_dtype
 from kvdoctor.vllm_pack.quantization import QuantVerdict, judge_quantization, release_quantization
+from kvdoctor.vllm_pack.quantization_schemes import kv_cache_scheme
 from kvdoctor.vllm_pack.store import pack_releases
 
 FLOAT16_FIX = "float16"
@@ -27,10 +29,12 @@ def quantization_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
     if requested is None and checkpoint is None:
         known = model is not None  # no model read: whether it is quantized is unknown
         return dict.fromkeys(names) | ({"quant.method": "none", "quant.error_kind": "none", "quant.error": "none",
-                                        "quant.undecided": "none"} if known else {})  # fmt: skip
+                                        "quant.undecided": "none", "quant.scheme": "none", "quant.fallback": "none",
+                                        "quant.kv_scales": "none"} if known else {})  # fmt: skip
     gpu = facts.gpu.weakest
     capability = gpu.capability[0] * 10 + gpu.capability[1] if gpu and gpu.capability else None
     allow = "--allow-deprecated-quantization" in facts.serve.argv
+    quant_config = _checkpoint_config(model.quant_config) if model is not None else None
     read = [r for r in releases.releases if release_quantization(r.version) is not None]
     if not read:
         why = releases.note or "the knowledge pack holds no quantization facts for this vLLM release"
@@ -41,7 +45,8 @@ def quantization_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
             dtype = model.dtype if cap == capability else resolve_dtype(
                 release, model.config_dtype, facts.serve.dtype, divmod(cap, 10), model.model_type)[0]
         return judge_quantization(release_quantization(release.version), checkpoint=checkpoint, requested=requested,
-                                  capability=cap, model_dtype=dtype, allow_deprecated=allow)  # fmt: skip
+                                  capability=cap, model_dtype=dtype, allow_deprecated=allow,
+                                  quant_config=quant_config)  # fmt: skip
 
     verdicts = {r.version: judge(r) for r in read}
     refused = [v for v, x in verdicts.items() if x.error_kind not in (None, "none")]
@@ -64,10 +69,34 @@ def quantization_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
         "quant.evidence": "; ".join(f"vLLM {v}: {x.where}" for v, x in _last_of_each(verdicts).items()),
         "quant.fix_gpus": _serving_gpus(read, verdicts, judge),
         "quant.fix_dtype": _float16_fix(read, verdicts, judge, facts),
+        "quant.fix_releases": _serving_releases(verdicts, lambda q: judge_quantization(
+            q, checkpoint=checkpoint, requested=requested, capability=capability,
+            model_dtype=model.dtype if model is not None else None, allow_deprecated=allow, quant_config=quant_config)),
         "quant.formats_here": _formats_here(read[-1], capability, checkpoint, requested),
         "quant.registered_in": _registered_in(pick("method") or requested or checkpoint)
         if any(v.error_kind == "unknown_method" for v in verdicts.values()) else None,
+        "quant.scheme": _schemes(pick("schemes")),
+        "quant.fallback": pick("fallback"),
+        "quant.kv_scales": (kv_cache_scheme(quant_config) or "none") if quant_config is not None else None,
     }
+
+
+def _schemes(schemes: tuple[str, ...] | None) -> str | None:
+    """The compressed-tensors scheme classes every candidate builds ('none' for other methods; None: they differ)."""
+    if schemes is None:
+        return None
+    return ", ".join(s.removeprefix("CompressedTensors") for s in schemes) or "none"
+
+
+def _checkpoint_config(text: str | None) -> dict:
+    """The checkpoint's quantization config the probe kept as JSON ({} when it has none)."""
+    if not text or text == "none":
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _registered_in(method: str | None) -> str:
@@ -87,9 +116,10 @@ def _last_of_each(verdicts: dict[str, QuantVerdict]) -> dict[str, QuantVerdict]:
 def _serving_gpus(read, verdicts, judge) -> str:
     """GPUs (one per compute capability, from data/gpus.yaml) on which every candidate release starts with this
     quantization, checked by replaying it there; 'none' when none does."""
-    if not any(v.error_kind == "capability" for v in verdicts.values()):
+    refused = [v.min_capability for v in verdicts.values() if v.error_kind in ("capability", "scheme")]
+    if not refused or None in refused:
         return "none"
-    needed = max(v.min_capability for v in verdicts.values() if v.error_kind == "capability")
+    needed = max(refused)
     by_capability: dict[tuple[int, int], str] = {}
     for device in gpu_table().values():
         if device.capability[0] * 10 + device.capability[1] >= needed:  # below it the replay refuses anyway
@@ -101,6 +131,15 @@ def _serving_gpus(read, verdicts, judge) -> str:
             if len(good) == 6:
                 break
     return ", ".join(good) if good else "none"
+
+
+def _serving_releases(verdicts, judge_release) -> str:
+    """Pack releases that start with it on this GPU (replayed), when a candidate refuses it for the GPU."""
+    if not any(v.error_kind in ("capability", "scheme") for v in verdicts.values()):
+        return "none"
+    good = [v for v in pack_releases() if (q := release_quantization(v)) is not None
+            and judge_release(q).error_kind == "none"]  # fmt: skip
+    return describe_range(good) if good else "none"
 
 
 def _float16_fix(read, verdicts, judge, facts: Facts) -> str:

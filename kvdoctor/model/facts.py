@@ -90,6 +90,9 @@ class ModelFacts:
     """quantization_config.quant_method, e.g. 'fp8', 'awq', 'modelopt'."""
     kv_cache_quant_algo: str | None = None
     """ModelOpt/compressed-tensors KV-cache quantization declared by the checkpoint."""
+    quant_config: str | None = None
+    """The checkpoint's quantization config (quantization_config, compression_config or hf_quant_config.json) as
+    compact JSON with sorted keys; None when it has none. Per-layer schemes are judged from it."""
     max_position_embeddings: int | None = None
     has_remote_code: bool = False
     """config.json declares auto_map (custom code); kvdoctor never runs it."""
@@ -189,6 +192,7 @@ class Facts:
 ABSENT_MEANS: dict[str, Any] = {
     "quant_method": "none",
     "kv_cache_quant_algo": "none",
+    "quant_config": "none",
     "model_type": "none",
     "sliding_window": 0,
     "config_dtype": "none",

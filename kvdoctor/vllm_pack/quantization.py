@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from kvdoctor.vllm_pack.quantization_schemes import judge_schemes
 from kvdoctor.vllm_pack.store import read_pack_file
 
 SUBDIR = "quantization"
@@ -53,6 +54,8 @@ class ReleaseQuantization:
     deprecated: tuple[str, ...]
     messages: dict[str, tuple[str, str]]
     """key -> (template with {0}, {1}, ..., file:line): capability, unknown_method, mismatch, act_dtype, deprecated."""
+    ct_schemes: dict | None = None
+    """compressed-tensors' per-layer scheme selection as the builder read it (quantization_schemes.py)."""
 
     def message(self, key: str, *values: object) -> str | None:
         """vLLM's message filled with these values, or None when the release has no such message."""
@@ -98,7 +101,7 @@ def release_quantization(version: str) -> ReleaseQuantization | None:
     return ReleaseQuantization(
         version, methods, data["methods_where"], tuple(data.get("registered") or methods),
         tuple(data.get("deprecated") or ()),
-        {key: (m["template"], m["where"]) for key, m in data.get("messages", {}).items()},
+        {key: (m["template"], m["where"]) for key, m in data.get("messages", {}).items()}, data.get("ct_schemes"),
     )  # fmt: skip
 
 
@@ -109,7 +112,8 @@ class QuantVerdict:
     method: str | None
     """The method vLLM ends up with ('none' when unquantized); None when undecided."""
     error_kind: str | None
-    """'capability', 'unknown_method', 'mismatch', 'deprecated', 'act_dtype', or 'none'; None when undecided."""
+    """'capability', 'scheme' (a compressed-tensors layer scheme refuses the GPU), 'unknown_method', 'mismatch',
+    'deprecated', 'act_dtype', or 'none'; None when undecided."""
     error: str | None
     """vLLM's own message, or 'none'; None when undecided."""
     undecided: str
@@ -117,6 +121,10 @@ class QuantVerdict:
     where: str
     """The vLLM file:line the answer comes from (the release is the caller's)."""
     min_capability: int | None = None
+    schemes: tuple[str, ...] = ()
+    """compressed-tensors: the scheme classes vLLM builds for the checkpoint's config groups on this GPU."""
+    fallback: str = "none"
+    """What changes where vLLM runs the weights by a slower path on this GPU (Marlin weight-only), or 'none'."""
 
 
 def normalise_method(quant_method: str | None) -> str | None:
@@ -129,9 +137,10 @@ def normalise_method(quant_method: str | None) -> str | None:
 
 
 def judge_quantization(release: ReleaseQuantization, *, checkpoint: str | None, requested: str | None,
-                       capability: int | None, model_dtype: str | None,
-                       allow_deprecated: bool = False) -> QuantVerdict:  # fmt: skip
-    """Replay the release's start-up checks (see the module docstring); `capability` as vLLM's int (75)."""
+                       capability: int | None, model_dtype: str | None, allow_deprecated: bool = False,
+                       quant_config: dict | None = None) -> QuantVerdict:  # fmt: skip
+    """Replay the release's start-up checks (see the module docstring); `capability` as vLLM's int (75);
+    `quant_config` the checkpoint's quantization config (compressed-tensors' per-layer schemes are judged from it)."""
     checkpoint, requested = normalise_method(checkpoint), requested or None
     registered = release.methods
     verify_where = release.messages.get("unknown_method", ("", release.methods_where))[1]
@@ -145,7 +154,7 @@ def judge_quantization(release: ReleaseQuantization, *, checkpoint: str | None, 
             # vLLM lets the first override that claims the checkpoint rename its method; decided when every
             # method it can end up with gives the same answer on this GPU
             ends = [m for m in dict.fromkeys((*claimers, checkpoint)) if m in registered]
-            answers = [_start(release, m, capability, model_dtype, allow_deprecated) for m in ends]
+            answers = [_start(release, m, capability, model_dtype, allow_deprecated, quant_config) for m in ends]
             if len({(a.error_kind, a.undecided) for a in answers}) == 1:
                 return answers[-1] if checkpoint in registered else answers[0]
             split = "; ".join(f"{m}: {a.error_kind or a.undecided}" for m, a in zip(ends, answers))
@@ -162,11 +171,11 @@ def judge_quantization(release: ReleaseQuantization, *, checkpoint: str | None, 
                             release.messages.get("mismatch", ("", verify_where))[1], requested)
     if method is None:
         return QuantVerdict("none", "none", "none", "none", verify_where)
-    return _start(release, method, capability, model_dtype, allow_deprecated)
+    return _start(release, method, capability, model_dtype, allow_deprecated, quant_config)
 
 
 def _start(release: ReleaseQuantization, method: str, capability: int | None, model_dtype: str | None,
-           allow_deprecated: bool) -> QuantVerdict:  # fmt: skip
+           allow_deprecated: bool, quant_config: dict | None = None) -> QuantVerdict:  # fmt: skip
     """The checks once the method is settled: registered, deprecated, minimum capability, activation dtype."""
     registered = release.methods
     verify_where = release.messages.get("unknown_method", ("", release.methods_where))[1]
@@ -191,7 +200,42 @@ def _start(release: ReleaseQuantization, method: str, capability: int | None, mo
                         entry.act_dtypes_where, method, entry.min_capability)  # fmt: skip
     if entry.act_dtypes is not None and model_dtype is None:
         return _undecided("the model dtype is unknown", entry.act_dtypes_where, entry.min_capability)
-    return QuantVerdict(method, "none", "none", "none", entry.min_capability_where, entry.min_capability)
+    if method == "compressed-tensors" and quant_config:
+        return _layer_schemes(release, quant_config, capability, entry)
+    fallback = _fp8_marlin(release, capability) if method == "fp8" else "none"
+    return QuantVerdict(method, "none", "none", "none", entry.min_capability_where, entry.min_capability,
+                        fallback=fallback)  # fmt: skip
+
+
+def _layer_schemes(release: ReleaseQuantization, quant_config: dict, capability: int, entry: QuantMethod) -> QuantVerdict:
+    """compressed-tensors builds a scheme per layer after the config class passed: its minimum decides then."""
+    verdict = judge_schemes(release.ct_schemes, quant_config, capability)
+    if verdict is None:  # no config groups, or the release's scheme code was not read: the class check stands
+        return QuantVerdict("compressed-tensors", "none", "none", "none", entry.min_capability_where,
+                            entry.min_capability)  # fmt: skip
+    if verdict.undecided:
+        return _undecided(verdict.undecided, verdict.where, verdict.min_capability)
+    fallback = "; ".join(verdict.fallbacks) or "none"
+    if verdict.error:
+        return QuantVerdict("compressed-tensors", "scheme", verdict.error, "none", verdict.where,
+                            verdict.min_capability, verdict.schemes, fallback)  # fmt: skip
+    return QuantVerdict("compressed-tensors", "none", "none", "none", verdict.where, verdict.min_capability,
+                        verdict.schemes, fallback)  # fmt: skip
+
+
+def _fp8_marlin(release: ReleaseQuantization, capability: int) -> str:
+    """Fp8LinearMethod below the FP8 matmul's capability: weight-only through Marlin. The threshold is what
+    fp8.py states (`use_marlin = not has_device_capability(N)`), else the release's W8A8-FP8 scheme minimum."""
+    schemes = release.ct_schemes or {}
+    stated = schemes.get("fp8_marlin_below") or {}
+    scheme = (schemes.get("classes") or {}).get("CompressedTensorsW8A8Fp8") or {}
+    threshold, where = (stated.get("value"), stated.get("where")) if stated else (scheme.get("min_capability"),
+                                                                                    scheme.get("where"))
+    if threshold is None or capability >= threshold:
+        return "none"
+    return (f"Fp8LinearMethod: FP8 weights run weight-only through Marlin below SM {threshold / 10:.1f} "
+            f"(activations stay 16-bit, no FP8 tensor-core matmul, so slower than on SM {threshold / 10:.1f}+; "
+            f"weights keep 1 byte a parameter) [{where}]")
 
 
 def serving_capability(release: ReleaseQuantization, method: str) -> int | None:

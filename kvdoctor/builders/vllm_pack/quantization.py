@@ -26,7 +26,8 @@ from kvdoctor.base.versions import pack_order
 from kvdoctor.builders.vllm_pack.quantization_classes import act_dtypes, min_capability, override
 from kvdoctor.builders.vllm_pack.quantization_schemes import scheme_facts
 from kvdoctor.builders.vllm_pack.quantization_source import (
-    ReleaseSource, assignment, class_chain, function, imports_in, module_file, string_list, walk_statements,
+    ReleaseSource, assignment, class_chain, function, imports_in, message_template, module_file, string_list,
+    walk_statements,
 )  # fmt: skip
 from kvdoctor.data import DATA_DIR
 
@@ -105,29 +106,6 @@ def method_classes(source: ReleaseSource, methods: list[str]) -> dict[str, tuple
                     if found and method not in mapping:
                         mapping[method] = (*found, inner.lineno)
     return mapping
-
-
-def message_template(node: ast.expr) -> str:
-    """A string / f-string / their concatenation as text with {0}, {1}, ... for its values, in order."""
-    parts: list[str] = []
-    count = 0
-
-    def add(n: ast.AST) -> None:
-        nonlocal count
-        if isinstance(n, ast.Constant) and isinstance(n.value, str):
-            parts.append(n.value.replace("{", "{{").replace("}", "}}"))
-        elif isinstance(n, ast.JoinedStr):
-            for value in n.values:
-                add(value)
-        elif isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add):
-            add(n.left)
-            add(n.right)
-        else:  # a formatted value or any other expression
-            parts.append(f"{{{count}}}")
-            count += 1
-
-    add(node)
-    return "".join(parts)
 
 
 def messages(source: ReleaseSource) -> dict:

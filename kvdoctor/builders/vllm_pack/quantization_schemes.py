@@ -10,7 +10,7 @@ import ast
 import re
 
 from kvdoctor.builders.vllm_pack.quantization_source import (
-    ReleaseSource, class_chain, function, imports_in, method_of, module_file,
+    ReleaseSource, class_chain, function, imports_in, message_template, method_of, module_file,
 )  # fmt: skip
 
 CT = "vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors.py"
@@ -100,8 +100,6 @@ def _class_minimum(source: ReleaseSource, imported: dict, name: str) -> dict:
 
 def _message(tree: ast.Module) -> dict | None:
     """The `_check_scheme_supported` refusal (its >= branch), as a template with {0} min and {1} current."""
-    from kvdoctor.builders.vllm_pack.quantization import message_template  # the one template reader
-
     for node in ast.walk(tree):
         if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
             parts, count = [], 0

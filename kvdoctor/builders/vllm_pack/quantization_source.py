@@ -135,3 +135,26 @@ def returned(func: ast.FunctionDef) -> ast.expr | None:
     """The value of the function's only return statement (None when there are several or none)."""
     returns = [n for n in ast.walk(func) if isinstance(n, ast.Return) and n.value is not None]
     return returns[0].value if len(returns) == 1 else None
+
+
+def message_template(node: ast.expr) -> str:
+    """A string / f-string / their concatenation as text with {0}, {1}, ... for its values, in order."""
+    parts: list[str] = []
+    count = 0
+
+    def add(n: ast.AST) -> None:
+        nonlocal count
+        if isinstance(n, ast.Constant) and isinstance(n.value, str):
+            parts.append(n.value.replace("{", "{{").replace("}", "}}"))
+        elif isinstance(n, ast.JoinedStr):
+            for value in n.values:
+                add(value)
+        elif isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add):
+            add(n.left)
+            add(n.right)
+        else:  # a formatted value or any other expression
+            parts.append(f"{{{count}}}")
+            count += 1
+
+    add(node)
+    return "".join(parts)

@@ -94,6 +94,7 @@ def read_model_facts(location: ConfigLocation) -> ModelFacts:
         kv_cache_quant_algo=_string(quant.get("kv_cache_quant_algo"))
         or _string(_modelopt_section(quant).get("kv_cache_quant_algo"))
         or ("compressed-tensors" if quant.get("kv_cache_scheme") else None),
+        quant_config=json.dumps(quant, sort_keys=True, separators=(",", ":")) if quant else None,
         max_position_embeddings=integer("max_position_embeddings", "n_positions"),
         has_remote_code=bool(raw.get("auto_map")),
     )
