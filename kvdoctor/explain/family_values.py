@@ -18,6 +18,7 @@ MAX_METHODS = 8
 def family_values(family: str | None, values: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
     """Extra `log.*`-style values (without the prefix) for a match of this family."""
     out = _clauses(values)
+    out.update(_fact_clauses(family, facts))
     if family == "quant_min_capability":
         out.update(quant_capability_values(values, facts))
     elif family == "kv_cache_too_small":
@@ -26,6 +27,44 @@ def family_values(family: str | None, values: dict[str, Any], facts: dict[str, A
         out.update(_capability_gpus(values))
     elif family == "no_kernel_image" and not values.get("archs") and facts.get("logged.torch_archs"):
         out["archs"] = facts["logged.torch_archs"]  # torch's warning wraps: its second line, read as a fact
+    return out
+
+
+_TOOLCHAIN_FAMILIES = frozenset({"ptx_newer_than_driver", "driver_too_old", "no_kernel_image", "triton_ptxas_too_old",
+                                 "flashinfer_jit_toolkit", "cuda_compat_803"})
+_MEMORY_FAMILIES = frozenset({"oom_profiling", "gpu_memory_occupied"})
+_VISIBILITY_FAMILIES = frozenset({"no_gpu_visible", "device_placement"})
+
+
+def _fact_clauses(family: str | None, facts: dict[str, Any]) -> dict[str, Any]:
+    """One clause per family naming the start-up facts that bear on it (explain/log_facts.py), or saying that the
+    log does not show them: `toolchain_text`, `memory_summary`, `visible_text`."""
+    out: dict[str, Any] = {}
+    if family in _TOOLCHAIN_FAMILIES:
+        shown = [f"{label} {facts[name]}" for name, label in (
+            ("logged.driver_version", "NVIDIA driver"), ("logged.driver_cuda", "which supports CUDA up to"),
+            ("logged.torch_cuda", "; torch built with CUDA"), ("logged.cuda_runtime", "; CUDA runtime"))
+            if facts.get(name)]
+        out["toolchain_text"] = (" The log shows: " + " ".join(shown).replace(" ;", ";") + "." if shown else
+                                 " The log shows neither the driver's version nor the CUDA torch was built with "
+                                 "(collect_env or nvidia-smi output would).")
+    if family in _MEMORY_FAMILIES:
+        shown = [f"{label} {facts[name]:g} GiB" for name, label in (
+            ("logged.total_gib", "GPU total"), ("logged.weights_gib", "weights"),
+            ("logged.available_kv_gib", "KV cache"), ("logged.cuda_graph_gib", "CUDA graphs"))
+            if isinstance(facts.get(name), (int, float))]
+        out["memory_summary"] = (" The log's memory lines: " + ", ".join(shown) + "." if shown else
+                                 " The log has no memory lines (Model loading took ..., Available KV cache memory ...)"
+                                 " that would place the failure in start-up.")
+    if family in _VISIBILITY_FAMILIES:
+        visible = facts.get("logged.cuda_visible_devices")
+        if visible is None:
+            out["visible_text"] = " The log does not show CUDA_VISIBLE_DEVICES."
+        elif visible.strip() == "":
+            out["visible_text"] = " The log sets CUDA_VISIBLE_DEVICES empty, which hides every GPU."
+        else:
+            count = len([d for d in visible.split(",") if d.strip()])
+            out["visible_text"] = f" The log sets CUDA_VISIBLE_DEVICES={visible} ({count} GPU{'s' if count != 1 else ''})."
     return out
 
 

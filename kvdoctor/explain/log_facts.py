@@ -57,6 +57,8 @@ _TOOLCHAIN = (
     (re.compile(r"^CUDA used to build PyTorch\s*: (\S+)"), "logged.torch_cuda"),
     (re.compile(r"^CUDA runtime version\s*: (\S+)"), "logged.cuda_runtime"),
     (re.compile(r"The current PyTorch install supports CUDA capabilities ((?:sm_\w+ ?)+)"), "logged.torch_archs"),
+    (re.compile(r"\bCUDA_VISIBLE_DEVICES['\"]?\s*[=:]\s*['\"]?(\d+(?:\s*,\s*\d+)*|GPU-[\w-]+(?:,GPU-[\w-]+)*|(?=['\"]?(?:\s|$)))"),
+     "logged.cuda_visible_devices"),
 )
 # Lines worth the fact regexes; everything else (throughput stats, request logs) is skipped in one search.
 _KEYWORDS = re.compile(

@@ -132,3 +132,17 @@ def test_torch_s_architecture_warning_gives_the_no_kernel_image_cause_its_values
 def test_family_values_for_a_family_without_extra_knowledge_add_only_clauses():
     assert family_values("other", {}, {}) == {}
     assert family_values("device_placement", {"required": "4", "available": "2"}, {})["visible_list"] == "0,1,2,3"
+
+
+def test_a_cause_names_the_start_up_facts_that_bear_on_it_or_says_the_log_lacks_them():
+    no_gpu = explain_text("export CUDA_VISIBLE_DEVICES=\nRuntimeError: No CUDA GPUs are available").findings[0].cause
+    assert "CUDA_VISIBLE_DEVICES empty, which hides every GPU" in no_gpu
+    ptx = "torch.AcceleratorError: CUDA error: the provided PTX was compiled with an unsupported toolchain."
+    bare = explain_text(ptx).findings[0].cause
+    assert "The log shows neither the driver's version nor the CUDA torch was built with" in bare
+    with_env = explain_text("CUDA used to build PyTorch: 12.8\nNvidia driver version: 550.54.15\n" + ptx)
+    assert "NVIDIA driver 550.54.15; torch built with CUDA 12.8" in with_env.findings[0].cause
+    oom = explain_text("INFO 05-02 10:20:01 [gpu_model_runner.py:1] Model loading took 22.5 GiB memory and 3 seconds\n"
+                       "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.74 GiB. GPU 0 has a total "
+                       "capacity of 23.57 GiB of which 605.88 MiB is free.").findings[0].cause
+    assert "The log's memory lines: weights 22.5 GiB." in oom
