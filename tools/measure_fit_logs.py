@@ -91,7 +91,8 @@ def capacity_for_memory(entry: dict, available_gib: float) -> tuple[list[dict] |
         if "error" in facts:
             return None, facts["error"]
         if facts.get("memory.kv_tokens") is None:
-            return None, facts.get("memory.why_not") or "memory facts undecided"
+            reasons = [facts.get("context.error"), facts.get("memory.why_not")]
+            return None, next((r for r in reasons if r and r != "none"), "memory facts undecided")
         out.append({"tokens": facts["memory.kv_tokens"], "concurrency": facts["memory.max_concurrency"]})
     return out, None
 
