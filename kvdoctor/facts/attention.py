@@ -24,6 +24,7 @@ def attention_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
     inputs = selector_inputs(facts)
     unknown = dict.fromkeys(fact_registry().names(produced_by="attention"))
     unknown["attention.forced"] = facts.serve.attention_backend or "auto"
+    unknown["attention.gpu_generation"] = gpu_generation(facts)
     if inputs is None or not releases.releases:
         return unknown | _unknown_forced_backend(facts.serve.attention_backend, releases)
     from kvdoctor.vllm_pack.select import select_backend
@@ -61,10 +62,24 @@ def attention_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
         "attention.picked_by": picked_by,
         "attention.evidence": ", ".join(getattr(newest, "evidence", ()) or ()) or None,
         "attention.quantizes_query": query_quant,
+        "attention.gpu_generation": gpu_generation(facts),
         "attention.undecided": "none" if kind.value is not None else "vLLM's outcome depends on the release: " + "; ".join(
             f"{_OUTCOMES.get(value, value)}: {span}" for value, span in kind.split),
         **(_unknown_forced_backend(inputs.forced_backend, releases) if kind.value == "unknown_backend" else {}),
     }
+
+
+def gpu_generation(facts: Facts) -> str | None:
+    """The deciding GPU's architecture generation from data/gpus.yaml (`generations`), or None when unknown."""
+    gpu = facts.gpu.weakest
+    if gpu is None or gpu.capability is None:
+        return None
+    from kvdoctor.base.yaml_safe import load_yaml_cached
+    from kvdoctor.data import read_data
+
+    table = load_yaml_cached(read_data("gpus.yaml"), "gpus.yaml").get("generations", {})
+    major, minor = gpu.capability
+    return table.get(f"{major}.{minor}") or table.get(str(major))
 
 
 def _unknown_forced_backend(name: str | None, releases: Candidates) -> dict[str, Any]:
@@ -129,6 +144,9 @@ def selector_inputs(facts: Facts):
         sliding_window=model.sliding_window or None,
         num_heads=max(1, model.num_attention_heads // serve.tensor_parallel_size) if model.num_attention_heads else None,
         device_name=gpu.name,
+        # (the model facts carry these when config.json declares them: Gemma 2's soft cap, ALiBi models)
+        logits_soft_cap=getattr(model, "logits_soft_cap", None) or None,
+        use_alibi=bool(getattr(model, "use_alibi", False)),
     )
 
 
