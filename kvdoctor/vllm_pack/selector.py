@@ -39,6 +39,10 @@ class SelectorInputs:
     use_dcp: bool = False
     device_name: str | None = None
     """Substituted into messages that name the device (vLLM prints torch's device name)."""
+    logits_soft_cap: float | None = None
+    """The layers' attention logits soft cap (Gemma 2 style), or None."""
+    use_alibi: bool = False
+    """ALiBi slopes instead of rotary positions."""
 
     def flag(self, name: str) -> bool:
         if name == "has_sliding_window":
@@ -108,6 +112,59 @@ def constructor_error(attention: dict, name: str, inputs: SelectorInputs) -> tup
     kind, message, where = found
     text = f"{kind}: {message}"
     return (text.replace("{device_name}", inputs.device_name) if inputs.device_name else text), where
+
+
+# the layer features the builder probes constructors with (child_layer_probes.FEATURES), as a layer has them
+_FEATURE_WORDS = {"sliding_window": "sliding-window layers", "logits_soft_cap": "a logits soft cap",
+                  "sinks": "attention sinks", "alibi": "ALiBi slopes", "head_size_64": "head size 64",
+                  "head_size_256": "head size 256"}
+
+
+def layer_features(inputs: SelectorInputs) -> tuple[str, ...]:
+    """The features of the model's attention layers that a backend's constructors may refuse (beyond the plain
+    8 x 128 decoder layer the constructor guards were probed with)."""
+    features = []
+    if inputs.sliding_window:
+        features.append("sliding_window")
+    if inputs.logits_soft_cap:
+        features.append("logits_soft_cap")
+    if inputs.has_sink:
+        features.append("sinks")
+    if inputs.use_alibi:
+        features.append("alibi")
+    if not inputs.use_mla and f"head_size_{inputs.head_size}" in _FEATURE_WORDS:
+        features.append(f"head_size_{inputs.head_size}")
+    return tuple(features)
+
+
+def layer_error(attention: dict, name: str, inputs: SelectorInputs,
+                version: str) -> tuple[tuple[str, str] | None, str | None]:
+    """(('Type: message', file:line), None) when `name`'s implementation constructor or metadata builder refuses
+    one of the model's layer features here (the pack's `layer_guards`); (None, why) when the pack did not probe
+    it, so nothing may pass on it; (None, None) when the probes constructed it."""
+    features = layer_features(inputs)
+    if not features:
+        return None, None
+    words = ", ".join(_FEATURE_WORDS[f] for f in features)
+    layer = attention.get("layer_guards")
+    if layer is None:
+        return None, (f"{name} with {words}: the pack did not probe vLLM {version}'s constructors with these layer "
+                      "features")
+    cell = f"{cap_key(inputs.capability)}|{inputs.kv_cache_dtype}"
+    refusals = layer["refusals"].get(name, {})
+    for message, entry in refusals.items():
+        if message != "<not probed>" and any(f"{cell}|{f}" in entry["cells"] for f in features):
+            text = f"{entry['type']}: {message}"
+            return ((text.replace("{device_name}", inputs.device_name) if inputs.device_name else text),
+                    entry["where"]), None
+    probed = layer["probed"].get(name, {})
+    unprobed = set(refusals.get("<not probed>", {}).get("cells", ()))
+    layer_read = [f for f in features if not f.startswith("head_size")]  # what a metadata builder reads of layers
+    if cell not in probed.get("impl", ()) or any(f"{cell}|{f}" in unprobed for f in features) or (
+            layer_read and cell not in probed.get("builder", ())):
+        return None, (f"{name} with {words} on SM {cap_key(inputs.capability)}, --kv-cache-dtype "
+                      f"{inputs.kv_cache_dtype}: vLLM {version}'s constructors could not be probed here")
+    return None, None
 
 
 def guard_entry(attention: dict, name: str, capability: tuple[int, int], kv_cache_dtype: str):
