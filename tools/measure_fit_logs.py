@@ -172,6 +172,10 @@ def measure(entry: dict) -> dict:
         row["logged_rest_gib"] = terms["util"] * total - weights_logged - avail
         row["pred_rest_gib"] = terms["activation"] + terms["non_torch"] + terms["graphs"]
         row["terms"] = terms
+        # the breakdown vLLM prints from 0.10.2 on ("Free memory on device ... Actual usage is ..."), term by term
+        parts = {"activation": logged.get("peak_activation_gib"), "non_torch": logged.get("non_torch_gib"),
+                 "graphs": logged.get("cudagraph_estimate_gib")}  # fmt: skip
+        row["term_vs_log"] = {k: (terms[k], v) for k, v in parts.items() if v is not None}
     return row
 
 
@@ -233,6 +237,9 @@ def print_table(rows: list[dict]) -> None:
                       f"print (num_blocks x block_size), kvdoctor's 0.23+ formula gives {c['lo']:,}-{c['hi']:,}")
             elif c["ok"] is None:
                 print(f"    exact check not run: {c['why']}")
+        if r.get("term_vs_log"):
+            print("    terms pred/logged GiB: " + ", ".join(f"{k} {p:.2f}/{v:.2f}" for k, (p, v) in r["term_vs_log"].items())
+                  + f"; device memory {r['table_total_gib']} GiB in gpus.yaml, {r['device_total_gib']} GiB logged")
         for key in ("error", "why_not", "known_miss"):
             if r.get(key):
                 print(f"    {key}: {r[key]}")
