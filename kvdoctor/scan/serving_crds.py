@@ -116,6 +116,8 @@ def _flag(key: str, value: yaml.Node, line: int | None) -> list[Token]:
     """engine_kwargs key: value -> the serve flag vLLM's parser maps to the same field (EngineArgs names)."""
     flag = "--" + key.replace("_", "-")
     plain = nodes.plain(value)
+    if plain is None:  # engine_kwargs key: null leaves vLLM's default
+        return []
     if plain is True:
         return [Token(flag, line)]
     if plain is False:
