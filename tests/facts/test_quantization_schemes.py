@@ -180,3 +180,22 @@ def test_held_back_checkpoints_against_vllms_own_answers(capsys):
         print(f"\nheld back: {len(HELD_BACK)} checkpoints x {len(ANSWERS)} releases x {len(GPUS)} GPUs: {counts}")
     assert counts["false_pass"] == 0
     assert counts["agree"] >= 0.9 * sum(counts.values())
+
+
+def test_matrix_over_gpus_judges_the_quantized_checkpoint_through_checks_rules(tmp_path):
+    """`kvdoctor matrix` on the W8A8-FP8 checkpoint: FAIL on the V100 (KVD196, vLLM's scheme refusal), the weight-only
+    warning on the T4 and A100 (KVD197), neither on the H100, for every KV dtype column."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "KVDOCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-m", "kvdoctor", "matrix", "-m", str(QUANTIZED / "llama-3.1-8b-ct-w8a8-fp8.json"),
+                           "--gpus", "V100,T4,A100,H100", "--kv-cache-dtypes", "auto", "--vllm-version", "0.33.0",
+                           "--format", "json", "--offline"], cwd=tmp_path, env=env, capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stderr
+    cells = {c["gpu"]: c for c in json.loads(proc.stdout)["cells"]}
+    fired = {gpu: {r["rule_id"] for r in c["rules"] if r["status"] == "fired"} for gpu, c in cells.items()}
+    assert cells["V100"]["verdict"] == "FAIL" and "KVD196" in fired["V100"]
+    for gpu in ("T4", "A100"):
+        assert "KVD197" in fired[gpu] and "KVD196" not in fired[gpu], gpu
+    assert not {"KVD196", "KVD197"} & fired["H100"]
