@@ -50,14 +50,15 @@ _BACKEND_CHOSEN = (
 )
 _ENV_BACKEND = re.compile(r"VLLM_ATTENTION_BACKEND[=:\s]+'?([A-Z_]+)")
 # The toolchain the log shows (collect_env, nvidia-smi): what a PTX / kernel-image / driver cause names.
-_TOOLCHAIN = (
-    (re.compile(r"^Nvidia driver version\s*: (\S+)"), "logged.driver_version"),
-    (re.compile(r"Driver Version: (\d[\d.]+)"), "logged.driver_version"),
-    (re.compile(r"CUDA Version: (\d+\.\d+)"), "logged.driver_cuda"),
-    (re.compile(r"^CUDA used to build PyTorch\s*: (\S+)"), "logged.torch_cuda"),
-    (re.compile(r"^CUDA runtime version\s*: (\S+)"), "logged.cuda_runtime"),
-    (re.compile(r"The current PyTorch install supports CUDA capabilities ((?:sm_\w+ ?)+)"), "logged.torch_archs"),
-    (re.compile(r"\bCUDA_VISIBLE_DEVICES['\"]?\s*[=:]\s*['\"]?(\d+(?:\s*,\s*\d+)*|GPU-[\w-]+(?:,GPU-[\w-]+)*|(?=['\"]?(?:\s|$)))"),
+_TOOLCHAIN = (  # (a literal the line must hold, the pattern, the fact)
+    ("Nvidia driver version", re.compile(r"^Nvidia driver version\s*: (\S+)"), "logged.driver_version"),
+    ("Driver Version", re.compile(r"Driver Version: (\d[\d.]+)"), "logged.driver_version"),
+    ("CUDA Version", re.compile(r"CUDA Version: (\d+\.\d+)"), "logged.driver_cuda"),
+    ("CUDA used to build", re.compile(r"^CUDA used to build PyTorch\s*: (\S+)"), "logged.torch_cuda"),
+    ("CUDA runtime version", re.compile(r"^CUDA runtime version\s*: (\S+)"), "logged.cuda_runtime"),
+    ("supports CUDA capabilities",
+     re.compile(r"The current PyTorch install supports CUDA capabilities ((?:sm_\w+ ?)+)"), "logged.torch_archs"),
+    ("CUDA_VISIBLE_DEVICES", re.compile(r"\bCUDA_VISIBLE_DEVICES['\"]?\s*[=:]\s*['\"]?(\d+(?:\s*,\s*\d+)*|GPU-[\w-]+(?:,GPU-[\w-]+)*|(?=['\"]?(?:\s|$)))"),
      "logged.cuda_visible_devices"),
 )
 # Lines worth the fact regexes; everything else (throughput stats, request logs) is skipped in one search.
@@ -86,7 +87,9 @@ def read_facts(lines: Iterable[LogLine]) -> tuple[dict[str, Any], list[str]]:
                 put(name, value, line, overwrite=True)  # the last engine start's numbers
         if len(text) < 8 or not _KEYWORDS.search(text):
             continue
-        for pattern, name in _TOOLCHAIN:
+        for literal, pattern, name in _TOOLCHAIN:
+            if literal not in text:
+                continue
             match = pattern.search(text)
             if match:
                 put(name, match.group(1).strip(), line)
