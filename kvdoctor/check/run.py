@@ -99,7 +99,10 @@ def _notes(facts: Facts, flat: dict[str, Any], why_no_dry_run: str | None) -> li
         notes.append("serve flags no release's parser could judge (kept, not judged): " + " ".join(facts.serve.unknown_flags))
     if facts.model and facts.model.dtype_note:
         notes.append(f"model dtype: {facts.model.dtype_note}")
-    if flat.get("memory.fit") == "fits":
+    if flat.get("memory.fit") == "fits" and flat.get("memory.kv_budget_gib") is None:  # each release its own budget
+        notes.append(f"KV cache {flat['memory.fit_by_release']}, each with its own defaults (the available "
+                     "memory differs between them: pass --vllm-version for the figures vLLM will log)")
+    elif flat.get("memory.fit") == "fits":
         band = f" +- {flat['memory.band_gib']} GiB" if flat.get("memory.band_gib") else ""
         notes.append(f"KV cache fits: {flat['memory.kv_budget_gib']} GiB{band} available per GPU; vLLM will log "
                      f"{flat['memory.vllm_log']}")
@@ -110,6 +113,8 @@ def _notes(facts: Facts, flat: dict[str, Any], why_no_dry_run: str | None) -> li
                    if flat.get(fact) is None]  # fmt: skip
         why = (f"it needs the GPU's memory and one vLLM release (the releases read differ in how they size the KV "
                f"cache): pass {' and '.join(missing)}" if missing else "the model's layers are not known well enough")
+        if flat.get("memory.fit_by_release") and flat.get("gpu.memory_gib") is not None:
+            why = f"the candidate releases disagree ({flat['memory.fit_by_release']}): pass --vllm-version"
         notes.append(f"whether the KV cache fits is not judged: {why}")
     return notes
 
