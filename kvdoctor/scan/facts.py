@@ -76,7 +76,7 @@ def deployment_facts(workload: Workload, defaults, settings) -> DeploymentFacts:
     gpu = _gpu(workload, defaults, values, sources, notes, unjudged)
     environ = _environ(workload, settings, values, sources, notes)
     model, model_path = _model(workload, defaults, sources, notes)
-    _gpu_count(workload, values, sources)
+    _gpu_count(workload, values, sources, notes)
     return DeploymentFacts(gpu, version, environ, model, model_path, _data_parallel(workload), values, sources,
                            tuple(notes), tuple(unjudged))  # fmt: skip
 
@@ -98,8 +98,13 @@ def _model(workload: Workload, defaults, sources, notes) -> tuple[str | None, st
     return model, local
 
 
-def _gpu_count(workload: Workload, values, sources) -> None:
+def _gpu_count(workload: Workload, values, sources, notes) -> None:
     if workload.gpu_limit is None:
+        return
+    spans = _spans_nodes(workload)
+    if workload.group_gpus is None and spans:  # vLLM's workers on other pods too: this pod's GPUs are not all of them
+        notes.append(f"{spans}: vLLM's workers span several pods, so this pod's {workload.gpu_limit} GPU(s) are not "
+                     "compared with -tp x -pp")  # fmt: skip
         return
     resource, limit = GPU_RESOURCE.get(workload.kind, GPU_RESOURCE[workload.platform]), workload.gpu_limit
     where = workload.at(workload.gpu_limit_line, f"{resource}: {limit}")
@@ -110,6 +115,20 @@ def _gpu_count(workload: Workload, values, sources) -> None:
     values["deploy.gpu_resource"] = resource
     for name in ("deploy.gpu_limit", "deploy.gpus_short", "deploy.gpus_idle"):
         sources[name] = where
+
+
+def _spans_nodes(workload: Workload) -> str | None:
+    """The flag that says vLLM runs across pods (Ray's executor, --nnodes, a headless data-parallel rank), or None."""
+    words = [t.text for t in workload.argv]
+    for index, word in enumerate(words):
+        flag, _, inline = word.partition("=")
+        flag = canonical_flag(flag)
+        value = inline or (words[index + 1] if index + 1 < len(words) else "")
+        if flag == "--distributed-executor-backend" and value.strip("'\"") == "ray":
+            return "--distributed-executor-backend ray"
+        if flag == "--nnodes" and value.isdigit() and int(value) > 1 or flag in ("--headless", "--node-rank"):
+            return f"{flag} {value}".strip() if flag != "--headless" else flag
+    return None
 
 
 def resolve_model(model: str | None, manifest: str) -> str | None:

@@ -88,6 +88,8 @@ def _without_refused_value(workload: Workload, exc: KvdoctorError) -> Workload |
     return None
 
 
+CHECK_MODEL_HINT = re.compile(r"pass --model(?![-\w])[^;]*")
+"""check's way of asking for the model (pass --model with a directory ...), which scan asks as --model-path."""
 MEMORY_FIT_RULES = ("KVD181", "KVD182", "KVD183")
 """check-fit.yaml's rules that weigh the GPU's memory (KVD180, the context length vLLM derives, does not)."""
 
@@ -126,9 +128,15 @@ def _checked(options: CheckOptions, settings: CheckSettings, deployment: Deploym
 def _model_undecided(report: Report, model: str | None) -> Report:
     """Findings the model decides say so in scan's words: the model's config is what --model-path supplies."""
     hint = f"the model's config.json: pass --model-path {model}=DIR (a local copy of its config.json)"
+
+    def said(line: str) -> str:
+        if line.startswith("model."):
+            return hint
+        # a line that names a model fact among others ("... and model.layer_kinds, the model: pass --model ...")
+        return CHECK_MODEL_HINT.sub(f"pass --model-path {model}=DIR", line) if "model." in line else line
+
     findings = tuple(
-        replace(f, decided_by=tuple(dict.fromkeys(hint if line.startswith("model.") else line for line in f.decided_by)))
-        if f.status == "undecided" else f
+        replace(f, decided_by=tuple(dict.fromkeys(said(line) for line in f.decided_by))) if f.status == "undecided" else f
         for f in report.findings
     )  # fmt: skip
     return replace(report, findings=findings)

@@ -137,3 +137,18 @@ def test_production_stack_tool_flags_follow_the_chart(tmp_path):
     words = [t.text for t in spec.workload.argv]
     assert words[1:4] == ["--enable-auto-tool-choice", "--tool-call-parser", "llama3_json"]
     assert words[-2:] == ["--chat-template", "/templates//templates/tool_chat_template_llama3.1_json.jinja"]
+
+
+def test_a_pod_whose_vllm_spans_pods_is_not_compared_with_its_own_gpus(tmp_path):
+    """The RayClusterFleet shape as a plain Deployment: TP 16 with Ray's executor on an 8-GPU pod is no KVD201."""
+    pod = ("apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: head}}\nspec:\n  template:\n    spec:\n"
+           "      containers:\n        - name: vllm\n          image: vllm/vllm-openai:v0.25.1\n"
+           "          args: [serve, Qwen/Qwen2.5-7B-Instruct, --tensor-parallel-size, '16'{extra}]\n"
+           "          resources: {{limits: {{nvidia.com/gpu: 8}}}}\n")  # fmt: skip
+    (tmp_path / "ray.yaml").write_text(pod.format(extra=", --distributed-executor-backend, ray"))
+    (spans,) = scan([str(tmp_path / "ray.yaml")], tmp_path, gpu=None).workloads
+    assert "KVD201" not in _errors(spans) and spans.report.facts["deploy.gpu_limit"] is None
+    assert any("--distributed-executor-backend ray: vLLM's workers span several pods" in n for n in spans.report.notes)
+    (tmp_path / "one.yaml").write_text(pod.format(extra=""))
+    (alone,) = scan([str(tmp_path / "one.yaml")], tmp_path, gpu=None).workloads
+    assert "KVD201" in _errors(alone)  # without it, 8 GPUs for TP 16 is short

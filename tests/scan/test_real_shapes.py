@@ -31,7 +31,9 @@ def test_unreadable_model_still_gets_flags_kv_dtypes_gpu_count_and_never_a_pass(
     assert any(u.startswith("model unknown: meta-llama/Meta-Llama-3.1-405B-Instruct not read here") and
                "--model-path meta-llama/Meta-Llama-3.1-405B-Instruct=DIR" in u for u in result.unjudged)  # fmt: skip
     undecided = [p.finding for p in result.placed if p.finding.status == "undecided"]
-    assert all("model." not in line for f in undecided for line in f.decided_by)  # said as --model-path instead
+    lines = [line for f in undecided for line in f.decided_by if "model." in line or "model's" in line]
+    assert lines and all("--model-path meta-llama/Meta-Llama-3.1-405B-Instruct=DIR" in line for line in lines)
+    assert not any(line.startswith("model.") or "pass --model " in line for line in lines)  # said as --model-path
 
 
 def test_leader_worker_set_counts_gpus_across_the_group(tmp_path):
