@@ -85,6 +85,9 @@ def _clauses(values: dict[str, Any]) -> dict[str, Any]:
         out["count_text"] = f" (needs {values['required']}, {values['available']} visible)"
     if _int(values.get("required")) and _int(values.get("required")) <= 16:
         out["visible_list"] = ",".join(str(i) for i in range(_int(values["required"])))
+    if _int(values.get("required")) and _int(values.get("limit")):
+        out["smem_text"] = (f" ({int(values['required']) // 1024} KiB of shared memory per block needed, "
+                            f"{int(values['limit']) // 1024} KiB on this GPU)")
     arch = values.get("arch")
     if isinstance(arch, str) and arch.isdigit() and len(arch) >= 2:
         out["arch_dotted"] = f"{int(arch[:-1])}.{arch[-1]}"

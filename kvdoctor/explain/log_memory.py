@@ -92,7 +92,7 @@ def kv_fit_values(values: dict[str, Any], facts: dict[str, Any]) -> dict[str, An
         short = needed - available
         wanted = util + short / total
         if wanted <= 0.98:
-            out["fit_util"] = f"{min(0.98, wanted + 0.01):.2f}"
+            out["fit_util"] = f"{min(0.98, wanted + 0.01):.2f}"  # one point above the bare need, for rounding
             out["fit_util_text"] = f" ({util:g} {util_source} -> {out['fit_util']})"
             parts.append(f"the KV cache is {short:.2f} GiB short of {int(max_len or 0) or 'the'} tokens; on this "
                          f"{total:g} GiB GPU that is --gpu-memory-utilization {out['fit_util']} instead of "

@@ -146,3 +146,23 @@ def test_a_cause_names_the_start_up_facts_that_bear_on_it_or_says_the_log_lacks_
                        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.74 GiB. GPU 0 has a total "
                        "capacity of 23.57 GiB of which 605.88 MiB is free.").findings[0].cause
     assert "The log's memory lines: weights 22.5 GiB." in oom
+
+
+def test_a_bare_assert_lands_in_the_family_of_the_function_its_traceback_ends_in():
+    log = ("Traceback (most recent call last):\n"
+           '  File "/usr/local/lib/python3.12/dist-packages/vllm/platforms/interface.py", line 901, in '
+           "update_block_size_for_backend\n"
+           "    assert attn_block_size > 0\n"
+           "AssertionError\n")
+    report = explain_text(log)
+    assert report.extra["family"] == "hybrid_block_size"
+    assert any("matched by where vLLM raises it: vllm/platforms/interface.py:update_block_size_for_backend" in e
+               for e in report.findings[0].evidence)
+
+
+def test_shared_memory_numbers_are_said_in_kib():
+    log = ("triton.runtime.errors.OutOfResources: out of resource: shared memory,\n"
+           "Required: 98304, Hardware limit: 65536.\n")
+    report = explain_text(log)
+    assert report.exit_code("error") == 1  # Triton's OutOfResources is an exception line, not text
+    assert "(96 KiB of shared memory per block needed, 64 KiB on this GPU)" in report.findings[0].title
