@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import deque
 from dataclasses import replace
 
 import yaml
@@ -79,15 +80,15 @@ def pod_specs_within(root: yaml.Node) -> list[yaml.Node]:
     RayClusterFleet and StormService, KServe's LLMInferenceService): each mapping whose `containers` is a list of
     containers (mappings with an image or a name), outermost first."""
     found: list[yaml.Node] = []
-    stack = [root]
-    while stack:
-        node = stack.pop(0)
+    queue = deque([root])
+    while queue:
+        node = queue.popleft()
         containers = nodes.get(node, "containers")
         if nodes.is_seq(containers) and any(nodes.get(c, "image") is not None or nodes.get(c, "name") is not None
                                             for c in nodes.items(containers)):  # fmt: skip
             found.append(node)
             continue
-        stack += [value for _, _, value in nodes.pairs(node)] + [item for item in nodes.items(node)]
+        queue.extend([value for _, _, value in nodes.pairs(node)] + nodes.items(node))
     return found
 
 
