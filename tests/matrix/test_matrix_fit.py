@@ -113,3 +113,24 @@ def test_quantized_checkpoints_across_gpus_go_through_checks_quantization_rules(
 def test_an_unknown_quantization_override_is_refused_in_every_cell(tmp_path):
     data = _matrix(tmp_path, QWEN, "A100,H100", "auto", "--quantization", "fp9")
     assert all(c["verdict"] == "FAIL" and "KVD191" in [r["rule_id"] for r in c["rules"]] for c in data["cells"])
+
+
+def test_capacity_text_says_what_check_decided_and_nothing_more():
+    from kvdoctor.matrix import Capacity, Cell
+    from kvdoctor.report.matrix.cells import capacity_detail, capacity_text
+
+    def cell(**fields) -> Cell:
+        base = dict(fit="fits", why_not=None, max_model_len=32768, kv_budget_gib=66.25, band_gib=1.86,
+                    kv_bytes_per_token=36864, tokens=1929760, max_concurrency=58.89, fitting_max_model_len=None,
+                    weights_bytes=1, weights_estimated=True, vllm_log=None)  # fmt: skip
+        return Cell("A100", "auto", "PASS", capacity=Capacity(**(base | fields)))
+
+    assert capacity_text(cell()) == "1.93M tok / 58.89 seq"
+    assert capacity_text(cell(fit="does_not_fit", tokens=4464, max_concurrency=0.14)) == "4.46k tok / 0.14 seq (< 1 request)"
+    assert capacity_text(cell(fit="no_memory", tokens=0, max_concurrency=0.0)) == "no KV memory left"
+    # no --vllm-version: the releases agree that it fits, not on the size
+    assert capacity_text(cell(tokens=None, max_concurrency=None, kv_budget_gib=None)) == "fits; size differs by release"
+    why = "--kv-cache-dtype nvfp4's page size is not modelled"
+    not_judged = cell(fit="not_modelled", why_not=why, tokens=None, max_concurrency=None)
+    assert capacity_text(not_judged) == "capacity n/a" and capacity_detail(not_judged) == f"fit not judged: {why}"
+    assert capacity_text(Cell("A100", "auto", "FAIL")) == "capacity n/a"

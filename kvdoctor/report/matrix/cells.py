@@ -41,8 +41,10 @@ def short_count(n: float) -> str:
 def capacity_text(cell: Cell) -> str:
     """Tokens and concurrent requests as check's fit facts give them (vLLM's own log figures)."""
     cap = cell.capacity
-    if cap is None or cap.fit == "not_modelled" or cap.tokens is None:
+    if cap is None or cap.fit == "not_modelled" or cap.fit is None and cap.tokens is None:
         return "capacity n/a"
+    if cap.tokens is None:  # the judged releases agree on the fit, not on the size (no --vllm-version)
+        return f"{cap.fit.replace('_', ' ')}; size differs by release"
     if cap.fit == "no_memory":
         return "no KV memory left"
     seqs = f" / {cap.max_concurrency:.2f} seq" if cap.max_concurrency is not None else ""
