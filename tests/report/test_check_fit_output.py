@@ -105,3 +105,20 @@ def test_an_undecided_figure_has_no_sample(run_cli):
     families = _families(out.stdout)
     assert families["kvdoctor_kv_cache_available_bytes"].samples == []
     assert {s.labels["state"]: s.value for s in families["kvdoctor_kv_cache_fit"].samples}["not_modelled"] == 1
+
+
+def test_a_checkpoint_sized_by_its_index_names_that_source(run_cli, report_schema, tmp_path):
+    """Weights from the checkpoint's own safetensors index: exact, not estimated, and said so in both formats."""
+    (tmp_path / "config.json").write_text((QWEN / "config.json").read_text())
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 6171000000},
+                                                                       "weight_map": {}}))  # fmt: skip
+    flags = ("check", "--model", str(tmp_path), "--gpu", "A100", "--vllm-version", "0.33.0", "--no-compile")
+    report = json.loads(run_cli(*flags, "--format", "json").stdout)
+    jsonschema.validate(report, report_schema)
+    inputs = report["fit"]["inputs"]
+    assert inputs["weights_bytes"] == 6171000000 and inputs["weights_estimated"] is False
+    assert inputs["weights_source"] == report["facts"]["checkpoint.weights_source"]
+    assert "safetensors.index.json" in inputs["weights_source"]
+    (weights,) = _families(run_cli(*flags, "--format", "prometheus").stdout)["kvdoctor_model_weights_bytes"].samples
+    assert weights.value == 6171000000 and weights.labels["estimated"] == "false"
+    assert weights.labels["source"] == inputs["weights_source"]
