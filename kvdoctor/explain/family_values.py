@@ -31,7 +31,7 @@ def family_values(family: str | None, values: dict[str, Any], facts: dict[str, A
 
 
 _TOOLCHAIN_FAMILIES = frozenset({"ptx_newer_than_driver", "driver_too_old", "no_kernel_image", "triton_ptxas_too_old",
-                                 "flashinfer_jit_toolkit", "cuda_compat_803"})
+                                 "flashinfer_jit_toolkit", "cuda_compat_803", "moe_kernel_selection"})
 _MEMORY_FAMILIES = frozenset({"oom_profiling", "gpu_memory_occupied"})
 _VISIBILITY_FAMILIES = frozenset({"no_gpu_visible", "device_placement"})
 
