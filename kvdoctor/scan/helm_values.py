@@ -1,4 +1,5 @@
-"""Helm values of the vLLM production-stack chart -> one workload per servingEngineSpec.modelSpec[] entry.
+"""Helm values -> vLLM workloads: the production-stack chart (one per servingEngineSpec.modelSpec[] entry) and vLLM's
+own chart (examples/online_serving/chart-helm: image.command, resources, gpuModels).
 
 The argv is built the way the chart's deployment template builds it (helm/templates/deployment-vllm-multi.yaml:
 `vllm serve <modelURL>`, --enable-lora, the tool-call flags, then flags from vllmConfig, vllmConfig.extraArgs,
@@ -129,3 +130,42 @@ def _selectors(spec: yaml.Node) -> tuple[GpuSelector, ...]:
     for term in nodes.items(nodes.get(spec, "nodeSelectorTerms")):
         found += node_selector_term(term, required=True)
     return tuple(found)
+
+
+def is_vllm_chart_values(root: yaml.Node) -> bool:
+    """vLLM's own chart's values: image.command runs vLLM (its deployment template uses it as the command)."""
+    from kvdoctor.scan.command import serve_argv, words_of
+
+    command = nodes.get(root, "image", "command")
+    return (nodes.get(root, "kind") is None and nodes.is_seq(command)
+            and serve_argv(words_of(command, ""), [], False, "") is not None)  # fmt: skip
+
+
+def vllm_chart_workloads(doc: Document, source_text: str) -> list[Workload]:
+    """The one Deployment vLLM's chart renders (templates/deployment.yaml): container `vllm`, image
+    repository:tag, command image.command, env image.env, resources, and when it requests GPUs a required node
+    affinity on nvidia.com/gpu.product In gpuModels (plus nodeSelector)."""
+    from kvdoctor.scan.command import serve_argv, words_of
+
+    root, image = doc.root, nodes.get(doc.root, "image")
+    repository, tag = nodes.text(nodes.get(image, "repository")), nodes.text(nodes.get(image, "tag"))
+    command = nodes.get(image, "command")
+    argv = serve_argv(words_of(command, source_text), [], False, source_text) or []
+    env, env_from = container_env(image)
+    for key, label in (("configs", "ConfigMap"), ("secrets", "Secret")):
+        if nodes.plain(nodes.get(root, key)):
+            env_from.append(f"{label} '<release>-{key}'")
+    limit, limit_line = gpu_limit(root)
+    selectors = [GpuSelector(key, (nodes.text(value) or "",), nodes.line(value))
+                 for key, _, value in nodes.pairs(nodes.get(root, "nodeSelector"))]  # fmt: skip
+    models = nodes.get(root, "gpuModels")
+    if limit and nodes.is_seq(models):
+        values = tuple(t for item in nodes.items(models) if (t := nodes.text(item)))
+        selectors.append(GpuSelector("nvidia.com/gpu.product", values, nodes.line(models)))
+    return [Workload(
+        file=doc.file, line=nodes.line(root), platform="helm", kind="vLLM chart values", name="vllm", container="vllm",
+        image=f"{repository}:{tag}" if repository and tag else repository,
+        image_line=nodes.line(nodes.get(image, "tag")) or nodes.line(nodes.get(image, "repository")),
+        argv=tuple(argv), command_line=nodes.line(command), env=tuple(env), env_from=tuple(env_from),
+        gpu_selectors=tuple(selectors), gpu_limit=limit, gpu_limit_line=limit_line,
+    )]  # fmt: skip

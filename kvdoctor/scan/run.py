@@ -19,6 +19,7 @@ READERS = (
     (kubernetes.is_kubernetes, kubernetes.workloads),
     (compose.is_compose, compose.workloads),
     (helm_values.is_production_stack_values, helm_values.workloads),
+    (helm_values.is_vllm_chart_values, helm_values.vllm_chart_workloads),
 )
 
 

@@ -57,7 +57,8 @@ class Workload:
     platform: str
     """'kubernetes', 'compose' or 'helm' (vLLM production-stack values)."""
     kind: str
-    """'Deployment', 'StatefulSet', ..., 'service' (Compose) or 'modelSpec' (Helm values)."""
+    """'Deployment', 'StatefulSet', ..., 'service' (Compose), 'modelSpec' (production-stack values) or 'vLLM chart
+    values'."""
     name: str
     container: str
     namespace: str | None = None
@@ -88,7 +89,7 @@ class Workload:
         if self.platform == "compose":
             return f"service {self.name}"
         if self.platform == "helm":
-            return f"modelSpec {self.name}"
+            return f"{self.kind} {self.name}"
         return f"{self.kind}/{name} (container {self.container})"
 
     def at(self, line: int | None, what: str | None = None) -> Location:

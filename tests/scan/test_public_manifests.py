@@ -32,9 +32,11 @@ def test_the_index_is_complete_and_sourced():
         assert len(entry["commit"]) == 40 and entry["url"].endswith(entry["path"]) and entry["commit"] in entry["url"]
         assert entry["file"] == entry["repo"].replace("/", "__") + "/" + entry["path"].replace("/", "__")
     held = sorted(e["file"] for e in INDEX if e["heldout"])
+    drawn = sorted(e["file"] for e in INDEX if "added_after_draw" not in e)  # the draw was over these
     import random
 
-    assert held == sorted(random.Random(27).sample(sorted(e["file"] for e in INDEX), round(len(INDEX) * 0.25)))
+    assert held == sorted(random.Random(27).sample(drawn, round(len(drawn) * 0.25)))
+    assert not any(e["heldout"] for e in INDEX if "added_after_draw" in e)
 
 
 @pytest.mark.parametrize("entry", SEEN, ids=[e["file"].split("/")[-1] for e in SEEN])
@@ -152,3 +154,11 @@ def test_a_pod_whose_vllm_spans_pods_is_not_compared_with_its_own_gpus(tmp_path)
     (tmp_path / "one.yaml").write_text(pod.format(extra=""))
     (alone,) = scan([str(tmp_path / "one.yaml")], tmp_path, gpu=None).workloads
     assert "KVD201" in _errors(alone)  # without it, 8 GPUs for TP 16 is short
+
+
+def test_vllms_own_chart_values_are_read_as_the_deployment_its_template_renders(tmp_path):
+    (chart,) = _one("chart-helm__values.yaml", tmp_path)
+    assert chart.workload.title == "vLLM chart values vllm" and chart.workload.image == "vllm/vllm-openai:latest"
+    assert [t.text for t in chart.workload.argv][:3] == ["/data/", "--served-model-name", "opt-125m"]
+    assert chart.report.facts["deploy.gpu_limit"] == 1 and chart.report.facts["serve.block_size"] == 16
+    assert any("unknown GPU label value 'TYPE_GPU_USED'" in n for n in chart.report.notes)  # gpuModels' placeholder
