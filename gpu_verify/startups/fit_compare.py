@@ -68,44 +68,82 @@ def pct(pred: float | None, real: float | None) -> str:
     return f"{100 * (pred - real) / real:+.1f}%"
 
 
-def compare(predictions: Path, results: list[Path], out: Path) -> None:
-    pred = json.loads(predictions.read_text())
-    rows, machine = [], None
+def merged(results: list[Path]) -> tuple[list[dict], dict | None]:
+    """Every case once: a later run's record replaces an earlier one unless the later was cut or not run."""
+    by_id: dict[str, dict] = {}
+    machine = None
     for path in results:
         doc = json.loads(path.read_text())
         machine = machine or doc.get("machine")
-        rows += doc["results"]
+        for r in doc["results"]:
+            if r["id"] not in by_id or r.get("outcome") not in ("cut", "not_run"):
+                by_id[r["id"]] = r
+    return list(by_id.values()), machine
+
+
+def fit_outcome(r: dict) -> str | None:
+    """What vLLM's own fit check said: `fits` once it logged the KV cache size (it raises before that line when one
+    request does not fit), `does_not_fit` when it stopped with its KV-cache or max_model_len error, else None."""
+    if r.get("kv_tokens") is not None:
+        return "fits"
+    text = " ".join(r.get("error_lines") or []) + " ".join(r.get("log_tail") or [])
+    if "To serve at least one request" in text or "No available memory for the cache blocks" in text \
+            or "greater than the derived max_model_len" in text or "max_model_len" in text and r["outcome"] == "stopped":
+        return "does_not_fit"
+    return None
+
+
+def compare(predictions: Path, results: list[Path], out: Path) -> None:
+    pred = json.loads(predictions.read_text())
+    rows, machine = merged(results)
     lines = [f"# kvdoctor's fit and quantization verdicts against real vLLM {pred['version']} start-ups on an H200",
              "", f"Machine: {json.dumps(machine)}", "",
              "Predictions were written before the GPU run (`fit_compare predict`, committed first); weights are",
              "estimated from config.json (the servers ran `--load-format dummy`: random weights of the real size).",
-             "", "| case | vLLM | kvdoctor | right? | KV GiB real / predicted (err) | band | tokens real / predicted (err) |"
-             " weights GiB real / predicted |", "|---|---|---|---|---|---|---|---|"]
-    right = outside_band_wrong = 0
+             "`sized` = vLLM logged its KV cache size (its fit check passed) but the server was not ready within the",
+             "case's time limit (compilation / warm-up), so only the fit part of the verdict is judged.",
+             "", "| case | vLLM | kvdoctor | fit right? | start right? | KV GiB real / predicted (err) | band GiB |"
+             " tokens real / predicted (err) | weights GiB real / predicted |", "|---|---|---|---|---|---|---|---|---|"]
+    fit_right = fit_judged = start_right = start_judged = outside_band_wrong = 0
     errs = []
     for r in rows:
         p = pred["cases"].get(r["id"], {})
         if r.get("outcome") in ("cut", "not_run") or "verdict" not in p:
-            lines.append(f"| {r['id']} | {r.get('outcome')} | {p.get('verdict', p.get('predicted_after', '-'))} | - | | | | |")
+            lines.append(f"| {r['id']} | {r.get('outcome')} | {p.get('verdict', p.get('predicted_after', '-'))} "
+                         "| - | - | | | | |")
             continue
-        served = r["outcome"] == "served"
         f = p["facts"]
-        ok = (p["verdict"] in ("PASS", "WARN")) == served
-        right += ok
+        real_fit = fit_outcome(r)
+        pred_fit = f.get("memory.fit") or ("does_not_fit" if f.get("context.error") not in (None, "none") else None)
+        fit_ok = None
+        if real_fit is not None and pred_fit in ("fits", "does_not_fit"):
+            fit_ok = pred_fit == real_fit
+        elif real_fit is not None and pred_fit == "within_band":
+            fit_ok = None  # WARN: inside the stated band, either outcome is allowed
+        if fit_ok is not None:
+            fit_judged += 1
+            fit_right += fit_ok
+        start_ok = None
+        if r["outcome"] in ("served", "stopped"):
+            start_ok = (p["verdict"] in ("PASS", "WARN")) == (r["outcome"] == "served")
+            start_judged += 1
+            start_right += start_ok
         kv_p, kv_r = f.get("memory.kv_budget_gib"), r.get("available_kv_gib")
         band = f.get("memory.band_gib")
         if kv_p is not None and kv_r is not None:
             errs.append(abs(kv_p - kv_r) / kv_r if kv_r else 0)
-            if not ok and band is not None and abs(kv_p - kv_r) > band:
+            if fit_ok is False and band is not None and abs(kv_p - kv_r) > band:
                 outside_band_wrong += 1
         w_p = f.get("memory.weights_bytes")
+        shown = "sized" if r["outcome"] == "timeout" and real_fit == "fits" else r["outcome"]
+        mark = {True: "yes", False: "NO", None: "-"}
         lines.append(
-            f"| {r['id']} | {r['outcome']} | {p['verdict']} {','.join(p['rules'])} | {'yes' if ok else 'NO'} | "
+            f"| {r['id']} | {shown} | {p['verdict']} {','.join(p['rules'])} | {mark[fit_ok]} | {mark[start_ok]} | "
             f"{kv_r} / {kv_p} ({pct(kv_p, kv_r)}) | {band} | {r.get('kv_tokens')} / {f.get('memory.kv_tokens')} "
             f"({pct(f.get('memory.kv_tokens'), r.get('kv_tokens'))}) | {r.get('weights_gib')} / "
             f"{round(w_p / 2**30, 2) if w_p else '-'} |")
-    judged = sum(1 for r in rows if r.get("outcome") not in ("cut", "not_run") and "verdict" in pred["cases"].get(r["id"], {}))
-    lines += ["", f"Verdicts right: {right} of {judged}; wrong outside the stated band: {outside_band_wrong}.",
+    lines += ["", f"Fit verdicts right: {fit_right} of {fit_judged} (WARN inside the band not counted); start verdicts "
+              f"right: {start_right} of {start_judged}; wrong outside the stated band: {outside_band_wrong}.",
               f"Available-KV error: median {sorted(errs)[len(errs) // 2] * 100:.1f}%, max {max(errs) * 100:.1f}% "
               f"over {len(errs)} start-ups that logged it." if errs else "No start-up logged its available KV memory."]
     out.write_text("\n".join(lines) + "\n")
