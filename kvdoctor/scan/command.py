@@ -161,8 +161,8 @@ def without_unresolved(argv: list[Token]) -> tuple[list[Token], list[str]]:
         nxt = argv[index + 1] if index + 1 < len(argv) else None
         flag, inline, value = token.text.partition("=")
         is_flag = token.text.startswith("-") and canonical_option(token.text) != "--model"
-        takes_next = (is_flag and not inline and nxt is not None and not nxt.text.startswith("-")
-                      and takes_a_value(canonical_option(token.text)))  # fmt: skip
+        takes_next = (is_flag and not inline and nxt is not None and UNRESOLVED.search(nxt.text) is not None
+                      and not nxt.text.startswith("-") and takes_a_value(canonical_option(token.text)))  # fmt: skip
         variable = UNRESOLVED.search(value if inline else nxt.text if takes_next else "")
         if is_flag and variable:
             notes.append(f"{flag} takes its value from {variable.group(0)}, unknown here: not judged")
