@@ -8,6 +8,7 @@ says what was missing, so a cause never reads as if kvdoctor knew more than the 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from kvdoctor.explain.log_memory import kv_fit_values
@@ -79,6 +80,13 @@ def _clauses(values: dict[str, Any]) -> dict[str, Any]:
         out["supported_text"] = f" (vLLM lists {values['supported']})"
     if values.get("required") and not _int(values.get("available")):
         out["required_text"] = f" (the build has it for capability {values['required']})"
+    if values.get("expected"):
+        out["expected_text"] = f" The backends vLLM names for it: {values['expected']}."
+        listed = re.findall(r"'([\w.-]+)'", str(values["expected"]))
+        if listed:
+            out["first_expected"] = listed[0]
+    elif values.get("candidates"):
+        out["expected_text"] = f" The backends it tried: {values['candidates']}."
     if values.get("wanted"):
         out["wanted_text"] = f" ({values['wanted']})"
     if _int(values.get("required")) is not None and _int(values.get("available")) is not None:
