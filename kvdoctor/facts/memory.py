@@ -179,7 +179,10 @@ def plan_for(flat, facts: Facts, serve: ServeMemory, kinds, kv_cache_dtype: str,
     state = flat.get("model.state_layer")
     state_bytes = None
     if state and kinds and "state" in kinds:
-        conv, ssm = state_dtype_bytes(model.dtype, serve.mamba_cache_dtype, serve.mamba_ssm_cache_dtype)
+        ssm_dtype = serve.mamba_ssm_cache_dtype
+        if ssm_dtype == "auto" and state.get("ssm_dtype"):  # the architecture's own default (NemotronH: float32)
+            ssm_dtype = state["ssm_dtype"]
+        conv, ssm = state_dtype_bytes(model.dtype, serve.mamba_cache_dtype, ssm_dtype)
         state_bytes = state_page_bytes(state, facts.serve.tensor_parallel_size, conv, ssm)
     return _plan_of(tuple(kinds) if kinds else kinds, kv_cache_dtype, model.dtype, model.num_kv_heads, head_size(facts),
                     bool(model.is_mla), facts.serve.tensor_parallel_size, facts.serve.pipeline_parallel_size,

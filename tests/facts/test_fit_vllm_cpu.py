@@ -39,9 +39,11 @@ CASES = [
     {"name": "qwen2-beyond-positions", "kind": "qwen2", "kv_gib": 1, "max_model_len": 8192},
     {"name": "qwen2-just-below", "kind": "qwen2", "kv_gib": 1, "max_model_len": EXACT, "allow_long": True},
     {"name": "qwen2-just-above", "kind": "qwen2", "kv_gib": 1, "max_model_len": EXACT + 1, "allow_long": True},
-    # hybrid: Granite-4.0 (Mamba2 + attention every 4th layer), state smaller than one 128-token attention page
-    {"name": "granite-hybrid", "kind": "granite_hybrid", "kv_gib": 1, "max_model_len": 4096},
-    # Qwen3-Next: gated delta-net linear attention (no prefill checkpoint block)
+    # hybrid NemotronH: Mamba2 (SSM state float32, the architecture's default), MLP-only and attention layers; the
+    # state outgrows a 128-token page, so vLLM raises the block to 256
+    {"name": "nemotron-h", "kind": "nemotron_h", "kv_gib": 1, "max_model_len": 4096},
+    # Qwen3-Next: gated delta-net linear attention (no prefill checkpoint block); its state fits one 128-token page,
+    # which vLLM pads it to
     {"name": "qwen3-next", "kind": "qwen3_next", "kv_gib": 1, "max_model_len": 4096},
     # Llama-4 text: chunked local attention (chunk 256) on the layers with rope
     {"name": "llama4-chunked", "kind": "llama4_chunked", "kv_gib": 1, "max_model_len": 4096, "mnbt": 512},

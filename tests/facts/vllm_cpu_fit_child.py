@@ -41,6 +41,11 @@ def make(kind, out):
                                        mamba_d_state=128 if big else 16, mamba_d_conv=4, mamba_expand=2,
                                        num_local_experts=0, position_embedding_type="rope")
         cls = t.GraniteMoeHybridForCausalLM
+    elif kind == "nemotron_h":  # NemotronH: Mamba2, MLP-only and attention layers; SSM state float32 by default
+        cfg = t.NemotronHConfig(**{**common, "num_hidden_layers": 8}, num_key_value_heads=2, head_dim=32,
+                                hybrid_override_pattern="M-M-M-M*", mamba_num_heads=8, mamba_head_dim=32, n_groups=2,
+                                ssm_state_size=32, conv_kernel=4, expand=2)
+        cls = t.NemotronHForCausalLM
     elif kind == "qwen3_next":  # Qwen3-Next: gated delta-net linear attention, full attention every 4th layer
         cfg = t.Qwen3NextConfig(**{**common, "num_hidden_layers": 4}, num_key_value_heads=2, head_dim=32,
                                 linear_num_key_heads=4, linear_num_value_heads=8, linear_key_head_dim=32,

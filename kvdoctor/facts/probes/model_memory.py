@@ -109,6 +109,9 @@ def state_layer(text: dict[str, Any], model: ModelFacts) -> dict[str, Any] | Non
     if entry is None:
         return None
     params: dict[str, Any] = {"calculator": entry["calculator"]}
+    if "ssm_dtype" in entry:  # the architecture's own default for mamba_ssm_cache_dtype 'auto'
+        declared = text.get(entry["ssm_dtype"]["key"])
+        params["ssm_dtype"] = declared if isinstance(declared, str) else entry["ssm_dtype"]["default"]
     for name, keys in entry["params"].items():
         value = 1
         for key in keys if isinstance(keys, list) else [keys]:
@@ -136,11 +139,16 @@ def _chunk_size(text: dict[str, Any], model: ModelFacts) -> int | None:
 
 def layer_kinds(text: dict[str, Any], model: ModelFacts) -> list[str] | None:
     """Per decoder layer: 'full', 'sliding', 'chunked' (chunked local attention), 'state' (a Mamba / linear-attention
-    state of an architecture kvdoctor sizes) or 'other' (one it does not), as the model's vLLM code builds them:
+    state of an architecture kvdoctor sizes), 'none' (no cache: an MLP-only layer) or 'other' (one it does not), as the model's vLLM code builds them:
     config.json's layer_types when given; Gemma-2 alternates from a sliding layer 0; Qwen2-style
     use_sliding_window slides from max_window_layers; any other declared window slides every layer; Llama-4 chunks
     the layers with rope."""
-    layers = model.num_hidden_layers
+    declared = text.get("layer_types") or text.get("layers_block_type")
+    pattern = (_state_model(model) or {}).get("pattern")
+    # transformers 5 leaves num_hidden_layers out of some hybrid configs (NemotronH): the per-layer list says it
+    layers = model.num_hidden_layers or (len(declared) if isinstance(declared, list) and _state_model(model) else None)
+    if not layers and pattern and isinstance(text.get(pattern["key"]), str):
+        layers = len(text[pattern["key"]])
     if not layers:
         return None
     if text.get("is_encoder_decoder"):
@@ -152,7 +160,9 @@ def layer_kinds(text: dict[str, Any], model: ModelFacts) -> list[str] | None:
             interval = _int(text.get("no_rope_layer_interval")) or 4  # every interval-th layer has no rope
             rope = [int((i + 1) % interval != 0) for i in range(layers)]
         return ["chunked" if r else "full" for r in rope]
-    declared = text.get("layer_types") or text.get("layers_block_type")
+    if pattern and not isinstance(declared, list) and isinstance(text.get(pattern["key"]), str):
+        declared = [pattern["kinds"].get(c, "other") for c in text[pattern["key"]]]
+        return declared if len(declared) == layers else None
     if isinstance(declared, list) and len(declared) == layers:
         state_kinds = (_state_model(model) or {}).get("layer_types", {})
         return [state_kinds[k] if k in state_kinds

