@@ -1,6 +1,6 @@
 """The matrix: one `kvdoctor check` per (GPU, KV-cache dtype) cell, compiled in parallel; each cell's verdict, rules
-and KV-cache capacity are that check's (its memory.* facts and fit rules KVD180-183, its quantization rules
-KVD190-195), so a cell says what `kvdoctor check` says for the same inputs."""
+and KV-cache capacity are that check's (its memory.* facts and the rules of data/rules/check-fit.yaml and
+check-quantization.yaml), so a cell says what `kvdoctor check` says for the same inputs."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ ASSUMPTIONS = (
     "Capacity is check's own fit model (docs/fit.md): the context length vLLM derives, KV bytes per token and the "
     "groups as vLLM's planner builds them, the memory left after the weights and a modelled activation peak with "
     "its error band; tokens and concurrency are what vLLM will log ('GPU KV cache size', 'Maximum concurrency').",
-    "A cell whose KV cache cannot hold one request of max_model_len is FAIL (KVD181; KVD182 when no memory is "
-    "left after the weights); inside the budget's error band it is WARN (KVD183).",
+    "A cell whose KV cache cannot hold one request of max_model_len is FAIL (check's fit rule that says so, or the "
+    "one for no memory left after the weights); inside the budget's error band it is WARN.",
     "'capacity n/a' means check did not judge the fit (its reason is in the cell: e.g. hybrid Mamba layers, a "
     "--kv-cache-dtype whose page size is not modelled, releases that disagree when no version is named).",
 )

@@ -90,23 +90,27 @@ def _without_refused_value(workload: Workload, exc: KvdoctorError) -> Workload |
 
 CHECK_MODEL_HINT = re.compile(r"pass --model(?![-\w])[^;]*")
 """check's way of asking for the model (pass --model with a directory ...), which scan asks as --model-path."""
-MEMORY_FIT_RULES = ("KVD181", "KVD182", "KVD183")
-"""check-fit.yaml's rules that weigh the GPU's memory (KVD180, the context length vLLM derives, does not)."""
+def memory_fit_rules() -> dict:
+    """The check rules that weigh the GPU's memory: those whose conditions read a `memory.*` fact (the context
+    length rule reads only `context.*`, which a MIG slice does not change)."""
+    from kvdoctor.rules import load_all_rules
+
+    return {r.id: r for r in load_all_rules([])
+            if r.when is not None and any(f.startswith("memory.") for f in r.when.facts_used())}
 
 
 def on_a_mig_slice(report: Report, profile: str) -> Report:
     """A pod on a MIG slice has the slice's memory, not the GPU's that check's fit model takes: every memory fit rule
     is undecided (fired or not), naming the slice, and the fit note is replaced by why it is not judged."""
-    from kvdoctor.rules import load_all_rules
     from kvdoctor.rules.engine import finding_for
 
     gpu = report.facts.get("gpu.name") or "the GPU"
     why = (f"GPU memory: the pod gets a MIG slice ({profile}), not the whole {gpu} "
            f"({report.facts.get('gpu.memory_gib')} GiB) that the fit model weighs; judge it on a whole GPU")  # fmt: skip
-    rules = {r.id: r for r in load_all_rules([]) if r.id in MEMORY_FIT_RULES}
-    kept = [f for f in report.findings if f.rule_id not in MEMORY_FIT_RULES]
-    opened = [replace(f, status="undecided", decided_by=(why,)) for f in report.findings if f.rule_id in MEMORY_FIT_RULES]
-    missing = [rules[r] for r in MEMORY_FIT_RULES if r in rules and r not in {f.rule_id for f in opened}]
+    rules = memory_fit_rules()
+    kept = [f for f in report.findings if f.rule_id not in rules]
+    opened = [replace(f, status="undecided", decided_by=(why,)) for f in report.findings if f.rule_id in rules]
+    missing = [rule for rid, rule in rules.items() if rid not in {f.rule_id for f in opened}]
     opened += [replace(finding_for(rule, report.facts, status="undecided"), decided_by=(why,)) for rule in missing]
     notes = tuple(n for n in report.notes if not n.startswith("KV cache fits"))
     return replace(report, findings=tuple(kept + opened), notes=notes + (f"whether the KV cache fits is not judged: {why}",))
