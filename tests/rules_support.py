@@ -21,6 +21,7 @@ MODELS = {
     "mistral-fp16": CONFIGS / "mistral-7b-v0.1-fp16.json",
     "ct-fp8": CONFIGS / "quantized" / "llama-3.1-8b-ct-w8a8-fp8.json",
     "fp8-block": CONFIGS / "quantized" / "llama-3.1-8b-fp8-block.json",
+    "ct-int8-static-moe": CONFIGS / "quantized" / "mixtral-8x7b-ct-w8a8-int8-static.json",
 }
 _RULES = None
 

@@ -46,7 +46,7 @@ def quantization_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
                 release, model.config_dtype, facts.serve.dtype, divmod(cap, 10), model.model_type)[0]
         return judge_quantization(release_quantization(release.version), checkpoint=checkpoint, requested=requested,
                                   capability=cap, model_dtype=dtype, allow_deprecated=allow,
-                                  quant_config=quant_config)  # fmt: skip
+                                  quant_config=quant_config, moe=bool(model and model.is_moe))  # fmt: skip
 
     verdicts = {r.version: judge(r) for r in read}
     refused = [v for v, x in verdicts.items() if x.error_kind not in (None, "none")]
@@ -71,7 +71,8 @@ def quantization_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
         "quant.fix_dtype": _float16_fix(read, verdicts, judge, facts),
         "quant.fix_releases": _serving_releases(verdicts, lambda q: judge_quantization(
             q, checkpoint=checkpoint, requested=requested, capability=capability,
-            model_dtype=model.dtype if model is not None else None, allow_deprecated=allow, quant_config=quant_config)),
+            model_dtype=model.dtype if model is not None else None, allow_deprecated=allow, quant_config=quant_config,
+            moe=bool(model and model.is_moe))),
         "quant.formats_here": _formats_here(read[-1], capability, checkpoint, requested),
         "quant.registered_in": _registered_in(pick("method") or requested or checkpoint)
         if any(v.error_kind == "unknown_method" for v in verdicts.values()) else None,
@@ -135,7 +136,7 @@ def _serving_gpus(read, verdicts, judge) -> str:
 
 def _serving_releases(verdicts, judge_release) -> str:
     """Pack releases that start with it on this GPU (replayed), when a candidate refuses it for the GPU."""
-    if not any(v.error_kind in ("capability", "scheme") for v in verdicts.values()):
+    if not any(v.error_kind in ("capability", "scheme", "moe_scheme") for v in verdicts.values()):
         return "none"
     good = [v for v in pack_releases() if (q := release_quantization(v)) is not None
             and judge_release(q).error_kind == "none"]  # fmt: skip

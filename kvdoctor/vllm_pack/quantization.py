@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from kvdoctor.vllm_pack.quantization_schemes import judge_schemes
+from kvdoctor.vllm_pack.quantization_schemes import judge_moe, judge_schemes
 from kvdoctor.vllm_pack.store import read_pack_file
 
 SUBDIR = "quantization"
@@ -56,6 +56,10 @@ class ReleaseQuantization:
     """key -> (template with {0}, {1}, ..., file:line): capability, unknown_method, mismatch, act_dtype, deprecated."""
     ct_schemes: dict | None = None
     """compressed-tensors' per-layer scheme selection as the builder read it (quantization_schemes.py)."""
+    marlin: dict | None = None
+    """Marlin's minimum capability and group sizes (what awq_marlin / gptq_marlin's overrides check)."""
+    overrides_order: tuple[str, ...] = ()
+    """ModelConfig._verify_quantization's `overrides`: the first that claims the checkpoint names the method."""
 
     def message(self, key: str, *values: object) -> str | None:
         """vLLM's message filled with these values, or None when the release has no such message."""
@@ -102,6 +106,7 @@ def release_quantization(version: str) -> ReleaseQuantization | None:
         version, methods, data["methods_where"], tuple(data.get("registered") or methods),
         tuple(data.get("deprecated") or ()),
         {key: (m["template"], m["where"]) for key, m in data.get("messages", {}).items()}, data.get("ct_schemes"),
+        data.get("marlin"), tuple((data.get("overrides_order") or {}).get("values") or ()),
     )  # fmt: skip
 
 
@@ -112,7 +117,8 @@ class QuantVerdict:
     method: str | None
     """The method vLLM ends up with ('none' when unquantized); None when undecided."""
     error_kind: str | None
-    """'capability', 'scheme' (a compressed-tensors layer scheme refuses the GPU), 'unknown_method', 'mismatch',
+    """'capability', 'scheme' (a compressed-tensors layer scheme refuses the GPU), 'moe_scheme' (no compressed-tensors
+    MoE method takes the experts' scheme), 'unknown_method', 'mismatch',
     'deprecated', 'act_dtype', or 'none'; None when undecided."""
     error: str | None
     """vLLM's own message, or 'none'; None when undecided."""
@@ -138,9 +144,10 @@ def normalise_method(quant_method: str | None) -> str | None:
 
 def judge_quantization(release: ReleaseQuantization, *, checkpoint: str | None, requested: str | None,
                        capability: int | None, model_dtype: str | None, allow_deprecated: bool = False,
-                       quant_config: dict | None = None) -> QuantVerdict:  # fmt: skip
+                       quant_config: dict | None = None, moe: bool = False) -> QuantVerdict:  # fmt: skip
     """Replay the release's start-up checks (see the module docstring); `capability` as vLLM's int (75);
-    `quant_config` the checkpoint's quantization config (compressed-tensors' per-layer schemes are judged from it)."""
+    `quant_config` the checkpoint's quantization config (compressed-tensors' per-layer schemes are judged from it);
+    `moe` whether the model has routed experts (their method is chosen separately)."""
     checkpoint, requested = normalise_method(checkpoint), requested or None
     registered = release.methods
     verify_where = release.messages.get("unknown_method", ("", release.methods_where))[1]
@@ -151,10 +158,16 @@ def judge_quantization(release: ReleaseQuantization, *, checkpoint: str | None, 
             if checkpoint not in registered and not claimers:
                 message = release.message("unknown_method", checkpoint, list(release.registered))
                 return _refused("unknown_method", message, verify_where, checkpoint)
-            # vLLM lets the first override that claims the checkpoint rename its method; decided when every
-            # method it can end up with gives the same answer on this GPU
+            # vLLM lets the first override that claims the checkpoint rename its method; the Marlin overrides'
+            # conditions are replayed, the others decided when every method it can end up with answers alike
+            claims = [_marlin_claims(release, c, quant_config or {}, capability) for c in claimers]
+            if requested is None and claimers and None not in claims:
+                order = [c for c in release.overrides_order if c in claimers] or list(claimers)
+                end = next((c for c in order if claims[claimers.index(c)]), checkpoint)
+                if end in registered:
+                    return _start(release, end, capability, model_dtype, allow_deprecated, quant_config, moe)
             ends = [m for m in dict.fromkeys((*claimers, checkpoint)) if m in registered]
-            answers = [_start(release, m, capability, model_dtype, allow_deprecated, quant_config) for m in ends]
+            answers = [_start(release, m, capability, model_dtype, allow_deprecated, quant_config, moe) for m in ends]
             if len({(a.error_kind, a.undecided) for a in answers}) == 1:
                 return answers[-1] if checkpoint in registered else answers[0]
             split = "; ".join(f"{m}: {a.error_kind or a.undecided}" for m, a in zip(ends, answers))
@@ -171,11 +184,11 @@ def judge_quantization(release: ReleaseQuantization, *, checkpoint: str | None, 
                             release.messages.get("mismatch", ("", verify_where))[1], requested)
     if method is None:
         return QuantVerdict("none", "none", "none", "none", verify_where)
-    return _start(release, method, capability, model_dtype, allow_deprecated, quant_config)
+    return _start(release, method, capability, model_dtype, allow_deprecated, quant_config, moe)
 
 
 def _start(release: ReleaseQuantization, method: str, capability: int | None, model_dtype: str | None,
-           allow_deprecated: bool, quant_config: dict | None = None) -> QuantVerdict:  # fmt: skip
+           allow_deprecated: bool, quant_config: dict | None = None, moe: bool = False) -> QuantVerdict:  # fmt: skip
     """The checks once the method is settled: registered, deprecated, minimum capability, activation dtype."""
     registered = release.methods
     verify_where = release.messages.get("unknown_method", ("", release.methods_where))[1]
@@ -201,15 +214,43 @@ def _start(release: ReleaseQuantization, method: str, capability: int | None, mo
     if entry.act_dtypes is not None and model_dtype is None:
         return _undecided("the model dtype is unknown", entry.act_dtypes_where, entry.min_capability)
     if method == "compressed-tensors" and quant_config:
-        return _layer_schemes(release, quant_config, capability, entry)
+        return _layer_schemes(release, quant_config, capability, entry, moe)
     fallback = _fp8_marlin(release, capability) if method == "fp8" else "none"
     return QuantVerdict(method, "none", "none", "none", entry.min_capability_where, entry.min_capability,
                         fallback=fallback)  # fmt: skip
 
 
-def _layer_schemes(release: ReleaseQuantization, quant_config: dict, capability: int, entry: QuantMethod) -> QuantVerdict:
-    """compressed-tensors builds a scheme per layer after the config class passed: its minimum decides then."""
+MARLIN_TYPES = {"AWQMarlinConfig": lambda q: q.get("bits") == 4 and q.get("zero_point") is not None,
+                "GPTQMarlinConfig": lambda q: (q.get("bits"), q.get("sym")) in ((4, True), (8, True))
+                and q.get("desc_act") is not None}  # fmt: skip
+"""is_awq_marlin_compatible / is_gptq_marlin_compatible: the bit widths (and symmetry) their TYPE_MAP holds."""
+
+
+def _marlin_claims(release: ReleaseQuantization, method: str, quant_config: dict, capability: int | None) -> bool | None:
+    """Whether awq_marlin / gptq_marlin's override claims this checkpoint on this GPU (the TYPE_MAP, the group size
+    Marlin takes, its minimum capability); None for any other override (not replayed) or what is unknown."""
+    entry = release.methods.get(method)
+    kind = (entry.config_class or "").rsplit(":", 1)[-1] if entry else ""
+    marlin = release.marlin
+    if kind not in MARLIN_TYPES or not marlin or capability is None or not quant_config:
+        return None
+    groups = marlin.get("group_sizes") or []
+    return MARLIN_TYPES[kind](quant_config) and quant_config.get("group_size") in groups and \
+        capability >= marlin["min_capability"]
+
+
+def _layer_schemes(release: ReleaseQuantization, quant_config: dict, capability: int, entry: QuantMethod,
+                   moe: bool) -> QuantVerdict:  # fmt: skip
+    """compressed-tensors builds a scheme per layer after the config class passed: its minimum decides then; a MoE
+    model's experts get their method from get_moe_method, which refuses a scheme none of its branches takes."""
     verdict = judge_schemes(release.ct_schemes, quant_config, capability)
+    # the attention projections (linear schemes) are built before a layer's experts: their refusal comes first
+    experts = judge_moe(release.ct_schemes, quant_config, capability) if moe and not (verdict and verdict.error) \
+        else None
+    if experts is not None and experts.undecided:
+        return _undecided(experts.undecided, experts.where)
+    if experts is not None and experts.error:
+        return QuantVerdict("compressed-tensors", "moe_scheme", experts.error, "none", experts.where)
     if verdict is None:  # no config groups, or the release's scheme code was not read: the class check stands
         return QuantVerdict("compressed-tensors", "none", "none", "none", entry.min_capability_where,
                             entry.min_capability)  # fmt: skip
@@ -235,7 +276,7 @@ def _fp8_marlin(release: ReleaseQuantization, capability: int) -> str:
         return "none"
     return (f"Fp8LinearMethod: FP8 weights run weight-only through Marlin below SM {threshold / 10:.1f} "
             f"(activations stay 16-bit, no FP8 tensor-core matmul, so slower than on SM {threshold / 10:.1f}+; "
-            f"weights keep 1 byte a parameter) [{where}]")
+            f"weights keep 1 byte a parameter; threshold from {where.split(':')[0].rsplit('/', 1)[-1]})")
 
 
 def serving_capability(release: ReleaseQuantization, method: str) -> int | None:

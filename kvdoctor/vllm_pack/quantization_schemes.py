@@ -97,6 +97,10 @@ TESTS: dict[str, Test] = {  # vLLM's `_is_*` tests: (weights, input activations,
     and bool(a.get("dynamic")),
     "_is_wNa16_group_channel": lambda w, a, o, f, c: _is(w, strategies=("channel", "group")) and a is None and _static(w),
     "_is_fp8_w8a8": lambda w, a, o, f, c: _fp8_w8a8(w, a),
+    "_is_fp8_w8a8_sm90": lambda w, a, o, f, c: c == 90 and _fp8_w8a8(w, a),
+    "_is_fp8_w8a8_sm100": lambda w, a, o, f, c: c == 100 and _fp8_w8a8(w, a),
+    "_is_fp8_w4a8": lambda w, a, o, f, c: _is(w, type_="int", bits=4, strategies=("group",))
+    and _is(a, type_="float", bits=8, strategies=("token",)) and _static(w) and bool(a.get("dynamic")),
     "_is_fp8_w8a16": lambda w, a, o, f, c: _is(w, type_="float") and bool(w.get("symmetric")) and _static(w)
     and w.get("strategy") in ("tensor", "channel", "block"),
     "_is_static_tensor_w8a8": lambda w, a, o, f, c: _w8a8_int(w, a, "tensor", False),
@@ -135,7 +139,8 @@ def _choose(schemes: dict, w: Any, a: Any, o: Any, fmt: str | None, capability: 
             return None, None, f"its test {unknown[0]} (line {branch['line']}) is not replayed by kvdoctor"
         if branch.get("within") and "act" in branch["within"] and fmt not in ACT_FORMATS:
             continue
-        if not all(TESTS[t](w, a, o, fmt, capability) for t in dict.fromkeys(branch["tests"])):
+        combine = any if branch.get("any") else all
+        if not combine(TESTS[t](w, a, o, fmt, capability) for t in dict.fromkeys(branch["tests"])):
             continue
         conditions = branch["conditions"]
         if any(c not in CONDITIONS for c in conditions):
@@ -200,3 +205,50 @@ def kv_cache_scheme(quant_config: dict) -> str | None:
     section = quant_config.get("quantization") if isinstance(quant_config.get("quantization"), dict) else quant_config
     algo = section.get("kv_cache_quant_algo")
     return f"{algo} (ModelOpt)" if isinstance(algo, str) and algo else None
+
+
+@dataclass(frozen=True)
+class MoeVerdict:
+    """What one release's CompressedTensorsMoEMethod.get_moe_method picks for a MoE model's experts."""
+
+    method: str | None
+    """The experts' method class, e.g. 'CompressedTensorsW8A8Fp8MoEMethod'; None when refused or undecided."""
+    candidates: tuple[str, ...] = ()
+    """Every class the matching branch may build (it picks among them by kernel support: WNA16 or its Marlin)."""
+    error: str | None
+    """vLLM's "Unsupported FusedMoe scheme: ..." when no branch takes the experts' scheme (its QuantizationArgs
+    written here as kvdoctor's summary of them); None otherwise."""
+    undecided: str | None = None
+    where: str = ""
+
+
+def judge_moe(schemes: dict | None, quant_config: dict, capability: int | None) -> MoeVerdict | None:
+    """The experts' method for the first config group (vLLM targets the experts with the group that targets Linear);
+    None when the release's MoE selection was not read or the checkpoint declares no groups."""
+    moe = (schemes or {}).get("moe")
+    groups = config_groups(quant_config)
+    if not moe or not groups:
+        return None
+    if capability is None:
+        return MoeVerdict(None, (), None, "the GPU's compute capability is unknown", moe["select_where"])
+    w, a, o, fmt = groups[0]
+    for branch in moe["branches"]:
+        unknown = [t for t in branch["tests"] if t not in TESTS]
+        if unknown:
+            return MoeVerdict(None, (), None, f"compressed-tensors MoE test {unknown[0]} is not replayed by kvdoctor",
+                              moe["select_where"])  # fmt: skip
+        combine = any if branch.get("any") else all
+        if combine(TESTS[t](w, a, o, fmt, capability) for t in dict.fromkeys(branch["tests"])):
+            return MoeVerdict(branch["classes"][0], tuple(branch["classes"]), None, None, moe["select_where"])
+    if not moe.get("message"):
+        return MoeVerdict(None, (), None, "vLLM refuses the experts' scheme but its message was not read",
+                          moe["select_where"])  # fmt: skip
+    message = moe["message"]["template"].format(_args(w), _args(a))
+    return MoeVerdict(None, (), message, None, moe["message"]["where"])
+
+
+def _args(args: Any) -> str:
+    if not _on(args):
+        return "None"
+    keys = ("num_bits", "type", "strategy", "group_size", "symmetric", "dynamic")
+    return " ".join(f"{k}={args.get(k)}" for k in keys)

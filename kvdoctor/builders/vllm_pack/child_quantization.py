@@ -50,7 +50,47 @@ def run_schemes(child) -> dict:
             platform.capability_now = (major, minor)
             with _default_vllm_config():  # FP8 schemes build kernels that read the current config
                 answers[name][f"{major}{minor}"] = _schemes_of(CompressedTensorsConfig, quant_config, inspect)
+                answers[name][f"{major}{minor}"]["moe"] = _moe_of(CompressedTensorsConfig, quant_config, inspect)
     return answers
+
+
+def _moe_of(config_class, quant_config: dict, inspect) -> str:
+    """vLLM's CompressedTensorsMoEMethod.get_moe_method for experts targeted like the config's first group: the
+    method class it picks, or its refusal. The layer lookup is answered with that group (a MoE layer object is not
+    built here) and the methods are made without their __init__ (kernel set-up needs a GPU)."""
+    import importlib
+    import pkgutil
+    import types
+
+    from vllm.model_executor.layers.quantization.compressed_tensors import compressed_tensors_moe as moe_module
+
+    modules = [moe_module]
+    for info in pkgutil.iter_modules(getattr(moe_module, "__path__", [])):
+        try:
+            modules.append(importlib.import_module(f"{moe_module.__name__}.{info.name}"))
+        except Exception:  # a backend module this CPU build cannot import: get_moe_method's own import fails too
+            continue
+    for module in modules:
+        for value in vars(module).values():
+            if isinstance(value, type) and value.__name__.endswith(("MoEMethod", "MoeMethod")):
+                value.__init__ = lambda self, *args, **kwargs: None
+    try:
+        config = config_class.from_config(quant_config)
+        scheme = next(iter(config.target_scheme_map.values()))
+        if scheme.get("format") is None:  # what get_scheme_dict fills in
+            scheme["format"] = config.quant_format
+        config.get_scheme_dict = lambda layer, layer_name=None: scheme
+        config._add_fused_moe_to_target_scheme_map = lambda: None
+        layer = types.SimpleNamespace(ckpt_gate_proj_name="gate_proj", ckpt_up_proj_name="up_proj",
+                                      ckpt_down_proj_name="down_proj", moe_config=None, moe=None,
+                                      hidden_size=4096, intermediate_size_per_partition=14336,
+                                      local_num_experts=8, global_num_experts=8)  # a Mixtral-8x7B-sized layer
+        select = moe_module.CompressedTensorsMoEMethod.get_moe_method
+        params = list(inspect.signature(select).parameters)
+        args = [config, layer] + (["model.layers.0.mlp.experts"] if len(params) > 2 else [])
+        return type(select(*args)).__name__
+    except Exception as exc:
+        return f"error: {exc}"[:300]
 
 
 def _skip_scheme_init() -> None:

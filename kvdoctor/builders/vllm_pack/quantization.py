@@ -24,7 +24,7 @@ from pathlib import Path
 
 from kvdoctor.base.versions import pack_order
 from kvdoctor.builders.vllm_pack.quantization_classes import act_dtypes, min_capability, override
-from kvdoctor.builders.vllm_pack.quantization_schemes import scheme_facts
+from kvdoctor.builders.vllm_pack.quantization_schemes import marlin_facts, scheme_facts
 from kvdoctor.builders.vllm_pack.quantization_source import (
     ReleaseSource, assignment, class_chain, function, imports_in, message_template, module_file, string_list,
     walk_statements,
@@ -171,6 +171,7 @@ def release_facts(source: ReleaseSource) -> dict:
         "overrides_order": overrides_order(source),
         "messages": messages(source),
         "ct_schemes": scheme_facts(source),  # compressed-tensors' per-layer schemes (quantization_schemes.py)
+        "marlin": marlin_facts(source),  # what awq_marlin / gptq_marlin's overrides check before they claim
     }
 
 

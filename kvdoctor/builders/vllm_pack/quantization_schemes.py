@@ -15,6 +15,10 @@ from kvdoctor.builders.vllm_pack.quantization_source import (
 
 CT = "vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors.py"
 FP8 = "vllm/model_executor/layers/quantization/fp8.py"
+CT_MOE = ("vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors_moe/compressed_tensors_moe.py",
+          "vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors_moe.py")
+MOE_PHRASE = "Unsupported FusedMoe scheme"
+MARLIN = "vllm/model_executor/layers/quantization/utils/marlin_utils.py"
 MESSAGE_PHRASE = "Quantization scheme is not supported for the current GPU"
 # a branch whose body asks one of these chooses between two schemes by the GPU (the first when it holds)
 CAPABILITY_SWITCHES = {"_check_scheme_supported": "scheme_min_capability", "cutlass_fp4_supported": "fp4_cutlass"}
@@ -41,10 +45,35 @@ def scheme_facts(source: ReleaseSource) -> dict | None:
         "classes": classes,
         "message": _message(tree),
         "fp8_marlin_below": _fp8_marlin_below(source),
+        "moe": _moe_facts(source),
     }
 
 
-def _branches(select: ast.FunctionDef) -> list[dict]:
+def _moe_facts(source: ReleaseSource) -> dict | None:
+    """CompressedTensorsMoEMethod.get_moe_method: the `_is_*` branches that pick the experts' method, in order, and
+    the refusal when none matches ("Unsupported FusedMoe scheme: ..."); None when the release's file was not read."""
+    for file in CT_MOE:
+        tree = source.tree(file)
+        if tree is None:
+            continue
+        owner = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "CompressedTensorsMoEMethod"),
+                     None)  # fmt: skip
+        select = function(owner.body, "get_moe_method") if owner else None
+        if select is None:
+            return None
+        message = None
+        for node in ast.walk(select):
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
+                template = message_template(node.exc.args[0])
+                if MOE_PHRASE in template:
+                    message = {"template": template, "where": f"{file}:{node.lineno}"}
+        branches = [{k: b[k] for k in ("tests", "classes", "line", "any")}
+                    for b in _branches(select, prefix=("CompressedTensors", "Unquantized"))]  # fmt: skip
+        return {"select_where": f"{file}:{select.lineno}", "branches": branches, "message": message}
+    return None
+
+
+def _branches(select: ast.FunctionDef, prefix: tuple[str, ...] = ("CompressedTensors",)) -> list[dict]:
     """Each `if` whose test calls `self._is_*`: the tests it calls, the scheme classes its body returns (in order),
     the other comparisons its test makes (format, bit width) and what switches between its schemes."""
     found = []
@@ -61,7 +90,7 @@ def _branches(select: ast.FunctionDef) -> list[dict]:
             continue
         body = ast.Module(body=node.body, type_ignores=[])
         classes = list(dict.fromkeys(c.func.id for c in ast.walk(body) if isinstance(c, ast.Call)
-                                     and isinstance(c.func, ast.Name) and c.func.id.startswith("CompressedTensors")))
+                                     and isinstance(c.func, ast.Name) and c.func.id.startswith(prefix)))
         calls = {c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", "")
                  for c in ast.walk(body) if isinstance(c, ast.Call)}  # fmt: skip
         switch = next((v for k, v in CAPABILITY_SWITCHES.items() if k in calls), None)
@@ -70,7 +99,8 @@ def _branches(select: ast.FunctionDef) -> list[dict]:
                           and "format" in ast.unparse(c)})  # fmt: skip
         if classes:
             found.append({"tests": tests, "classes": classes, "switch": switch, "conditions": conditions,
-                          "body_formats": formats, "within": within.get(id(node)), "line": node.lineno})  # fmt: skip
+                          "body_formats": formats, "within": within.get(id(node)), "line": node.lineno,
+                          "any": isinstance(node.test, ast.BoolOp) and isinstance(node.test.op, ast.Or)})  # fmt: skip
     return sorted(found, key=lambda b: b["line"])
 
 
@@ -127,3 +157,28 @@ def _fp8_marlin_below(source: ReleaseSource) -> dict | None:
                         call.args and isinstance(call.args[0], ast.Constant):
                     return {"value": call.args[0].value, "where": f"{FP8}:{node.lineno}"}
     return None
+
+
+def marlin_facts(source: ReleaseSource) -> dict | None:
+    """The capability below which Marlin serves no quant type (query_marlin_supported_quant_types'
+    `if device_capability < N: return []`) and its group sizes: what awq_marlin / gptq_marlin's overrides check
+    (is_awq_marlin_compatible / is_gptq_marlin_compatible -> check_marlin_supported) before they claim a checkpoint."""
+    tree = source.tree(MARLIN)
+    if tree is None:
+        return None
+    query = function(tree.body, "query_marlin_supported_quant_types")
+    minimum = None
+    for node in ast.walk(query) if query else ():
+        if isinstance(node, ast.Compare) and ast.unparse(node.left) == "device_capability" and \
+                isinstance(node.ops[0], ast.Lt) and isinstance(node.comparators[0], ast.Constant):
+            minimum = {"value": node.comparators[0].value, "where": f"{MARLIN}:{node.lineno}"}
+            break
+    sizes = next((n for n in tree.body if isinstance(n, ast.Assign) and any(
+        getattr(t, "id", "") == "MARLIN_SUPPORTED_GROUP_SIZES" for t in n.targets)), None)  # fmt: skip
+    try:
+        groups = ast.literal_eval(sizes.value) if sizes is not None else None
+    except ValueError:  # not a literal list
+        groups = None
+    if minimum is None:
+        return None
+    return {"min_capability": minimum["value"], "where": minimum["where"], "group_sizes": groups}
