@@ -213,7 +213,7 @@ class MoeVerdict:
 
     method: str | None
     """The experts' method class, e.g. 'CompressedTensorsW8A8Fp8MoEMethod'; None when refused or undecided."""
-    candidates: tuple[str, ...] = ()
+    candidates: tuple[str, ...]
     """Every class the matching branch may build (it picks among them by kernel support: WNA16 or its Marlin)."""
     error: str | None
     """vLLM's "Unsupported FusedMoe scheme: ..." when no branch takes the experts' scheme (its QuantizationArgs
