@@ -47,6 +47,7 @@ def main() -> None:
 
     entries = load_yaml((LOGS / "index.yaml").read_text())
     totals = {False: [0, 0], True: [0, 0]}
+    contract = {False: [0, 0], True: [0, 0]}  # [failing logs with exit 0, healthy logs with exit 1]
     for entry in entries:
         held = bool(entry.get("heldout"))
         if held and args.seen_only:
@@ -56,12 +57,18 @@ def main() -> None:
         ok, detail = judge(entry)
         totals[held][0] += ok
         totals[held][1] += 1
+        failing = entry.get("failure", True) is not False
+        if failing and detail.startswith("exit 0"):
+            contract[held][0] += 1
+        if not failing and detail.startswith("exit 1"):
+            contract[held][1] += 1
         if args.verbose and not held:
             print(f"{'ok  ' if ok else 'MISS'} {entry['file']}: {detail}")
     for held, label in ((False, "seen"), (True, "held-out")):
         good, total = totals[held]
         if total:
-            print(f"{label}: {good}/{total} explained ({100 * good / total:.0f}%)")
+            print(f"{label}: {good}/{total} explained ({100 * good / total:.0f}%); failing logs with exit 0: "
+                  f"{contract[held][0]}, healthy logs with exit 1: {contract[held][1]}")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,17 @@ ERROR_LEVELS = ("ERROR", "CRITICAL")
 ERROR_TEXT = re.compile(r"(?i)^(?:fatal error|error)\b[: ]|: (?:fatal )?error: |\bCUDA error\b|^\s*what\(\): "
                         r"|^(?:ptxas|nvcc|nvlink|ld|collect2)\b.{0,20}\b(?:error|fatal)\b|\bSegmentation fault\b|\(core dumped\)|^Killed$")
 FAILED_TO_START = re.compile(r"(?i)\bfailed to start\b")
+# Crash words at any level but DEBUG (a process lost, a request the server failed: an access-log 5xx is logged at
+# INFO by uvicorn), each the kind of line a failing log may hold and a healthy start-up never does.
+CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMKilled\b|\bexit(?:ed with)? code "
+                        r"(?:[1-9]\d*|-\d+)\b|\bterminate called after throwing\b|\bBus error\b|\bIllegal instruction\b"
+                        r'|\bHTTP/\d(?:\.\d)?"\s+5\d\d\b')
+_CRASH_WORDS = ("xpectedly", "OOMKilled", "ode ", "terminate called", "Bus error", "llegal instruction", '" 5')
+
+
+def _crash(text: str) -> bool:
+    """CRASH_TEXT behind a substring test (a 100k-line log pays for the regex only on lines that may match)."""
+    return any(word in text for word in _CRASH_WORDS) and CRASH_TEXT.search(text) is not None
 FAILING_KINDS = ("raise", "error", "critical")
 # Printed lines that are never a raise site's message: frames, carets, progress bars, access logs of other loggers.
 _NOT_A_MESSAGE = re.compile(r'^(?:\s|File "|Traceback|\^|~|INFO:|DEBUG:|WARNING:|\S*\s*\d+%\|)'
@@ -76,6 +87,8 @@ def failure_evidence(
         if SEVERITY_ORDER[match.rule.severity] >= SEVERITY_ORDER["error"]:
             add(FailureEvidence(match.line, "known failure", match.text))
     for line in lines:
+        if line.level != "DEBUG" and line.text[:5] != "DEBUG" and _crash(line.text):
+            add(FailureEvidence(line.number, "error text", line.text.strip(), line.stream, line.level))
         if line.level in ("INFO", "DEBUG") or line.text[:5] in ("INFO:", "DEBUG"):
             continue  # INFO records and uvicorn's INFO lines
         text = line.text.strip()

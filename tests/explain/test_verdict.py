@@ -37,6 +37,10 @@ def kinds(report: Report) -> set[str]:
     ("Killed", "error text"),
     ("Segmentation fault (core dumped)", "error text"),
     ("WARNING 05-02 10:22:18 [api_server.py:9] API server process failed to start", "failed to start"),
+    ('INFO:     10.0.0.7:4711 - "POST /v1/completions HTTP/1.1" 500 Internal Server Error', "error text"),
+    ("WARNING 05-02 10:22:18 [core_client.py:9] Engine core proc EngineCore_DP0 died unexpectedly", "error text"),
+    ("INFO 05-02 10:22:18 [multiproc.py:9] Worker proc VllmWorker-0 exited with code -9", "error text"),
+    ("terminate called after throwing an instance of 'c10::Error'", "error text"),
 ])
 def test_each_kind_of_failure_line_exits_1(line, kind):
     report = explain_text(HEADS + line + "\n")
@@ -136,6 +140,8 @@ def test_evidence_is_one_entry_per_line_in_log_order():
     'INFO:     10.0.0.7:4711 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
     "WARNING 05-02 10:22:18 [config.py:1] Falling back to the V0 engine: the error above is not fatal",
     "INFO 05-02 10:22:18 [core.py:1] Retrying after a RuntimeError: Worker failed to start, attempt 2",
+    'INFO:     10.0.0.7:4711 - "GET /metrics HTTP/1.1" 404 Not Found',
+    "INFO 05-02 10:22:18 [multiproc.py:9] Worker proc VllmWorker-0 exited with code 0",
 ])
 def test_lines_that_are_no_failure_keep_a_healthy_log_at_exit_0(line):
     report = explain_text(HEADS + line + "\n")
