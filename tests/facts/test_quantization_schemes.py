@@ -23,7 +23,7 @@ from kvdoctor.facts.collect import CheckOptions, collect_facts
 from kvdoctor.rules import load_all_rules
 from kvdoctor.rules.engine import evaluate_rules
 from kvdoctor.vllm_pack.quantization import release_quantization
-from kvdoctor.vllm_pack.quantization_schemes import judge_schemes
+from kvdoctor.vllm_pack.quantization_schemes import judge_moe, judge_schemes
 from kvdoctor.vllm_pack.store import pack_releases
 
 QUANTIZED = CONFIGS / "quantized"
@@ -65,9 +65,10 @@ def _verdict(statuses: dict[str, str]) -> str:
 
 @pytest.mark.parametrize("version", sorted(ANSWERS))
 def test_the_replay_chooses_what_vllm_chooses(version):
-    """Every stored answer of vLLM's own scheme choice: the same scheme classes, or the same refusal word for word."""
+    """Every stored answer of vLLM's own scheme choice: the same scheme classes, or the same refusal word for word;
+    for a MoE model's experts, the same MoE method class or the same "Unsupported FusedMoe scheme" refusal."""
     schemes = release_quantization(version).ct_schemes
-    compared = 0
+    compared = moe_compared = 0
     for name, by_sm in ANSWERS[version].items():
         for sm, answer in by_sm.items():
             verdict = judge_schemes(schemes, _quant_config(name), int(sm))
@@ -76,7 +77,14 @@ def test_the_replay_chooses_what_vllm_chooses(version):
             if answer["error"] is None:
                 assert list(verdict.schemes) == list(dict.fromkeys(answer["schemes"])), (version, name, sm)
             compared += 1
-    assert compared >= 80
+            experts, theirs = judge_moe(schemes, _quant_config(name), int(sm)), answer["moe"]
+            if theirs.startswith("error: Unsupported FusedMoe scheme"):  # vLLM prints the args' pydantic repr
+                assert experts.error and experts.error.startswith("Unsupported FusedMoe scheme: "), (version, name)
+                moe_compared += 1
+            elif not theirs.startswith("error:"):  # an error of the child's stand-in layer asks nothing of vLLM
+                assert experts.error is None and theirs in experts.candidates, (version, name, sm, theirs)
+                moe_compared += 1
+    assert compared >= 80 and moe_compared >= 70  # the WNA16 Marlin check reads more of the layer than the stand-in has
 
 
 @pytest.mark.vllm_wheel
@@ -102,7 +110,7 @@ def test_vllms_own_answers_are_what_the_child_reports():
                    "scheme_capabilities": [[int(sm) // 10, int(sm) % 10] for sm in next(iter(stored.values()))]}
         raw = run_child(python, Path(tmp), request, timeout=600)
     fresh = raw["quantization"]["schemes"]
-    assert {n: {sm: {"error": a["error"], "schemes": a["schemes"]} for sm, a in by.items()}
+    assert {n: {sm: {"error": a["error"], "schemes": a["schemes"], "moe": a["moe"]} for sm, a in by.items()}
             for n, by in fresh.items()} == stored  # fmt: skip
 
 
@@ -199,3 +207,24 @@ def test_matrix_over_gpus_judges_the_quantized_checkpoint_through_checks_rules(t
     for gpu in ("T4", "A100"):
         assert "KVD197" in fired[gpu] and "KVD196" not in fired[gpu], gpu
     assert not {"KVD196", "KVD197"} & fired["H100"]
+
+
+def test_a_moe_model_whose_experts_no_moe_method_takes_fails_in_vllms_words():
+    """Static per-tensor INT8 W8A8 loads for linear layers, but get_moe_method has no branch for it: KVD199."""
+    flat = _flat(QUANTIZED / "mixtral-8x7b-ct-w8a8-int8-static.json", "H100", "0.33.0")
+    assert _statuses(flat).get("KVD199") == "fired"
+    assert flat["quant.error"].startswith("Unsupported FusedMoe scheme: num_bits=8 type=int strategy=channel")
+    dense = _flat(QUANTIZED / "hub" / "llama-3.2-1b-w8a8-int8-ct.json", "H100", "0.33.0")  # dynamic INT8: taken
+    assert "KVD199" not in _statuses(dense) and dense["quant.error_kind"] == "none"
+
+
+def test_marlin_overrides_claim_only_what_their_conditions_take():
+    """0.15.1: gptq_marlin claims a symmetric 4-bit GPTQ checkpoint on SM 7.5+ (Marlin's minimum there), not an
+    asymmetric one, which stays on gptq: float16 only, so its bfloat16 config is refused (KVD193, --dtype float16)."""
+    sym = _flat(HUB / "qwen2.5-0.5b-gptqmodel-w4a16.json", "A100", "0.15.1")
+    assert sym["quant.method"] == "gptq_marlin" and sym["quant.error_kind"] == "none"
+    asym = _flat(HUB / "yi-1.5-9b-gptq-asym.json", "A100", "0.15.1")
+    assert asym["quant.method"] == "gptq" and _statuses(asym).get("KVD193") == "fired"
+    assert asym["quant.fix_dtype"] == "--dtype float16"
+    old = _flat(HUB / "qwen2.5-0.5b-gptqmodel-w4a16.json", "T4", "0.12.0")  # Marlin needed SM 8.0 up to 0.13.0
+    assert old["quant.method"] == "gptq"
