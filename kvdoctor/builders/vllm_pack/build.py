@@ -198,6 +198,7 @@ def refresh_guards(versions: list[str], wheels: Path, python: str, out: Path, ti
             continue
         detail["backends"]["guards"] = clean_paths(raw["guards"]["guards"])
         detail["backends"]["query_quant"] = clean_paths(raw["guards"]["query_quant"])
+        detail["backends"]["layer_guards"] = clean_paths(raw["guards"]["layer_guards"])
         path.write_bytes(pack_bytes(dumps(detail).encode()))
         print(f"{version}: guards of {', '.join(sorted(raw['guards']['guards']))}; "
               f"query quantization: {', '.join(sorted(raw['guards']['query_quant']))}")

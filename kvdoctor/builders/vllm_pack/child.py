@@ -154,10 +154,26 @@ def _cuda_tensors_on_meta():
         setattr(torch, name, wrap(getattr(torch, name)))
     torch.cuda.current_device = lambda: 0
 
-    class _Props:  # what module-level code reads of device 0 (the capability is reported separately)
-        multi_processor_count, total_memory, name, major, minor = 132, 80 << 30, "{device_name}", 9, 0
+    class _Props:  # what code reads of device 0; its capability is the one the platform reports right now
+        multi_processor_count, total_memory, name = 132, 80 << 30, "{device_name}"
+
+        @property
+        def major(self):
+            return _capability_now()[0]
+
+        @property
+        def minor(self):
+            return _capability_now()[1]
 
     torch.cuda.get_device_properties = lambda *a, **k: _Props()
+    torch.cuda.get_device_capability = lambda *a, **k: _capability_now()
+
+
+def _capability_now() -> tuple[int, int]:
+    """The capability the stubbed platform reports now (install_platform; the tasks switch it per target)."""
+    platform = sys.modules.get("vllm.platforms")
+    current = getattr(platform, "_current_platform", None) if platform else None
+    return tuple(getattr(type(current), "capability_now", REQ.get("capability", (9, 0))))
 
 
 _cuda_tensors_on_meta()

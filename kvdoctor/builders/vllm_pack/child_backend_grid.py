@@ -12,6 +12,7 @@ import inspect
 import itertools
 import os
 
+from kvdoctor.builders.vllm_pack import child_engine
 from kvdoctor.builders.vllm_pack.child_backend_probes import constructor_guards
 from kvdoctor.builders.vllm_pack.child_shared import FreshVllmConfig, clear_caches, decision_tree
 
@@ -101,6 +102,7 @@ def run(ctx) -> dict:
             cells.setdefault(answers.index(answer), []).append([f"{cap[0]}.{cap[1]}"] + list(combo))
     guards = _guards(ctx, answers, Enum, paths, caps, platform_cls, kv_values, torch)
     samples = _samples(ctx, fn, params, Config, config_fields, Enum, axes, names, caps, platform_cls, torch, paths)
+    engine = child_engine.run(ctx)  # 0.10.x: V0 or V1 per configuration (pops VLLM_USE_V1: asked last)
     unknown = None
     try:
         Enum["NO_SUCH_BACKEND"]
@@ -123,6 +125,7 @@ def run(ctx) -> dict:
         "guards": guards,
         "assumes": "VLLM_USE_V1=1 (0.10's default on CUDA), no other attention environment variable set; "
                    "the block size as vLLM passes it to the selector",
+        **({"engine": engine} if engine is not None else {}),
     }
 
 

@@ -28,6 +28,7 @@ from kvdoctor.builders.vllm_pack.child_backend_probes import (
     set_capability,
     templates,
 )
+from kvdoctor.builders.vllm_pack.child_layer_probes import layer_guards
 from kvdoctor.builders.vllm_pack.child_shared import FreshVllmConfig
 
 
@@ -191,4 +192,5 @@ def run(ctx) -> dict:
     out["templates"] = templates(ctx, cuda_mod, Enum)
     out["samples"] = real_selections(ctx, caps, platform_cls, kv_values, Enum, DeviceCapability)
     out["selector_config"] = selector_config_fields()
+    out["layer_guards"] = layer_guards(ctx, classes, caps, platform_cls, kv_values)
     return out

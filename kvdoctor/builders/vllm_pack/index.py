@@ -138,10 +138,25 @@ def _capability_slice(backends: dict, cap: str, pool: list, pool_ids: dict) -> d
                        "table": {k: lists.index(v) for k, v in table.items()}},
         "guards": guards,
     })
+    if "layer_guards" in backends:
+        out["layer_guards"] = _layer_guards_slice(backends["layer_guards"], cap)
     if "query_quant" in backends:
         out["query_quant"] = {n: [c for c in cells if _cap_of(c) == cap]
                               for n, cells in backends["query_quant"].items()}
     return out
+
+
+def _layer_guards_slice(layer: dict, cap: str) -> dict:
+    """The layer-feature probes' answers on one capability (probed cells and refusals)."""
+    probed = {n: {stage: [c for c in cells if _cap_of(c) == cap] for stage, cells in stages.items()}
+              for n, stages in layer["probed"].items()}
+    refusals: dict = {}
+    for name, messages in layer["refusals"].items():
+        for message, entry in messages.items():
+            cells = [c for c in entry["cells"] if _cap_of(c) == cap]
+            if cells:
+                refusals.setdefault(name, {})[message] = {**entry, "cells": cells}
+    return {"features": layer["features"], "probed": probed, "refusals": refusals}
 
 
 def _compact(data) -> str:

@@ -1,0 +1,99 @@
+"""Child task `module:engine`: which engine a release with both (0.10.x and older: V0 and V1) starts, per
+configuration, as its own `EngineArgs._is_v1_supported_oracle` decides (vllm/engine/arg_utils.py).
+
+The oracle is run on default serve flags with `VLLM_USE_V1` unset (the default: fall back to V0 where V1 lacks a
+feature) over capability x KV-cache dtype x MLA x `VLLM_ATTENTION_BACKEND`; `_raise_or_fallback` and
+`_warn_or_fallback` are watched to record the feature that sends it to V0, in vLLM's words. The model config is a
+stand-in for a V1-compatible decoder (the oracle reads `is_v1_compatible`, `use_mla` and the sliding window).
+Releases without the oracle (0.11.0 on: V0 is gone) answer None.
+"""
+from __future__ import annotations
+
+import os
+
+from kvdoctor.builders.vllm_pack.child_shared import clear_caches
+
+FORCED = (None, "FLASH_ATTN", "FLASHINFER", "XFORMERS", "TRITON_ATTN_VLLM_V1", "FLASH_ATTN_VLLM_V1",
+          "FLASHINFER_VLLM_V1", "FLEX_ATTENTION", "TORCH_SDPA", "TRITON_MLA", "FLASHMLA", "CUTLASS_MLA")
+
+
+class _ModelConfig:
+    """What the oracle reads of ModelConfig, for a V1-compatible decoder."""
+
+    is_v1_compatible, is_multimodal_model, runner_type, architectures = True, False, "generate", ["LlamaForCausalLM"]
+
+    def __init__(self, use_mla: bool):
+        self.use_mla = use_mla
+
+    def get_sliding_window(self):
+        return None
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return None
+
+
+def run(ctx) -> dict | None:
+    import typing
+
+    import vllm.engine.arg_utils as arg_utils
+    import vllm.platforms
+
+    if not hasattr(arg_utils.EngineArgs, "_is_v1_supported_oracle"):
+        return None
+    try:
+        from vllm.config.cache import CacheDType
+    except ImportError:
+        from vllm.config import CacheDType
+    kv_values = list(typing.get_args(CacheDType))
+    platform_cls = type(vllm.platforms._current_platform)
+    why: list[str] = []
+    originals = {n: getattr(arg_utils, n) for n in ("_raise_or_fallback", "_warn_or_fallback") if hasattr(arg_utils, n)}
+
+    def raise_or_fallback(feature_name, recommend_to_remove=False):
+        why.append(f"{feature_name} is not supported by the V1 Engine. Falling back to V0.")
+
+    def warn_or_fallback(feature_name):
+        why.append(f"{feature_name} is experimental on VLLM_USE_V1=1. Falling back to V0 Engine.")
+        return True
+
+    arg_utils._raise_or_fallback, arg_utils._warn_or_fallback = raise_or_fallback, warn_or_fallback
+    os.environ.pop("VLLM_USE_V1", None)
+    cells: dict[str, list[str]] = {}
+    try:
+        for cap in [tuple(c) for c in ctx.REQ["capabilities"]]:
+            platform_cls.capability_now = cap
+            for forced in FORCED:
+                _env("VLLM_ATTENTION_BACKEND", forced)
+                clear_caches()
+                for use_mla in (False, True):
+                    for kv in kv_values:
+                        why.clear()
+                        try:
+                            args = arg_utils.EngineArgs(model="stand-in", kv_cache_dtype=kv)
+                            v1 = args._is_v1_supported_oracle(_ModelConfig(use_mla))
+                            answer = "V1" if v1 else "V0: " + (why[0] if why else "the oracle said no")
+                        except Exception as exc:
+                            answer = f"error: {type(exc).__name__}: {exc}"[:300]
+                        cells.setdefault(answer, []).append(f"{cap[0]}.{cap[1]}|{forced or '-'}|{int(use_mla)}|{kv}")
+    finally:
+        for name, fn in originals.items():
+            setattr(arg_utils, name, fn)
+        _env("VLLM_ATTENTION_BACKEND", None)
+    return {"answers": cells, "where": ctx.where(arg_utils.EngineArgs._is_v1_supported_oracle),
+            "assumes": "default serve flags, VLLM_USE_V1 unset, a V1-compatible decoder without a sliding window"}
+
+
+def _env(name, value):
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+    try:
+        import vllm.envs as envs
+
+        if hasattr(envs, "disable_envs_cache"):
+            envs.disable_envs_cache()
+    except Exception:
+        pass
