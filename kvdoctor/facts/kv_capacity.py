@@ -115,6 +115,9 @@ def state_page_bytes(state: dict, tensor_parallel_size: int, conv_bytes: int, ss
         groups = state["n_groups"] + (0 if state["n_groups"] % tp == 0 else tp - state["n_groups"])  # :269
         conv = (state["intermediate_size"] + 2 * groups * state["state_size"]) // tp * (state["conv_kernel"] - 1)
         temporal = state["num_heads"] // tp * state["head_dim"] * state["state_size"]
+    elif state["calculator"] == "mamba1":  # mamba1_state_shape, mamba_utils.py:180
+        conv = state["intermediate_size"] // tp * (state["conv_kernel"] - 1)
+        temporal = state["intermediate_size"] // tp * state["state_size"]
     elif state["calculator"] == "gated_delta_net":  # gated_delta_net_state_shape, mamba_utils.py:280
         conv_dim = state["head_k_dim"] * state["num_k_heads"] * 2 + state["head_v_dim"] * state["num_v_heads"]
         conv = conv_dim // tp * (state["conv_kernel"] - 1)

@@ -86,14 +86,15 @@ def test_llama4_chunks_every_layer_with_rope(tmp_path):
     ("config", "serve", "words"),
     [
         (WHISPER_LIKE, (), "cross-attention"),
-        (json.loads((CONFIGS / "jamba-v0.1.json").read_text()), (), "Mamba"),
+        ({**json.loads((CONFIGS / "jamba-v0.1.json").read_text()), "architectures": ["BambaForCausalLM"],
+          "model_type": "bamba"}, (), "Mamba"),
         ({**NEMOTRON_H, "architectures": ["FalconH1ForCausalLM"], "model_type": "falcon_h1"}, (), "Mamba"),
         (json.loads((CONFIGS / "llama-3.1-8b-instruct.json").read_text()),
          ("--kv-cache-dtype-skip-layers", "0"), "--kv-cache-dtype-skip-layers"),
         (json.loads((CONFIGS / "llama-3.1-8b-instruct.json").read_text()),
          ("--kv-offloading-size", "8"), "--kv-offloading-size"),
     ],
-    ids=["encoder-decoder", "jamba", "unlisted-hybrid", "skip-layers", "kv-offloading"],
+    ids=["encoder-decoder", "bamba", "unlisted-hybrid", "skip-layers", "kv-offloading"],
 )
 def test_what_kvdoctor_cannot_size_is_undecided_in_words_never_a_pass(tmp_path, config, serve, words):
     flat = flat_for(tmp_path, config, serve=("--max-model-len", "4096", *serve))

@@ -42,6 +42,8 @@ CASES = [
     # hybrid NemotronH: Mamba2 (SSM state float32, the architecture's default), MLP-only and attention layers; the
     # state outgrows a 128-token page, so vLLM raises the block to 256
     {"name": "nemotron-h", "kind": "nemotron_h", "kv_gib": 1, "max_model_len": 4096},
+    # Jamba: Mamba1 layers (no prefill-checkpoint block), attention on every 4th layer from layer 2
+    {"name": "jamba", "kind": "jamba", "kv_gib": 1, "max_model_len": 4096},
     # Qwen3-Next: gated delta-net linear attention (no prefill checkpoint block); its state fits one 128-token page,
     # which vLLM pads it to
     {"name": "qwen3-next", "kind": "qwen3_next", "kv_gib": 1, "max_model_len": 4096},

@@ -129,9 +129,16 @@ def test_exact_budget_has_no_band_and_the_fit_is_exact():
     assert flat["memory.kv_tokens"] == (GIB // (36 * 16 * 1024)) * 16
 
 
-def test_hybrid_models_are_said_not_modelled():
-    flat = facts_for(model=CONFIGS / "jamba-v0.1.json", gpu="H100")
-    assert flat["memory.fit"] == "not_modelled" and "Mamba" in flat["memory.why_not"]
+def test_jamba_is_sized_with_its_mamba_state_and_other_hybrids_are_said_not_modelled(tmp_path):
+    flat = facts_for(model=CONFIGS / "jamba-v0.1.json", gpu="H100", serve=["--max-model-len", "65536"])
+    kinds = flat["model.layer_kinds"]
+    assert kinds.count("full") == 4 and kinds[4] == "full" and kinds.count("state") == 28  # 1 in 8 from layer 4
+    assert flat["memory.fit"] in ("fits", "within_band", "does_not_fit")
+    config = json.loads((CONFIGS / "jamba-v0.1.json").read_text()) | {"architectures": ["BambaForCausalLM"],
+                                                                     "model_type": "bamba"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    other = facts_for(model=tmp_path, gpu="H100")
+    assert other["memory.fit"] == "not_modelled" and "Mamba" in other["memory.why_not"]
 
 
 def test_gemma2_slides_every_other_layer_from_layer_0():

@@ -46,6 +46,11 @@ def make(kind, out):
                                 hybrid_override_pattern="M-M-M-M*", mamba_num_heads=8, mamba_head_dim=32, n_groups=2,
                                 ssm_state_size=32, conv_kernel=4, expand=2)
         cls = t.NemotronHForCausalLM
+    elif kind == "jamba":  # Jamba: Mamba1 layers, attention where layer % attn_layer_period == attn_layer_offset
+        cfg = t.JambaConfig(**{**common, "num_hidden_layers": 8}, num_key_value_heads=2, attn_layer_period=4,
+                            attn_layer_offset=2, mamba_d_state=16, mamba_d_conv=4, mamba_expand=2, num_experts=2,
+                            num_experts_per_tok=1, expert_layer_period=2, expert_layer_offset=1)
+        cls = t.JambaForCausalLM
     elif kind == "qwen3_next":  # Qwen3-Next: gated delta-net linear attention, full attention every 4th layer
         cfg = t.Qwen3NextConfig(**{**common, "num_hidden_layers": 4}, num_key_value_heads=2, head_dim=32,
                                 linear_num_key_heads=4, linear_num_value_heads=8, linear_key_head_dim=32,

@@ -160,6 +160,10 @@ def layer_kinds(text: dict[str, Any], model: ModelFacts) -> list[str] | None:
             interval = _int(text.get("no_rope_layer_interval")) or 4  # every interval-th layer has no rope
             rope = [int((i + 1) % interval != 0) for i in range(layers)]
         return ["chunked" if r else "full" for r in rope]
+    period = (_state_model(model) or {}).get("period")
+    if period and _int(text.get(period["period_key"])) and isinstance(text.get(period["offset_key"]), int):
+        every, offset = text[period["period_key"]], text[period["offset_key"]]
+        return [period["match"] if i % every == offset else period["other"] for i in range(layers)]
     if pattern and not isinstance(declared, list) and isinstance(text.get(pattern["key"]), str):
         declared = [pattern["kinds"].get(c, "other") for c in text[pattern["key"]]]
         return declared if len(declared) == layers else None
