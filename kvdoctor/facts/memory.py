@@ -302,7 +302,8 @@ def _fitting_tp(flat, facts: Facts, serve: ServeMemory, kinds, release, max_mode
     """The smallest larger tensor-parallel size (2, 4, 8) at which one request fits the budget's low edge."""
     from dataclasses import replace
 
-    if judge_fit(plan_for(flat, facts, serve, kinds, facts.serve.kv_cache_dtype, release), *_low_edge(flat, facts, serve, release),
+    plan = plan_for(flat, facts, serve, kinds, facts.serve.kv_cache_dtype, release)
+    if judge_fit(plan, *_low_edge(flat, facts, serve, release),
                  max_model_len, _in_flight_tokens(flat, facts, serve, release), _null_block_reserved(release.version)).fits:
         return None
     for tp in (2, 4, 8):
@@ -331,7 +332,8 @@ def _dtype_capacities(flat, facts: Facts, serve, kinds, release, budget, band, m
         if dtype == facts.serve.kv_cache_dtype or dtype not in release.kv_cache_dtypes:
             continue
         try:
-            fit = judge_fit(plan_for(flat, facts, serve, kinds, dtype, release), budget - band, max_model_len, in_flight, reserved)
+            plan = plan_for(flat, facts, serve, kinds, dtype, release)
+            fit = judge_fit(plan, budget - band, max_model_len, in_flight, reserved)
         except NotImplementedError:  # e.g. TurboQuant's native layers next to sliding-window ones
             parts.append(f"{dtype}: not modelled")
             continue

@@ -148,7 +148,8 @@ def kv_budget(flat, facts: Facts, serve: ServeMemory, release) -> tuple[int, int
     available = int(total * util) - (weights or 0) - modelled
     margin = 0
     if extensible(release, serve):  # measure_kv_cache_bytes: the device's headroom less a margin caps the request
-        margin = max(int(table["extensible_margin_floor_gib"] * GIB), int(table["extensible_margin_fraction"] * activation))
+        margin = max(int(table["extensible_margin_floor_gib"] * GIB),
+                     int(table["extensible_margin_fraction"] * activation))
         available = min(int(total * util), total - margin) - (weights or 0) - modelled
     band = max(int(table["band_min_gib"] * GIB), int(table["band_share"] * modelled))
     if estimated and weights:

@@ -139,10 +139,10 @@ def _chunk_size(text: dict[str, Any], model: ModelFacts) -> int | None:
 
 def layer_kinds(text: dict[str, Any], model: ModelFacts) -> list[str] | None:
     """Per decoder layer: 'full', 'sliding', 'chunked' (chunked local attention), 'state' (a Mamba / linear-attention
-    state of an architecture kvdoctor sizes), 'none' (no cache: an MLP-only layer) or 'other' (one it does not), as the model's vLLM code builds them:
-    config.json's layer_types when given; Gemma-2 alternates from a sliding layer 0; Qwen2-style
-    use_sliding_window slides from max_window_layers; any other declared window slides every layer; Llama-4 chunks
-    the layers with rope."""
+    state of an architecture kvdoctor sizes), 'none' (no cache: an MLP-only layer) or 'other' (one it does not), as
+    the model's vLLM code builds them: Llama-4 chunks the layers with rope; Jamba's attention period, NemotronH's
+    pattern, config.json's layer_types when given; Gemma-2 alternates from a sliding layer 0; Qwen2-style
+    use_sliding_window slides from max_window_layers; any other declared window slides every layer."""
     declared = text.get("layer_types") or text.get("layers_block_type")
     pattern = (_state_model(model) or {}).get("pattern")
     # transformers 5 leaves num_hidden_layers out of some hybrid configs (NemotronH): the per-layer list says it
