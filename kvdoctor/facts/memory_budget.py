@@ -139,11 +139,11 @@ def kv_budget(flat, facts: Facts, serve: ServeMemory, release) -> tuple[int, int
         return serve.kv_cache_memory_bytes, 0, "--kv-cache-memory-bytes (vLLM skips memory profiling)", weights, estimated
     table = budget_table()
     util = serve.gpu_memory_utilization or release_utilization(release, serve)
-    total = int(flat["gpu.memory_gib"] * GIB)
+    total = cuda_total_bytes(flat)
     activation = _activation_bytes(flat, facts, serve, release)
     tp = facts.serve.tensor_parallel_size
     non_torch = int((table["non_torch_gib"] + table["non_torch_per_extra_rank_gib"] * (tp - 1)) * GIB)
-    graphs = 0 if serve.enforce_eager else int(table["cudagraph_gib"] * GIB)
+    graphs = 0 if serve.enforce_eager or not cudagraphs_counted(release) else int(table["cudagraph_gib"] * GIB)
     modelled = activation + non_torch + graphs
     available = int(total * util) - (weights or 0) - modelled
     margin = 0
@@ -153,11 +153,14 @@ def kv_budget(flat, facts: Facts, serve: ServeMemory, release) -> tuple[int, int
         available = min(int(total * util), total - margin) - (weights or 0) - modelled
     band = max(int(table["band_min_gib"] * GIB), int(table["band_share"] * modelled))
     if estimated and weights:
-        quantized = facts.model.quant_method not in (None, "none")
+        quantized = facts.model.quant_method not in (None, "none") or facts.serve.quantization not in (None, "none")
         share = table["estimated_weights_band_share"] + (table["quantized_weights"]["band_share"] if quantized else 0)
         band += int(share * weights)
+    moe = flat.get("model.moe_layout")
+    if moe and weights:  # the fused-MoE workspace of the profile run is not modelled
+        band += int(table["moe_activation_band_share"] * weights)
     sizing = "extensible KV cache (measured after warmup), " if extensible(release, serve) else ""
-    source = (f"{sizing}{flat['gpu.memory_gib']:g} GiB x gpu_memory_utilization {util:g} - weights "
+    source = (f"{sizing}{total / GIB:.2f} GiB (as CUDA reports it) x gpu_memory_utilization {util:g} - weights "
               f"{(weights or 0) / GIB:.2f} GiB{' (estimated)' if estimated else ''} - modelled activation peak "
               f"{activation / GIB:.2f} GiB, non-torch {non_torch / GIB:.2f} GiB, CUDA graphs {graphs / GIB:.2f} GiB"
               + (f" (headroom margin {margin / GIB:.2f} GiB)" if margin else ""))
@@ -183,15 +186,29 @@ def _estimated_weights(flat, facts: Facts) -> int | None:
         return None
     dtype_bytes = int(kv_table()["dtype_bytes"].get(m.dtype or "bfloat16", 2))
     linear_bytes: float = dtype_bytes
-    if m.quant_method not in (None, "none"):
-        linear_bytes = quantized_bytes_per_param(flat.get("model.quantization_config") or {}, m.quant_method,
-                                                 dtype_bytes, m.hidden_size)  # fmt: skip
+    # the checkpoint's method, else --quantization on an unquantized checkpoint (online quantization, e.g. fp8)
+    method = m.quant_method if m.quant_method not in (None, "none") else facts.serve.quantization
+    if method not in (None, "none"):
+        config = flat.get("model.quantization_config") or {} if m.quant_method not in (None, "none") else {}
+        linear_bytes = quantized_bytes_per_param(config, method, dtype_bytes, m.hidden_size)
         if linear_bytes is None:
             return None
     attention = m.hidden_size * m.head_dim * (2 * m.num_attention_heads + 2 * (m.num_kv_heads or 1))
-    mlp = 3 * m.hidden_size * inter
     embeddings = vocab * m.hidden_size * (1 if flat.get("model.tie_word_embeddings") else 2)
-    return int(m.num_hidden_layers * (attention + mlp) * linear_bytes) + embeddings * dtype_bytes
+    layers = m.num_hidden_layers * attention + mlp_parameters(flat, m.hidden_size, m.num_hidden_layers, inter)
+    return int(layers * linear_bytes) + embeddings * dtype_bytes
+
+
+def mlp_parameters(flat, hidden: int, layers: int, inter: int) -> int:
+    """Every layer's MLP parameters: gate, up and down projections; a MoE layer's routed experts, shared experts
+    and router (model.moe_layout), its dense layers at their own width."""
+    moe = flat.get("model.moe_layout")
+    if not moe:
+        return layers * 3 * hidden * inter
+    dense = min(moe["dense_layers"], layers)
+    moe_layers = -(-(layers - dense) // max(1, moe.get("period", 1)))
+    per_moe_layer = 3 * hidden * (moe["experts"] * moe["expert_width"] + moe["shared_width"]) + hidden * moe["experts"]
+    return moe_layers * per_moe_layer + (layers - moe_layers) * 3 * hidden * moe["dense_width"]
 
 
 def quantized_bytes_per_param(config: dict[str, Any], method: str, model_dtype_bytes: int,
@@ -227,5 +244,30 @@ def _activation_bytes(flat, facts: Facts, serve: ServeMemory, release) -> int:
     inter = (flat.get("model.intermediate_size") or 0) // tp
     seqs = serve.max_num_seqs or default_seqs
     logits = seqs * (flat.get("model.vocab_size") or 0) * 4
-    return int(tokens * (table["activation_bytes_per_token_hidden"] * hidden
-                         + table["activation_bytes_per_token_intermediate"] * inter) + logits)
+    forward = tokens * (table["activation_bytes_per_token_hidden"] * hidden
+                        + table["activation_bytes_per_token_intermediate"] * inter)
+    peak = max(forward, logits)  # the dummy forward and the dummy sampler run one after the other
+    return int(peak * (1 if serve.enforce_eager else 1 + table["compiled_activation_share"]))
+
+
+def cuda_total_bytes(flat) -> int:
+    """The GPU memory vLLM budgets from: torch's mem_get_info total (measured per GPU where known), else the card's
+    nominal memory less what the driver keeps (data/kv_memory.yaml budget.cuda_total_gib / cuda_reserved_gib)."""
+    table = budget_table()
+    measured = table["cuda_total_gib"].get(flat.get("gpu.name"))
+    gib = measured if measured is not None else flat["gpu.memory_gib"] - table["cuda_reserved_gib"]
+    return int(gib * GIB)
+
+
+def cudagraphs_counted(release) -> bool:
+    """Whether the release subtracts CUDA-graph memory before sizing the KV cache (read per release; a release
+    between two read ones that disagree, or outside them, counts it: the smaller budget)."""
+    from kvdoctor.base.versions import release_numbers
+
+    read = {release_numbers(v): counted for v, counted in budget_table()["cudagraph_counted_read_in"].items()}
+    number = release_numbers(release.version)
+    if number in read:
+        return read[number]
+    below = [read[r] for r in sorted(read) if r < number][-1:]
+    above = [read[r] for r in sorted(read) if r > number][:1]
+    return not (below and above and below == above == [False])

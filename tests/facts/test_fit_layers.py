@@ -111,7 +111,9 @@ def test_0_34_0_sizes_the_extensible_kv_cache_by_default(tmp_path):
     margin = float(new["memory.kv_budget_source"].split("headroom margin ")[1].split(" GiB")[0])
     activation = float(new["memory.kv_budget_source"].split("activation peak ")[1].split(" GiB")[0])
     assert margin == pytest.approx(max(1.0, 0.75 * activation), abs=0.01)
-    expected = new["gpu.memory_gib"] * (1.0 - 0.92) - margin
+    from kvdoctor.facts.memory_budget import cuda_total_bytes
+
+    expected = cuda_total_bytes(new) / GIB * (1.0 - 0.92) - margin
     assert (new["memory.kv_budget_bytes"] - old["memory.kv_budget_bytes"]) / GIB == pytest.approx(expected, abs=0.02)
     exact = flat_for(tmp_path, llama, vllm="0.34.0", serve=("--max-model-len", "8192", "--kv-cache-memory-bytes", "2G"))
     assert exact["memory.kv_budget_bytes"] == 2 * GIB  # --kv-cache-memory-bytes turns the extensible cache off

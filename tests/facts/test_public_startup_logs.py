@@ -99,9 +99,12 @@ def test_the_misses_are_counted(measured):
 def test_a_budget_override_changes_the_prediction_and_is_undone():
     entry = next(e for e in SEEN if e["name"] == "abinavchandar__llama-3.1-8b_l4")
     before = TOOL.measure(entry)["pred_avail_gib"]
+    from kvdoctor.facts.memory_budget import budget_table
+
+    shift = budget_table()["non_torch_gib"] - 0.25  # less non-torch memory modelled, that much more for the KV cache
     TOOL.use_budget({"non_torch_gib": 0.25})
     try:
-        assert TOOL.measure(entry)["pred_avail_gib"] == pytest.approx(before + 0.5, abs=0.01)
+        assert TOOL.measure(entry)["pred_avail_gib"] == pytest.approx(before + shift, abs=0.01)
     finally:
         TOOL.use_budget(None)
     assert TOOL.measure(entry)["pred_avail_gib"] == pytest.approx(before)

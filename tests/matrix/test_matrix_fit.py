@@ -69,7 +69,7 @@ def test_every_cell_equals_check_for_the_same_inputs(tmp_path, setup):
 
 
 def test_a_cell_that_holds_less_than_one_request_is_fail_with_the_fit_rule(tmp_path):
-    data = _matrix(tmp_path, QWEN, "T4,H100", "auto", "--gpu-memory-utilization", "0.4")
+    data = _matrix(tmp_path, QWEN, "T4,H100", "auto", "--gpu-memory-utilization", "0.45")
     cells = {c["gpu"]: c for c in data["cells"]}
     t4, h100 = cells["T4"], cells["H100"]
     assert t4["capacity"]["fit"] == "does_not_fit" and t4["verdict"] == "FAIL"
@@ -84,8 +84,8 @@ def test_a_cell_that_holds_less_than_one_request_is_fail_with_the_fit_rule(tmp_p
 
 def test_max_model_len_sets_the_request_not_the_pool(tmp_path):
     """vLLM's pool of blocks does not depend on --max-model-len for full attention; its concurrency does."""
-    short = _matrix(tmp_path, DEEPSEEK, "L4", "auto", "--max-model-len", "4096")["cells"][0]["capacity"]
-    longest = _matrix(tmp_path, DEEPSEEK, "L4", "auto")["cells"][0]["capacity"]
+    short = _matrix(tmp_path, DEEPSEEK, "H100", "auto", "--max-model-len", "4096")["cells"][0]["capacity"]
+    longest = _matrix(tmp_path, DEEPSEEK, "H100", "auto")["cells"][0]["capacity"]
     assert short["max_model_len"] == 4096 and longest["max_model_len"] == 163840  # the model's own, as check derives
     assert short["tokens"] == longest["tokens"] > 0
     assert short["max_concurrency"] == pytest.approx(short["tokens"] / 4096, abs=0.01)

@@ -15,7 +15,7 @@ QWEN = REPO / "examples" / "qwen2.5-3b-instruct"
 BASE = ("check", "--model", str(QWEN), "--vllm-version", "0.33.0", "--no-compile")
 CASES = {
     "fits": ("--gpu", "A100"),
-    "does_not_fit": ("--gpu", "T4", "--gpu-memory-utilization", "0.4"),
+    "does_not_fit": ("--gpu", "T4", "--gpu-memory-utilization", "0.45"),
     "not_modelled": ("--gpu", "A100", "--kv-cache-dtype", "int8_per_token_head"),
 }
 # one sample line of the text exposition format: name, optional {label="value",...}, a float

@@ -27,7 +27,7 @@ _SAFETENSORS_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 
 UNKNOWN = {"model.max_len_keys": None, "model.rope_scaling": None, "model.layer_kinds": None,
            "model.state_layer": None, "model.attention_chunk_size": None, "model.quantization_config": None,
            "model.vocab_size": None, "model.intermediate_size": None, "model.tie_word_embeddings": None,
-           "checkpoint.weights_bytes": None, "checkpoint.weights_source": None}  # fmt: skip
+           "model.moe_layout": None, "checkpoint.weights_bytes": None, "checkpoint.weights_source": None}  # fmt: skip
 
 
 def probe_model_memory(model: ModelFacts | None, config_path: Path | None, model_dir: Path | None, *,
@@ -48,9 +48,33 @@ def probe_model_memory(model: ModelFacts | None, config_path: Path | None, model
         "model.vocab_size": _int(text.get("vocab_size", raw.get("vocab_size"))),
         "model.intermediate_size": _int(text.get("moe_intermediate_size") or text.get("intermediate_size")),
         "model.tie_word_embeddings": bool(raw.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
+        "model.moe_layout": moe_layout(text),
         "checkpoint.weights_bytes": weights,
         "checkpoint.weights_source": source,
     }
+
+
+_EXPERT_KEYS = ("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts")
+
+
+def moe_layout(text: dict[str, Any]) -> dict[str, int] | None:
+    """The MLP shapes of a mixture-of-experts config (None for a dense one): routed experts and their width, the
+    shared experts' total width, the dense layers (DeepSeek's first_k_dense_replace, Qwen-MoE's mlp_only_layers)
+    and their width. Spellings as the hub's configs write them (DeepSeek, Qwen2/3-MoE, Mixtral, gpt-oss)."""
+    experts = next((_int(text.get(k)) for k in _EXPERT_KEYS if _int(text.get(k))), None)
+    if not experts or experts < 2:
+        return None
+    expert_width = _int(text.get("moe_intermediate_size")) or _int(text.get("intermediate_size")) or 0
+    shared = _int(text.get("shared_expert_intermediate_size")) or (
+        (_int(text.get("n_shared_experts")) or 0) * expert_width)
+    only = text.get("mlp_only_layers")
+    dense_layers = _int(text.get("first_k_dense_replace")) or (len(only) if isinstance(only, list) else 0)
+    # every `period`-th layer is MoE, the others dense: Jamba's expert_layer_period, Qwen-MoE's decoder_sparse_step,
+    # DeepSeek's moe_layer_freq
+    period = next((_int(text.get(k)) for k in ("expert_layer_period", "decoder_sparse_step", "moe_layer_freq")
+                   if _int(text.get(k))), 1)
+    return {"experts": experts, "expert_width": expert_width, "shared_width": shared, "dense_layers": dense_layers,
+            "dense_width": _int(text.get("intermediate_size")) or expert_width, "period": period}
 
 
 def _context_keys() -> dict[str, Any]:
