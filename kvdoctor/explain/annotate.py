@@ -158,7 +158,8 @@ def _request_time(diagnosis: Diagnosis, families: Families, chains: list[Excepti
         return None
     for chain_frame in _chain_frames(chains, exception):
         if chain_frame.function and families.request_frames.search(chain_frame.function):
-            return f"It was raised under {chain_frame.function} ({chain_frame.file}:{chain_frame.line})"
+            place = f"{chain_frame.file}:{chain_frame.line}" if chain_frame.line else chain_frame.file
+            return f"It was raised under {chain_frame.function} ({place})"
     # a traceback the log cut before its exception line still shows where the failure surfaced
     innermost = None
     for line in lines[primary_line: primary_line + MAX_FOLLOWING_FRAMES]:

@@ -138,11 +138,16 @@ def _by_location(diagnosis: Diagnosis, rules: list[Rule], families: Families, fa
     if diagnosis.primary is not None or diagnosis.unknown is None or not families.raised_in:
         return diagnosis
     exception = diagnosis.unknown
-    located = message_origin(exception.summary, facts.get("vllm.version"))
+    located = message_origin(exception.joined_summary, facts.get("vllm.version"))
     places = [f"{loc.file}:{loc.function}" for loc in located.locations] if located is not None else []
     # a message the index does not hold (a bare assert, an IndexError): where the traceback says it was raised
-    places += [f"{_package_path(frame.file)}:{frame.function}" for frame in exception.frames[::-1][:MAX_FRAMES]
-               if frame.function]
+    innermost = [frame for frame in exception.frames[::-1][:MAX_FRAMES] if frame.function]
+    # a KeyError or assert raised in a helper (torch, the standard library) still names vLLM's raise site: the
+    # innermost frame in vLLM's own code
+    in_vllm = next((frame for frame in exception.frames[::-1] if frame.function and "vllm/" in frame.file), None)
+    if in_vllm is not None and in_vllm not in innermost:
+        innermost.append(in_vllm)
+    places += [f"{_package_path(frame.file)}:{frame.function}" for frame in innermost]
     rules_by_id = {rule.id: rule for rule in rules}
     for where in places:
         for pattern, rule_id in families.raised_in:

@@ -89,6 +89,10 @@ def _clauses(values: dict[str, Any]) -> dict[str, Any]:
         out["expected_text"] = f" The backends it tried: {values['candidates']}."
     if values.get("wanted"):
         out["wanted_text"] = f" ({values['wanted']})"
+    if values.get("target"):
+        out["target_text"] = f" ({values['target']})"
+    if values.get("what"):
+        out["what_text"] = f" ({values['what']})"
     if _int(values.get("required")) is not None and _int(values.get("available")) is not None:
         out["count_text"] = f" (needs {values['required']}, {values['available']} visible)"
     if _int(values.get("required")) and _int(values.get("required")) <= 16:

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from kvdoctor.explain.log_lines import LogLine
-from kvdoctor.explain.tracebacks import ExceptionChain, LoggedException
+from kvdoctor.explain.tracebacks import ExceptionChain, LoggedException, continued
 from kvdoctor.model.report import SEVERITY_ORDER
 from kvdoctor.rules.loader import Rule, Signature
 
@@ -52,6 +52,7 @@ def match_signatures(rules: list[Rule], chains: list[ExceptionChain], lines: lis
     matches: list[SignatureMatch] = []
     in_exceptions: set[tuple[str, int]] = set()
     candidates = _candidates(pairs)
+    exception_lines = {exception.line for chain in chains for exception in chain.exceptions}
     for chain in chains:
         for depth, exception in enumerate(chain.exceptions):
             text = exception.searchable()
@@ -66,15 +67,31 @@ def match_signatures(rules: list[Rule], chains: list[ExceptionChain], lines: lis
                     matches.append(SignatureMatch(rule, signature, exception.line, exception.summary, exception, depth,
                                                   _values(found)))
                     in_exceptions.add((rule.id, exception.line))
-    for line in lines:
+    for index, line in enumerate(lines):
         text = line.text
+        matched = False
         for rule, signature in candidates(text):
             if (rule.id, line.number) in in_exceptions:
                 continue
             found = signature.pattern.search(text)
             if found:
+                matched = True
                 matches.append(SignatureMatch(rule, signature, line.number, text.strip(), values=_values(found)))
+        if matched or line.level in _NOT_CONTINUED or line.number in exception_lines:
+            continue
+        joined = continued(lines, index)  # a message wrapped over several lines, matched as one
+        if joined is None:
+            continue
+        for rule, signature in candidates(joined):
+            if (rule.id, line.number) in in_exceptions:
+                continue
+            found = signature.pattern.search(joined)
+            if found:
+                matches.append(SignatureMatch(rule, signature, line.number, joined, values=_values(found)))
     return matches
+
+
+_NOT_CONTINUED = ("INFO", "DEBUG")
 
 
 def _candidates(pairs):

@@ -15,6 +15,8 @@ CONTEXT = "During handling of the above exception, another exception occurred:"
 MAX_MESSAGE_LINES = 80
 
 _FRAME = re.compile(r'^\s+File "(.+?)", line (\d+)(?:, in (.+))?$')
+# A frame as a pasted excerpt may show it: not indented, or without its line number ('File "x.py", in f').
+_LOOSE_FRAME = re.compile(r'^\s*File "(.+?)"(?:, line (\d+))?(?:, in (.+))?$')
 _EXCEPTION = re.compile(r"^([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*)(?::(?: (.*)|$)|$)")
 # A bare exception line outside a traceback must look like one: a dotted name ending in Error/Exception (or
 # Triton's OutOfResources).
@@ -61,16 +63,33 @@ class LoggedException:
         return f"{self.type}: {first}" if first else self.type
 
     @property
+    def joined(self) -> str:
+        """The message on one line: a message that wraps over several log lines (a pasted traceback's hard wrap,
+        an exception whose message holds newlines) with its continuation lines joined by a space."""
+        if "\n" not in self.message:
+            return self.message.strip()
+        return " ".join(part.strip() for part in self.message.splitlines() if part.strip())
+
+    @property
+    def joined_summary(self) -> str:
+        """'Type: message' with the whole message on one line."""
+        joined = self.joined
+        return f"{self.type}: {joined}" if joined else self.type
+
+    @property
     def where(self) -> str | None:
         """'file:line in function' of the innermost frame, or None without frames."""
         if not self.frames:
             return "a worker process (re-raised by the executor)" if self.wrapped else None
         frame = self.frames[-1]
-        return f"{frame.file}:{frame.line} in {frame.function}" if frame.function else f"{frame.file}:{frame.line}"
+        place = f"{frame.file}:{frame.line}" if frame.line else frame.file  # line 0: the excerpt did not show it
+        return f"{place} in {frame.function}" if frame.function else place
 
     def searchable(self) -> str:
         """Text signatures are matched against: the exception, its frames and any compile excerpt."""
         parts = [f"{self.type}: {self.message}"]
+        if "\n" in self.message and not self.compile_excerpt:
+            parts.append(self.joined_summary)  # a pattern that stays on one line ([^\n]*) sees the message joined
         for frame in self.frames:
             parts.append(f'File "{frame.file}", line {frame.line}, in {frame.function}')
             if frame.code:
@@ -130,7 +149,7 @@ def _parse_stream(stream: str, lines: list[LogLine]) -> list[ExceptionChain]:
             i += 1
             continue
         if stripped and not linked and text[0] not in " \t" and _BARE_EXCEPTION.match(text):
-            exception, i = _parse_exception(stream, lines, i, ())
+            exception, i = _parse_exception(stream, lines, i, _frames_above(lines, i))
             if current:
                 chains.append(ExceptionChain(tuple(current), stream))
             current = [exception]
@@ -148,6 +167,32 @@ def _parse_stream(stream: str, lines: list[LogLine]) -> list[ExceptionChain]:
     return chains
 
 
+MAX_FRAMES_ABOVE = 12
+
+
+def _frames_above(lines: list[LogLine], i: int) -> tuple[Frame, ...]:
+    """The frames printed just above a bare exception line (an excerpt of a traceback whose 'Traceback' line was
+    not pasted: `File "vllm/x.py", in f` and its code line), outermost first; none when the line above is not one."""
+    frames: list[Frame] = []
+    code: str | None = None
+    j = i - 1
+    while j >= 0 and i - j <= 2 * MAX_FRAMES_ABOVE:
+        line = lines[j]
+        text = line.text
+        if line.level is not None or not text.strip() or line.number != lines[j + 1].number - 1:
+            break
+        match = _LOOSE_FRAME.match(text) if "File \"" in text else None
+        if match:
+            frames.insert(0, Frame(match.group(1), int(match.group(2) or 0), match.group(3), code))
+            code = None
+        elif text[0] in " \t" and code is None and not set(text.strip()) <= set("^~ "):
+            code = text.strip()  # the code line under the frame above
+        elif not (text[0] in " \t" and set(text.strip()) <= set("^~ ")):
+            break
+        j -= 1
+    return tuple(frames)
+
+
 def _parse_traceback(stream: str, lines: list[LogLine], i: int) -> tuple[LoggedException | None, int]:
     frames: list[Frame] = []
     n = len(lines)
@@ -156,9 +201,9 @@ def _parse_traceback(stream: str, lines: list[LogLine], i: int) -> tuple[LoggedE
         if not text.strip():
             i += 1
             continue
-        match = _FRAME.match(text)
+        match = _FRAME.match(text) or (_LOOSE_FRAME.match(text) if "File \"" in text else None)
         if match:
-            frames.append(Frame(match.group(1), int(match.group(2)), match.group(3), None))
+            frames.append(Frame(match.group(1), int(match.group(2) or 0), match.group(3), None))
             i += 1
             continue
         if text[0] in " \t":
@@ -209,6 +254,32 @@ def _parse_exception(
         LoggedException(type_name, "\n".join(message), frames, stream, head.number, compile_excerpt=excerpt),
         j,
     )
+
+
+MAX_CONTINUATION = 4
+
+
+def continued(lines: list[LogLine], index: int) -> str | None:
+    """The line at ``index`` with the lines that continue its message joined on (a message that a terminal or a
+    paste wrapped, a logger call whose message holds newlines: vLLM prints each of its lines under the same record
+    header), or None when the next line does not continue it. A continuation is the next line of the same process,
+    with no record header or the same one, that is not a frame, a traceback's header, a new exception or other
+    output."""
+    head = lines[index]
+    parts = [head.text.strip()]
+    for line in lines[index + 1 : index + 1 + MAX_CONTINUATION]:
+        previous = lines[index + len(parts) - 1]
+        if line.number != previous.number + 1 or line.stream != head.stream:
+            break
+        if line.level is not None and (line.level, line.source) != (head.level, head.source):
+            break
+        text = line.text
+        stripped = text.strip()
+        if (not stripped or stripped.startswith(('File "', "Traceback", "^", "~")) or stripped in (CAUSE, CONTEXT)
+                or _BARE_EXCEPTION.match(stripped) or _looks_like_new_output(text)):
+            break
+        parts.append(stripped)
+    return " ".join(parts) if len(parts) > 1 else None
 
 
 def _next_is_boundary(lines: list[LogLine], j: int) -> bool:

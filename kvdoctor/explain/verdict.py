@@ -15,7 +15,7 @@ from typing import Callable, Iterable
 
 from kvdoctor.explain.log_lines import LogLine
 from kvdoctor.explain.signatures import SignatureMatch
-from kvdoctor.explain.tracebacks import WORKER_WRAP, ExceptionChain, LoggedException
+from kvdoctor.explain.tracebacks import WORKER_WRAP, ExceptionChain, LoggedException, continued
 from kvdoctor.model.report import SEVERITY_ORDER, Finding, Report
 
 ERROR_LEVELS = ("ERROR", "CRITICAL")
@@ -103,9 +103,12 @@ def failure_evidence(
         if "Worker failed with error '" in text and WORKER_WRAP.search(text):
             add(FailureEvidence(line.number, "wrapper", text, line.stream, line.level))
     if not found and locate is not None:
-        for line in lines:
+        for index, line in enumerate(lines):
             if line.level is None and line.text.strip() and not _NOT_A_MESSAGE.match(line.text):
                 located = locate(line.text.strip())
+                if located is None:
+                    joined = continued(lines, index)  # a message wrapped over lines, located as one
+                    located = locate(joined) if joined is not None else None
                 if located is not None and any(loc.kind in FAILING_KINDS for loc in located.locations):
                     add(FailureEvidence(line.number, "raise site", line.text.strip(), line.stream))
     return tuple(found[number] for number in sorted(found))
