@@ -115,6 +115,8 @@ def _notes(facts: Facts, flat: dict[str, Any], why_no_dry_run: str | None) -> li
                f"cache): pass {' and '.join(missing)}" if missing else "the model's layers are not known well enough")
         if flat.get("memory.fit_by_release") and flat.get("gpu.memory_gib") is not None:
             why = f"the candidate releases disagree ({flat['memory.fit_by_release']}): pass --vllm-version"
+        if flat.get("memory.why_not") not in (None, "none"):  # e.g. a release outside the pack
+            why = flat["memory.why_not"]
         notes.append(f"whether the KV cache fits is not judged: {why}")
     return notes
 

@@ -50,6 +50,42 @@ def variants_for(version: str | None) -> tuple[str, ...]:
     return tuple(table)
 
 
+def overridden_config(keys: dict[str, float], rope: list[dict[str, Any]], overrides: dict[str, Any],
+                      text_config_key: str | None) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    """The length keys and rope parameter sets after vLLM applies --hf-overrides (with --rope-scaling merged in where
+    the release has it) to the HF config, before _get_and_verify_max_len (data/kv_memory.yaml context_length
+    overrides): the overrides land on the top-level config, so they reach the text config when it is the top level,
+    or through the nested text config's own key ({"text_config": {...}})."""
+    from kvdoctor.facts.probes.model_memory import rope_parameter_sets
+
+    if text_config_key in (None, "none"):
+        text = overrides
+    else:
+        nested = overrides.get(text_config_key)
+        text = nested if isinstance(nested, dict) else {}
+    if not text:
+        return keys, rope
+    table = context_table()
+    keys = dict(keys)
+    for name in table["possible_keys"]:
+        value = text.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            keys[name] = value
+    if isinstance(text.get("rope_parameters") or text.get("rope_scaling"), dict):
+        rope = rope_parameter_sets(text)  # the override replaces the config's parameters (config.update / setattr)
+    return keys, rope
+
+
+def serve_overrides(hf_overrides: dict[str, Any] | None, rope_scaling: dict[str, Any] | None,
+                    release_options) -> dict[str, Any]:  # fmt: skip
+    """The HF-config overrides a release applies: --hf-overrides, and --rope-scaling as {"rope_scaling": ...} on top
+    of it where the release still has the flag (ModelConfig.__post_init__ in 0.10.x; removed by 0.11.2)."""
+    out = dict(hf_overrides or {})
+    if rope_scaling and context_table()["overrides"]["rope_scaling_flag"] in release_options:
+        out["rope_scaling"] = rope_scaling
+    return out
+
+
 def derive_context_length(keys: dict[str, float], rope: list[dict[str, Any]], model_type: str | None,
                           requested: int | None, allow_long: bool, variant: str) -> ContextLength:  # fmt: skip
     """_get_and_verify_max_len for a decoder text model (no tokenizer_config, no encoder, no speculative target)."""

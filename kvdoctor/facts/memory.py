@@ -12,12 +12,14 @@ from typing import Any
 
 from kvdoctor.base.versions import release_numbers
 from kvdoctor.data.fact_names import fact_registry
-from kvdoctor.facts.context_length import derive_context_length, env_allows_long, variants_for
+from kvdoctor.facts.context_length import (
+    derive_context_length, env_allows_long, overridden_config, serve_overrides, variants_for,
+)  # fmt: skip
 from kvdoctor.facts.kv_capacity import (
     Fit, KvPlan, judge_fit, kv_table, layer_specs, not_enough_message, plan_groups, state_page_bytes,
 )  # fmt: skip
 from kvdoctor.facts.memory_budget import (
-    GIB, ServeMemory, batch_defaults, kv_budget, release_utilization, serve_memory,
+    GIB, ServeMemory, batch_defaults, budget_table, kv_budget, parsed_json, release_utilization, serve_memory,
 )  # fmt: skip
 from kvdoctor.model.facts import Facts
 from kvdoctor.vllm_pack.candidates import Candidates, agree
@@ -26,10 +28,12 @@ from kvdoctor.vllm_pack.candidates import Candidates, agree
 def memory_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
     """context.* and memory.* for the judged release (decided only where every candidate release agrees)."""
     names = fact_registry().names(produced_by="memory")
+    serve = serve_memory(facts.serve.argv)  # first: malformed memory / override flags are bad input either way
     flat = facts.flat()
-    if facts.model is None or not releases.releases or not flat.get("model.layer_kinds") and not facts.model.num_hidden_layers:
+    if facts.model is None or not flat.get("model.layer_kinds") and not facts.model.num_hidden_layers:
         return dict.fromkeys(names)
-    serve = serve_memory(facts.serve.argv)
+    if not releases.releases:  # the facts stay unknown (no rule passes on them), the reason is said in words
+        return dict.fromkeys(names) | {"memory.why_not": _why_no_release(flat, releases)}
     env = dict(facts.serve.env)
     per_release = {r.version: _one_release(flat, facts, serve, env, r) for r in releases.releases}
     out = {}
@@ -37,6 +41,15 @@ def memory_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
         out[name] = agree(releases.releases, lambda r, n=name: per_release[r.version].get(n)).value
     out["memory.fit_by_release"] = _fit_by_release(releases, per_release)
     return out
+
+
+def _why_no_release(flat: dict[str, Any], releases: Candidates) -> str:
+    version = flat.get("vllm.version")
+    if version:
+        named = releases.note or f"vLLM {version} is not among the releases kvdoctor read"
+        return (f"{named}: how it derives the context length, sizes the KV cache and defaults its memory flags is "
+                "unknown; pass --vllm-version with a packed release to judge it as that one")
+    return f"no vLLM release to judge with ({releases.note or 'none matches'})"
 
 
 def _fit_by_release(releases: Candidates, per_release: dict[str, dict]) -> str:
@@ -53,15 +66,17 @@ def _fit_by_release(releases: Candidates, per_release: dict[str, dict]) -> str:
 
 def _one_release(flat: dict[str, Any], facts: Facts, serve: ServeMemory, env: dict[str, str], release) -> dict:
     """Every context.* / memory.* fact for one release; its context-length variants must agree."""
-    answers = [_context(flat, facts, env, variant) for variant in variants_for(release.version)]
+    overrides = serve_overrides(parsed_json(serve.hf_overrides), parsed_json(serve.rope_scaling), release.serve_args)
+    answers = [_context(flat, facts, env, variant, overrides) for variant in variants_for(release.version)]
     context = answers[0] if all(a == answers[0] for a in answers) else dict.fromkeys(answers[0])
     memory = _memory(flat, facts, serve, release, context.get("context.max_model_len"))
     return context | memory
 
 
-def _context(flat: dict[str, Any], facts: Facts, env: dict[str, str], variant: str) -> dict[str, Any]:
-    keys = flat.get("model.max_len_keys") or {}
-    rope = flat.get("model.rope_scaling") or []
+def _context(flat: dict[str, Any], facts: Facts, env: dict[str, str], variant: str,
+             overrides: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    keys, rope = overridden_config(flat.get("model.max_len_keys") or {}, flat.get("model.rope_scaling") or [],
+                                   overrides, flat.get("model.text_config_key"))
     length = derive_context_length(keys, rope, facts.model.model_type, facts.serve.max_model_len,
                                    env_allows_long(env), variant)  # fmt: skip
     limit = length.derived if length.derived != float("inf") else None
@@ -146,6 +161,9 @@ def _why_not_modelled(flat, facts: Facts, kinds, release, serve: ServeMemory) ->
         return "config.json does not give the attention chunk size"
     if serve.unmodelled:
         return f"{', '.join(serve.unmodelled)} change the KV cache in ways kvdoctor does not size yet"
+    offloading = _kv_offloading_unread(facts, kinds, release, serve)
+    if offloading:
+        return offloading
     if not (model.head_dim and model.num_kv_heads):
         return "config.json does not give head_dim and the KV heads"
     if _kv_bytes(facts.serve.kv_cache_dtype, facts.model.dtype) is None:
@@ -160,6 +178,23 @@ def _why_not_modelled(flat, facts: Facts, kinds, release, serve: ServeMemory) ->
             return (f"vLLM {release.version}'s default --gpu-memory-utilization is not in the knowledge pack: pass "
                     "--gpu-memory-utilization or --kv-cache-memory-bytes")
     return None
+
+
+def _kv_offloading_unread(facts: Facts, kinds, release, serve: ServeMemory) -> str | None:
+    """--kv-offloading-size leaves the GPU budget alone; it matters only where its KV connector could turn vLLM's
+    hybrid KV cache manager off for sliding-window / chunked / state layers (data/kv_memory.yaml kv_offloading)."""
+    if serve.kv_offloading_gib is None or all(k in ("full", "none") for k in kinds):
+        return None
+    table = budget_table()["kv_offloading"]
+    simple = dict(facts.serve.env).get(table["simple_offload_env"], "0").strip().lower() in ("1", "true")
+    read = [release_numbers(v) for v in table["hma_read_in"]]
+    if serve.kv_offloading_backend in table["hma_keeping_backends"] and not simple and (
+            read[0] <= release_numbers(release.version) <= read[-1]):  # fmt: skip
+        return None
+    connector = "VLLM_USE_SIMPLE_KV_OFFLOAD's connector" if simple else f"the {serve.kv_offloading_backend} backend"
+    return (f"--kv-offloading-size with {connector} on vLLM {release.version}: whether its KV connector keeps the "
+            "hybrid KV cache manager for these sliding-window / chunked / state layers was not read (one without "
+            "SupportsHMA turns it off, vllm/config/vllm.py)")
 
 
 def _kv_bytes(kv_cache_dtype: str, model_dtype: str | None) -> float | None:

@@ -5,10 +5,12 @@ memory model reads. Numbers and their sources: data/kv_memory.yaml ("budget").""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from kvdoctor.base.errors import UsageError
 from kvdoctor.base.yaml_safe import load_yaml_cached
 from kvdoctor.data import read_data
 from kvdoctor.facts.kv_capacity import kv_table
@@ -40,6 +42,14 @@ class ServeMemory:
     mamba_cache_mode: str | None = None
     mamba_cache_dtype: str = "auto"
     mamba_ssm_cache_dtype: str = "auto"
+    kv_offloading_gib: float | None = None
+    """--kv-offloading-size: CPU memory for offloaded KV blocks (a KV connector); the GPU budget stays as it is."""
+    kv_offloading_backend: str = "native"
+    """--kv-offloading-backend (CacheConfig's default 'native': vLLM's OffloadingConnector)."""
+    hf_overrides: str | None = None
+    """--hf-overrides as canonical JSON (a JSON object; the HF-config overrides vLLM applies before sizing)."""
+    rope_scaling: str | None = None
+    """--rope-scaling as canonical JSON (0.10.x only; merged into the overrides as {"rope_scaling": ...})."""
     unmodelled: tuple[str, ...] = ()
     """Flags that change the KV-cache layout or budget in ways kvdoctor does not size (the fit stays undecided)."""
 
@@ -66,6 +76,7 @@ def serve_memory(argv: tuple[str, ...]) -> ServeMemory:
         except ValueError:
             return None
 
+    overrides = {flag: _json_object(flag, values[flag]) for flag in _json_flags() if flag in values}
     return ServeMemory(
         kv_cache_memory_bytes=number("--kv-cache-memory-bytes"),
         gpu_memory_utilization=number("--gpu-memory-utilization", float),
@@ -79,13 +90,40 @@ def serve_memory(argv: tuple[str, ...]) -> ServeMemory:
         mamba_cache_mode=values.get("--mamba-cache-mode") or None,
         mamba_cache_dtype=values.get("--mamba-cache-dtype") or "auto",
         mamba_ssm_cache_dtype=values.get("--mamba-ssm-cache-dtype") or "auto",
+        kv_offloading_gib=number("--kv-offloading-size", float),
+        kv_offloading_backend=values.get("--kv-offloading-backend") or "native",
+        hf_overrides=overrides.get("--hf-overrides"),
+        rope_scaling=overrides.get("--rope-scaling"),
         unmodelled=tuple(f for f in UNMODELLED_FLAGS if f in switches),
     )
 
 
-UNMODELLED_FLAGS = ("--kv-cache-dtype-skip-layers", "--kv-offloading-size", "--kv-offloading-backend",
-                    "--kv-transfer-config", "--num-gpu-blocks-override", "--decode-context-parallel-size",
-                    "--prefill-context-parallel-size", "--disable-hybrid-kv-cache-manager")
+def _json_flags() -> tuple[str, ...]:
+    return tuple(load_yaml_cached(read_data("kv_memory.yaml"), "kv_memory.yaml")["context_length"]["overrides"]
+                 ["json_flags"])  # fmt: skip
+
+
+def _json_object(flag: str, text: str) -> str:
+    """A JSON-object flag value as canonical JSON; malformed JSON is bad input (vLLM's parser refuses it too:
+    json.loads in its argparse type), so UsageError with one line."""
+    example = '{"rope_type": "yarn", "factor": 4.0}' if flag == "--rope-scaling" else '{"max_position_embeddings": 131072}'
+    hint = f"quote one JSON object in single quotes: {flag} '{example}'"
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"serve flag {flag} {text!r}: is not valid JSON ({exc})", hint) from None
+    if not isinstance(value, dict):
+        raise UsageError(f"serve flag {flag} {text!r}: must be a JSON object", hint)
+    return json.dumps(value, sort_keys=True)
+
+
+def parsed_json(text: str | None) -> dict[str, Any] | None:
+    """A ServeMemory JSON field back as a dict."""
+    return json.loads(text) if text else None
+
+
+UNMODELLED_FLAGS = ("--kv-cache-dtype-skip-layers", "--kv-transfer-config", "--num-gpu-blocks-override",
+                    "--decode-context-parallel-size", "--prefill-context-parallel-size", "--disable-hybrid-kv-cache-manager")
 """Serve flags whose effect on the KV-cache layout or budget kvdoctor does not size yet: with any of them the fit is
 undecided, said in words (docs/fit.md)."""
 
@@ -160,10 +198,13 @@ def kv_budget(flat, facts: Facts, serve: ServeMemory, release) -> tuple[int, int
     if moe and weights:  # the fused-MoE workspace of the profile run is not modelled
         band += int(table["moe_activation_band_share"] * weights)
     sizing = "extensible KV cache (measured after warmup), " if extensible(release, serve) else ""
+    offload = f" (--cpu-offload-gb {serve.cpu_offload_gb:g} moved to CPU)" if serve.cpu_offload_gb else ""
+    cpu_kv = (f"; --kv-offloading-size {serve.kv_offloading_gib:g} GiB adds CPU blocks, the GPU budget is unchanged"
+              if serve.kv_offloading_gib else "")
     source = (f"{sizing}{total / GIB:.2f} GiB (as CUDA reports it) x gpu_memory_utilization {util:g} - weights "
-              f"{(weights or 0) / GIB:.2f} GiB{' (estimated)' if estimated else ''} - modelled activation peak "
+              f"{(weights or 0) / GIB:.2f} GiB{' (estimated)' if estimated else ''}{offload} - modelled activation peak "
               f"{activation / GIB:.2f} GiB, non-torch {non_torch / GIB:.2f} GiB, CUDA graphs {graphs / GIB:.2f} GiB"
-              + (f" (headroom margin {margin / GIB:.2f} GiB)" if margin else ""))
+              + (f" (headroom margin {margin / GIB:.2f} GiB)" if margin else "") + cpu_kv)
     return available, band, source, weights, estimated
 
 

@@ -27,7 +27,8 @@ _SAFETENSORS_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 
 UNKNOWN = {"model.max_len_keys": None, "model.rope_scaling": None, "model.layer_kinds": None,
            "model.state_layer": None, "model.attention_chunk_size": None, "model.quantization_config": None,
            "model.vocab_size": None, "model.intermediate_size": None, "model.tie_word_embeddings": None,
-           "model.moe_layout": None, "checkpoint.weights_bytes": None, "checkpoint.weights_source": None}  # fmt: skip
+           "model.moe_layout": None, "model.text_config_key": None, "checkpoint.weights_bytes": None,
+           "checkpoint.weights_source": None}  # fmt: skip
 
 
 def probe_model_memory(model: ModelFacts | None, config_path: Path | None, model_dir: Path | None, *,
@@ -36,11 +37,13 @@ def probe_model_memory(model: ModelFacts | None, config_path: Path | None, model
     if model is None or config_path is None:
         return dict(UNKNOWN)
     raw = _read_json(config_path) or {}
-    text = next((raw[k] for k in _TEXT_CONFIGS if isinstance(raw.get(k), dict)), raw)
+    nested = next((k for k in _TEXT_CONFIGS if isinstance(raw.get(k), dict)), None)
+    text = raw[nested] if nested else raw
     weights, source = checkpoint_bytes(model, model_dir, offline=offline, cache_dir=cache_dir, revision=revision)
     return {
         "model.max_len_keys": _length_keys(text),
-        "model.rope_scaling": _rope_scaling(text),
+        "model.rope_scaling": rope_parameter_sets(text),
+        "model.text_config_key": nested or "none",
         "model.layer_kinds": layer_kinds(text, model),
         "model.state_layer": state_layer(text, model),
         "model.attention_chunk_size": _chunk_size(text, model),
@@ -91,8 +94,9 @@ def _length_keys(text: dict[str, Any]) -> dict[str, int]:
     return {k: text[k] for k in keys if isinstance(text.get(k), (int, float)) and not isinstance(text.get(k), bool)}
 
 
-def _rope_scaling(text: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each rope parameter set as vLLM reads it (transformers' `type` spelt `rope_type`; nested per layer type)."""
+def rope_parameter_sets(text: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each rope parameter set of a (text) config as vLLM reads it (transformers' `type` spelt `rope_type`; nested
+    per layer type). Also reads a --hf-overrides / --rope-scaling value put in a config's place."""
     found = text.get("rope_parameters") or text.get("rope_scaling")
     if not isinstance(found, dict):
         # a RoPE model without scaling still has rope parameters once transformers 5 loads it ({rope_type: default}),
