@@ -28,10 +28,14 @@ _OUTER_PREFIXES = (
     re.compile(r"^\[\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?\] ?"),
     # journald short format: "Aug 19 17:59:52 host unit[pid]: "
     re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.@/-]+(?:\[\d+\])?: "),
-    # docker compose: "vllm-1  | " ; CI log viewers: "  | "
-    re.compile(r"^(?:[\w.-]+\s+)?\|\s"),
+    # docker compose: "vllm-1  | " ; CI log viewers: "  | " (not loguru's level column: "| ERROR    | ")
+    re.compile(r"^(?!(?:ERROR|CRITICAL|WARNING|INFO|DEBUG|TRACE|SUCCESS)\s)(?:[\w.-]+\s+)?\|\s"),
     # pytest's failure report quotes the output as "E       <line>"
     re.compile(r"^E {3,}"),
+    # the container runtime's log file (CRI, /var/log/pods): "<RFC 3339 timestamp> stderr F <line>"
+    re.compile(r"^(?:stdout|stderr) [FP] "),
+    # kubectl logs --prefix: "[pod/vllm-7d9f/vllm] "
+    re.compile(r"^\[(?:pod|deployment|job|statefulset)/[^\]\s]+\] "),
     # plain ISO timestamp some log shippers add: "2024-06-28 06:11:52,685 "
     re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? "),
 )
@@ -163,12 +167,65 @@ def strip_prefixes(raw: str) -> tuple[str, str, str | None, str | None]:
         if match:
             level, source = match.group(1), match.group(2)
             line = line[match.end():]
+    if level is None and not stream and any(word in line[:LATE_RECORD_WITHIN + 40] for word in _LEVEL_WORDS):
+        # a record header behind a prefix no pattern knows (a log shipper's host and unit names): still the record
+        match = _LATE_RECORD.search(line[:LATE_RECORD_WITHIN + 80])
+        if match and match.start() <= LATE_RECORD_WITHIN:
+            if match.group(1):
+                stream = f"{match.group(1).strip()} pid={match.group(2)}"
+            return stream, match.group(3), match.group(4), line[match.end():]
     return stream, level, source, line
 
 
+LATE_RECORD_WITHIN = 120
+"""How far into a line a vLLM record header may start behind an unknown prefix."""
+_LEVEL_WORDS = (" ERROR ", " INFO ", " WARNING ", " DEBUG ", " CRITICAL ", " WARN ")
+_LATE_RECORD = re.compile(
+    r"(?<=[\s\]|:>])(?:\(([A-Za-z_][\w.\- =,]*?)\s*pid=(\d+)[^()]*\)\s?)?"
+    r"(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?([\w./\-]+:\d+)\] ?"
+)
+
+
 def normalise(text: str) -> list[LogLine]:
-    """Every line of the log, normalised. Handles CRLF, lone CR (progress bars) and truncated lines."""
-    return [LogLine(number, *strip_prefixes(raw)) for number, raw in enumerate(text.splitlines(), 1)]
+    """Every line of the log, normalised. Handles CRLF, lone CR (progress bars) and truncated lines, and a log
+    indented as a whole (pasted into a Markdown code block or an e-mail quote: `dedent`)."""
+    raw_lines = dedent(text.splitlines())
+    return [LogLine(number, *strip_prefixes(raw)) for number, raw in enumerate(raw_lines, 1)]
+
+
+MAX_COMMON_INDENT = 16
+
+
+def dedent(raw_lines: list[str]) -> list[str]:
+    """The lines less the indentation every non-blank line shares (a whole log pasted indented would otherwise
+    hide its exception lines, which a traceback's own frames are told from by not being indented)."""
+    indent = None
+    for raw in raw_lines:
+        if not raw or raw[0] not in " \t":
+            if raw.strip():
+                return raw_lines  # most logs: a line that starts in column 0 ends the search at once
+            continue
+        stripped = raw.lstrip(" \t")
+        if not stripped:
+            continue
+        width = len(raw) - len(stripped)
+        prefix = raw[:width]
+        indent = prefix if indent is None else _common(indent, prefix)
+        if not indent:
+            return raw_lines
+    if not indent or len(indent) > MAX_COMMON_INDENT:
+        return raw_lines
+    cut = len(indent)
+    return [raw[cut:] if raw.startswith(indent) else raw.lstrip(" \t") for raw in raw_lines]
+
+
+def _common(a: str, b: str) -> str:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return a[:n]
 
 
 def signal_lines(lines: list[LogLine]) -> list[LogLine]:

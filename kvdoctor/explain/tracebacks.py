@@ -17,11 +17,13 @@ MAX_MESSAGE_LINES = 80
 _FRAME = re.compile(r'^\s+File "(.+?)", line (\d+)(?:, in (.+))?$')
 # A frame as a pasted excerpt may show it: not indented, or without its line number ('File "x.py", in f').
 _LOOSE_FRAME = re.compile(r'^\s*File "(.+?)"(?:, line (\d+))?(?:, in (.+))?$')
-_EXCEPTION = re.compile(r"^([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*)(?::(?: (.*)|$)|$)")
+# Ray re-raises a task's error as `ray.exceptions.RayTaskError(ValueError): ray::f() ...`: the class in brackets
+_EXCEPTION = re.compile(r"^([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*)(?:\([\w.]+\))?(?::(?: (.*)|$)|$)")
 # A bare exception line outside a traceback must look like one: a dotted name ending in Error/Exception (or
 # Triton's OutOfResources).
 _BARE_EXCEPTION = re.compile(
-    r"^((?:[a-z_][\w]*\.)*(?:[A-Z]\w*(?:Error|Exception|Interrupt|Failure)|OutOfResources))(?:: (.*)|:?$)"
+    r"^((?:[a-z_][\w]*\.)*(?:[A-Z]\w*(?:Error|Exception|Interrupt|Failure|Failed)|OutOfResources))(?:\([\w.]+\))?"
+    r"(?:: (.*)|:?$)"
 )
 _COMPILE_AT = re.compile(r"^at (\d+):(\d+):")
 # vLLM's executor re-raises a worker's error as this; the quoted payload is the worker's own error (which may be

@@ -15,7 +15,7 @@ from typing import Callable, Iterable
 
 from kvdoctor.explain.log_lines import LogLine
 from kvdoctor.explain.signatures import SignatureMatch
-from kvdoctor.explain.tracebacks import WORKER_WRAP, ExceptionChain, LoggedException, continued
+from kvdoctor.explain.tracebacks import TRACEBACK_START, WORKER_WRAP, ExceptionChain, LoggedException, continued
 from kvdoctor.model.report import SEVERITY_ORDER, Finding, Report
 
 ERROR_LEVELS = ("ERROR", "CRITICAL")
@@ -28,8 +28,32 @@ FAILED_TO_START = re.compile(r"(?i)\bfailed to start\b")
 # INFO by uvicorn), each the kind of line a failing log may hold and a healthy start-up never does.
 CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMKilled\b|\bexit(?:ed with)? code "
                         r"(?:[1-9]\d*|-\d+)\b|\bterminate called after throwing\b|\bBus error\b|\bIllegal instruction\b"
-                        r'|\bHTTP/\d(?:\.\d)?"\s+5\d\d\b')
-_CRASH_WORDS = ("xpectedly", "OOMKilled", "ode ", "terminate called", "Bus error", "llegal instruction", '" 5')
+                        r'|\bHTTP/\d(?:\.\d)?"\s+5\d\d\b'
+                        r"|\b(?:Liveness|Readiness|Startup) probe failed\b|\bBack-off restarting failed container\b"
+                        r"|\bCrashLoopBackOff\b|\bnon-zero exit (?:status|code)\b")
+_CRASH_WORDS = ("xpectedly", "OOMKilled", "ode ", "terminate called", "Bus error", "llegal instruction", '" 5',
+                "probe failed", "Back-off restarting", "CrashLoopBackOff", "non-zero exit")
+# What other logging formats write for an error record (a line vLLM's own header did not claim): Python logging's
+# ' - ERROR - ', loguru's '| ERROR |', Ray's '<time>\tERROR file.py:1 --', '[ERROR]', logfmt and JSON levels, glog and
+# torch's c10 logger ('E1204 10:22:18.123 ...', '[E ProcessGroupNCCL.cpp:475]'); and the lines a process prints
+# as it dies that no level precedes (Python's fatal error, a signal handler's report, torch's segfault handler).
+FOREIGN_ERROR = re.compile(
+    r"^.{0,80}?(?:\s-\s|\s\|\s|\t|\[)(?:ERROR|FATAL|CRITICAL)(?:\]|\s+-\s|\s+\|\s|\s|:)"
+    r"|\blevel=(?:error|fatal|critical)\b|\"level\":\s*\"(?:error|fatal|critical|ERROR|FATAL|CRITICAL)\""
+    r"|^\[?[EF]\d{4} \d\d:\d\d:\d\d|^\[[EF] [\w.]+:\d+\]"
+    r"|^Fatal Python error\b|^Aborted(?: \(core dumped\))?$|\*\*\* SIG[A-Z]+ received\b|\bSegfault encountered\b"
+    r"|\bNCCL error\b")
+_FOREIGN_WORDS = ("ERROR", "FATAL", "CRITICAL", "level", "Aborted", "SIG", "Segfault", "NCCL error")
+_GLOG_HEAD = re.compile(r"^\[?[EF](?:\d{4} | [\w.]+:\d+\])")
+
+
+def _foreign_error(text: str) -> bool:
+    """FOREIGN_ERROR behind a substring test."""
+    return ((any(word in text for word in _FOREIGN_WORDS) or _GLOG_HEAD.match(text) is not None)
+            and FOREIGN_ERROR.search(text) is not None)
+
+
+MAX_TRACEBACK_LOOKAHEAD = 400
 
 
 def _crash(text: str) -> bool:
@@ -86,9 +110,11 @@ def failure_evidence(
             continue
         if SEVERITY_ORDER[match.rule.severity] >= SEVERITY_ORDER["error"]:
             add(FailureEvidence(match.line, "known failure", match.text))
-    for line in lines:
+    for index, line in enumerate(lines):
         if line.level != "DEBUG" and line.text[:5] != "DEBUG" and _crash(line.text):
             add(FailureEvidence(line.number, "error text", line.text.strip(), line.stream, line.level))
+        if line.level is None and line.text[:1] in "T " and line.text.strip() == TRACEBACK_START:
+            add(FailureEvidence(line.number, "error text", _cut_traceback(lines, index), line.stream))
         if line.level in ("INFO", "DEBUG") or line.text[:5] in ("INFO:", "DEBUG"):
             continue  # INFO records and uvicorn's INFO lines
         text = line.text.strip()
@@ -96,7 +122,7 @@ def failure_evidence(
             continue
         if line.level in ERROR_LEVELS:
             add(FailureEvidence(line.number, "error level", text, line.stream, line.level))
-        elif line.level is None and ERROR_TEXT.search(text):
+        elif line.level is None and (ERROR_TEXT.search(text) or _foreign_error(text)):
             add(FailureEvidence(line.number, "error text", text, line.stream))
         if ("tart" in text or "TART" in text) and FAILED_TO_START.search(text):
             add(FailureEvidence(line.number, "failed to start", text, line.stream, line.level))
@@ -112,6 +138,20 @@ def failure_evidence(
                 if located is not None and any(loc.kind in FAILING_KINDS for loc in located.locations):
                     add(FailureEvidence(line.number, "raise site", line.text.strip(), line.stream))
     return tuple(found[number] for number in sorted(found))
+
+
+def _cut_traceback(lines: list[LogLine], index: int) -> str:
+    """A traceback's header as evidence: a traceback whose exception line the log has lost (cut short) still shows
+    a failure; its innermost frame says where."""
+    innermost = None
+    for line in lines[index + 1 : index + 1 + MAX_TRACEBACK_LOOKAHEAD]:
+        stripped = line.text.strip()
+        if stripped.startswith('File "'):
+            innermost = stripped
+        elif stripped and line.text[:1] not in " \t":
+            break
+    where = f"; innermost frame: {innermost}" if innermost else ""
+    return f"{TRACEBACK_START} (a traceback{where})"
 
 
 def strongest(evidence: tuple[FailureEvidence, ...]) -> FailureEvidence | None:
