@@ -159,8 +159,15 @@ def _why_not_modelled(flat, facts: Facts, kinds, release, serve: ServeMemory) ->
                     "differs between 0.26.0 and 0.32.0)")
     if "chunked" in kinds and not flat.get("model.attention_chunk_size"):
         return "config.json does not give the attention chunk size"
-    if serve.unmodelled:
-        return f"{', '.join(serve.unmodelled)} change the KV cache in ways kvdoctor does not size yet"
+    if "--kv-cache-dtype-skip-layers" in serve.unmodelled and facts.serve.kv_cache_dtype != "auto":
+        return ("--kv-cache-dtype-skip-layers keeps the listed layers in the model dtype, a larger page than the "
+                f"{facts.serve.kv_cache_dtype} layers': vLLM then reconciles the pages per release (0.23.0 unifies "
+                "page sizes per layer; 0.25.1 on raise the quantized block until its page covers a skipped one and "
+                "pad the skipped pages: Platform._align_heterogeneous_kv_block_size, vllm/platforms/interface.py:639 "
+                "in 0.25.1, :826 in 0.33.0, :836 in 0.34.0), which kvdoctor does not size yet")
+    unmodelled = [f for f in serve.unmodelled if f != "--kv-cache-dtype-skip-layers"]  # no-op with an 'auto' cache
+    if unmodelled:
+        return f"{', '.join(unmodelled)} change the KV cache in ways kvdoctor does not size yet"
     offloading = _kv_offloading_unread(facts, kinds, release, serve)
     if offloading:
         return offloading

@@ -90,7 +90,7 @@ def test_llama4_chunks_every_layer_with_rope(tmp_path):
           "model_type": "bamba"}, (), "Mamba"),
         ({**NEMOTRON_H, "architectures": ["FalconH1ForCausalLM"], "model_type": "falcon_h1"}, (), "Mamba"),
         (json.loads((CONFIGS / "llama-3.1-8b-instruct.json").read_text()),
-         ("--kv-cache-dtype-skip-layers", "0"), "--kv-cache-dtype-skip-layers"),
+         ("--kv-cache-dtype", "fp8", "--kv-cache-dtype-skip-layers", "0"), "_align_heterogeneous_kv_block_size"),
         (json.loads((CONFIGS / "gemma-2-9b-it.json").read_text()),
          ("--kv-offloading-size", "8", "--kv-offloading-backend", "lmcache"), "the lmcache backend"),
     ],

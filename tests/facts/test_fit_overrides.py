@@ -142,3 +142,15 @@ def test_a_release_outside_the_pack_is_undecided_in_words_and_no_fit_rule_passes
     assert len(fit_rules) >= 5
     for rule in fit_rules:  # False would be a pass: every fit rule's condition stays unknown
         assert rule.when.evaluate(facts) is UNKNOWN, rule.id
+
+
+def test_skip_layers_with_an_auto_kv_cache_change_nothing(tmp_path):
+    """Skipped layers take kv_cache_dtype 'auto' (attention.py:333 in 0.34.0): with an 'auto' cache every page is
+    already the model dtype's, so the plan is the one without the flag; with fp8 it stays undecided in words."""
+    llama = json.loads((CONFIGS / "llama-3.1-8b-instruct.json").read_text())
+    plain = flat_for(tmp_path, llama, serve=("--max-model-len", "8192"))
+    skip = flat_for(tmp_path, llama, serve=("--max-model-len", "8192", "--kv-cache-dtype-skip-layers", "0"))
+    assert skip["memory.fit"] == plain["memory.fit"] == "fits" and skip["memory.kv_tokens"] == plain["memory.kv_tokens"]
+    fp8 = flat_for(tmp_path, llama, serve=("--max-model-len", "8192", "--kv-cache-dtype", "fp8",
+                                           "--kv-cache-dtype-skip-layers", "0"))  # fmt: skip
+    assert fp8["memory.fit"] == "not_modelled" and "model dtype" in fp8["memory.why_not"]

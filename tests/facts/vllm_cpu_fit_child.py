@@ -112,8 +112,9 @@ def main():
             make(case["kind"], case["dir"])
         result = {"name": case["name"]}
         try:
+            extra = {"hf_overrides": case["hf_overrides"]} if case.get("hf_overrides") else {}
             llm = LLM(model=case["dir"], skip_tokenizer_init=True, max_model_len=case["max_model_len"],
-                      enforce_eager=True, max_num_batched_tokens=case.get("mnbt"))
+                      enforce_eager=True, max_num_batched_tokens=case.get("mnbt"), **extra)
             cc = llm.llm_engine.vllm_config.cache_config
             result |= {"tokens": cc.kv_cache_size_tokens, "concurrency": cc.kv_cache_max_concurrency,
                        "block_size": cc.block_size, "num_blocks": cc.num_gpu_blocks,
