@@ -19,6 +19,7 @@ from kvdoctor.vllm_pack.selector import (
     config_repr,
     constructor_error,
     guard_entry,
+    layer_error,
     tree_has,
 )
 from kvdoctor.vllm_pack.store import load_backend_grid, load_selection
@@ -198,8 +199,10 @@ def select_backend(release: ReleaseFacts, inputs: SelectorInputs) -> Selection:
                    f"Reasons: {reasons_str}.")
         return Selection(None, reasons, message, (), tuple(evidence), tuple(order), "no_valid_backend")
     chosen = valid[0]
-    guard = constructor_error(attention, chosen, inputs)
+    guard, why = _guard(attention, chosen, inputs, release.version)
     evidence.append(f"{attention['classes'][chosen]['where']} (vLLM {release.version})")
+    if why:
+        return Selection(None, reasons, None, (why,), tuple(evidence), tuple(order))
     if guard:
         evidence.append(f"{guard[1]} (vLLM {release.version})")
     return Selection(chosen, reasons, guard[0] if guard else None, (), tuple(evidence), tuple(order),
@@ -218,11 +221,22 @@ def _forced(release, attention, replay, inputs, evidence) -> Selection:
         shown = attention["templates"]["enum_str"].replace("{name}", name)
         message = f"Selected backend {shown} is not valid for this configuration. Reason: {list(result)}"
         return Selection(None, {name: result}, message, (), tuple(evidence), (name,), "forced_invalid")
-    guard = constructor_error(attention, name, inputs)
+    guard, why = _guard(attention, name, inputs, release.version)
+    if why:
+        return Selection(None, {}, None, (why,), tuple(evidence), (name,))
     if guard:
         evidence.append(f"{guard[1]} (vLLM {release.version})")
     return Selection(name, {}, guard[0] if guard else None, (), tuple(evidence), (name,),
                      "constructor" if guard else None, (name,))
+
+
+def _guard(attention: dict, name: str, inputs: SelectorInputs, version: str):
+    """(('Type: message', file:line) or None, why undecided or None): the plain constructor guard first, then
+    what the constructors say of the model's layer features."""
+    guard = constructor_error(attention, name, inputs)
+    if guard:
+        return guard, None
+    return layer_error(attention, name, inputs, version)
 
 
 # A release's backend enum and its "unknown backend" message are the same for every capability; any one reads them.

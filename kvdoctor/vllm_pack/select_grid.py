@@ -10,7 +10,15 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kvdoctor.vllm_pack.release import ReleaseFacts
-from kvdoctor.vllm_pack.selector import Selection, SelectorInputs, cap_key, config_repr, constructor_error, tree_has
+from kvdoctor.vllm_pack.selector import (
+    Selection,
+    SelectorInputs,
+    cap_key,
+    config_repr,
+    constructor_error,
+    layer_error,
+    tree_has,
+)
 from kvdoctor.vllm_pack.store import load_selection, releases_with
 
 _GRID_FLAGS = {"use_mm_prefix", "use_per_head_quant_scales", "use_non_causal", "use_batch_invariant",
@@ -69,6 +77,9 @@ def select_from_grid(release: ReleaseFacts, grid: dict, inputs: SelectorInputs) 
         if message is None:
             return Selection(None, {}, None, (f"backend {forced}: not in vLLM {release.version}'s enum",), evidence)
         return Selection(None, {}, message, (), evidence, (), "unknown_backend")
+    engine = _engine(grid, inputs, release.version)
+    if engine:
+        return Selection(None, {}, None, (engine,), evidence + (f"{grid['engine']['where']} (vLLM {release.version})",))
     cells, why = _grid_cells(grid, inputs)
     if cells is None:
         return Selection(None, {}, None, (why,), evidence)
@@ -84,6 +95,10 @@ def select_from_grid(release: ReleaseFacts, grid: dict, inputs: SelectorInputs) 
         raw = value.rsplit(".", 1)[-1] if "." in value else value
         guard = constructor_error(grid, raw, inputs)
         name = _canonical_backend(value, inputs.capability)
+        if not guard:
+            guard, why = layer_error(grid, raw, inputs, release.version)
+            if why:
+                return Selection(None, {}, None, (why,), evidence)
         if guard:
             evidence += (f"{guard[1]} (vLLM {release.version})",)
         return Selection(name, {}, guard[0] if guard else None, (), evidence, (), "constructor" if guard else None,
@@ -97,6 +112,25 @@ def select_from_grid(release: ReleaseFacts, grid: dict, inputs: SelectorInputs) 
     if inputs.device_name:
         value = value.replace("{device_name}", inputs.device_name)
     return Selection(None, {}, value, (), evidence, (), "forced_invalid" if forced else "no_valid_backend")
+
+
+def _engine(grid: dict, inputs: SelectorInputs, version: str) -> str | None:
+    """Why the selection is undecided when the release starts its V0 engine here (0.10.x has both: its own
+    `_is_v1_supported_oracle` decides per configuration; the grid holds only the V1 selector's answers); None when
+    it starts V1 or has no V0."""
+    engine = grid.get("engine")
+    if engine is None:
+        return None
+    key = f"{cap_key(inputs.capability)}|{(inputs.forced_backend or '-').upper()}|{int(inputs.use_mla)}|" \
+          f"{inputs.kv_cache_dtype}"
+    answer = next((a for a, cells in engine["answers"].items() if key in cells), None)
+    if answer == "V1":
+        return None
+    if answer is None or answer.startswith("error"):
+        return (f"vLLM {version} picks its V0 or V1 engine per configuration; the pack did not ask its oracle about "
+                f"this one ({answer or key})")
+    return (f"vLLM {version} starts its V0 engine here ({answer.removeprefix('V0: ')}); the pack reads only its V1 "
+            "attention selector, so the V0 backend (XFormers, FlashAttention V0, ...) is not judged")
 
 
 def _canonical_backend(value: str, capability: tuple[int, int]) -> str:

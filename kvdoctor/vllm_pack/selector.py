@@ -157,6 +157,11 @@ def layer_error(attention: dict, name: str, inputs: SelectorInputs,
             text = f"{entry['type']}: {message}"
             return ((text.replace("{device_name}", inputs.device_name) if inputs.device_name else text),
                     entry["where"]), None
+    if "sliding_window" in features and inputs.kv_cache_dtype.startswith("turboquant_"):
+        # TurboQuant's own KV-cache spec and the page-size unification with sliding-window layers (0.25.1 stops
+        # there: an AssertionError in page_size_bytes) are not among the probes
+        return None, (f"{name} with {words} and --kv-cache-dtype {inputs.kv_cache_dtype}: the pack did not probe "
+                      f"vLLM {version}'s TurboQuant KV-cache spec with sliding-window layers")
     probed = layer["probed"].get(name, {})
     unprobed = set(refusals.get("<not probed>", {}).get("cells", ()))
     layer_read = [f for f in features if not f.startswith("head_size")]  # what a metadata builder reads of layers

@@ -54,11 +54,16 @@ def test_grid_lookup_matches_vllms_own_answers(version):
     grid = load_backend_grid(version)
     samples = json.loads(gzip.decompress((SAMPLES / f"{version}.json.gz").read_bytes()))["samples"]
     legacy_signature = "attn_selector_config" not in grid["params"]
-    decided = 0
+    decided = asked = 0
     for sample in samples:
         if legacy_signature and sample["cell"]["block_size"] is None:
             continue  # 0.10-0.12 never see None: vLLM sets the block size before it selects
         selection = select_backend(load_release(version), _inputs(sample))
+        # (issue 27) undecided by design, so out of the count: 0.10.2 starting its V0 engine (the grid holds V1's
+        # answers), and sinks on a release whose constructors were not probed with layer features
+        if selection.undecided and ("V0 engine" in selection.undecided[0] or "did not probe" in selection.undecided[0]):
+            continue
+        asked += 1
         if selection.undecided:
             continue
         decided += 1
@@ -69,7 +74,7 @@ def test_grid_lookup_matches_vllms_own_answers(version):
             head, _, tail = real.replace("{config_no_block}", "{config}").partition("{config}")
             assert selection.error and selection.error.startswith(head), (sample, selection.error)
             assert selection.error.endswith(tail.rsplit("{config}", 1)[-1]), (sample, selection.error)
-    assert decided >= 0.5 * len(samples), f"only {decided} of {len(samples)} decided"
+    assert decided >= 0.5 * asked and asked >= 40, f"only {decided} of {asked} decided ({len(samples)} samples)"
 
 
 def test_an_unknown_version_is_judged_against_the_full_releases_and_says_so(run_cli, tmp_path):

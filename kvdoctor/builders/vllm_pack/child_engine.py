@@ -13,8 +13,12 @@ import os
 
 from kvdoctor.builders.vllm_pack.child_shared import clear_caches
 
-FORCED = (None, "FLASH_ATTN", "FLASHINFER", "XFORMERS", "TRITON_ATTN_VLLM_V1", "FLASH_ATTN_VLLM_V1",
-          "FLASHINFER_VLLM_V1", "FLEX_ATTENTION", "TORCH_SDPA", "TRITON_MLA", "FLASHMLA", "CUTLASS_MLA")
+# every backend a user may force with VLLM_ATTENTION_BACKEND, as the grid asks them (child_backend_grid.FORCED)
+FORCED = ("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "TRITON_ATTN_VLLM_V1", "FLEX_ATTENTION", "XFORMERS",
+          "XFORMERS_VLLM_V1", "TREE_ATTN", "TRITON_MLA", "TRITON_MLA_VLLM_V1", "FLASHMLA", "FLASHMLA_VLLM_V1",
+          "CUTLASS_MLA", "FLASHINFER_MLA", "FLASH_ATTN_MLA", "FLASHMLA_SPARSE", "FLASHINFER_MLA_SPARSE",
+          "FLASH_ATTN_VLLM_V1", "FLASHINFER_VLLM_V1", "TORCH_SDPA")
+
 
 
 class _ModelConfig:
@@ -64,7 +68,7 @@ def run(ctx) -> dict | None:
     try:
         for cap in [tuple(c) for c in ctx.REQ["capabilities"]]:
             platform_cls.capability_now = cap
-            for forced in FORCED:
+            for forced in (None, *FORCED):
                 _env("VLLM_ATTENTION_BACKEND", forced)
                 clear_caches()
                 for use_mla in (False, True):

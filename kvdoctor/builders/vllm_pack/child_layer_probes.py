@@ -85,13 +85,15 @@ def _layer_config(torch):
 class _LayerConfig:
     """`with _LayerConfig(torch):` constructs under the stand-in model's VllmConfig, buffers as _unpinned gives them."""
 
-    def __init__(self, torch):
+    def __init__(self, torch, module=None):
         from vllm.config import set_current_vllm_config
 
         self._cm = set_current_vllm_config(_layer_config(torch))
         self._buffers = _unpinned(torch)
+        self._module = module  # its module-level state (a shared buffer a constructor caches) is restored after
 
     def __enter__(self):
+        self._saved = dict(vars(self._module)) if self._module is not None else None
         self._cm.__enter__()
         self._buffers.__enter__()
         return self
@@ -99,6 +101,11 @@ class _LayerConfig:
     def __exit__(self, *exc):
         self._buffers.__exit__(*exc)
         self._cm.__exit__(*exc)
+        if self._saved is not None:
+            state = vars(self._module)
+            for name in [n for n in state if n not in self._saved]:
+                del state[name]
+            state.update(self._saved)
         return False
 
 
@@ -151,6 +158,7 @@ def layer_guards(ctx, classes, caps, platform_cls, kv_values) -> dict:
         except Exception:
             continue
         files = {inspect.getsourcefile(impl_cls), inspect.getsourcefile(cls)}
+        module = inspect.getmodule(impl_cls)
         try:
             files.add(inspect.getsourcefile(cls.get_builder_cls()))
         except Exception:
@@ -171,7 +179,7 @@ def layer_guards(ctx, classes, caps, platform_cls, kv_values) -> dict:
             for kv in kv_values:
                 cell = f"{cap[0]}.{cap[1]}|{kv}"
                 try:
-                    with _LayerConfig(torch):
+                    with _LayerConfig(torch, module):
                         base = impl_cls(**_kwargs(params, mla_kw, mla, kv, None, torch))
                 except Exception:
                     continue  # the plain constructor guard (or a stand-in) stops it: nothing to compare with
@@ -181,7 +189,7 @@ def layer_guards(ctx, classes, caps, platform_cls, kv_values) -> dict:
                     stages["builder"].append(cell)
                 for feature in features:
                     try:
-                        with _LayerConfig(torch):
+                        with _LayerConfig(torch, module):
                             impl = impl_cls(**_kwargs(params, mla_kw, mla, kv, feature, torch))
                     except Exception as exc:
                         _record(refusals, name, exc, _own_refusal(exc, files), "impl", f"{cell}|{feature}", ctx)
@@ -216,11 +224,18 @@ def _builder(cls, impl, torch):
         spec = _spec(torch)
     except Exception as exc:
         return exc
-    with set_current_vllm_config(config), _unpinned(torch):
-        try:
+    module = inspect.getmodule(builder)
+    saved = dict(vars(module))
+    try:
+        with set_current_vllm_config(config), _unpinned(torch):
             builder(spec, [_LAYER], config, torch.device("cpu"))
-        except Exception as exc:
-            return exc
+    except Exception as exc:
+        return exc
+    finally:  # module-level state the builder cached is forgotten (each probe starts afresh)
+        state = vars(module)
+        for name in [n for n in state if n not in saved]:
+            del state[name]
+        state.update(saved)
     return None
 
 
