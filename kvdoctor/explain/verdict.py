@@ -42,8 +42,19 @@ FOREIGN_ERROR = re.compile(
     r"|\blevel=(?:error|fatal|critical)\b|\"level\":\s*\"(?:error|fatal|critical|ERROR|FATAL|CRITICAL)\""
     r"|^\[?[EF]\d{4} \d\d:\d\d:\d\d|^\[[EF] [\w.]+:\d+\]"
     r"|^Fatal Python error\b|^Aborted(?: \(core dumped\))?$|\*\*\* SIG[A-Z]+ received\b|\bSegfault encountered\b"
-    r"|\bNCCL error\b")
-_FOREIGN_WORDS = ("ERROR", "FATAL", "CRITICAL", "level", "Aborted", "SIG", "Segfault", "NCCL error")
+    r"|\bNCCL error\b"
+    # the container runtime, the NVIDIA driver and the shell saying the process never ran or was killed
+    r"|\bError response from daemon\b|^nvidia-container-cli: .*\berror\b|\bFailed to initialize NVML\b"
+    r"|\bNVIDIA-SMI has failed\b|: line \d+: +\d+ (?:Killed|Aborted)\b"
+    # Ray's words for a worker it lost
+    r"|\bdied or was killed\b|\bkilled due to memory pressure\b"
+    # a client that could not reach the server, or got an internal error back as JSON
+    r"|^curl: \(\d+\) |\"code\":\s*5\d\d\b"
+    # an exception line behind a prefix no pattern knows ('[worker-3] ValueError: ...', 'host1: KeyError: ...')
+    r"|^(?:\S{1,60}\s+){1,2}(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S")
+_FOREIGN_WORDS = ("ERROR", "FATAL", "CRITICAL", "level", "Aborted", "SIG", "Segfault", "NCCL error", "rror ",
+                  "nvidia-container-cli", "NVML", "NVIDIA-SMI", "Killed", "killed", "curl: (", '"code"',
+                  "Error: ", "Exception: ")
 _GLOG_HEAD = re.compile(r"^\[?[EF](?:\d{4} | [\w.]+:\d+\])")
 
 

@@ -93,6 +93,17 @@ def test_a_traceback_cut_before_its_exception_line_is_a_failure():
     "  Warning  BackOff    1m  kubelet  Back-off restarting failed container vllm in pod vllm-0",
     "vllm-0   0/1   CrashLoopBackOff   5   10m",
     "subprocess.CalledProcessError died: Command 'nvcc' returned non-zero exit status 1.",
+    'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].',
+    "nvidia-container-cli: initialization error: nvml error: driver not loaded: unknown",
+    "Failed to initialize NVML: Driver/library version mismatch",
+    "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
+    "run.sh: line 12:  4711 Killed                  vllm serve meta-llama/Llama-3.1-8B-Instruct",
+    "(raylet) A worker died or was killed while executing a task by an unexpected system error.",
+    "ExceptionGroup: unhandled errors in a TaskGroup (1 sub-exception)",
+    "curl: (7) Failed to connect to localhost port 8000 after 0 ms: Connection refused",
+    '{"object": "error", "message": "EngineCore died", "type": "InternalServerError", "code": 500}',
+    "[worker-3] ValueError: The decoder prompt is longer than the maximum model length",
+    "gpu-node-1: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
 ])
 def test_error_lines_of_other_formats_and_last_words_are_failures(line):
     assert _fails(HEAD + line + "\n"), line
@@ -108,6 +119,10 @@ def test_error_lines_of_other_formats_and_last_words_are_failures(line):
     "Setting the log level to ERROR",
     "Aborted request chatcmpl-123.",
     "Errors: 0, SIGTERM handler installed",
+    "Killed 0 stale processes; level=info",
+    "NVML initialised: 8 GPUs",
+    '{"object": "chat.completion", "code": 200}',
+    "Note that a ValueError is raised for prompts over the limit",
 ])
 def test_the_same_formats_healthy_lines_stay_at_exit_0(line):
     report = explain_text(HEAD + line + "\n")
