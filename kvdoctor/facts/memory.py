@@ -147,6 +147,12 @@ def _why_not_modelled(flat, facts: Facts, kinds, release, serve: ServeMemory) ->
     if not kinds:
         return ("the model's layer kinds are unknown (a hybrid of attention and Mamba / linear-attention layers whose "
                 "layout kvdoctor does not read)")
+    if "cross" in kinds:
+        return (f"{', '.join(model.architectures) or 'this encoder-decoder model'}'s decoder layers also hold "
+                "cross-attention: vLLM sizes their CrossAttentionSpec for the scheduler's max_num_encoder_input_tokens "
+                "(= max_num_batched_tokens in SchedulerConfig, vllm/config/scheduler.py:235 in 0.23.0, :306 in 0.33.0; "
+                "kv_cache_interface.py:664 / :1227) next to the decoder's self-attention, a layout kvdoctor does not "
+                "plan yet (not proved on a real start-up)")
     if any(k == "other" for k in kinds):
         arch = ", ".join(model.architectures) or "this model"
         return (f"{arch} has layers kvdoctor cannot size (cross-attention of an encoder-decoder model, or a Mamba / "

@@ -131,3 +131,12 @@ def test_batch_defaults_follow_the_release_and_the_gpu_class(gpu, vllm, tokens):
     facts = collect_facts(CheckOptions(model=str(CONFIGS / "llama-3.1-8b-instruct.json"), gpu=gpu, vllm_version=vllm,
                                        offline=True, resolve_kernels=False, environ={}))  # fmt: skip
     assert batch_defaults(facts.flat(), load_release(vllm))[0] == tokens
+
+
+def test_an_encoder_decoder_stays_undecided_naming_vllms_cross_attention_sizing(tmp_path):
+    """Whisper-like: every decoder layer also holds cross-attention, which vLLM sizes for max_num_encoder_input_tokens;
+    kvdoctor does not plan that layout yet, so no fit rule passes and the reason names vLLM's sizing."""
+    flat = flat_for(tmp_path, WHISPER_LIKE, serve=("--max-model-len", "448", "--kv-cache-memory-bytes", "1G"))
+    assert flat["model.layer_kinds"] == ["cross"] * 4
+    assert flat["memory.fit"] == "not_modelled" and flat["memory.kv_tokens"] is None
+    assert "CrossAttentionSpec" in flat["memory.why_not"] and "max_num_encoder_input_tokens" in flat["memory.why_not"]

@@ -180,7 +180,7 @@ def layer_kinds(text: dict[str, Any], model: ModelFacts) -> list[str] | None:
     if not layers:
         return None
     if text.get("is_encoder_decoder"):
-        return ["other"] * layers  # decoder layers with cross-attention (CrossAttentionSpec): not sized
+        return ["cross"] * layers  # decoder layers with self- and cross-attention (CrossAttentionSpec): not sized
     chunked = _chunked_model(model)
     if chunked and _int(text.get(chunked["chunk_key"])):
         rope = text.get(chunked["rope_layers_key"])
