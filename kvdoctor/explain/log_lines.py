@@ -41,7 +41,8 @@ _OUTER_PREFIXES = (
 )
 _OUTER = re.compile("|".join(f"(?:{p.pattern[1:]})" for p in _OUTER_PREFIXES).join(("^(?:", ")")))
 _LOST_ESC = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
-_PROCESS_TAG = re.compile(r"^\(([A-Za-z_][\w.\- =,]*?)\s*pid=(\d+)[^()]*\)\s?")
+# "(Worker_TP1 pid=123)", Ray's "(RayWorkerWrapper pid=123, ip=10.0.0.1)" and, for an unnamed task, "(pid=123)"
+_PROCESS_TAG = re.compile(r"^\((?:([A-Za-z_][\w.\- =,]*?)\s*)?pid=(\d+)[^()]*\)\s?")
 _RANK_TAG = re.compile(r"^\[rank(\d+)\]:\s?")
 # vLLM's logger: "ERROR 05-02 10:22:18 [core.py:396] " (0.8+) or "INFO 11-04 10:12:40 arg_utils.py:1019] "
 _RECORD = re.compile(
@@ -154,7 +155,7 @@ def strip_prefixes(raw: str) -> tuple[str, str, str | None, str | None]:
     stream = ""
     match = _PROCESS_TAG.match(line) if line[:1] == "(" else None
     if match:
-        stream = f"{match.group(1).strip()} pid={match.group(2)}"
+        stream = f"{(match.group(1) or '').strip()} pid={match.group(2)}".lstrip()
         line = line[match.end():]
     else:
         match = _RANK_TAG.match(line) if line[:5] == "[rank" else None

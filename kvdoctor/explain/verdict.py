@@ -26,13 +26,17 @@ ERROR_TEXT = re.compile(r"(?i)^(?:fatal error|error)\b[: ]|: (?:fatal )?error: |
 FAILED_TO_START = re.compile(r"(?i)\bfailed to start\b")
 # Crash words at any level but DEBUG (a process lost, a request the server failed: an access-log 5xx is logged at
 # INFO by uvicorn), each the kind of line a failing log may hold and a healthy start-up never does.
-CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMKilled\b|\bexit(?:ed with)? code "
+CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMKilled\b|\bexit(?:ed with)? code:?\s{0,8}"
                         r"(?:[1-9]\d*|-\d+)\b|\bterminate called after throwing\b|\bBus error\b|\bIllegal instruction\b"
                         r'|\bHTTP/\d(?:\.\d)?"\s+5\d\d\b'
                         r"|\b(?:Liveness|Readiness|Startup) probe failed\b|\bBack-off restarting failed container\b"
-                        r"|\bCrashLoopBackOff\b|\bnon-zero exit (?:status|code)\b")
+                        r"|\bCrashLoopBackOff\b|\bnon-zero exit (?:status|code)\b"
+                        # kubectl describe's last state, systemd's unit result, the shell's other fatal signals
+                        r"|\bReason:\s+(?:Error|ContainerCannotRun|StartError)\b|\bstatus=\d+/FAILURE\b"
+                        r"|\bFailed with result '|\bFloating point exception\b|\bAbort trap\b")
 _CRASH_WORDS = ("xpectedly", "OOMKilled", "ode ", "terminate called", "Bus error", "llegal instruction", '" 5',
-                "probe failed", "Back-off restarting", "CrashLoopBackOff", "non-zero exit")
+                "probe failed", "Back-off restarting", "CrashLoopBackOff", "non-zero exit", "ode:", "Reason:",
+                "/FAILURE", "Failed with result", "Floating point", "Abort trap")
 # What other logging formats write for an error record (a line vLLM's own header did not claim): Python logging's
 # ' - ERROR - ', loguru's '| ERROR |', Ray's '<time>\tERROR file.py:1 --', '[ERROR]', logfmt and JSON levels, glog and
 # torch's c10 logger ('E1204 10:22:18.123 ...', '[E ProcessGroupNCCL.cpp:475]'); and the lines a process prints

@@ -104,6 +104,11 @@ def test_a_traceback_cut_before_its_exception_line_is_a_failure():
     '{"object": "error", "message": "EngineCore died", "type": "InternalServerError", "code": 500}',
     "[worker-3] ValueError: The decoder prompt is longer than the maximum model length",
     "gpu-node-1: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+    "      Exit Code:    137",
+    "      Reason:       Error",
+    "vllm.service: Main process exited, code=exited, status=1/FAILURE",
+    "vllm.service: Failed with result 'exit-code'.",
+    "Floating point exception (core dumped)",
 ])
 def test_error_lines_of_other_formats_and_last_words_are_failures(line):
     assert _fails(HEAD + line + "\n"), line
@@ -123,7 +128,15 @@ def test_error_lines_of_other_formats_and_last_words_are_failures(line):
     "NVML initialised: 8 GPUs",
     '{"object": "chat.completion", "code": 200}',
     "Note that a ValueError is raised for prompts over the limit",
+    "      Exit Code:    0",
+    "INFO 05-02 10:22:18 [multiproc.py:9] Worker proc VllmWorker-0 exited with code 0",
 ])
 def test_the_same_formats_healthy_lines_stay_at_exit_0(line):
     report = explain_text(HEAD + line + "\n")
     assert report.exit_code("error") == 0 and report.extra["failure_evidence"] == [], line
+
+
+def test_an_unnamed_ray_task_tag_is_a_process_tag():
+    line = normalise("(pid=2816485) ValueError: Current node has no GPU available.\n")[0]
+    assert (line.stream, line.text) == ("pid=2816485", "ValueError: Current node has no GPU available.")
+    assert _fails("(pid=2816485) ValueError: Current node has no GPU available.\n")
