@@ -87,7 +87,7 @@ def diagnose(
     diagnosis = _root_of_consequence(_by_rank(matches, chains), families)
     diagnosis = _by_location(diagnosis, rules, families, facts)
     diagnosis = _from_evidence(diagnosis, evidence)
-    return replace(diagnosis, family=_family(diagnosis, families, selector_errors))
+    return replace(diagnosis, family=_family(diagnosis, families, selector_errors, facts))
 
 
 def _by_rank(matches: list[SignatureMatch], chains: list[ExceptionChain]) -> Diagnosis:
@@ -163,6 +163,15 @@ def _by_location(diagnosis: Diagnosis, rules: list[Rule], families: Families, fa
     return diagnosis
 
 
+def _with_run_kv_dtype(error: SelectorError, facts: dict[str, Any]) -> SelectorError:
+    """A selector error whose message did not print the KV dtype ('Selected backend X is not valid for this
+    configuration. Reason: [...]') takes the one the run asked for, where the log shows it (its arguments)."""
+    run_dtype = facts.get("serve.kv_cache_dtype")
+    if error.config.get("kv_cache_dtype") or not run_dtype or run_dtype == "auto":
+        return error
+    return replace(error, config={**error.config, "kv_cache_dtype": str(run_dtype)})
+
+
 def _package_path(file: str) -> str:
     """'/usr/lib/python3/dist-packages/vllm/v1/x.py' -> 'vllm/v1/x.py' (message-index style); other paths as they are."""
     match = _PACKAGE_PATH.search(file)
@@ -185,10 +194,11 @@ def _from_evidence(diagnosis: Diagnosis, evidence: tuple[FailureEvidence, ...]) 
     return diagnosis
 
 
-def _family(diagnosis: Diagnosis, families: Families, selector_errors: list[SelectorError]) -> str | None:
+def _family(diagnosis: Diagnosis, families: Families, selector_errors: list[SelectorError],
+            facts: dict[str, Any] | None = None) -> str | None:
     if diagnosis.primary is not None:
         rule_id = diagnosis.primary.rule.id
         if rule_id in rules_with_role("selector_error") and selector_errors:
-            return family_for(selector_errors[0], families.selector_families)
+            return family_for(_with_run_kv_dtype(selector_errors[0], facts or {}), families.selector_families)
         return families.family_of.get(rule_id, "other")
     return "other" if diagnosis.unknown is not None else None
