@@ -62,10 +62,14 @@ _FOREIGN_WORDS = ("ERROR", "FATAL", "CRITICAL", "level", "Aborted", "SIG", "Segf
 _GLOG_HEAD = re.compile(r"^\[?[EF](?:\d{4} | [\w.]+:\d+\])")
 
 
+# TensorFlow / JAX print these glog errors at import in healthy processes (a second registration of a CUDA plugin)
+_IMPORT_NOISE = re.compile(r"Unable to register cu\w+ factory|already registered\. Please check linkage")
+
+
 def _foreign_error(text: str) -> bool:
-    """FOREIGN_ERROR behind a substring test."""
+    """FOREIGN_ERROR behind a substring test (and not a healthy import's noise)."""
     return ((any(word in text for word in _FOREIGN_WORDS) or _GLOG_HEAD.match(text) is not None)
-            and FOREIGN_ERROR.search(text) is not None)
+            and FOREIGN_ERROR.search(text) is not None and _IMPORT_NOISE.search(text) is None)
 
 
 MAX_TRACEBACK_LOOKAHEAD = 400

@@ -129,6 +129,10 @@ def test_error_lines_of_other_formats_and_last_words_are_failures(line):
     '{"object": "chat.completion", "code": 200}',
     "Note that a ValueError is raised for prompts over the limit",
     "      Exit Code:    0",
+    "E0000 00:00:1733307738.123456   4711 cuda_dnn.cc:8310] Unable to register cuDNN factory: Attempting to register "
+    "factory for plugin cuDNN when one has already been registered",
+    "E0000 00:00:1733307738.123456   4711 computation_placer.cc:177] computation placer already registered. Please "
+    "check linkage and avoid linking the same target more than once.",
     "INFO 05-02 10:22:18 [multiproc.py:9] Worker proc VllmWorker-0 exited with code 0",
 ])
 def test_the_same_formats_healthy_lines_stay_at_exit_0(line):
