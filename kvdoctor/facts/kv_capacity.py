@@ -73,10 +73,11 @@ class KvPlan:
 def layer_specs(layer_kinds: list[str], *, num_kv_heads: int, head_dim: int, kv_bytes: float, is_mla: bool,
                 tensor_parallel_size: int, window: int | None, kv_cache_dtype: str, model_dtype_bytes: int,
                 disable_sliding_window: bool = False, chunk: int | None = None,
-                state_bytes: int | None = None) -> list[LayerSpec]:  # fmt: skip
+                state_bytes: int | None = None, skip_layers: frozenset[int] = frozenset()) -> list[LayerSpec]:  # fmt: skip
     """Per attention layer, the spec on one rank. KV heads are split over TP ranks and replicated when TP exceeds them
     (max(1, heads // tp)); MLA keeps one latent head and no separate V; TurboQuant packs each head's K and V in one
-    slot and keeps the first and last layers of a dense model in the model dtype."""
+    slot and keeps the first and last layers of a dense model in the model dtype; layers in `skip_layers`
+    (--kv-cache-dtype-skip-layers) keep the model dtype's page (attention.py:321-335 in 0.34.0)."""
     heads = 1 if is_mla else max(1, num_kv_heads // max(1, tensor_parallel_size))
     per_head = head_dim if is_mla else 2 * head_dim
     full_bytes = int(heads * per_head * kv_bytes)
@@ -86,6 +87,7 @@ def layer_specs(layer_kinds: list[str], *, num_kv_heads: int, head_dim: int, kv_
     if tq is not None:
         n = min(native_layers() // 2, len(attention) // 2)
         skip = set(attention[:n] + attention[len(attention) - n:])
+    skipped = set(skip_layers) if tq is None else set()  # --kv-cache-dtype-skip-layers: kv_cache_dtype 'auto' there
     specs = []
     for index, layer_kind in enumerate(layer_kinds):
         if layer_kind == "state":
@@ -100,10 +102,22 @@ def layer_specs(layer_kinds: list[str], *, num_kv_heads: int, head_dim: int, kv_
             page = heads * turboquant_slot_bytes(tq, head_dim)
         elif tq is not None:
             page = heads * per_head * model_dtype_bytes
+        elif index in skipped:
+            page = heads * per_head * model_dtype_bytes
         else:
             page = full_bytes
         specs.append(LayerSpec(kind, page, window if kind == "sliding" else chunk if kind == "chunked" else None))
     return specs
+
+
+def skip_layers_block_size(primary_page: int, skipped_page: int, block_size: int, kernel_block: int) -> int:
+    """Platform._align_heterogeneous_kv_block_size (vllm/platforms/interface.py:639 in 0.25.1, :826 in 0.33.0, :836
+    in 0.34.0): the quantized layers' block rises, kernel-aligned, until their page covers a skipped layer's page at
+    the backend's smallest kernel block (per-token pages of one layer)."""
+    if skipped_page <= primary_page:
+        return block_size
+    align = max(kernel_block, block_size)
+    return max(block_size, align * cdiv(skipped_page * kernel_block, align * primary_page))
 
 
 def state_page_bytes(state: dict, tensor_parallel_size: int, conv_bytes: int, ssm_bytes: int) -> int:

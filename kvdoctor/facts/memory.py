@@ -16,7 +16,8 @@ from kvdoctor.facts.context_length import (
     derive_context_length, env_allows_long, overridden_config, serve_overrides, variants_for,
 )  # fmt: skip
 from kvdoctor.facts.kv_capacity import (
-    Fit, KvPlan, judge_fit, kv_table, layer_specs, not_enough_message, plan_groups, state_page_bytes,
+    Fit, KvPlan, judge_fit, kv_table, layer_specs, not_enough_message, plan_groups, skip_layers_block_size,
+    state_page_bytes,
 )  # fmt: skip
 from kvdoctor.facts.memory_budget import (
     GIB, ServeMemory, batch_defaults, budget_table, kv_budget, parsed_json, release_utilization, serve_memory,
@@ -165,15 +166,11 @@ def _why_not_modelled(flat, facts: Facts, kinds, release, serve: ServeMemory) ->
                     "differs between 0.26.0 and 0.32.0)")
     if "chunked" in kinds and not flat.get("model.attention_chunk_size"):
         return "config.json does not give the attention chunk size"
-    if "--kv-cache-dtype-skip-layers" in serve.unmodelled and facts.serve.kv_cache_dtype != "auto":
-        return ("--kv-cache-dtype-skip-layers keeps the listed layers in the model dtype, a larger page than the "
-                f"{facts.serve.kv_cache_dtype} layers': vLLM then reconciles the pages per release (0.23.0 unifies "
-                "page sizes per layer; 0.25.1 on raise the quantized block until its page covers a skipped one and "
-                "pad the skipped pages: Platform._align_heterogeneous_kv_block_size, vllm/platforms/interface.py:639 "
-                "in 0.25.1, :826 in 0.33.0, :836 in 0.34.0), which kvdoctor does not size yet")
-    unmodelled = [f for f in serve.unmodelled if f != "--kv-cache-dtype-skip-layers"]  # no-op with an 'auto' cache
-    if unmodelled:
-        return f"{', '.join(unmodelled)} change the KV cache in ways kvdoctor does not size yet"
+    if serve.unmodelled:
+        return f"{', '.join(serve.unmodelled)} change the KV cache in ways kvdoctor does not size yet"
+    skip = _skip_layers_unsized(facts, kinds, release, serve)
+    if skip:
+        return skip
     offloading = _kv_offloading_unread(facts, kinds, release, serve)
     if offloading:
         return offloading
@@ -191,6 +188,39 @@ def _why_not_modelled(flat, facts: Facts, kinds, release, serve: ServeMemory) ->
             return (f"vLLM {release.version}'s default --gpu-memory-utilization is not in the knowledge pack: pass "
                     "--gpu-memory-utilization or --kv-cache-memory-bytes")
     return None
+
+
+def _skip_layers_unsized(facts: Facts, kinds, release, serve: ServeMemory) -> str | None:
+    """--kv-cache-dtype-skip-layers is sized where the layers it names are full attention of a dense, non-MLA model
+    in a release whose page reconciliation was read (data/kv_memory.yaml kv_cache.skip_layers)."""
+    names = serve.kv_cache_dtype_skip_layers
+    dtype = facts.serve.kv_cache_dtype
+    if not names or dtype == "auto":  # skipped layers take 'auto': nothing changes
+        return None
+    why = None
+    if dtype.startswith("turboquant_"):
+        why = "next to TurboQuant's own boundary layers"
+    elif facts.model.is_mla:
+        why = "on an MLA model (its backends' kernel blocks differ)"
+    elif any(not n.isdigit() for n in names):
+        why = f"by attention type ({', '.join(n for n in names if not n.isdigit())})"
+    elif any(int(n) < len(kinds) and kinds[int(n)] != "full" for n in names) or any(k in ("state", "chunked") for k in kinds):
+        why = "on sliding-window, chunked or hybrid layers (vLLM picks their own block within the shared page)"
+    elif _skip_block_raise(release.version) is None:
+        why = f"on vLLM {release.version}, whose page reconciliation was not read (read: 0.23.0, 0.25.1-0.34.0)"
+    if why is None:
+        return None
+    return (f"--kv-cache-dtype-skip-layers {why}: the skipped layers keep the model dtype's page, which kvdoctor does not "
+            "size in this case (Platform._align_heterogeneous_kv_block_size, vllm/platforms/interface.py)")
+
+
+def _skip_block_raise(version: str) -> bool | None:
+    """Whether the release raises the quantized block for skipped layers (None: not read)."""
+    table = kv_table()["skip_layers"]
+    number = release_numbers(version)
+    if number in [release_numbers(v) for v in table["no_block_raise_read_in"]]:
+        return False
+    return True if number >= release_numbers(table["block_raise_from"]) else None
 
 
 def _kv_offloading_unread(facts: Facts, kinds, release, serve: ServeMemory) -> str | None:
@@ -232,17 +262,21 @@ def plan_for(flat, facts: Facts, serve: ServeMemory, kinds, kv_cache_dtype: str,
             ssm_dtype = state["ssm_dtype"]
         conv, ssm = state_dtype_bytes(model.dtype, serve.mamba_cache_dtype, ssm_dtype)
         state_bytes = state_page_bytes(state, facts.serve.tensor_parallel_size, conv, ssm)
+    skip = frozenset(int(n) for n in serve.kv_cache_dtype_skip_layers if n.isdigit()) if kv_cache_dtype != "auto" else None
+    raise_block = bool(skip) and release is not None and bool(_skip_block_raise(release.version))
     return _plan_of(tuple(kinds) if kinds else kinds, kv_cache_dtype, model.dtype, model.num_kv_heads, head_size(facts),
                     bool(model.is_mla), facts.serve.tensor_parallel_size, facts.serve.pipeline_parallel_size,
                     model.sliding_window or None, serve.block_size, serve.disable_sliding_window,
                     flat.get("model.attention_chunk_size"), state_bytes,
-                    state_blocks(facts, serve, release.version) if state_bytes and release else 0, platform)
+                    state_blocks(facts, serve, release.version) if state_bytes and release else 0, platform,
+                    skip or frozenset(), raise_block)
 
 
 @lru_cache(maxsize=512)  # one plan per input set: 20 candidate releases x each KV dtype ask the same
 def _plan_of(kinds, kv_cache_dtype: str, model_dtype, num_kv_heads, head_dim: int, is_mla: bool,
              tensor_parallel_size: int, pipeline_parallel_size: int, window, block_size, disable_sliding_window,
-             chunk=None, state_bytes=None, state_blocks=0, platform="cuda") -> KvPlan:  # fmt: skip
+             chunk=None, state_bytes=None, state_blocks=0, platform="cuda", skip_layers=frozenset(),
+             raise_block=False) -> KvPlan:  # fmt: skip
     kv_bytes = _kv_bytes(kv_cache_dtype, model_dtype)
     if kv_bytes is None:
         raise NotImplementedError(f"--kv-cache-dtype {kv_cache_dtype}")
@@ -250,12 +284,17 @@ def _plan_of(kinds, kv_cache_dtype: str, model_dtype, num_kv_heads, head_dim: in
     specs = layer_specs(list(kinds) if kinds else kinds, num_kv_heads=num_kv_heads, head_dim=head_dim,
                         kv_bytes=kv_bytes, is_mla=is_mla, tensor_parallel_size=tensor_parallel_size, window=window,
                         kv_cache_dtype=kv_cache_dtype, model_dtype_bytes=model_bytes,
-                        disable_sliding_window=disable_sliding_window, chunk=chunk, state_bytes=state_bytes)
+                        disable_sliding_window=disable_sliding_window, chunk=chunk, state_bytes=state_bytes,
+                        skip_layers=skip_layers)
     layers_per_stage = max(1, pipeline_parallel_size)
     specs = specs[: -(-len(specs) // layers_per_stage)]  # the first pipeline stage's layers
     sizes = kv_table()["default_block_size"]
     mla = "_mla" if is_mla else ""
     block = block_size or sizes[platform + mla]
+    kernel_block = kv_table()["state_layers"]["kernel_block"][platform]
+    if skip_layers and raise_block and specs:  # the quantized block covers a skipped layer's model-dtype page
+        pages = [s.page_bytes_per_token for s in specs if s.kind != "state"]
+        block = skip_layers_block_size(min(pages), max(pages), block, kernel_block)
     return plan_groups(specs, block, kernel_block=kv_table()["state_layers"]["kernel_block"][platform],
                        state_blocks=state_blocks)
 

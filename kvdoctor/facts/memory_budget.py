@@ -42,6 +42,8 @@ class ServeMemory:
     mamba_cache_mode: str | None = None
     mamba_cache_dtype: str = "auto"
     mamba_ssm_cache_dtype: str = "auto"
+    kv_cache_dtype_skip_layers: tuple[str, ...] = ()
+    """--kv-cache-dtype-skip-layers (nargs '+'): layer indices, or 'sliding_window', kept in the model dtype."""
     kv_offloading_gib: float | None = None
     """--kv-offloading-size: CPU memory for offloaded KV blocks (a KV connector); the GPU budget stays as it is."""
     kv_offloading_backend: str = "native"
@@ -77,6 +79,12 @@ def serve_memory(argv: tuple[str, ...]) -> ServeMemory:
             return None
 
     overrides = {flag: _json_object(flag, values[flag]) for flag in _json_flags() if flag in values}
+    skip: list[str] = []
+    for i, token in enumerate(tokens):  # nargs '+': every value up to the next option
+        name, has_value, value = token.partition("=")
+        if name == "--kv-cache-dtype-skip-layers":
+            following = [value] if has_value else [t for t in _until_option(tokens[i + 1:])]
+            skip += [part for v in following for part in v.split(",") if part]
     return ServeMemory(
         kv_cache_memory_bytes=number("--kv-cache-memory-bytes"),
         gpu_memory_utilization=number("--gpu-memory-utilization", float),
@@ -90,12 +98,22 @@ def serve_memory(argv: tuple[str, ...]) -> ServeMemory:
         mamba_cache_mode=values.get("--mamba-cache-mode") or None,
         mamba_cache_dtype=values.get("--mamba-cache-dtype") or "auto",
         mamba_ssm_cache_dtype=values.get("--mamba-ssm-cache-dtype") or "auto",
+        kv_cache_dtype_skip_layers=tuple(skip),
         kv_offloading_gib=number("--kv-offloading-size", float),
         kv_offloading_backend=values.get("--kv-offloading-backend") or "native",
         hf_overrides=overrides.get("--hf-overrides"),
         rope_scaling=overrides.get("--rope-scaling"),
         unmodelled=tuple(f for f in UNMODELLED_FLAGS if f in switches),
     )
+
+
+def _until_option(tokens: list[str]) -> list[str]:
+    out = []
+    for token in tokens:
+        if token.startswith("-"):
+            break
+        out.append(token)
+    return out
 
 
 def _json_flags() -> tuple[str, ...]:
@@ -122,8 +140,8 @@ def parsed_json(text: str | None) -> dict[str, Any] | None:
     return json.loads(text) if text else None
 
 
-UNMODELLED_FLAGS = ("--kv-cache-dtype-skip-layers", "--kv-transfer-config", "--num-gpu-blocks-override",
-                    "--decode-context-parallel-size", "--prefill-context-parallel-size", "--disable-hybrid-kv-cache-manager")
+UNMODELLED_FLAGS = ("--kv-transfer-config", "--num-gpu-blocks-override", "--decode-context-parallel-size",
+                    "--prefill-context-parallel-size", "--disable-hybrid-kv-cache-manager")
 """Serve flags whose effect on the KV-cache layout or budget kvdoctor does not size yet: with any of them the fit is
 undecided, said in words (docs/fit.md)."""
 

@@ -144,13 +144,30 @@ def test_a_release_outside_the_pack_is_undecided_in_words_and_no_fit_rule_passes
         assert rule.when.evaluate(facts) is UNKNOWN, rule.id
 
 
-def test_skip_layers_with_an_auto_kv_cache_change_nothing(tmp_path):
-    """Skipped layers take kv_cache_dtype 'auto' (attention.py:333 in 0.34.0): with an 'auto' cache every page is
-    already the model dtype's, so the plan is the one without the flag; with fp8 it stays undecided in words."""
+def test_skip_layers_keep_the_model_dtype_page_per_release(tmp_path):
+    """Skipped layers take kv_cache_dtype 'auto' (attention.py:333 in 0.34.0): with an 'auto' cache nothing changes;
+    with fp8 the skipped layer's page is bf16's (Llama-3.1-8B: 31 x 2,048 + 4,096 B per token), and from 0.25.1 the
+    block rises until an fp8 page covers a bf16 one at FlashAttention's kernel block (16 -> 32); 0.23.0 keeps 16.
+    The block and pool bytes equal vLLM's own code: tests/facts/test_fit_vllm_cpu.py."""
     llama = json.loads((CONFIGS / "llama-3.1-8b-instruct.json").read_text())
     plain = flat_for(tmp_path, llama, serve=("--max-model-len", "8192"))
     skip = flat_for(tmp_path, llama, serve=("--max-model-len", "8192", "--kv-cache-dtype-skip-layers", "0"))
     assert skip["memory.fit"] == plain["memory.fit"] == "fits" and skip["memory.kv_tokens"] == plain["memory.kv_tokens"]
-    fp8 = flat_for(tmp_path, llama, serve=("--max-model-len", "8192", "--kv-cache-dtype", "fp8",
-                                           "--kv-cache-dtype-skip-layers", "0"))  # fmt: skip
-    assert fp8["memory.fit"] == "not_modelled" and "model dtype" in fp8["memory.why_not"]
+    fp8 = ("--max-model-len", "8192", "--kv-cache-dtype", "fp8", "--kv-cache-memory-bytes", "4G")
+    one = flat_for(tmp_path, llama, serve=(*fp8, "--kv-cache-dtype-skip-layers", "0"))
+    assert one["memory.fit"] == "fits" and one["memory.kv_bytes_per_token"] == 31 * 2048 + 4096
+    assert one["memory.block_size"] == 32
+    three = flat_for(tmp_path, llama, serve=(*fp8, "--kv-cache-dtype-skip-layers", "0", "5", "31"))
+    assert three["memory.kv_bytes_per_token"] == 29 * 2048 + 3 * 4096
+    old = flat_for(tmp_path, llama, vllm="0.23.0", serve=(*fp8, "--kv-cache-dtype-skip-layers", "0"))
+    assert old["memory.block_size"] == 16 and old["memory.kv_bytes_per_token"] == 31 * 2048 + 4096
+    for vllm, serve, words in [
+        ("0.24.0", (*fp8, "--kv-cache-dtype-skip-layers", "0"), "not read"),
+        ("0.33.0", (*fp8, "--kv-cache-dtype-skip-layers", "sliding_window"), "by attention type"),
+    ]:
+        flat = flat_for(tmp_path, llama, vllm=vllm, serve=serve)
+        assert flat["memory.fit"] == "not_modelled" and words in flat["memory.why_not"], flat["memory.why_not"]
+    gemma = json.loads((CONFIGS / "gemma-2-9b-it.json").read_text())
+    sliding = flat_for(tmp_path, gemma, serve=("--max-model-len", "4096", "--kv-cache-dtype", "fp8",
+                                               "--kv-cache-dtype-skip-layers", "0"))  # fmt: skip
+    assert sliding["memory.fit"] == "not_modelled" and "sliding-window" in sliding["memory.why_not"]

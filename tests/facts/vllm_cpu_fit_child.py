@@ -96,9 +96,53 @@ def linear_weight_bytes(cases):
                   flush=True)
 
 
+def skip_layer_pages(cases):
+    """For each case: vLLM's own Platform._align_heterogeneous_kv_block_size (a stand-in backend answering the kernel
+    block, customize_spec unchanged) on a cache config with --kv-cache-dtype-skip-layers, then the specs the attention
+    layers build (skipped: the model dtype, kv_cache_dtype 'auto'; others: the cache dtype) grouped by vLLM's
+    UniformTypeKVCacheSpecs: the block size and the bytes one block of the pool costs."""
+    from types import SimpleNamespace
+
+    from vllm.platforms.interface import Platform
+    from vllm.utils.torch_utils import STR_DTYPE_TO_TORCH_DTYPE
+    from vllm.v1.attention.backend import MultipleOf
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, UniformTypeKVCacheSpecs, get_kv_quant_mode
+
+    for case in cases:
+        class Backend:
+            @staticmethod
+            def get_supported_kernel_block_sizes(kernel=case["kernel_block"]):
+                return [MultipleOf(kernel)]
+
+            @classmethod
+            def customize_spec(cls, spec):
+                return spec
+
+        cache = SimpleNamespace(cache_dtype=case["cache_dtype"], block_size=case["block_size"],
+                                kv_cache_dtype_skip_layers=[str(i) for i in case["skip"]],
+                                mamba_page_size_padded=None, skip_page_size_padded=None)
+        model = SimpleNamespace(get_num_kv_heads=lambda pc, h=case["heads"]: h,
+                                get_head_size=lambda h=case["head_size"]: h,
+                                dtype=STR_DTYPE_TO_TORCH_DTYPE[case["model_dtype"]])
+        Platform._align_heterogeneous_kv_block_size(SimpleNamespace(cache_config=cache, model_config=model,
+                                                                    parallel_config=None), Backend)
+        specs = {}
+        for i in range(case["layers"]):
+            skipped = i in case["skip"]
+            dtype = model.dtype if skipped else STR_DTYPE_TO_TORCH_DTYPE[case["cache_dtype"]]
+            specs[f"model.layers.{i}.self_attn.attn"] = FullAttentionSpec(
+                block_size=cache.block_size, num_kv_heads=case["heads"], head_size=case["head_size"], dtype=dtype,
+                kv_quant_mode=get_kv_quant_mode("auto" if skipped else case["cache_dtype"]))
+        pool = UniformTypeKVCacheSpecs.from_specs(specs)
+        print("RESULT " + json.dumps({"name": case["name"], "block_size": cache.block_size,
+                                      "bytes_per_block": pool.page_size_bytes}), flush=True)
+
+
 def main():
     if sys.argv[1] == "--weights":
         return linear_weight_bytes(json.loads(sys.argv[2]))
+    if sys.argv[1] == "--skip-pages":
+        return skip_layer_pages(json.loads(sys.argv[2]))
     cases = json.loads(sys.argv[1])
     from vllm import LLM
 
