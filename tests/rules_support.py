@@ -22,6 +22,9 @@ MODELS = {
     "ct-fp8": CONFIGS / "quantized" / "llama-3.1-8b-ct-w8a8-fp8.json",
     "fp8-block": CONFIGS / "quantized" / "llama-3.1-8b-fp8-block.json",
     "ct-int8-static-moe": CONFIGS / "quantized" / "mixtral-8x7b-ct-w8a8-int8-static.json",
+    "gpt-oss-mxfp4": CONFIGS / "quantized" / "gpt-oss-20b-mxfp4.json",
+    "deepseek-v3-fp8": CONFIGS / "quantized" / "hub" / "deepseek-v3-fp8-block.json",
+    "nvfp4-dense": CONFIGS / "quantized" / "llama-3.1-8b-nvfp4-modelopt" / "config.json",
 }
 _RULES = None
 

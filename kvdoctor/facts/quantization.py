@@ -14,6 +14,7 @@ from kvdoctor.model.facts import Facts
 from kvdoctor.vllm_pack.candidates import Candidates, agree, describe_range
 from kvdoctor.vllm_pack.dtypes import resolve_dtype
 from kvdoctor.vllm_pack.quantization import QuantVerdict, judge_quantization, release_quantization
+from kvdoctor.vllm_pack.quantization_moe import backend_answer, dense_kind, moe_kind, native_capabilities
 from kvdoctor.vllm_pack.quantization_schemes import kv_cache_scheme
 from kvdoctor.vllm_pack.store import pack_releases
 
@@ -30,7 +31,9 @@ def quantization_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
         known = model is not None  # no model read: whether it is quantized is unknown
         return dict.fromkeys(names) | ({"quant.method": "none", "quant.error_kind": "none", "quant.error": "none",
                                         "quant.undecided": "none", "quant.scheme": "none", "quant.fallback": "none",
-                                        "quant.kv_scales": "none"} if known else {})  # fmt: skip
+                                        "quant.kv_scales": "none", "quant.moe_backend": "none",
+                                        "quant.moe_refusal": "none", "quant.moe_slow_path": "none",
+                                        "quant.dense_slow_path": "none"} if known else {})  # fmt: skip
     gpu = facts.gpu.weakest
     capability = gpu.capability[0] * 10 + gpu.capability[1] if gpu and gpu.capability else None
     allow = "--allow-deprecated-quantization" in facts.serve.argv
@@ -79,7 +82,69 @@ def quantization_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
         "quant.scheme": _schemes(pick("schemes")),
         "quant.fallback": pick("fallback"),
         "quant.kv_scales": (kv_cache_scheme(quant_config) or "none") if quant_config is not None else None,
-    }
+    } | _backend_facts([r.version for r in releases.releases], pick("method"), quant_config or {}, capability,
+                       model.model_type if model is not None else None, bool(model and model.is_moe),
+                       _flag_value(facts.serve.argv, "--moe-backend") or "auto")
+
+
+def _flag_value(argv, flag: str) -> str | None:
+    """The value of `flag X` / `flag=X` in the serve argv (the last one wins, as argparse does)."""
+    value = None
+    for i, word in enumerate(argv):
+        if word == flag and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif word.startswith(flag + "="):
+            value = word.split("=", 1)[1]
+    return value
+
+
+def _backend_facts(versions: list[str], method: str | None, quant_config: dict, capability: int | None,
+                   model_type: str | None, is_moe: bool, moe_backend: str = "auto") -> dict[str, Any]:
+    """quant.moe_* and quant.dense_slow_path: the kernel each candidate release's own selection code picks for the
+    experts (fused_moe/oracle) and for dense NVFP4 layers on this GPU (vllm_pack/quantization_moe.py). Decided only
+    when every candidate was asked and they agree; 'none' where no such layer is judged."""
+    out: dict[str, Any] = {"quant.moe_backend": "none", "quant.moe_refusal": "none", "quant.moe_slow_path": "none",
+                           "quant.dense_slow_path": "none", "quant.backend_evidence": "none",
+                           "quant.backend_native": "none"}  # fmt: skip
+    parts = [("moe", moe_kind(method, quant_config, model_type) if is_moe else None), ("dense", dense_kind(method))]
+    evidence, native = [], []
+    for part, kind in parts:
+        if kind is None:
+            continue
+        answers = [backend_answer(v, part, kind, capability, moe_backend) if capability is not None else None
+                   for v in versions]
+        if not answers or None in answers:
+            asked = "not asked for SM {0}.{1}".format(*divmod(capability, 10)) if capability else "no GPU capability"
+            asked += f" with --moe-backend {moe_backend}" if part == "moe" and moe_backend != "auto" else ""
+            undecided = f"undecided: the {kind} {part} kernel choice of {describe_range(versions)} was {asked}"
+            keys = ["quant.moe_backend", "quant.moe_refusal", "quant.moe_slow_path"] if part == "moe" else \
+                ["quant.dense_slow_path"]
+            out |= dict.fromkeys(keys)
+            evidence.append(undecided)
+            continue
+        backends = {a.backend for a in answers}
+        refused = {a.error is not None for a in answers}
+        changes = {a.what_changes() for a in answers}
+        last = answers[-1]
+        if part == "moe":  # candidates that all refuse are quoted in the newest one's words
+            out["quant.moe_backend"] = (last.backend or "none") if len(backends) == 1 else None
+            out["quant.moe_refusal"] = (last.error or "none") if len(refused) == 1 else None
+            out["quant.moe_slow_path"] = changes.pop() if len(changes) == 1 else None
+        else:
+            out["quant.dense_slow_path"] = changes.pop() if len(changes) == 1 and not last.error else None
+        sm = "SM {0}.{1}".format(*divmod(capability, 10))
+        flag = f", --moe-backend {moe_backend}" if part == "moe" and moe_backend != "auto" else ""
+        evidence.append(f"vLLM {last.version}: {last.where} ({part} {kind}, asked with {sm}{flag}: "
+                        f"{last.backend or 'refused'})")
+        sms = native_capabilities(last.version, part, kind, moe_backend if part == "moe" else "auto")
+        if sms:
+            native.append(f"{kind} {part}: " + ", ".join("SM {0}.{1}".format(*divmod(c, 10)) for c in sms)
+                          + f" (vLLM {last.version})")
+    if evidence:
+        out["quant.backend_evidence"] = "; ".join(evidence)
+    if native:
+        out["quant.backend_native"] = "; ".join(native)
+    return out
 
 
 def _schemes(schemes: tuple[str, ...] | None) -> str | None:

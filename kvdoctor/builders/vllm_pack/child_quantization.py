@@ -10,6 +10,8 @@ def run(child) -> dict:
     Ask it with the request's "legacy" flag on, so compiled ops that modules call at import are stand-ins."""
     import vllm.model_executor.layers.quantization as quant
 
+    if child.REQ.get("moe_backend_capabilities"):
+        return {"moe_backends": run_moe_backends(child)}
     if child.REQ.get("scheme_configs"):
         return {"schemes": run_schemes(child)}
     answers = {}
@@ -104,15 +106,23 @@ def _skip_scheme_init() -> None:
             value.__init__ = lambda self, *args, **kwargs: None
 
 
-def _default_vllm_config():
-    """vLLM's default VllmConfig made current (what its own op tests do); a no-op where the release has none."""
+def _default_vllm_config(family: dict | None = None):
+    """vLLM's default VllmConfig made current (what its own op tests do); a no-op where the release has none. With
+    a MoE `family`, its model_config answers what the MoE oracles read of it (the model type; no
+    quantization_config override)."""
     import contextlib
+    import types
 
     try:
         from vllm.config import VllmConfig, set_current_vllm_config
     except ImportError:
         return contextlib.nullcontext()
-    return set_current_vllm_config(VllmConfig())
+    config = VllmConfig()
+    if family is not None:
+        text = types.SimpleNamespace(model_type=family.get("model_type"))
+        model = types.SimpleNamespace(quantization_config=None, hf_text_config=text, hf_config=text)
+        object.__setattr__(config, "model_config", model)
+    return set_current_vllm_config(config)
 
 
 def _schemes_of(config_class, quant_config: dict, inspect) -> dict:
@@ -133,3 +143,193 @@ def _schemes_of(config_class, quant_config: dict, inspect) -> dict:
         return {"schemes": schemes, "error": None}
     except Exception as exc:  # vLLM's refusal: the message users see
         return {"schemes": [], "error": str(exc)[:300], "type": type(exc).__name__}
+
+
+# The experts of each checkpoint kind, as vLLM's own MoE methods ask their release's oracle
+# (fused_moe/oracle/<kind>.py): oracle, select function, weight key, activation key (names in quant_utils), and
+# what the FusedMoEConfig carries for that model family (gpt-oss: SwiGLU-OAI with biases).
+MOE_CASES = {
+    "fp8_block": ("fp8", "select_fp8_moe_backend", "kFp8Static128BlockSym", "kFp8Dynamic128Sym",
+                  {"model_type": "qwen3_moe"}),  # Fp8MoEMethod, weight_block_size [128, 128]
+    "fp8_tensor": ("fp8", "select_fp8_moe_backend", "kFp8StaticTensorSym", "kFp8DynamicTensorSym",
+                   {"model_type": "qwen3_moe"}),
+    "mxfp4": ("mxfp4", "select_mxfp4_moe_backend", None, None,
+              {"gpt_oss": True, "model_type": "gpt_oss"}),  # Mxfp4MoEMethod
+    "nvfp4": ("nvfp4", "select_nvfp4_moe_backend", "kNvfp4Static", "kNvfp4Dynamic",
+              {"model_type": "qwen3_moe"}),  # ModelOptNvFp4FusedMoE
+}
+
+
+def run_moe_backends(child) -> dict:
+    """vLLM's own fused-MoE backend choice (select_*_moe_backend in fused_moe/oracle/) for each MOE_CASES kind on
+    each of `moe_backend_capabilities` ([major, minor]), the platform's capability stubbed and the optional kernel
+    packages answered as the request's `moe_packages` says (what the wheel pins or vendors: quantization_moe.SHIPPED).
+    kind -> "SM" -> --moe-backend value ("auto" first) -> {"backend": enum value, "experts": class name} or
+    {"error": vLLM's message, "type": ...}; "dense": _dense_kernels."""
+    import importlib
+
+    import vllm.platforms as platforms
+
+    platform = type(platforms._current_platform)
+    oracles = {}
+    for kind, (oracle, *_) in MOE_CASES.items():
+        try:
+            oracles[kind] = importlib.import_module(f"vllm.model_executor.layers.fused_moe.oracle.{oracle}")
+        except Exception as exc:  # the release has no oracle for it
+            oracles[kind] = f"{type(exc).__name__}: {exc}"[:300]
+    keys = importlib.import_module("vllm.model_executor.layers.quantization.utils.quant_utils")
+    _answer_kernel_packages(child.REQ.get("moe_packages", {}))
+    _answer_compiled_queries(platform)
+    answers: dict = {}
+    for kind, (oracle, select_name, weight, activation, family) in MOE_CASES.items():
+        answers[kind] = {}
+        module = oracles[kind]
+        if isinstance(module, str):
+            answers[kind] = {"error": module}
+            continue
+        select = getattr(module, select_name, None)
+        for major, minor in child.REQ["moe_backend_capabilities"]:
+            platform.capability_now = (major, minor)
+            _clear_caches()
+            sm = f"{major}{minor}"
+            answers[kind][sm] = {}
+            for requested in _moe_backend_values():  # "auto", then each --moe-backend value the release takes
+                try:
+                    with _default_vllm_config(family):
+                        config = _moe_config(family, requested)
+                        if select is None:
+                            raise LookupError(f"{oracle}.py has no {select_name}")
+                        if weight is None:
+                            backend, experts = select(config)
+                        else:
+                            backend, experts = select(config, getattr(keys, weight), getattr(keys, activation))
+                    answer = {"backend": backend.value, "experts": getattr(experts, "__name__", None)}
+                except Exception as exc:  # vLLM's refusal
+                    answer = {"error": str(exc)[:300], "type": type(exc).__name__}
+                answers[kind][sm][requested] = answer
+    return {"moe": answers, "dense": _dense_kernels(child, platform)}
+
+
+# The dense (linear) FP4 layers: the kernel-selection function each release's linear method calls.
+DENSE_CASES = {
+    "nvfp4": ("vllm.model_executor.kernels.linear", "init_nvfp4_linear_kernel", {}),  # ModelOptNvFp4LinearMethod
+    "mxfp4": ("vllm.model_executor.kernels.linear", "init_mxfp4_linear_kernel", {}),
+}
+
+
+def _dense_kernels(child, platform) -> dict:
+    """kind -> "SM" -> {"kernel": the class vLLM's init_*_linear_kernel picks} or {"error": its message}; a release
+    without the function answers {"absent": "<module>.<function>"}."""
+    import importlib
+
+    answers: dict = {}
+    for kind, (module_name, name, kwargs) in DENSE_CASES.items():
+        try:
+            init = getattr(importlib.import_module(module_name), name)
+        except Exception:
+            answers[kind] = {"absent": f"{module_name}.{name}"}
+            continue
+        answers[kind] = {}
+        for major, minor in child.REQ["moe_backend_capabilities"]:
+            platform.capability_now = (major, minor)
+            _clear_caches()
+            try:
+                with _default_vllm_config():
+                    answers[kind][f"{major}{minor}"] = {"kernel": type(init(**kwargs)).__name__}
+            except Exception as exc:
+                answers[kind][f"{major}{minor}"] = {"error": str(exc)[:300], "type": type(exc).__name__}
+    return answers
+
+
+def _moe_backend_values() -> list[str]:
+    """'auto' and the release's other --moe-backend values (MoEBackend in vllm/config/kernel.py), in its order."""
+    import typing
+
+    try:
+        from vllm.config.kernel import MoEBackend
+    except ImportError:
+        return ["auto"]
+    values = [v for v in typing.get_args(MoEBackend) if isinstance(v, str)]
+    return ["auto"] + [v for v in values if v != "auto"]
+
+
+def _moe_config(family: dict, moe_backend: str = "auto"):
+    """A FusedMoEConfig of one GPU, no parallelism, bfloat16 activations: gpt-oss-20b's experts when `gpt_oss`
+    (32 experts, 4 per token, hidden 2880, SwiGLU-OAI with biases), else Qwen3-30B-A3B's (128, 8, 2048, 768)."""
+    import dataclasses
+
+    import torch
+
+    from vllm.model_executor.layers.fused_moe import config as moe_config
+
+    fields = {f.name for f in dataclasses.fields(moe_config.FusedMoEConfig)}
+    activation = _activation("swigluoai" if family.get("gpt_oss") else "silu")
+    experts, per_token, hidden, inter = (32, 4, 2880, 2880) if family.get("gpt_oss") else (128, 8, 2048, 768)
+    values = {"num_experts": experts, "experts_per_token": per_token, "hidden_dim": hidden,
+              "intermediate_size": inter, "intermediate_size_per_partition": inter, "num_local_experts": experts,
+              "num_logical_experts": experts, "activation": activation, "device": "cuda", "in_dtype": torch.bfloat16,
+              "moe_parallel_config": moe_config.FusedMoEParallelConfig.make_no_parallel(),
+              "has_bias": bool(family.get("gpt_oss")), "max_num_tokens": 8192, "moe_backend": moe_backend}  # fmt: skip
+    if "routing_method" in fields:
+        values["routing_method"] = moe_config.RoutingMethodType.Renormalize
+    return moe_config.FusedMoEConfig(**{k: v for k, v in values.items() if k in fields})
+
+
+def _activation(name: str):
+    try:
+        from vllm.model_executor.layers.fused_moe.activation import MoEActivation
+    except ImportError:
+        return name
+    return MoEActivation(name) if name in {a.value for a in MoEActivation} else MoEActivation[name.upper()]
+
+
+def _answer_kernel_packages(packages: dict) -> None:
+    """vLLM asks whether FlashInfer, DeepGEMM and triton_kernels are importable (has_flashinfer*, has_deep_gemm,
+    has_triton_kernels in vllm.utils): answer as a GPU install of the wheel would, per `packages` (name -> bool),
+    in every vLLM module that holds one of these helpers (they are imported by name)."""
+    import importlib
+    import sys
+
+    for name in ("vllm.model_executor.kernels.linear", "vllm.utils.flashinfer", "vllm.utils.deep_gemm",
+                 "vllm.utils.import_utils"):  # fmt: skip
+        try:
+            importlib.import_module(name)
+        except Exception:
+            continue
+    for module in list(sys.modules.values()):
+        if not getattr(module, "__name__", "").startswith("vllm"):
+            continue
+        for attr, value in list(vars(module).items()):
+            package = next((p for p in ("flashinfer", "deep_gemm", "triton_kernels")
+                            if attr == f"has_{p}" or attr.startswith(f"has_{p}_")), None)  # fmt: skip
+            if package and callable(value) and package in packages:
+                setattr(module, attr, lambda *a, _answer=bool(packages[package]), **k: _answer)
+
+
+# Compiled ops the selection asks about the GPU (csrc/quantization/w8a8/cutlass/scaled_mm_entry.cu): their C++
+# answer for a CUDA 12.8+ build, which the CPU child cannot run.
+COMPILED_QUERIES = {
+    "cutlass_scaled_mm_supports_fp4": lambda capability: capability >= 100,
+    "cutlass_scaled_mm_supports_fp8": lambda capability: capability >= 89,
+}
+
+
+def _answer_compiled_queries(platform) -> None:
+    """COMPILED_QUERIES in vllm._custom_ops and every vLLM module that imported them by name."""
+    import sys
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "__name__", "").startswith("vllm"):
+            for name, answer in COMPILED_QUERIES.items():
+                if callable(getattr(module, name, None)):
+                    setattr(module, name, answer)
+
+
+def _clear_caches() -> None:
+    """Capability answers vLLM caches (functools.cache on has_device_capability and its helpers) are dropped."""
+    import gc
+    import functools
+
+    for obj in gc.get_objects():
+        if isinstance(obj, functools._lru_cache_wrapper) and getattr(obj, "__module__", "").startswith("vllm"):
+            obj.cache_clear()

@@ -1,0 +1,160 @@
+"""Quantized experts and dense FP4 layers: which kernel each release's own selection code picks per GPU (issue 25,
+round 2), as check judges it.
+
+The answers (kvdoctor/data/vllm_pack/quantization/moe_backends.json) are vLLM's: select_fp8_moe_backend,
+select_mxfp4_moe_backend, select_nvfp4_moe_backend and init_nvfp4_linear_kernel imported from each wheel at hand and
+called with the GPU's capability stubbed (kvdoctor.builders.vllm_pack.quantization_moe). These tests check that
+check's facts and rules carry those answers to the user (KVD200 refusal, KVD205 experts on a slow path, KVD206
+dense NVFP4 on a slow path), on real checkpoint configs (tests/fixtures/configs/quantized/), and that the stored
+answers are what the child reports.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from conftest import CONFIGS
+from dryrun_support import wheel_dir
+
+from kvdoctor.check.run import derived_facts
+from kvdoctor.facts.collect import CheckOptions, collect_facts
+from kvdoctor.rules import load_all_rules
+from kvdoctor.rules.engine import evaluate_rules
+from kvdoctor.vllm_pack.quantization_moe import asked_releases, backend_answer
+
+QUANTIZED = CONFIGS / "quantized"
+GPT_OSS = QUANTIZED / "gpt-oss-20b-mxfp4.json"
+DEEPSEEK_V3 = QUANTIZED / "hub" / "deepseek-v3-fp8-block.json"
+NVFP4_DENSE = QUANTIZED / "llama-3.1-8b-nvfp4-modelopt" / "config.json"
+QWEN3_MOE = QUANTIZED / "hub" / "qwen3-30b-a3b-fp8-dynamic-ct.json"
+GPUS = {"V100": 70, "T4": 75, "A100": 80, "L4": 89, "H100": 90, "B200": 100}
+RULES = load_all_rules()
+OURS = {"KVD190", "KVD200", "KVD205", "KVD206"}
+ASKED = asked_releases()
+
+
+def _flat(model: Path, gpu: str, vllm: str | None, serve=()) -> dict:
+    facts = collect_facts(CheckOptions(model=str(model), serve_argv=tuple(serve), kv_cache_dtype="auto", gpu=gpu,
+                                       vllm_version=vllm, environ={}))  # fmt: skip
+    return derived_facts(facts)
+
+
+def _fired(flat: dict) -> set[str]:
+    return {f.rule_id for f in evaluate_rules(RULES, flat) if f.rule_id in OURS and f.status == "fired"}
+
+
+@pytest.fixture(scope="module")
+def nvfp4_moe(tmp_path_factory) -> Path:
+    """Qwen3-30B-A3B's config (the hub fixture without its compressed-tensors block) with ModelOpt's NVFP4
+    hf_quant_config.json beside it: the shape of a ModelOpt NVFP4 MoE export."""
+    folder = tmp_path_factory.mktemp("qwen3-30b-a3b-nvfp4")
+    config = json.loads(QWEN3_MOE.read_text())
+    config.pop("quantization_config")
+    (folder / "config.json").write_text(json.dumps(config))
+    shutil.copy(NVFP4_DENSE.parent / "hf_quant_config.json", folder / "hf_quant_config.json")
+    return folder / "config.json"
+
+
+def test_the_pack_asked_the_wheels_at_hand():
+    assert set(ASKED) >= {"0.23.0", "0.25.1", "0.26.0", "0.33.0", "0.34.0"}
+
+
+@pytest.mark.parametrize("version", ASKED)
+def test_gpt_oss_mxfp4_per_gpu_says_what_the_release_picks(version):
+    """gpt-oss-20b on V100/T4/A100/L4/H100: refused by Mxfp4Config's minimum below SM 8.0 (KVD190); above it the
+    experts' backend is the release's own answer, a Marlin fallback a warning naming it, the native one quiet."""
+    for gpu, sm in GPUS.items():
+        flat, fired = (f := _flat(GPT_OSS, gpu, version)), _fired(f)
+        answer = backend_answer(version, "moe", "mxfp4", sm)
+        if flat["quant.error_kind"] == "capability":
+            assert fired == {"KVD190"}, (gpu, fired)
+            continue
+        assert flat["quant.moe_backend"] == answer.backend
+        if answer.error:
+            assert fired == {"KVD200"} and answer.error[:60] in flat["quant.moe_refusal"]
+        elif answer.slow:
+            assert fired == {"KVD205"}, (gpu, fired)
+            assert "Marlin" in flat["quant.moe_slow_path"] or "emulat" in flat["quant.moe_slow_path"]
+        else:
+            assert fired == set(), (gpu, fired)
+
+
+def test_gpt_oss_runs_on_marlin_on_ampere_and_triton_kernels_on_hopper():
+    """What vLLM's gpt-oss recipe documents (Ampere: Marlin MXFP4 MoE; Hopper: triton_kernels), seen in 0.34.0's
+    own oracle."""
+    a100, h100 = _flat(GPT_OSS, "A100", "0.34.0"), _flat(GPT_OSS, "H100", "0.34.0")
+    assert a100["quant.moe_backend"] == "MARLIN" and _fired(a100) == {"KVD205"}
+    assert h100["quant.moe_backend"] == "TRITON" and _fired(h100) == set()
+    assert "oracle/mxfp4.py:" in a100["quant.backend_evidence"] and "SM 9.0" in a100["quant.backend_native"]
+    assert "SM 10.0" in a100["quant.backend_native"]  # FlashInfer TRT-LLM on Blackwell
+
+
+@pytest.mark.parametrize("version", ASKED)
+def test_block_fp8_moe_is_marlin_on_a100_and_native_on_h100(version):
+    """DeepSeek-V3's block FP8 experts (Fp8MoEMethod: 128x128 weight blocks, dynamic 1x128 activations)."""
+    a100, h100 = _flat(DEEPSEEK_V3, "A100", version), _flat(DEEPSEEK_V3, "H100", version)
+    assert a100["quant.moe_backend"] == backend_answer(version, "moe", "fp8_block", 80).backend
+    assert backend_answer(version, "moe", "fp8_block", 80).slow == "MARLIN"
+    assert _fired(a100) == {"KVD205"}
+    assert not backend_answer(version, "moe", "fp8_block", 90).slow and _fired(h100) == set()
+
+
+def test_nvfp4_moe_on_h100_warns_and_on_b200_is_native(nvfp4_moe):
+    for version in ASKED:
+        h100, b200 = _flat(nvfp4_moe, "H100", version), _flat(nvfp4_moe, "B200", version)
+        assert h100["model.is_moe"] is True and h100["quant.method"] == "modelopt_fp4"
+        assert "KVD205" in _fired(h100), version
+        assert "KVD205" not in _fired(b200) and b200["quant.moe_backend"].startswith("FLASHINFER"), version
+
+
+def test_dense_nvfp4_before_blackwell_warns_what_changes():
+    h100, b200 = _flat(NVFP4_DENSE, "H100", "0.34.0"), _flat(NVFP4_DENSE, "B200", "0.34.0")
+    assert _fired(h100) == {"KVD206"}
+    assert "weight-only" in h100["quant.dense_slow_path"]
+    assert _fired(b200) == set() and b200["quant.dense_slow_path"] == "none"
+    assert "kernels/linear/__init__.py:" in h100["quant.backend_evidence"]
+
+
+def test_a_refused_moe_backend_flag_fails_in_vllms_words():
+    """--moe-backend flashinfer_trtllm names a backend the A100 does not have for FP8 experts: the oracle's
+    explicit-request path raises, and check says so with its message."""
+    flat = _flat(DEEPSEEK_V3, "A100", "0.34.0", serve=["--moe-backend", "flashinfer_trtllm"])
+    answer = backend_answer("0.34.0", "moe", "fp8_block", 80, "flashinfer_trtllm")
+    assert answer.error and "does not support the deployment configuration" in answer.error
+    assert _fired(flat) == {"KVD200"}
+    assert flat["quant.moe_refusal"] == answer.error
+
+
+def test_releases_not_asked_stay_undecided_never_passed():
+    old = _flat(GPT_OSS, "A100", "0.20.0")
+    assert old["quant.moe_backend"] is None and "not asked" in old["quant.backend_evidence"]
+    assert "KVD205" not in _fired(old) and "KVD200" not in _fired(old)
+    unknown = _flat(GPT_OSS, "A100", None)  # every pack release is a candidate; most were not asked
+    assert unknown["quant.moe_slow_path"] is None
+
+
+def test_unquantized_and_dense_fp8_models_have_no_backend_verdict():
+    dense = _flat(QUANTIZED / "llama-3.1-8b-fp8-block.json", "A100", "0.34.0")
+    assert dense["quant.moe_backend"] == "none" and dense["quant.dense_slow_path"] == "none"
+    assert not {"KVD200", "KVD205", "KVD206"} & set(_fired(dense))
+
+
+@pytest.mark.vllm_wheel
+def test_stored_answers_are_what_the_child_reports():
+    """The stored answers are vLLM's: the child asks 0.34.0's oracles again and gets them."""
+    python = os.environ.get("KVDOCTOR_PACK_PYTHON")
+    if not python:
+        pytest.skip("KVDOCTOR_PACK_PYTHON (the builder's venv, made by .ci/run) is not set")
+    from kvdoctor.builders.vllm_pack.quantization_moe import OUT, ask_release
+    from kvdoctor.builders.vllm_pack.wheel import find_wheel
+
+    wheel = find_wheel(wheel_dir(), "0.34.0")
+    if wheel is None:
+        pytest.skip("no vllm-0.34.0 wheel")
+    with tempfile.TemporaryDirectory():
+        fresh = ask_release("0.34.0", wheel, python)
+    assert fresh == json.loads(OUT.read_text())["releases"]["0.34.0"]
