@@ -168,6 +168,10 @@ def strip_prefixes(raw: str) -> tuple[str, str, str | None, str | None]:
         if match:
             level, source = match.group(1), match.group(2)
             line = line[match.end():]
+    if level is None and " - " in line[:80]:
+        match = _PY_RECORD.match(line)
+        if match:  # Python logging's "%(asctime)s - %(name)s - %(levelname)s - %(message)s" (asctime stripped above)
+            return stream, match.group(2), match.group(1), line[match.end():]
     if level is None and not stream and any(word in line[:LATE_RECORD_WITHIN + 40] for word in _LEVEL_WORDS):
         # a record header behind a prefix no pattern knows (a log shipper's host and unit names): still the record
         match = _LATE_RECORD.search(line[:LATE_RECORD_WITHIN + 80])
@@ -178,6 +182,7 @@ def strip_prefixes(raw: str) -> tuple[str, str, str | None, str | None]:
     return stream, level, source, line
 
 
+_PY_RECORD = re.compile(r"^(?:- )?([\w.]+) - (DEBUG|INFO|WARNING|ERROR|CRITICAL) - ")
 LATE_RECORD_WITHIN = 120
 """How far into a line a vLLM record header may start behind an unknown prefix."""
 _LEVEL_WORDS = (" ERROR ", " INFO ", " WARNING ", " DEBUG ", " CRITICAL ", " WARN ")

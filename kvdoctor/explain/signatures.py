@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from kvdoctor.explain.log_lines import LogLine
-from kvdoctor.explain.tracebacks import ExceptionChain, LoggedException, continued
+from kvdoctor.explain.tracebacks import MAX_CONTINUATION, ExceptionChain, LoggedException, continued
 from kvdoctor.model.report import SEVERITY_ORDER
 from kvdoctor.rules.loader import Rule, Signature
 
@@ -53,6 +53,7 @@ def match_signatures(rules: list[Rule], chains: list[ExceptionChain], lines: lis
     in_exceptions: set[tuple[str, int]] = set()
     candidates = _candidates(pairs)
     exception_lines = {exception.line for chain in chains for exception in chain.exceptions}
+    keyless = {id(signature) for _, signature in candidates.always}
     for chain in chains:
         for depth, exception in enumerate(chain.exceptions):
             text = exception.searchable()
@@ -67,10 +68,17 @@ def match_signatures(rules: list[Rule], chains: list[ExceptionChain], lines: lis
                     matches.append(SignatureMatch(rule, signature, exception.line, exception.summary, exception, depth,
                                                   _values(found)))
                     in_exceptions.add((rule.id, exception.line))
+    line_candidates: dict[int, list] = {}
+
+    def of_line(index: int) -> list:
+        found = line_candidates.pop(index, None)  # each line's candidates are computed once
+        return candidates(lines[index].text) if found is None else found
+
     for index, line in enumerate(lines):
         text = line.text
         matched = False
-        for rule, signature in candidates(text):
+        own = of_line(index)
+        for rule, signature in own:
             if (rule.id, line.number) in in_exceptions:
                 continue
             found = signature.pattern.search(text)
@@ -82,9 +90,18 @@ def match_signatures(rules: list[Rule], chains: list[ExceptionChain], lines: lis
         joined = continued(lines, index)  # a message wrapped over several lines, matched as one
         if joined is None:
             continue
-        for rule, signature in candidates(joined):
-            if (rule.id, line.number) in in_exceptions:
+        # the signatures a word of the head or of a continuation line keys: each line's own candidates, kept for
+        # its turn (a line costs one candidate look-up, joined or not)
+        following = range(index + 1, min(index + 1 + MAX_CONTINUATION, len(lines)))
+        for follower in following:
+            if follower not in line_candidates:
+                line_candidates[follower] = candidates(lines[follower].text)
+        pool = own + [pair for follower in following for pair in line_candidates[follower]]
+        tried: set[int] = set(keyless)  # a signature with no literal to key it is not tried on every join
+        for rule, signature in pool:
+            if id(signature) in tried or (rule.id, line.number) in in_exceptions:
                 continue
+            tried.add(id(signature))
             found = signature.pattern.search(joined)
             if found:
                 matches.append(SignatureMatch(rule, signature, line.number, joined, values=_values(found)))
@@ -92,6 +109,7 @@ def match_signatures(rules: list[Rule], chains: list[ExceptionChain], lines: lis
 
 
 _NOT_CONTINUED = ("INFO", "DEBUG")
+"""Levels whose lines are not joined with their continuation: INFO and DEBUG chatter."""
 
 
 def _candidates(pairs):
@@ -110,6 +128,7 @@ def _candidates(pairs):
                          if any(literal in text for literal in literals))
         return found
 
+    candidates.always = always
     return candidates
 
 

@@ -294,9 +294,11 @@ def _next_is_boundary(lines: list[LogLine], j: int) -> bool:
 
 def _looks_like_new_output(text: str) -> bool:
     """Lines that end a message in untagged stderr: process banners and interpreter warnings."""
-    return text.startswith(("Process ", "Exception in thread", "/usr/", "[rank", "INFO:", "WARNING:")) or bool(
-        re.match(r"^\S+\.py:\d+: \w+Warning", text)
-    )
+    return text.startswith(("Process ", "Exception in thread", "/usr/", "[rank", "INFO:", "WARNING:")) or (
+        "Warning" in text and _PY_WARNING.match(text) is not None)
+
+
+_PY_WARNING = re.compile(r"^\S+\.py:\d+: \w+Warning")
 
 
 def _unwrap_workers(chain: ExceptionChain) -> ExceptionChain:

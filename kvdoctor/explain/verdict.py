@@ -66,9 +66,12 @@ _GLOG_HEAD = re.compile(r"^\[?[EF](?:\d{4} | [\w.]+:\d+\])")
 _IMPORT_NOISE = re.compile(r"Unable to register cu\w+ factory|already registered\. Please check linkage")
 
 
+_FOREIGN_PREFILTER = re.compile("|".join(map(re.escape, _FOREIGN_WORDS)))
+
+
 def _foreign_error(text: str) -> bool:
     """FOREIGN_ERROR behind a substring test (and not a healthy import's noise)."""
-    return ((any(word in text for word in _FOREIGN_WORDS) or _GLOG_HEAD.match(text) is not None)
+    return ((_FOREIGN_PREFILTER.search(text) is not None or _GLOG_HEAD.match(text) is not None)
             and FOREIGN_ERROR.search(text) is not None and _IMPORT_NOISE.search(text) is None)
 
 

@@ -144,3 +144,9 @@ def test_an_unnamed_ray_task_tag_is_a_process_tag():
     line = normalise("(pid=2816485) ValueError: Current node has no GPU available.\n")[0]
     assert (line.stream, line.text) == ("pid=2816485", "ValueError: Current node has no GPU available.")
     assert _fails("(pid=2816485) ValueError: Current node has no GPU available.\n")
+
+
+def test_python_logging_records_keep_their_level():
+    line = normalise("2024-06-28 06:11:52,685 - vllm.engine - ERROR - Engine loop has died\n")[0]
+    assert (line.level, line.source, line.text) == ("ERROR", "vllm.engine", "Engine loop has died")
+    assert not _fails(HEAD + "2024-06-28 06:11:52,685 - vllm.engine - INFO - Engine started\n")
