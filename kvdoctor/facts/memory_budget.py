@@ -79,6 +79,15 @@ def serve_memory(argv: tuple[str, ...]) -> ServeMemory:
             return None
 
     overrides = {flag: _json_object(flag, values[flag]) for flag in _json_flags() if flag in values}
+    dotted = _dotted_keys(values, "--hf-overrides")
+    if dotted:  # --hf-overrides.key value: vLLM's parser nests dotted keys into the dict (they win over the JSON)
+        merged = json.loads(overrides.get("--hf-overrides") or "{}")
+        for path, value in dotted.items():
+            node = merged
+            for part in path[:-1]:
+                node = node.setdefault(part, {}) if isinstance(node.get(part, {}), dict) else node
+            node[path[-1]] = value
+        overrides["--hf-overrides"] = json.dumps(merged, sort_keys=True)
     skip: list[str] = []
     for i, token in enumerate(tokens):  # nargs '+': every value up to the next option
         name, has_value, value = token.partition("=")
@@ -105,6 +114,23 @@ def serve_memory(argv: tuple[str, ...]) -> ServeMemory:
         rope_scaling=overrides.get("--rope-scaling"),
         unmodelled=tuple(f for f in UNMODELLED_FLAGS if f in switches),
     )
+
+
+def _dotted_keys(values: dict[str, str], flag: str) -> dict[tuple[str, ...], Any]:
+    """`--hf-overrides.a.b VALUE` entries (FlexibleArgumentParser.parse_args, vllm/utils/argparse_utils.py:462-490 in
+    0.34.0): key path -> the value as JSON where it parses, else a human-readable int (1k, 80g), else the text."""
+    out: dict[tuple[str, ...], Any] = {}
+    for name, text in values.items():
+        if name.startswith(flag + "."):
+            try:
+                value = json.loads(text)
+            except ValueError:
+                try:
+                    value = human_readable_int(text)
+                except ValueError:
+                    value = text
+            out[tuple(name[len(flag) + 1:].split("."))] = value
+    return out
 
 
 def _until_option(tokens: list[str]) -> list[str]:

@@ -92,8 +92,12 @@ def _inverts(typed: str, option: str) -> bool:
 
 
 def _normalise(name: str) -> str:
-    # FlexibleArgumentParser reads --max_model_len as --max-model-len (only the option name, not values)
-    return "--" + name[2:].replace("_", "-") if name.startswith("--") else name
+    # FlexibleArgumentParser reads --max_model_len as --max-model-len (only the option name up to its first '.', not
+    # a dotted dict key such as --hf-overrides.max_position_embeddings, nor values: argparse_utils.py:378 in 0.34.0)
+    if not name.startswith("--"):
+        return name
+    option, dot, key = name[2:].partition(".")
+    return "--" + option.replace("_", "-") + dot + key
 
 
 def _resolve(name: str, options: Mapping[str, Any], long_options: list[str], allow_abbrev: bool):

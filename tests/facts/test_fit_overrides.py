@@ -62,6 +62,14 @@ def test_hf_overrides_max_position_embeddings_is_a_length_key(tmp_path):
     assert "max_position_embeddings=131072.0" not in str(flat["context.error"])
 
 
+def test_dotted_hf_overrides_are_nested_as_vllms_parser_does(tmp_path):
+    """--hf-overrides.max_position_embeddings 128K (FlexibleArgumentParser: dotted keys into the dict, values as JSON
+    or human-readable ints): the derived length follows it."""
+    flat = flat_for(tmp_path, QWEN3, vllm="0.33.0", serve=("--max-model-len", "131072",
+                                                           "--hf-overrides.max_position_embeddings", "128K"))
+    assert flat["context.derived_max"] == 131072 and flat["context.error"] == "none"
+
+
 def test_top_level_overrides_do_not_reach_a_nested_text_config(tmp_path):
     """vLLM applies --hf-overrides to the top-level config: a VLM's text config changes only through its own key."""
     vl = json.loads((CONFIGS / "qwen2-vl-7b-instruct.json").read_text())
