@@ -22,7 +22,8 @@ _EXCEPTION = re.compile(r"^([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*)(?:\([\w.]+\))?(?:
 # A bare exception line outside a traceback must look like one: a dotted name ending in Error/Exception (or
 # Triton's OutOfResources).
 _BARE_EXCEPTION = re.compile(
-    r"^((?:[a-z_][\w]*\.)*(?:[A-Z]\w*(?:Error|Exception|Interrupt|Failure|Failed)|\w*ExceptionGroup|OutOfResources))(?:\([\w.]+\))?"
+    r"^((?:[a-z_][\w]*\.)*(?:[A-Z]\w*(?:Error|Exception|Interrupt|Failure|Failed)|\w*ExceptionGroup"
+    r"|OutOfResources))(?:\([\w.]+\))?"
     r"(?:: (.*)|:?$)"
 )
 _COMPILE_AT = re.compile(r"^at (\d+):(\d+):")

@@ -26,8 +26,8 @@ ERROR_TEXT = re.compile(r"(?i)^(?:fatal error|error)\b[: ]|: (?:fatal )?error: |
 FAILED_TO_START = re.compile(r"(?i)\bfailed to start\b")
 # Crash words at any level but DEBUG (a process lost, a request the server failed: an access-log 5xx is logged at
 # INFO by uvicorn), each the kind of line a failing log may hold and a healthy start-up never does.
-CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMKilled\b|\bexit(?:ed with)? code:?\s{0,8}"
-                        r"(?:[1-9]\d*|-\d+)\b|\bterminate called after throwing\b|\bBus error\b|\bIllegal instruction\b"
+CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMKilled\b"
+                        r"|\bexit(?:ed with)? code:?\s{0,8}(?:[1-9]\d*|-\d+)\b|\bterminate called after throwing\b|\bBus error\b|\bIllegal instruction\b"
                         r'|\bHTTP/\d(?:\.\d)?"\s+5\d\d\b'
                         r"|\b(?:Liveness|Readiness|Startup) probe failed\b|\bBack-off restarting failed container\b"
                         r"|\bCrashLoopBackOff\b|\bnon-zero exit (?:status|code)\b"
