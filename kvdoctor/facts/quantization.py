@@ -124,14 +124,15 @@ def _backend_facts(versions: list[str], method: str | None, quant_config: dict, 
             continue
         backends = {a.backend for a in answers}
         refused = {a.error is not None for a in answers}
-        changes = {a.what_changes() for a in answers}
+        slow = {a.slow is not None for a in answers}  # all slow: the newest one's words (Marlin vs Humming may differ)
+        change = (answers[-1].what_changes() if slow == {True} else "none") if len(slow) == 1 else None
         last = answers[-1]
         if part == "moe":  # candidates that all refuse are quoted in the newest one's words
             out["quant.moe_backend"] = (last.backend or "none") if len(backends) == 1 else None
             out["quant.moe_refusal"] = (last.error or "none") if len(refused) == 1 else None
-            out["quant.moe_slow_path"] = changes.pop() if len(changes) == 1 else None
+            out["quant.moe_slow_path"] = change
         else:
-            out["quant.dense_slow_path"] = changes.pop() if len(changes) == 1 and not last.error else None
+            out["quant.dense_slow_path"] = change if not last.error else None
         sm = "SM {0}.{1}".format(*divmod(capability, 10))
         flag = f", --moe-backend {moe_backend}" if part == "moe" and moe_backend != "auto" else ""
         evidence.append(f"vLLM {last.version}: {last.where} ({part} {kind}, asked with {sm}{flag}: "

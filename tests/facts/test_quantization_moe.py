@@ -130,11 +130,20 @@ def test_a_refused_moe_backend_flag_fails_in_vllms_words():
 
 
 def test_releases_not_asked_stay_undecided_never_passed():
-    old = _flat(GPT_OSS, "A100", "0.20.0")
+    old = _flat(GPT_OSS, "A100", "0.18.1")
     assert old["quant.moe_backend"] is None and "not asked" in old["quant.backend_evidence"]
     assert "KVD205" not in _fired(old) and "KVD200" not in _fired(old)
-    unknown = _flat(GPT_OSS, "A100", None)  # every pack release is a candidate; most were not asked
-    assert unknown["quant.moe_slow_path"] is None
+
+
+
+def test_with_the_version_unknown_every_candidate_must_agree():
+    """Version unknown: the candidates are the releases read in full (0.20.0-0.34.0), all asked. On the A100 they
+    all pick Marlin for gpt-oss's experts (decided); on the H100, 0.20.x pick Marlin and later ones triton_kernels,
+    so it stays undecided rather than passed."""
+    a100, h100 = _flat(GPT_OSS, "A100", None), _flat(GPT_OSS, "H100", None)
+    assert a100["quant.moe_backend"] == "MARLIN" and _fired(a100) == {"KVD205"}
+    split = {backend_answer(v, "moe", "mxfp4", 90).backend for v in ASKED if v >= "0.20.0"}
+    assert len(split) > 1 and h100["quant.moe_slow_path"] is None and _fired(h100) == set()
 
 
 def test_unquantized_and_dense_fp8_models_have_no_backend_verdict():

@@ -205,7 +205,7 @@ def run_moe_backends(child) -> dict:
                             backend, experts = select(config, getattr(keys, weight), getattr(keys, activation))
                     answer = {"backend": backend.value, "experts": getattr(experts, "__name__", None)}
                 except Exception as exc:  # vLLM's refusal
-                    answer = {"error": str(exc)[:300], "type": type(exc).__name__}
+                    answer = _refusal(exc)
                 answers[kind][sm][requested] = answer
     return {"moe": answers, "dense": _dense_kernels(child, platform)}
 
@@ -237,8 +237,17 @@ def _dense_kernels(child, platform) -> dict:
                 with _default_vllm_config():
                     answers[kind][f"{major}{minor}"] = {"kernel": type(init(**kwargs)).__name__}
             except Exception as exc:
-                answers[kind][f"{major}{minor}"] = {"error": str(exc)[:300], "type": type(exc).__name__}
+                answers[kind][f"{major}{minor}"] = _refusal(exc)
     return answers
+
+
+def _refusal(exc: Exception) -> dict:
+    """vLLM's refusal as stored: its message (object addresses dropped, so a rebuild is identical) and type; a
+    message that shows one of this child's stand-ins is the child's failure, typed "StandIn" (not an answer)."""
+    import re
+
+    text = re.sub(r" at 0x[0-9a-f]+", "", str(exc))[:300]
+    return {"error": text, "type": "StandIn" if "_Anything" in text or "Stub" in text else type(exc).__name__}
 
 
 def _moe_backend_values() -> list[str]:

@@ -122,12 +122,14 @@ def main(argv: list[str] | None = None) -> int:
             continue
         releases[version] = ask_release(version, wheel, args.python)
         print(f"{version}: asked", file=sys.stderr)
-    text = dumps({"format": FORMAT, "capabilities": CAPABILITIES, "releases": releases})
+        if not args.check:  # written after each release: a long run keeps what it asked
+            args.out.write_text(dumps({"format": FORMAT, "capabilities": CAPABILITIES, "releases": releases}),
+                                encoding="utf-8")
     if args.check:
+        text = dumps({"format": FORMAT, "capabilities": CAPABILITIES, "releases": releases})
         same = args.out.is_file() and args.out.read_text("utf-8") == text
         print(f"{'identical' if same else 'DIFFERS'} ({args.out})", file=sys.stderr)
         return 0 if same and not failed else 1
-    args.out.write_text(text, encoding="utf-8")
     return 1 if failed else 0
 
 
