@@ -188,6 +188,8 @@ def run_moe_backends(child) -> dict:
             answers[kind] = {"error": module}
             continue
         select = getattr(module, select_name, None)
+        if family.get("gpt_oss") and hasattr(module, "select_gpt_oss_mxfp4_moe_backend"):
+            select = module.select_gpt_oss_mxfp4_moe_backend  # 0.20.x: Mxfp4MoEMethod's call for gpt-oss
         for major, minor in child.REQ["moe_backend_capabilities"]:
             platform.capability_now = (major, minor)
             _clear_caches()

@@ -63,6 +63,9 @@ def where_in(wheel: Path) -> dict[str, dict[str, str | None]]:
             if file not in names:
                 continue
             tree = ast.parse(archive.read(file).decode("utf-8"))
+            gpt_oss = key == "moe:mxfp4" and any(isinstance(n, ast.FunctionDef) and
+                                                 n.name == "select_gpt_oss_mxfp4_moe_backend" for n in tree.body)
+            function = "select_gpt_oss_mxfp4_moe_backend" if gpt_oss else function  # what 0.20.x call for gpt-oss
             for node in tree.body:
                 if isinstance(node, ast.FunctionDef) and node.name == function:
                     found[key]["select"] = f"{file}:{node.lineno}"
