@@ -127,8 +127,12 @@ class Connection:
         where = f"{self.base_url}{path}"
         if isinstance(reason, ssl.SSLError) or isinstance(exc, ssl.SSLError):
             text = str(reason)
-            if any(word in text for word in ("CERTIFICATE_REQUIRED", "HANDSHAKE_FAILURE", "BAD_CERTIFICATE", "UNKNOWN_CA")) \
-                    and "CERTIFICATE_VERIFY_FAILED" not in text:
+            # TLS 1.3 servers that refuse the client's certificate (or its absence) often just close the connection:
+            # the client then reads an EOF in the handshake instead of an alert
+            dropped = isinstance(reason, ssl.SSLEOFError) or "EOF occurred in violation of protocol" in text \
+                or "UNEXPECTED_EOF" in text
+            if (dropped or any(word in text for word in ("CERTIFICATE_REQUIRED", "HANDSHAKE_FAILURE", "BAD_CERTIFICATE",
+                                                         "UNKNOWN_CA"))) and "CERTIFICATE_VERIFY_FAILED" not in text:
                 hint = "the server asks for a client certificate it trusts (mutual TLS): give --cert FILE and --key FILE"
             else:
                 hint = "give the CA that signs the server's certificate with --cacert FILE (or --insecure, stated in the report)"
