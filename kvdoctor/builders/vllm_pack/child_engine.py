@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import os
 
-from kvdoctor.builders.vllm_pack.child_shared import clear_caches
+from kvdoctor.builders.vllm_pack.child_shared import clear_caches, set_env
 
 # every backend a user may force with VLLM_ATTENTION_BACKEND, as the grid asks them (child_backend_grid.FORCED)
 FORCED = ("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "TRITON_ATTN_VLLM_V1", "FLEX_ATTENTION", "XFORMERS",
           "XFORMERS_VLLM_V1", "TREE_ATTN", "TRITON_MLA", "TRITON_MLA_VLLM_V1", "FLASHMLA", "FLASHMLA_VLLM_V1",
           "CUTLASS_MLA", "FLASHINFER_MLA", "FLASH_ATTN_MLA", "FLASHMLA_SPARSE", "FLASHINFER_MLA_SPARSE",
           "FLASH_ATTN_VLLM_V1", "FLASHINFER_VLLM_V1", "TORCH_SDPA")
-
 
 
 class _ModelConfig:
@@ -69,7 +68,7 @@ def run(ctx) -> dict | None:
         for cap in [tuple(c) for c in ctx.REQ["capabilities"]]:
             platform_cls.capability_now = cap
             for forced in (None, *FORCED):
-                _env("VLLM_ATTENTION_BACKEND", forced)
+                set_env("VLLM_ATTENTION_BACKEND", forced)
                 clear_caches()
                 for use_mla in (False, True):
                     for kv in kv_values:
@@ -84,20 +83,8 @@ def run(ctx) -> dict | None:
     finally:
         for name, fn in originals.items():
             setattr(arg_utils, name, fn)
-        _env("VLLM_ATTENTION_BACKEND", None)
+        set_env("VLLM_ATTENTION_BACKEND", None)
     return {"answers": cells, "where": ctx.where(arg_utils.EngineArgs._is_v1_supported_oracle),
             "assumes": "default serve flags, VLLM_USE_V1 unset, a V1-compatible decoder without a sliding window"}
 
 
-def _env(name, value):
-    if value is None:
-        os.environ.pop(name, None)
-    else:
-        os.environ[name] = value
-    try:
-        import vllm.envs as envs
-
-        if hasattr(envs, "disable_envs_cache"):
-            envs.disable_envs_cache()
-    except Exception:
-        pass

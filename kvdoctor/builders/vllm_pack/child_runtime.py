@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import inspect
 import itertools
-import os
 import types
 
-from kvdoctor.builders.vllm_pack.child_shared import assignment_lines
+from kvdoctor.builders.vllm_pack.child_shared import assignment_lines, set_env
 
 DTYPES = ("float16", "bfloat16", "float32")
 REQUESTED = ("auto", "half", "float16", "bfloat16", "float", "float32")
@@ -42,20 +41,6 @@ class _Unset(types.SimpleNamespace):
         if name.startswith("__"):
             raise AttributeError(name)
         return None
-
-
-def _env(name, value):
-    if value is None:
-        os.environ.pop(name, None)
-    else:
-        os.environ[name] = value
-    try:
-        import vllm.envs as envs
-
-        if hasattr(envs, "disable_envs_cache"):
-            envs.disable_envs_cache()
-    except Exception:
-        pass
 
 
 def model_runner(ctx, where) -> dict:
@@ -85,7 +70,7 @@ def model_runner(ctx, where) -> dict:
         for env, runner, hybrid, free, moe, default_arch in itertools.product(
                 (None, "0", "1"), ("generate", "pooling"), (False, True), (False, True), (False, True),
                 (False, True)):
-            _env("VLLM_USE_V2_MODEL_RUNNER", env)
+            set_env("VLLM_USE_V2_MODEL_RUNNER", env)
             model = _Unset(
                 runner_type=runner, is_hybrid=hybrid, is_attention_free=free, is_moe=moe, is_diffusion=False,
                 is_quantized=False,
@@ -104,7 +89,7 @@ def model_runner(ctx, where) -> dict:
                 value = f"error: {type(exc).__name__}: {exc}"[:200]
             key = f"{env}|{runner}|{int(hybrid)}|{int(free)}|{int(moe)}|{int(default_arch)}"
             table[key] = value
-        _env("VLLM_USE_V2_MODEL_RUNNER", None)
+        set_env("VLLM_USE_V2_MODEL_RUNNER", None)
         out["table"] = table
         # also assumed: an unquantized model, no context parallelism (see docs/vllm-pack.md)
         out["assumes"] = "default serve flags (no V2-unsupported feature), Triton usable"
@@ -118,7 +103,7 @@ def model_runner(ctx, where) -> dict:
     out["kind"] = "env"
     values = {}
     for env in (None, "0", "1"):
-        _env("VLLM_USE_V2_MODEL_RUNNER", env)
+        set_env("VLLM_USE_V2_MODEL_RUNNER", env)
         try:
             value = getattr(envs, "VLLM_USE_V2_MODEL_RUNNER")
             values[str(env)] = None if value is None else ("V2" if value else "V1")
@@ -133,13 +118,13 @@ def model_runner(ctx, where) -> dict:
     if validate is not None:
         where["model_runner.validate_environ"] = ctx.where(validate)
         for env in ("0", "1"):
-            _env("VLLM_USE_V2_MODEL_RUNNER", env)
+            set_env("VLLM_USE_V2_MODEL_RUNNER", env)
             try:
                 validate(hard_fail=True)
             except Exception as exc:
                 if "VLLM_USE_V2_MODEL_RUNNER" in str(exc):
                     errors[env] = f"{type(exc).__name__}: {exc}"
-    _env("VLLM_USE_V2_MODEL_RUNNER", None)
+    set_env("VLLM_USE_V2_MODEL_RUNNER", None)
     if errors:
         out["kind"] = "v2_only"
         values = {"None": "V2", "1": "V2"}

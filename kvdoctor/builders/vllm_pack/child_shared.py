@@ -1,11 +1,27 @@
 """What several child tasks share when they ask one vLLM release (public here, so no task reaches into another's
 private names): forgetting vLLM's cached answers, a fresh VllmConfig around a call, the exact decision tree of a
-set of grid cells, and the line a module-level name is assigned on. Standard library only at import time; vLLM
+set of grid cells, the line a module-level name is assigned on, and vLLM's environment variables. Standard library only at import time; vLLM
 is imported inside, in the builder's own venv.
 """
 from __future__ import annotations
 
 import ast
+import os
+
+
+def set_env(name, value):
+    """Set (or, with None, remove) an environment variable vLLM reads, and drop vllm.envs' cached values."""
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+    try:
+        import vllm.envs as envs
+
+        if hasattr(envs, "disable_envs_cache"):
+            envs.disable_envs_cache()
+    except Exception:
+        pass
 
 
 def clear_caches():
