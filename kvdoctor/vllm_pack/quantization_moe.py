@@ -1,5 +1,5 @@
 """Which kernel vLLM runs quantized experts and dense FP4 layers with on a GPU, as each release's own selection code
-answered with the capability stubbed (kvdoctor/data/vllm_pack/quantization/moe_backends.json, built by
+answered with the capability stubbed (kvdoctor/data/vllm_pack/quantization/moe_backends.json.gz, built by
 kvdoctor.builders.vllm_pack.quantization_moe; docs/quantization.md).
 
 A MoE checkpoint's experts (fp8, mxfp4, modelopt NVFP4) go through the release's fused-MoE oracle

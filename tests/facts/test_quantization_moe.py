@@ -1,7 +1,7 @@
 """Quantized experts and dense FP4 layers: which kernel each release's own selection code picks per GPU (issue 25,
 round 2), as check judges it.
 
-The answers (kvdoctor/data/vllm_pack/quantization/moe_backends.json) are vLLM's: select_fp8_moe_backend,
+The answers (kvdoctor/data/vllm_pack/quantization/moe_backends.json.gz) are vLLM's: select_fp8_moe_backend,
 select_mxfp4_moe_backend, select_nvfp4_moe_backend and init_nvfp4_linear_kernel imported from each wheel at hand and
 called with the GPU's capability stubbed (kvdoctor.builders.vllm_pack.quantization_moe). These tests check that
 check's facts and rules carry those answers to the user (KVD200 refusal, KVD205 experts on a slow path, KVD206
@@ -159,12 +159,14 @@ def test_stored_answers_are_what_the_child_reports():
     python = os.environ.get("KVDOCTOR_PACK_PYTHON")
     if not python:
         pytest.skip("KVDOCTOR_PACK_PYTHON (the builder's venv, made by .ci/run) is not set")
-    from kvdoctor.builders.vllm_pack.quantization_moe import OUT, ask_release
+    from kvdoctor.builders.vllm_pack.quantization_moe import ask_release
     from kvdoctor.builders.vllm_pack.wheel import find_wheel
+    from kvdoctor.vllm_pack.quantization_moe import FILE
+    from kvdoctor.vllm_pack.store import read_pack_file
 
     wheel = find_wheel(wheel_dir(), "0.34.0")
     if wheel is None:
         pytest.skip("no vllm-0.34.0 wheel")
     with tempfile.TemporaryDirectory():
         fresh = ask_release("0.34.0", wheel, python)
-    assert fresh == json.loads(OUT.read_text())["releases"]["0.34.0"]
+    assert fresh == read_pack_file(FILE)["releases"]["0.34.0"]

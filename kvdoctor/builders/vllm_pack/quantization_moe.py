@@ -9,7 +9,8 @@ platform's capability, answers vLLM's "is this kernel package importable" helper
 calls the release's own select_fp8_moe_backend / select_mxfp4_moe_backend / select_nvfp4_moe_backend
 (fused_moe/oracle/) and init_nvfp4_linear_kernel / init_mxfp4_linear_kernel (kernels/linear/) for each capability
 in CAPABILITIES. What it records per capability: the backend (or kernel class) vLLM picks, or its refusal in its
-own words. Stored in kvdoctor/data/vllm_pack/quantization/moe_backends.json (sorted keys; --check recomputes).
+own words. Stored in kvdoctor/data/vllm_pack/quantization/moe_backends.json.gz (sorted keys, gzip with no
+timestamp so a rebuild is byte-identical; --check recomputes).
 Releases whose wheel is not at hand are not in the file: check leaves their MoE backend undecided.
 """
 
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from kvdoctor.base.versions import pack_order
 
-OUT = Path(__file__).resolve().parents[2] / "data" / "vllm_pack" / "quantization" / "moe_backends.json"
+OUT = Path(__file__).resolve().parents[2] / "data" / "vllm_pack" / "quantization" / "moe_backends.json.gz"
 FORMAT = 1
 # V100, T4, A100, A10/A40, L4/Ada, H100/H200, B200/GB200, RTX PRO 6000 Blackwell
 CAPABILITIES = [[7, 0], [7, 5], [8, 0], [8, 6], [8, 9], [9, 0], [10, 0], [12, 0]]
@@ -113,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--check", action="store_true", help="recompute and compare with --out; write nothing")
     args = ap.parse_args(argv)
-    stored = json.loads(args.out.read_text("utf-8")) if args.out.is_file() else {"format": FORMAT, "releases": {}}
+    stored = json.loads(_read(args.out)) if args.out.is_file() else {"format": FORMAT, "releases": {}}
     versions = args.versions or sorted(stored["releases"], key=pack_order) or []
     releases = dict(stored["releases"])
     failed = 0
@@ -126,14 +127,28 @@ def main(argv: list[str] | None = None) -> int:
         releases[version] = ask_release(version, wheel, args.python)
         print(f"{version}: asked", file=sys.stderr)
         if not args.check:  # written after each release: a long run keeps what it asked
-            args.out.write_text(dumps({"format": FORMAT, "capabilities": CAPABILITIES, "releases": releases}),
-                                encoding="utf-8")
+            _write(args.out, dumps({"format": FORMAT, "capabilities": CAPABILITIES, "releases": releases}))
     if args.check:
         text = dumps({"format": FORMAT, "capabilities": CAPABILITIES, "releases": releases})
-        same = args.out.is_file() and args.out.read_text("utf-8") == text
+        same = args.out.is_file() and _read(args.out) == text
         print(f"{'identical' if same else 'DIFFERS'} ({args.out})", file=sys.stderr)
         return 0 if same and not failed else 1
     return 1 if failed else 0
+
+
+def _read(path: Path) -> str:
+    """The stored answers' text (gzipped when the name ends in .gz)."""
+    import gzip
+
+    data = path.read_bytes()
+    return (gzip.decompress(data) if path.suffix == ".gz" else data).decode("utf-8")
+
+
+def _write(path: Path, text: str) -> None:
+    import gzip
+
+    data = text.encode("utf-8")
+    path.write_bytes(gzip.compress(data, mtime=0) if path.suffix == ".gz" else data)
 
 
 if __name__ == "__main__":
