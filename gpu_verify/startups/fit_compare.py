@@ -1,7 +1,7 @@
 """On this machine: kvdoctor's predictions for fit_grid.py's cases (made BEFORE the GPU run), and their comparison
 with what real vLLM logged there.
 
-    python -m gpu_verify.startups.fit_compare predict --version 0.25.1 --out docs/real-startup-results/fit-predictions.json
+    python -m gpu_verify.startups.fit_compare predict --version 0.25.1 [--parts cd] --out docs/real-startup-results/fit-predictions.json
     python -m gpu_verify.startups.fit_compare compare --predictions P.json --results R.json [R2.json ...] --out MD
 
 A prediction is `kvdoctor check --no-compile --gpu H200 --vllm-version V --format json -- vllm serve DIR FLAGS`
@@ -50,9 +50,9 @@ def predict_one(case: dict, version: str, config: dict | None = None) -> dict:
     return {"exit": p.returncode, "verdict": report["verdict"], "rules": rules, "facts": facts}
 
 
-def predict(version: str, out: Path) -> None:
+def predict(version: str, out: Path, parts: str = "ab") -> None:
     doc = {"version": version, "gpu": "H200", "cases": {}}
-    for part in ("a", "b"):
+    for part in parts:
         for case in grid(part):
             if case["model"].startswith("tiny:"):
                 doc["cases"][case["id"]] = {"predicted_after": "tiny model: config made on the GPU machine"}
@@ -156,13 +156,14 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("predict")
     p.add_argument("--version", required=True)
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--parts", default="ab", help="fit_grid parts to predict, e.g. cd")
     c = sub.add_parser("compare")
     c.add_argument("--predictions", type=Path, required=True)
     c.add_argument("--results", type=Path, nargs="+", required=True)
     c.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
     if args.cmd == "predict":
-        predict(args.version, args.out)
+        predict(args.version, args.out, args.parts)
     else:
         compare(args.predictions, args.results, args.out)
     return 0

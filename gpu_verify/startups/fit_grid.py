@@ -3,7 +3,9 @@
 A case: id, model (a config file in the repo, served with `--load-format dummy`: random weights of the real size,
 no checkpoint; or `tiny:NAME`, a random-weight model models.py makes there with real weights), and the serve flags.
 Memory profiling stays on (no --kv-cache-memory-bytes unless the case is about that flag). Part `a` calibrates
-the memory budget, part `b` covers quantized checkpoints, tiny architectures and one `kvdoctor verify` run.
+the memory budget, part `b` covers quantized checkpoints, tiny architectures and one `kvdoctor verify` run; parts
+`c` and `d` (a later session) the layer kinds at real sizes (sliding window, MLA, MoE, hybrid Mamba, sinks), a
+method whose minimum capability is above SM 9.0, and utilizations around the limit for MoE and MLA.
 The same list drives the predictions made on the CPU before the run (gpu_verify/startups/fit_compare.py).
 """
 
@@ -22,6 +24,9 @@ CONFIGS = {
     "llama8b-fp8-block": "tests/fixtures/configs/quantized/llama-3.1-8b-fp8-block.json",
     "llama8b-w4a16-ct": "tests/fixtures/configs/quantized/llama-3.1-8b-ct-w4a16.json",
     "gptoss20b": "tests/fixtures/configs/quantized/gpt-oss-20b-mxfp4.json",
+    "qwen3-30b-a3b": "tests/fixtures/startup_logs/configs/Qwen__Qwen3-Coder-30B-A3B-Instruct.json",
+    "jamba": "tests/fixtures/configs/jamba-v0.1.json",
+    "qwen3b-fp-quant": "tests/fixtures/configs/quantized/qwen2.5-3b-fp-quant-mxfp4.json",
 }
 
 EAGER = ("--enforce-eager",)
@@ -63,5 +68,31 @@ def grid(part: str) -> list[dict]:
             case("tiny-moe", "tiny:moe", "--gpu-memory-utilization", "0.1", "--max-model-len", "4096", *EAGER),
             case("gptoss20b-mxfp4", "gptoss20b", "--gpu-memory-utilization", "0.9", "--max-model-len", "32768",
                  *EAGER, limit_s=260),
+        ]
+    if part == "c":
+        return [
+            case("qwen3b-fp-quant-sm100", "qwen3b-fp-quant", "--allow-deprecated-quantization", *EAGER, limit_s=120),
+            case("gemma2-9b-u60", "gemma2-9b", "--gpu-memory-utilization", "0.6", *EAGER),
+            case("mistral7b-u50", "mistral7b", "--gpu-memory-utilization", "0.5", *EAGER),
+            case("dsv2lite-u90", "dsv2lite", "--gpu-memory-utilization", "0.9", *EAGER, limit_s=240),
+            case("qwen3-30b-a3b-u90", "qwen3-30b-a3b", "--gpu-memory-utilization", "0.9", *EAGER, limit_s=240),
+            case("jamba-u90", "jamba", "--gpu-memory-utilization", "0.9", *EAGER, limit_s=300),
+            case("gptoss20b-mxfp4", "gptoss20b", "--gpu-memory-utilization", "0.9", "--max-model-len", "32768",
+                 *EAGER, limit_s=260),
+        ]
+    if part == "d":
+        return [
+            case("dsv2lite-u18", "dsv2lite", "--gpu-memory-utilization", "0.18", "--max-model-len", "16384", *EAGER),
+            case("dsv2lite-u25", "dsv2lite", "--gpu-memory-utilization", "0.25", "--max-model-len", "16384", *EAGER),
+            case("qwen3-30b-a3b-u30", "qwen3-30b-a3b", "--gpu-memory-utilization", "0.3", "--max-model-len", "16384",
+                 *EAGER),
+            case("qwen3-30b-a3b-u45", "qwen3-30b-a3b", "--gpu-memory-utilization", "0.45", "--max-model-len", "16384",
+                 *EAGER, limit_s=240),
+            case("gemma2-9b-u60-fp8", "gemma2-9b", "--gpu-memory-utilization", "0.6", "--kv-cache-dtype", "fp8", *EAGER),
+            case("mistral7b-u30-k8v4", "mistral7b", "--gpu-memory-utilization", "0.3", "--kv-cache-dtype",
+                 "turboquant_k8v4", *EAGER),
+            case("dsv2lite-u90-fp8", "dsv2lite", "--gpu-memory-utilization", "0.9", "--kv-cache-dtype", "fp8", *EAGER,
+                 limit_s=240),
+            case("gpt2-u20", "gpt2", "--gpu-memory-utilization", "0.2", *EAGER),
         ]
     raise ValueError(f"unknown part {part!r}")
