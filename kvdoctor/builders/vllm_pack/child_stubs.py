@@ -1,0 +1,158 @@
+"""Stand-ins for what the pack builder's CPU-only child lacks: the wheel's compiled extensions, its hard GPU
+dependencies (served as permissive stand-in modules), CUDA tensors created at import time (put on the meta device),
+torch.cuda's capability queries (answered with the capability being asked), and, for releases before 0.20, the
+compiled op namespaces their modules call at import time."""
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import sys
+import types
+
+
+class Anything:
+    """A permissive stand-in object: any attribute, call, index or iteration gives another stand-in."""
+
+    def __init__(self, name="stub"):
+        self._name = name
+
+    def __getattr__(self, item):
+        if item.startswith("__") and item.endswith("__"):
+            raise AttributeError(item)
+        return Anything(f"{self._name}.{item}")
+
+    def __call__(self, *a, **k):
+        return Anything(self._name + "()")
+
+    def __getitem__(self, item):
+        return Anything(self._name + "[]")
+
+    def __iter__(self):
+        return iter(())
+
+    def __bool__(self):
+        return False
+
+    def __mro_entries__(self, bases):
+        return (object,)
+
+    def __or__(self, other):
+        return self
+
+    __ror__ = __or__
+
+    def __eq__(self, other):
+        return False
+
+    def __hash__(self):
+        return id(self)
+
+
+class _StubModule(types.ModuleType):
+    def __getattr__(self, item):
+        if item.startswith("__") and item.endswith("__"):
+            raise AttributeError(item)
+        return Anything(f"{self.__name__}.{item}")
+
+
+class _StubLoader(importlib.abc.Loader):
+    def __init__(self, version):
+        self.version = version
+
+    def create_module(self, spec):
+        module = _StubModule(spec.name)
+        module.__path__ = []  # a package, so submodules resolve through the finder too
+        module.__version__ = self.version
+        return module
+
+    def exec_module(self, module):
+        pass
+
+
+class StubFinder(importlib.abc.MetaPathFinder):
+    """Serves stand-in modules for compiled vLLM extensions the wheel ships and for modelled dependencies."""
+
+    def __init__(self, exact: set[str], roots: dict[str, str]):
+        self.exact = exact
+        self.roots = roots  # top-level package -> version string
+
+    def find_spec(self, fullname, path=None, target=None):
+        root = fullname.split(".")[0]
+        if fullname in self.exact:
+            return importlib.machinery.ModuleSpec(fullname, _StubLoader("0"), is_package=True)
+        if root in self.roots:
+            return importlib.machinery.ModuleSpec(fullname, _StubLoader(self.roots[root]), is_package=True)
+        return None
+
+
+def cuda_tensors_on_meta(default_capability: tuple[int, int]):
+    """Module-level `torch.empty(..., device="cuda")` (a workspace buffer) lands on the meta device instead, and
+    torch.cuda's capability queries answer the capability the stubbed platform reports now."""
+    import functools
+
+    import torch
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            device = kwargs.get("device")
+            if device is not None and str(device).startswith("cuda"):
+                kwargs["device"] = "meta"
+            return fn(*args, **kwargs)
+
+        return inner
+
+    for name in ("empty", "zeros", "ones", "full", "tensor", "arange", "randn", "rand", "empty_strided"):
+        setattr(torch, name, wrap(getattr(torch, name)))
+    torch.cuda.current_device = lambda: 0
+
+    class _Props:  # what code reads of device 0; its capability is the one the platform reports right now
+        multi_processor_count, total_memory, name = 132, 80 << 30, "{device_name}"
+
+        @property
+        def major(self):
+            return _capability_now(default_capability)[0]
+
+        @property
+        def minor(self):
+            return _capability_now(default_capability)[1]
+
+    torch.cuda.get_device_properties = lambda *a, **k: _Props()
+    torch.cuda.get_device_capability = lambda *a, **k: _capability_now(default_capability)
+
+
+def _capability_now(default_capability: tuple[int, int]) -> tuple[int, int]:
+    """The capability the stubbed platform reports now (install_platform; the tasks switch it per target)."""
+    platform = sys.modules.get("vllm.platforms")
+    current = getattr(platform, "_current_platform", None) if platform else None
+    return tuple(getattr(type(current), "capability_now", default_capability))
+
+
+def legacy_ops():
+    """Releases before 0.20 call compiled ops at import time (`torch.ops._C.cutlass_scaled_mm_supports_fp8`):
+    their op namespaces become stand-ins (falsy answers), so the modules import."""
+    import torch
+
+    for name in ("_C", "_C_cache_ops", "_C_custom_ar", "_moe_C", "_rocm_C", "_vllm_fa2_C", "_vllm_fa3_C",
+                 "_flashmla_C", "_flashmla_extension_C", "_qutlass_C"):
+        setattr(torch.ops, name, Anything(f"torch.ops.{name}"))
+    for name in ("register_fake", "impl_abstract"):  # fake kernels for ops that do not exist here: skipped
+        original = getattr(torch.library, name, None)
+        if original is not None:
+            setattr(torch.library, name, _tolerant(original))
+
+
+def _tolerant(register):
+    def wrapper(*args, **kwargs):
+        try:
+            decorator = register(*args, **kwargs)
+        except RuntimeError:
+            return lambda fn=None, *a, **k: fn
+        def apply(fn=None, *a, **k):
+            try:
+                return decorator(fn, *a, **k)
+            except RuntimeError:
+                return fn
+        return apply
+
+    return wrapper
