@@ -86,6 +86,11 @@ class ModelFacts:
     is_sparse: bool | None = None
     """Sparse MLA (DeepSeek-V3.2's indexer, `index_topk`): vLLM's selector asks use_sparse."""
     sliding_window: int | None = None
+    logits_soft_cap: float | None = None
+    """The attention logits soft cap vLLM's model code passes to Attention (Gemma 2's attn_logit_softcapping)."""
+    use_alibi: bool | None = None
+    """ALiBi slopes instead of rotary positions (BLOOM, MPT, Falcon-RW, Baichuan-13B, JAIS), as vLLM's model code
+    decides it from config.json."""
     quant_method: str | None = None
     """quantization_config.quant_method, e.g. 'fp8', 'awq', 'modelopt'."""
     kv_cache_quant_algo: str | None = None
@@ -195,6 +200,7 @@ ABSENT_MEANS: dict[str, Any] = {
     "quant_config": "none",
     "model_type": "none",
     "sliding_window": 0,
+    "logits_soft_cap": 0,
     "config_dtype": "none",
     "dtype_error": "none",
 }

@@ -15,6 +15,7 @@ from kvdoctor.data.dtypes import CONFIG_DTYPE_NAMES, SAFETENSORS_DTYPES
 from kvdoctor.data.model_types import model_types
 from kvdoctor.base.errors import ModelConfigError
 from kvdoctor.model.facts import ModelFacts
+from kvdoctor.facts.probes.layer_features import logits_soft_cap, uses_alibi
 from kvdoctor.facts.probes.model_source import ConfigLocation
 
 MAX_CONFIG_BYTES = 5 * 1024 * 1024
@@ -41,8 +42,8 @@ def read_model_facts(location: ConfigLocation) -> ModelFacts:
                     return value
         return None
 
-    heads = integer("num_attention_heads", "n_head", "num_heads")
-    hidden = integer("hidden_size", "n_embd", "d_model")
+    heads = integer("num_attention_heads", "n_head", "num_heads", "n_heads")  # n_heads: MPT
+    hidden = integer("hidden_size", "n_embd", "n_embed", "d_model")  # n_embed: BLOOM(Z)
     kv_lora_rank = integer("kv_lora_rank")
     is_mla = kv_lora_rank is not None
     head_dim = integer("head_dim")
@@ -80,7 +81,7 @@ def read_model_facts(location: ConfigLocation) -> ModelFacts:
         head_dim=head_dim,
         num_attention_heads=heads,
         num_kv_heads=kv_heads,
-        num_hidden_layers=integer("num_hidden_layers", "n_layer", "num_layers"),
+        num_hidden_layers=integer("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
         hidden_size=hidden,
         is_mla=is_mla,
         kv_lora_rank=kv_lora_rank,
@@ -90,6 +91,8 @@ def read_model_facts(location: ConfigLocation) -> ModelFacts:
         is_moe=any(isinstance(scope.get(k), int) and scope.get(k) > 1 for scope in (raw, text) for k in EXPERT_COUNTS),
         is_sparse=is_mla and ("index_topk" in raw or "index_topk" in text),
         sliding_window=sliding if isinstance(sliding, int) and not isinstance(sliding, bool) else None,
+        logits_soft_cap=logits_soft_cap(raw, text, model_type, tuple(architectures)),
+        use_alibi=uses_alibi(raw, model_type, tuple(architectures)),
         quant_method=_quant_method(quant),
         kv_cache_quant_algo=_string(quant.get("kv_cache_quant_algo"))
         or _string(_modelopt_section(quant).get("kv_cache_quant_algo"))
