@@ -255,3 +255,28 @@ def not_enough_message(fit: Fit, max_model_len: int) -> str:
         max_model_len=max_model_len, needed_gib=format_gib(fit.needed_bytes),
         available_gib=format_gib(fit.check_bytes), estimated_msg=estimated,
     )
+
+
+def logged_tokens(fit: Fit, plan: KvPlan, max_model_len: int, tokens_formula: str) -> int:
+    """vLLM's "KV cache size: N tokens" as the release counts it (data/kv_memory.yaml kv_cache.capacity_log):
+    'blocks_per_group' = num_blocks // groups x block size (0.10.2-0.20.0), 'concurrency_x_len' =
+    int(concurrency x max_model_len) (0.20.1+)."""
+    if tokens_formula == "blocks_per_group":
+        return fit.num_blocks // max(1, len(plan.groups)) * plan.block_size
+    if tokens_formula == "concurrency_x_len":
+        return int(fit.concurrency * max_model_len)
+    raise ValueError(f"unknown KV-cache token formula {tokens_formula!r} in kv_memory.yaml")
+
+
+def capacity_log(release_version: str, fit: Fit, plan: KvPlan, max_model_len: int,
+                 device: str = "GPU") -> tuple[int, tuple[str, ...]] | None:  # fmt: skip
+    """The token count and the capacity lines this release logs, in its own format strings (None when the release
+    was not read)."""
+    table = kv_table()["capacity_log"]
+    rule = table["releases"].get(release_version)
+    if rule is None:
+        return None
+    tokens = logged_tokens(fit, plan, max_model_len, rule["tokens"])
+    values = {"device": device, "tokens": f"{tokens:,}", "max_model_len": f"{max_model_len:,}",
+              "concurrency": fit.concurrency}  # fmt: skip
+    return tokens, tuple(template % tuple(values[a] for a in args) for template, args in table["formats"][rule["format"]])

@@ -16,8 +16,8 @@ from kvdoctor.facts.context_length import (
     derive_context_length, env_allows_long, overridden_config, serve_overrides, variants_for,
 )  # fmt: skip
 from kvdoctor.facts.kv_capacity import (
-    Fit, KvPlan, judge_fit, kv_table, layer_specs, not_enough_message, plan_groups, skip_layers_block_size,
-    state_page_bytes,
+    Fit, KvPlan, capacity_log, judge_fit, kv_table, layer_specs, not_enough_message, plan_groups,
+    skip_layers_block_size, state_page_bytes,
 )  # fmt: skip
 from kvdoctor.facts.memory_budget import (
     GIB, ServeMemory, batch_defaults, budget_table, kv_budget, parsed_json, release_utilization, serve_memory,
@@ -115,7 +115,7 @@ def _memory(flat: dict[str, Any], facts: Facts, serve: ServeMemory, release, max
     fit = judge_fit(plan, budget, max_model_len, in_flight, reserved)
     verdict = _verdict(plan, budget, band, max_model_len, in_flight, reserved)
     fp8 = _fp8_outcome(flat, facts, serve, kinds, release, budget, band, max_model_len, in_flight, reserved)
-    device = "GPU"
+    logged = capacity_log(release.version, fit, plan, max_model_len)  # each release's own count and lines
     return unknown | {
         "memory.fit": verdict if why_not is None else "not_modelled",
         "memory.why_not": why_not or "none",
@@ -128,7 +128,7 @@ def _memory(flat: dict[str, Any], facts: Facts, serve: ServeMemory, release, max
         "memory.block_size": plan.block_size,
         "memory.kv_bytes_per_token": plan.bytes_per_block // plan.block_size,
         "memory.kv_needed_gib": round(fit.needed_bytes / GIB, 2),
-        "memory.kv_tokens": fit.tokens,
+        "memory.kv_tokens": logged[0] if logged else None,
         "memory.max_concurrency": round(fit.concurrency, 2),
         "memory.error": not_enough_message(fit, max_model_len) or "none",
         "memory.fitting_max_model_len": _fitting_len(plan, budget - band, max_model_len, in_flight, reserved),
@@ -138,8 +138,7 @@ def _memory(flat: dict[str, Any], facts: Facts, serve: ServeMemory, release, max
         "memory.fitting_gpu_memory_utilization": _fitting_utilization(flat, serve, release, plan, budget, band,
                                                                      max_model_len, in_flight, reserved),
         "memory.fitting_tensor_parallel_size": _fitting_tp(flat, facts, serve, kinds, release, max_model_len),
-        "memory.vllm_log": (f"{device} KV cache size: {fit.tokens:,} tokens; Maximum concurrency for "
-                            f"{max_model_len:,} tokens per request: {fit.concurrency:.2f}x"),  # fmt: skip
+        "memory.vllm_log": "; ".join(logged[1]) if logged else None,
     }
 
 
