@@ -29,7 +29,7 @@ from kvdoctor.vllm_pack.candidates import Candidates, agree
 def memory_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
     """context.* and memory.* for the judged release (decided only where every candidate release agrees)."""
     names = fact_registry().names(produced_by="memory")
-    serve = serve_memory(facts.serve.argv)  # first: malformed memory / override flags are bad input either way
+    serve = serve_memory(facts.serve)  # first: malformed memory / override flags are bad input either way
     flat = facts.flat()
     if facts.model is None or not flat.get("model.layer_kinds") and not facts.model.num_hidden_layers:
         return dict.fromkeys(names)

@@ -15,7 +15,7 @@ from kvdoctor.base.yaml_safe import load_yaml_cached
 from kvdoctor.data import read_data
 from kvdoctor.facts.kv_capacity import kv_table
 from kvdoctor.facts.probes.serve_args import human_readable_int
-from kvdoctor.model.facts import Facts
+from kvdoctor.model.facts import Facts, ServeFacts
 
 GIB = 2**30
 
@@ -56,12 +56,13 @@ class ServeMemory:
     """Flags that change the KV-cache layout or budget in ways kvdoctor does not size (the fit stays undecided)."""
 
 
-def serve_memory(argv: tuple[str, ...]) -> ServeMemory:
-    """The memory flags in a (canonically spelt) serve argv; an unreadable value stays unknown (the release's parser
-    judges it: serve.args_*)."""
+def serve_memory(serve: ServeFacts) -> ServeMemory:
+    """The memory settings of the serve command: the record's parsed values (ServeFacts: flags, short forms, --config
+    files, bad values already refused), and from its argv the flags the record does not carry (switches, the Mamba
+    and offloading options, --kv-cache-dtype-skip-layers' nargs '+', the JSON overrides and their dotted keys)."""
     values: dict[str, str] = {}
     switches: set[str] = set()
-    tokens = list(argv)
+    tokens = list(serve.argv)
     for i, token in enumerate(tokens):
         if not token.startswith("--"):
             continue
@@ -71,10 +72,10 @@ def serve_memory(argv: tuple[str, ...]) -> ServeMemory:
         values[name] = value
         switches.add(name)
 
-    def number(flag: str, kind=int):
+    def number(flag: str) -> float | None:
         text = values.get(flag, "").strip()
-        try:  # ints in vLLM's human form (4G, 32k), as the serve-command reader reads them
-            return (human_readable_int if kind is int else kind)(text) if text else None
+        try:
+            return float(text) if text else None
         except ValueError:
             return None
 
@@ -95,20 +96,20 @@ def serve_memory(argv: tuple[str, ...]) -> ServeMemory:
             following = [value] if has_value else [t for t in _until_option(tokens[i + 1:])]
             skip += [part for v in following for part in v.split(",") if part]
     return ServeMemory(
-        kv_cache_memory_bytes=number("--kv-cache-memory-bytes"),
-        gpu_memory_utilization=number("--gpu-memory-utilization", float),
-        max_num_batched_tokens=number("--max-num-batched-tokens"),
-        max_num_seqs=number("--max-num-seqs"),
-        block_size=number("--block-size"),
+        kv_cache_memory_bytes=serve.kv_cache_memory_bytes or None,  # 0: vLLM profiles as usual (serve_flags.yaml)
+        gpu_memory_utilization=serve.gpu_memory_utilization,
+        max_num_batched_tokens=serve.max_num_batched_tokens,
+        max_num_seqs=serve.max_num_seqs,
+        block_size=serve.block_size,
         disable_sliding_window="--disable-sliding-window" in switches,
-        enforce_eager="--enforce-eager" in switches,
-        cpu_offload_gb=number("--cpu-offload-gb", float) or 0.0,
+        enforce_eager=serve.enforce_eager,
+        cpu_offload_gb=serve.cpu_offload_gb,
         prefix_caching="--no-enable-prefix-caching" not in switches,
         mamba_cache_mode=values.get("--mamba-cache-mode") or None,
         mamba_cache_dtype=values.get("--mamba-cache-dtype") or "auto",
         mamba_ssm_cache_dtype=values.get("--mamba-ssm-cache-dtype") or "auto",
         kv_cache_dtype_skip_layers=tuple(skip),
-        kv_offloading_gib=number("--kv-offloading-size", float),
+        kv_offloading_gib=number("--kv-offloading-size"),
         kv_offloading_backend=values.get("--kv-offloading-backend") or "native",
         hf_overrides=overrides.get("--hf-overrides"),
         rope_scaling=overrides.get("--rope-scaling"),
@@ -274,7 +275,7 @@ def _estimated_weights(flat, facts: Facts) -> int | None:
     # the checkpoint's method, else --quantization on an unquantized checkpoint (online quantization, e.g. fp8)
     method = m.quant_method if m.quant_method not in (None, "none") else facts.serve.quantization
     if method not in (None, "none"):
-        config = flat.get("model.quantization_config") or {} if m.quant_method not in (None, "none") else {}
+        config = checkpoint_quant_config(m.quant_config) if m.quant_method not in (None, "none") else {}
         linear_bytes = quantized_bytes_per_param(config, method, dtype_bytes, m.hidden_size)
         if linear_bytes is None:
             return None
@@ -282,6 +283,15 @@ def _estimated_weights(flat, facts: Facts) -> int | None:
     embeddings = vocab * m.hidden_size * (1 if flat.get("model.tie_word_embeddings") else 2)
     layers = m.num_hidden_layers * attention + mlp_parameters(flat, m.hidden_size, m.num_hidden_layers, inter)
     return int(layers * linear_bytes) + embeddings * dtype_bytes
+
+
+def checkpoint_quant_config(text: str | None) -> dict[str, Any]:
+    """The checkpoint's quantization config from the model record (ModelFacts.quant_config, compact JSON; {} when it
+    has none or it is not an object)."""
+    if not text or text == "none":
+        return {}
+    value = json.loads(text)
+    return value if isinstance(value, dict) else {}
 
 
 def mlp_parameters(flat, hidden: int, layers: int, inter: int) -> int:

@@ -44,3 +44,21 @@ def test_zero_kv_cache_memory_bytes_is_vllms_profiling_not_an_error(run_cli):
                      "--max-model-len", "4096")  # fmt: skip
     assert result.code in (0, 1), result  # gpu_worker.py:688 (0.34.0): a falsy value profiles as without the flag
     assert "--kv-cache-memory-bytes" not in result.json()["facts"]["memory.kv_budget_source"]
+
+
+def test_memory_flags_from_a_config_file_size_the_budget(run_cli, tmp_path):
+    # vLLM's --config YAML sets the same options; the fit reads the parsed serve record, not the argv again
+    config = tmp_path / "serve.yaml"
+    config.write_text("kv-cache-memory-bytes: 3G\nmax-num-seqs: 32\ngpu-memory-utilization: 0.5\n")
+    result = run_cli("check", *QUICK, "--", "vllm", "serve", str(EXAMPLE_MODEL), "--config", str(config),
+                     "--max-model-len", "4096")  # fmt: skip
+    facts = result.json()["facts"]
+    assert facts["serve.kv_cache_memory_bytes"] == 3 * 2**30
+    assert facts["memory.kv_budget_bytes"] == 3 * 2**30 and "--kv-cache-memory-bytes" in facts["memory.kv_budget_source"]
+
+
+def test_without_the_flag_the_releases_own_utilization_applies(run_cli):
+    result = run_cli("check", *QUICK, "--", "vllm", "serve", str(EXAMPLE_MODEL), "--max-model-len", "4096")
+    facts = result.json()["facts"]
+    assert facts["serve.gpu_memory_utilization"] is None  # not given: 0.33.0's default (0.92), not a guessed 0.9
+    assert "0.92" in facts["memory.kv_budget_source"]

@@ -25,7 +25,7 @@ _SAFETENSORS_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 
                       "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "U16": 2, "U32": 4, "U64": 8,
                       "F4": 0.5, "FP4": 0.5}  # fmt: skip
 UNKNOWN = {"model.max_len_keys": None, "model.rope_scaling": None, "model.layer_kinds": None,
-           "model.state_layer": None, "model.attention_chunk_size": None, "model.quantization_config": None,
+           "model.state_layer": None, "model.attention_chunk_size": None,
            "model.vocab_size": None, "model.intermediate_size": None, "model.tie_word_embeddings": None,
            "model.moe_layout": None, "model.text_config_key": None, "checkpoint.weights_bytes": None,
            "checkpoint.weights_source": None}  # fmt: skip
@@ -47,7 +47,6 @@ def probe_model_memory(model: ModelFacts | None, config_path: Path | None, model
         "model.layer_kinds": layer_kinds(text, model),
         "model.state_layer": state_layer(text, model),
         "model.attention_chunk_size": _chunk_size(text, model),
-        "model.quantization_config": _quantization_config(raw, text),
         "model.vocab_size": _int(text.get("vocab_size", raw.get("vocab_size"))),
         "model.intermediate_size": _int(text.get("moe_intermediate_size") or text.get("intermediate_size")),
         "model.tie_word_embeddings": bool(raw.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
@@ -149,15 +148,6 @@ def state_layer(text: dict[str, Any], model: ModelFacts) -> dict[str, Any] | Non
             value *= factor
         params[name] = value
     return params
-
-
-def _quantization_config(raw: dict[str, Any], text: dict[str, Any]) -> dict[str, Any] | None:
-    """config.json's quantization_config, its scalar and short-list entries (what the weights estimate reads)."""
-    found = raw.get("quantization_config") or text.get("quantization_config")
-    if not isinstance(found, dict):
-        return None
-    return {k: v for k, v in found.items() if isinstance(v, (int, float, str, bool))
-            or isinstance(v, list) and len(v) <= 4 and all(isinstance(x, int) for x in v)}  # fmt: skip
 
 
 def _chunk_size(text: dict[str, Any], model: ModelFacts) -> int | None:
