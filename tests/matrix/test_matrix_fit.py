@@ -82,6 +82,29 @@ def test_a_cell_that_holds_less_than_one_request_is_fail_with_the_fit_rule(tmp_p
     assert "KVD182" in [r["rule_id"] for r in low["rules"] if r["status"] == "fired"]
 
 
+def test_less_than_one_request_is_fail_outside_the_band_and_warn_inside_it_saying_the_band(tmp_path):
+    """Swept over --gpu-memory-utilization so the band is crossed whatever the calibration: a cell whose budget's
+    high edge cannot hold one 32k request is FAIL (KVD181), one where only the band decides is WARN (KVD183) and its
+    text states the band."""
+    from kvdoctor.matrix import Capacity, Cell
+    from kvdoctor.report.matrix.cells import capacity_text
+
+    seen = set()
+    for step in range(40, 62, 2):
+        for cell in _matrix(tmp_path, QWEN, "T4,L4", "auto", "--gpu-memory-utilization", f"{step / 100}")["cells"]:
+            cap = cell["capacity"]
+            fired = [r["rule_id"] for r in cell["rules"] if r["status"] == "fired"]
+            text = capacity_text(Cell(cell["gpu"], "auto", cell["verdict"], capacity=Capacity(**{k: v for k, v in cap.items() if k != "max_concurrent_seqs"})))
+            if cap["fit"] == "does_not_fit":
+                assert cell["verdict"] == "FAIL" and "KVD181" in fired and cap["max_concurrency"] < 1, cell
+                assert text.endswith("(< 1 request)")
+            elif cap["fit"] == "within_band":
+                assert cell["verdict"] == "WARN" and "KVD183" in fired and "KVD181" not in fired, cell
+                assert f"+-{cap['band_gib']:g} GiB band" in text and cap["band_gib"] > 0
+            seen.add((cap["fit"], cap["max_concurrency"] is not None and cap["max_concurrency"] < 1))
+    assert {("does_not_fit", True), ("within_band", True)} <= seen, seen  # both sides of the band, below 1 request
+
+
 def test_max_model_len_sets_the_request_not_the_pool(tmp_path):
     """vLLM's pool of blocks does not depend on --max-model-len for full attention; its concurrency does."""
     short = _matrix(tmp_path, DEEPSEEK, "H100", "auto", "--max-model-len", "4096")["cells"][0]["capacity"]

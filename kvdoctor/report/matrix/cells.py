@@ -49,6 +49,8 @@ def capacity_text(cell: Cell) -> str:
         return "no KV memory left"
     seqs = f" / {cap.max_concurrency:.2f} seq" if cap.max_concurrency is not None else ""
     short = " (< 1 request)" if cap.fit == "does_not_fit" else ""
+    if cap.fit == "within_band":  # WARN: the budget's error band decides whether one request fits
+        short = f" (1 request fits at one edge of the +-{cap.band_gib or 0:g} GiB band, not the other)"
     return f"{short_count(cap.tokens)} tok{seqs}{short}"
 
 
