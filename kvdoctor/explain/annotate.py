@@ -45,11 +45,12 @@ def annotate(report: Report, diagnosis: Diagnosis, families: Families, facts: di
     if located is not None:
         additions.append(f"message {located.describe()}")
         extra["located"] = [
-            {"package": l.package, "file": l.file, "function": l.function, "type": l.type, "kind": l.kind,
-             "releases": l.releases} for l in located.locations[:5]
+            {"package": l.package, "file": l.file, "function": l.function, "class": l.owner, "type": l.type,
+             "kind": l.kind, "releases": l.releases, "condition": l.condition,
+             "values": located.named_values(l) or None} for l in located.locations[:5]
         ]
     if rule_id == unknown_failure_rule() and not diagnosis.only_wrappers:  # a wrapper's origin says nothing new
-        cause_extra = " " + origin_sentence(located, facts.get("vllm.version"))
+        cause_extra = " " + _origin(located, families, facts, primary_text)
     if rule_id in rules_with_role("selector_error") and selector_errors:
         cause_extra = _selector_cause(selector_errors[0], families, facts)
         extra["selector"] = [{"kind": e.kind, "line": e.line, "config": e.config,
@@ -78,33 +79,15 @@ def annotate(report: Report, diagnosis: Diagnosis, families: Families, facts: di
     return replace(report, findings=tuple(findings), notes=tuple(notes), extra=extra)
 
 
-def origin_sentence(located, version: str | None) -> str:
-    """Where vLLM (or Triton, torch, FlashInfer) raises the message, from the message index; or that the index does
-    not hold it, naming the releases it was built from."""
-    if located is None:
-        from kvdoctor.explain.message_index import load_index
+def _origin(located, families: Families, facts: dict[str, Any], text: str) -> str:
+    """Where the message is raised and under which condition (explain/raise_site.py), or what the index searched."""
+    from kvdoctor.explain.message_index import load_index
+    from kvdoctor.explain.raise_site import origin_sentence, searched_sentence
 
+    if located is None:
         index = load_index()
-        if index is None:
-            return "This kvdoctor was built without the message index, so where the message is raised is not known."
-        read = ", ".join(f"{package} {releases[0]}" + (f"-{releases[-1]}" if len(releases) > 1 else "")
-                         for package, releases in sorted(index.packages.items()) if releases)
-        return f"The message index ({read}) does not hold this message either: no release it read raises it in these words."
-    places = []
-    for location in located.locations[:3]:
-        if location.package != "vllm":
-            who = location.package
-        elif version and location.has_release(version):
-            who = f"vLLM {version}"
-        else:
-            who = f"vLLM {location.releases}"
-        verb = f"raises {location.type}" if location.kind == "raise" and location.type else (
-            "raises it" if location.kind == "raise" else f"logs it at {location.kind.upper()}")
-        when = f" when `{location.condition}`" if location.condition else ""
-        places.append(f"{who} {verb} in {location.file}:{location.function}{when}")
-    more = f" (and {len(located.locations) - 3} more places)" if len(located.locations) > 3 else ""
-    closing = "" if all(loc.condition for loc in located.locations[:3]) else "; read that function for the condition"
-    return "The message index locates it: " + "; ".join(places) + more + closing + "."
+        return searched_sentence(index.packages if index is not None else None, text)
+    return origin_sentence(located, facts.get("vllm.version"), families.raise_site_names)
 
 
 def _selector_cause(error: SelectorError, families: Families, facts: dict[str, Any]) -> str:

@@ -4,7 +4,7 @@ each attention-selector reason means, and which lines show that the server had s
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -37,6 +37,8 @@ class Families:
     """Functions that run only while serving requests: an exception raised under one is a request-time failure."""
     request_families_kept: tuple[str, ...]
     """Families that are request-time by nature and keep their own name."""
+    raise_site_names: dict[str, str] = field(default_factory=dict)
+    """A name vLLM's raise sites use (in a condition or an interpolated expression) -> the kvdoctor fact it is."""
 
 
 def flexible_spaces(pattern: str) -> str:
@@ -100,7 +102,16 @@ def load_families() -> Families:
         request_failed=re.compile(data["request_failed"]) if data.get("request_failed") else None,
         request_frames=re.compile(data["request_frames"]) if data.get("request_frames") else None,
         request_families_kept=tuple(data.get("request_families_kept") or ()),
+        raise_site_names=_raise_site_names(data.get("raise_site_names") or {}, is_fact_name, rule_file.path),
     )
+
+
+def _raise_site_names(table: dict, is_fact_name, path) -> dict[str, str]:
+    """raise_site_names, each value a declared fact name (data/fact_names.yaml)."""
+    for name, fact in table.items():
+        if not isinstance(fact, str) or not is_fact_name(fact):
+            raise RulesFileError(f"{path}: raise_site_names.{name}: {fact!r} is not a declared fact name")
+    return {str(name): fact for name, fact in table.items()}
 
 
 def derived_values(values: dict[str, Any]) -> dict[str, Any]:

@@ -1,9 +1,11 @@
 """Read a log (plain or gzip-compressed) and normalise each line: container/journald/timestamp prefixes, ANSI
-colours, CRLF, and vLLM's own `(Worker_TP1 pid=...)` process tags and `ERROR 05-02 10:22:18 [core.py:396]` record
-headers; and pick the lines worth matching in a long log (`signal_lines`)."""
+colours, CRLF, JSON records (Docker's json-file `{"log": ...}`, structured loggers' `{"level": ..., "message": ...}`),
+and vLLM's own `(Worker_TP1 pid=...)` process tags and `ERROR 05-02 10:22:18 [core.py:396]` record headers; and pick
+the lines worth matching in a long log (`signal_lines`)."""
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import zlib
@@ -193,10 +195,57 @@ _LATE_RECORD = re.compile(
 
 
 def normalise(text: str) -> list[LogLine]:
-    """Every line of the log, normalised. Handles CRLF, lone CR (progress bars) and truncated lines, and a log
-    indented as a whole (pasted into a Markdown code block or an e-mail quote: `dedent`)."""
+    """Every line of the log, normalised. Handles CRLF, lone CR (progress bars) and truncated lines, a log
+    indented as a whole (pasted into a Markdown code block or an e-mail quote: `dedent`), and JSON records, whose
+    message (and a traceback it holds) becomes the line or lines, under the record's line number."""
     raw_lines = dedent(text.splitlines())
-    return [LogLine(number, *strip_prefixes(raw)) for number, raw in enumerate(raw_lines, 1)]
+    out = []
+    for number, raw in enumerate(raw_lines, 1):
+        record = json_record(raw) if raw[:1] == "{" else None
+        if record is None:
+            out.append(LogLine(number, *strip_prefixes(raw)))
+            continue
+        message, level = record
+        for inner in message.splitlines() or [""]:
+            stream, inner_level, source, line = strip_prefixes(inner)
+            out.append(LogLine(number, stream, inner_level or level, source, line))
+    return out
+
+
+# A JSON record's message and level keys: Docker's json-file driver ("log"), Python's JSON formatters, structlog,
+# Google Cloud's and journald's JSON exports; and fields a structured logger puts a traceback in.
+_JSON_TEXT_KEYS = ("log", "message", "msg", "textPayload", "MESSAGE", "event", "text")
+_JSON_LEVEL_KEYS = ("level", "levelname", "severity", "log_level", "lvl", "loglevel")
+_JSON_TRACE_KEYS = ("exc_info", "exception", "stack_trace", "traceback", "exc_text")
+_JSON_LEVELS = {"DEBUG": "DEBUG", "TRACE": "DEBUG", "INFO": "INFO", "NOTICE": "INFO", "WARNING": "WARNING",
+                "WARN": "WARNING", "ERROR": "ERROR", "ERR": "ERROR", "CRITICAL": "CRITICAL", "FATAL": "CRITICAL",
+                "ALERT": "CRITICAL", "EMERGENCY": "CRITICAL"}
+
+
+def json_record(raw: str) -> tuple[str, str | None] | None:
+    """(message, level) of a line that is one JSON record with a message field; None for any other line. The
+    message keeps the record's traceback field after it; the level is one of LogLine's (None when it names none)."""
+    stripped = raw.strip()
+    if not stripped.endswith("}"):
+        return None
+    try:
+        data = json.loads(stripped)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    message = next((data[key] for key in _JSON_TEXT_KEYS if isinstance(data.get(key), str)), None)
+    if message is None:
+        return None
+    trace = next((data[key] for key in _JSON_TRACE_KEYS if isinstance(data.get(key), str) and data[key].strip()), None)
+    if trace:
+        message = message.rstrip("\n") + "\n" + trace
+    named = next((data[key] for key in _JSON_LEVEL_KEYS if isinstance(data.get(key), (str, int))), None)
+    level = _JSON_LEVELS.get(str(named).upper()) if named is not None else None
+    if level is None and (data.get("object") == "error" or isinstance(data.get("error"), dict)
+                          or str(data.get("code", ""))[:1] == "5" and len(str(data.get("code"))) == 3):
+        level = "ERROR"  # an OpenAI-compatible server's error body, or an internal error's status, as a client logs it
+    return message.rstrip("\n"), level
 
 
 MAX_COMMON_INDENT = 16

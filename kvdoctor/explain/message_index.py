@@ -1,8 +1,9 @@
 """Locate a log line in vLLM's message index: which `raise` or logger call of which release printed it.
 
 The index (kvdoctor/data/message_index/index.json.gz, built by kvdoctor/builders/message_index) holds every
-error-level message template of vLLM 0.20.0-0.34.0 and of Triton, torch's CUDA code and FlashInfer, as
-literal parts with wildcards between them. Templates are keyed by their rarest literal word, so a line costs
+error-level message template of the vLLM releases the knowledge pack covers and of Triton, torch's CUDA code and
+FlashInfer, as literal parts with wildcards between them; each raise site with the condition it is raised under,
+its class and function, and the names of the expressions its message interpolates. Templates are keyed by their rarest literal word, so a line costs
 one dictionary look-up per word plus a regex test of the few templates that share one of its words.
 """
 
@@ -16,7 +17,7 @@ from functools import lru_cache
 
 from kvdoctor.data import DATA_DIR
 
-INDEX_FORMAT = 2
+INDEX_FORMAT = 3
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{3,}")
 MAX_LINE = 4000
 STRONG_LITERAL = 24  # literal characters that locate a line on their own; fewer must cover half of it
@@ -38,7 +39,16 @@ class Location:
     releases: str
     """Release ranges that have it: '0.20.0-0.25.1,0.27.0-0.34.0'."""
     condition: str | None = None
-    """For a raise: the `if` it is under, as source text (indexes built before the builder kept it have none)."""
+    """For a raise: the `if` it is under, the `except` clause it is in or an assert's negated test, as source text."""
+    owner: str | None = None
+    """The class around the function (None for a module-level function)."""
+    names: tuple[str | None, ...] = ()
+    """The source text of the expression each placeholder interpolates, in order (None where unknown)."""
+
+    @property
+    def qualname(self) -> str:
+        """'Class.function', or 'function' outside a class."""
+        return f"{self.owner}.{self.function}" if self.owner else self.function
 
     def has_release(self, version: str | None) -> bool:
         """Whether this vLLM release has it (locations in other packages always do)."""
@@ -59,7 +69,7 @@ class Location:
     def describe(self) -> str:
         verb = "raised by" if self.kind == "raise" else f"logged ({self.kind}) by"
         name = f"{self.type} " if self.type else ""
-        return f"{name}{verb} {self.file} in {self.function} ({self.package} {self.releases})"
+        return f"{name}{verb} {self.file} in {self.qualname} ({self.package} {self.releases})"
 
 
 @dataclass(frozen=True)
@@ -91,6 +101,12 @@ class Located:
         """The template's locations in the log's release when it names one (else all)."""
         matching = tuple(loc for loc in self.template.locations if loc.has_release(self.version))
         return matching or self.template.locations
+
+    def named_values(self, location: Location) -> dict[str, str]:
+        """The log's value of each expression the location's message interpolates ({'kv_cache_dtype': 'fp8'})."""
+        if len(location.names) != len(self.values):
+            return {}
+        return {name: value for name, value in zip(location.names, self.values) if name and value}
 
     def describe(self, limit: int = 3) -> str:
         locations = self.locations
@@ -129,9 +145,10 @@ class MessageIndex:
         return group
 
     def _location(self, number: int) -> Location:
-        package, kind, exc_type, file_id, function, releases, *condition = self._locations[number]
-        return Location(package, kind, exc_type, self._files[file_id], function, releases,
-                        condition[0] if condition else None)
+        package, kind, exc_type, file_id, function, releases, *rest = self._locations[number]
+        condition, owner, names = (rest + [None, None, ()])[:3]
+        return Location(package, kind, exc_type, self._files[file_id], function, releases, condition, owner,
+                        tuple(names or ()))
 
     def templates(self):
         """Every template (for tests and tools; decodes the whole index)."""

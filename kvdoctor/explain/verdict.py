@@ -33,17 +33,26 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         r"|\bCrashLoopBackOff\b|\bnon-zero exit (?:status|code)\b"
                         # kubectl describe's last state, systemd's unit result, the shell's other fatal signals
                         r"|\bReason:\s+(?:Error|ContainerCannotRun|StartError)\b|\bstatus=\d+/FAILURE\b"
-                        r"|\bFailed with result '|\bFloating point exception\b|\bAbort trap\b")
+                        r"|\bFailed with result '|\bFloating point exception\b|\bAbort trap\b"
+                        r"|\bexit status:? ?(?:[1-9]\d*|-\d+)\b")
 _CRASH_WORDS = ("xpectedly", "OOMKilled", "ode ", "terminate called", "Bus error", "llegal instruction", '" 5',
                 "probe failed", "Back-off restarting", "CrashLoopBackOff", "non-zero exit", "ode:", "Reason:",
-                "/FAILURE", "Failed with result", "Floating point", "Abort trap")
+                "/FAILURE", "Failed with result", "Floating point", "Abort trap", "xit status")
 # What other logging formats write for an error record (a line vLLM's own header did not claim): Python logging's
 # ' - ERROR - ', loguru's '| ERROR |', Ray's '<time>\tERROR file.py:1 --', '[ERROR]', logfmt and JSON levels, glog and
 # torch's c10 logger ('E1204 10:22:18.123 ...', '[E ProcessGroupNCCL.cpp:475]'); and the lines a process prints
 # as it dies that no level precedes (Python's fatal error, a signal handler's report, torch's segfault handler).
 FOREIGN_ERROR = re.compile(
     r"^.{0,80}?(?:\s-\s|\s\|\s|\t|\[)(?:ERROR|FATAL|CRITICAL)(?:\]|\s+-\s|\s+\|\s|\s|:)"
-    r"|\blevel=(?:error|fatal|critical)\b|\"level\":\s*\"(?:error|fatal|critical|ERROR|FATAL|CRITICAL)\""
+    r"|\b(?:level|lvl|severity)=\"?(?i:error|err|fatal|critical)\b"
+    r"|\"(?:level|levelname|severity|log_level|lvl)\":\s*\"(?i:error|err|fatal|critical)\""
+    # Python logging's default format ('CRITICAL:root:...'; 'ERROR:' is ERROR_TEXT's), Go's and Rust's panics
+    r"|^(?:CRITICAL|FATAL):\S|^panic: |\bpanicked at\b"
+    # an OpenAI-compatible server's error body, as a client prints it (JSON or a Python dict)
+    r"|[\"']object[\"']:\s*[\"']error[\"']"
+    # the kernel's OOM killer (dmesg, journal), NCCL's own error records (NCCL logs errors at WARN)
+    r"|\bOut of memory: Kill(?:ed)? process\b|\boom-kill:|\bMemory cgroup out of memory\b"
+    r"|\bNCCL WARN\b.{0,200}\b(?:[Ff]ailure|failed|[Ee]rror)\b"
     r"|^\[?[EF]\d{4} \d\d:\d\d:\d\d|^\[[EF] [\w.]+:\d+\]"
     r"|^Fatal Python error\b|^Aborted(?: \(core dumped\))?$|\*\*\* SIG[A-Z]+ received\b|\bSegfault encountered\b"
     r"|\bNCCL error\b"
@@ -58,7 +67,8 @@ FOREIGN_ERROR = re.compile(
     r"|^(?:\S{1,60}\s+){1,2}(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S")
 _FOREIGN_WORDS = ("ERROR", "FATAL", "CRITICAL", "level", "Aborted", "SIG", "Segfault", "NCCL error", "rror ",
                   "nvidia-container-cli", "NVML", "NVIDIA-SMI", "Killed", "killed", "curl: (", '"code"',
-                  "Error: ", "Exception: ")
+                  "Error: ", "Exception: ", "lvl", "severity", "panic", "object", "Out of memory", "oom-kill",
+                  "out of memory", "NCCL WARN")
 _GLOG_HEAD = re.compile(r"^\[?[EF](?:\d{4} | [\w.]+:\d+\])")
 
 

@@ -3,12 +3,14 @@ print, as a template with its location and the releases that have it.
 
     python -m kvdoctor.builders.message_index [--wheels DIR] [--out kvdoctor/data/message_index/index.json.gz]
 
-For each vllm-*.whl in DIR (default ~/.cache/kvdoctor/wheels) every vllm/**/*.py is AST-walked for
-`raise X(<message>)` (a message held in a local variable is followed to its assignment) and
+For each vllm-*.whl in DIR (default ~/.cache/kvdoctor/wheels) of a release the knowledge pack covers (every wheel
+with --all-wheels) every vllm/**/*.py is AST-walked for `raise X(<message>)`, `assert cond, <message>` (a message
+held in a local variable is followed to its assignment) and
 `logger.error/exception/critical/warning(...)` / `warnings.warn(...)` calls whose message is a string, an
 f-string, a %-format, a `.format` call or a concatenation of those. The literal parts are kept, every
-placeholder becomes a wildcard; no code is stored. Identical (template, type, file, function) entries across
-releases become one entry with release ranges. Triton, torch (CUDA init) and FlashInfer messages come from
+placeholder becomes a wildcard. Of the code a raise site keeps only its condition (the innermost `if`, the
+`except` clause, an assert's negated test; at most 200 characters), its class and function, and the names of the
+expressions its message interpolates. Identical entries across releases become one entry with release ranges. Triton, torch (CUDA init) and FlashInfer messages come from
 their installed packages or wheels, when present. The output is gzip JSON written deterministically (a
 rebuild from the same inputs is byte-identical).
 """
@@ -31,12 +33,13 @@ from kvdoctor.data import DATA_DIR
 _WHEEL_VERSION = re.compile(r"^vllm-(\d+\.\d+\.\d+(?:\.post\d+)?)-")
 
 
-def build(wheels_dir: Path, deps_dir: Path | None = None) -> dict:
-    """The packed index of every vllm-*.whl in `wheels_dir` and the dependencies found (installed or in deps_dir)."""
+def build(wheels_dir: Path, deps_dir: Path | None = None, releases: tuple[str, ...] | None = None) -> dict:
+    """The packed index of the vllm-*.whl in `wheels_dir` (those of `releases` when given) and the dependencies
+    found (installed or in deps_dir)."""
     wheels = {}
-    for wheel in wheels_dir.glob("vllm-*.whl"):
+    for wheel in sorted(wheels_dir.glob("vllm-*.whl")):
         match = _WHEEL_VERSION.match(wheel.name)
-        if match:
+        if match and (releases is None or match.group(1) in releases):
             wheels.setdefault(match.group(1), wheel)
     versions = sorted(wheels, key=pack_order)
     if not versions:
@@ -64,6 +67,8 @@ def main() -> None:
                         default=DATA_DIR / "message_index" / "index.json.gz")
     parser.add_argument("--deps", type=Path, default=None,
                         help="folder with wheels of dependencies that are not installed (flashinfer_python-*.whl)")
+    parser.add_argument("--all-wheels", action="store_true",
+                        help="index every vllm wheel in --wheels, not only the releases the knowledge pack covers")
     parser.add_argument("--repack", type=Path, default=None,
                         help="re-pack an existing index (after a change to the packing) instead of reading wheels")
     args = parser.parse_args()
@@ -71,7 +76,9 @@ def main() -> None:
         old = json.loads(gzip.decompress(args.repack.read_bytes()))
         index = pack(unpack(old), old["packages"])
     else:
-        index = build(args.wheels, args.deps)
+        from kvdoctor.vllm_pack.store import pack_releases
+
+        index = build(args.wheels, args.deps, None if args.all_wheels else tuple(pack_releases()))
     write(index, args.out)
     print(f"{sum(len(g) for g in index['anchors'].values())} templates from {index['packages']} -> {args.out} "
           f"({args.out.stat().st_size // 1024} KiB)", file=sys.stderr)

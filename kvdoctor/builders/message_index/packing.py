@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 from kvdoctor.base.versions import describe_runs
-from kvdoctor.builders.message_index.templates import WILD, templates_in_source
+from kvdoctor.builders.message_index.templates import templates_in_source
 
-INDEX_FORMAT = 2
+INDEX_FORMAT = 3
 MIN_PREFIX = 30  # kvdoctor/explain/message_index.py: an opening literal this long identifies a cut-off line
 
 
@@ -26,7 +26,7 @@ def release_ranges(have: set[str], order: list[str]) -> str:
 
 def collect(package: str, releases: list[tuple[str, list[tuple[str, bytes]]]]) -> list[dict]:
     """The templates of `package`'s (release, files) pairs, oldest release first: one entry per distinct
-    (kind, type, template, file, function), with the releases that have it as ranges."""
+    (kind, type, template, file, function, condition, class, names), with the releases that have it as ranges."""
     cache: dict[str, list[tuple]] = {}
     where: dict[tuple, set[str]] = {}
     order = [release for release, _ in releases]
@@ -39,16 +39,18 @@ def collect(package: str, releases: list[tuple[str, list[tuple[str, bytes]]]]) -
                 where.setdefault(entry, set()).add(release)
         print(f"  {package} {release}: {len(files)} files, {len(where)} templates so far", file=sys.stderr)
     entries = []
-    for (kind, exc_type, parts, path, function, condition), have in where.items():
+    for (kind, exc_type, parts, path, function, condition, owner, names), have in where.items():
         entries.append({
             "package": package,
             "kind": kind,
             "type": exc_type,
-            "parts": [p if p is not WILD else None for p in parts],
+            "parts": list(parts),
             "file": path,
             "function": function,
             "releases": release_ranges(have, order),
             "condition": condition,
+            "class": owner,
+            "names": list(names),
         })
     return entries
 
@@ -59,17 +61,19 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{3,}")  # kvdoctor/explain/message_inde
 def pack(entries: list[dict], packages: dict[str, list[str]]) -> dict:
     """Templates grouped by their rarest literal word (the look-up key at match time), locations shared."""
     entries = sorted(entries, key=lambda e: (e["package"], e["file"], e["function"], e["kind"], e["type"] or "",
-                                            json.dumps(e["parts"]), e.get("condition") or ""))
+                                            json.dumps(e["parts"]), e.get("condition") or "", e.get("class") or "",
+                                            json.dumps(e.get("names") or [])))
     files = sorted({e["file"] for e in entries})
     file_id = {f: i for i, f in enumerate(files)}
     locations, location_id, by_parts = [], {}, {}
     for e in entries:
-        location = (e["package"], e["kind"], e["type"], file_id[e["file"]], e["function"], e["releases"])
-        if e.get("condition"):  # the raise's guard, a 7th field only when there is one (older indexes have none)
-            location += (e["condition"],)
+        location = (e["package"], e["kind"], e["type"], file_id[e["file"]], e["function"], e["releases"],
+                    e.get("condition"), e.get("class"), tuple(e.get("names") or ()))
+        while location[-1] in (None, ()):  # trailing fields a site does not have are left out
+            location = location[:-1]
         if location not in location_id:
             location_id[location] = len(locations)
-            locations.append(list(location))
+            locations.append([list(f) if isinstance(f, tuple) else f for f in location])
         by_parts.setdefault(json.dumps(e["parts"]), []).append(location_id[location])
     words = {key: set(_WORD.findall(" ".join(p for p in json.loads(key) if p))) for key in by_parts}
     frequency: dict[str, int] = {}
@@ -101,10 +105,11 @@ def unpack(index: dict) -> list[dict]:
     for group in index["anchors"].values():
         for parts, location_ids in group:
             for number in location_ids:
-                package, kind, exc_type, file_id, function, releases, *condition = index["locations"][number]
+                package, kind, exc_type, file_id, function, releases, *rest = index["locations"][number]
+                condition, owner, names = (rest + [None, None, []])[:3]
                 entries.append({"package": package, "kind": kind, "type": exc_type, "parts": parts,
                                 "file": index["files"][file_id], "function": function, "releases": releases,
-                                "condition": condition[0] if condition else None})
+                                "condition": condition, "class": owner, "names": names or []})
     return entries
 
 

@@ -1,0 +1,95 @@
+"""Round 3 of issue 28, item 3: more kinds of failing logs that read as healthy (exit 0) before. A log written as JSON
+records (Docker's json-file driver, a structured logger, a traceback in a record's field), error records of
+logfmt and JSON with any case of the level, Python logging's default 'CRITICAL:name:' format, Go's and Rust's
+panics, an OpenAI-compatible error body a client printed, the kernel's OOM killer, NCCL's WARN-level failures and
+a shell's 'exit status N'. Healthy lines of the same shapes stay at exit 0."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kvdoctor.explain.explain import explain_text
+from kvdoctor.explain.log_lines import json_record, normalise
+
+HEAD = "INFO 05-02 10:22:10 [api_server.py:1] vLLM API server version 0.30.0\n"
+
+
+def _fails(log: str) -> bool:
+    return explain_text(log).exit_code("error") == 1
+
+
+def _docker(text: str, stream: str = "stderr") -> str:
+    return json.dumps({"log": text + "\n", "stream": stream, "time": "2026-05-02T10:22:18.123456789Z"})
+
+
+def test_docker_json_file_records_are_read_as_the_lines_they_hold():
+    log = "\n".join(_docker(line) for line in [
+        "INFO 05-02 10:22:10 [api_server.py:1] vLLM API server version 0.30.0",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3/dist-packages/vllm/config/cache.py", line 100, in _verify_cache_dtype',
+        "ValueError: Unknown kv cache dtype: fp9",
+    ]) + "\n"
+    report = explain_text(log)
+    assert report.exit_code("error") == 1
+    assert report.facts.get("vllm.version") == "0.30.0"  # the start-up lines inside the records are read too
+    assert "Unknown kv cache dtype: fp9" in report.findings[0].cause
+
+
+def test_a_json_record_keeps_its_level_and_its_traceback_field():
+    record = json.dumps({"levelname": "ERROR", "message": "Engine core failed",
+                         "exc_info": "Traceback (most recent call last):\n  File \"x.py\", line 1, in f\n"
+                                     "RuntimeError: CUDA error: no kernel image is available"})
+    lines = normalise(record + "\n")
+    assert lines[0].level == "ERROR" and lines[0].text == "Engine core failed"
+    assert lines[-1].text.startswith("RuntimeError: CUDA error") and {line.number for line in lines} == {1}
+    assert _fails(HEAD + record + "\n")
+
+
+@pytest.mark.parametrize("record, level", [
+    ('{"level": "error", "msg": "engine died"}', "ERROR"),
+    ('{"severity": "CRITICAL", "textPayload": "engine died"}', "CRITICAL"),
+    ('{"lvl": "warn", "event": "slow"}', "WARNING"),
+    ('{"log": "plain text\\n", "stream": "stdout"}', None),
+    ('{"object": "error", "message": "boom", "code": 400}', "ERROR"),
+])
+def test_json_record_levels(record, level):
+    assert json_record(record)[1] == level
+
+
+def test_lines_that_only_look_like_json_stay_lines():
+    assert json_record('{"no message": 1}') is None
+    assert json_record("{not json}") is None
+    assert json_record("[1, 2]") is None
+
+
+@pytest.mark.parametrize("line", [
+    'time=2026-05-02T10:22:18Z level=ERROR msg="engine core died"',
+    'ts=1 lvl=error caller=server.go:42 msg="upstream vllm unhealthy"',
+    "CRITICAL:vllm.engine:Engine loop has died",
+    "panic: runtime error: invalid memory address or nil pointer dereference",
+    "thread '<unnamed>' panicked at tokenizers/src/models/bpe/model.rs:402:17:",
+    "{'object': 'error', 'message': \"This model's maximum context length is 4096 tokens\", 'code': 400}",
+    "[81234.567890] Out of memory: Killed process 4711 (python3) total-vm:123456kB",
+    "[81234.567890] Memory cgroup out of memory: Killed process 4711 (vllm)",
+    "gpu-node-1:4711:4711 [0] NCCL WARN Cuda failure 'out of memory'",
+    "gpu-node-1:4711:4800 [1] NCCL WARN NET/IB : Got completion with error 12, opcode 0",
+    "Error: exit status 1",
+])
+def test_error_lines_of_more_formats_are_failures(line):
+    assert _fails(HEAD + line + "\n"), line
+
+
+@pytest.mark.parametrize("line", [
+    'time=2026-05-02T10:22:18Z level=info msg="engine ready"',
+    "INFO:vllm.engine:Engine started",
+    '{"level": "info", "msg": "ready"}',
+    _docker("INFO 05-02 10:22:18 [api_server.py:9] Starting vLLM API server on http://0.0.0.0:8000", "stdout"),
+    "gpu-node-1:4711:4711 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>",
+    "gpu-node-1:4711:4711 [0] NCCL WARN NET/Plugin: No plugin found (libnccl-net.so)",
+    "exit status 0",
+    "The panic button is documented in docs/ops.md",
+])
+def test_healthy_lines_of_the_same_formats_stay_at_exit_0(line):
+    assert not _fails(HEAD + line + "\n"), line
