@@ -95,6 +95,9 @@ def _notes(facts: Facts, flat: dict[str, Any], why_no_dry_run: str | None) -> li
     if flat.get("attention.backend") is None and facts.model is not None:
         why = flat.get("attention.picked_by") or "the GPU, the vLLM release or the model dtype is unknown"
         notes.append(f"which attention backend vLLM picks is undecided, so backend findings are not judged: {why}")
+    if flat.get("attention.assumes") not in (None, "none"):  # kvdoctor/model/modelled.py
+        notes.append(f"vLLM's attention backend choice here depends on the target image's packages: "
+                     f"{flat['attention.assumes']}")
     if facts.serve.unknown_flags and flat.get("serve.args_accepted") is None:
         notes.append("serve flags no release's parser could judge (kept, not judged): " + " ".join(facts.serve.unknown_flags))
     if facts.model and facts.model.dtype_note:

@@ -28,6 +28,10 @@ FailOn = Annotated[str, typer.Option("--fail-on", help=(
     "Exit 1 when a finding reaches: error, warning, undecided (an error, or an error rule that unknown facts leave "
     "undecided: for CI without --gpu or --vllm-version), never."))]
 Debug = Annotated[bool, typer.Option("--debug", help="Show tracebacks of kvdoctor's own errors.")]
+TargetPackages = Annotated[List[str], typer.Option("--target-package", help=(
+    "NAME=present|absent: what the target image has of a package kvdoctor's vLLM facts model (flashinfer-cubin: "
+    "FlashInfer's TRT-LLM cubins, or NVIDIA's artifactory reachable; flashinfer). Default: the official "
+    "vllm/vllm-openai image's (present), shown as assumed. Also KVDOCTOR_TARGET_PACKAGES=NAME=VALUE,..."))]
 ConfigFile = Annotated[Optional[Path], typer.Option(
     "--config", help="Config file (default: nearest kvdoctor.toml or pyproject.toml [tool.kvdoctor]).")]
 
@@ -40,3 +44,15 @@ def format_option(menu: FormatMenu) -> Any:
 def verbose_option(what: str) -> Any:
     """`--verbose/-v`: `what` says what it adds for this command."""
     return typer.Option(False, "--verbose", "-v", help=what)
+
+
+def target_packages(items: list[str]) -> tuple[str, ...]:
+    """KVDOCTOR_TARGET_PACKAGES's items, then --target-package's (the later wins), checked now: a bad one is exit 2."""
+    import os
+
+    from kvdoctor.model.modelled import ENV_VAR, parse_target_packages
+
+    from_env = tuple(i for i in os.environ.get(ENV_VAR, "").split(",") if i.strip())
+    parse_target_packages((), {ENV_VAR: ",".join(from_env)})  # a bad item is named as the variable's
+    parse_target_packages(items)
+    return from_env + tuple(items)

@@ -20,8 +20,10 @@ from kvdoctor.commands._options import (
     OutputFile,
     Revision,
     RulesFiles,
+    TargetPackages,
     VllmSource,
     format_option,
+    target_packages,
     verbose_option,
 )
 from kvdoctor.commands._run import run_and_exit, team_and_choices
@@ -43,6 +45,7 @@ def register(app: typer.Typer) -> None:
         fix_source: FixSources = [],
         revision: Revision = None,
         offline: Offline = False,
+        target_package: TargetPackages = [],
         torch_check: bool = typer.Option(False, "--torch-check", help="Cross-check the NVML GPU probe with torch.cuda (imports torch: slow)."),
         rules: RulesFiles = [],
         no_compile: NoCompile = False,
@@ -94,6 +97,7 @@ def register(app: typer.Typer) -> None:
                 revision=revision,
                 offline=offline,
                 torch_check=torch_check,
+                target_packages=target_packages(target_package),
                 cache_dir=default_cache_dir(),
                 resolve_kernels=not no_compile,
             )

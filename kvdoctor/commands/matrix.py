@@ -15,8 +15,10 @@ from kvdoctor.commands._options import (
     Offline,
     Revision,
     RulesFiles,
+    TargetPackages,
     VllmSource,
     format_option,
+    target_packages,
 )
 from kvdoctor.report.registry import MATRIX
 
@@ -63,6 +65,7 @@ def register(app: typer.Typer) -> None:
         quantization: Optional[str] = typer.Option(None, "--quantization", "-q", help="As vLLM's --quantization, for every cell (default: the checkpoint's own method)."),
         revision: Revision = None,
         offline: Offline = False,
+        target_package: TargetPackages = [],
         rules: RulesFiles = [],
         no_compile: NoCompile = False,
         no_cache: NoCache = False,
@@ -83,7 +86,7 @@ def register(app: typer.Typer) -> None:
                 raise UsageError("--max-model-len must be at least 1")
             request = _request(model, gpus, kv_cache_dtypes, vllm_source, vllm_version, dtype, tensor_parallel_size,
                                gpu_memory_utilization, max_model_len, revision, offline, rules, no_compile, no_cache,
-                               compile_timeout, workers, quantization)  # fmt: skip
+                               compile_timeout, workers, quantization, target_packages(target_package))  # fmt: skip
             result = _run_with_progress(request)
             if output is not None:
                 write_output(output, render(result))
@@ -103,7 +106,7 @@ def register(app: typer.Typer) -> None:
 
 def _request(model, gpus, kv_cache_dtypes, vllm_source, vllm_version, dtype, tensor_parallel_size,
              gpu_memory_utilization, max_model_len, revision, offline, rules, no_compile, no_cache,
-             compile_timeout, workers, quantization=None):  # fmt: skip
+             compile_timeout, workers, quantization=None, targets=()):  # fmt: skip
     from kvdoctor.base.cache_dir import default_cache_dir
     from kvdoctor.check.run import CheckSettings
     from kvdoctor.inputs.validate import validate_check_inputs
@@ -122,7 +125,7 @@ def _request(model, gpus, kv_cache_dtypes, vllm_source, vllm_version, dtype, ten
         raise UsageError("--workers must be at least 1")
     options = CheckOptions(model=model, dtype=dtype, tensor_parallel_size=tensor_parallel_size,
                            vllm_version=vllm_version, vllm_source=vllm_source, revision=revision, offline=offline,
-                           cache_dir=default_cache_dir())  # fmt: skip
+                           cache_dir=default_cache_dir(), target_packages=targets)  # fmt: skip
     settings = CheckSettings(rules_files=tuple(rules), compile=not no_compile, compile_timeout_s=compile_timeout,
                              use_cache=not no_cache)  # fmt: skip
     return MatrixRequest(model=model, gpus=gpu_list, kv_cache_dtypes=dtypes, options=options, settings=settings,

@@ -18,7 +18,9 @@ from kvdoctor.commands._options import (
     Offline,
     OutputFile,
     RulesFiles,
+    TargetPackages,
     format_option,
+    target_packages,
     verbose_option,
 )
 from kvdoctor.report.registry import SCAN
@@ -34,6 +36,7 @@ def register(app: typer.Typer) -> None:
         model_path: List[str] = typer.Option([], "--model-path", help="MODEL=DIR: read the model the manifests call MODEL (e.g. /models/qwen) from DIR here."),
         fix_source: FixSources = [],
         offline: Offline = False,
+        target_package: TargetPackages = [],
         rules: RulesFiles = [],
         no_compile: NoCompile = False,
         compile_timeout: CompileTimeout = 60.0,
@@ -65,7 +68,8 @@ def register(app: typer.Typer) -> None:
             named = named_vllm_release(chosen["vllm_version"]) if chosen["vllm_version"] is not None else None
             defaults = ScanDefaults(gpu=chosen["gpu"], vllm_version=named.version if named else None,
                                     offline=chosen["offline"], cache_dir=default_cache_dir(),
-                                    model_paths=_model_paths(model_path))  # fmt: skip
+                                    model_paths=_model_paths(model_path),
+                                    target_packages=target_packages(target_package))  # fmt: skip
             settings = CheckSettings(
                 rules_files=team.rules_files + tuple(rules),
                 compile=not chosen["no_compile"],

@@ -40,6 +40,10 @@ def attention_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
     ):  # the pack assumes the CUDA wheel's hard dependency; this installation lacks it
         why = "vLLM would pick FlashInfer, which is not installed here"
         return unknown | {"attention.picked_by": why, "attention.undecided": why}
+    assumes, mismatch = modelled_dependency(facts, releases, selections, inputs)
+    if mismatch:
+        return unknown | {"attention.reasons": _reasons(newest), "attention.picked_by": mismatch,
+                          "attention.undecided": mismatch, "attention.assumes": assumes}
     if any(getattr(s, "undecided", ()) for s in selections.values()):
         undecided = "; ".join(sorted({u for s in selections.values() for u in s.undecided}))
         return unknown | {"attention.reasons": _reasons(newest), "attention.picked_by": undecided,
@@ -63,10 +67,76 @@ def attention_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
         "attention.evidence": ", ".join(getattr(newest, "evidence", ()) or ()) or None,
         "attention.quantizes_query": query_quant,
         "attention.gpu_generation": gpu_generation(facts),
+        "attention.assumes": assumes,
         "attention.undecided": "none" if kind.value is not None else "vLLM's outcome depends on the release: " + "; ".join(
             f"{_OUTCOMES.get(value, value)}: {span}" for value, span in kind.split),
         **(_unknown_forced_backend(inputs.forced_backend, releases) if kind.value == "unknown_backend" else {}),
     }
+
+
+def modelled_dependency(facts: Facts, releases: Candidates, selections: dict, inputs) -> tuple[str, str | None]:
+    """(the modelled target packages this answer depends on, in words, or 'none'; why it is undecided when a release
+    was read with another value of one of them than the target's, else None). kvdoctor/model/modelled.py names them."""
+    from kvdoctor.model.modelled import INPUTS
+
+    depends: dict[str, None] = {}
+    differ: dict[str, list[str]] = {}
+    for release in releases.releases:
+        selection = selections[release.version]
+        for name in _depends_on(inputs, selection):
+            depends[name] = None
+            if pack_value(release, name) != facts.targets.value(name):
+                differ.setdefault(name, []).append(release.version)
+    assumes = "; ".join(facts.targets.describe(n) for n in depends) or "none"
+    if not differ:
+        return assumes, None
+    why = []
+    for name, versions in differ.items():
+        entry, target = INPUTS[name], facts.targets.value(name)
+        built = "absent" if target == "present" else "present"
+        how = "stated" if facts.targets.is_stated(name) else "assumed: the official vllm/vllm-openai image has it"
+        why.append(f"vLLM's choice here depends on {entry.asks}; the pack read vLLM {_span(versions)} with {name} "
+                   f"{built}, and the target has it {target} ({how}); --target-package {name}={built} judges an image "
+                   f"like the pack's")
+    return assumes, "; ".join(why)
+
+
+def pack_value(release, name: str) -> str:
+    """The value of a modelled input the pack builder gave `release`: flashinfer-cubin as its wheel requires it
+    (stubbed when Requires-Dist names it; NVIDIA's artifactory unreachable from the builder), FlashInfer present
+    (the selector replays and grids answer with FlashInfer importable)."""
+    if name == "flashinfer-cubin":
+        return "present" if "flashinfer-cubin" in (release.pins or {}) else "absent"
+    return "present"
+
+
+def _depends_on(inputs, selection) -> tuple[str, ...]:
+    """The modelled inputs whose value could change this selection (vllm/v1/attention/backends/flashinfer.py:
+    supports_kv_cache_dtype for nvfp4, supports_sink, get_supported_kernel_block_sizes; has_flashinfer)."""
+    forced = (inputs.forced_backend or "").upper()
+    chosen = selection.backend or ""
+    out = []
+    major = inputs.capability[0]
+    trtllm = ((major == 10 and inputs.kv_cache_dtype.startswith("nvfp4")) or (inputs.has_sink and major in (9, 10, 12))
+              or (major == 10 and (inputs.block_size or 0) >= 128))
+    if trtllm and not inputs.use_mla:
+        if forced:
+            ahead = forced == "FLASHINFER"
+        elif selection.priorities:  # FlashInfer tried at or before the backend picked (or none was valid)
+            order = list(selection.priorities)
+            stop = order.index(chosen) + 1 if chosen in order else len(order)
+            ahead = "FLASHINFER" in order[:stop]
+        else:  # a grid release: no priority list recorded
+            ahead = True
+        if ahead:
+            out.append("flashinfer-cubin")
+    if (forced or chosen).startswith("FLASHINFER"):
+        out.append("flashinfer")
+    return tuple(out)
+
+
+def _span(versions: list[str]) -> str:
+    return versions[0] if len(versions) == 1 else f"{versions[0]}-{versions[-1]} ({len(versions)} releases)"
 
 
 def gpu_generation(facts: Facts) -> str | None:

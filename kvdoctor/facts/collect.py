@@ -40,6 +40,9 @@ class CheckOptions:
     environ: dict[str, str] = field(default_factory=lambda: dict(os.environ))
     skip_model: str | None = None
     """Why the model is not read (scan: it is on a volume or in the image): its facts stay unknown."""
+    target_packages: tuple[str, ...] = ()
+    """NAME=present|absent items stating the target image's modelled packages (--target-package; the command adds
+    KVDOCTOR_TARGET_PACKAGES): kvdoctor/model/modelled.py."""
     local_packages: bool = True
     """Whether the target is this machine; False (scan: the image's packages and the node's GPU are unknown) reads
     no installed vLLM or FlashInfer, and no local GPU when --gpu names none."""
@@ -48,7 +51,9 @@ class CheckOptions:
 def collect_facts(options: CheckOptions) -> Facts:
     """Probe everything the rules need; raises KvdoctorError subclasses on bad input."""
     from kvdoctor.inputs.flags import refuse_misplaced_flags
+    from kvdoctor.model.modelled import parse_target_packages
 
+    targets = parse_target_packages(options.target_packages)
     loose = refuse_misplaced_flags(options.serve_argv, options.loose_flags, options.own_flags)
     versions = _version_facts(options)
     from kvdoctor.vllm_pack.on_the_fly import ensure_for_versions
@@ -68,7 +73,7 @@ def collect_facts(options: CheckOptions) -> Facts:
     gpu = _gpu_facts(options.gpu, options.torch_check) if options.gpu or options.local_packages else GpuFacts("none")
     model = _model_facts(model_arg, options, gpu, serve, versions.vllm) if not options.skip_model else None
     memory = _memory_probe(model_arg, model, options)
-    return Facts(gpu=gpu, model=model, versions=versions, serve=serve, derived=memory)
+    return Facts(gpu=gpu, model=model, versions=versions, serve=serve, derived=memory, targets=targets)
 
 
 def _memory_probe(model_arg: str, model: ModelFacts | None, options: CheckOptions) -> dict:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kvdoctor.model.modelled import INPUTS, TargetPackages
+
 
 @dataclass(frozen=True)
 class GpuDevice:
@@ -158,6 +160,9 @@ class Facts:
     serve: ServeFacts
     derived: dict[str, Any] = field(default_factory=dict)
     """Facts computed from the others (e.g. 'kv.known_dtype', 'dryrun.status')."""
+    targets: TargetPackages = field(default_factory=TargetPackages)
+    """The target image's packages the pack models (FlashInfer, its TRT-LLM cubins): stated, or the official
+    image's value assumed (kvdoctor/model/modelled.py)."""
 
     def flat(self) -> dict[str, Any]:
         """Facts under rules.yaml's dotted names; unknown facts map to None."""
@@ -188,6 +193,9 @@ class Facts:
                 flat[f"serve.{name}"] = list(value) if isinstance(value, tuple) else value
         # No forced backend is a known fact (vLLM chooses), not an unknown one.
         flat["serve.attention_backend"] = self.serve.attention_backend or "auto"
+        for name in INPUTS:
+            flat[f"target.{name.replace('-', '_')}"] = self.targets.value(name)
+        flat["target.packages"] = "; ".join(self.targets.describe(name) for name in INPUTS)
         for name, value in self.serve.env:
             flat[f"env.{name}"] = value
         flat.update(self.derived)

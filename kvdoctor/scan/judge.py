@@ -32,6 +32,8 @@ class ScanDefaults:
     cache_dir: Path | None = None
     model_paths: dict[str, str] = field(default_factory=dict)
     """--model-path MODEL=DIR: a local directory (or config.json) for a model as the manifests write it."""
+    target_packages: tuple[str, ...] = ()
+    """--target-package NAME=VALUE: the images' modelled packages (kvdoctor/model/modelled.py)."""
 
 
 def deploy_rules():
@@ -56,6 +58,7 @@ def judge(workload: Workload, defaults: ScanDefaults, settings: CheckSettings) -
             cache_dir=defaults.cache_dir,
             environ=deployment.environ,
             local_packages=False,  # the image's vLLM and FlashInfer are not this machine's
+            target_packages=defaults.target_packages,
         )
         report, unread = _checked(options, settings, deployment)
     except KvdoctorError as exc:
