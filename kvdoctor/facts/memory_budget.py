@@ -217,7 +217,7 @@ def _batch_class(flat, classes: list[dict[str, Any]]) -> tuple[int, int]:
 
 def kv_budget(flat, facts: Facts, serve: ServeMemory, release) -> tuple[int, int, str, int | None, bool]:
     """(available KV bytes, band bytes, where it came from, weights bytes per rank, weights estimated)."""
-    weights, estimated = _weights_per_rank(flat, facts, serve)
+    weights, estimated = _weights_per_rank(flat, facts, serve, release)
     if serve.kv_cache_memory_bytes is not None:
         return serve.kv_cache_memory_bytes, 0, "--kv-cache-memory-bytes (vLLM skips memory profiling)", weights, estimated
     table = budget_table()
@@ -253,17 +253,17 @@ def kv_budget(flat, facts: Facts, serve: ServeMemory, release) -> tuple[int, int
     return available, band, source, weights, estimated
 
 
-def _weights_per_rank(flat, facts: Facts, serve: ServeMemory) -> tuple[int | None, bool]:
+def _weights_per_rank(flat, facts: Facts, serve: ServeMemory, release=None) -> tuple[int | None, bool]:
     ranks = max(1, facts.serve.tensor_parallel_size) * max(1, facts.serve.pipeline_parallel_size)
     offload = int(serve.cpu_offload_gb * GIB)
     exact = flat.get("checkpoint.weights_bytes")
     if exact:
         return max(0, exact // ranks - offload), False
-    estimate = _estimated_weights(flat, facts)
+    estimate = _estimated_weights(flat, facts, release.version if release is not None else None)
     return (max(0, estimate // ranks - offload), True) if estimate else (None, True)
 
 
-def _estimated_weights(flat, facts: Facts) -> int | None:
+def _estimated_weights(flat, facts: Facts, version: str | None = None) -> int | None:
     """Parameters from config.json's shapes: the layers' linear weights x their bytes per parameter (the model dtype's,
     or the quantization method's: quantized_bytes_per_param) + embeddings and LM head in the model dtype."""
     m = facts.model
@@ -277,6 +277,10 @@ def _estimated_weights(flat, facts: Facts) -> int | None:
     if method not in (None, "none"):
         config = checkpoint_quant_config(m.quant_config) if m.quant_method not in (None, "none") else {}
         linear_bytes = quantized_bytes_per_param(config, method, dtype_bytes, m.hidden_size)
+        from kvdoctor.facts.quantization import gptq_served_unquantized
+
+        if gptq_served_unquantized(facts, method, config, version):  # vLLM builds every layer unquantized
+            linear_bytes = dtype_bytes
         if linear_bytes is None:
             return None
     attention = m.hidden_size * m.head_dim * (2 * m.num_attention_heads + 2 * (m.num_kv_heads or 1))

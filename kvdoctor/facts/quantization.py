@@ -14,11 +14,44 @@ from kvdoctor.model.facts import Facts
 from kvdoctor.vllm_pack.candidates import Candidates, agree, describe_range
 from kvdoctor.vllm_pack.dtypes import resolve_dtype
 from kvdoctor.vllm_pack.quantization import QuantVerdict, judge_quantization, release_quantization
-from kvdoctor.vllm_pack.quantization_moe import backend_answer, dense_kind, moe_kind, native_capabilities
+from kvdoctor.vllm_pack.quantization_moe import (backend_answer, dense_kind, dense_method_kind, moe_kind,
+                                                  native_capabilities)
 from kvdoctor.vllm_pack.quantization_schemes import kv_cache_scheme
 from kvdoctor.vllm_pack.store import pack_releases
 
 FLOAT16_FIX = "float16"
+# vLLM's GPTQ configs list the quantized layers from the checkpoint's safetensors metadata when config.json does not
+# name them (maybe_update_config: gptq.py:196 / gptq_marlin.py:302 in 0.11.2-0.18.1, auto_gptq.py:278 in 0.25.1;
+# absent in 0.10.2): a layer counts as quantized only when one of its tensors has a non-float dtype
+# (get_safetensors_params_metadata, transformers_utils/config.py:1142 in 0.25.1). A local directory with no
+# safetensors file gives an empty list, and every linear layer then gets UnquantizedLinearMethod
+# (utils/gptq_utils.py:137-140 in 0.25.1): weights at the model dtype. Measured: 0.25.1 on the H200, Llama-3.1-8B
+# GPTQ config.json only, --load-format dummy: "Model loading took 15.0 GiB" (the bf16 size;
+# docs/real-startup-results/fit-h200-2026-12-04).
+GPTQ_METHODS = frozenset({"gptq", "gptq_marlin", "auto_gptq"})
+GPTQ_LAYER_LIST_SINCE = "0.11.2"
+
+
+def gptq_served_unquantized(facts: Facts, method: str | None, quant_config: dict, version: str | None) -> bool:
+    """True where vLLM (release `version`; None: unknown, taken as a release that lists layers) builds every linear
+    layer of this GPTQ checkpoint unquantized: config.json has no modules_in_block_to_quantize, the model is a local
+    path (vLLM reads the directory's safetensors, not the hub's) with no *.safetensors file, served with
+    --load-format dummy (a real load needs the weights, whose metadata names the quantized layers)."""
+    from pathlib import Path
+
+    from kvdoctor.base.versions import release_numbers
+
+    if method not in GPTQ_METHODS or quant_config.get("modules_in_block_to_quantize"):
+        return False
+    if _flag_value(facts.serve.argv, "--load-format") != "dummy" or facts.model is None:
+        return False
+    if version is not None and release_numbers(version) < release_numbers(GPTQ_LAYER_LIST_SINCE):
+        return False
+    source = facts.model.source
+    if source.startswith(("hf-cache:", "hub:")) or not Path(source).exists():
+        return False
+    folder = Path(source) if Path(source).is_dir() else Path(source).parent
+    return not any(folder.glob("*.safetensors"))
 
 
 def quantization_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
@@ -33,7 +66,8 @@ def quantization_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
                                         "quant.undecided": "none", "quant.scheme": "none", "quant.fallback": "none",
                                         "quant.kv_scales": "none", "quant.moe_backend": "none",
                                         "quant.moe_refusal": "none", "quant.moe_slow_path": "none",
-                                        "quant.dense_slow_path": "none"} if known else {})  # fmt: skip
+                                        "quant.dense_slow_path": "none", "quant.dense_method": "none",
+                                        "quant.dense_refusal": "none"} if known else {})  # fmt: skip
     gpu = facts.gpu.weakest
     capability = gpu.capability[0] * 10 + gpu.capability[1] if gpu and gpu.capability else None
     allow = "--allow-deprecated-quantization" in facts.serve.argv
@@ -84,7 +118,9 @@ def quantization_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
         "quant.kv_scales": (kv_cache_scheme(quant_config) or "none") if quant_config is not None else None,
     } | _backend_facts([r.version for r in releases.releases], pick("method"), quant_config or {}, capability,
                        model.model_type if model is not None else None, bool(model and model.is_moe),
-                       _flag_value(facts.serve.argv, "--moe-backend") or "auto")
+                       _flag_value(facts.serve.argv, "--moe-backend") or "auto",
+                       _dense_method_facts([r.version for r in releases.releases], pick("method"), capability,
+                                           bool(model and model.is_moe)))
 
 
 def _flag_value(argv, flag: str) -> str | None:
@@ -99,7 +135,8 @@ def _flag_value(argv, flag: str) -> str | None:
 
 
 def _backend_facts(versions: list[str], method: str | None, quant_config: dict, capability: int | None,
-                   model_type: str | None, is_moe: bool, moe_backend: str = "auto") -> dict[str, Any]:
+                   model_type: str | None, is_moe: bool, moe_backend: str = "auto",
+                   dense_method: dict[str, Any] | None = None) -> dict[str, Any]:
     """quant.moe_* and quant.dense_slow_path: the kernel each candidate release's own selection code picks for the
     experts (fused_moe/oracle) and for dense NVFP4 layers on this GPU (vllm_pack/quantization_moe.py). Decided only
     when every candidate was asked and they agree; 'none' where no such layer is judged."""
@@ -108,6 +145,12 @@ def _backend_facts(versions: list[str], method: str | None, quant_config: dict, 
                            "quant.backend_native": "none"}  # fmt: skip
     parts = [("moe", moe_kind(method, quant_config, model_type) if is_moe else None), ("dense", dense_kind(method))]
     evidence, native = [], []
+    if dense_method:  # a dense model's MXFP4 linear layers (_dense_method_facts)
+        dense_method = dict(dense_method)
+        if dense_method.get("evidence"):
+            evidence.append(dense_method.pop("evidence"))
+        dense_method.pop("evidence", None)
+        out |= dense_method
     for part, kind in parts:
         if kind is None:
             continue
@@ -146,6 +189,29 @@ def _backend_facts(versions: list[str], method: str | None, quant_config: dict, 
     if native:
         out["quant.backend_native"] = "; ".join(native)
     return out
+
+
+def _dense_method_facts(versions: list[str], method: str | None, capability: int | None,
+                        is_moe: bool) -> dict[str, Any]:
+    """quant.dense_method / quant.dense_refusal: what each candidate release's Mxfp4Config.get_quant_method builds
+    for a dense model's linear layer (asked of the release in the pack builder's child). Decided only when every
+    candidate was asked and they agree; 'none' where no such layer is judged."""
+    kind = dense_method_kind(method, is_moe)
+    if kind is None:
+        return {"quant.dense_method": "none", "quant.dense_refusal": "none"}
+    answers = [backend_answer(v, "dense", kind, capability) if capability is not None else None for v in versions]
+    if not answers or None in answers:
+        missing = [v for v, a in zip(versions, answers) if a is None]
+        return {"quant.dense_method": None, "quant.dense_refusal": None,
+                "evidence": f"undecided: what Mxfp4Config builds for dense linear layers was not asked of "
+                            f"{describe_range(missing)}"}
+    built = {a.backend for a in answers}
+    refused = {a.error for a in answers}
+    last = answers[-1]
+    return {"quant.dense_method": (last.backend or "none") if len(built) == 1 else None,
+            "quant.dense_refusal": (last.error or "none") if len(refused) == 1 else None,
+            "evidence": f"vLLM {last.version}: {last.where} (dense linear layers under mxfp4: "
+                        f"{last.backend or 'refused'})"}
 
 
 def _schemes(schemes: tuple[str, ...] | None) -> str | None:

@@ -90,6 +90,13 @@ def dense_kind(method: str | None) -> str | None:
     return "nvfp4" if method == "modelopt_fp4" else None
 
 
+def dense_method_kind(method: str | None, is_moe: bool) -> str | None:
+    """'mxfp4_method' for a dense model's linear layers under vLLM's mxfp4 method (Mxfp4Config.get_quant_method,
+    asked of every release), else None. A MoE model's linear layers are left out: gpt-oss checkpoints keep them
+    unquantized (modules_to_not_convert), and its experts are judged by moe_kind."""
+    return "mxfp4_method" if method == "mxfp4" and not is_moe else None
+
+
 def backend_answer(version: str, part: str, kind: str, capability: int,
                    requested: str = "auto") -> BackendAnswer | None:
     """The release's answer for this capability (75 for SM 7.5) and --moe-backend value (experts only), or None

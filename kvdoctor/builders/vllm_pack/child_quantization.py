@@ -171,6 +171,7 @@ def run_moe_backends(child) -> dict:
     import vllm.platforms as platforms
 
     platform = type(platforms._current_platform)
+    _answer_compiled_queries_early()
     oracles = {}
     for kind, (oracle, *_) in MOE_CASES.items():
         try:
@@ -180,16 +181,19 @@ def run_moe_backends(child) -> dict:
     keys = importlib.import_module("vllm.model_executor.layers.quantization.utils.quant_utils")
     _answer_kernel_packages(child.REQ.get("moe_packages", {}))
     _answer_compiled_queries(platform)
+    _answer_torch_version(child.REQ.get("moe_torch"))
     answers: dict = {}
     for kind, (oracle, select_name, weight, activation, family) in MOE_CASES.items():
         answers[kind] = {}
         module = oracles[kind]
-        if isinstance(module, str):
+        select = None if isinstance(module, str) else getattr(module, select_name, None)
+        if not isinstance(module, str) and family.get("gpt_oss") and \
+                hasattr(module, "select_gpt_oss_mxfp4_moe_backend"):
+            select = module.select_gpt_oss_mxfp4_moe_backend  # 0.20.x: Mxfp4MoEMethod's call for gpt-oss
+        legacy = _legacy_selection(kind) if select is None or _legacy_signature(select) else None
+        if isinstance(module, str) and legacy is None:
             answers[kind] = {"error": module}
             continue
-        select = getattr(module, select_name, None)
-        if family.get("gpt_oss") and hasattr(module, "select_gpt_oss_mxfp4_moe_backend"):
-            select = module.select_gpt_oss_mxfp4_moe_backend  # 0.20.x: Mxfp4MoEMethod's call for gpt-oss
         for major, minor in child.REQ["moe_backend_capabilities"]:
             platform.capability_now = (major, minor)
             _clear_caches()
@@ -199,6 +203,10 @@ def run_moe_backends(child) -> dict:
                 try:
                     with _default_vllm_config(family):
                         config = _moe_config(family, requested)
+                        if legacy is not None:
+                            answer = legacy(config, kind)
+                            answers[kind][sm][requested] = answer
+                            continue
                         if select is None:
                             raise LookupError(f"{oracle}.py has no {select_name}")
                         if weight is None:
@@ -209,7 +217,143 @@ def run_moe_backends(child) -> dict:
                 except Exception as exc:  # vLLM's refusal
                     answer = _refusal(exc)
                 answers[kind][sm][requested] = answer
-    return {"moe": answers, "dense": _dense_kernels(child, platform)}
+    dense = _dense_kernels(child, platform)
+    for kind in DENSE_METHODS:
+        ask = _legacy_dense(kind)
+        dense[kind] = {"absent": ".".join(DENSE_METHODS[kind][:2])} if ask is None else {}
+        for major, minor in child.REQ["moe_backend_capabilities"] if ask is not None else []:
+            platform.capability_now = (major, minor)
+            _clear_caches()
+            with _default_vllm_config():
+                dense[kind][f"{major}{minor}"] = ask()
+    return {"moe": answers, "dense": dense}
+
+
+# Releases before the oracles took a FusedMoEConfig (0.10.2-0.14.1 for fp8 and nvfp4, 0.10.2-0.18.1 for mxfp4)
+# decide the experts' kernel elsewhere: the function each release's MoE method calls, or the method's own __init__
+# (0.10.2's Fp8MoEMethod), tried in this order. (module, name, how): "call" = a selection function called with the
+# arguments its MoE method passes; "fp8_init" / "mxfp4_init" = the MoE method built as vLLM builds it, its choice
+# read from the attributes its apply() dispatches on; "nvfp4_support" = detect_nvfp4_moe_support, then
+# get_flashinfer_moe_backend where it allows FlashInfer (what ModelOptNvFp4FusedMoE.__init__ does).
+LEGACY_MOE = {
+    "fp8": [("vllm.model_executor.layers.fused_moe.oracle.fp8", "select_fp8_moe_backend", "call"),  # 0.14.1
+            ("vllm.model_executor.layers.quantization.fp8", "get_fp8_moe_backend", "call"),  # 0.11.2-0.13.0
+            ("vllm.model_executor.layers.quantization.fp8", "Fp8MoEMethod", "fp8_init")],  # 0.10.2
+    "mxfp4": [("vllm.model_executor.layers.quantization.mxfp4", "Mxfp4MoEMethod", "mxfp4_init")],  # to 0.18.1
+    "nvfp4": [("vllm.model_executor.layers.fused_moe.oracle.nvfp4", "select_nvfp4_moe_backend", "call"),  # 0.14.1
+              ("vllm.model_executor.layers.quantization.utils.nvfp4_moe_support", "detect_nvfp4_moe_support",
+               "nvfp4_support")],  # 0.10.2-0.13.0
+}  # fmt: skip
+
+
+def _legacy_signature(select) -> bool:
+    """True when the oracle's function does not take a FusedMoEConfig first (0.14.1's select_*_moe_backend)."""
+    import inspect
+
+    params = list(inspect.signature(select).parameters)
+    return not params or params[0] != "config"
+
+
+def _legacy_selection(kind: str):
+    """A callable (config, kind) -> answer for this release's pre-oracle choice, or None where none is found.
+    Answers carry "via": the module.name asked (quantization_moe.where_in reads the same list)."""
+    import importlib
+
+    for module_name, name, how in LEGACY_MOE[kind.split("_")[0]]:
+        try:
+            target = getattr(importlib.import_module(module_name), name)
+        except Exception:
+            continue
+        if how == "call" and _legacy_signature(target) is False:
+            continue  # a FusedMoEConfig-taking oracle: not the legacy one
+        via = f"{module_name}.{name}"
+        return lambda config, kind, _t=target, _how=how, _via=via: _ask_legacy(_t, _how, _via, config, kind)
+    return None
+
+
+def _ask_legacy(target, how: str, via: str, config, kind: str) -> dict:
+    import types
+
+    try:
+        if how == "call":
+            backend = _call_with(target, config, kind)
+            backend = backend[0] if isinstance(backend, tuple) else backend
+            answer = {"backend": _enum_name(backend)}
+        elif how == "fp8_init":
+            quant = types.SimpleNamespace(weight_block_size=[128, 128] if kind == "fp8_block" else None,
+                                          activation_scheme="dynamic", is_checkpoint_fp8_serialized=True)
+            method = target(quant, types.SimpleNamespace(moe_config=config, moe_parallel_config=config.moe_parallel_config))
+            answer = {"backend": _fp8_init_choice(method)}
+        elif how == "mxfp4_init":
+            method = target(config)
+            answer = {"backend": _enum_name(method.mxfp4_backend)}
+        else:  # nvfp4_support
+            support = target("ModelOptNvFp4FusedMoE")
+            if support.use_marlin:
+                answer = {"backend": "MARLIN"}
+            elif support.allow_flashinfer:
+                import importlib
+
+                flashinfer = importlib.import_module("vllm.model_executor.layers.quantization.utils.flashinfer_utils")
+                answer = {"backend": "FLASHINFER_" + _enum_name(flashinfer.get_flashinfer_moe_backend())}
+            else:
+                answer = {"backend": "CUTLASS" if support.cutlass_supported else None}
+    except Exception as exc:  # vLLM's refusal (a raise or an assert in the method's __init__)
+        answer = _refusal(exc)
+    return answer | {"via": via}
+
+
+def _call_with(target, config, kind: str):
+    """The legacy selection function called with what its MoE method passes (by parameter name)."""
+    import inspect
+
+    values = {"block_quant": kind == "fp8_block", "tp_size": 1, "with_lora_support": False,
+              "moe_parallel_config": config.moe_parallel_config, "is_act_and_mul": True,
+              "allow_vllm_cutlass": False, "config": config}  # fmt: skip
+    params = inspect.signature(target).parameters
+    return target(**{k: values[k] for k in params if k in values})
+
+
+def _enum_name(value) -> str | None:
+    """A backend enum's value where it is a string (later releases), else its name (Mxfp4Backend.MARLIN)."""
+    if value is None:
+        return None
+    inner = getattr(value, "value", value)
+    return inner if isinstance(inner, str) else getattr(value, "name", str(value))
+
+
+def _fp8_init_choice(method) -> str:
+    """0.10.2's Fp8MoEMethod: the kernel its apply() runs, in apply()'s order (FlashInfer TRT-LLM, Marlin,
+    FlashInfer CUTLASS, else fused_experts with DeepGEMM / CUTLASS block-scaled grouped GEMM where allowed, else
+    Triton), named as 0.11.2's Fp8MoeBackend names them."""
+    flashinfer = _enum_name(getattr(method, "flashinfer_moe_backend", None))
+    if flashinfer in ("TENSORRT_LLM", "trtllm"):
+        return "FLASHINFER_TRTLLM"
+    if getattr(method, "use_marlin", False):
+        return "MARLIN"
+    if flashinfer is not None:
+        return "FLASHINFER_CUTLASS"
+    if getattr(method, "allow_deep_gemm", False):
+        return "DEEPGEMM"
+    if getattr(method, "allow_cutlass_block_scaled_grouped_gemm", False):
+        return "CUTLASS_BLOCK_SCALED_GROUPED_GEMM"
+    return "TRITON"
+
+
+def _answer_torch_version(pinned: str | None) -> None:
+    """vLLM's is_torch_equal_or_newer (0.10.2-0.17.1's MXFP4 choice asks it) answered for the torch the wheel pins,
+    not this venv's, in every vLLM module that imported it by name."""
+    import sys
+
+    if not pinned:
+        return
+    from packaging.version import Version
+
+    answer = lambda target: Version(pinned) >= Version(target)  # noqa: E731
+    for module in list(sys.modules.values()):
+        if getattr(module, "__name__", "").startswith("vllm") and callable(getattr(module, "is_torch_equal_or_newer",
+                                                                                    None)):
+            module.is_torch_equal_or_newer = answer
 
 
 # The dense (linear) FP4 layers: the kernel-selection function each release's linear method calls.
@@ -229,7 +373,13 @@ def _dense_kernels(child, platform) -> dict:
         try:
             init = getattr(importlib.import_module(module_name), name)
         except Exception:
-            answers[kind] = {"absent": f"{module_name}.{name}"}
+            legacy = _legacy_dense(kind)
+            answers[kind] = {"absent": f"{module_name}.{name}"} if legacy is None else {}
+            for major, minor in child.REQ["moe_backend_capabilities"] if legacy is not None else []:
+                platform.capability_now = (major, minor)
+                _clear_caches()
+                with _default_vllm_config():
+                    answers[kind][f"{major}{minor}"] = legacy()
             continue
         answers[kind] = {}
         for major, minor in child.REQ["moe_backend_capabilities"]:
@@ -241,6 +391,52 @@ def _dense_kernels(child, platform) -> dict:
             except Exception as exc:
                 answers[kind][f"{major}{minor}"] = _refusal(exc)
     return answers
+
+
+# Where a release has no init_*_linear_kernel: the linear method its config class builds. (module, class, how):
+# "nvfp4_linear" = ModelOptNvFp4LinearMethod built as vLLM builds it, its `backend` read (the GEMM it runs);
+# "mxfp4_method" = Mxfp4Config.get_quant_method for a linear layer (a dense model's linear layers with
+# quant_method mxfp4 / --quantization mxfp4): the method class it returns, or its refusal.
+LEGACY_DENSE = {
+    "nvfp4": ("vllm.model_executor.layers.quantization.modelopt", "ModelOptNvFp4LinearMethod", "nvfp4_linear"),
+}
+# Asked of every release, whatever kernels/linear has: what Mxfp4Config does with a dense model's linear layer.
+DENSE_METHODS = {
+    "mxfp4_method": ("vllm.model_executor.layers.quantization.mxfp4", "Mxfp4Config", "mxfp4_method"),
+}
+
+
+def _legacy_dense(kind: str):
+    """A callable () -> answer for the release's linear method of `kind`, or None where it has none."""
+    import importlib
+
+    if kind not in LEGACY_DENSE and kind not in DENSE_METHODS:
+        return None
+    module_name, name, how = LEGACY_DENSE.get(kind) or DENSE_METHODS[kind]
+    try:
+        target = getattr(importlib.import_module(module_name), name)
+    except Exception:
+        return None
+    return lambda: _ask_dense(target, how, f"{module_name}.{name}")
+
+
+def _ask_dense(target, how: str, via: str) -> dict:
+    import types
+
+    try:
+        if how == "nvfp4_linear":
+            quant = types.SimpleNamespace(is_checkpoint_nvfp4_serialized=True, group_size=16, exclude_modules=[])
+            answer = {"kernel": _enum_name(target(quant).backend)}
+        else:  # mxfp4_method
+            from vllm.model_executor.layers.linear import LinearBase
+
+            config = target.from_config({"quant_method": "mxfp4"})
+            layer = LinearBase.__new__(LinearBase)  # only its type is asked (isinstance)
+            method = config.get_quant_method(layer, prefix="model.layers.0.mlp.down_proj")
+            answer = {"kernel": type(method).__name__ if method is not None else None}
+    except Exception as exc:
+        answer = _refusal(exc)
+    return answer | {"via": via}
 
 
 def _refusal(exc: Exception) -> dict:
@@ -279,11 +475,25 @@ def _moe_config(family: dict, moe_backend: str = "auto"):
     values = {"num_experts": experts, "experts_per_token": per_token, "hidden_dim": hidden,
               "intermediate_size": inter, "intermediate_size_per_partition": inter, "num_local_experts": experts,
               "num_logical_experts": experts, "activation": activation, "device": "cuda", "in_dtype": torch.bfloat16,
-              "moe_parallel_config": moe_config.FusedMoEParallelConfig.make_no_parallel(),
+              "moe_parallel_config": _no_parallel(moe_config.FusedMoEParallelConfig),
               "has_bias": bool(family.get("gpt_oss")), "max_num_tokens": 8192, "moe_backend": moe_backend}  # fmt: skip
     if "routing_method" in fields:
         values["routing_method"] = moe_config.RoutingMethodType.Renormalize
     return moe_config.FusedMoEConfig(**{k: v for k, v in values.items() if k in fields})
+
+
+def _no_parallel(parallel_class):
+    """One GPU, no parallelism: make_no_parallel() where the release has it, else its own make() with sizes 1 and
+    a default ParallelConfig (releases before 0.15)."""
+    import inspect
+
+    if hasattr(parallel_class, "make_no_parallel"):
+        return parallel_class.make_no_parallel()
+    from vllm.config import ParallelConfig
+
+    params = inspect.signature(parallel_class.make).parameters
+    sizes = {name: 1 for name in params if name.endswith("_size_")}
+    return parallel_class.make(**sizes, vllm_parallel_config=ParallelConfig())
 
 
 def _activation(name: str):
@@ -322,7 +532,22 @@ def _answer_kernel_packages(packages: dict) -> None:
 COMPILED_QUERIES = {
     "cutlass_scaled_mm_supports_fp4": lambda capability: capability >= 100,
     "cutlass_scaled_mm_supports_fp8": lambda capability: capability >= 89,
+    "cutlass_scaled_mm_supports_block_fp8": lambda capability: capability >= 90,
 }
+
+
+def _answer_compiled_queries_early() -> None:
+    """COMPILED_QUERIES in vllm._custom_ops before the quantization modules import: 0.10.2-0.13.0 call them at
+    import time (w8a8_utils' CUTLASS_BLOCK_FP8_SUPPORTED, a custom op's default value that must be a real bool)."""
+    import importlib
+
+    try:
+        ops = importlib.import_module("vllm._custom_ops")
+    except Exception:
+        return
+    for name, answer in COMPILED_QUERIES.items():
+        if callable(getattr(ops, name, None)):
+            setattr(ops, name, answer)
 
 
 def _answer_compiled_queries(platform) -> None:

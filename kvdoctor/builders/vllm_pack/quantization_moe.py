@@ -87,10 +87,53 @@ def ask_release(version: str, wheel: Path, python: str, timeout: float = 900) ->
         packages = kernel_packages(wheel, pins)
         request = {"version": version, "tasks": ["module:quantization"], "legacy": True,
                    "compiled_modules": shipped["compiled_modules"], "stub_packages": stub_versions(pins),
-                   "moe_backend_capabilities": CAPABILITIES, "moe_packages": packages}  # fmt: skip
+                   "moe_backend_capabilities": CAPABILITIES, "moe_packages": packages,
+                   "moe_torch": _pinned(pins.get("torch"))}  # fmt: skip
         raw = run_child(python, Path(tmp), request, timeout=timeout)
     answers = raw["quantization"]["moe_backends"]
-    return {"packages": packages, "moe": answers["moe"], "dense": answers["dense"], "where": where_in(wheel)}
+    where = where_in(wheel)
+    for part in ("moe", "dense"):
+        for kind, by_sm in answers[part].items():
+            vias = {a.get("via") for sm in by_sm.values() if isinstance(sm, dict)
+                    for a in (sm.values() if part == "moe" else [sm]) if isinstance(a, dict)} - {None}
+            if len(vias) == 1:  # answered by the release's pre-oracle code: where that code is
+                where[f"{part}:{kind}"] = where_via(wheel, vias.pop())
+    return {"packages": packages, "moe": answers["moe"], "dense": answers["dense"], "where": where}
+
+
+# The function a legacy answer's "via" class stands for (child_quantization.LEGACY_MOE / LEGACY_DENSE /
+# DENSE_METHODS): a MoE or linear method's __init__, a config class's get_quant_method.
+VIA_METHOD = {"Mxfp4Config": "get_quant_method"}
+REFUSAL_TEXT = r"not supported|not implemented|No .*backend|does not support|No valid|Please use Blackwell"
+
+
+def where_via(wheel: Path, via: str) -> dict[str, str | None]:
+    """{"select": file:line of the function (or the class's method) a legacy answer came from, "refusal": file:line
+    of its refusing raise / assert, or None}, read from the wheel's source (ast)."""
+    module, _, name = via.rpartition(".")
+    file = module.replace(".", "/") + ".py"
+    found: dict[str, str | None] = {"select": None, "refusal": None}
+    with zipfile.ZipFile(wheel) as archive:
+        if file not in archive.namelist():
+            return found
+        tree = ast.parse(archive.read(file).decode("utf-8"))
+    node = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name), None)
+    if isinstance(node, ast.ClassDef):
+        method = VIA_METHOD.get(name, "__init__")
+        node = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == method), node)
+    if node is None:
+        return found
+    found["select"] = f"{file}:{node.lineno}"
+    refusals = [n for n in ast.walk(node) if isinstance(n, (ast.Raise, ast.Assert))
+                and re.search(REFUSAL_TEXT, ast.unparse(n))]  # fmt: skip
+    found["refusal"] = f"{file}:{refusals[-1].lineno}" if refusals else None
+    return found
+
+
+def _pinned(spec) -> str | None:
+    """The version a `==X` requirement pins (the wheel's torch), else None."""
+    match = re.fullmatch(r"\s*==\s*([0-9][0-9a-z.+]*)\s*", spec or "")
+    return match.group(1) if match else None
 
 
 def dumps(data: dict) -> str:
