@@ -38,14 +38,15 @@ def attention_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
     if facts.versions.vllm_source == "installed" and facts.versions.flashinfer is None and any(
         (s.backend or "").startswith("FLASHINFER") for s in selections.values()
     ):  # the pack assumes the CUDA wheel's hard dependency; this installation lacks it
-        why = "vLLM would pick FlashInfer, which is not installed here"
+        why = ("vLLM would pick FlashInfer, which is not installed here (decided by installing the flashinfer-python "
+               "your vLLM pins, or by judging the target image with --vllm-version and --target-package)")
         return unknown | {"attention.picked_by": why, "attention.undecided": why}
     assumes, mismatch = modelled_dependency(facts, releases, selections, inputs)
     if mismatch:
         return unknown | {"attention.reasons": _reasons(newest), "attention.picked_by": mismatch,
                           "attention.undecided": mismatch, "attention.assumes": assumes}
     if any(getattr(s, "undecided", ()) for s in selections.values()):
-        undecided = "; ".join(sorted({u for s in selections.values() for u in s.undecided}))
+        undecided = "; ".join(sorted({_with_what_decides(u) for s in selections.values() for u in s.undecided}))
         return unknown | {"attention.reasons": _reasons(newest), "attention.picked_by": undecided,
                           "attention.undecided": undecided}
     from kvdoctor.vllm_pack.select import quantizes_query
@@ -69,7 +70,8 @@ def attention_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
         "attention.gpu_generation": gpu_generation(facts),
         "attention.assumes": assumes,
         "attention.undecided": "none" if kind.value is not None else "vLLM's outcome depends on the release: " + "; ".join(
-            f"{_OUTCOMES.get(value, value)}: {span}" for value, span in kind.split),
+            f"{_OUTCOMES.get(value, value)}: {span}" for value, span in kind.split) + " (decided by --vllm-version "
+            "naming the release you run)",
         **(_unknown_forced_backend(inputs.forced_backend, releases) if kind.value == "unknown_backend" else {}),
     }
 
@@ -137,6 +139,41 @@ def _depends_on(inputs, selection) -> tuple[str, ...]:
 
 def _span(versions: list[str]) -> str:
     return versions[0] if len(versions) == 1 else f"{versions[0]}-{versions[-1]} ({len(versions)} releases)"
+
+
+# what decides each kind of undecided selection, in words with the flag (issue 27): the pack's reasons name the input
+_WHAT_DECIDES = (
+    ("the pack did not probe vLLM .*'s constructors with these layer features",
+     "--vllm-version 0.20.0 or later, whose constructors the pack probed with layer features"),
+    ("TurboQuant KV-cache spec with sliding-window layers",
+     "no flag: a real start-up (kvdoctor verify on the running server); --kv-cache-dtype auto or fp8 is judged here"),
+    ("constructors could not be probed here",
+     "no flag: vLLM's constructor would not build on the pack builder's CPU; a real start-up decides it"),
+    ("^capability ", "--gpu naming a GPU of SM 7.0-12.1, the capabilities the pack asked vLLM about"),
+    ("^head_size ", "no flag: the head size comes from config.json, and vLLM was not asked about this one"),
+    ("^block_size ", "a --block-size vLLM was asked about, or none (vLLM's default)"),
+    ("^kv_cache_dtype ", "a --kv-cache-dtype the release accepts and the pack asked about (one the release does not "
+                         "accept is a finding of its own)"),
+    ("^num_heads", "the model's attention heads (config.json) over --tensor-parallel-size, as vLLM splits them"),
+    ("supports_combination: block_size=", "a --block-size vLLM was asked about, or none (vLLM's default)"),
+    ("supports_combination: .* is outside the grid", "no flag: vLLM was not asked about this value"),
+    ("block size or head count it sets at start-up", "--block-size given explicitly (vLLM picks one at start-up "
+                                                      "otherwise)"),
+    ("needs run-time state", "no flag: vLLM decides it at start-up from run-time state"),
+    ("starts its V0 engine", "--vllm-version 0.11.2 or later (V1 only); vLLM 0.10.2's V0 selector is not read"),
+    ("picks its V0 or V1 engine", "--vllm-version 0.11.2 or later (V1 only)"),
+    ("^backend .*: not in vLLM", "--attention-backend naming a backend of this release (or none)"),
+)
+
+
+def _with_what_decides(reason: str) -> str:
+    """The pack's reason with what would decide it, in words, when kvdoctor knows."""
+    import re
+
+    for pattern, decides in _WHAT_DECIDES:
+        if re.search(pattern, reason):
+            return f"{reason} (decided by {decides})"
+    return reason
 
 
 def gpu_generation(facts: Facts) -> str | None:
