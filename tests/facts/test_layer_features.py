@@ -81,3 +81,17 @@ def test_soft_cap_on_an_unprobed_release_is_undecided(run_cli):
     result, document = _check(run_cli, CONFIGS / "gemma-2-9b-it.json", "--gpu", "H100", "--vllm-version", "0.19.1")
     assert document["verdict"] != "PASS"
     assert "a logits soft cap" in document["facts"]["attention.undecided"]
+
+
+@pytest.mark.parametrize("scenario", [
+    dict(model="gemma2", gpu="H100", vllm="0.14.1"),                               # layer features, no layer probes
+    dict(model="mistral-fp16", gpu="A100", kv="turboquant_k8v4", vllm="0.25.1"),  # TurboQuant spec + sliding window
+    dict(model="qwen", gpu="T4", kv="fp8", vllm=None),                           # the releases disagree
+    dict(model="qwen", gpu="H100", vllm="0.14.1", serve=["--block-size", "7"]),    # a size vLLM was not asked about
+    dict(model="qwen", gpu="A100", kv="fp8", vllm="0.10.2"),                      # V0 engine
+])
+def test_undecided_selection_names_what_decides_it(scenario):
+    from rules_support import scenario_facts
+
+    why = scenario_facts(**scenario)["attention.undecided"]
+    assert why not in (None, "none") and "(decided by " in why
