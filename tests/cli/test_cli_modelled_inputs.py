@@ -62,3 +62,13 @@ def test_a_bad_env_item_names_the_variable(run_cli):
     result = run_cli("check", "--model", str(CONFIGS / "llama-3.1-8b-instruct.json"), "--gpu", "H100", "--no-compile",
                      env={"KVDOCTOR_TARGET_PACKAGES": "xformers=absent"})
     assert result.code == 2 and "KVDOCTOR_TARGET_PACKAGES 'xformers=absent'" in result.stderr
+
+
+def test_scan_hands_the_stated_packages_to_each_workload(run_cli):
+    manifest = (FIXTURES / "manifests" / "public" / "GoogleCloudPlatform__kubernetes-engine-samples"
+                / "ai-ml__llm-serving-gemma__vllm__vllm-2-9b-it.yaml")
+    result = run_cli("scan", str(manifest), "--gpu", "H100", "--vllm-version", "0.34.0", "--no-compile", "--format",
+                     "json", "--target-package", "flashinfer=absent")
+    facts = result.json()["workloads"][0]["report"]["facts"]
+    assert (facts["target.flashinfer"], facts["target.flashinfer_cubin"]) == ("absent", "present")
+    assert "flashinfer absent (stated)" in facts["target.packages"]
