@@ -18,6 +18,7 @@ from kvdoctor.rules.loader import Rule
 
 MAX_EVIDENCE = 6
 MAX_EXCEPTIONS = 20
+MAX_PRIMARY_LINE = 700  # characters of the failure's own line quoted in full: a long message keeps its values
 
 
 def build_report(
@@ -109,7 +110,7 @@ def _matched_finding(match: SignatureMatch, group: list[SignatureMatch], facts: 
             continue
         seen.add(item.line)
         stream = f" [{item.exception.stream}]" if item.exception is not None and item.exception.stream else ""
-        evidence.append(f"log line {item.line}{stream}: {clip(item.text, 400 if primary else 240)}")
+        evidence.append(f"log line {item.line}{stream}: {clip(item.text, MAX_PRIMARY_LINE if primary else 240)}")
         if item.exception is not None and item.exception.where:
             evidence.append(f"  raised at {item.exception.where}")
         if item.exception is not None and item.exception.compile_excerpt:
@@ -129,8 +130,8 @@ def unknown_finding(rule: Rule, exception: LoggedException, facts: dict[str, Any
     base = finding_for(rule, facts)
     evidence = [
         "PRIMARY (no known signature matched)",
-        f"wrapper line: {clip(exception.message, 200)}" if only_wrappers
-        else f"innermost exception: {clip(exception.summary, 200)}",
+        f"wrapper line: {clip(exception.message, MAX_PRIMARY_LINE)}" if only_wrappers
+        else f"innermost exception: {clip(exception.summary, MAX_PRIMARY_LINE)}",
         f"raised at {exception.where or 'unknown (no traceback frames in the log)'}",
         f"log line {exception.line}" + (f" [{exception.stream}]" if exception.stream else ""),
     ]

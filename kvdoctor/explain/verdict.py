@@ -34,10 +34,13 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         # kubectl describe's last state, systemd's unit result, the shell's other fatal signals
                         r"|\bReason:\s+(?:Error|ContainerCannotRun|StartError)\b|\bstatus=\d+/FAILURE\b"
                         r"|\bFailed with result '|\bFloating point exception\b|\bAbort trap\b"
-                        r"|\bexit status:? ?(?:[1-9]\d*|-\d+)\b")
+                        r"|\bexit status:? ?(?:[1-9]\d*|-\d+)\b"
+                        # a compiled extension built against another torch (vllm._C, flash_attn): its ops cannot load
+                        r"|\bundefined symbol: \S")
 _CRASH_WORDS = ("xpectedly", "OOMKilled", "ode ", "terminate called", "Bus error", "llegal instruction", '" 5',
                 "probe failed", "Back-off restarting", "CrashLoopBackOff", "non-zero exit", "ode:", "Reason:",
-                "/FAILURE", "Failed with result", "Floating point", "Abort trap", "xit status")
+                "/FAILURE", "Failed with result", "Floating point", "Abort trap", "xit status",
+                "undefined symbol")
 # What other logging formats write for an error record (a line vLLM's own header did not claim): Python logging's
 # ' - ERROR - ', loguru's '| ERROR |', Ray's '<time>\tERROR file.py:1 --', '[ERROR]', logfmt and JSON levels, glog and
 # torch's c10 logger ('E1204 10:22:18.123 ...', '[E ProcessGroupNCCL.cpp:475]'); and the lines a process prints
@@ -63,12 +66,18 @@ FOREIGN_ERROR = re.compile(
     r"|\bdied or was killed\b|\bkilled due to memory pressure\b"
     # a client that could not reach the server, or got an internal error back as JSON
     r"|^curl: \(\d+\) |\"code\":\s*5\d\d\b"
-    # an exception line behind a prefix no pattern knows ('[worker-3] ValueError: ...', 'host1: KeyError: ...')
-    r"|^(?:\S{1,60}\s+){1,2}(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S")
+    # an exception line behind a prefix no pattern knows ('[worker-3] ValueError: ...', 'host1: KeyError: ...'),
+    # one whose case a paste lost ('permissionError: ...'), and a traceback flattened onto one line by a paste
+    # ('File "x.py", line 5, in f raise X(...) requests.exceptions.ConnectionError: ...')
+    r"|^(?:\S{1,60}\s+){1,2}(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S|^[a-z]\w*(?:Error|Exception): \S"
+    r"|^File \"[^\"]{1,300}\", line \d+, in \S+ .{0,3000}?\b(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S"
+    # pydantic's validation error lines (vLLM's config classes), an OSError's '[Errno 13]'
+    r"|^\s*(?:Value error|Assertion failed), \S|\b\d+ validation errors? for [A-Z]\w*|\[(?i:errno|error) \d+\] \S")
 _FOREIGN_WORDS = ("ERROR", "FATAL", "CRITICAL", "level", "Aborted", "SIG", "Segfault", "NCCL error", "rror ",
                   "nvidia-container-cli", "NVML", "NVIDIA-SMI", "Killed", "killed", "curl: (", '"code"',
                   "Error: ", "Exception: ", "lvl", "severity", "panic", "object", "Out of memory", "oom-kill",
-                  "out of memory", "NCCL WARN")
+                  "out of memory", "NCCL WARN", "File \"", "alue error, ", "ssertion failed, ", "validation error",
+                  "rrno ", "rror ")
 _GLOG_HEAD = re.compile(r"^\[?[EF](?:\d{4} | [\w.]+:\d+\])")
 
 

@@ -76,6 +76,17 @@ def test_lines_that_only_look_like_json_stay_lines():
     "gpu-node-1:4711:4711 [0] NCCL WARN Cuda failure 'out of memory'",
     "gpu-node-1:4711:4800 [1] NCCL WARN NET/IB : Got completion with error 12, opcode 0",
     "Error: exit status 1",
+    # a traceback a paste flattened onto one line, an exception whose case a paste lost, pydantic's lines
+    'File "/opt/conda/lib/python3.10/site-packages/requests/adapters.py", line 519, in send raise ConnectionError(e) '
+    "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', port=443): Max retries exceeded",
+    "permissionError: [error 13] Permission denied: '/.cache'",
+    "  Value error, The checkpoint you are trying to load has model type `glm4v_moe` but Transformers does not "
+    "recognize this architecture. [type=value_error, input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]",
+    "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig",
+    "OSError: [Errno 28] No space left on device",
+    # a compiled extension built against another torch: logged as a warning, the ops never load
+    "WARNING 06-13 11:42:20 _custom_ops.py:11] Failed to import from vllm._C with ImportError('/usr/lib/vllm/_C.abi3.so: "
+    "undefined symbol: _ZN5torch7LibraryC1ENS0_4KindESsSt8optionalIN3c1011DispatchKeyEEPKcj')",
 ])
 def test_error_lines_of_more_formats_are_failures(line):
     assert _fails(HEAD + line + "\n"), line
@@ -90,6 +101,10 @@ def test_error_lines_of_more_formats_are_failures(line):
     "gpu-node-1:4711:4711 [0] NCCL WARN NET/Plugin: No plugin found (libnccl-net.so)",
     "exit status 0",
     "The panic button is documented in docs/ops.md",
+    '  File "/usr/lib/python3/dist-packages/vllm/entrypoints/cli/main.py", line 12, in main',
+    "WARNING 06-13 11:42:20 _custom_ops.py:11] Failed to import from vllm._C with ModuleNotFoundError(\"No module "
+    "named 'vllm._C'\")",
+    "INFO 05-02 10:22:18 [config.py:1] Value errors are reported per request",
 ])
 def test_healthy_lines_of_the_same_formats_stay_at_exit_0(line):
     assert not _fails(HEAD + line + "\n"), line

@@ -31,10 +31,10 @@ def index() -> MessageIndex:
 
 def test_index_covers_every_release_and_the_dependencies(index):
     releases = index.packages["vllm"]
-    assert releases[0] == "0.20.0" and releases[-1] == "0.34.0" and len(releases) >= 15
+    assert releases[0] == "0.10.2" and releases[-1] == "0.34.0" and len(releases) >= 30
     assert {"triton", "torch", "flashinfer"} <= set(index.packages)
     assert len(index) > 5000
-    assert SHIPPED.stat().st_size < 2 * 1024 * 1024
+    assert SHIPPED.stat().st_size < 1.5 * 1024 * 1024
 
 
 def test_the_selector_error_is_located_in_cuda_platform(index):
@@ -43,7 +43,8 @@ def test_the_selector_error_is_located_in_cuda_platform(index):
     located = index.locate(line, "0.30.0")
     assert located is not None
     assert any(l.file == "vllm/platforms/cuda.py" and l.function == "get_attn_backend_cls" for l in located.locations)
-    assert "raised by vllm/platforms/cuda.py in get_attn_backend_cls (vllm 0.20.0-0.34.0)" in located.describe()
+    assert "raised by vllm/platforms/cuda.py in CudaPlatformBase.get_attn_backend_cls (vllm 0.11.2-0.34.0)" in \
+        located.describe()
 
 
 def test_the_logs_release_picks_the_locations_that_have_it(index):
