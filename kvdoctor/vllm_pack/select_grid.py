@@ -77,9 +77,14 @@ def select_from_grid(release: ReleaseFacts, grid: dict, inputs: SelectorInputs) 
         if message is None:
             return Selection(None, {}, None, (f"backend {forced}: not in vLLM {release.version}'s enum",), evidence)
         return Selection(None, {}, message, (), evidence, (), "unknown_backend")
-    engine = _engine(grid, inputs, release.version)
-    if engine:
-        return Selection(None, {}, None, (engine,), evidence + (f"{grid['engine']['where']} (vLLM {release.version})",))
+    engine, why = _engine(grid, inputs, release.version)
+    if why:
+        return Selection(None, {}, None, (why,), evidence + (f"{grid['engine']['where']} (vLLM {release.version})",))
+    if engine is not None:  # V0 starts: its own selector's answers decide
+        chosen = select_from_grid(release, v0_grid(grid), inputs)
+        started = (f"{grid['engine']['where']} (vLLM {release.version}: starts its V0 engine here, {engine}; "
+                   f"the V0 selector's own answers over a grid of inputs)",)
+        return replace(chosen, evidence=started + chosen.evidence)
     cells, why = _grid_cells(grid, inputs)
     if cells is None:
         return Selection(None, {}, None, (why,), evidence)
@@ -114,23 +119,36 @@ def select_from_grid(release: ReleaseFacts, grid: dict, inputs: SelectorInputs) 
     return Selection(None, {}, value, (), evidence, (), "forced_invalid" if forced else "no_valid_backend")
 
 
-def _engine(grid: dict, inputs: SelectorInputs, version: str) -> str | None:
-    """Why the selection is undecided when the release starts its V0 engine here (0.10.x has both: its own
-    `_is_v1_supported_oracle` decides per configuration; the grid holds only the V1 selector's answers); None when
-    it starts V1 or has no V0."""
+def v0_grid(grid: dict) -> dict | None:
+    """The V0 engine's side of a release's grid (0.7-0.10: its selector asked with `use_v1=False`), in the same form
+    as the grid (the enum, parameters and messages shared); None when the release has no V0 grid."""
+    if "v0" not in grid:
+        return None
+    return {**{k: v for k, v in grid.items() if k not in ("engine", "v0")}, **grid["v0"]}
+
+
+def _engine(grid: dict, inputs: SelectorInputs, version: str) -> tuple[str | None, str | None]:
+    """(V0 reason, None) when the release starts its V0 engine here (0.8-0.10 have both: their own
+    `_is_v1_supported_oracle` decides per configuration; 0.7 starts V0 unless VLLM_USE_V1=1), (None, None) when it
+    starts V1 or has no V0, (None, why undecided) when the pack cannot say or did not read V0's selector."""
     engine = grid.get("engine")
     if engine is None:
-        return None
-    key = f"{cap_key(inputs.capability)}|{(inputs.forced_backend or '-').upper()}|{int(inputs.use_mla)}|" \
-          f"{inputs.kv_cache_dtype}"
-    answer = next((a for a, cells in engine["answers"].items() if key in cells), None)
+        return None, None
+    values = {"capability": cap_key(inputs.capability), "forced": (inputs.forced_backend or "-").upper(),
+              "use_mla": str(int(inputs.use_mla)), "kv_cache_dtype": inputs.kv_cache_dtype,
+              "dtype": inputs.model_dtype}
+    key = "|".join(values[k] for k in engine.get("key", ("capability", "forced", "use_mla", "kv_cache_dtype")))
+    answer = next((a for a, cells in engine["answers"].items() if key in cells or "*" in cells), None)
     if answer == "V1":
-        return None
+        return None, None
     if answer is None or answer.startswith("error"):
-        return (f"vLLM {version} picks its V0 or V1 engine per configuration; the pack did not ask its oracle about "
-                f"this one ({answer or key})")
-    return (f"vLLM {version} starts its V0 engine here ({answer.removeprefix('V0: ')}); the pack reads only its V1 "
-            "attention selector, so the V0 backend (XFormers, FlashAttention V0, ...) is not judged")
+        return None, (f"vLLM {version} picks its V0 or V1 engine per configuration; the pack did not ask its oracle "
+                      f"about this one ({answer or key})")
+    reason = answer.removeprefix("V0: ")
+    if "v0" not in grid:
+        return None, (f"vLLM {version} starts its V0 engine here ({reason}); the pack reads only its V1 attention "
+                      "selector, so the V0 backend (XFormers, FlashAttention V0, ...) is not judged")
+    return reason, None
 
 
 def _canonical_backend(value: str, capability: tuple[int, int]) -> str:

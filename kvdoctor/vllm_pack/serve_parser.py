@@ -63,7 +63,7 @@ def judge_argv(tokens: list[str], options: Mapping[str, Any], allow_abbrev: bool
         values, index = _values(spec, token, has_inline, tokens, index, is_subkey=base != name)
         if isinstance(values, ArgvVerdict):
             return values
-        bad = _bad_choice(spec, spec_name, values)
+        bad = (None if base != name else _bad_type(spec, spec_name, values)) or _bad_choice(spec, spec_name, values)
         if bad is not None:
             return bad
     if unrecognized:
@@ -157,6 +157,23 @@ def _looks_like_option(token: str) -> bool:
 def _display(spec: Any, token: str) -> str:
     strings = getattr(spec, "option_strings", None) or (token.partition("=")[0],)
     return "/".join(strings)
+
+
+_PLAIN_TYPES = {"int": int, "float": float}
+"""argparse `type` callables replayed (0.7-0.9 read --max-model-len as a plain int: '32k' is refused there)."""
+
+
+def _bad_type(spec: Any, spec_name: str, values: list[str]) -> ArgvVerdict | None:
+    """argparse's own refusal of a value its `type` callable cannot convert (before choices, as argparse does)."""
+    convert = _PLAIN_TYPES.get(getattr(spec, "type_name", None) or "")
+    if convert is None:
+        return None
+    for value in values:
+        try:
+            convert(value)
+        except ValueError:
+            return ArgvVerdict(f"argument {_display(spec, spec_name)}: invalid {spec.type_name} value: {value!r}")
+    return None
 
 
 def _bad_choice(spec: Any, spec_name: str, values: list[str]) -> ArgvVerdict | None:

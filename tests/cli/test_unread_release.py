@@ -29,16 +29,16 @@ def by_id(document: dict) -> dict[str, dict]:
 # ---------------------------------------------------------------- a release outside the pack is never a PASS
 
 
-@pytest.mark.parametrize("version", ["0.2.0", "0.7.3", "0.8.5", "0.9", "0.40.0"])
+@pytest.mark.parametrize("version", ["0.2.0", "0.6.6", "0.8.5", "0.6", "0.40.0"])
 def test_release_not_read_is_undecided_never_pass(run_cli, version):
     # vLLM 0.2.0 refuses a bf16 model on a T4 ("Bfloat16 is only supported on GPUs with compute capability of at
-    # least 8.0"); kvdoctor read none of these releases, so it must not say PASS
+    # least 8.0"); kvdoctor read none of these releases (0.8.5: only 0.8.5.post1 was read), so it must not say PASS
     result, document = check_json(run_cli, "--gpu", "T4", "--vllm-version", version)
     assert document["verdict"] == "WARN"
     finding = by_id(document)["KVD012"]
     assert (finding["status"], finding["severity"]) == ("undecided", "error")
     assert f"vLLM {version}" in finding["title"] and "not a release kvdoctor read" in finding["title"]
-    assert "0.10.2-0.34.0" in finding["decided_by"][0]  # which releases were read
+    assert "0.7.3-0.34.0" in finding["decided_by"][0]  # which releases were read
     assert version in finding["cause"] and ("not among the releases kvdoctor read" in finding["cause"]
                                             or "stop at 0.34.0" in finding["cause"])  # fmt: skip
     for lacking in ("serve-flag parser", "KV-cache and model dtypes", "attention backend choice", "kernels"):
@@ -52,7 +52,7 @@ def test_release_not_read_is_undecided_never_pass(run_cli, version):
     assert gated.code == 1, gated.stderr  # ... but does when the gate asks for it
 
 
-@pytest.mark.parametrize("version", ["0.25.1", "0.10.2", "0.34.0"])
+@pytest.mark.parametrize("version", ["0.25.1", "0.10.2", "0.34.0", "0.7.3", "0.8.5.post1", "0.9.2"])
 def test_release_read_has_no_unread_finding(run_cli, version):
     _, document = check_json(run_cli, "--gpu", "T4", "--vllm-version", version)
     assert "KVD012" not in by_id(document)
@@ -88,9 +88,47 @@ def test_other_spelling_of_a_pack_release_is_that_release(run_cli):
 
 
 def test_series_not_read_stays_not_read(run_cli):
-    _, document = check_json(run_cli, "--gpu", "T4", "--vllm-version", "0.8")
-    assert document["facts"]["vllm.version"] == "0.8"
+    _, document = check_json(run_cli, "--gpu", "T4", "--vllm-version", "0.6")
+    assert document["facts"]["vllm.version"] == "0.6"
     assert by_id(document)["KVD012"]["status"] == "undecided"
+
+
+def test_old_series_resolves_to_the_patch_read(run_cli):
+    _, document = check_json(run_cli, "--gpu", "A100", "--vllm-version", "0.8")
+    assert document["facts"]["vllm.version"] == "0.8.5.post1" and "KVD012" not in by_id(document)
+
+
+# ---------------------------------------------------------------- 0.7-0.9: read, so judged (issue 27)
+
+
+@pytest.mark.parametrize("version", ["0.7.3", "0.8.5.post1"])
+def test_old_release_refuses_bf16_on_a_t4_fail_not_pass(run_cli, version):
+    # the issue's case: 0.7-0.8 refuse a bf16 model below SM80 in the worker (not in _get_and_verify_dtype)
+    result, document = check_json(run_cli, "--gpu", "T4", "--vllm-version", version)
+    assert document["verdict"] == "FAIL" and result.code == 1
+    assert by_id(document)["KVD008"]["status"] == "fired"
+    assert "Bfloat16 is only supported on GPUs with compute capability" in document["facts"]["model.dtype_error"]
+
+
+def test_0_9_falls_back_to_float16_on_a_t4_and_refuses_bf16_when_asked(run_cli):
+    # 0.9's `--dtype auto` picks a dtype the platform supports (float16 on SM75): a warning, not a refusal ...
+    _, auto = check_json(run_cli, "--gpu", "T4", "--vllm-version", "0.9.2")
+    assert auto["facts"]["model.dtype"] == "float16" and by_id(auto)["KVD122"]["status"] == "fired"
+    assert auto["facts"]["model.dtype_error"] == "none"
+    # ... while an explicit bfloat16 reaches the worker's check, which refuses it
+    result, asked = check_json(run_cli, "--gpu", "T4", "--vllm-version", "0.9.2", "--dtype", "bfloat16")
+    assert asked["verdict"] == "FAIL" and "Bfloat16 is only supported" in asked["facts"]["model.dtype_error"]
+
+
+@pytest.mark.parametrize("version", ["0.7.3", "0.8.5.post1", "0.9.2"])
+def test_old_release_judges_fp8_kv_on_a_t4_by_its_v0_engine(run_cli, version):
+    # fp16 on a T4 with an fp8 cache: V0 (below SM80 in 0.8-0.9, always in 0.7) picks XFormers, which starts
+    _, document = check_json(run_cli, "--gpu", "T4", "--vllm-version", version, "--dtype", "half",
+                             "--kv-cache-dtype", "fp8")  # fmt: skip
+    facts = document["facts"]
+    assert facts["attention.backend"] == "XFORMERS", facts.get("attention.picked_by")
+    assert "V0 engine" in str(facts.get("attention.picked_by")) + str(facts.get("attention.evidence"))
+    assert "KVD012" not in by_id(document) and "KVD011" not in by_id(document)
 
 
 @pytest.mark.parametrize("text, needles", [
@@ -242,9 +280,10 @@ def test_unread_release_gets_no_probe_compile_that_speaks_for_it(run_cli):
     assert "dry run skipped: kvdoctor did not read vLLM 0.8.5, so which kernels it builds is unknown" in document["notes"]
 
 
-@pytest.mark.parametrize("tag", ["v0.7.3", "v0.8.5", "v0.9.2"])
+@pytest.mark.parametrize("tag", ["v0.6.6", "v0.8.5"])
 def test_scan_of_an_old_image_is_not_judged_never_pass(run_cli, tmp_path, tag):
-    # real manifests still run 0.7-0.9 (issue 27): explicitly not judged, and the CI gate can fail on it
+    # real manifests still run 0.4-0.9 (issue 27): a release not read is explicitly not judged (0.8.5: only
+    # 0.8.5.post1 was read), and the CI gate can fail on it
     manifest = tmp_path / "old.yaml"
     manifest.write_text(f"""apiVersion: apps/v1
 kind: Deployment
@@ -269,3 +308,41 @@ spec:
     assert statuses["KVD012"] == ("undecided", "error")
     assert not [r for r, (status, severity) in statuses.items() if status == "fired" and severity == "error"]
     assert run_cli("scan", str(manifest), "--fail-on", "undecided", env=NO_GPU).code == 1
+
+
+def test_scan_of_a_0_7_image_on_a_t4_is_judged(run_cli, tmp_path):
+    # 0.7.3 is read: its worker's bf16 refusal on a T4 is a FAIL, not "not read"
+    manifest = tmp_path / "old.yaml"
+    manifest.write_text(f"""apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: old-vllm}}
+spec:
+  selector: {{matchLabels: {{app: old}}}}
+  template:
+    metadata: {{labels: {{app: old}}}}
+    spec:
+      nodeSelector: {{nvidia.com/gpu.product: Tesla-T4}}
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.7.3
+          args: ["--model", "{MODEL}", "--kv-cache-dtype", "fp8"]
+          resources: {{limits: {{nvidia.com/gpu: 1}}}}
+""")
+    result = run_cli("scan", str(manifest), "--format", "json", env=NO_GPU)
+    (workload,) = result.json()["workloads"]
+    statuses = {f["rule_id"]: f["status"] for f in workload["findings"]}
+    assert workload["verdict"] == "FAIL" and "KVD012" not in statuses and statuses["KVD008"] == "fired"
+    assert result.code == 1
+
+
+def test_old_release_judges_a_pasted_command_with_its_own_parser(run_cli):
+    # 0.7.3's switches have no --no- form and --max-model-len is a plain int there (0.25.1 takes both)
+    for args, words in ((["--no-enforce-eager"], "unrecognized arguments: --no-enforce-eager"),
+                        (["--max-model-len", "32k"], "invalid int value: '32k'")):
+        old = run_cli("check", "--no-compile", "--gpu", "A100", "--vllm-version", "0.7.3", "-f", "json", "--",
+                      "vllm", "serve", MODEL, *args, env=NO_GPU)
+        finding = by_id(old.json())["KVD004"]
+        assert finding["status"] == "fired" and words in finding["title"] + finding["cause"], finding
+        new = run_cli("check", "--no-compile", "--gpu", "A100", "--vllm-version", "0.25.1", "-f", "json", "--",
+                      "vllm", "serve", MODEL, *args, env=NO_GPU)
+        assert "KVD004" not in by_id(new.json()) or by_id(new.json())["KVD004"]["status"] != "fired"

@@ -1,8 +1,9 @@
-"""Releases 0.10-0.19: the facts that decide dtype and backends, read from each release's own code.
+"""Releases 0.7-0.19: the facts that decide dtype and backends, read from each release's own code.
 
 Their backend choice is vLLM's own `get_attn_backend_cls` over a grid of inputs (older releases select with
 if/else code or other signatures, so the pack does not replay their checks); the samples the builder asked
-afresh at random grid cells are the oracle for the lookup.
+afresh at random grid cells are the oracle for the lookup. 0.7-0.10 also have the V0 engine: its selector's
+answers (`use_v1=False`) are a second grid with samples of their own (marked `engine: V0`).
 """
 from __future__ import annotations
 
@@ -12,13 +13,15 @@ from pathlib import Path
 
 import pytest
 
+from kvdoctor.base.versions import release_numbers
 from kvdoctor.vllm_pack.candidates import candidates, partial_note
 from kvdoctor.vllm_pack import load_backend_grid, load_release, pack_releases, releases_with
 from kvdoctor.vllm_pack.select import SelectorInputs, select_backend
+from kvdoctor.vllm_pack.select_grid import select_from_grid, v0_grid
 
 SAMPLES = Path(__file__).parent / "samples"
-OLD = [v for v in pack_releases() if v < "0.2" or v.startswith(("0.10", "0.11", "0.12", "0.13", "0.14", "0.15",
-                                                                      "0.16", "0.17", "0.18", "0.19"))]
+OLD = [v for v in pack_releases() if release_numbers(v)[:2] < (0, 20)]
+WITH_V0 = [v for v in OLD if release_numbers(v)[:2] <= (0, 10)]
 
 
 def _inputs(sample: dict) -> SelectorInputs:
@@ -54,14 +57,19 @@ def test_grid_lookup_matches_vllms_own_answers(version):
     grid = load_backend_grid(version)
     samples = json.loads(gzip.decompress((SAMPLES / f"{version}.json.gz").read_bytes()))["samples"]
     legacy_signature = "attn_selector_config" not in grid["params"]
+    v1_grid = {k: v for k, v in grid.items() if k not in ("engine", "v0")}
     decided = asked = 0
     for sample in samples:
+        if sample.get("engine") == "V0":
+            continue  # the V0 selector's answers: test_v0_grid_lookup_matches_vllms_own_answers
         if legacy_signature and sample["cell"]["block_size"] is None:
             continue  # 0.10-0.12 never see None: vLLM sets the block size before it selects
         selection = select_backend(load_release(version), _inputs(sample))
-        # (issue 27) undecided by design, so out of the count: 0.10.2 starting its V0 engine (the grid holds V1's
-        # answers), and sinks on a release whose constructors were not probed with layer features
-        if selection.undecided and ("V0 engine" in selection.undecided[0] or "did not probe" in selection.undecided[0]):
+        if any("starts its V0 engine" in e for e in selection.evidence):  # 0.7-0.10: V0 here; V1's grid itself
+            selection = select_from_grid(load_release(version), v1_grid, _inputs(sample))
+        # out of the count: sinks on a release whose constructors were not probed with layer features (undecided
+        # by design)
+        if selection.undecided and "did not probe" in selection.undecided[0]:
             continue
         asked += 1
         if selection.undecided:
@@ -93,3 +101,30 @@ def test_an_unknown_version_is_judged_against_the_full_releases_and_says_so(run_
     named = run_cli("check", "--model", str(tmp_path), "--gpu", "A100", "--no-compile", "--vllm-version", OLD[-1],
                     "-f", "json").json()["facts"]  # fmt: skip
     assert named["attention.backend"] is None and "head_size 112" in named["attention.picked_by"]
+
+
+@pytest.mark.parametrize("version", WITH_V0)
+def test_v0_grid_lookup_matches_vllms_own_answers(version):
+    """The V0 selector's answers (XFormers, FlashAttention V0, FlashInfer, Triton MLA, FlashMLA) looked up as vLLM
+    gave them at random cells asked afresh."""
+    grid = v0_grid(load_backend_grid(version))
+    assert grid is not None, f"vLLM {version} has a V0 engine but the pack holds no V0 grid"
+    samples = json.loads(gzip.decompress((SAMPLES / f"{version}.json.gz").read_bytes()))["samples"]
+    samples = [s for s in samples if s.get("engine") == "V0" and s["cell"]["block_size"] is not None]
+    decided = asked = 0
+    for sample in samples:
+        selection = select_from_grid(load_release(version), grid, _inputs(sample))
+        if selection.undecided and "did not probe" in selection.undecided[0]:
+            continue  # head size 64/256: layer features the pack did not probe on old releases (undecided by design)
+        asked += 1
+        if selection.undecided:
+            continue
+        decided += 1
+        kind, _, real = sample["answer"].partition(":")
+        if kind == "backend":
+            assert selection.backend == V1_NAMES.get(real, real), (sample, selection)
+        else:
+            assert selection.error and selection.error.split(":")[0] == real.split(":")[0], (sample, selection.error)
+    assert asked >= 300 and decided == asked, f"{decided} of {asked} decided"
+    backends = {a.split(":", 1)[1] for a in grid["answers"] if a.startswith("backend:")}
+    assert {"XFORMERS", "FLASH_ATTN"} <= backends, backends

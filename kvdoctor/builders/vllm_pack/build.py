@@ -41,8 +41,9 @@ FULL_RELEASES = (
     "0.20.0 0.20.1 0.20.2 0.21.0 0.22.0 0.22.1 0.23.0 0.24.0 0.25.0 0.25.1 0.26.0 0.27.0 0.27.1 0.28.0 0.29.0 "
     "0.30.0 0.31.0 0.32.0 0.33.0 0.34.0"
 ).split()
-# Releases before 0.20.0: the facts that decide dtype and backends (the last patch of each minor release).
-OLD_RELEASES = "0.10.2 0.11.2 0.12.0 0.13.0 0.14.1 0.15.1 0.16.0 0.17.1 0.18.1 0.19.1".split()
+# Releases before 0.20.0: the facts that decide dtype and backends (the last patch of each minor release; 0.7-0.10
+# also their V0 engine: the oracle or default that picks it and V0's own selector).
+OLD_RELEASES = "0.7.3 0.8.5.post1 0.9.2 0.10.2 0.11.2 0.12.0 0.13.0 0.14.1 0.15.1 0.16.0 0.17.1 0.18.1 0.19.1".split()
 CAPABILITIES = ((7, 0), (7, 5), (8, 0), (8, 6), (8, 7), (8, 9), (9, 0), (10, 0), (10, 3), (11, 0), (12, 0), (12, 1))
 LEGACY_TASKS = {"module:backends": "module:backend_grid"}
 

@@ -14,7 +14,13 @@ import os
 
 from kvdoctor.builders.vllm_pack import child_engine
 from kvdoctor.builders.vllm_pack.child_backend_probes import constructor_guards
-from kvdoctor.builders.vllm_pack.child_shared import FreshVllmConfig, clear_caches, decision_tree
+from kvdoctor.builders.vllm_pack.child_shared import (
+    FreshVllmConfig,
+    clear_caches,
+    decision_tree,
+    kv_cache_values,
+    set_env,
+)
 
 HEADS = (64, 80, 96, 128, 192, 256, 72, 100)
 MLA_HEAD = 576
@@ -55,7 +61,7 @@ def run(ctx) -> dict:
     import vllm.platforms as platforms
 
     os.environ.pop("VLLM_ATTENTION_BACKEND", None)
-    os.environ["VLLM_USE_V1"] = "1"  # 0.10: the V1 engine is the default on CUDA (V0 is gone from 0.11.0)
+    set_env("VLLM_USE_V1", "1")  # 0.10: the V1 engine is the default on CUDA (V0 is gone from 0.11.0)
     Enum, enum_module = _enum()
     Config = _selector_config()
     platform = platforms._current_platform
@@ -65,13 +71,7 @@ def run(ctx) -> dict:
     config_fields = list(Config._fields) if Config is not None and "attn_selector_config" in params else []
     inputs = set(params) | set(config_fields)
     forced = [None] + [f for f in FORCED if f in Enum.__members__]
-    try:
-        from vllm.config.cache import CacheDType
-    except ImportError:
-        from vllm.config import CacheDType
-    import typing
-
-    kv_values = list(typing.get_args(CacheDType))
+    kv_values = kv_cache_values()
     axes = {"forced": forced, "use_mla": [False, True], "use_sparse": [False, True] if "use_sparse" in inputs
             else [False], "head_size": list(HEADS) + [MLA_HEAD], "dtype": list(DTYPES), "kv_cache_dtype": kv_values,
             "block_size": list(BLOCKS), "has_sink": [False, True] if "has_sink" in inputs else [False],
@@ -83,36 +83,24 @@ def run(ctx) -> dict:
         except Exception:
             value = member.value
         paths[str(value)] = member.name
-    answers: list[str] = []
-    cells: dict[int, list] = {}
     caps = [tuple(c) for c in ctx.REQ["capabilities"]]
-    names = [a for a in axes]
-    for cap in caps:
-        platform_cls.capability_now = tuple(cap)
-        clear_caches()
-        with FreshVllmConfig():  # one default VllmConfig per capability, not one per cell (the cost)
-            cap_answers = [
-                (combo, _ask(fn, params, Config, config_fields, Enum, dict(zip(names, combo)), torch, paths,
-                             fresh_config=False))
-                for combo in itertools.product(*(axes[a] for a in names)) if _meaningful(dict(zip(names, combo)))
-            ]  # fmt: skip
-        for combo, answer in cap_answers:
-            if answer not in answers:
-                answers.append(answer)
-            cells.setdefault(answers.index(answer), []).append([f"{cap[0]}.{cap[1]}"] + list(combo))
-    guards = _guards(ctx, answers, Enum, paths, caps, platform_cls, kv_values, torch)
-    samples = _samples(ctx, fn, params, Config, config_fields, Enum, axes, names, caps, platform_cls, torch, paths)
-    engine = child_engine.run(ctx)  # 0.10.x: V0 or V1 per configuration (pops VLLM_USE_V1: asked last)
+    ask = _Asker(fn, params, Config, config_fields, Enum, torch, paths, use_v1=True)
+    out = _grid(ctx, ask, axes, caps, platform_cls, kv_values)
+    engine = None
+    if "use_v1" in params and os.path.exists(os.path.join(ctx.SRC, "vllm", "attention", "backends", "xformers.py")):
+        set_env("VLLM_USE_V1", "0")  # the release still has V0 (0.7-0.10): its selector, asked the same way
+        v0 = _grid(ctx, _Asker(fn, params, Config, config_fields, Enum, torch, paths, use_v1=False), axes, caps,
+                   platform_cls, kv_values)
+        engine = child_engine.run(ctx)  # which engine starts, per configuration (pops VLLM_USE_V1: asked last)
+        out["v0"] = {**v0, "assumes": "the V0 engine (VLLM_USE_V1=0, as its oracle or default picks it), no other "
+                     "attention environment variable set; the block size as vLLM passes it to the selector"}
     unknown = None
     try:
         Enum["NO_SUCH_BACKEND"]
     except Exception as exc:
         unknown = str(exc).replace("NO_SUCH_BACKEND", "{name}")
     return {
-        "axes": ["capability"] + names,
-        "grid": {"capability": [f"{c[0]}.{c[1]}" for c in caps], **axes},
-        "answers": answers,
-        "trees": {str(i): decision_tree(sorted(c, key=repr)) for i, c in sorted(cells.items())},
+        **out,
         "params": params,
         "config_fields": config_fields,
         "enum": [m.name for m in Enum],
@@ -121,11 +109,40 @@ def run(ctx) -> dict:
         "where": ctx.where(fn),
         "repr_template": repr(Config(**{f: f"{{{f}}}" for f in config_fields if f != "attn_type"}))
         if config_fields else None,
-        "samples": samples,
-        "guards": guards,
         "assumes": "VLLM_USE_V1=1 (0.10's default on CUDA), no other attention environment variable set; "
                    "the block size as vLLM passes it to the selector",
         **({"engine": engine} if engine is not None else {}),
+    }
+
+
+def _grid(ctx, ask, axes: dict, caps: list, platform_cls, kv_values: list) -> dict:
+    """One engine's selector over the grid: axes, answers, their decision trees, the chosen backends'
+    constructor guards and 40 samples per capability asked afresh."""
+    import torch
+
+    names = list(axes)
+    answers: list[str] = []
+    cells: dict[int, list] = {}
+    for cap in caps:
+        platform_cls.capability_now = tuple(cap)
+        clear_caches()
+        with FreshVllmConfig():  # one default VllmConfig per capability, not one per cell (the cost)
+            cap_answers = [(combo, ask(dict(zip(names, combo)), fresh_config=False))
+                           for combo in itertools.product(*(axes[a] for a in names))
+                           if _meaningful(dict(zip(names, combo)))]
+        for combo, answer in cap_answers:
+            if answer not in answers:
+                answers.append(answer)
+            cells.setdefault(answers.index(answer), []).append([f"{cap[0]}.{cap[1]}"] + list(combo))
+    guards = _guards(ctx, answers, ask.Enum, ask.paths, caps, platform_cls, kv_values, torch)
+    samples = _samples(ask, axes, names, caps, platform_cls)
+    return {
+        "axes": ["capability"] + names,
+        "grid": {"capability": [f"{c[0]}.{c[1]}" for c in caps], **axes},
+        "answers": answers,
+        "trees": {str(i): decision_tree(sorted(c, key=repr)) for i, c in sorted(cells.items())},
+        "samples": samples,
+        "guards": guards,
     }
 
 
@@ -134,11 +151,25 @@ def _meaningful(cell: dict) -> bool:
     return cell["use_mla"] == (cell["head_size"] == MLA_HEAD) and not (cell["use_sparse"] and not cell["use_mla"])
 
 
-def _ask(fn, params, Config, config_fields, Enum, cell, torch, paths, fresh_config: bool = True) -> str:
+class _Asker:
+    """vLLM's answer for one grid cell, from one engine's side of the selector (`use_v1`)."""
+
+    def __init__(self, fn, params, Config, config_fields, Enum, torch, paths, use_v1: bool):
+        self.fn, self.params, self.Config, self.config_fields = fn, params, Config, config_fields
+        self.Enum, self.torch, self.paths, self.use_v1 = Enum, torch, paths, use_v1
+
+    def __call__(self, cell: dict, fresh_config: bool = True) -> str:
+        """fresh_config: under a VllmConfig of its own (the samples: asked afresh)."""
+        return _ask(self.fn, self.params, self.Config, self.config_fields, self.Enum, cell, self.torch, self.paths,
+                    fresh_config, self.use_v1)
+
+
+def _ask(fn, params, Config, config_fields, Enum, cell, torch, paths, fresh_config: bool = True,
+         use_v1: bool = True) -> str:
     """vLLM's answer for one cell; fresh_config: under a VllmConfig of its own (the samples: asked afresh)."""
     kwargs = {"head_size": cell["head_size"], "dtype": getattr(torch, cell["dtype"]),
               "kv_cache_dtype": cell["kv_cache_dtype"], "block_size": cell["block_size"], "use_mla": cell["use_mla"],
-              "has_sink": cell["has_sink"], "use_sparse": cell["use_sparse"], "use_v1": True}
+              "has_sink": cell["has_sink"], "use_sparse": cell["use_sparse"], "use_v1": use_v1}
     selected = Enum[cell["forced"]] if cell["forced"] else None
     call = {}
     shown = {}
@@ -176,7 +207,7 @@ def _ask(fn, params, Config, config_fields, Enum, cell, torch, paths, fresh_conf
     return "backend:" + paths[str(path)]
 
 
-def _samples(ctx, fn, params, Config, config_fields, Enum, axes, names, caps, platform_cls, torch, paths):
+def _samples(ask, axes, names, caps, platform_cls):
     """vLLM's answers for 40 random grid cells per capability, asked afresh: the lookup's test oracle."""
     import random
 
@@ -191,7 +222,7 @@ def _samples(ctx, fn, params, Config, config_fields, Enum, axes, names, caps, pl
             cell["head_size"] = MLA_HEAD if cell["use_mla"] else rng.choice(HEADS)
             cell["use_sparse"] = cell["use_sparse"] and cell["use_mla"]
             out.append({"capability": list(cap), "cell": cell,
-                        "answer": _ask(fn, params, Config, config_fields, Enum, cell, torch, paths)})
+                        "answer": ask(cell)})
     return out
 
 

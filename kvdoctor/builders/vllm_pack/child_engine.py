@@ -1,17 +1,23 @@
 """Child task `module:engine`: which engine a release with both (0.10.x and older: V0 and V1) starts, per
-configuration, as its own `EngineArgs._is_v1_supported_oracle` decides (vllm/engine/arg_utils.py).
+configuration, as its own `EngineArgs._is_v1_supported_oracle` decides (vllm/engine/arg_utils.py, 0.8-0.10).
 
 The oracle is run on default serve flags with `VLLM_USE_V1` unset (the default: fall back to V0 where V1 lacks a
-feature) over capability x KV-cache dtype x MLA x `VLLM_ATTENTION_BACKEND`; `_raise_or_fallback` and
-`_warn_or_fallback` are watched to record the feature that sends it to V0, in vLLM's words. The model config is a
-stand-in for a V1-compatible decoder (the oracle reads `is_v1_compatible`, `use_mla` and the sliding window).
-Releases without the oracle (0.11.0 on: V0 is gone) answer None.
+feature) over capability x `VLLM_ATTENTION_BACKEND` x MLA x KV-cache dtype x model dtype; `_raise_or_fallback`
+and `_warn_or_fallback` are watched to record the feature that sends it to V0, in vLLM's words. The model config
+is a stand-in for a V1-compatible decoder (the oracle reads `is_v1_compatible`, `use_mla`, the sliding window,
+0.8's `dtype` and `task`, 0.9's `has_inner_state`). A release with V0 but no oracle (0.7: V1 is opt-in) answers
+what `VLLM_USE_V1`'s default picks, everywhere. Releases without V0 (0.11.0 on) answer None.
 """
 from __future__ import annotations
 
+import itertools
 import os
 
-from kvdoctor.builders.vllm_pack.child_shared import clear_caches, set_env
+from kvdoctor.builders.vllm_pack.child_shared import clear_caches, kv_cache_values, set_env
+
+KEY = ("capability", "forced", "use_mla", "kv_cache_dtype", "dtype")
+"""The inputs an engine answer's cell names, '|'-joined ('8.9|-|0|fp8|bfloat16'); '*' stands for every cell."""
+DTYPES = ("bfloat16", "float16", "float32")
 
 # every backend a user may force with VLLM_ATTENTION_BACKEND, as the grid asks them (child_backend_grid.FORCED)
 FORCED = ("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "TRITON_ATTN_VLLM_V1", "FLEX_ATTENTION", "XFORMERS",
@@ -24,9 +30,10 @@ class _ModelConfig:
     """What the oracle reads of ModelConfig, for a V1-compatible decoder."""
 
     is_v1_compatible, is_multimodal_model, runner_type, architectures = True, False, "generate", ["LlamaForCausalLM"]
+    task, has_inner_state, quantization = "generate", False, None
 
-    def __init__(self, use_mla: bool):
-        self.use_mla = use_mla
+    def __init__(self, use_mla: bool, dtype):
+        self.use_mla, self.dtype = use_mla, dtype
 
     def get_sliding_window(self):
         return None
@@ -38,18 +45,14 @@ class _ModelConfig:
 
 
 def run(ctx) -> dict | None:
-    import typing
+    import torch
 
     import vllm.engine.arg_utils as arg_utils
     import vllm.platforms
 
     if not hasattr(arg_utils.EngineArgs, "_is_v1_supported_oracle"):
-        return None
-    try:
-        from vllm.config.cache import CacheDType
-    except ImportError:
-        from vllm.config import CacheDType
-    kv_values = list(typing.get_args(CacheDType))
+        return _env_default(ctx)
+    kv_values = kv_cache_values()
     platform_cls = type(vllm.platforms._current_platform)
     why: list[str] = []
     originals = {n: getattr(arg_utils, n) for n in ("_raise_or_fallback", "_warn_or_fallback") if hasattr(arg_utils, n)}
@@ -70,21 +73,40 @@ def run(ctx) -> dict | None:
             for forced in (None, *FORCED):
                 set_env("VLLM_ATTENTION_BACKEND", forced)
                 clear_caches()
-                for use_mla in (False, True):
-                    for kv in kv_values:
-                        why.clear()
-                        try:
-                            args = arg_utils.EngineArgs(model="stand-in", kv_cache_dtype=kv)
-                            v1 = args._is_v1_supported_oracle(_ModelConfig(use_mla))
-                            answer = "V1" if v1 else "V0: " + (why[0] if why else "the oracle said no")
-                        except Exception as exc:
-                            answer = f"error: {type(exc).__name__}: {exc}"[:300]
-                        cells.setdefault(answer, []).append(f"{cap[0]}.{cap[1]}|{forced or '-'}|{int(use_mla)}|{kv}")
+                for use_mla, kv, dtype in itertools.product((False, True), kv_values, DTYPES):
+                    why.clear()
+                    try:
+                        args = arg_utils.EngineArgs(model="stand-in", kv_cache_dtype=kv)
+                        v1 = args._is_v1_supported_oracle(_ModelConfig(use_mla, getattr(torch, dtype)))
+                        answer = "V1" if v1 else "V0: " + (why[0] if why else "the oracle said no")
+                    except Exception as exc:
+                        answer = f"error: {type(exc).__name__}: {exc}"[:300]
+                    cells.setdefault(answer, []).append(f"{cap[0]}.{cap[1]}|{forced or '-'}|{int(use_mla)}|{kv}|{dtype}")
     finally:
         for name, fn in originals.items():
             setattr(arg_utils, name, fn)
         set_env("VLLM_ATTENTION_BACKEND", None)
-    return {"answers": cells, "where": ctx.where(arg_utils.EngineArgs._is_v1_supported_oracle),
+    return {"answers": cells, "where": ctx.where(arg_utils.EngineArgs._is_v1_supported_oracle), "key": KEY,
             "assumes": "default serve flags, VLLM_USE_V1 unset, a V1-compatible decoder without a sliding window"}
+
+
+def _env_default(ctx) -> dict | None:
+    """A release with V0 and no oracle: the engine `VLLM_USE_V1`'s default picks, for every configuration (None
+    when the release has no V0 engine, or no such variable)."""
+    import vllm.envs as envs
+
+    if not os.path.exists(os.path.join(ctx.SRC, "vllm", "worker", "worker.py")):
+        return None  # no V0 worker: one engine only
+    set_env("VLLM_USE_V1", None)
+    try:
+        v1 = bool(envs.VLLM_USE_V1)
+    except AttributeError:
+        return None
+    file = envs.__file__
+    line = next((i for i, text in enumerate(open(file), 1) if text.strip().startswith('"VLLM_USE_V1"')), None)
+    where = f"{ctx.rel_path(file)}:{line}"
+    answer = "V1" if v1 else "V0: VLLM_USE_V1 is unset and defaults to 0 (V1 is opt-in)"
+    return {"answers": {answer: ["*"]}, "where": where, "key": KEY,
+            "assumes": "VLLM_USE_V1 unset (its default)"}
 
 

@@ -23,7 +23,9 @@ REQUESTED = ("auto", "half", "float16", "bfloat16", "float", "float32")
 def run(ctx) -> dict:
     out = {"where": {}}
     out["model_runner"] = model_runner(ctx, out["where"])
-    out["dtype"] = dtype_resolution(ctx, out["where"])
+    dtype = dtype_resolution(ctx, out["where"])
+    if dtype is not None:
+        out["dtype"] = dtype
     try:
         from vllm.v1.kv_cache_interface import KVQuantMode
 
@@ -148,7 +150,11 @@ def dtype_resolution(ctx, where) -> dict:
     special = dict(getattr(model_mod, "_FLOAT16_NOT_SUPPORTED_MODELS", {}) or {})
     where["float16_not_supported_models"] = _where_name(ctx, model_mod, "_FLOAT16_NOT_SUPPORTED_MODELS")
     check = getattr(current_platform, "check_if_supports_dtype", None)
-    if check is not None:
+    if check is None:  # before 0.10: each engine's worker refuses bf16 below SM80 itself
+        check = _worker_dtype_check(ctx, where)
+        if check is None:  # no check read: no dtype facts rather than answers that never refuse
+            return None
+    else:
         where["check_if_supports_dtype"] = ctx.where(check)
     from transformers import PretrainedConfig
 
@@ -186,6 +192,37 @@ def dtype_resolution(ctx, where) -> dict:
             key = f"{cap[0]}.{cap[1]}|{config_dtype}|{requested}|{model_type}|{int(pooling)}"
             table[key] = [dtype, error]
     return {"table": table, "float16_not_supported": special, "pooling_param": "is_pooling_model" in params}
+
+
+def _worker_dtype_check(ctx, where):
+    """The workers' own `_check_if_gpu_supports_dtype` (V0's vllm/worker/worker.py, V1's gpu_worker.py; releases
+    before the platform check), asked together: a refusal by either is the answer, the first worker's cited; None
+    when the release has neither (its dtype answers then carry no refusal, and the builder says so)."""
+    import importlib
+    import sys
+
+    try:
+        importlib.import_module("vllm.device_allocator.cumem")
+    except Exception:  # it loads libcudart at import time (0.9); the workers use it only for sleep mode
+        from kvdoctor.builders.vllm_pack.child_stubs import stand_in_module
+
+        sys.modules["vllm.device_allocator.cumem"] = stand_in_module("vllm.device_allocator.cumem")
+    checks = []
+    for key, module in (("v0_worker", "vllm.worker.worker"), ("v1_worker", "vllm.v1.worker.gpu_worker")):
+        try:
+            fn = importlib.import_module(module)._check_if_gpu_supports_dtype
+        except Exception:
+            continue
+        where["check_if_supports_dtype" if not checks else f"check_if_supports_dtype.{key}"] = ctx.where(fn)
+        checks.append(fn)
+    if not checks:
+        return None
+
+    def check(dtype):
+        for fn in checks:
+            fn(dtype)
+
+    return check
 
 
 def _where_name(ctx, module, name):

@@ -96,3 +96,20 @@ def assignment_lines(file: str, name: str) -> list[int]:
         if name in targets:
             lines.append(node.lineno)
     return lines
+
+
+def kv_cache_values() -> list[str]:
+    """The release's `--kv-cache-dtype` values: its CacheDType literal, or (0.7, before the literal) the choices of
+    its own engine-argument parser."""
+    import typing
+
+    for module in ("vllm.config.cache", "vllm.config"):
+        try:
+            return list(typing.get_args(getattr(__import__(module, fromlist=["CacheDType"]), "CacheDType")))
+        except (ImportError, AttributeError):
+            continue
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.utils import FlexibleArgumentParser
+
+    parser = EngineArgs.add_cli_args(FlexibleArgumentParser())
+    return next(list(a.choices) for a in parser._actions if "--kv-cache-dtype" in a.option_strings)

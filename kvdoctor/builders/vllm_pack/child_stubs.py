@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import os
 import sys
 import types
 
@@ -53,6 +54,11 @@ class _StubModule(types.ModuleType):
         if item.startswith("__") and item.endswith("__"):
             raise AttributeError(item)
         return Anything(f"{self.__name__}.{item}")
+
+
+def stand_in_module(name: str) -> types.ModuleType:
+    """A module whose every attribute is a permissive stand-in."""
+    return _StubModule(name)
 
 
 class _StubLoader(importlib.abc.Loader):
@@ -140,6 +146,35 @@ def legacy_ops():
         original = getattr(torch.library, name, None)
         if original is not None:
             setattr(torch.library, name, _tolerant(original))
+    _config_names_shared()
+    _triton_cache_dirs()
+
+
+def _triton_cache_dirs():
+    """0.7 imports triton's `default_cache_dir` / `default_dump_dir` / `default_override_dir` (its custom cache
+    manager), which the builder's newer Triton no longer has: stand-ins naming a folder, never used to compile."""
+    try:
+        import triton.runtime.cache as cache
+    except ImportError:
+        return
+    for name in ("default_cache_dir", "default_dump_dir", "default_override_dir"):
+        if not hasattr(cache, name):
+            setattr(cache, name, lambda name=name: os.path.join(os.path.expanduser("~"), ".triton", name))
+
+
+def _config_names_shared():
+    """0.9 registers its own config classes under names a newer transformers (the builder's) already uses
+    ('aimv2'); with the transformers the release pins the name was free, so the release's own class takes it."""
+    try:
+        from transformers import AutoConfig
+    except ImportError:
+        return
+    register = AutoConfig.register
+
+    def register_over(model_type, config, exist_ok=False):
+        return register(model_type, config, exist_ok=True)
+
+    AutoConfig.register = register_over
 
 
 def _tolerant(register):

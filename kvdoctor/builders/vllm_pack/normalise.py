@@ -114,6 +114,9 @@ def normalise_release(version: str, raw: dict, shipped: dict, request: dict, pac
     if "backend_grid" in raw:
         grid = dict(raw["backend_grid"])
         out["samples"] = grid.pop("samples", [])
+        if "v0" in grid:  # the V0 selector's samples join the file, each marked with its engine
+            grid["v0"] = dict(grid["v0"])
+            out["samples"] += [{**sample, "engine": "V0"} for sample in grid["v0"].pop("samples", [])]
         out["backend_grid"] = grid
     if "runtime" in raw:
         runtime = raw["runtime"]

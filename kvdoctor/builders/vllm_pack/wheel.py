@@ -105,7 +105,8 @@ def triton_of_torch(torch_spec: str | None) -> dict | None:
                 return None
             requires = json.loads(report.read_text())["install"][0]["metadata"].get("requires_dist", [])
         pins = [r.split(";")[0].strip() for r in requires if r.startswith("triton") and "Linux" in r]
-        table[torch_version] = pins[0].replace("triton", "", 1).strip() if pins else None
+        # older torch METADATA writes the specifier in parentheses: "triton (==3.1.0)"
+        table[torch_version] = pins[0].replace("triton", "", 1).strip().strip("()").strip() if pins else None
         try:
             TORCH_PINS.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
         except OSError:  # an installed kvdoctor may be read-only: the answer still serves this build
