@@ -33,11 +33,12 @@ class LayerSpec:
     """One attention layer's KV-cache spec, as vLLM builds it on one tensor-parallel rank."""
 
     kind: str
-    """'full', 'sliding', 'chunked' (chunked local attention) or 'state' (a Mamba / linear-attention state)."""
+    """'full', 'sliding', 'chunked' (chunked local attention), 'cross' (an encoder-decoder's cross-attention) or 'state'
+    (a Mamba / linear-attention state)."""
     page_bytes_per_token: int
     """heads x (head_size + head_size_v) x dtype bytes (or the packed cell bytes); 0 for a state layer."""
     window: int | None = None
-    """The sliding window, or the attention chunk of a chunked layer."""
+    """The sliding window, the attention chunk of a chunked layer, or the encoder tokens a cross layer caches."""
     state_bytes: int = 0
     """A state layer's page before padding (MambaSpec.page_size_bytes: its shapes x dtype bytes)."""
 
@@ -62,6 +63,8 @@ class KvPlan:
                 total += cdiv(min(window + in_flight_tokens, max_model_len), self.block_size)
             elif kind == "state":
                 total += self.state_blocks
+            elif kind == "cross" and window:  # the encoder's tokens (CrossAttentionSpec)
+                total += cdiv(window, self.block_size)
             else:
                 total += cdiv(max_model_len, self.block_size)
         return total
@@ -73,11 +76,14 @@ class KvPlan:
 def layer_specs(layer_kinds: list[str], *, num_kv_heads: int, head_dim: int, kv_bytes: float, is_mla: bool,
                 tensor_parallel_size: int, window: int | None, kv_cache_dtype: str, model_dtype_bytes: int,
                 disable_sliding_window: bool = False, chunk: int | None = None,
-                state_bytes: int | None = None, skip_layers: frozenset[int] = frozenset()) -> list[LayerSpec]:  # fmt: skip
+                state_bytes: int | None = None, skip_layers: frozenset[int] = frozenset(),
+                encoder_tokens: int | None = None) -> list[LayerSpec]:  # fmt: skip
     """Per attention layer, the spec on one rank. KV heads are split over TP ranks and replicated when TP exceeds them
     (max(1, heads // tp)); MLA keeps one latent head and no separate V; TurboQuant packs each head's K and V in one
     slot and keeps the first and last layers of a dense model in the model dtype; layers in `skip_layers`
-    (--kv-cache-dtype-skip-layers) keep the model dtype's page (attention.py:321-335 in 0.34.0)."""
+    (--kv-cache-dtype-skip-layers) keep the model dtype's page (attention.py:321-335 in 0.34.0). A 'cross' layer (an
+    encoder-decoder's decoder layer) holds a self-attention spec and a cross-attention spec of the same page, the
+    latter for `encoder_tokens` (CrossAttentionSpec)."""
     heads = 1 if is_mla else max(1, num_kv_heads // max(1, tensor_parallel_size))
     per_head = head_dim if is_mla else 2 * head_dim
     full_bytes = int(heads * per_head * kv_bytes)
@@ -94,6 +100,11 @@ def layer_specs(layer_kinds: list[str], *, num_kv_heads: int, head_dim: int, kv_
             if not state_bytes:
                 raise NotImplementedError("a Mamba / linear-attention state kvdoctor cannot size")
             specs.append(LayerSpec("state", 0, state_bytes=state_bytes))
+            continue
+        if layer_kind == "cross":
+            if tq is not None or not encoder_tokens or index in skipped:
+                raise NotImplementedError("cross-attention with TurboQuant or skipped layers")
+            specs += [LayerSpec("full", full_bytes), LayerSpec("cross", full_bytes, encoder_tokens)]
             continue
         if index not in attention:
             continue
@@ -269,14 +280,16 @@ def logged_tokens(fit: Fit, plan: KvPlan, max_model_len: int, tokens_formula: st
 
 
 def capacity_log(release_version: str, fit: Fit, plan: KvPlan, max_model_len: int,
-                 device: str = "GPU") -> tuple[int, tuple[str, ...]] | None:  # fmt: skip
-    """The token count and the capacity lines this release logs, in its own format strings (None when the release
-    was not read)."""
+                 device: str = "GPU") -> tuple[int, float, tuple[str, ...]] | None:  # fmt: skip
+    """The token count, the concurrency and the capacity lines this release logs, in its own format strings (None
+    when the release was not read or its engine's lines are not rendered: 0.7.3's V0)."""
     table = kv_table()["capacity_log"]
     rule = table["releases"].get(release_version)
-    if rule is None:
+    if rule is None or "format" not in rule:
         return None
     tokens = logged_tokens(fit, plan, max_model_len, rule["tokens"])
+    concurrency = tokens / max_model_len if rule["concurrency"] == "tokens_over_len" else fit.concurrency
     values = {"device": device, "tokens": f"{tokens:,}", "max_model_len": f"{max_model_len:,}",
-              "concurrency": fit.concurrency}  # fmt: skip
-    return tokens, tuple(template % tuple(values[a] for a in args) for template, args in table["formats"][rule["format"]])
+              "concurrency": concurrency}  # fmt: skip
+    lines = tuple(template % tuple(values[a] for a in args) for template, args in table["formats"][rule["format"]])
+    return tokens, concurrency, lines

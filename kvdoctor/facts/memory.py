@@ -98,7 +98,8 @@ def _memory(flat: dict[str, Any], facts: Facts, serve: ServeMemory, release, max
     plan = None
     if why_not is None:
         try:
-            plan = plan_for(flat, facts, serve, kinds, facts.serve.kv_cache_dtype, release)
+            plan = plan_for(flat, facts, serve, kinds, facts.serve.kv_cache_dtype, release,
+                            max_model_len=max_model_len)
         except NotImplementedError as exc:
             why_not = f"this mix of KV-cache layers is not modelled ({exc})"
     if plan is None or max_model_len is None:
@@ -129,7 +130,7 @@ def _memory(flat: dict[str, Any], facts: Facts, serve: ServeMemory, release, max
         "memory.kv_bytes_per_token": plan.bytes_per_block // plan.block_size,
         "memory.kv_needed_gib": round(fit.needed_bytes / GIB, 2),
         "memory.kv_tokens": logged[0] if logged else None,
-        "memory.max_concurrency": round(fit.concurrency, 2),
+        "memory.max_concurrency": round(logged[1] if logged else fit.concurrency, 2),
         "memory.error": not_enough_message(fit, max_model_len) or "none",
         "memory.fitting_max_model_len": _fitting_len(plan, budget - band, max_model_len, in_flight, reserved),
         "memory.fp8_fits": fp8,
@@ -138,7 +139,7 @@ def _memory(flat: dict[str, Any], facts: Facts, serve: ServeMemory, release, max
         "memory.fitting_gpu_memory_utilization": _fitting_utilization(flat, serve, release, plan, budget, band,
                                                                      max_model_len, in_flight, reserved),
         "memory.fitting_tensor_parallel_size": _fitting_tp(flat, facts, serve, kinds, release, max_model_len),
-        "memory.vllm_log": "; ".join(logged[1]) if logged else None,
+        "memory.vllm_log": "; ".join(logged[2]) if logged else None,
     }
 
 
@@ -148,11 +149,9 @@ def _why_not_modelled(flat, facts: Facts, kinds, release, serve: ServeMemory) ->
         return ("the model's layer kinds are unknown (a hybrid of attention and Mamba / linear-attention layers whose "
                 "layout kvdoctor does not read)")
     if "cross" in kinds:
-        return (f"{', '.join(model.architectures) or 'this encoder-decoder model'}'s decoder layers also hold "
-                "cross-attention: vLLM sizes their CrossAttentionSpec for the scheduler's max_num_encoder_input_tokens "
-                "(= max_num_batched_tokens in SchedulerConfig, vllm/config/scheduler.py:235 in 0.23.0, :306 in 0.33.0; "
-                "kv_cache_interface.py:664 / :1227) next to the decoder's self-attention, a layout kvdoctor does not "
-                "plan yet (not proved on a real start-up)")
+        why = _cross_unsized(flat, facts, release)
+        if why:
+            return why
     if any(k == "other" for k in kinds):
         arch = ", ".join(model.architectures) or "this model"
         return (f"{arch} has layers kvdoctor cannot size (cross-attention of an encoder-decoder model, or a Mamba / "
@@ -173,7 +172,7 @@ def _why_not_modelled(flat, facts: Facts, kinds, release, serve: ServeMemory) ->
     offloading = _kv_offloading_unread(facts, kinds, release, serve)
     if offloading:
         return offloading
-    if not (model.head_dim and model.num_kv_heads):
+    if not (model.head_dim and model.num_kv_heads) and "cross" not in kinds:
         return "config.json does not give head_dim and the KV heads"
     if _kv_bytes(facts.serve.kv_cache_dtype, facts.model.dtype) is None:
         follows_model = facts.serve.kv_cache_dtype == "auto" or facts.serve.kv_cache_dtype.startswith("turboquant_")
@@ -187,6 +186,31 @@ def _why_not_modelled(flat, facts: Facts, kinds, release, serve: ServeMemory) ->
             return (f"vLLM {release.version}'s default --gpu-memory-utilization is not in the knowledge pack: pass "
                     "--gpu-memory-utilization or --kv-cache-memory-bytes")
     return None
+
+
+def _cross_unsized(flat, facts: Facts, release) -> str | None:
+    """Cross-attention is sized for the releases whose CrossAttentionSpec, grouping and encoder budget were read
+    (data/kv_memory.yaml kv_cache.cross_attention) and the encoder-decoder architectures listed there."""
+    arch = ", ".join(facts.model.architectures) or "this encoder-decoder model"
+    if not flat.get("model.cross_attention"):
+        return (f"{arch}'s decoder layers also hold cross-attention, and data/kv_memory.yaml kv_cache.cross_attention "
+                "does not list how vLLM's model class shapes them")
+    read = kv_table()["cross_attention"]["read_in"]
+    if release.version not in read:
+        return (f"{arch}'s decoder layers also hold cross-attention (CrossAttentionSpec for the scheduler's "
+                f"max_num_encoder_input_tokens): how vLLM {release.version} groups and sizes it was not read (read: "
+                f"{', '.join(read)})")
+    return None
+
+
+def encoder_tokens(flat, serve: ServeMemory, release, max_model_len: int | None) -> int:
+    """max_num_encoder_input_tokens: max_num_batched_tokens as given, else the batch default capped at max_num_seqs
+    x max_model_len (EngineArgs; data/kv_memory.yaml kv_cache.cross_attention)."""
+    if serve.max_num_batched_tokens:
+        return serve.max_num_batched_tokens
+    tokens, seqs = batch_defaults(flat, release)
+    seqs = serve.max_num_seqs or seqs
+    return min(seqs * max_model_len, tokens) if max_model_len else tokens
 
 
 def _skip_layers_unsized(facts: Facts, kinds, release, serve: ServeMemory) -> str | None:
@@ -249,7 +273,7 @@ def _kv_bytes(kv_cache_dtype: str, model_dtype: str | None) -> float | None:
 
 
 def plan_for(flat, facts: Facts, serve: ServeMemory, kinds, kv_cache_dtype: str, release=None,
-             platform: str = "cuda") -> KvPlan:  # fmt: skip
+             platform: str = "cuda", max_model_len: int | None = None) -> KvPlan:  # fmt: skip
     """The KV-cache groups vLLM plans for this model, these flags and this release on `platform` ('cuda' or 'cpu',
     whose default block and kernel block differ); NotImplementedError names what is not modelled."""
     model = facts.model
@@ -263,19 +287,24 @@ def plan_for(flat, facts: Facts, serve: ServeMemory, kinds, kv_cache_dtype: str,
         state_bytes = state_page_bytes(state, facts.serve.tensor_parallel_size, conv, ssm)
     skip = frozenset(int(n) for n in serve.kv_cache_dtype_skip_layers if n.isdigit()) if kv_cache_dtype != "auto" else None
     raise_block = bool(skip) and release is not None and bool(_skip_block_raise(release.version))
-    return _plan_of(tuple(kinds) if kinds else kinds, kv_cache_dtype, model.dtype, model.num_kv_heads, head_size(facts),
+    heads, size, encoder = model.num_kv_heads, head_size(facts), None
+    cross = flat.get("model.cross_attention")
+    if cross and kinds and "cross" in kinds:  # the decoder's heads (KV heads = heads) and head size
+        heads, size = cross["heads"], cross["head_size"]
+        encoder = encoder_tokens(flat, serve, release, max_model_len) if release is not None else None
+    return _plan_of(tuple(kinds) if kinds else kinds, kv_cache_dtype, model.dtype, heads, size,
                     bool(model.is_mla), facts.serve.tensor_parallel_size, facts.serve.pipeline_parallel_size,
                     model.sliding_window or None, serve.block_size, serve.disable_sliding_window,
                     flat.get("model.attention_chunk_size"), state_bytes,
                     state_blocks(facts, serve, release.version) if state_bytes and release else 0, platform,
-                    skip or frozenset(), raise_block)
+                    skip or frozenset(), raise_block, encoder)
 
 
 @lru_cache(maxsize=512)  # one plan per input set: 20 candidate releases x each KV dtype ask the same
 def _plan_of(kinds, kv_cache_dtype: str, model_dtype, num_kv_heads, head_dim: int, is_mla: bool,
              tensor_parallel_size: int, pipeline_parallel_size: int, window, block_size, disable_sliding_window,
              chunk=None, state_bytes=None, state_blocks=0, platform="cuda", skip_layers=frozenset(),
-             raise_block=False) -> KvPlan:  # fmt: skip
+             raise_block=False, encoder_tokens=None) -> KvPlan:  # fmt: skip
     kv_bytes = _kv_bytes(kv_cache_dtype, model_dtype)
     if kv_bytes is None:
         raise NotImplementedError(f"--kv-cache-dtype {kv_cache_dtype}")
@@ -284,7 +313,7 @@ def _plan_of(kinds, kv_cache_dtype: str, model_dtype, num_kv_heads, head_dim: in
                         kv_bytes=kv_bytes, is_mla=is_mla, tensor_parallel_size=tensor_parallel_size, window=window,
                         kv_cache_dtype=kv_cache_dtype, model_dtype_bytes=model_bytes,
                         disable_sliding_window=disable_sliding_window, chunk=chunk, state_bytes=state_bytes,
-                        skip_layers=skip_layers)
+                        skip_layers=skip_layers, encoder_tokens=encoder_tokens)
     layers_per_stage = max(1, pipeline_parallel_size)
     specs = specs[: -(-len(specs) // layers_per_stage)]  # the first pipeline stage's layers
     sizes = kv_table()["default_block_size"]
@@ -388,7 +417,7 @@ def _fitting_tp(flat, facts: Facts, serve: ServeMemory, kinds, release, max_mode
     """The smallest larger tensor-parallel size (2, 4, 8) at which one request fits the budget's low edge."""
     from dataclasses import replace
 
-    plan = plan_for(flat, facts, serve, kinds, facts.serve.kv_cache_dtype, release)
+    plan = plan_for(flat, facts, serve, kinds, facts.serve.kv_cache_dtype, release, max_model_len=max_model_len)
     if judge_fit(plan, *_low_edge(flat, facts, serve, release),
                  max_model_len, _in_flight_tokens(flat, facts, serve, release), _null_block_reserved(release.version)).fits:
         return None
@@ -396,7 +425,7 @@ def _fitting_tp(flat, facts: Facts, serve: ServeMemory, kinds, release, max_mode
         if tp <= facts.serve.tensor_parallel_size:
             continue
         wider = replace(facts, serve=replace(facts.serve, tensor_parallel_size=tp))
-        plan = plan_for(flat, wider, serve, kinds, facts.serve.kv_cache_dtype, release)
+        plan = plan_for(flat, wider, serve, kinds, facts.serve.kv_cache_dtype, release, max_model_len=max_model_len)
         if judge_fit(plan, *_low_edge(flat, wider, serve, release), max_model_len,
                      _in_flight_tokens(flat, wider, serve, release), _null_block_reserved(release.version)).fits:
             return tp
@@ -418,7 +447,7 @@ def _dtype_capacities(flat, facts: Facts, serve, kinds, release, budget, band, m
         if dtype == facts.serve.kv_cache_dtype or dtype not in release.kv_cache_dtypes:
             continue
         try:
-            plan = plan_for(flat, facts, serve, kinds, dtype, release)
+            plan = plan_for(flat, facts, serve, kinds, dtype, release, max_model_len=max_model_len)
             fit = judge_fit(plan, budget - band, max_model_len, in_flight, reserved)
         except NotImplementedError:  # e.g. TurboQuant's native layers next to sliding-window ones
             parts.append(f"{dtype}: not modelled")
@@ -433,7 +462,7 @@ def _fp8_outcome(flat, facts: Facts, serve, kinds, release, budget, band, max_mo
     if facts.serve.kv_cache_dtype.startswith("fp8"):
         return None
     try:
-        plan = plan_for(flat, facts, serve, kinds, "fp8", release)
+        plan = plan_for(flat, facts, serve, kinds, "fp8", release, max_model_len=max_model_len)
     except NotImplementedError:
         return None
     return judge_fit(plan, budget - band, max_model_len, in_flight, reserved).fits

@@ -133,7 +133,8 @@ class ServeFacts:
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
     max_model_len: int | None = None
-    gpu_memory_utilization: float = 0.9
+    gpu_memory_utilization: float | None = None
+    """--gpu-memory-utilization; None when not given (the judged release's own default applies)."""
     block_size: int | None = None
     kv_cache_memory_bytes: int | None = None
     max_num_batched_tokens: int | None = None

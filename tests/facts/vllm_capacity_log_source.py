@@ -35,12 +35,23 @@ def capacity_log_from_source(source: str) -> dict:
             line = [call.args[0].value, [_arg_name(a) for a in call.args[1:]]]
             if line not in lines:
                 lines.append(line)
-    # 0.10.2's uniform-type path (one group) counts num_blocks x block_size: num_blocks // 1 groups x the block
-    if tokens == {"blocks_x_block", "blocks_per_group"}:
-        tokens = {"blocks_per_group"}
+    # 0.8.5 and 0.10.2's uniform-type path (one group) count num_blocks x block_size: num_blocks // 1 group x block
+    tokens = {"blocks_per_group" if t == "blocks_x_block" else t for t in tokens}
+    if not any("KV cache size" in template for template, _ in lines):  # 0.7.3: V1 logs the concurrency only
+        return {"where": ", ".join(where), "tokens": None, "lines": lines, "concurrency": None}
     assert len(tokens) == 1, tokens
+    concurrency = functions.get("get_max_concurrency_for_kv_cache_config")
     return {"where": ", ".join(where), "tokens": tokens.pop(), "lines": lines,
-            "concurrency": _concurrency_formula(functions["get_max_concurrency_for_kv_cache_config"])}
+            "concurrency": _concurrency_formula(concurrency) if concurrency else _inline_concurrency(tree)}
+
+
+def _inline_concurrency(tree: ast.Module) -> str:
+    """0.8.5: max_concurrency = num_tokens / max_model_len, computed where it is logged."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "max_concurrency":
+            if ast.unparse(node.value).startswith("num_tokens / "):
+                return "tokens_over_len"
+    return "unknown"
 
 
 def _is_capacity_log(node: ast.AST) -> bool:

@@ -63,10 +63,41 @@ def make(kind, out):
                                  num_local_experts=2, num_experts_per_tok=1, intermediate_size_mlp=256,
                                  interleave_moe_layer_step=1, no_rope_layers=[1, 1, 1, 0])
         cls = t.Llama4ForCausalLM
+    elif kind == "whisper":  # encoder-decoder: each decoder layer holds self- and cross-attention KV
+        cfg = t.WhisperConfig(vocab_size=51865, d_model=128, encoder_layers=2, decoder_layers=2,
+                              encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=256,
+                              decoder_ffn_dim=256, num_mel_bins=80, max_source_positions=1500, max_target_positions=448,
+                              torch_dtype="bfloat16")
+        torch.manual_seed(0)
+        t.WhisperForConditionalGeneration(cfg).to(torch.bfloat16).save_pretrained(out)
+        return whisper_processor(t, out)
     else:
         raise SystemExit(f"unknown kind {kind}")
     torch.manual_seed(0)
     cls(cfg).to(torch.bfloat16).save_pretrained(out)
+
+
+def whisper_processor(t, out):
+    """vLLM's Whisper processor needs a tokenizer: a byte-level BPE vocabulary of the 256 byte symbols (GPT-2's
+    byte-to-unicode table), no merges, Whisper's special tokens."""
+    symbols = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAC + 1), *range(0xAE, 0xFF + 1)]
+    codes, extra = symbols[:], 0
+    for byte in range(256):
+        if byte not in symbols:
+            symbols.append(byte)
+            codes.append(256 + extra)
+            extra += 1
+    with open(os.path.join(out, "vocab.json"), "w") as f:
+        json.dump({chr(c): i for i, c in enumerate(codes)}, f)
+    with open(os.path.join(out, "merges.txt"), "w") as f:
+        f.write("#version: 0.2\n")
+    tokenizer = t.WhisperTokenizer(os.path.join(out, "vocab.json"), os.path.join(out, "merges.txt"),
+                                   unk_token="<|endoftext|>", bos_token="<|endoftext|>", eos_token="<|endoftext|>",
+                                   pad_token="<|endoftext|>")  # fmt: skip
+    tokenizer.add_special_tokens({"additional_special_tokens": [
+        "<|startoftranscript|>", "<|en|>", "<|translate|>", "<|transcribe|>", "<|startoflm|>", "<|startofprev|>",
+        "<|nocaptions|>", "<|notimestamps|>"]})
+    t.WhisperProcessor(t.WhisperFeatureExtractor(feature_size=80), tokenizer).save_pretrained(out)
 
 
 def linear_weight_bytes(cases):
@@ -157,7 +188,7 @@ def main():
         result = {"name": case["name"]}
         try:
             extra = {"hf_overrides": case["hf_overrides"]} if case.get("hf_overrides") else {}
-            llm = LLM(model=case["dir"], skip_tokenizer_init=True, max_model_len=case["max_model_len"],
+            llm = LLM(model=case["dir"], skip_tokenizer_init=case["kind"] != "whisper", max_model_len=case["max_model_len"],
                       enforce_eager=True, max_num_batched_tokens=case.get("mnbt"), **extra)
             cc = llm.llm_engine.vllm_config.cache_config
             result |= {"tokens": cc.kv_cache_size_tokens, "concurrency": cc.kv_cache_max_concurrency,

@@ -27,7 +27,7 @@ _SAFETENSORS_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 
 UNKNOWN = {"model.max_len_keys": None, "model.rope_scaling": None, "model.layer_kinds": None,
            "model.state_layer": None, "model.attention_chunk_size": None,
            "model.vocab_size": None, "model.intermediate_size": None, "model.tie_word_embeddings": None,
-           "model.moe_layout": None, "model.text_config_key": None, "checkpoint.weights_bytes": None,
+           "model.moe_layout": None, "model.text_config_key": None, "model.cross_attention": None, "checkpoint.weights_bytes": None,
            "checkpoint.weights_source": None}  # fmt: skip
 
 
@@ -51,6 +51,7 @@ def probe_model_memory(model: ModelFacts | None, config_path: Path | None, model
         "model.intermediate_size": _int(text.get("moe_intermediate_size") or text.get("intermediate_size")),
         "model.tie_word_embeddings": bool(raw.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
         "model.moe_layout": moe_layout(text),
+        "model.cross_attention": cross_attention(text, model),
         "checkpoint.weights_bytes": weights,
         "checkpoint.weights_source": source,
     }
@@ -150,6 +151,22 @@ def state_layer(text: dict[str, Any], model: ModelFacts) -> dict[str, Any] | Non
     return params
 
 
+def cross_attention(text: dict[str, Any], model: ModelFacts) -> dict[str, int] | None:
+    """An encoder-decoder's decoder geometry as vLLM's model class reads it (data/kv_memory.yaml
+    kv_cache.cross_attention): decoder layers, attention heads (= KV heads) and head size; None for other models or
+    when config.json lacks a key."""
+    if not text.get("is_encoder_decoder"):
+        return None
+    models = _kv_cache_table()["cross_attention"]["models"]
+    entry = next((models[a] for a in model.architectures if a in models), None)
+    if entry is None:
+        return None
+    layers, heads, hidden = (_int(text.get(entry[k])) for k in ("layers_key", "heads_key", "hidden_key"))
+    if not (layers and heads and hidden):
+        return None
+    return {"layers": layers, "heads": heads, "head_size": hidden // heads}
+
+
 def _chunk_size(text: dict[str, Any], model: ModelFacts) -> int | None:
     entry = _chunked_model(model)
     return _int(text.get(entry["chunk_key"])) if entry else None
@@ -165,12 +182,15 @@ def layer_kinds(text: dict[str, Any], model: ModelFacts) -> list[str] | None:
     pattern = (_state_model(model) or {}).get("pattern")
     # transformers 5 leaves num_hidden_layers out of some hybrid configs (NemotronH): the per-layer list says it
     layers = model.num_hidden_layers or (len(declared) if isinstance(declared, list) and _state_model(model) else None)
+    cross = cross_attention(text, model)
+    if cross:  # an encoder-decoder's KV cache is its decoder's (Whisper's num_hidden_layers is the encoder's or absent)
+        layers = cross["layers"]
     if not layers and pattern and isinstance(text.get(pattern["key"]), str):
         layers = len(text[pattern["key"]])
     if not layers:
         return None
     if text.get("is_encoder_decoder"):
-        return ["cross"] * layers  # decoder layers with self- and cross-attention (CrossAttentionSpec): not sized
+        return ["cross"] * layers  # decoder layers with self- and cross-attention (CrossAttentionSpec)
     chunked = _chunked_model(model)
     if chunked and _int(text.get(chunked["chunk_key"])):
         rope = text.get(chunked["rope_layers_key"])
