@@ -254,6 +254,7 @@ def selector_inputs(facts: Facts):
         # (the model facts carry these when config.json declares them: Gemma 2's soft cap, ALiBi models)
         logits_soft_cap=getattr(model, "logits_soft_cap", None) or None,
         use_alibi=bool(getattr(model, "use_alibi", False)),
+        use_v1_env=dict(serve.env).get("VLLM_USE_V1"),  # 0.7-0.10 pick their engine with it
     )
 
 

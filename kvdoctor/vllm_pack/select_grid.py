@@ -139,6 +139,16 @@ def _engine(grid: dict, inputs: SelectorInputs, version: str) -> tuple[str | Non
               "dtype": inputs.model_dtype}
     key = "|".join(values[k] for k in engine.get("key", ("capability", "forced", "use_mla", "kv_cache_dtype")))
     answer = next((a for a, cells in engine["answers"].items() if key in cells or "*" in cells), None)
+    env = inputs.use_v1_env
+    if env is not None and env.strip() == "0":  # vLLM reads bool(int(...)): V0 whatever the oracle says
+        return "VLLM_USE_V1=0 is set", None
+    if env is not None and env.strip() == "1":
+        if answer == "V1" or "*" in engine["answers"].get(answer or "", ()):  # 0.7: V1 on request
+            return None, None
+        return None, (f"VLLM_USE_V1=1 is set and vLLM {version}'s oracle falls back to V0 here ({answer}): vLLM "
+                      "refuses to start instead (its _raise_or_fallback), in words the pack did not record")
+    if env is not None:
+        return None, f"VLLM_USE_V1={env!r}: not a value the pack models (0 or 1)"
     if answer == "V1":
         return None, None
     if answer is None or answer.startswith("error"):

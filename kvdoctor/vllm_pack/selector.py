@@ -43,6 +43,8 @@ class SelectorInputs:
     """The layers' attention logits soft cap (Gemma 2 style), or None."""
     use_alibi: bool = False
     """ALiBi slopes instead of rotary positions."""
+    use_v1_env: str | None = None
+    """VLLM_USE_V1 as the deployment sets it, or None when unset (0.7-0.10 pick their engine with it)."""
 
     def flag(self, name: str) -> bool:
         if name == "has_sliding_window":

@@ -71,3 +71,15 @@ def test_0_8_float32_models_start_v0():
 def test_releases_without_v0_have_no_engine_table():
     grid = load_backend_grid("0.11.2") or {}
     assert "engine" not in grid and "v0" not in grid
+
+
+def test_vllm_use_v1_set_in_the_environment_decides_the_engine():
+    # VLLM_USE_V1=0: V0 whatever the oracle says (V0's FlashAttention-2 on an A100)
+    off = _select("0.9.2", (8, 0), "auto", use_v1_env="0")
+    assert off.backend == "FLASH_ATTN" and "VLLM_USE_V1=0 is set" in _started_v0(off)
+    # VLLM_USE_V1=1 where the oracle falls back: vLLM refuses to start; the pack lacks its words, so undecided
+    refused = _select("0.9.2", (7, 5), "auto", dtype="float16", use_v1_env="1")
+    assert refused.backend is None and "VLLM_USE_V1=1 is set" in refused.undecided[0]
+    # 0.7.3 starts V1 on request: V1's own answer
+    on = _select("0.7.3", (8, 0), "auto", use_v1_env="1")
+    assert on.backend == "FLASH_ATTN" and not any("V0 engine" in e for e in on.evidence)
