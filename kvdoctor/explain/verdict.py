@@ -164,7 +164,7 @@ def failure_evidence(
         if line.level in ERROR_LEVELS:
             add(FailureEvidence(line.number, "error level", text, line.stream, line.level))
         elif line.level is None and (ERROR_TEXT.search(text) or _foreign_error(text)):
-            add(FailureEvidence(line.number, "error text", text, line.stream))
+            add(FailureEvidence(line.number, "error text", _flattened_exception(text), line.stream))
         if ("tart" in text or "TART" in text) and FAILED_TO_START.search(text):
             add(FailureEvidence(line.number, "failed to start", text, line.stream, line.level))
         if "Worker failed with error '" in text and WORKER_WRAP.search(text):
@@ -179,6 +179,18 @@ def failure_evidence(
                 if located is not None and any(loc.kind in FAILING_KINDS for loc in located.locations):
                     add(FailureEvidence(line.number, "raise site", line.text.strip(), line.stream))
     return tuple(found[number] for number in sorted(found))
+
+
+_FLAT_EXCEPTION = re.compile(r"\b((?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S.*)$")
+
+
+def _flattened_exception(text: str) -> str:
+    """A traceback a paste flattened onto one line ('File "x.py", line 5, in f raise X(e) pkg.XError: ...') stands for
+    its exception, from the exception's name on; any other line for itself."""
+    if not text.startswith('File "'):
+        return text
+    found = _FLAT_EXCEPTION.search(text)
+    return found.group(1) if found else text
 
 
 def _cut_traceback(lines: list[LogLine], index: int) -> str:

@@ -27,7 +27,7 @@ def _raised_message() -> tuple[str, str, str]:
         if len(raises) == 1 and len(template.locations) == 1:
             report = explain_text(HEAD + f"ValueError: {template.text}\n")
             if report.extra["primary"]["rule_id"] == unknown_failure_rule():
-                return template.text, raises[0].file, raises[0].function
+                return template.text, raises[0].file, raises[0].qualname
     raise AssertionError("no vLLM 0.30.0 ValueError message in the index that no rule knows")
 
 
