@@ -257,10 +257,35 @@ def _weights_per_rank(flat, facts: Facts, serve: ServeMemory, release=None) -> t
     ranks = max(1, facts.serve.tensor_parallel_size) * max(1, facts.serve.pipeline_parallel_size)
     offload = int(serve.cpu_offload_gb * GIB)
     exact = flat.get("checkpoint.weights_bytes")
+    replicated = replicated_kv_weight_bytes(flat, facts)
     if exact:
-        return max(0, exact // ranks - offload), False
+        return max(0, exact // ranks + replicated - offload), False
     estimate = _estimated_weights(flat, facts, release.version if release is not None else None)
-    return (max(0, estimate // ranks - offload), True) if estimate else (None, True)
+    return (max(0, estimate // ranks + replicated - offload), True) if estimate else (None, True)
+
+
+def replicated_kv_weight_bytes(flat, facts: Facts) -> int:
+    """Bytes one rank holds beyond its 1/TP share when TP exceeds the KV heads: QKVParallelLinear then keeps one
+    whole K and one V head per rank (num_kv_head_replicas = tp // kv heads, vllm/model_executor/layers/linear.py
+    :1064-1071 in 0.33.0), where an even split would give it kv_heads / tp of one. Per layer of the rank's pipeline
+    stage: 2 x head_dim x hidden x bytes per parameter x (1 - kv_heads / tp). 0 for MLA (no K/V projections per head)
+    or when a shape is unknown."""
+    m = facts.model
+    tp = max(1, facts.serve.tensor_parallel_size)
+    if m is None or m.is_mla or not (m.num_kv_heads and m.head_dim and m.hidden_size and m.num_hidden_layers):
+        return 0
+    if tp <= m.num_kv_heads:
+        return 0
+    dtype_bytes = int(kv_table()["dtype_bytes"].get(m.dtype or "bfloat16", 2))
+    per_param: float | None = dtype_bytes
+    method = m.quant_method if m.quant_method not in (None, "none") else facts.serve.quantization
+    if method not in (None, "none"):
+        config = checkpoint_quant_config(m.quant_config) if m.quant_method not in (None, "none") else {}
+        per_param = quantized_bytes_per_param(config, method, dtype_bytes, m.hidden_size)
+        if per_param is None:
+            return 0
+    layers = -(-m.num_hidden_layers // max(1, facts.serve.pipeline_parallel_size))
+    return int(layers * 2 * m.head_dim * m.hidden_size * per_param * (1 - m.num_kv_heads / tp))
 
 
 def _estimated_weights(flat, facts: Facts, version: str | None = None) -> int | None:

@@ -153,3 +153,17 @@ def test_an_encoder_decoder_sizes_self_and_cross_attention_where_the_release_was
     unread = flat_for(tmp_path, WHISPER_LIKE, vllm="0.30.0", serve=serve)
     assert unread["memory.fit"] == "not_modelled" and unread["memory.kv_tokens"] is None
     assert "CrossAttentionSpec" in unread["memory.why_not"] and "0.30.0" in unread["memory.why_not"]
+
+
+def test_tensor_parallel_beyond_the_kv_heads_replicates_their_weights(tmp_path):
+    """Qwen2.5-3B has 2 KV heads: at TP 4 each rank keeps one whole K and V head (QKVParallelLinear's
+    num_kv_head_replicas), not half of one: 36 layers x 2 x 128 x 2,048 x 2 B x (1 - 2/4) more than a quarter."""
+    from conftest import EXAMPLE_MODEL
+
+    config = json.loads((EXAMPLE_MODEL / "config.json").read_text())
+    serve = ("--max-model-len", "4096")
+    one = flat_for(tmp_path, config, serve=serve)
+    two = flat_for(tmp_path, config, serve=(*serve, "--tensor-parallel-size", "2"))
+    four = flat_for(tmp_path, config, serve=(*serve, "--tensor-parallel-size", "4"))
+    assert two["memory.weights_bytes"] == one["memory.weights_bytes"] // 2  # 2 KV heads split evenly over 2 ranks
+    assert four["memory.weights_bytes"] == one["memory.weights_bytes"] // 4 + 36 * 2 * 128 * 2048 * 2 // 2
