@@ -36,11 +36,11 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         r"|\bFailed with result '|\bFloating point exception\b|\bAbort trap\b"
                         r"|\bexit status:? ?(?:[1-9]\d*|-\d+)\b"
                         # a compiled extension built against another torch (vllm._C, flash_attn): its ops cannot load
-                        r"|\bundefined symbol: \S")
+                        r"|\bundefined symbol: \S|\bFailed to import from vllm\._\w+ with ImportError\b")
 _CRASH_WORDS = ("xpectedly", "OOMKilled", "ode ", "terminate called", "Bus error", "llegal instruction", '" 5',
                 "probe failed", "Back-off restarting", "CrashLoopBackOff", "non-zero exit", "ode:", "Reason:",
                 "/FAILURE", "Failed with result", "Floating point", "Abort trap", "xit status",
-                "undefined symbol")
+                "undefined symbol", "Failed to import from vllm")
 # What other logging formats write for an error record (a line vLLM's own header did not claim): Python logging's
 # ' - ERROR - ', loguru's '| ERROR |', Ray's '<time>\tERROR file.py:1 --', '[ERROR]', logfmt and JSON levels, glog and
 # torch's c10 logger ('E1204 10:22:18.123 ...', '[E ProcessGroupNCCL.cpp:475]'); and the lines a process prints
@@ -102,7 +102,8 @@ def _crash(text: str) -> bool:
     return any(word in text for word in _CRASH_WORDS) and CRASH_TEXT.search(text) is not None
 FAILING_KINDS = ("raise", "error", "critical")
 # Printed lines that are never a raise site's message: frames, carets, progress bars, access logs of other loggers.
-_NOT_A_MESSAGE = re.compile(r'^(?:\s|File "|Traceback|\^|~|INFO:|DEBUG:|WARNING:|\S*\s*\d+%\|)'
+# An indented line is asked too (pydantic and pastes indent messages); a traceback's frames and carets are not.
+_NOT_A_MESSAGE = re.compile(r'^\s*(?:File "|Traceback|\^|~|INFO:|DEBUG:|WARNING:|\S*\s*\d+%\|)'
                             r"|^\S+:\d+: \w*Warning\b")  # Python's warnings.warn output: a warning, not a raise
 
 # Most convincing first: what the diagnosis falls back to when no rule explains the failure.

@@ -87,7 +87,10 @@ def test_lines_that_only_look_like_json_stay_lines():
     # a compiled extension built against another torch: logged as a warning, the ops never load
     "WARNING 06-13 11:42:20 _custom_ops.py:11] Failed to import from vllm._C with ImportError('/usr/lib/vllm/_C.abi3.so: "
     "undefined symbol: _ZN5torch7LibraryC1ENS0_4KindESsSt8optionalIN3c1011DispatchKeyEEPKcj')",
+    "WARNING 06-13 11:42:20 [_custom_ops.py:11] Failed to import from vllm._C with ImportError('libcudart.so.12: cannot "
+    "open shared object file: No such file or directory')",
 ])
+
 def test_error_lines_of_more_formats_are_failures(line):
     assert _fails(HEAD + line + "\n"), line
 
@@ -108,3 +111,16 @@ def test_error_lines_of_more_formats_are_failures(line):
 ])
 def test_healthy_lines_of_the_same_formats_stay_at_exit_0(line):
     assert not _fails(HEAD + line + "\n"), line
+
+
+def test_an_indented_message_vllm_raises_is_located_but_frames_are_not():
+    from kvdoctor.explain.message_index import load_index
+    from kvdoctor.explain.verdict import failure_evidence
+
+    index = load_index()
+    message = "    max_num_batched_tokens (2048) must be greater than or equal to max_num_seqs (4096)."
+    lines = normalise(HEAD + message + "\n")
+    evidence = failure_evidence(lines, [], (), lambda text: index.locate(text))
+    assert [e.kind for e in evidence] == ["raise site"]
+    frame = '  File "/usr/lib/python3/dist-packages/vllm/config/scheduler.py", line 9, in max_num_batched_tokens_check'
+    assert failure_evidence(normalise(HEAD + frame + "\n"), [], (), lambda text: index.locate(text)) == ()
