@@ -52,6 +52,8 @@ def uses_alibi(raw: dict[str, Any], model_type: str | None, architectures: tuple
     if "BaichuanForCausalLM" in architectures:
         # baichuan.py (to 0.24.0): BaichuanForCausalLM is ROPE for hidden_size 4096 (Baichuan2-7B), else ALIBI (13B)
         return raw.get("hidden_size") != 4096
-    if model_type == "jais":  # jais.py (to 0.22.1): use_alibi = config.position_embedding_type == "alibi"
+    if model_type == "jais":
+        # jais.py 0.19.1-0.22.1: use_alibi = config.position_embedding_type == "alibi"; 0.10.2-0.18.1 pass slopes
+        # whatever it says (a JAIS config without ALiBi is not known to exist, so the newer reading is taken)
         return raw.get("position_embedding_type") == "alibi"
     return False
