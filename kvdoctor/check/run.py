@@ -107,8 +107,9 @@ def _notes(facts: Facts, flat: dict[str, Any], why_no_dry_run: str | None) -> li
                      "memory differs between them: pass --vllm-version for the figures vLLM will log)")
     elif flat.get("memory.fit") == "fits":
         band = f" +- {flat['memory.band_gib']} GiB" if flat.get("memory.band_gib") else ""
-        notes.append(f"KV cache fits: {flat['memory.kv_budget_gib']} GiB{band} available per GPU; vLLM will log "
-                     f"{flat['memory.vllm_log']}")
+        log = (f"vLLM will log {flat['memory.vllm_log']}" if flat.get("memory.vllm_log") else
+               "the releases log it differently (pass --vllm-version for vLLM's own lines)")
+        notes.append(f"KV cache fits: {flat['memory.kv_budget_gib']} GiB{band} available per GPU; {log}")
     elif flat.get("memory.fit") == "not_modelled" and flat.get("memory.why_not") not in (None, "none"):
         notes.append(f"whether the KV cache fits is not judged: {flat['memory.why_not']}")
     elif flat.get("memory.fit") is None and facts.model is not None:

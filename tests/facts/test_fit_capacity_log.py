@@ -84,3 +84,14 @@ def _gemma2(tmp_path):
         "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": 4096,
         "vocab_size": 32000, "max_position_embeddings": 8192, "sliding_window": 512, "torch_dtype": "bfloat16"}))
     return model
+
+
+def test_with_the_version_unknown_the_lines_are_not_guessed(run_cli):
+    # 0.20.0 counts and prints differently from 0.28+: no single line to promise, and the note says how to get one
+    from conftest import EXAMPLE_MODEL
+
+    result = run_cli("check", "--model", str(EXAMPLE_MODEL), "--gpu", "A100", "--no-compile", "--format", "json", "--",
+                     "--kv-cache-memory-bytes", "4G", "--max-model-len", "4000")  # fmt: skip
+    report = result.json()
+    assert report["facts"]["memory.fit"] == "fits" and report["facts"]["memory.vllm_log"] is None
+    assert any("log it differently (pass --vllm-version" in note for note in report["notes"]), report["notes"]
