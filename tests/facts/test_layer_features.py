@@ -88,7 +88,6 @@ def test_soft_cap_on_an_unprobed_release_is_undecided(run_cli):
     dict(model="mistral-fp16", gpu="A100", kv="turboquant_k8v4", vllm="0.25.1"),  # TurboQuant spec + sliding window
     dict(model="qwen", gpu="T4", kv="fp8", vllm=None),                           # the releases disagree
     dict(model="qwen", gpu="H100", vllm="0.14.1", serve=["--block-size", "7"]),    # a size vLLM was not asked about
-    dict(model="qwen", gpu="A100", kv="fp8", vllm="0.10.2"),                      # V0 engine
 ])
 def test_undecided_selection_names_what_decides_it(scenario):
     from rules_support import scenario_facts
