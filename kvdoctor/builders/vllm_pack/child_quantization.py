@@ -157,6 +157,12 @@ MOE_CASES = {
               {"gpt_oss": True, "model_type": "gpt_oss"}),  # Mxfp4MoEMethod
     "nvfp4": ("nvfp4", "select_nvfp4_moe_backend", "kNvfp4Static", "kNvfp4Dynamic",
               {"model_type": "qwen3_moe"}),  # ModelOptNvFp4FusedMoE
+    # compressed-tensors' CompressedTensorsW8A8Fp8MoEMethod (from 0.15.1 it calls the same oracle with its own keys
+    # and allow_vllm_cutlass=True): FP8-dynamic (channel weights, per-token dynamic activations) and block FP8
+    "ct_fp8_channel": ("fp8", "select_fp8_moe_backend", "kFp8StaticChannelSym", "kFp8DynamicTokenSym",
+                       {"model_type": "qwen3_moe", "select_kwargs": {"allow_vllm_cutlass": True}}),
+    "ct_fp8_block": ("fp8", "select_fp8_moe_backend", "kFp8Static128BlockSym", "kFp8Dynamic128Sym",
+                     {"model_type": "qwen3_moe", "select_kwargs": {"allow_vllm_cutlass": True}}),
 }
 
 
@@ -171,6 +177,7 @@ def run_moe_backends(child) -> dict:
     import vllm.platforms as platforms
 
     platform = type(platforms._current_platform)
+    _SHAPE.update(child.REQ.get("moe_shape") or {})
     _answer_compiled_queries_early()
     oracles = {}
     for kind, (oracle, *_) in MOE_CASES.items():
@@ -209,10 +216,12 @@ def run_moe_backends(child) -> dict:
                             continue
                         if select is None:
                             raise LookupError(f"{oracle}.py has no {select_name}")
+                        extra = family.get("select_kwargs", {})
                         if weight is None:
                             backend, experts = select(config)
                         else:
-                            backend, experts = select(config, getattr(keys, weight), getattr(keys, activation))
+                            backend, experts = select(config, getattr(keys, weight), getattr(keys, activation),
+                                                      **extra)
                     answer = {"backend": backend.value, "experts": getattr(experts, "__name__", None)}
                 except Exception as exc:  # vLLM's refusal
                     answer = _refusal(exc)
@@ -240,6 +249,8 @@ LEGACY_MOE = {
             ("vllm.model_executor.layers.quantization.fp8", "get_fp8_moe_backend", "call"),  # 0.11.2-0.13.0
             ("vllm.model_executor.layers.quantization.fp8", "Fp8MoEMethod", "fp8_init")],  # 0.10.2
     "mxfp4": [("vllm.model_executor.layers.quantization.mxfp4", "Mxfp4MoEMethod", "mxfp4_init")],  # to 0.18.1
+    "ct": [("vllm.model_executor.layers.fused_moe.oracle.fp8", "select_fp8_moe_backend", "call")],  # 0.14.1's
+    # CompressedTensorsW8A8Fp8MoEMethod (before it, its own __init__ decides: not asked)
     "nvfp4": [("vllm.model_executor.layers.fused_moe.oracle.nvfp4", "select_nvfp4_moe_backend", "call"),  # 0.14.1
               ("vllm.model_executor.layers.quantization.utils.nvfp4_moe_support", "detect_nvfp4_moe_support",
                "nvfp4_support")],  # 0.10.2-0.13.0
@@ -259,7 +270,7 @@ def _legacy_selection(kind: str):
     Answers carry "via": the module.name asked (quantization_moe.where_in reads the same list)."""
     import importlib
 
-    for module_name, name, how in LEGACY_MOE[kind.split("_")[0]]:
+    for module_name, name, how in LEGACY_MOE.get(kind.split("_")[0], []):
         try:
             target = getattr(importlib.import_module(module_name), name)
         except Exception:
@@ -282,7 +293,8 @@ def _ask_legacy(target, how: str, via: str, config, kind: str) -> dict:
         elif how == "fp8_init":
             quant = types.SimpleNamespace(weight_block_size=[128, 128] if kind == "fp8_block" else None,
                                           activation_scheme="dynamic", is_checkpoint_fp8_serialized=True)
-            method = target(quant, types.SimpleNamespace(moe_config=config, moe_parallel_config=config.moe_parallel_config))
+            layer = types.SimpleNamespace(moe_config=config, moe_parallel_config=config.moe_parallel_config)
+            method = target(quant, layer)
             answer = {"backend": _fp8_init_choice(method)}
         elif how == "mxfp4_init":
             method = target(config)
@@ -307,9 +319,9 @@ def _call_with(target, config, kind: str):
     """The legacy selection function called with what its MoE method passes (by parameter name)."""
     import inspect
 
-    values = {"block_quant": kind == "fp8_block", "tp_size": 1, "with_lora_support": False,
+    values = {"block_quant": kind.endswith("fp8_block"), "tp_size": 1, "with_lora_support": False,
               "moe_parallel_config": config.moe_parallel_config, "is_act_and_mul": True,
-              "allow_vllm_cutlass": False, "config": config}  # fmt: skip
+              "allow_vllm_cutlass": kind.startswith("ct_"), "config": config}  # fmt: skip  (CT passes True)
     params = inspect.signature(target).parameters
     return target(**{k: values[k] for k in params if k in values})
 
@@ -445,7 +457,8 @@ def _refusal(exc: Exception) -> dict:
     import re
 
     text = re.sub(r" at 0x[0-9a-f]+", "", str(exc))[:300]
-    return {"error": text, "type": "StandIn" if "_Anything" in text or "Stub" in text else type(exc).__name__}
+    stand_in = re.search(r"\bAnything\b|_Anything|child_stubs|Stub", text)  # child_stubs.Anything, _StubModule
+    return {"error": text, "type": "StandIn" if stand_in else type(exc).__name__}
 
 
 def _moe_backend_values() -> list[str]:
@@ -460,6 +473,9 @@ def _moe_backend_values() -> list[str]:
     return ["auto"] + [v for v in values if v != "auto"]
 
 
+_SHAPE: dict = {}  # the request's "moe_shape": {"gpt_oss" | "other": [experts, per token, hidden, intermediate]}
+
+
 def _moe_config(family: dict, moe_backend: str = "auto"):
     """A FusedMoEConfig of one GPU, no parallelism, bfloat16 activations: gpt-oss-20b's experts when `gpt_oss`
     (32 experts, 4 per token, hidden 2880, SwiGLU-OAI with biases), else Qwen3-30B-A3B's (128, 8, 2048, 768)."""
@@ -472,6 +488,9 @@ def _moe_config(family: dict, moe_backend: str = "auto"):
     fields = {f.name for f in dataclasses.fields(moe_config.FusedMoEConfig)}
     activation = _activation("swigluoai" if family.get("gpt_oss") else "silu")
     experts, per_token, hidden, inter = (32, 4, 2880, 2880) if family.get("gpt_oss") else (128, 8, 2048, 768)
+    shape = _SHAPE.get("gpt_oss" if family.get("gpt_oss") else "other")
+    if shape:  # a request's moe_shape: another model's experts (held-back checks of the shape-free reading)
+        experts, per_token, hidden, inter = shape
     values = {"num_experts": experts, "experts_per_token": per_token, "hidden_dim": hidden,
               "intermediate_size": inter, "intermediate_size_per_partition": inter, "num_local_experts": experts,
               "num_logical_experts": experts, "activation": activation, "device": "cuda", "in_dtype": torch.bfloat16,
