@@ -23,7 +23,7 @@ from kvdoctor.facts.memory_budget import (
     GIB, ServeMemory, batch_defaults, budget_table, kv_budget, parsed_json, release_utilization, serve_memory,
 )  # fmt: skip
 from kvdoctor.model.facts import Facts
-from kvdoctor.vllm_pack.candidates import Candidates, agree
+from kvdoctor.vllm_pack.candidates import Candidates, agree, describe_range
 
 
 def memory_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
@@ -199,7 +199,7 @@ def _cross_unsized(flat, facts: Facts, release) -> str | None:
     if release.version not in read:
         return (f"{arch}'s decoder layers also hold cross-attention (CrossAttentionSpec for the scheduler's "
                 f"max_num_encoder_input_tokens): how vLLM {release.version} groups and sizes it was not read (read: "
-                f"{', '.join(read)})")
+                f"{describe_range(read)})")
     return None
 
 
