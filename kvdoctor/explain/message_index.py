@@ -117,10 +117,10 @@ class Located:
 
 
 class MessageIndex:
-    """Templates keyed by their rarest literal word (chosen by the builder); decoded only when a line's word
-    is a key, so loading is one json parse."""
+    """Templates keyed by their rarest literal word (chosen by the builder); a group and its locations are decoded
+    only when a line's word is its key, so loading parses two JSON lines."""
 
-    def __init__(self, data: dict):
+    def __init__(self, data: dict, templates: int | None = None):
         if data.get("format") != INDEX_FORMAT:
             raise ValueError(f"message index format {data.get('format')} (expected {INDEX_FORMAT})")
         self.packages: dict[str, list[str]] = data.get("packages", {})
@@ -129,15 +129,31 @@ class MessageIndex:
         self._anchors: dict[str, list] = data["anchors"]
         self._prefixes: dict[str, list] = data.get("prefixes", {})
         self._decoded: dict[str, list[tuple[Template, re.Pattern[str]]]] = {}
+        self._count = templates
 
     def __len__(self) -> int:
-        return sum(len(group) for group in self._anchors.values())
+        if self._count is None:
+            self._count = sum(len(json.loads(g) if isinstance(g, str) else g) for g in self._anchors.values())
+        return self._count
+
+    @classmethod
+    def from_lines(cls, text: str) -> "MessageIndex":
+        """The index as the builder stores it (packing.encode): the header and the prefixes are parsed now, each
+        location and anchor group when a log line first asks for it."""
+        lines = text.split("\n")
+        header = json.loads(lines[0])
+        count, anchors = header["locations"], header["anchors"]
+        groups = dict(line.split("\t", 1) for line in lines[1 + count : 1 + count + anchors])
+        return cls({"format": header["format"], "packages": header["packages"], "files": header["files"],
+                    "locations": lines[1 : 1 + count], "anchors": groups,
+                    "prefixes": json.loads(lines[1 + count + anchors])}, header.get("templates"))
 
     def _group(self, word: str) -> list[tuple[Template, re.Pattern[str]]]:
         group = self._decoded.get(word)
         if group is None:
             group = []
-            for parts, location_ids in self._anchors[word]:
+            raw = self._anchors[word]
+            for parts, location_ids in (json.loads(raw) if isinstance(raw, str) else raw):
                 locations = tuple(self._location(i) for i in location_ids)
                 template = Template(tuple(parts), locations)
                 group.append((template, _compile(template.parts)))
@@ -145,7 +161,8 @@ class MessageIndex:
         return group
 
     def _location(self, number: int) -> Location:
-        package, kind, exc_type, file_id, function, releases, *rest = self._locations[number]
+        raw = self._locations[number]
+        package, kind, exc_type, file_id, function, releases, *rest = json.loads(raw) if isinstance(raw, str) else raw
         condition, owner, names = (rest + [None, None, ()])[:3]
         return Location(package, kind, exc_type, self._files[file_id], function, releases, condition, owner,
                         tuple(names or ()))
@@ -225,4 +242,4 @@ def load_index() -> MessageIndex | None:
         raw = resource.read_bytes()
     except (FileNotFoundError, OSError):
         return None
-    return MessageIndex(json.loads(gzip.decompress(raw)))
+    return MessageIndex.from_lines(gzip.decompress(raw).decode())

@@ -86,6 +86,7 @@ _IMPORT_NOISE = re.compile(r"Unable to register cu\w+ factory|already registered
 
 
 _FOREIGN_PREFILTER = re.compile("|".join(map(re.escape, _FOREIGN_WORDS)))
+_CRASH_PREFILTER = re.compile("|".join(map(re.escape, _CRASH_WORDS)))  # one C-level scan instead of a word loop
 
 
 def _foreign_error(text: str) -> bool:
@@ -99,7 +100,7 @@ MAX_TRACEBACK_LOOKAHEAD = 400
 
 def _crash(text: str) -> bool:
     """CRASH_TEXT behind a substring test (a 100k-line log pays for the regex only on lines that may match)."""
-    return any(word in text for word in _CRASH_WORDS) and CRASH_TEXT.search(text) is not None
+    return _CRASH_PREFILTER.search(text) is not None and CRASH_TEXT.search(text) is not None
 FAILING_KINDS = ("raise", "error", "critical")
 # Printed lines that are never a raise site's message: frames, carets, progress bars, access logs of other loggers.
 # An indented line is asked too (pydantic and pastes indent messages); a traceback's frames and carets are not.

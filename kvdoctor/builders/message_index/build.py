@@ -11,21 +11,19 @@ f-string, a %-format, a `.format` call or a concatenation of those. The literal 
 placeholder becomes a wildcard. Of the code a raise site keeps only its condition (the innermost `if`, the
 `except` clause, an assert's negated test; at most 200 characters), its class and function, and the names of the
 expressions its message interpolates. Identical entries across releases become one entry with release ranges. Triton, torch (CUDA init) and FlashInfer messages come from
-their installed packages or wheels, when present. The output is gzip JSON written deterministically (a
+their installed packages or wheels, when present. The output is gzip text, one JSON value a line, written deterministically (a
 rebuild from the same inputs is byte-identical).
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import os
 import re
 import sys
 from pathlib import Path
 
-from kvdoctor.builders.message_index.packing import collect, pack, unpack, write
+from kvdoctor.builders.message_index.packing import collect, pack, read, unpack, write
 from kvdoctor.base.versions import pack_order
 from kvdoctor.builders.message_index.sources import DEPENDENCIES, dependency_wheel, installed_sources, wheel_sources
 from kvdoctor.data import DATA_DIR
@@ -73,7 +71,7 @@ def main() -> None:
                         help="re-pack an existing index (after a change to the packing) instead of reading wheels")
     args = parser.parse_args()
     if args.repack:
-        old = json.loads(gzip.decompress(args.repack.read_bytes()))
+        old = read(args.repack)
         index = pack(unpack(old), old["packages"])
     else:
         from kvdoctor.vllm_pack.store import pack_releases

@@ -1,5 +1,6 @@
 """The message index's stored form: templates collected per release into entries with release ranges, grouped
-by their rarest literal word (the look-up key at match time), written as deterministic gzip JSON.
+by their rarest literal word (the look-up key at match time), written as deterministic gzip text, one JSON
+value a line (read lazily: a log costs the parse of the lines it asks for).
 """
 
 from __future__ import annotations
@@ -113,11 +114,44 @@ def unpack(index: dict) -> list[dict]:
     return entries
 
 
+def encode(index: dict) -> bytes:
+    """The index as text lines, one JSON value each, so a reader parses only the lines a log asks for: a header
+    (format, packages, files, the counts), one line per location, one `word<TAB>group` line per anchor, and the
+    prefixes. Deterministic: the same index gives the same bytes."""
+    def dump(value) -> str:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+    header = {"format": index["format"], "packages": index["packages"], "files": index["files"],
+              "locations": len(index["locations"]), "anchors": len(index["anchors"]),
+              "templates": sum(len(group) for group in index["anchors"].values())}
+    lines = [dump(header)]
+    lines += [dump(location) for location in index["locations"]]
+    lines += [f"{word}\t{dump(index['anchors'][word])}" for word in sorted(index["anchors"])]
+    lines.append(dump(index.get("prefixes", {})))
+    return "\n".join(lines).encode()
+
+
+def decode(data: bytes) -> dict:
+    """The index `encode` wrote, fully parsed (to re-pack it or to test it)."""
+    lines = data.decode().split("\n")
+    header = json.loads(lines[0])
+    count, anchors = header["locations"], header["anchors"]
+    locations = [json.loads(line) for line in lines[1 : 1 + count]]
+    groups = dict(line.split("\t", 1) for line in lines[1 + count : 1 + count + anchors])
+    return {"format": header["format"], "packages": header["packages"], "files": header["files"],
+            "locations": locations, "anchors": {word: json.loads(group) for word, group in groups.items()},
+            "prefixes": json.loads(lines[1 + count + anchors])}
+
+
+def read(path: Path) -> dict:
+    """The packed index stored at `path`."""
+    return decode(gzip.decompress(path.read_bytes()))
+
+
 def write(index: dict, out: Path) -> None:
-    """`index` as gzip JSON at `out`, byte-identical for the same index (sorted keys, mtime 0)."""
-    data = json.dumps(index, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    """`index` gzip-compressed at `out`, byte-identical for the same index (mtime 0)."""
     buffer = io.BytesIO()
     with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0, compresslevel=9) as gz:
-        gz.write(data)
+        gz.write(encode(index))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(buffer.getvalue())
