@@ -58,8 +58,10 @@ class ServeMemory:
 
 def serve_memory(serve: ServeFacts) -> ServeMemory:
     """The memory settings of the serve command: the record's parsed values (ServeFacts: flags, short forms, --config
-    files, bad values already refused), and from its argv the flags the record does not carry (switches, the Mamba
-    and offloading options, --kv-cache-dtype-skip-layers' nargs '+', the JSON overrides and their dotted keys)."""
+    files, bad values already refused), and from its argv the flags the record does not carry: the switches and
+    options some releases lack (--disable-sliding-window and --no-enable-prefix-caching without a --no- form in every
+    release, --mamba-cache-mode from 0.15.1, the offloading options from 0.11.2; serve_flags.yaml holds options of
+    every release), --kv-cache-dtype-skip-layers' nargs '+', the JSON overrides and their dotted keys."""
     values: dict[str, str] = {}
     switches: set[str] = set()
     tokens = list(serve.argv)
@@ -106,8 +108,8 @@ def serve_memory(serve: ServeFacts) -> ServeMemory:
         cpu_offload_gb=serve.cpu_offload_gb,
         prefix_caching="--no-enable-prefix-caching" not in switches,
         mamba_cache_mode=values.get("--mamba-cache-mode") or None,
-        mamba_cache_dtype=values.get("--mamba-cache-dtype") or "auto",
-        mamba_ssm_cache_dtype=values.get("--mamba-ssm-cache-dtype") or "auto",
+        mamba_cache_dtype=serve.mamba_cache_dtype,
+        mamba_ssm_cache_dtype=serve.mamba_ssm_cache_dtype,
         kv_cache_dtype_skip_layers=tuple(skip),
         kv_offloading_gib=number("--kv-offloading-size"),
         kv_offloading_backend=values.get("--kv-offloading-backend") or "native",
@@ -310,8 +312,63 @@ def _estimated_weights(flat, facts: Facts, version: str | None = None) -> int | 
             return None
     attention = m.hidden_size * m.head_dim * (2 * m.num_attention_heads + 2 * (m.num_kv_heads or 1))
     embeddings = vocab * m.hidden_size * (1 if flat.get("model.tie_word_embeddings") else 2)
-    layers = m.num_hidden_layers * attention + mlp_parameters(flat, m.hidden_size, m.num_hidden_layers, inter)
-    return int(layers * linear_bytes) + embeddings * dtype_bytes
+    mixers = sequence_mixer_parameters(flat, m.hidden_size, m.num_hidden_layers, attention)
+    mlp = mlp_parameters(flat, m.hidden_size, m.num_hidden_layers, inter)
+    if method not in (None, "none") and _quantizes_experts_only(method):  # e.g. mxfp4: attention stays unquantized
+        experts = routed_expert_parameters(flat, m.hidden_size, m.num_hidden_layers)
+        return int(experts * linear_bytes) + (mixers + mlp - experts + embeddings) * dtype_bytes
+    return int((mixers + mlp) * linear_bytes) + embeddings * dtype_bytes
+
+
+def _quantizes_experts_only(method: str) -> bool:
+    entry = budget_table()["quantized_weights"]["methods"].get(method) or {}
+    return entry.get("applies_to") == "experts"
+
+
+def sequence_mixer_parameters(flat, hidden: int, layers: int, attention: int) -> int:
+    """Every layer's sequence mixer: attention's q/k/v/o projections, or on a hybrid model's state layers
+    (model.layer_kinds 'state') the Mamba / linear-attention mixer vLLM builds instead; MLP-only layers ('none')
+    have neither."""
+    kinds = flat.get("model.layer_kinds")
+    state = flat.get("model.state_layer")
+    if not kinds or not state or len(kinds) != layers:
+        return layers * attention
+    mixer = state_mixer_parameters(state, hidden)
+    if mixer is None:
+        return layers * attention
+    return sum(mixer if k == "state" else 0 if k == "none" else attention for k in kinds)
+
+
+def state_mixer_parameters(state: dict[str, Any], hidden: int) -> int | None:
+    """Parameters of one Mamba / linear-attention mixer as vLLM's layer creates them (0.25.1): MambaMixer
+    (layers/mamba/mamba_mixer.py: in_proj, conv1d, x_proj, dt_proj, A, D, out_proj; dt_rank = ceil(hidden / 16),
+    transformers' 'auto' and Jamba's released value), MambaMixer2 (mamba_mixer2.py: in_proj to 2 x inner +
+    2 x groups x state + heads, conv1d, A/D/dt_bias, norm, out_proj) and GatedDeltaNet (qwen3_next.py: in_proj_qkvz,
+    in_proj_ba, conv1d, out_proj). None for a calculator not listed."""
+    kind, conv = state["calculator"], state.get("conv_kernel", 4)
+    if kind == "mamba1":
+        inner, d_state, dt_rank = state["intermediate_size"], state["state_size"], -(-hidden // 16)
+        return (hidden * 2 * inner + inner * (conv + 1) + inner * (dt_rank + 2 * d_state) + dt_rank * inner + inner
+                + inner * d_state + inner + inner * hidden)
+    if kind == "mamba2":
+        inner, groups, heads = state["intermediate_size"], state["n_groups"], state["num_heads"]
+        conv_dim = inner + 2 * groups * state["state_size"]
+        return hidden * (conv_dim + inner + heads) + conv_dim * (conv + 1) + 3 * heads + inner + inner * hidden
+    if kind == "gated_delta_net":
+        keys, values = state["num_k_heads"] * state["head_k_dim"], state["num_v_heads"] * state["head_v_dim"]
+        conv_dim = 2 * keys + values
+        return (hidden * (2 * keys + 2 * values) + hidden * 2 * state["num_v_heads"] + conv_dim * conv
+                + 2 * state["num_v_heads"] + state["head_v_dim"] + values * hidden)
+    return None
+
+
+def routed_expert_parameters(flat, hidden: int, layers: int) -> int:
+    """The routed experts' gate, up and down projections over the MoE layers (0 for a dense model)."""
+    moe = flat.get("model.moe_layout")
+    if not moe:
+        return 0
+    moe_layers = -(-(layers - min(moe["dense_layers"], layers)) // max(1, moe.get("period", 1)))
+    return moe_layers * 3 * hidden * moe["experts"] * moe["expert_width"]
 
 
 def checkpoint_quant_config(text: str | None) -> dict[str, Any]:
@@ -350,7 +407,7 @@ def quantized_bytes_per_param(config: dict[str, Any], method: str, model_dtype_b
         block = config.get(entry["block_key"])
         per_scale = block[0] * block[1] if isinstance(block, list) and len(block) == 2 else None
     else:
-        group = next((config[k] for k in entry["group_keys"] if k in config), None)
+        group = entry.get("group_size") or next((config[k] for k in entry["group_keys"] if k in config), None)
         per_scale = input_size if group == -1 else group  # -1: one group per output channel (the whole input)
     if not isinstance(per_scale, int) or per_scale <= 0:
         return bits / 8  # per-tensor scales: a few bytes per layer
@@ -371,7 +428,21 @@ def _activation_bytes(flat, facts: Facts, serve: ServeMemory, release) -> int:
     forward = tokens * (table["activation_bytes_per_token_hidden"] * hidden
                         + table["activation_bytes_per_token_intermediate"] * inter)
     peak = max(forward, logits)  # the dummy forward and the dummy sampler run one after the other
+    peak += moe_workspace_bytes(flat, tokens, hidden, tp)
     return int(peak * (1 if serve.enforce_eager else 1 + table["compiled_activation_share"]))
+
+
+def moe_workspace_bytes(flat, tokens: int, hidden: int, tp: int) -> int:
+    """The fused-MoE experts' workspaces, held by vLLM's workspace manager from the profile run on: TritonExperts.
+    workspace_shapes (fused_moe/experts/triton_moe.py:181-196 in 0.25.1) gives (M, topk, max(inter, K)) and
+    (M, topk, max(2 x inter, K)) in the activation dtype for M batched tokens (data/kv_memory.yaml
+    budget.moe_workspace)."""
+    moe = flat.get("model.moe_layout")
+    if not moe or not moe.get("top_k"):
+        return 0
+    inter = moe["expert_width"] // max(1, tp)
+    per_token = moe["top_k"] * (max(inter, hidden) + max(2 * inter, hidden))
+    return int(tokens * per_token * budget_table()["moe_workspace"]["dtype_bytes"])
 
 
 def cuda_total_bytes(flat) -> int:

@@ -140,6 +140,10 @@ class ServeFacts:
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
     cpu_offload_gb: float = 0.0
+    mamba_cache_dtype: str = "auto"
+    """--mamba-cache-dtype: a Mamba layer's conv state dtype ('auto': the model dtype)."""
+    mamba_ssm_cache_dtype: str = "auto"
+    """--mamba-ssm-cache-dtype: its temporal (SSM) state dtype ('auto': the conv state's)."""
     enforce_eager: bool = False
     speculative_config: str | None = None
     trust_remote_code: bool = False

@@ -59,6 +59,10 @@ def test_nemotron_h_reads_the_hubs_pattern_and_sizes_a_float32_state(tmp_path):
     assert state_page_bytes(flat["model.state_layer"], 1, 2, 4) == 24_576 + 1_048_576
     # attention page 2 x 2 x 128 x 2 = 1,024 B/token: the block rises to 16 x cdiv(1,073,152, 16 x 1,024) = 1,056
     assert flat["memory.block_size"] == 1056 and flat["memory.fit"] == "fits"
+    # --mamba-ssm-cache-dtype bfloat16 halves the temporal state: 24,576 + 524,288 B, block 16 x cdiv(548,864, 16,384)
+    half = flat_for(tmp_path, NEMOTRON_H, serve=("--max-model-len", "8192", "--kv-cache-memory-bytes", "1G",
+                                                 "--mamba-ssm-cache-dtype", "bfloat16"))  # fmt: skip
+    assert half["serve.mamba_ssm_cache_dtype"] == "bfloat16" and half["memory.block_size"] == 16 * 34
 
 
 def test_granite_hybrid_hub_spelling_and_tensor_parallel_shards_the_state(tmp_path):
