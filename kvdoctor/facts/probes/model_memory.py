@@ -76,8 +76,10 @@ def moe_layout(text: dict[str, Any]) -> dict[str, int] | None:
     # DeepSeek's moe_layer_freq
     period = next((_int(text.get(k)) for k in ("expert_layer_period", "decoder_sparse_step", "moe_layer_freq")
                    if _int(text.get(k))), 1)
+    top_k = next((_int(text.get(k)) for k in ("num_experts_per_tok", "moe_topk", "num_experts_per_token",
+                                               "experts_per_token") if _int(text.get(k))), None)
     return {"experts": experts, "expert_width": expert_width, "shared_width": shared, "dense_layers": dense_layers,
-            "dense_width": _int(text.get("intermediate_size")) or expert_width, "period": period}
+            "dense_width": _int(text.get("intermediate_size")) or expert_width, "period": period, "top_k": top_k}
 
 
 def _context_keys() -> dict[str, Any]:
