@@ -15,6 +15,7 @@ from typing import Any
 
 from kvdoctor.base.yaml_safe import load_yaml_cached
 from kvdoctor.data import read_data
+from kvdoctor.data.model_types import model_types
 from kvdoctor.model.facts import ModelFacts
 
 MAX_INDEX_BYTES = 20 * 1024 * 1024
@@ -49,7 +50,8 @@ def probe_model_memory(model: ModelFacts | None, config_path: Path | None, model
         "model.attention_chunk_size": _chunk_size(text, model),
         "model.vocab_size": _int(text.get("vocab_size", raw.get("vocab_size"))),
         "model.intermediate_size": _int(text.get("moe_intermediate_size") or text.get("intermediate_size")),
-        "model.tie_word_embeddings": bool(raw.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
+        "model.tie_word_embeddings": bool(raw.get("tie_word_embeddings", text.get(
+            "tie_word_embeddings", (raw.get("model_type") or text.get("model_type")) in model_types("tied_embeddings")))),
         "model.moe_layout": moe_layout(text),
         "model.cross_attention": cross_attention(text, model),
         "checkpoint.weights_bytes": weights,
