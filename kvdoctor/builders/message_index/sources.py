@@ -12,6 +12,13 @@ DEPENDENCIES = {
     "triton": ("triton/compiler", "triton/runtime", "triton/backends/nvidia", "triton/language", "triton/_C"),
     "torch": ("torch/cuda", "torch/utils/cpp_extension.py", "torch/_inductor/runtime", "torch/distributed/distributed_c10d.py"),
     "flashinfer": ("flashinfer/*.py", "flashinfer/jit"),
+    # what vLLM reads a model's config, tokenizer and files through: a checkpoint transformers does not know, gated or
+    # unreachable Hub repositories, custom code that needs trust_remote_code, GGUF architectures
+    "transformers": ("transformers/configuration_utils.py", "transformers/models/auto", "transformers/dynamic_module_utils.py",
+                     "transformers/tokenization_utils_base.py", "transformers/utils/hub.py", "transformers/integrations/ggml.py",
+                     "transformers/modeling_gguf_pytorch_utils.py"),
+    "huggingface_hub": ("huggingface_hub/errors.py", "huggingface_hub/utils/_http.py", "huggingface_hub/file_download.py",
+                        "huggingface_hub/utils/_validators.py"),
 }
 
 
