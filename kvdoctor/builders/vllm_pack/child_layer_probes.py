@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import traceback
 
-from kvdoctor.builders.vllm_pack.child_shared import FreshVllmConfig
+from kvdoctor.builders.vllm_pack.child_stubs import Anything
 
 # feature -> the constructor arguments a layer with it gets (values as real models have them)
 FEATURES = {
@@ -241,7 +241,7 @@ def _builder(cls, impl, torch):
 
 def _size(value):
     """A buffer size read from a modelled dependency (a stand-in object) becomes 1 element."""
-    return 1 if type(value).__name__ == "_Anything" else value
+    return 1 if isinstance(value, Anything) else value
 
 
 class _unpinned:
