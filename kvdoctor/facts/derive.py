@@ -54,6 +54,7 @@ def runner_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
             release,
             architectures=model.architectures, is_moe=model.is_moe, is_hybrid=model.is_hybrid, env=env,
             v2_unsupported_features=unsupported, kv_cache_dtype=facts.serve.kv_cache_dtype,
+            layer_features=("sliding_window",) if model.sliding_window else (),
         )
 
     choices = {r.version: choose(r) for r in releases.releases}

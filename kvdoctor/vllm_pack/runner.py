@@ -26,13 +26,16 @@ class RunnerBug:
     message: str
     where: str
     references: tuple[str, ...]
+    layer_feature: str | None = None
+    """A kind of layer the model must have (e.g. 'sliding_window'); None: any model."""
 
 
 def _load_runner_bugs() -> tuple[RunnerBug, ...]:
     text = read_data("runner_bugs.yaml")
     return tuple(RunnerBug(id=bug_id, runner=e["runner"], releases=tuple(e["releases"]),
                            kv_cache_dtype_prefix=e["kv_cache_dtype_prefix"], message=e["message"], where=e["where"],
-                           references=tuple(e["references"])) for bug_id, e in load_yaml_cached(text, "runner_bugs.yaml").items())  # fmt: skip
+                           references=tuple(e["references"]), layer_feature=e.get("layer_feature"))
+                 for bug_id, e in load_yaml_cached(text, "runner_bugs.yaml").items())  # fmt: skip
 
 
 RUNNER_BUGS = _load_runner_bugs()
@@ -67,11 +70,13 @@ def _env_value(env: str | None) -> str | None:
 def model_runner(release: ReleaseFacts, *, architectures: Iterable[str] | None = None, is_moe: bool | None = None,
                  is_hybrid: bool | None = None, is_attention_free: bool | None = False,
                  runner_type: str = "generate", env: str | None = None,
-                 v2_unsupported_features: Iterable[str] = (), kv_cache_dtype: str | None = None) -> RunnerChoice:
+                 v2_unsupported_features: Iterable[str] = (), kv_cache_dtype: str | None = None,
+                 layer_features: Iterable[str] = ()) -> RunnerChoice:
     """V1 or V2 for a model (architectures, MoE, hybrid, attention-free), serve flags and VLLM_USE_V2_MODEL_RUNNER.
 
     `v2_unsupported_features`: features on that V2 does not support (vLLM's own wording, e.g. 'ngram/ngram_gpu
-    speculative decoding'); the pack assumes none. A None model input is unknown: undecided if it matters."""
+    speculative decoding'); the pack assumes none. A None model input is unknown: undecided if it matters.
+    `layer_features`: the model's layer kinds a runner bug may need ('sliding_window')."""
     runtime = load_runtime(release.version)
     if not runtime or "model_runner" not in runtime:
         return RunnerChoice(None, undecided=(f"the pack holds no model-runner facts for vLLM {release.version}",))
@@ -95,7 +100,8 @@ def model_runner(release: ReleaseFacts, *, architectures: Iterable[str] | None =
                              tuple(v2_unsupported_features), where)
     if kv_cache_dtype and choice.runner:
         bugs = tuple(b for b in RUNNER_BUGS if b.runner == choice.runner and release.version in b.releases
-                     and kv_cache_dtype.startswith(b.kv_cache_dtype_prefix))
+                     and kv_cache_dtype.startswith(b.kv_cache_dtype_prefix)
+                     and (b.layer_feature is None or b.layer_feature in set(layer_features)))
         if bugs:
             choice = RunnerChoice(choice.runner, choice.error, choice.undecided, choice.note, bugs, choice.where)
     return choice
