@@ -36,11 +36,20 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         r"|\bFailed with result '|\bFloating point exception\b|\bAbort trap\b"
                         r"|\bexit status:? ?(?:[1-9]\d*|-\d+)\b"
                         # a compiled extension built against another torch (vllm._C, flash_attn): its ops cannot load
-                        r"|\bundefined symbol: \S|\bFailed to import from vllm\._\w+ with ImportError\b")
+                        r"|\bundefined symbol: \S|\bFailed to import from vllm\._\w+ with ImportError\b"
+                        # a request the server refused (a prompt over max_model_len, an image over the encoder cache,
+                        # an unknown model name): uvicorn logs it at INFO
+                        r'|"POST /v1/\S* HTTP/\d(?:\.\d)?"\s+4(?:00|04|13|22)\b'
+                        # a C or CUDA device-side assert, a shell job killed, Kubernetes refusing or evicting the pod
+                        r"|\bAssertion [`'].{1,400}['`] failed\b|^\[\d+\]\+?\s+(?:Killed|Aborted|Segmentation fault)\b"
+                        r"|\bFailedScheduling\b|\bInsufficient nvidia\.com/gpu\b|\bErrImagePull\b|\bImagePullBackOff\b"
+                        r"|\bFailedMount\b|\bThe node was low on resource\b")
 _CRASH_WORDS = ("xpectedly", "OOMKilled", "ode ", "terminate called", "Bus error", "llegal instruction", '" 5',
                 "probe failed", "Back-off restarting", "CrashLoopBackOff", "non-zero exit", "ode:", "Reason:",
                 "/FAILURE", "Failed with result", "Floating point", "Abort trap", "xit status",
-                "undefined symbol", "Failed to import from vllm")
+                "undefined symbol", "Failed to import from vllm", '" 4', "Assertion", "Killed", "Aborted",
+                "Segmentation", "FailedScheduling", "Insufficient nvidia", "ErrImagePull", "ImagePullBackOff",
+                "FailedMount", "low on resource")
 # What other logging formats write for an error record (a line vLLM's own header did not claim): Python logging's
 # ' - ERROR - ', loguru's '| ERROR |', Ray's '<time>\tERROR file.py:1 --', '[ERROR]', logfmt and JSON levels, glog and
 # torch's c10 logger ('E1204 10:22:18.123 ...', '[E ProcessGroupNCCL.cpp:475]'); and the lines a process prints
@@ -65,7 +74,7 @@ FOREIGN_ERROR = re.compile(
     # Ray's words for a worker it lost
     r"|\bdied or was killed\b|\bkilled due to memory pressure\b"
     # a client that could not reach the server, or got an internal error back as JSON
-    r"|^curl: \(\d+\) |\"code\":\s*5\d\d\b"
+    r"|^curl: \(\d+\) |\"code\":\s*5\d\d\b|^\s*\"error\":\s*[\"{]"
     # an exception line behind a prefix no pattern knows ('[worker-3] ValueError: ...', 'host1: KeyError: ...'),
     # one whose case a paste lost ('permissionError: ...'), and a traceback flattened onto one line by a paste
     # ('File "x.py", line 5, in f raise X(...) requests.exceptions.ConnectionError: ...')
@@ -76,7 +85,7 @@ FOREIGN_ERROR = re.compile(
 _FOREIGN_WORDS = ("ERROR", "FATAL", "CRITICAL", "level", "Aborted", "SIG", "Segfault", "NCCL error", "rror ",
                   "nvidia-container-cli", "NVML", "NVIDIA-SMI", "Killed", "killed", "curl: (", '"code"',
                   "Error: ", "Exception: ", "lvl", "severity", "panic", "object", "Out of memory", "oom-kill",
-                  "out of memory", "NCCL WARN", "File \"", "alue error, ", "ssertion failed, ", "validation error",
+                  "out of memory", "NCCL WARN", "File \"", '"error"', "alue error, ", "ssertion failed, ", "validation error",
                   "rrno ", "rror ")
 _GLOG_HEAD = re.compile(r"^\[?[EF](?:\d{4} | [\w.]+:\d+\])")
 

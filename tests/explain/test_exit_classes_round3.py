@@ -89,6 +89,15 @@ def test_lines_that_only_look_like_json_stay_lines():
     "undefined symbol: _ZN5torch7LibraryC1ENS0_4KindESsSt8optionalIN3c1011DispatchKeyEEPKcj')",
     "WARNING 06-13 11:42:20 [_custom_ops.py:11] Failed to import from vllm._C with ImportError('libcudart.so.12: cannot "
     "open shared object file: No such file or directory')",
+    # a request the server refused, as uvicorn logs it; a pretty-printed error body a client printed
+    'INFO:     10.0.0.7:51234 - "POST /v1/chat/completions HTTP/1.1" 400 Bad Request',
+    '  "error": "Error 400 Bad Request from vllm client: the decoder prompt is too long"',
+    # a CUDA device-side assert, a shell's job report, Kubernetes' events
+    "/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:92: operator(): block: [0,0,0], thread: [0,0,0] Assertion "
+    "`-sizes[i] <= index && index < sizes[i] && \"index out of bounds\"` failed.",
+    "[1]+  Killed                  python -m vllm.entrypoints.openai.api_server --model x",
+    "  Warning  FailedScheduling  2m  default-scheduler  0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
+    "  Warning  Failed     1m   kubelet  Error: ImagePullBackOff",
 ])
 
 def test_error_lines_of_more_formats_are_failures(line):
@@ -108,6 +117,10 @@ def test_error_lines_of_more_formats_are_failures(line):
     "WARNING 06-13 11:42:20 _custom_ops.py:11] Failed to import from vllm._C with ModuleNotFoundError(\"No module "
     "named 'vllm._C'\")",
     "INFO 05-02 10:22:18 [config.py:1] Value errors are reported per request",
+    'INFO:     10.0.0.7:51234 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+    'INFO:     10.0.0.7:51234 - "GET /favicon.ico HTTP/1.1" 404 Not Found',
+    '  "error": null,',
+    "  Normal   Scheduled  2m  default-scheduler  Successfully assigned default/vllm-0 to gpu-node-1",
 ])
 def test_healthy_lines_of_the_same_formats_stay_at_exit_0(line):
     assert not _fails(HEAD + line + "\n"), line
