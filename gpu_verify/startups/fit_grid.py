@@ -95,4 +95,14 @@ def grid(part: str) -> list[dict]:
                  limit_s=240),
             case("gpt2-u20", "gpt2", "--gpu-memory-utilization", "0.2", *EAGER),
         ]
+    if part == "e":  # checks of this session's new rule (KVD109) and its fix, and the deprecation gate
+        return [
+            case("gemma2-9b-u60-k8v4", "gemma2-9b", "--gpu-memory-utilization", "0.6", "--kv-cache-dtype",
+                 "turboquant_k8v4", *EAGER),
+            case("mistral7b-u50-fp8", "mistral7b", "--gpu-memory-utilization", "0.5", "--kv-cache-dtype", "fp8",
+                 *EAGER),
+            case("qwen3b-fp-quant-deprecated", "qwen3b-fp-quant", *EAGER, limit_s=120),
+            case("dsv2lite-u90-k8v4", "dsv2lite", "--gpu-memory-utilization", "0.9", "--kv-cache-dtype",
+                 "turboquant_k8v4", *EAGER, limit_s=240),
+        ]
     raise ValueError(f"unknown part {part!r}")
