@@ -77,3 +77,27 @@ def test_a_long_condition_is_cut_and_long_expressions_lose_their_name():
     (entry,) = templates.templates_in_source(source, "vllm/x.py")
     assert len(entry[5]) == templates.MAX_CONDITION and entry[5].endswith("...")
     assert entry[7] == ()  # the interpolated expression is longer than MAX_NAME: no name is kept
+
+
+def test_a_rebuild_from_the_same_wheels_is_byte_identical(tmp_path):
+    import zipfile
+
+    from kvdoctor.builders.message_index.build import build
+
+    for version, extra in (("0.30.0", b""), ("0.31.0", b"\ndef g(x):\n    assert x, 'The value must never be zero here'\n")):
+        with zipfile.ZipFile(tmp_path / f"vllm-{version}-cp38-abi3-manylinux_2_28_x86_64.whl", "w") as wheel:
+            wheel.writestr("vllm/attn.py", SOURCE + extra)
+            wheel.writestr("vllm/__init__.py", b"")
+    outputs = []
+    for attempt in range(2):
+        out = tmp_path / f"index{attempt}.json.gz"
+        packing.write(build(tmp_path, None, ("0.30.0", "0.31.0")), out)
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1]
+    index = packing.read(tmp_path / "index0.json.gz")
+    assert index["packages"]["vllm"] == ["0.30.0", "0.31.0"]
+    releases = {tuple(parts): [index["locations"][i][5] for i in ids]
+                for group in index["anchors"].values() for parts, ids in group}
+    assert releases[("The value must never be zero here",)] == ["0.31.0"]
+    assert releases[("Tensor parallel size ", None, " does not divide the number of attention heads evenly")] == \
+        ["0.30.0-0.31.0"]
