@@ -106,3 +106,29 @@ def test_place_sentence_forms(condition, values, shown):
     template = Template(("failed: ", None), (location,))
     text = place_sentence(Located(template, tuple(values.values())), location, "0.30.0")
     assert text.startswith("vLLM 0.30.0 raises RuntimeError in vllm/x.py:load when") and shown in text
+
+
+@pytest.mark.parametrize("place, family", [
+    ("huggingface_hub/", "hf_download"),
+    ("vllm/v1/structured_output/", "structured_output_schema"),
+    ("vllm/lora/", "lora_unsupported"),
+])
+def test_a_message_raised_where_a_round3_family_lives_gets_that_family(place, family):
+    """raised_in: a message no signature knows, raised in the Hub client, the structured-output backends or vLLM's LoRA
+    code, belongs to that family whatever its wording (the first such message of the index that no rule matches)."""
+    from kvdoctor.explain.message_index import load_index
+
+    tried = 0
+    for template in load_index().templates():
+        places = [loc for loc in template.locations if loc.kind == "raise" and loc.file.startswith(place)]
+        if not places or len(template.locations) != len(places) or template.parts[0] is None:
+            continue
+        if sum(len(p) for p in template.parts if p) < 30 or tried >= 60:
+            continue
+        tried += 1
+        report = explain_text(HEAD + f"{places[0].type or 'ValueError'}: "
+                              + "".join(p if p is not None else "Q1Z" for p in template.parts) + "\n")
+        evidence = " ".join(e for f in report.findings for e in f.evidence)
+        if "matched by where vLLM raises it" in evidence and report.extra["family"] == family:
+            return
+    raise AssertionError(f"no message raised under {place} was given the family {family} by where it is raised")
