@@ -30,7 +30,8 @@ SLOW_PATHS = {
 }
 # The exception types vLLM's selection raises to refuse (others are the child's own failures: not an answer).
 REFUSALS = ("NotImplementedError", "ValueError")
-FORMATS = {"fp8_block": "FP8", "fp8_tensor": "FP8", "mxfp4": "MXFP4", "nvfp4": "NVFP4"}
+FORMATS = {"fp8_block": "FP8", "fp8_tensor": "FP8", "mxfp4": "MXFP4", "nvfp4": "NVFP4", "ct_fp8_channel": "FP8",
+           "ct_fp8_block": "FP8"}
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,27 @@ def moe_kind(method: str | None, quant_config: dict, model_type: str | None) -> 
         return "mxfp4" if model_type == "gpt_oss" else None  # the child's layer is gpt-oss's (SwiGLU-OAI, biases)
     if method == "modelopt_fp4":
         return "nvfp4"
+    if method == "compressed-tensors":
+        return _ct_fp8_kind(quant_config)
+    return None
+
+
+def _ct_fp8_kind(quant_config: dict) -> str | None:
+    """The compressed-tensors FP8 experts the pack asked (CompressedTensorsW8A8Fp8MoEMethod's oracle keys): one config
+    group targeting Linear layers, 8-bit float weights, either per-channel weights with dynamic per-token activations
+    (FP8-dynamic) or 128x128 block weights with dynamic group-128 activations; anything else None (not asked)."""
+    groups = [g for g in (quant_config.get("config_groups") or {}).values() if isinstance(g, dict)]
+    if len(groups) != 1 or "Linear" not in (groups[0].get("targets") or []):
+        return None
+    weights, acts = groups[0].get("weights") or {}, groups[0].get("input_activations") or {}
+    fp8 = lambda q: q.get("num_bits") == 8 and q.get("type") == "float"  # noqa: E731
+    if not (fp8(weights) and fp8(acts) and acts.get("dynamic") is True):
+        return None
+    if weights.get("strategy") == "channel" and acts.get("strategy") == "token":
+        return "ct_fp8_channel"
+    if weights.get("strategy") == "block" and weights.get("block_structure") == [128, 128] \
+            and acts.get("strategy") == "group" and acts.get("group_size") == 128:
+        return "ct_fp8_block"
     return None
 
 

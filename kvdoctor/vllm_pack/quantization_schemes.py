@@ -116,7 +116,10 @@ CONDITIONS: dict[str, Callable[[Any, Any, str | None], bool]] = {  # other compa
     "weight_quant.num_bits in WNA16_SUPPORTED_BITS": lambda w, a, f: _on(w) and w.get("num_bits") in (4, 8),
 }
 BODY_FORMATS = {"format == CompressionFormat.marlin_24.value": "marlin-24",
-                "format == CompressionFormat.pack_quantized.value": PACK}  # a branch choosing its class by format
+                "format == CompressionFormat.pack_quantized.value": PACK,  # a branch choosing its class by format
+                # 0.7.3-0.9.2 compare the config's own format (no `format` parameter yet)
+                "self.quant_format == CompressionFormat.marlin_24.value": "marlin-24",
+                "self.quant_format == CompressionFormat.pack_quantized.value": PACK}
 
 
 def config_groups(quant_config: dict) -> list[tuple[Any, Any, Any, str | None]]:

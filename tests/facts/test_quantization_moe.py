@@ -33,7 +33,7 @@ NVFP4_DENSE = QUANTIZED / "llama-3.1-8b-nvfp4-modelopt" / "config.json"
 QWEN3_MOE = QUANTIZED / "hub" / "qwen3-30b-a3b-fp8-dynamic-ct.json"
 GPUS = {"V100": 70, "T4": 75, "A100": 80, "L4": 89, "H100": 90, "B200": 100}
 RULES = load_all_rules()
-OURS = {"KVD190", "KVD200", "KVD205", "KVD206"}
+OURS = {"KVD190", "KVD200", "KVD205", "KVD206", "KVD207", "KVD208"}
 ASKED = asked_releases()
 
 
@@ -108,7 +108,11 @@ def test_nvfp4_moe_on_h100_warns_and_on_b200_is_native(nvfp4_moe):
         h100, b200 = _flat(nvfp4_moe, "H100", version), _flat(nvfp4_moe, "B200", version)
         assert h100["model.is_moe"] is True and h100["quant.method"] == "modelopt_fp4"
         assert "KVD205" in _fired(h100), version
-        assert "KVD205" not in _fired(b200) and b200["quant.moe_backend"].startswith("FLASHINFER"), version
+        native = backend_answer(version, "moe", "nvfp4", 100)
+        assert "KVD205" not in _fired(b200) and not native.slow and not native.error, version
+        assert b200["quant.moe_backend"] == native.backend, version
+        # FlashInfer from 0.14.1 (its wheel pins flashinfer-python); vLLM's own CUTLASS FP4 MoE before
+        assert native.backend.startswith("FLASHINFER") or version in LEGACY and "CUT" in native.backend.upper()
 
 
 def test_dense_nvfp4_before_blackwell_warns_what_changes():
@@ -129,10 +133,58 @@ def test_a_refused_moe_backend_flag_fails_in_vllms_words():
     assert flat["quant.moe_refusal"] == answer.error
 
 
-def test_releases_not_asked_stay_undecided_never_passed():
-    old = _flat(GPT_OSS, "A100", "0.18.1")
-    assert old["quant.moe_backend"] is None and "not asked" in old["quant.backend_evidence"]
-    assert "KVD205" not in _fired(old) and "KVD200" not in _fired(old)
+def test_capabilities_not_asked_stay_undecided_never_passed():
+    """SM 8.7 (Jetson Orin) is not in the builder's capability grid: nothing was asked, so nothing is said."""
+    orin = _flat(GPT_OSS, "8.7", "0.18.1")
+    assert orin["quant.moe_backend"] is None and "not asked" in orin["quant.backend_evidence"]
+    assert "KVD205" not in _fired(orin) and "KVD200" not in _fired(orin)
+
+
+# Releases whose experts' kernel is decided before the FusedMoEConfig oracles (round 3): where each decides it.
+LEGACY = ["0.10.2", "0.11.2", "0.12.0", "0.13.0", "0.14.1", "0.15.1", "0.16.0", "0.17.1", "0.18.1"]
+LEGACY_VIA = {
+    "fp8_block": {"0.10.2": "quantization.fp8.Fp8MoEMethod", "0.11.2": "quantization.fp8.get_fp8_moe_backend",
+                  "0.13.0": "quantization.fp8.get_fp8_moe_backend",
+                  "0.14.1": "fused_moe.oracle.fp8.select_fp8_moe_backend"},
+    "mxfp4": {v: "quantization.mxfp4.Mxfp4MoEMethod" for v in LEGACY},
+    "nvfp4": {"0.10.2": "nvfp4_moe_support.detect_nvfp4_moe_support",
+              "0.13.0": "nvfp4_moe_support.detect_nvfp4_moe_support",
+              "0.14.1": "fused_moe.oracle.nvfp4.select_nvfp4_moe_backend"},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("version", [v for v in LEGACY if v in ASKED])
+def test_older_releases_are_asked_where_they_decide(version):
+    """0.10.2-0.18.1: every kind answered on every grid capability (no stand-in failures), by the function or MoE
+    method the release's own quantization method calls, with its file:line."""
+    from kvdoctor.vllm_pack.quantization_moe import _answers
+
+    release = _answers()["releases"][version]
+    for kind in ("fp8_block", "fp8_tensor", "mxfp4", "nvfp4"):
+        for sm in ("75", "80", "86", "89", "90", "100"):
+            answer = backend_answer(version, "moe", kind, int(sm))
+            assert answer is not None and (answer.backend or answer.error), (kind, sm)
+            via = release["moe"][kind][sm]["auto"].get("via")
+            expected = LEGACY_VIA.get(kind, {}).get(version)
+            if expected:
+                assert via and via.endswith(expected), (kind, via)
+        where = release["where"][f"moe:{kind}"]["select"]
+        assert where and where.startswith("vllm/model_executor/layers/"), (kind, where)
+
+
+@pytest.mark.parametrize("version", [v for v in LEGACY if v in ASKED])
+def test_older_fp8_experts_take_marlin_below_the_threshold_fp8_py_states(version):
+    """Two independent readings agree: the static reader's Fp8LinearMethod threshold (fp8.py's
+    has_device_capability(89), stored as ct_schemes.fp8_marlin_below) and the experts' kernel the release's own MoE
+    selection picks when asked (Marlin below it, a native FP8 path at and above it)."""
+    from kvdoctor.vllm_pack.quantization import release_quantization
+
+    stated = (release_quantization(version).ct_schemes or {}).get("fp8_marlin_below", {}).get("value")
+    assert stated == 89
+    for kind in ("fp8_block", "fp8_tensor"):
+        for sm in (75, 80, 86, 89, 90):
+            answer = backend_answer(version, "moe", kind, sm)
+            assert (answer.slow == "MARLIN") == (sm < stated), (kind, sm, answer.backend)
 
 
 
@@ -170,3 +222,64 @@ def test_stored_answers_are_what_the_child_reports():
     with tempfile.TemporaryDirectory():
         fresh = ask_release("0.34.0", wheel, python)
     assert fresh == read_pack_file(FILE)["releases"]["0.34.0"]
+
+
+LLAMA = CONFIGS / "llama-3.1-8b-instruct.json"
+
+
+@pytest.mark.parametrize("version", ASKED)
+def test_dense_mxfp4_says_what_the_releases_mxfp4_config_builds(version):
+    """--quantization mxfp4 on a dense bf16 model: each release's Mxfp4Config.get_quant_method, asked for a linear
+    layer, either raises (KVD207, its words) or returns UnquantizedLinearMethod (KVD208); a release whose answer was
+    not stored stays undecided (neither fires)."""
+    answer = backend_answer(version, "dense", "mxfp4_method", 90)
+    flat = _flat(LLAMA, "H100", version, serve=["--quantization", "mxfp4"])
+    fired = _fired(flat) & {"KVD207", "KVD208"}
+    if answer is None:
+        assert flat["quant.dense_method"] is None and fired == set()
+    elif answer.error:
+        assert fired == {"KVD207"} and flat["quant.dense_refusal"] == answer.error
+        assert "mxfp4.py:" in flat["quant.backend_evidence"]
+    else:
+        assert answer.backend == "UnquantizedLinearMethod" and fired == {"KVD208"}
+
+
+def test_dense_mxfp4_refused_in_0_10_2_and_unquantized_later():
+    """0.10.2's Mxfp4Config raises for a linear layer ("Mxfp4 linear layer is not implemented"); later releases
+    fall back to UnquantizedLinearMethod (read in the wheels: mxfp4.py get_quant_method)."""
+    first = backend_answer("0.10.2", "dense", "mxfp4_method", 90)
+    assert first.error == "Mxfp4 linear layer is not implemented"
+    later = [v for v in ASKED if v != "0.10.2" and backend_answer(v, "dense", "mxfp4_method", 90)]
+    assert later and all(backend_answer(v, "dense", "mxfp4_method", 90).backend == "UnquantizedLinearMethod"
+                         for v in later)  # fmt: skip
+
+
+def test_gpt_oss_linear_layers_are_not_judged_as_dense_mxfp4():
+    flat = _flat(GPT_OSS, "H100", "0.34.0")
+    assert flat["quant.dense_method"] == "none" and flat["quant.dense_refusal"] == "none"
+    assert not {"KVD207", "KVD208"} & _fired(flat)
+
+
+CT_ASKED = [v for v in ASKED if backend_answer(v, "moe", "ct_fp8_channel", 90) is not None]
+
+
+@pytest.mark.parametrize("version", CT_ASKED)
+def test_compressed_tensors_fp8_experts_get_the_releases_own_backend(version):
+    """Qwen3-30B-A3B FP8-dynamic (compressed-tensors: channel weights, per-token dynamic activations): from 0.15.1
+    CompressedTensorsW8A8Fp8MoEMethod calls the fp8 oracle with kFp8StaticChannelSym x kFp8DynamicTokenSym and
+    allow_vllm_cutlass=True (0.14.1: select_fp8_moe_backend(block_quant, tp_size, with_lora_support,
+    allow_vllm_cutlass=True)); check carries that answer per GPU."""
+    for gpu, sm in (("A100", 80), ("H100", 90), ("B200", 100)):
+        flat = _flat(QWEN3_MOE, gpu, version)
+        answer = backend_answer(version, "moe", "ct_fp8_channel", sm)
+        assert flat["quant.moe_backend"] == (answer.backend or "none"), gpu
+        assert ("KVD205" in _fired(flat)) == bool(answer.slow and not answer.error), gpu
+        assert "oracle/fp8.py:" in flat["quant.backend_evidence"]
+
+
+def test_compressed_tensors_experts_before_the_oracle_took_their_keys_stay_undecided():
+    """0.10.2-0.13.0: CompressedTensorsW8A8Fp8MoEMethod decides in its own __init__ (not asked): no verdict."""
+    for version in ("0.12.0", "0.13.0"):
+        assert backend_answer(version, "moe", "ct_fp8_channel", 80) is None
+        flat = _flat(QWEN3_MOE, "A100", version)
+        assert flat["quant.moe_backend"] is None and "KVD205" not in _fired(flat)

@@ -91,6 +91,13 @@ def ask_release(version: str, wheel: Path, python: str, timeout: float = 900) ->
                    "moe_torch": _pinned(pins.get("torch"))}  # fmt: skip
         raw = run_child(python, Path(tmp), request, timeout=timeout)
     answers = raw["quantization"]["moe_backends"]
+    return {"packages": packages, "moe": answers["moe"], "dense": answers["dense"],
+            "where": where_of(wheel, answers)}
+
+
+def where_of(wheel: Path, answers: dict) -> dict[str, dict[str, str | None]]:
+    """part:kind -> file:line of what answered: the oracle function (where_in), or for answers that carry a "via"
+    (the release's pre-oracle code) that function or method (where_via). Static: read from the wheel alone."""
     where = where_in(wheel)
     for part in ("moe", "dense"):
         for kind, by_sm in answers[part].items():
@@ -98,7 +105,7 @@ def ask_release(version: str, wheel: Path, python: str, timeout: float = 900) ->
                     for a in (sm.values() if part == "moe" else [sm]) if isinstance(a, dict)} - {None}
             if len(vias) == 1:  # answered by the release's pre-oracle code: where that code is
                 where[f"{part}:{kind}"] = where_via(wheel, vias.pop())
-    return {"packages": packages, "moe": answers["moe"], "dense": answers["dense"], "where": where}
+    return where
 
 
 # The function a legacy answer's "via" class stands for (child_quantization.LEGACY_MOE / LEGACY_DENSE /
