@@ -173,9 +173,42 @@ def _parse_stream(stream: str, lines: list[LogLine]) -> list[ExceptionChain]:
 MAX_FRAMES_ABOVE = 12
 
 
+# IPython / Jupyter print a frame as 'File ~/x/vllm/y.py:64, in Class.f(args)' (in a notebook's HTML export
+# '[~/x/vllm/y.py:64](http://...), in ...') over numbered code lines ('     61 code', '---> 64 code')
+_IPYTHON_FRAME = re.compile(r"^File \[?([^\s\[\]()]+?\.py):(\d+)(?:\]\([^)\s]*\))?, in (?:[\w.<>]*\.)?([\w<>]+)")
+_IPYTHON_CODE = re.compile(r"^(?:-+>)?\s*\d+ ")
+MAX_IPYTHON_LINES = 400
+
+
+def _ipython_frames_above(lines: list[LogLine], i: int) -> tuple[Frame, ...]:
+    """The frames of an IPython traceback above a bare exception line, outermost first (blank lines between frames,
+    numbered code lines under each; the '--->' line is the frame's code)."""
+    frames: list[Frame] = []
+    code: str | None = None
+    for line in reversed(lines[max(0, i - MAX_IPYTHON_LINES): i]):
+        text = line.text
+        if line.level is not None:
+            break
+        match = _IPYTHON_FRAME.match(text) if text[:5] == "File " else None
+        if match:
+            frames.insert(0, Frame(match.group(1), int(match.group(2)), match.group(3), code))
+            code = None
+        elif _IPYTHON_CODE.match(text):
+            if text.lstrip().startswith("-"):
+                code = text.split(None, 2)[-1].strip() if len(text.split(None, 2)) == 3 else None
+        elif text.strip() and not text.lstrip().startswith(("Cell In", "---", "Input In")):
+            break
+    return tuple(frames)
+
+
 def _frames_above(lines: list[LogLine], i: int) -> tuple[Frame, ...]:
     """The frames printed just above a bare exception line (an excerpt of a traceback whose 'Traceback' line was
-    not pasted: `File "vllm/x.py", in f` and its code line), outermost first; none when the line above is not one."""
+    not pasted: `File "vllm/x.py", in f` and its code line, or IPython's `File path:N, in f` frames), outermost
+    first; none when the line above is not one."""
+    above = next((line for line in reversed(lines[max(0, i - 3): i]) if line.text.strip()), None)
+    if above is not None and above.level is None and (_IPYTHON_CODE.match(above.text)
+                                                        or _IPYTHON_FRAME.match(above.text)):
+        return _ipython_frames_above(lines, i)
     frames: list[Frame] = []
     code: str | None = None
     j = i - 1

@@ -137,3 +137,21 @@ def test_an_indented_message_vllm_raises_is_located_but_frames_are_not():
     assert [e.kind for e in evidence] == ["raise site"]
     frame = '  File "/usr/lib/python3/dist-packages/vllm/config/scheduler.py", line 9, in max_num_batched_tokens_check'
     assert failure_evidence(normalise(HEAD + frame + "\n"), [], (), lambda text: index.locate(text)) == ()
+
+
+def test_an_ipython_traceback_gives_its_frames():
+    log = HEAD + (
+        "File ~/envs/vllm/lib/python3.11/site-packages/vllm/worker/cache_engine.py:49, in CacheEngine.__init__(self, c)\n"
+        "     48 # Initialize the cache.\n"
+        "---> 49 self.gpu_cache = self._allocate_kv_cache(self.num_gpu_blocks, \"cuda\")\n"
+        "\n"
+        "File [~/envs/vllm/lib/python3.11/site-packages/vllm/worker/cache_engine.py:64](http://host:8888/lab/tree/x#line=63), "
+        "in CacheEngine._allocate_kv\n"
+        "     63 kv_cache.append(\n"
+        "---> 64     torch.empty(kv_cache_shape,\n"
+        "\n"
+        "OutOfMemoryError: CUDA out of memory. Tried to allocate 642.00 MiB. GPU\n")
+    report = explain_text(log)
+    assert report.exit_code("error") == 1
+    where = report.extra["primary"]["where"]
+    assert where.endswith("vllm/worker/cache_engine.py:64 in _allocate_kv"), where
