@@ -69,6 +69,7 @@ def attention_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
         "attention.quantizes_query": query_quant,
         "attention.gpu_generation": gpu_generation(facts),
         "attention.assumes": assumes,
+        "attention.engine": agree(releases.releases, lambda r: selections[r.version].engine).value,
         "attention.undecided": "none" if kind.value is not None else "vLLM's outcome depends on the release: " + "; ".join(
             f"{_OUTCOMES.get(value, value)}: {span}" for value, span in kind.split) + " (decided by --vllm-version "
             "naming the release you run)",

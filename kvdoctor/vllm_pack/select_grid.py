@@ -79,12 +79,13 @@ def select_from_grid(release: ReleaseFacts, grid: dict, inputs: SelectorInputs) 
         return Selection(None, {}, message, (), evidence, (), "unknown_backend")
     engine, why = _engine(grid, inputs, release.version)
     if why:
-        return Selection(None, {}, None, (why,), evidence + (f"{grid['engine']['where']} (vLLM {release.version})",))
+        return Selection(None, {}, None, (why,), evidence + (f"{grid['engine']['where']} (vLLM {release.version})",),
+                         engine=None)
     if engine is not None:  # V0 starts: its own selector's answers decide
         chosen = select_from_grid(release, v0_grid(grid), inputs)
         started = (f"{grid['engine']['where']} (vLLM {release.version}: starts its V0 engine here, {engine}; "
                    f"the V0 selector's own answers over a grid of inputs)",)
-        return replace(chosen, evidence=started + chosen.evidence)
+        return replace(chosen, evidence=started + chosen.evidence, engine="V0")
     cells, why = _grid_cells(grid, inputs)
     if cells is None:
         return Selection(None, {}, None, (why,), evidence)

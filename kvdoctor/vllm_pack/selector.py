@@ -73,6 +73,9 @@ class Selection:
     """'no_valid_backend', 'forced_invalid', 'unknown_backend' or 'constructor' (with error), else None."""
     candidates: tuple[str, ...] = field(default=())
     """Every valid backend in priority order (vLLM logs them as 'potential backends')."""
+    engine: str | None = "V1"
+    """The engine that starts: 'V0' where 0.7-0.10 fall back to it (their oracle, VLLM_USE_V1's default or its
+    setting), 'V1' otherwise (V0 is gone from 0.11); None when the pack cannot say which."""
 
 
 def cap_key(capability: tuple[int, int]) -> str:

@@ -83,3 +83,9 @@ def test_vllm_use_v1_set_in_the_environment_decides_the_engine():
     # 0.7.3 starts V1 on request: V1's own answer
     on = _select("0.7.3", (8, 0), "auto", use_v1_env="1")
     assert on.backend == "FLASH_ATTN" and not any("V0 engine" in e for e in on.evidence)
+
+
+def test_the_engine_is_a_fact_of_the_selection():
+    assert _select("0.10.2", (8, 9), "fp8").engine == "V0"
+    assert _select("0.10.2", (8, 9), "auto").engine == "V1"
+    assert _select("0.9.2", (7, 5), "auto", dtype="float16", use_v1_env="1").engine is None  # undecided

@@ -128,3 +128,13 @@ def test_v0_grid_lookup_matches_vllms_own_answers(version):
     assert asked >= 300 and decided == asked, f"{decided} of {asked} decided"
     backends = {a.split(":", 1)[1] for a in grid["answers"] if a.startswith("backend:")}
     assert {"XFORMERS", "FLASH_ATTN"} <= backends, backends
+
+
+def test_float32_configs_downcast_as_each_release_does():
+    """0.7-0.8 use float16 for float32 models on every GPU ('Following common practice', vllm/config.py); 0.9 picks
+    the platform's first supported dtype (bfloat16 from SM80), as later releases do."""
+    from kvdoctor.vllm_pack.dtypes import resolve_dtype
+
+    answers = {v: resolve_dtype(load_release(v), "float32", "auto", (8, 0), "qwen2")[0]
+               for v in ("0.7.3", "0.8.5.post1", "0.9.2", "0.25.1")}
+    assert answers == {"0.7.3": "float16", "0.8.5.post1": "float16", "0.9.2": "bfloat16", "0.25.1": "bfloat16"}
