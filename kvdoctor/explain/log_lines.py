@@ -198,7 +198,7 @@ def normalise(text: str) -> list[LogLine]:
     """Every line of the log, normalised. Handles CRLF, lone CR (progress bars) and truncated lines, a log
     indented as a whole (pasted into a Markdown code block or an e-mail quote: `dedent`), and JSON records, whose
     message (and a traceback it holds) becomes the line or lines, under the record's line number."""
-    raw_lines = dedent(text.splitlines())
+    raw_lines = dedent(unquote(text.splitlines()))
     out = []
     for number, raw in enumerate(raw_lines, 1):
         record = json_record(raw) if raw[:1] == "{" else None
@@ -249,6 +249,21 @@ def json_record(raw: str) -> tuple[str, str | None] | None:
 
 
 MAX_COMMON_INDENT = 16
+QUOTED_SHARE = 0.9
+_QUOTE = re.compile(r"^ {0,3}>+ ?")
+
+
+def unquote(raw_lines: list[str]) -> list[str]:
+    """The lines less an e-mail or Markdown quote marker ('> ') when nearly every non-blank line has one (a log
+    pasted as a quote would otherwise hide its record headers and exception lines)."""
+    quoted = total = 0
+    for raw in raw_lines[:2000]:
+        if raw.strip():
+            total += 1
+            quoted += raw.lstrip(" ")[:1] == ">"
+    if not total or quoted < QUOTED_SHARE * total:
+        return raw_lines
+    return [_QUOTE.sub("", raw, count=1) for raw in raw_lines]
 
 
 def dedent(raw_lines: list[str]) -> list[str]:

@@ -155,3 +155,19 @@ def test_an_ipython_traceback_gives_its_frames():
     assert report.exit_code("error") == 1
     where = report.extra["primary"]["where"]
     assert where.endswith("vllm/worker/cache_engine.py:64 in _allocate_kv"), where
+
+
+def test_a_log_pasted_as_a_quote_is_read_as_written():
+    log = "".join("> " + line + "\n" for line in [
+        "INFO 05-02 10:22:10 [api_server.py:1] vLLM API server version 0.30.0",
+        "ERROR 05-02 10:22:18 [core.py:396] EngineCore failed to start.",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3/dist-packages/vllm/config/cache.py", line 100, in _verify_cache_dtype',
+        "ValueError: Unknown kv cache dtype: fp9",
+    ])
+    lines = normalise(log)
+    assert lines[1].level == "ERROR" and lines[-1].text == "ValueError: Unknown kv cache dtype: fp9"
+    report = explain_text(log)
+    assert report.exit_code("error") == 1 and report.facts.get("vllm.version") == "0.30.0"
+    # a log with a few '>' lines of its own (a shell prompt, a diff) is left as it is
+    assert normalise("$ vllm serve x\n> continued\nINFO 05-02 10:22:10 [a.py:1] ok\n")[1].text == "> continued"
