@@ -206,8 +206,10 @@ def test_unquantized_and_dense_fp8_models_have_no_backend_verdict():
 
 
 @pytest.mark.vllm_wheel
-def test_stored_answers_are_what_the_child_reports():
-    """The stored answers are vLLM's: the child asks 0.34.0's oracles again and gets them."""
+@pytest.mark.parametrize("version", ["0.34.0", "0.13.0"])
+def test_stored_answers_are_what_the_child_reports(version):
+    """The stored answers are vLLM's: the child asks 0.34.0's oracles (and 0.13.0's pre-oracle selection) again and
+    gets them."""
     python = os.environ.get("KVDOCTOR_PACK_PYTHON")
     if not python:
         pytest.skip("KVDOCTOR_PACK_PYTHON (the builder's venv, made by .ci/run) is not set")
@@ -216,12 +218,12 @@ def test_stored_answers_are_what_the_child_reports():
     from kvdoctor.vllm_pack.quantization_moe import FILE
     from kvdoctor.vllm_pack.store import read_pack_file
 
-    wheel = find_wheel(wheel_dir(), "0.34.0")
+    wheel = find_wheel(wheel_dir(), version)
     if wheel is None:
-        pytest.skip("no vllm-0.34.0 wheel")
+        pytest.skip(f"no vllm-{version} wheel")
     with tempfile.TemporaryDirectory():
-        fresh = ask_release("0.34.0", wheel, python)
-    assert fresh == read_pack_file(FILE)["releases"]["0.34.0"]
+        fresh = ask_release(version, wheel, python)
+    assert fresh == read_pack_file(FILE)["releases"][version]
 
 
 LLAMA = CONFIGS / "llama-3.1-8b-instruct.json"
