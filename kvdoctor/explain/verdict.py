@@ -43,19 +43,24 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         # a C or CUDA device-side assert, a shell job killed, Kubernetes refusing or evicting the pod
                         r"|\bAssertion [`'].{1,400}['`] failed\b|^\[\d+\]\+?\s+(?:Killed|Aborted|Segmentation fault)\b"
                         r"|\bFailedScheduling\b|\bInsufficient nvidia\.com/gpu\b|\bErrImagePull\b|\bImagePullBackOff\b"
-                        r"|\bFailedMount\b|\bThe node was low on resource\b")
+                        r"|\bFailedMount\b|\bThe node was low on resource\b"
+                        # vLLM's own word for processes that hang (shm_broadcast.py; INFO in 0.6, WARNING later)
+                        r"|\bNo available shared memory broadcast block found in \d+ seconds?\b")
 _CRASH_WORDS = ("xpectedly", "OOMKilled", "ode ", "terminate called", "Bus error", "llegal instruction", '" 5',
                 "probe failed", "Back-off restarting", "CrashLoopBackOff", "non-zero exit", "ode:", "Reason:",
                 "/FAILURE", "Failed with result", "Floating point", "Abort trap", "xit status",
                 "undefined symbol", "Failed to import from vllm", '" 4', "Assertion", "Killed", "Aborted",
                 "Segmentation", "FailedScheduling", "Insufficient nvidia", "ErrImagePull", "ImagePullBackOff",
-                "FailedMount", "low on resource")
+                "FailedMount", "low on resource", "No available shared memory")
 # What other logging formats write for an error record (a line vLLM's own header did not claim): Python logging's
 # ' - ERROR - ', loguru's '| ERROR |', Ray's '<time>\tERROR file.py:1 --', '[ERROR]', logfmt and JSON levels, glog and
 # torch's c10 logger ('E1204 10:22:18.123 ...', '[E ProcessGroupNCCL.cpp:475]'); and the lines a process prints
 # as it dies that no level precedes (Python's fatal error, a signal handler's report, torch's segfault handler).
 FOREIGN_ERROR = re.compile(
     r"^.{0,80}?(?:\s-\s|\s\|\s|\t|\[)(?:ERROR|FATAL|CRITICAL)(?:\]|\s+-\s|\s+\|\s|\s|:)"
+    # '%(name)s %(process)d %(levelname)s %(message)s' and the like: the level after one to three words that
+    # read as a logger name, a pid or a time (a dot, digit, colon or slash in each), not after prose
+    r"|^(?:\S*[\d._:/]\S*\s+){1,3}(?:ERROR|FATAL|CRITICAL)\s{1,8}\S"
     r"|\b(?:level|lvl|severity)=\"?(?i:error|err|fatal|critical)\b"
     r"|\"(?:level|levelname|severity|log_level|lvl)\":\s*\"(?i:error|err|fatal|critical)\""
     # Python logging's default format ('CRITICAL:root:...'; 'ERROR:' is ERROR_TEXT's), Go's and Rust's panics

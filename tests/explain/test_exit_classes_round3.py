@@ -98,6 +98,10 @@ def test_lines_that_only_look_like_json_stay_lines():
     "[1]+  Killed                  python -m vllm.entrypoints.openai.api_server --model x",
     "  Warning  FailedScheduling  2m  default-scheduler  0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
     "  Warning  Failed     1m   kubelet  Error: ImagePullBackOff",
+    # another framework's record format with the level as a word, vLLM's report of a hang
+    "2024-06-25 16:32:00,563 xinference.api.restful_api 3118895 ERROR    [address=127.0.0.1:37657] model failed",
+    "INFO 05-02 10:22:18 [shm_broadcast.py:466] No available shared memory broadcast block found in 60 second. This "
+    "typically happens when some processes are hanging.",
 ])
 
 def test_error_lines_of_more_formats_are_failures(line):
@@ -121,6 +125,8 @@ def test_error_lines_of_more_formats_are_failures(line):
     'INFO:     10.0.0.7:51234 - "GET /favicon.ico HTTP/1.1" 404 Not Found',
     '  "error": null,',
     "  Normal   Scheduled  2m  default-scheduler  Successfully assigned default/vllm-0 to gpu-node-1",
+    "2024-06-25 16:32:00,563 xinference.api.restful_api 3118895 INFO     [address=127.0.0.1:37657] model ready",
+    "The ERROR  log of the last run is empty",
 ])
 def test_healthy_lines_of_the_same_formats_stay_at_exit_0(line):
     assert not _fails(HEAD + line + "\n"), line
