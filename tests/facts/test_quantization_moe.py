@@ -191,7 +191,7 @@ def test_older_fp8_experts_take_marlin_below_the_threshold_fp8_py_states(version
 def test_with_the_version_unknown_every_candidate_must_agree():
     """Version unknown: the candidates are the releases read in full (0.20.0-0.34.0), all asked; they agree on
     gpt-oss (Marlin on the A100, triton_kernels on the H100; 0.20.x through select_gpt_oss_mxfp4_moe_backend). A
-    candidate set with a release that was not asked is undecided, never passed (0.10.2-0.18.1: see above)."""
+    candidate set with a release that was not asked is undecided, never passed (see the SM 8.7 test above)."""
     a100, h100 = _flat(GPT_OSS, "A100", None), _flat(GPT_OSS, "H100", None)
     assert a100["quant.moe_backend"] == "MARLIN" and _fired(a100) == {"KVD205"}
     assert h100["quant.moe_backend"] == "TRITON" and _fired(h100) == set()
