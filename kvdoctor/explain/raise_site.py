@@ -129,7 +129,8 @@ def origin_sentence(located: Located | None, version: str | None, aliases: dict[
 
 
 def searched_sentence(packages: dict[str, list[str]] | None, text: str) -> str:
-    """The unknown-failure finding's sentence when the index holds nothing for the message: which releases and packages it searched."""
+    """The unknown-failure finding's sentence when the index holds nothing for the message: which packages and
+    releases it searched."""
     if packages is None:
         return "This kvdoctor was built without the message index, so where the message is raised is not known."
     read = ", ".join(f"{package} {releases[0]}" + (f"-{releases[-1]}" if len(releases) > 1 else "")
