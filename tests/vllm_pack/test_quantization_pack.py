@@ -79,3 +79,19 @@ def test_static_reading_agrees_with_vllms_own_classes():
     for method, answer in answers.items():
         if "config_class" in answer:
             assert static[method].config_class.endswith(":" + answer["config_class"]), method
+
+
+@pytest.mark.parametrize(("name", "version"), [
+    ("vllm-0.8.5.post1-cp38-abi3-manylinux1_x86_64.whl", "0.8.5.post1"),   # was None: the .post1 release went unread
+    ("vllm-0.20.1-1-cp38-abi3-manylinux_2_35_x86_64.whl", "0.20.1"),        # a build tag is not part of the release
+    ("vllm-0.34.0-cp38-abi3-manylinux_2_28_x86_64.whl", "0.34.0"),
+    ("vllm-0.34.0.dev12-cp38-abi3-manylinux_2_28_x86_64.whl", None),        # not a release
+])
+def test_release_of_reads_post_releases(tmp_path, name, version):
+    from kvdoctor.builders.vllm_pack.quantization import release_of, sources
+    (tmp_path / name).write_bytes(b"")
+    assert release_of(tmp_path / name) == version
+    tree = tmp_path / "trees" / "0.8.5.post1"
+    (tree / "vllm/model_executor/layers/quantization").mkdir(parents=True)
+    (tree / "vllm/model_executor/layers/quantization/__init__.py").write_text("")
+    assert release_of(tree) == "0.8.5.post1" and "0.8.5.post1" in sources(None, [tmp_path / "trees"])

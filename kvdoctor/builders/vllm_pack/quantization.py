@@ -44,7 +44,8 @@ MESSAGES = {
     "deprecated": "is deprecated and will be removed",
 }
 MESSAGE_FILES = ("vllm/config/vllm.py", "vllm/config/model.py", "vllm/config/__init__.py", "vllm/config.py")
-_WHEEL = re.compile(r"vllm-(\d+\.\d+\.\d+)(?:-\d+)?-.*\.whl$")
+_RELEASE = r"\d+\.\d+\.\d+(?:\.post\d+)?"  # 0.8.5.post1 is a release of its own
+_WHEEL = re.compile(rf"vllm-({_RELEASE})(?:-\d+)?-.*\.whl$")
 
 
 def registered_methods(source: ReleaseSource) -> tuple[list[str], str]:
@@ -190,7 +191,7 @@ def release_of(path: Path) -> str | None:
     if path.is_file():
         match = _WHEEL.search(path.name)
         return match.group(1) if match else None
-    return path.name if re.fullmatch(r"\d+\.\d+\.\d+", path.name) else None
+    return path.name if re.fullmatch(_RELEASE, path.name) else None
 
 
 def sources(wheels: Path | None, trees: list[Path]) -> dict[str, Path]:
