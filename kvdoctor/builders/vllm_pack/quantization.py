@@ -24,6 +24,7 @@ from pathlib import Path
 
 from kvdoctor.base.versions import pack_order
 from kvdoctor.builders.vllm_pack.quantization_classes import act_dtypes, min_capability, override
+from kvdoctor.builders.vllm_pack.quantization_mixed import mixed_precision_facts
 from kvdoctor.builders.vllm_pack.quantization_schemes import marlin_facts, scheme_facts
 from kvdoctor.builders.vllm_pack.quantization_source import (
     ReleaseSource, assignment, class_chain, function, imports_in, message_template, module_file, string_list,
@@ -163,6 +164,7 @@ def release_facts(source: ReleaseSource) -> dict:
             "act_dtypes": dtypes["values"], "act_dtypes_where": dtypes["where"],
             "override_where": override_where, "override_mentions": mentions, "override_when_asked": asked,
         }  # fmt: skip
+    mixed = mixed_precision_facts(source)  # ModelOpt MIXED_PRECISION per layer (quantization_mixed.py), 0.17.1+
     return {
         "methods": table,
         "registered": methods,  # vLLM's order: its "Must be one of [...]" lists them so
@@ -173,7 +175,7 @@ def release_facts(source: ReleaseSource) -> dict:
         "messages": messages(source),
         "ct_schemes": scheme_facts(source),  # compressed-tensors' per-layer schemes (quantization_schemes.py)
         "marlin": marlin_facts(source),  # what awq_marlin / gptq_marlin's overrides check before they claim
-    }
+    } | ({"modelopt_mixed": mixed} if mixed else {})
 
 
 def release_file(version: str, source: ReleaseSource) -> dict:
