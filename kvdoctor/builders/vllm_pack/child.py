@@ -10,7 +10,10 @@ request names: `serve_args` and `dtypes` (child_serve_args) and each `module:X` 
 read the request (`REQ`), `where` and `rel_path` from here.
 
 Where a compiled extension or a hard dependency would decide (FlashAttention's FA2/FA3 `.so`, FlashInfer),
-its presence is modelled from the wheel's file list and requirements and recorded under `modelled`.
+its presence is modelled from the wheel's file list and requirements and recorded under `modelled`. The child is
+hermetic: it reaches no network, and vLLM's probe of FlashInfer's TRT-LLM cubins (`has_nvidia_artifactory`)
+answers the request's modelled `flashinfer-cubin` value (kvdoctor/model/modelled.py), with the JIT toolchain
+(nvcc, ninja) modelled as found.
 """
 from __future__ import annotations
 
@@ -25,7 +28,13 @@ import warnings
 
 from kvdoctor.builders.vllm_pack.child_platform import install_platform
 from kvdoctor.builders.vllm_pack.child_serve_args import dtype_literals, dump_serve_args
-from kvdoctor.builders.vllm_pack.child_stubs import StubFinder, cuda_tensors_on_meta, legacy_ops
+from kvdoctor.builders.vllm_pack.child_stubs import (
+    ModelledInputsFinder,
+    StubFinder,
+    cuda_tensors_on_meta,
+    legacy_ops,
+    no_network,
+)
 
 TASKS_PACKAGE = "kvdoctor.builders.vllm_pack"  # `module:X` runs child_X.run(this module) from here
 warnings.filterwarnings("ignore")
@@ -35,7 +44,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 REQ = json.load(open(sys.argv[1]))
 SRC = os.path.realpath(REQ["src"])  # the extracted wheel root (holds vllm/)
-__all__ = ["REQ", "SRC", "install_platform", "main", "rel_path", "where"]
+__all__ = ["MODELLED_INPUTS", "REQ", "SRC", "install_platform", "main", "rel_path", "where"]
 
 
 def rel_path(path: str) -> str:
@@ -66,6 +75,12 @@ _REAL = {root for root in REQ["stub_packages"] if importlib.util.find_spec(root)
 STUB_FINDER = StubFinder(set(REQ["compiled_modules"]),
                          {k: v for k, v in REQ["stub_packages"].items() if k not in _REAL})
 sys.meta_path.insert(0, STUB_FINDER)
+# FlashInfer's TRT-LLM cubins: reachable exactly when the request models flashinfer-cubin as installed (a stand-in
+# package then, as for a wheel that requires it); vLLM's artifactory probe answers that, never the network
+MODELLED_INPUTS = {"flashinfer-cubin": "present" if "flashinfer_cubin" in REQ["stub_packages"] else "absent",
+                   **(REQ.get("modelled_inputs") or {})}
+sys.meta_path.insert(0, ModelledInputsFinder(MODELLED_INPUTS["flashinfer-cubin"] == "present"))
+no_network()
 sys.path.insert(0, SRC)
 
 

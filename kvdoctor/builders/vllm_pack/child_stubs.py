@@ -191,3 +191,84 @@ def _tolerant(register):
         return apply
 
     return wrapper
+
+
+MODELLED_FLASHINFER_MODULE = "vllm.utils.flashinfer"
+"""Where vLLM asks whether FlashInfer's TRT-LLM cubins are reachable (`has_nvidia_artifactory`: flashinfer-cubin
+installed, else an HTTP request to NVIDIA's artifactory) and whether FlashInfer's JIT toolchain is on PATH."""
+
+
+class _ModelledWhich:
+    """`shutil` as vllm/utils/flashinfer.py sees it: nvcc and ninja (FlashInfer's JIT toolchain) are found, as the
+    modelled FlashInfer needs; everything else is the real shutil."""
+
+    def __init__(self, real):
+        self._real = real
+
+    def __getattr__(self, item):
+        return getattr(self._real, item)
+
+    def which(self, name, *args, **kwargs):
+        base = os.path.basename(str(name))
+        if base in ("nvcc", "ninja"):
+            return "/usr/local/cuda/bin/nvcc" if base == "nvcc" else "/usr/bin/ninja"
+        return self._real.which(name, *args, **kwargs)
+
+
+def _model_flashinfer_module(module: types.ModuleType, cubin_present: bool) -> None:
+    """The stated modelled input answers vLLM's reachability probe, never the network."""
+
+    def has_nvidia_artifactory() -> bool:  # modelled: the builder's stated flashinfer-cubin value
+        return cubin_present
+
+    module.has_nvidia_artifactory = has_nvidia_artifactory
+    if hasattr(module, "_flashinfer_nvcc_path"):
+        module._flashinfer_nvcc_path = lambda: "/usr/local/cuda/bin/nvcc"
+    if isinstance(getattr(module, "shutil", None), types.ModuleType):
+        module.shutil = _ModelledWhich(module.shutil)
+
+
+class _PatchAfterExec(importlib.abc.Loader):
+    def __init__(self, loader, patch):
+        self.loader, self.patch = loader, patch
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        self.loader.exec_module(module)
+        self.patch(module)
+
+    def __getattr__(self, item):  # get_source / get_filename / ... (inspect reads them for file:line)
+        return getattr(self.loader, item)
+
+
+class ModelledInputsFinder(importlib.abc.MetaPathFinder):
+    """Patches vllm/utils/flashinfer.py right after it executes (before any other module imports its names)."""
+
+    def __init__(self, cubin_present: bool):
+        self.cubin_present = cubin_present
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != MODELLED_FLASHINFER_MODULE:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None:
+            return None
+        present = self.cubin_present
+        spec.loader = _PatchAfterExec(spec.loader, lambda m: _model_flashinfer_module(m, present))
+        return spec
+
+
+def no_network() -> None:
+    """The child reaches no network: a connection attempt raises OSError (what an unreachable host raises), so
+    no answer depends on where the builder runs."""
+    import socket
+
+    def refuse(self, *args, **kwargs):
+        raise OSError("the vLLM pack builder's child reaches no network (modelled inputs answer instead)")
+
+    socket.socket.connect = refuse
+    socket.socket.connect_ex = refuse
+    socket.create_connection = lambda *a, **k: refuse(None)
+    socket.getaddrinfo = lambda *a, **k: refuse(None)
