@@ -25,6 +25,8 @@ MODELS = {
     "gpt-oss-mxfp4": CONFIGS / "quantized" / "gpt-oss-20b-mxfp4.json",
     "deepseek-v3-fp8": CONFIGS / "quantized" / "hub" / "deepseek-v3-fp8-block.json",
     "nvfp4-dense": CONFIGS / "quantized" / "llama-3.1-8b-nvfp4-modelopt" / "config.json",
+    "mixed-nvfp4-moe": CONFIGS / "quantized" / "hub" / "qwen3.5-397b-a17b-nvfp4-v2-mixed" / "config.json",
+    "mixed-w4a16-moe": CONFIGS / "quantized" / "hub" / "qwen3.6-35b-a3b-nvfp4-mixed" / "config.json",
 }
 _RULES = None
 

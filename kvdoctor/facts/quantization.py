@@ -16,6 +16,7 @@ from kvdoctor.vllm_pack.dtypes import resolve_dtype
 from kvdoctor.vllm_pack.quantization import QuantVerdict, judge_quantization, release_quantization
 from kvdoctor.vllm_pack.quantization_moe import (backend_answer, dense_kind, dense_method_kind, moe_kind,
                                                   native_capabilities)
+from kvdoctor.vllm_pack.quantization_mixed import judge_mixed, quantized_layers
 from kvdoctor.vllm_pack.quantization_schemes import kv_cache_scheme
 from kvdoctor.vllm_pack.store import pack_releases
 
@@ -67,7 +68,8 @@ def quantization_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
                                         "quant.kv_scales": "none", "quant.moe_backend": "none",
                                         "quant.moe_refusal": "none", "quant.moe_slow_path": "none",
                                         "quant.dense_slow_path": "none", "quant.dense_method": "none",
-                                        "quant.dense_refusal": "none"} if known else {})  # fmt: skip
+                                        "quant.dense_refusal": "none", "quant.mixed_layers": "none",
+                                        "quant.mixed_unbuilt": "none", "quant.mixed_fix_releases": "none"} if known else {})  # fmt: skip
     gpu = facts.gpu.weakest
     capability = gpu.capability[0] * 10 + gpu.capability[1] if gpu and gpu.capability else None
     allow = "--allow-deprecated-quantization" in facts.serve.argv
@@ -94,7 +96,12 @@ def quantization_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
         kinds = agree(read, lambda r: verdicts[r.version].error_kind).split
         undecided = ["the candidate releases disagree: " + "; ".join(f"{kind} in {span}" for kind, span in kinds)]
     minimum = pick("min_capability")
-    return dict.fromkeys(names) | {
+    mixed = _mixed_facts([r.version for r in releases.releases], pick("method"), quant_config or {},
+                         bool(model and model.is_moe))
+    if mixed.get("quant.undecided") and not refused:  # a release that refuses the method decides without it
+        undecided.append(mixed["quant.undecided"])
+    mixed.pop("quant.undecided", None)
+    return dict.fromkeys(names) | mixed | {
         "quant.checkpoint_method": checkpoint or "none",
         "quant.method": pick("method"),
         "quant.error_kind": pick("error_kind"),
@@ -143,7 +150,7 @@ def _backend_facts(versions: list[str], method: str | None, quant_config: dict, 
     out: dict[str, Any] = {"quant.moe_backend": "none", "quant.moe_refusal": "none", "quant.moe_slow_path": "none",
                            "quant.dense_slow_path": "none", "quant.backend_evidence": "none",
                            "quant.backend_native": "none"}  # fmt: skip
-    parts = [("moe", moe_kind(method, quant_config, model_type) if is_moe else None), ("dense", dense_kind(method))]
+    parts = [("moe", moe_kind(method, quant_config, model_type) if is_moe else None), ("dense", dense_kind(method, quant_config))]
     evidence, native = [], []
     if dense_method:  # a dense model's MXFP4 linear layers (_dense_method_facts)
         dense_method = dict(dense_method)
@@ -212,6 +219,44 @@ def _dense_method_facts(versions: list[str], method: str | None, capability: int
             "quant.dense_refusal": (last.error or "none") if len(refused) == 1 else None,
             "evidence": f"vLLM {last.version}: {last.where} (dense linear layers under mxfp4: "
                         f"{last.backend or 'refused'})"}
+
+
+def _mixed_facts(versions: list[str], method: str | None, quant_config: dict, is_moe: bool) -> dict[str, Any]:
+    """quant.mixed_layers / quant.mixed_unbuilt: what each candidate release's ModelOptMixedPrecisionConfig builds for
+    the checkpoint's per-layer quant_algo values (vllm_pack/quantization_mixed.py). Decided when every candidate read
+    its class and they build the same; 'none' for other checkpoints."""
+    if method != "modelopt_mixed":
+        return {"quant.mixed_layers": "none", "quant.mixed_unbuilt": "none", "quant.mixed_fix_releases": "none"}
+    verdicts = {}
+    for version in versions:
+        release = release_quantization(version)
+        verdicts[version] = judge_mixed(release, quant_config, is_moe) if release is not None else None
+    if not verdicts or None in verdicts.values():
+        missing = [v for v, x in verdicts.items() if x is None]
+        why = "the checkpoint names no quantized_layers" if not quantized_layers(quant_config) else \
+            f"no ModelOptMixedPrecisionConfig read in {describe_range(missing)}"
+        return {"quant.mixed_layers": None, "quant.mixed_unbuilt": None, "quant.mixed_fix_releases": None,
+                "quant.undecided": f"undecided: the per-layer MIXED_PRECISION dispatch: {why}"}
+    strip = lambda items: tuple(i.split(" (")[0] for i in items)  # noqa: E731  (the same branches, lines aside)
+    kinds = {(strip(x.built), tuple(i.split(":")[0] for i in x.unbuilt)) for x in verdicts.values()}
+    last = verdicts[versions[-1]]
+    if len(kinds) > 1:
+        groups: dict[tuple, list[str]] = {}
+        for version, x in verdicts.items():
+            groups.setdefault(tuple(i.split(":")[0] for i in x.unbuilt), []).append(version)
+        split = "; ".join(f"{describe_range(vs)}: " + (", ".join(k) or "every layer built") for k, vs in groups.items())
+        return {"quant.mixed_layers": None, "quant.mixed_unbuilt": None, "quant.mixed_fix_releases": None,
+                "quant.undecided": f"undecided: the candidate releases build the MIXED_PRECISION layers differently "
+                                   f"({split})"[:400]}  # fmt: skip
+    builds_all = []  # the fix replayed: pack releases whose class builds every listed algo
+    for version in pack_releases():
+        release = release_quantization(version)
+        verdict = judge_mixed(release, quant_config, is_moe) if release is not None else None
+        if verdict is not None and not verdict.unbuilt:
+            builds_all.append(version)
+    return {"quant.mixed_layers": f"vLLM {last.version}: " + "; ".join(last.built) if last.built else "none",
+            "quant.mixed_unbuilt": f"vLLM {last.version}: " + "; ".join(last.unbuilt) if last.unbuilt else "none",
+            "quant.mixed_fix_releases": describe_range(builds_all) if last.unbuilt else "none"}
 
 
 def _schemes(schemes: tuple[str, ...] | None) -> str | None:

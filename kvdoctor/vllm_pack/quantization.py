@@ -60,6 +60,8 @@ class ReleaseQuantization:
     """Marlin's minimum capability and group sizes (what awq_marlin / gptq_marlin's overrides check)."""
     overrides_order: tuple[str, ...] = ()
     """ModelConfig._verify_quantization's `overrides`: the first that claims the checkpoint names the method."""
+    modelopt_mixed: dict | None = None
+    """ModelOpt MIXED_PRECISION's per-layer dispatch (builders/vllm_pack/quantization_mixed.py), None before 0.17.1."""
 
     def message(self, key: str, *values: object) -> str | None:
         """vLLM's message filled with these values, or None when the release has no such message."""
@@ -106,7 +108,7 @@ def release_quantization(version: str) -> ReleaseQuantization | None:
         version, methods, data["methods_where"], tuple(data.get("registered") or methods),
         tuple(data.get("deprecated") or ()),
         {key: (m["template"], m["where"]) for key, m in data.get("messages", {}).items()}, data.get("ct_schemes"),
-        data.get("marlin"), tuple((data.get("overrides_order") or {}).get("values") or ()),
+        data.get("marlin"), tuple((data.get("overrides_order") or {}).get("values") or ()), data.get("modelopt_mixed"),
     )  # fmt: skip
 
 

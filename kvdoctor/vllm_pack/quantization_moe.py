@@ -85,6 +85,10 @@ def moe_kind(method: str | None, quant_config: dict, model_type: str | None) -> 
         return "nvfp4"
     if method == "compressed-tensors":
         return _ct_fp8_kind(quant_config)
+    if method == "modelopt_mixed":  # every experts entry NVFP4 (W4A4): ModelOptNvFp4FusedMoE with the NVFP4 config
+        from kvdoctor.vllm_pack.quantization_mixed import expert_algos
+
+        return "nvfp4" if expert_algos(quant_config) == {"NVFP4"} else None
     return None
 
 
@@ -107,8 +111,14 @@ def _ct_fp8_kind(quant_config: dict) -> str | None:
     return None
 
 
-def dense_kind(method: str | None) -> str | None:
-    """The DENSE_CASES kind of this checkpoint's linear layers, where the pack asked one (ModelOpt NVFP4)."""
+def dense_kind(method: str | None, quant_config: dict | None = None) -> str | None:
+    """The DENSE_CASES kind of this checkpoint's linear layers, where the pack asked one (ModelOpt NVFP4; a ModelOpt
+    MIXED_PRECISION checkpoint with NVFP4 (W4A4) linear entries: ModelOptMixedPrecisionConfig builds them with the
+    NVFP4 linear method, whose kernel the pack asked)."""
+    if method == "modelopt_mixed" and quant_config:
+        from kvdoctor.vllm_pack.quantization_mixed import linear_algos
+
+        return "nvfp4" if "NVFP4" in linear_algos(quant_config) else None
     return "nvfp4" if method == "modelopt_fp4" else None
 
 

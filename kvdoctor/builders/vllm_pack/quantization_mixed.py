@@ -150,7 +150,7 @@ def mixed_precision_facts(source: ReleaseSource) -> dict | None:
             part = "linear" if any(t in LINEAR_TYPES for t in types) else \
                 "moe" if any(t in MOE_TYPES for t in types) else None
             if part and out[part] is None:
-                out[part] = _part(node.body, module) | {"at": f"{MODELOPT}:{node.lineno}"}
+                out[part] = _part(node.body, module) | {"at": f"{MODELOPT}:{node.lineno}", "types": types}
             # an algo test before the layer-type blocks (0.34.0's B12X block codecs) serves both kinds
             elif not types and (test := _algo_test(node.test, module)) is not None and test[0] == "in" \
                     and out["both"] is None:
