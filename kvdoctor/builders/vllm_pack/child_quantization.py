@@ -14,6 +14,8 @@ def run(child) -> dict:
         return {"moe_backends": run_moe_backends(child)}
     if child.REQ.get("scheme_configs"):
         return {"schemes": run_schemes(child)}
+    if child.REQ.get("mixed_configs"):
+        return {"mixed": run_mixed(child)}
     answers = {}
     for method in list(quant.QUANTIZATION_METHODS):
         try:
@@ -53,6 +55,56 @@ def run_schemes(child) -> dict:
             with _default_vllm_config():  # FP8 schemes build kernels that read the current config
                 answers[name][f"{major}{minor}"] = _schemes_of(CompressedTensorsConfig, quant_config, inspect)
                 answers[name][f"{major}{minor}"]["moe"] = _moe_of(CompressedTensorsConfig, quant_config, inspect)
+    return answers
+
+
+def run_mixed(child) -> dict:
+    """vLLM's own ModelOptMixedPrecisionConfig dispatch for the request's `mixed_configs` (name -> the checkpoint's
+    quantization config): from_config, then get_quant_method for each quantized_layers entry, asked with a layer of
+    the class vLLM builds there (LinearBase; ParallelLMHead for lm_head; the experts class for a routed-experts entry,
+    its prefix cut after the `experts` segment). The method classes modelopt.py names are replaced by recorders, so
+    the answer is the name get_quant_method calls (vLLM's dispatch runs; no kernel is built). name -> prefix ->
+    class name, "None", or {"error"}."""
+    import vllm.model_executor.layers.quantization.modelopt as modelopt
+
+    cls = getattr(modelopt, "ModelOptMixedPrecisionConfig", None)
+    if cls is None:
+        return {}
+    from vllm.model_executor.layers.quantization.base_config import QuantizeMethodBase
+
+    experts_class = getattr(modelopt, "RoutedExperts", None) or getattr(modelopt, "FusedMoE")
+    linear_class = modelopt.LinearBase
+    head_class = getattr(modelopt, "ParallelLMHead", None)
+    if head_class is None:
+        from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead as head_class
+    for attr in list(vars(modelopt)):  # record what get_quant_method builds (a quantize method) instead of building it
+        value = getattr(modelopt, attr)
+        if isinstance(value, type) and issubclass(value, QuantizeMethodBase) or attr == "build_linear_method":
+            setattr(modelopt, attr, (lambda name: lambda *a, **k: name)(attr))
+    answers: dict = {}
+    for name, quant_config in child.REQ["mixed_configs"].items():
+        answers[name] = {}
+        try:
+            config = cls.from_config(quant_config)
+        except Exception as exc:  # vLLM refuses the config itself
+            answers[name]["<config>"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            continue
+        section = quant_config.get("quantization") if isinstance(quant_config.get("quantization"), dict) else {}
+        for key in section.get("quantized_layers") or quant_config.get("quantized_layers") or {}:
+            parts = key.split(".")
+            if "experts" in parts:
+                prefix, kind = ".".join(parts[: parts.index("experts") + 1]), experts_class
+            elif parts[-1] == "lm_head":
+                prefix, kind = key, head_class
+            else:
+                prefix, kind = key, linear_class
+            layer = kind.__new__(kind)
+            layer.moe_config = None
+            try:
+                got = config.get_quant_method(layer, prefix)
+                answers[name][prefix] = "None" if got is None else got if isinstance(got, str) else type(got).__name__
+            except Exception as exc:
+                answers[name][prefix] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
     return answers
 
 
