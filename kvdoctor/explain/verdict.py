@@ -45,13 +45,61 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         r"|\bFailedScheduling\b|\bInsufficient nvidia\.com/gpu\b|\bErrImagePull\b|\bImagePullBackOff\b"
                         r"|\bFailedMount\b|\bThe node was low on resource\b"
                         # vLLM's own word for processes that hang (shm_broadcast.py; INFO in 0.6, WARNING later)
-                        r"|\bNo available shared memory broadcast block found in \d+ seconds?\b")
+                        r"|\bNo available shared memory broadcast block found in \d+ seconds?\b"
+                        # round 4: zsh's and a job table's reports of a process a signal ended, macOS' 'Killed: 9'
+                        r"|^(?:zsh|bash|sh|fish): (?:killed|segmentation fault|bus error|abort|illegal hardware instruction"
+                        r"|floating point exception)\b|^\[\d+\]\s*[+-]?\s+\d+ (?:killed|segmentation fault|abort|bus error)\b"
+                        r"|^Killed: 9$|\bTrace/breakpoint trap\b|\*\*\* Aborted at \d+ \(unix time\)"
+                        r"|\bterminate called without an active exception\b"
+                        # glibc's heap checks abort the process with one of these lines
+                        r"|^(?:free|malloc|realloc|munmap_chunk|malloc_consolidate)\(\): \S|^double free or corruption\b"
+                        r"|^corrupted (?:size|double-linked list)\b|^Fatal glibc error: |\bstd::bad_alloc\b"
+                        # a client's view of a refused or failed request: the status line, uvicorn's plain-text body
+                        r"|^<?\s*HTTP/\d(?:\.\d)? (?:5\d\d|40[04]|41[3]|422)\b|^Internal Server Error$"
+                        # the GPU lost (the kernel driver's Xid records), ROCm's and HIP's runtime failures
+                        r"|\bNVRM: Xid\b|\bGPU has fallen off the bus\b|\buncorrectable ECC error\b"
+                        r"|\bMemory access fault by GPU\b|\bHIP error\b|\bhipError[A-Z]\w+\b|\bMIOpen Error\b|\bHSA_STATUS_ERROR\w*"
+                        # a start-up that never completes: Ray cannot place the GPUs, vLLM waits for its placement group,
+                        # a health check fails, something timed out waiting
+                        r"|\bcannot be scheduled right now\b|\bWaiting for creating a placement group of specs for \d+ seconds?\b"
+                        r"|\b[Hh]ealth ?check (?:failed|failure)\b|\bis unhealthy\b|\b[Tt]imed out waiting\b"
+                        # torch elastic's failure summary, a multiprocessing child's repr, a process a signal ended
+                        r"|\bexitcode\s*[:=]\s*-?(?:[1-9]\d*|SIG[A-Z]+)\b|\bSignal \d+ \(SIG[A-Z]+\) received by PID\b"
+                        r"|(?:^|\b(?:was|were|got|been|process|worker) )(?:killed|terminated) (?:by|with) signal\b"
+                        # Python's report of a thread or a multiprocessing child that raised (its traceback may be cut)
+                        r"|^Exception in thread \S.{0,80}:$|^Process [A-Za-z]\w*-\d+(?::\d+)*:$"
+                        # faulthandler's dump (a crash or a hang: dump_traceback_later), py-spy's dump of a hung process
+                        r"|^(?:Current thread|Thread) 0x[0-9a-fA-F]+ \(most recent call first\):|^Timeout \(\d+:\d\d:\d\d\)!$"
+                        r"|^Thread (?:0x[0-9a-fA-F]+|\d+) \((?:idle|active)[^)]*\): \""
+                        # nvidia-smi without a GPU, a bare 'Connection refused' a client printed, SystemExit with a code
+                        r"|^No devices were found$|^Connection refused$|^SystemExit: [1-9]"
+                        # the shells' signal reports in other languages (glibc's strsignal, localised): the segmentation
+                        # fault and core-dump words anywhere, kill and abort words as the whole line
+                        r"|段错误|核心已转储|Speicherzugriffsfehler|Speicherabzug geschrieben|Erreur de segmentation"
+                        r"|Ошибка сегментирования|セグメンテーション違反|Violación de segmento|Falha de segmentação"
+                        r"|Errore di segmentazione|세그멘테이션 오류|コアダンプ|сброшен на диск"
+                        # kubectl describe's Warning events of a pod that failed, the OOM killer in a report's words
+                        r"|^\s*Warning\s{1,8}(?:Failed\w*|BackOff|Unhealthy|Evicted|OOMKill\w*)\s|\bkilled by (?:the )?OOM\b"
+                        r"|^(?:已杀死|已放弃|非法指令|总线错误|Getötet|Abgebrochen|Убито|Аварийный останов|強制終了|Processus arrêté"
+                        r"|Instruction illégale|Abortado|Morto)(?:\s*\(.{1,40}\))?$")
 _CRASH_WORDS = ("xpectedly", "OOMKilled", "ode ", "terminate called", "Bus error", "llegal instruction", '" 5',
                 "probe failed", "Back-off restarting", "CrashLoopBackOff", "non-zero exit", "ode:", "Reason:",
                 "/FAILURE", "Failed with result", "Floating point", "Abort trap", "xit status",
                 "undefined symbol", "Failed to import from vllm", '" 4', "Assertion", "Killed", "Aborted",
                 "Segmentation", "FailedScheduling", "Insufficient nvidia", "ErrImagePull", "ImagePullBackOff",
-                "FailedMount", "low on resource", "No available shared memory")
+                "FailedMount", "low on resource", "No available shared memory", "placement group")
+# The words of the round-4 patterns: other programs' lines (a shell, glibc, the driver, Ray, torch elastic), never a
+# vLLM INFO record, so INFO lines skip this scan (a 5 MB log of INFO records pays nothing for it).
+_LATE_WORDS = ("Trace/breakpoint", "*** Aborted", "terminate called", "bad_alloc", "NVRM", "off the bus",
+                "ECC error", "Memory access fault", "HIP error", "hipError", "MIOpen Error", "HSA_STATUS",
+                "be scheduled", "k fail", "unhealthy", "out waiting", "xitcode", "by PID",
+                "by signal", "with signal", "by OOM", "by the OOM",
+                "Speicher", "Erreur de segmentation", "Falha de", "Errore di")  # other non-ASCII words: _crash
+# The round-4 patterns anchored at a line's start, tested by one anchored match (it fails on the first characters).
+_CRASH_HEAD = re.compile(r"(?i)\s*(?:(?:zsh|bash|sh|fish): |\[\d|Killed: |free|malloc|realloc|munmap|double free|corrupted "
+                         r"|Fatal glibc|<?\s*HTTP/|Internal Server|Exception in thread|Process |Thread |Current thread"
+                         r"|Timeout \(|No devices|Connection refused|SystemExit|Warning |已杀死|已放弃|非法指令|总线错误"
+                         r"|Getötet|Abgebrochen|Убито|Аварийный|強制終了|Processus|Instruction illégale|Abortado|Morto)")
 # What other logging formats write for an error record (a line vLLM's own header did not claim): Python logging's
 # ' - ERROR - ', loguru's '| ERROR |', Ray's '<time>\tERROR file.py:1 --', '[ERROR]', logfmt and JSON levels, glog and
 # torch's c10 logger ('E1204 10:22:18.123 ...', '[E ProcessGroupNCCL.cpp:475]'); and the lines a process prints
@@ -85,13 +133,18 @@ FOREIGN_ERROR = re.compile(
     # ('File "x.py", line 5, in f raise X(...) requests.exceptions.ConnectionError: ...')
     r"|^(?:\S{1,60}\s+){1,2}(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S|^[a-z]\w*(?:Error|Exception): \S"
     r"|^File \"[^\"]{1,300}\", line \d+, in \S+ .{0,3000}?\b(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S"
+    # an exception whose class is not named ...Error: one from a package's errors / exceptions module
+    # ('zmq.error.Again: ...', 'triton.runtime.errors.OutOfResources: ...'), a timeout or failure class
+    # ('httpx.ReadTimeout: timed out', 'torch._dynamo.exc.BackendCompilerFailed: ...')
+    r"|^(?:[a-z_]\w*\.)*(?:errors?|exceptions?|exc)\.[A-Z]\w*: \S|^(?:[a-z_]\w*\.)+[A-Z]\w*(?:Timeout|Failed|Failure): \S"
     # pydantic's validation error lines (vLLM's config classes), an OSError's '[Errno 13]'
     r"|^\s*(?:Value error|Assertion failed), \S|\b\d+ validation errors? for [A-Z]\w*|\[(?i:errno|error) \d+\] \S")
 _FOREIGN_WORDS = ("ERROR", "FATAL", "CRITICAL", "level", "Aborted", "SIG", "Segfault", "NCCL error", "rror ",
                   "nvidia-container-cli", "NVML", "NVIDIA-SMI", "Killed", "killed", "curl: (", '"code"',
                   "Error: ", "Exception: ", "lvl", "severity", "panic", "object", "Out of memory", "oom-kill",
                   "out of memory", "NCCL WARN", "File \"", '"error"', "alue error, ", "ssertion failed, ", "validation error",
-                  "rrno ", "rror ")
+                  "rrno ", "rror ", "rror.", "rrors.", "xception.", "xceptions.", "exc.", "Timeout: ", "Failed: ",
+                  "Failure: ")
 _GLOG_HEAD = re.compile(r"^\[?[EF](?:\d{4} | [\w.]+:\d+\])")
 
 
@@ -101,6 +154,7 @@ _IMPORT_NOISE = re.compile(r"Unable to register cu\w+ factory|already registered
 
 _FOREIGN_PREFILTER = re.compile("|".join(map(re.escape, _FOREIGN_WORDS)))
 _CRASH_PREFILTER = re.compile("|".join(map(re.escape, _CRASH_WORDS)))  # one C-level scan instead of a word loop
+_LATE_PREFILTER = re.compile("|".join(map(re.escape, _LATE_WORDS)))
 
 
 def _foreign_error(text: str) -> bool:
@@ -112,9 +166,13 @@ def _foreign_error(text: str) -> bool:
 MAX_TRACEBACK_LOOKAHEAD = 400
 
 
-def _crash(text: str) -> bool:
-    """CRASH_TEXT behind a substring test (a 100k-line log pays for the regex only on lines that may match)."""
-    return _CRASH_PREFILTER.search(text) is not None and CRASH_TEXT.search(text) is not None
+def _crash(text: str, level: str | None = None) -> bool:
+    """CRASH_TEXT behind a substring test (a 100k-line log pays for the regex only on lines that may match); the
+    round-4 words only on lines that are not INFO records."""
+    return ((_CRASH_PREFILTER.search(text) is not None
+             or (level != "INFO" and (_CRASH_HEAD.match(text) is not None or _LATE_PREFILTER.search(text) is not None
+                                      or not text.isascii())))  # non-ASCII: the localised signal reports
+            and CRASH_TEXT.search(text) is not None)
 FAILING_KINDS = ("raise", "error", "critical")
 # Printed lines that are never a raise site's message: frames, carets, progress bars, access logs of other loggers.
 # An indented line is asked too (pydantic and pastes indent messages); a traceback's frames and carets are not.
@@ -168,7 +226,7 @@ def failure_evidence(
         if SEVERITY_ORDER[match.rule.severity] >= SEVERITY_ORDER["error"]:
             add(FailureEvidence(match.line, "known failure", match.text))
     for index, line in enumerate(lines):
-        if line.level != "DEBUG" and line.text[:5] != "DEBUG" and _crash(line.text):
+        if line.level != "DEBUG" and line.text[:5] != "DEBUG" and _crash(line.text, line.level):
             add(FailureEvidence(line.number, "error text", line.text.strip(), line.stream, line.level))
         if line.level is None and line.text[:1] in "T " and line.text.strip() == TRACEBACK_START:
             add(FailureEvidence(line.number, "error text", _cut_traceback(lines, index), line.stream))
@@ -185,6 +243,8 @@ def failure_evidence(
             add(FailureEvidence(line.number, "failed to start", text, line.stream, line.level))
         if "Worker failed with error '" in text and WORKER_WRAP.search(text):
             add(FailureEvidence(line.number, "wrapper", text, line.stream, line.level))
+    if not found:
+        _last_words(lines, add)
     if not found and locate is not None:
         for index, line in enumerate(lines):
             if line.level is None and line.text.strip() and not _NOT_A_MESSAGE.match(line.text):
@@ -195,6 +255,29 @@ def failure_evidence(
                 if located is not None and any(loc.kind in FAILING_KINDS for loc in located.locations):
                     add(FailureEvidence(line.number, "raise site", line.text.strip(), line.stream))
     return tuple(found[number] for number in sorted(found))
+
+
+# A traceback's frames without its header or its exception line (a paste cut at both ends, a Windows path too).
+_FRAME_LINE = re.compile(r'^\s*File "[^"]{1,400}", line \d+,? in \S')
+_STACK_INFO = "Stack (most recent call last):"  # logging's stack_info=True: frames a healthy record may carry
+# A reporter's own words for a start-up that stops: the log holds no error, the line says it hangs or stops there.
+_HANG_PROSE = re.compile(r"(?i)\b(?:hangs?|hanging|hung|stuck|freez(?:es|ing)|frozen)\b.{0,40}?"
+                         r"\b(?:here|forever|indefinitely|at this|at that|no (?:more |further )?output|never)\b"
+                         r"|\bno (?:more|further) (?:output|logs?)\b|\bnothing (?:else )?(?:happens|is printed)\b")
+_HANG_WORDS = ("ang", "ung", "tuck", "reez", "rozen", "o more", "o further", "othing", "ANG", "TUCK")
+
+
+def _last_words(lines: list[LogLine], add: Callable[[FailureEvidence], None]) -> None:
+    """Evidence for a log that shows no error line at all: traceback frames standing alone (two or more, not
+    under logging's 'Stack (most recent call last):'), or a line without a level (the reporter's) saying that the
+    process hangs or stops printing there."""
+    frames = [line for line in lines if 'File "' in line.text and line.level is None and _FRAME_LINE.match(line.text)]
+    if len(frames) >= 2 and not any(line.text.strip() == _STACK_INFO for line in lines):
+        add(FailureEvidence(frames[0].number, "error text", "traceback frames without their exception; innermost "
+                            f"frame: {frames[-1].text.strip()}", frames[0].stream))
+    for line in lines:
+        if line.level is None and any(word in line.text for word in _HANG_WORDS) and _HANG_PROSE.search(line.text):
+            add(FailureEvidence(line.number, "error text", line.text.strip(), line.stream))
 
 
 _FLAT_EXCEPTION = re.compile(r"\b((?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S.*)$")
