@@ -81,6 +81,7 @@ def modelled_dependency(facts: Facts, releases: Candidates, selections: dict, in
     """(the modelled target packages this answer depends on, in words, or 'none'; why it is undecided when a release
     was read with another value of one of them than the target's, else None). kvdoctor/model/modelled.py names them."""
     from kvdoctor.model.modelled import INPUTS
+    from kvdoctor.vllm_pack.release import pack_values
 
     depends: dict[str, None] = {}
     differ: dict[str, list[str]] = {}
@@ -88,7 +89,7 @@ def modelled_dependency(facts: Facts, releases: Candidates, selections: dict, in
         selection = selections[release.version]
         for name in _depends_on(inputs, selection):
             depends[name] = None
-            if pack_value(release, name) != facts.targets.value(name):
+            if facts.targets.value(name) not in pack_values(release, name):
                 differ.setdefault(name, []).append(release.version)
     assumes = "; ".join(facts.targets.describe(n) for n in depends) or "none"
     if not differ:
@@ -105,12 +106,11 @@ def modelled_dependency(facts: Facts, releases: Candidates, selections: dict, in
 
 
 def pack_value(release, name: str) -> str:
-    """The value of a modelled input the pack builder gave `release`: flashinfer-cubin as its wheel requires it
-    (stubbed when Requires-Dist names it; NVIDIA's artifactory unreachable from the builder), FlashInfer present
-    (the selector replays and grids answer with FlashInfer importable)."""
-    if name == "flashinfer-cubin":
-        return "present" if "flashinfer-cubin" in (release.pins or {}) else "absent"
-    return "present"
+    """The value of a modelled input the pack builder read `release` with first (vllm_pack/release.py:
+    pack_values also names the values it asked vLLM with again, e.g. flashinfer-cubin present for 0.26.0+)."""
+    from kvdoctor.vllm_pack.release import pack_values
+
+    return pack_values(release, name)[0]
 
 
 def _depends_on(inputs, selection) -> tuple[str, ...]:
@@ -256,6 +256,7 @@ def selector_inputs(facts: Facts):
         logits_soft_cap=getattr(model, "logits_soft_cap", None) or None,
         use_alibi=bool(getattr(model, "use_alibi", False)),
         use_v1_env=dict(serve.env).get("VLLM_USE_V1"),  # 0.7-0.10 pick their engine with it
+        flashinfer_cubin=facts.targets.value("flashinfer-cubin"),  # the pack's answers asked with that value
     )
 
 

@@ -1,8 +1,10 @@
 """The target's packages the pack builder models rather than asks (issue 27): named, with the official image's value
 as the default, and the value a user states (`--target-package NAME=VALUE`, or KVDOCTOR_TARGET_PACKAGES).
 
-A verdict that depends on one of these says which value it assumed; where the pack read a release with another value,
-the verdict is undecided (facts/attention.py), never a silent PASS.
+A verdict that depends on one of these says which value it assumed; where the pack holds vLLM's answers for the
+target's value (the release read with it, or asked again with it: 0.26.0-0.34.0 with flashinfer-cubin present,
+kvdoctor/builders/vllm_pack/variants.py), the replay reads those; where it holds none, the verdict is undecided
+(facts/attention.py), never a silent PASS.
 """
 
 from __future__ import annotations

@@ -165,3 +165,24 @@ def _release_facts(data: dict) -> ReleaseFacts:
         kinds=frozenset(data.get("kinds", ())),
         data=data,
     )
+
+
+def pack_values(release: ReleaseFacts, name: str) -> tuple[str, ...]:
+    """The values of modelled input `name` (kvdoctor/model/modelled.py) the pack holds vLLM's answers for, the
+    value the release was read with first. The builder records them (`modelled_inputs`); a pack built before it
+    did: flashinfer-cubin as the wheel requires it (a stand-in when Requires-Dist names it), FlashInfer present."""
+    info = release.data.get("modelled_inputs") or {}
+    read = (info.get("read") or {}).get(name)
+    if read is None:
+        read = ("present" if "flashinfer-cubin" in (release.pins or {}) else "absent") \
+            if name == "flashinfer-cubin" else "present"
+    others = tuple(v.split("=", 1)[1] for v in info.get("variants", ()) if v.split("=", 1)[0] == name)
+    return (read,) + tuple(v for v in others if v != read)
+
+
+def modelled_variant(release: ReleaseFacts, name: str, value: str) -> str | None:
+    """The pack's variant to read for the target's `value` of `name` ('flashinfer-cubin=present'), or None: the
+    release was read with that value, or the pack did not ask vLLM with it (then the answer depends on an input
+    the pack read otherwise, and facts/attention.py makes it undecided)."""
+    values = pack_values(release, name)
+    return f"{name}={value}" if value != values[0] and value in values else None

@@ -10,7 +10,7 @@ needs a run-time value), the selection is `undecided` with what and why, never g
 
 from __future__ import annotations
 
-from kvdoctor.vllm_pack.release import ReleaseFacts
+from kvdoctor.vllm_pack.release import ReleaseFacts, modelled_variant
 from kvdoctor.vllm_pack.select_grid import select_from_grid
 from kvdoctor.vllm_pack.selector import (
     Selection,
@@ -159,13 +159,16 @@ def priorities(attention: dict, inputs: SelectorInputs) -> tuple[list[str] | Non
 
 def select_backend(release: ReleaseFacts, inputs: SelectorInputs) -> Selection:
     """The backend `release` picks for `inputs` on CUDA, with every rejected backend's reasons."""
-    attention = load_selection(release.version, inputs.capability)
+    variant = modelled_variant(release, "flashinfer-cubin", inputs.flashinfer_cubin)
+    attention = load_selection(release.version, inputs.capability, variant)
     if attention is None and load_backend_grid(release.version) is not None:
         return select_from_grid(release, load_backend_grid(release.version), inputs)
     if attention is None:
         return Selection(None, {}, None, (f"the pack holds no attention facts for vLLM {release.version}",))
     where = attention["templates"].get("get_attn_backend_cls")
     evidence = [f"{where} (vLLM {release.version})"] if where else []
+    if variant:  # asked of vLLM by the builder with the modelled input stated so (not the release's first read)
+        evidence.append(f"vLLM {release.version} asked with {variant.replace('=', ' ')} (modelled input)")
     replay = _Replay(attention, inputs)
     if replay.per is None:
         return Selection(None, {}, None, (f"capability {cap_key(inputs.capability)}: not among the "
@@ -279,7 +282,8 @@ def constructor_guard(version: str, backend: str, capability: tuple[int, int], k
 def quantizes_query(release: ReleaseFacts, backend: str | None, inputs: SelectorInputs) -> bool | None:
     """Whether the backend's implementation, constructed for this capability and KV dtype, says
     `supports_quant_query_input` (the pack's `backends.query_quant`); None when the release's pack lacks the answer."""
-    attention = load_selection(release.version, inputs.capability)
+    variant = modelled_variant(release, "flashinfer-cubin", inputs.flashinfer_cubin)
+    attention = load_selection(release.version, inputs.capability, variant)
     if not backend or attention is None or "query_quant" not in attention:
         return None
     return f"{cap_key(inputs.capability)}|{inputs.kv_cache_dtype}" in attention["query_quant"].get(backend, ())

@@ -45,6 +45,10 @@ class SelectorInputs:
     """ALiBi slopes instead of rotary positions."""
     use_v1_env: str | None = None
     """VLLM_USE_V1 as the deployment sets it, or None when unset (0.7-0.10 pick their engine with it)."""
+    flashinfer_cubin: str = "present"
+    """The target's flashinfer-cubin (FlashInfer's TRT-LLM cubins reachable: 'present' | 'absent'; the official
+    image's value by default, kvdoctor/model/modelled.py): the replay reads vLLM's answers asked with that value
+    where the pack holds them (release.modelled_variant)."""
 
     def flag(self, name: str) -> bool:
         if name == "has_sliding_window":

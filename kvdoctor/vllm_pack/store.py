@@ -119,12 +119,47 @@ def load_backend_grid(version: str) -> dict | None:
     return load_detail(version).get("backend_grid")
 
 
-def load_selection(version: str, capability: tuple[int, int]) -> dict | None:
+def load_variant_attention(version: str, variant: str) -> dict | None:
+    """load_attention as vLLM answered with a modelled input stated otherwise than the release was read with
+    (`variant`: 'flashinfer-cubin=present'), or None when the pack did not ask that."""
+    base = load_attention(version)
+    diff = (load_detail(version).get("variants") or {}).get(variant)
+    return None if base is None or diff is None else apply_variant(base, diff["backends"])
+
+
+def apply_variant(base: dict, diff: dict) -> dict:
+    """A release's `backends` facts with a variant's differences applied: whole parts replaced, and per capability
+    the answer sets of the backends whose answers differ (appended to `answer_sets`)."""
+    out = {**base, **diff.get("replace", {})}
+    sets = list(base["answer_sets"])
+    per = {cap: dict(names) for cap, names in base["per_capability"].items()}
+    for cap, names in sorted(diff.get("per_capability", {}).items()):
+        for name, answers in sorted(names.items()):
+            sets.append(answers)
+            per.setdefault(cap, {})[name] = len(sets) - 1
+    out["answer_sets"], out["per_capability"] = sets, per
+    return out
+
+
+def load_selection(version: str, capability: tuple[int, int], variant: str | None = None) -> dict | None:
     """load_attention narrowed to one compute capability (same keys, that capability's answers only), read from
     the pack's `selection-<capability>.json`, one small file shared by every release: a check replaying 20
     releases decodes ~0.5 MB instead of ~2.6 MB. A pack without these files (built on the fly by an older
-    kvdoctor) falls back to the release's whole detail file."""
+    kvdoctor) falls back to the release's whole detail file. `variant` ('flashinfer-cubin=present'): vLLM's
+    answers with that modelled input (release.modelled_variant), stored as the part `<version>+<variant>`."""
     entry, _, where = locate_release(version)
+    if variant is not None:
+        if entry is None or variant not in ((entry.get("modelled_inputs") or {}).get("variants") or ()):
+            return None
+        caps = _selection_caps(where)
+        cap = f"{capability[0]}.{capability[1]}"
+        part = _selection_part(cap, f"{version}+{variant}", where) if cap in caps else None
+        if part is not None:
+            return part
+        attention = load_variant_attention(version, variant)
+        if attention is not None and caps and cap not in caps:
+            return {**attention, "per_capability": {}, "answer_sets": []}
+        return attention
     if entry is None or "backend_replay" not in entry.get("kinds", ()):
         return load_attention(version) if entry is not None else None
     caps = _selection_caps(where)

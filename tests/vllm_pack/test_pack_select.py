@@ -13,14 +13,16 @@ from pathlib import Path
 import pytest
 
 from kvdoctor.vllm_pack import load_release, releases_with
+from kvdoctor.vllm_pack.release import pack_values
 from kvdoctor.vllm_pack.select import SelectorInputs, select_backend
 
 SAMPLES = Path(__file__).parent / "samples"
 
 
-def _inputs(sample: dict) -> SelectorInputs:
+def _inputs(sample: dict, flashinfer_cubin: str = "present") -> SelectorInputs:
     c = sample["config"]
     return SelectorInputs(
+        flashinfer_cubin=flashinfer_cubin,
         capability=tuple(sample["capability"]), head_size=c["head_size"], model_dtype=c["dtype"],
         kv_cache_dtype=c["kv_cache_dtype"], block_size=c["block_size"], use_mla=c["use_mla"],
         has_sink=c["has_sink"], use_sparse=c["use_sparse"], attn_type=c["attn_type"],
@@ -41,23 +43,28 @@ def _sampled_releases():
 
 @pytest.mark.parametrize("version", _sampled_releases())
 def test_replay_matches_vllms_real_selection(version):
+    # the samples vLLM answered as the release was read first, and (0.26.0+: the wheel does not require
+    # flashinfer-cubin) those it answered asked again with FlashInfer's TRT-LLM cubins present
     release = load_release(version)
-    samples = json.loads(gzip.decompress((SAMPLES / f"{version}.json.gz").read_bytes()))["samples"]
-    decided = mismatched = 0
-    first = None
-    for sample in samples:
-        real = sample.get("backend") or sample.get("error")
-        if real and "Torch not compiled with CUDA" in real:
-            continue  # vLLM itself could not answer on the builder's CPU
-        selection = select_backend(release, _inputs(sample))
-        if selection.undecided:
-            continue
-        decided += 1
-        if _outcome(selection) != real:
-            mismatched += 1
-            first = first or (sample, _outcome(selection))
-    assert decided >= 0.9 * len(samples), f"only {decided} of {len(samples)} decided"
-    assert mismatched == 0, f"{mismatched} differ; first: {first}"
+    stored = json.loads(gzip.decompress((SAMPLES / f"{version}.json.gz").read_bytes()))
+    runs = [(pack_values(release, "flashinfer-cubin")[0], stored["samples"])]
+    runs += [(name.split("=", 1)[1], samples) for name, samples in sorted(stored.get("variants", {}).items())]
+    for cubin, samples in runs:
+        decided = mismatched = 0
+        first = None
+        for sample in samples:
+            real = sample.get("backend") or sample.get("error")
+            if real and "Torch not compiled with CUDA" in real:
+                continue  # vLLM itself could not answer on the builder's CPU
+            selection = select_backend(release, _inputs(sample, cubin))
+            if selection.undecided:
+                continue
+            decided += 1
+            if _outcome(selection) != real:
+                mismatched += 1
+                first = first or (sample, _outcome(selection))
+        assert decided >= 0.9 * len(samples), f"flashinfer-cubin {cubin}: only {decided} of {len(samples)} decided"
+        assert mismatched == 0, f"flashinfer-cubin {cubin}: {mismatched} differ; first: {first}"
 
 
 def _select(version, capability, **kw):

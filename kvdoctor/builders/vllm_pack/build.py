@@ -30,6 +30,7 @@ from pathlib import Path
 from kvdoctor.base.versions import release_numbers
 from kvdoctor.builders.vllm_pack.index import build_index, build_selection
 from kvdoctor.builders.vllm_pack.normalise import clean_paths, normalise_release
+from kvdoctor.builders.vllm_pack.variants import add_variants, variant_requests
 from kvdoctor.builders.vllm_pack.wheel import extract, find_wheel, stub_versions, triton_of_torch
 from kvdoctor.data import DATA_DIR
 
@@ -42,10 +43,21 @@ FULL_RELEASES = (
     "0.30.0 0.31.0 0.32.0 0.33.0 0.34.0"
 ).split()
 # Releases before 0.20.0: the facts that decide dtype and backends (the last patch of each minor release; 0.7-0.10
-# also their V0 engine: the oracle or default that picks it and V0's own selector).
-OLD_RELEASES = "0.7.3 0.8.5.post1 0.9.2 0.10.2 0.11.2 0.12.0 0.13.0 0.14.1 0.15.1 0.16.0 0.17.1 0.18.1 0.19.1".split()
+# also their V0 engine: the oracle or default that picks it and V0's own selector; 0.5-0.6 their serve parser and
+# dtype lists only, SERVE_ONLY_BEFORE; 0.5.5 imports librosa at import time, which the builder venv lacks).
+OLD_RELEASES = "0.6.6.post1 0.7.3 0.8.5 0.8.5.post1 0.9.2 0.10.2 0.11.2 0.12.0 0.13.0 0.14.1 0.15.1 0.16.0 0.17.1 0.18.1 0.19.1".split()
 CAPABILITIES = ((7, 0), (7, 5), (8, 0), (8, 6), (8, 7), (8, 9), (9, 0), (10, 0), (10, 3), (11, 0), (12, 0), (12, 1))
 LEGACY_TASKS = {"module:backends": "module:backend_grid"}
+# Releases before 0.7 (vllm/scripts.py's CLI, no platform `get_attn_backend_cls`, V0 workers on another platform
+# interface): the builder reads their `vllm serve` parser and dtype lists only; the rest is said, not guessed.
+SERVE_ONLY_BEFORE = (0, 7)
+SERVE_ONLY_NOT_READ = {
+    "backend_choice": "vllm/attention/selector.py's which_attn_to_use has another signature and no platform "
+                      "get_attn_backend_cls: the builder does not ask it",
+    "dtype_resolution": "the workers' dtype checks ask a platform interface the builder's stand-in does not model "
+                        "(asked, every bfloat16 cell answered NotImplementedError from the stand-in, not vLLM)",
+    "model_runner": "no V1/V2 model-runner choice to ask (the V0 engine only)",
+}
 
 
 def is_legacy(version: str) -> bool:
@@ -85,8 +97,20 @@ def build_release(version: str, wheel: Path, python: str, tasks: list[str], time
         if is_legacy(version):  # before 0.20.0: vLLM's own backend answers over a grid, not a replay
             request["legacy"] = True
             request["tasks"] = [LEGACY_TASKS.get(t, t) for t in tasks]
+        serve_only = release_numbers(version)[:2] < SERVE_ONLY_BEFORE
+        if serve_only:
+            request["tasks"] = [t for t in request["tasks"] if not t.startswith("module:")]
+            # 0.5's vllm/_core_ext.py instantiates a compiled torch class when vllm._core_C is found, else uses its
+            # own pure-Python ScalarType: the parser needs neither, so the compiled module is left out
+            request["compiled_modules"] = [m for m in request["compiled_modules"] if m != "vllm._core_C"]
         raw = run_child(python, src, request, timeout)
-    return normalise_release(version, raw, shipped, request, PACK_FORMAT)
+        variants = {name: run_child(python, src, asked, timeout) for name, asked in variant_requests(request)}
+    data = normalise_release(version, raw, shipped, request, PACK_FORMAT)
+    if serve_only:
+        data["not_read"] = dict(SERVE_ONLY_NOT_READ)
+    add_variants(data, {name: normalise_release(version, answer, shipped, dict(request, **asked), PACK_FORMAT)
+                        for (name, asked), answer in zip(variant_requests(request), variants.values())})
+    return data
 
 
 def pack_bytes(text) -> bytes:
@@ -118,9 +142,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--refresh-guards", action="store_true",
                     help="re-ask only the constructor guards and splice them into the detail files in --out")
     ap.add_argument("--index-only", action="store_true", help="only rewrite index.json and the selection files from the files in --out")
+    ap.add_argument("--variants-only", action="store_true",
+                    help="ask only the modelled-input variants (variants.py) and splice them into the files in --out")
     args = ap.parse_args(argv)
     if args.index_only:
         return index_only(args.out, args.check)
+    if args.variants_only:
+        return refresh_variants(args.versions or FULL_RELEASES, args.wheels, args.python, args.out, args.timeout,
+                                args.samples_out)
     if args.refresh_guards:
         return refresh_guards(args.versions or FULL_RELEASES, args.wheels, args.python, args.out, args.timeout)
 
@@ -142,8 +171,8 @@ def main(argv: list[str] | None = None) -> int:
             failed += 1
             continue
         # attention selection and run-time facts go in a file of their own, read only when needed
-        lazy = ("backends", "backend_grid", "runtime")
-        files = {f"{version}.json": {k: v for k, v in data.items() if k not in lazy + ("samples",)}}
+        lazy = ("backends", "backend_grid", "runtime", "variants")
+        files = {f"{version}.json": {k: v for k, v in data.items() if k not in lazy + ("samples", "variant_samples")}}
         if any(k in data for k in lazy):
             files[f"{version}.detail.json"] = {"format": data["format"], "version": version,
                                                **{k: data[k] for k in lazy if k in data}}
@@ -164,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"errors: {sorted(data.get('build_errors', {})) or 'none'}")
         if args.samples_out and ("backends" in data or "backend_grid" in data):
             args.samples_out.mkdir(parents=True, exist_ok=True)
-            blob = dumps({"version": version, "samples": data["samples"]}).encode()
+            blob = dumps({"version": version, "samples": data["samples"],  # vLLM's answers with a modelled input
+                          **({"variants": data["variant_samples"]} if data.get("variant_samples") else {})}).encode()
             with open(args.samples_out / f"{version}.json.gz", "wb") as fh:  # mtime 0: byte-identical
                 with gzip.GzipFile(fileobj=fh, mode="wb", mtime=0, filename="") as gz:
                     gz.write(blob)
@@ -203,6 +233,51 @@ def refresh_guards(versions: list[str], wheels: Path, python: str, out: Path, ti
         path.write_bytes(pack_bytes(dumps(detail).encode()))
         print(f"{version}: guards of {', '.join(sorted(raw['guards']['guards']))}; "
               f"query quantization: {', '.join(sorted(raw['guards']['query_quant']))}")
+    return 1 if failed else 0
+
+
+def refresh_variants(versions: list[str], wheels: Path, python: str, out: Path, timeout: float,
+                     samples_out: Path | None) -> int:
+    """Ask only the variants of each release (the backends task with a modelled input stated otherwise) and splice
+    them into its shipped core and detail files (and samples): what a full build writes, as long as the first read
+    rebuilds byte-identically (`.ci/run` rebuilds 0.25.1 and 0.34.0 in full and compares)."""
+    failed = 0
+    for version in versions:
+        core_path, detail_path = out / f"{version}.json", out / f"{version}.detail.json.gz"
+        wheel = find_wheel(wheels, version)
+        if is_legacy(version) or not core_path.exists() or not detail_path.exists() or wheel is None:
+            print(f"{version}: not a replayed release with shipped files and a wheel", file=sys.stderr)
+            failed += 1
+            continue
+        start = time.monotonic()
+        core = json.loads(core_path.read_text("utf-8"))
+        detail = json.loads(gzip.decompress(detail_path.read_bytes()))
+        with tempfile.TemporaryDirectory(prefix=f"vllm-{version}-") as tmp:
+            shipped = extract(wheel, Path(tmp))
+            pins = {name: spec for name, spec, _ in shipped["requirements"]}
+            request = {"version": version, "tasks": ["module:backends"], "compiled_modules": shipped["compiled_modules"],
+                       "stub_packages": stub_versions(pins), "capabilities": [list(c) for c in CAPABILITIES]}
+            asked = variant_requests(request)
+            answers = {name: run_child(python, Path(tmp), req, timeout) for name, req in asked}
+        data = {"backends": detail["backends"]}
+        add_variants(data, {name: normalise_release(version, answers[name], shipped, req, PACK_FORMAT)
+                            for name, req in asked})
+        if "variants" not in data:
+            print(f"{version}: no variant ({data.get('build_errors') or 'nothing to ask'})", file=sys.stderr)
+            failed += bool(asked)
+            continue
+        core["modelled_inputs"] = data["modelled_inputs"]
+        detail["variants"] = data["variants"]
+        core_path.write_bytes(pack_bytes(dumps(core)))
+        detail_path.write_bytes(pack_bytes(dumps(detail).encode()))
+        if samples_out is not None and (samples_out / f"{version}.json.gz").exists():
+            path = samples_out / f"{version}.json.gz"
+            stored = json.loads(gzip.decompress(path.read_bytes()))
+            stored["variants"] = data["variant_samples"]
+            with open(path, "wb") as fh:  # mtime 0, no file name: as main() writes it
+                with gzip.GzipFile(fileobj=fh, mode="wb", mtime=0, filename="") as gz:
+                    gz.write(dumps(stored).encode())
+        print(f"{version}: variants {', '.join(sorted(data['variants']))}, {time.monotonic() - start:.1f} s")
     return 1 if failed else 0
 
 

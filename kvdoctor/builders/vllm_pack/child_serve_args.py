@@ -60,12 +60,17 @@ def dump_serve_args(ctx) -> dict:
         from vllm.utils import FlexibleArgumentParser  # noqa: E402
 
     # the `vllm serve` subparser exactly as the `vllm` CLI builds it
-    from vllm.entrypoints.cli import serve as serve_module
-
-    make_arg_parser = serve_module.make_arg_parser
-    root = FlexibleArgumentParser(prog="vllm")
-    subparsers = root.add_subparsers(required=False, dest="subparser")
-    parser = serve_module.ServeSubcommand().subparser_init(subparsers)
+    try:
+        from vllm.entrypoints.cli import serve as serve_module
+    except ImportError:  # before 0.7: vllm/scripts.py's main() builds it
+        serve_module = None
+    if serve_module is not None:
+        make_arg_parser = serve_module.make_arg_parser
+        root = FlexibleArgumentParser(prog="vllm")
+        subparsers = root.add_subparsers(required=False, dest="subparser")
+        parser = serve_module.ServeSubcommand().subparser_init(subparsers)
+    else:
+        parser, make_arg_parser = _scripts_serve_parser(FlexibleArgumentParser)
     actions = []
     for action in parser._actions:
         if isinstance(action, argparse._HelpAction):
@@ -102,6 +107,32 @@ def dump_serve_args(ctx) -> dict:
         "parser_class": ctx.where(FlexibleArgumentParser),
         "make_arg_parser": ctx.where(make_arg_parser),
     }
+
+
+class _ParserBuilt(Exception):
+    """Raised instead of parsing: the CLI's root parser is built."""
+
+
+def _scripts_serve_parser(FlexibleArgumentParser):
+    """(the `vllm serve` subparser, make_arg_parser) of a release whose CLI is vllm/scripts.py (0.5-0.6): its own
+    main() builds every subparser and then parses; parsing is stopped there and the root parser kept."""
+    import vllm.scripts as scripts
+
+    original = FlexibleArgumentParser.parse_args
+
+    def stop(self, *args, **kwargs):
+        raise _ParserBuilt(self)
+
+    FlexibleArgumentParser.parse_args = stop
+    try:
+        scripts.main()
+        raise RuntimeError("vllm/scripts.py main() returned without parsing")
+    except _ParserBuilt as built:
+        root = built.args[0]
+    finally:
+        FlexibleArgumentParser.parse_args = original
+    subparsers = next(a for a in root._actions if isinstance(a, argparse._SubParsersAction))
+    return subparsers.choices["serve"], scripts.make_arg_parser
 
 
 def literal_values(ctx, module_name: str, name: str) -> dict:

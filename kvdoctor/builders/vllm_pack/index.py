@@ -12,6 +12,7 @@ from pathlib import Path
 
 from kvdoctor.base.versions import pack_order
 from kvdoctor.vllm_pack import KINDS  # the pack's reader: json and the standard library only
+from kvdoctor.vllm_pack.store import apply_variant
 
 INDEX_FORMAT = 1
 
@@ -187,8 +188,13 @@ def build_selection(pack_dir: Path) -> dict[str, str]:
     capability, answer sets shared. A check reads one small file instead of every release's detail file
     (an unknown-version check replays 20 releases). Derived from the detail files only."""
     versions = sorted({_release_name(p.name) for p in pack_dir.iterdir() if _release_name(p.name)}, key=pack_order)
-    backends = {v: (read_json(pack_dir, f"{v}.detail.json") or {}).get("backends") for v in versions}
+    details = {v: read_json(pack_dir, f"{v}.detail.json") or {} for v in versions}
+    backends = {v: d.get("backends") for v, d in details.items()}
     backends = {v: b for v, b in backends.items() if b}
+    # a release asked again with a modelled input stated otherwise (builders/vllm_pack/variants.py): its own part
+    backends.update({f"{v}+{name}": apply_variant(backends[v], variant["backends"])
+                     for v, d in details.items() if v in backends
+                     for name, variant in sorted((d.get("variants") or {}).items())})
     caps = sorted({c for b in backends.values() for c in b["per_capability"]}, key=_capability_key)
     files = {}
     for cap in caps:
