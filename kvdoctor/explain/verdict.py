@@ -78,6 +78,12 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         r"|段错误|核心已转储|Speicherzugriffsfehler|Speicherabzug geschrieben|Erreur de segmentation"
                         r"|Ошибка сегментирования|セグメンテーション違反|Violación de segmento|Falha de segmentação"
                         r"|Errore di segmentazione|세그멘테이션 오류|コアダンプ|сброшен на диск"
+                        # a build or a test run that failed: make, CMake, uv / pip's '× ', docker build, pytest
+                        r"|^make(?:\[\d+\])?: \*\*\* .{0,300}\bError \d+|^CMake Error\b|^\s*× \S"
+                        r"|\breturned a non-zero code\b|\bexit(?:ed)? with status:? ?(?:[1-9]\d*|-\d+)\b|^FAILED \S+::\S"
+                        r"|\bcuInit(?:\(\))? (?:failed|returned)\b"
+                        # an error in the reporter's or a wrapper's language (Chinese, Japanese, Korean)
+                        r"|报错|错误|失败|异常|エラー|오류|에러"
                         # kubectl describe's Warning events of a pod that failed, the OOM killer in a report's words
                         r"|^\s*Warning\s{1,8}(?:Failed\w*|BackOff|Unhealthy|Evicted|OOMKill\w*)\s|\bkilled by (?:the )?OOM\b"
                         r"|^(?:已杀死|已放弃|非法指令|总线错误|Getötet|Abgebrochen|Убито|Аварийный останов|強制終了|Processus arrêté"
@@ -93,10 +99,10 @@ _CRASH_WORDS = ("xpectedly", "OOMKilled", "ode ", "terminate called", "Bus error
 _LATE_WORDS = ("Trace/breakpoint", "*** Aborted", "terminate called", "bad_alloc", "NVRM", "off the bus",
                 "ECC error", "Memory access fault", "HIP error", "hipError", "MIOpen Error", "HSA_STATUS",
                 "be scheduled", "k fail", "unhealthy", "out waiting", "xitcode", "by PID",
-                "by signal", "with signal", "by OOM", "by the OOM",
+                "by signal", "with signal", "by OOM", "by the OOM", "non-zero code", "with status", "cuInit",
                 "Speicher", "Erreur de segmentation", "Falha de", "Errore di")  # other non-ASCII words: _crash
 # The round-4 patterns anchored at a line's start, tested by one anchored match (it fails on the first characters).
-_CRASH_HEAD = re.compile(r"(?i)\s*(?:(?:zsh|bash|sh|fish): |\[\d|Killed: |free|malloc|realloc|munmap|double free|corrupted "
+_CRASH_HEAD = re.compile(r"(?i)\s*(?:(?:zsh|bash|sh|fish): |make|CMake Error|FAILED |\[\d|Killed: |free|malloc|realloc|munmap|double free|corrupted "
                          r"|Fatal glibc|<?\s*HTTP/|Internal Server|Exception in thread|Process |Thread |Current thread"
                          r"|Timeout \(|No devices|Connection refused|SystemExit|Warning |已杀死|已放弃|非法指令|总线错误"
                          r"|Getötet|Abgebrochen|Убито|Аварийный|強制終了|Processus|Instruction illégale|Abortado|Morto)")
@@ -138,13 +144,16 @@ FOREIGN_ERROR = re.compile(
     # ('httpx.ReadTimeout: timed out', 'torch._dynamo.exc.BackendCompilerFailed: ...')
     r"|^(?:[a-z_]\w*\.)*(?:errors?|exceptions?|exc)\.[A-Z]\w*: \S|^(?:[a-z_]\w*\.)+[A-Z]\w*(?:Timeout|Failed|Failure): \S"
     # pydantic's validation error lines (vLLM's config classes), an OSError's '[Errno 13]'
+    # a bare 'Exception: ...', other servers' lower-case error records (nginx's '[error]', '[crit]')
+    r"|^Exception: \S|\[(?:error|fatal|crit|critical|emerg|alert|Error|Fatal|Critical)\]"
     r"|^\s*(?:Value error|Assertion failed), \S|\b\d+ validation errors? for [A-Z]\w*|\[(?i:errno|error) \d+\] \S")
 _FOREIGN_WORDS = ("ERROR", "FATAL", "CRITICAL", "level", "Aborted", "SIG", "Segfault", "NCCL error", "rror ",
                   "nvidia-container-cli", "NVML", "NVIDIA-SMI", "Killed", "killed", "curl: (", '"code"',
                   "Error: ", "Exception: ", "lvl", "severity", "panic", "object", "Out of memory", "oom-kill",
                   "out of memory", "NCCL WARN", "File \"", '"error"', "alue error, ", "ssertion failed, ", "validation error",
                   "rrno ", "rror ", "rror.", "rrors.", "xception.", "xceptions.", "exc.", "Timeout: ", "Failed: ",
-                  "Failure: ")
+                  "Failure: ", "xception: ", "[error]", "[Error]", "[fatal]", "[Fatal]", "[crit", "[Crit", "[emerg]",
+                  "[alert]")
 _GLOG_HEAD = re.compile(r"^\[?[EF](?:\d{4} | [\w.]+:\d+\])")
 
 
@@ -246,6 +255,7 @@ def failure_evidence(
     if not found:
         _last_words(lines, add)
     if not found and locate is not None:
+        raised: dict[str, bool] = {}
         for index, line in enumerate(lines):
             if line.level is None and line.text.strip() and not _NOT_A_MESSAGE.match(line.text):
                 located = locate(line.text.strip())
@@ -254,11 +264,20 @@ def failure_evidence(
                     located = locate(joined) if joined is not None else None
                 if located is not None and any(loc.kind in FAILING_KINDS for loc in located.locations):
                     add(FailureEvidence(line.number, "raise site", line.text.strip(), line.stream))
+            elif line.level == "WARNING" and line.text.strip():
+                # a WARNING record whose message vLLM only ever raises (an exception a caller caught and logged
+                # as a warning): a failure; one that vLLM also logs as a warning somewhere is not
+                text = line.text.strip()
+                if text not in raised:  # a warning repeated per request is asked once
+                    located = locate(text)
+                    raised[text] = located is not None and all(loc.kind in FAILING_KINDS for loc in located.locations)
+                if raised[text]:
+                    add(FailureEvidence(line.number, "raise site", text, line.stream, line.level))
     return tuple(found[number] for number in sorted(found))
 
 
 # A traceback's frames without its header or its exception line (a paste cut at both ends, a Windows path too).
-_FRAME_LINE = re.compile(r'^\s*File "[^"]{1,400}", line \d+,? in \S')
+_FRAME_LINE = re.compile(r'^\s*(?:File "[^"]{1,400}", line \d+,? in \S|raise (?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\b)')
 _STACK_INFO = "Stack (most recent call last):"  # logging's stack_info=True: frames a healthy record may carry
 # A reporter's own words for a start-up that stops: the log holds no error, the line says it hangs or stops there.
 _HANG_PROSE = re.compile(r"(?i)\b(?:hangs?|hanging|hung|stuck|freez(?:es|ing)|frozen)\b.{0,40}?"
@@ -271,8 +290,9 @@ def _last_words(lines: list[LogLine], add: Callable[[FailureEvidence], None]) ->
     """Evidence for a log that shows no error line at all: traceback frames standing alone (two or more, not
     under logging's 'Stack (most recent call last):'), or a line without a level (the reporter's) saying that the
     process hangs or stops printing there."""
-    frames = [line for line in lines if 'File "' in line.text and line.level is None and _FRAME_LINE.match(line.text)]
-    if len(frames) >= 2 and not any(line.text.strip() == _STACK_INFO for line in lines):
+    frames = [line for line in lines if ('File "' in line.text or "raise " in line.text) and line.level is None
+              and _FRAME_LINE.match(line.text)]
+    if frames and (len(frames) >= 2 or frames[0].text.lstrip().startswith("raise ")) and not any(line.text.strip() == _STACK_INFO for line in lines):
         add(FailureEvidence(frames[0].number, "error text", "traceback frames without their exception; innermost "
                             f"frame: {frames[-1].text.strip()}", frames[0].stream))
     for line in lines:

@@ -78,6 +78,19 @@ FAILING = [
     '  File "/usr/lib/python3/dist-packages/vllm/executor/gpu_executor.py", line 40, in _init_executor',
     'File "C:\\Users\\me\\vllm\\engine\\llm_engine.py", line 120, in __init__\n'
     '  File "C:\\Users\\me\\vllm\\worker.py", line 40, in load_model',
+    '    raise ValueError(f"bad {x}")',
+    # a build or a test run that failed, nginx's and other servers' lower-case records, a bare Exception
+    "make: *** [Makefile:12: all] Error 1",
+    "CMake Error at CMakeLists.txt:10 (message):",
+    "  × Failed to build `vllm==0.30.0`",
+    "The command '/bin/sh -c pip install vllm' returned a non-zero code: 1",
+    "vllm serve exited with status 1",
+    "FAILED tests/test_x.py::test_serve - AssertionError: assert 1 == 0",
+    "2024/06/25 16:32:00 [error] 29#29: *1 connect() failed (111: Connection refused) while connecting to upstream",
+    "Exception: model failed to load",
+    "cuInit failed",
+    "运行报错，服务起不来",
+    "エラーが発生しました",
     "The server hangs here and never becomes ready",
     "[stuck here, no more output]",
 ]
@@ -108,6 +121,14 @@ HEALTHY = [
     '  File "/usr/lib/python3/dist-packages/vllm/x.py", line 5, in f',
     "INFO 05-02 10:22:18 [x.py:1] Using exceptions module vllm.exceptions",
     "INFO 05-02 10:22:18 [x.py:1] Received SIGTERM, shutting down gracefully",
+    "make: Nothing to be done for 'all'.",
+    "CMake Warning at CMakeLists.txt:10 (message):",
+    "PASSED tests/test_x.py::test_serve",
+    "vllm serve exited with status 0",
+    "2024/06/25 16:32:00 [notice] 1#1: start worker processes",
+    "服务启动成功",
+    "cuInit succeeded",
+
 ]
 
 
@@ -130,3 +151,17 @@ def test_prose_counts_only_when_the_log_shows_nothing_else():
     assert cited == ["ValueError: Unknown kv cache dtype: fp9"]
     assert [e["text"] for e in explain_text(HEAD + "it hangs here forever\n").extra["failure_evidence"]] == [
         "it hangs here forever"]
+
+
+def test_a_warning_record_holding_a_message_vllm_only_raises_is_a_failure():
+    raised = "WARNING 05-02 10:22:18 [engine.py:1] max_num_batched_tokens (2048) must be greater than or equal to " \
+             "max_num_seqs (4096)."
+    report = explain_text(HEAD + raised + "\n")
+    assert report.exit_code("error") == 1
+    assert [e["kind"] for e in report.extra["failure_evidence"]] == ["raise site"]
+    # vLLM logs this one as a warning too (and raises it elsewhere): not a failure by itself
+    both = ("WARNING 05-02 10:22:18 [compilation.py:1] CUDAGraphMode.FULL_AND_PIECEWISE is not supported with "
+            "TritonMLABackend backend (support: AttentionCGSupport.NEVER); setting cudagraph_mode=PIECEWISE")
+    assert not _fails(both)
+    assert not _fails("WARNING 05-02 10:22:18 [fused_moe.py:1] Using default MoE config. Performance might be "
+                      "sub-optimal! Config file not found at /x/configs/E=8,N=14336.json")
