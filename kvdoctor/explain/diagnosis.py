@@ -87,6 +87,9 @@ def diagnose(
     diagnosis = _root_of_consequence(_by_rank(matches, chains), families)
     diagnosis = _by_location(diagnosis, rules, families, facts)
     diagnosis = _from_evidence(diagnosis, evidence)
+    # a failure line with no exception around it (an ERROR record, a bare message) is placed by the index too
+    if not diagnosis.only_wrappers:  # a wrapper's line is not where the failure was raised
+        diagnosis = _by_location(diagnosis, rules, families, facts)
     return replace(diagnosis, family=_family(diagnosis, families, selector_errors, facts))
 
 

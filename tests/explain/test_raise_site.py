@@ -132,3 +132,25 @@ def test_a_message_raised_where_a_round3_family_lives_gets_that_family(place, fa
         if "matched by where vLLM raises it" in evidence and report.extra["family"] == family:
             return
     raise AssertionError(f"no message raised under {place} was given the family {family} by where it is raised")
+
+
+def test_a_message_in_an_error_record_without_an_exception_is_placed_by_where_vllm_raises_it():
+    """The same raised_in claim holds for a failure line that no exception carries: an ERROR record holding only
+    the message (a wrapper logged it with logger.error(str(e))) gets the family of the place the index gives it."""
+    from kvdoctor.explain.message_index import load_index
+
+    tried = 0
+    for template in load_index().templates():
+        places = [loc for loc in template.locations if loc.kind == "raise" and loc.file.startswith("vllm/lora/")]
+        if not places or len(template.locations) != len(places) or template.parts[0] is None:
+            continue
+        if sum(len(p) for p in template.parts if p) < 30 or tried >= 60:
+            continue
+        tried += 1
+        message = "".join(p if p is not None else "Q1Z" for p in template.parts)
+        report = explain_text(HEAD + f"ERROR 05-02 10:22:18 [serving.py:1] {message}\n")
+        evidence = " ".join(e for f in report.findings for e in f.evidence)
+        if "matched by where vLLM raises it" in evidence and report.extra["family"] == "lora_unsupported":
+            assert report.exit_code("error") == 1
+            return
+    raise AssertionError("no ERROR record holding a message raised under vllm/lora/ got the family lora_unsupported")
