@@ -249,7 +249,7 @@ def _mixed_facts(versions: list[str], method: str | None, quant_config: dict, is
                 "quant.undecided": f"undecided: the candidate releases build the MIXED_PRECISION layers differently "
                                    f"({split})"[:400]}  # fmt: skip
     builds_all = []  # the fix replayed: pack releases whose class builds every listed algo
-    for version in pack_releases():
+    for version in pack_releases() if last.unbuilt else ():
         release = release_quantization(version)
         verdict = judge_mixed(release, quant_config, is_moe) if release is not None else None
         if verdict is not None and not verdict.unbuilt:
