@@ -154,3 +154,32 @@ def test_a_message_in_an_error_record_without_an_exception_is_placed_by_where_vl
             assert report.exit_code("error") == 1
             return
     raise AssertionError("no ERROR record holding a message raised under vllm/lora/ got the family lora_unsupported")
+
+
+@pytest.mark.parametrize("where, family", [
+    (r":raise_if_cache_size_invalid$", "kv_cache_too_small"),
+    (r":_check_scheme_supported$", "quant_min_capability"),
+    (r":choose_mp_linear_kernel$", "quant_kernel_scheme"),
+    (r":_get_and_verify_max_len$", "max_model_len_derived"),
+    (r":_validate_prompt_len$|serving(?:_engine)?\.py:_validate_input$", "prompt_exceeds_max_model_len"),
+])
+def test_round4_raise_sites_claim_any_wording_raised_there(where, family):
+    """raised_in of round 4 (E3): the functions whose every raise is their family's failure; a message raised
+    there that no signature of the family knows (another release's wording) still gets the family."""
+    import re
+
+    from kvdoctor.explain.message_index import load_index
+
+    place = re.compile(where)
+    tried = 0
+    for template in load_index().templates():
+        places = [loc for loc in template.locations if loc.kind == "raise" and place.search(f"{loc.file}:{loc.function}")]
+        if not places or len(template.locations) != len(places) or template.parts[0] is None or tried >= 60:
+            continue
+        tried += 1
+        report = explain_text(HEAD + f"{places[0].type or 'ValueError'}: "
+                              + "".join(p if p is not None else "Q1Z" for p in template.parts) + "\n")
+        evidence = " ".join(e for f in report.findings for e in f.evidence)
+        if "matched by where vLLM raises it" in evidence and report.extra["family"] == family:
+            return
+    raise AssertionError(f"no message raised at {where} was given the family {family} by where it is raised")
