@@ -100,6 +100,16 @@ def finding_with_log_values(rule: Rule, facts: dict[str, Any]) -> Finding:
     return replace(finding, title=fill_known(rule.title, facts), cause=f"{cause} {missing}".strip(), fixes=fixes)
 
 
+def _whole_message(match: SignatureMatch) -> str:
+    """The matched line as quoted: an exception's message that wraps over log lines (its continuation lines hold
+    values too: a path, a shape) is quoted whole, on one line."""
+    exception = match.exception
+    if (exception is not None and "\n" in exception.message.strip() and not exception.compile_excerpt
+            and match.text == exception.summary):
+        return exception.joined_summary
+    return match.text
+
+
 def _matched_finding(match: SignatureMatch, group: list[SignatureMatch], facts: dict[str, Any], primary: bool) -> Finding:
     values = log_values(match, facts)
     base = finding_with_log_values(match.rule, {**facts, **values})
@@ -110,7 +120,7 @@ def _matched_finding(match: SignatureMatch, group: list[SignatureMatch], facts: 
             continue
         seen.add(item.line)
         stream = f" [{item.exception.stream}]" if item.exception is not None and item.exception.stream else ""
-        evidence.append(f"log line {item.line}{stream}: {clip(item.text, MAX_PRIMARY_LINE if primary else 240)}")
+        evidence.append(f"log line {item.line}{stream}: {clip(_whole_message(item), MAX_PRIMARY_LINE if primary else 240)}")
         if item.exception is not None and item.exception.where:
             evidence.append(f"  raised at {item.exception.where}")
         if item.exception is not None and item.exception.compile_excerpt:

@@ -114,3 +114,15 @@ def test_a_healthy_multi_line_info_record_stays_healthy():
     log = (f"{header}Supported routes:\n{header}Route: /v1/chat/completions, Methods: POST\n"
            f"{header}Application startup complete.\n")
     assert explain_text(log).exit_code("error") == 0
+
+
+def test_a_matched_exception_is_quoted_with_its_continuation_lines():
+    """The primary cause's evidence quotes the whole message of a wrapped exception (its second line holds values
+    the reader needs), not only the line the exception type is on."""
+    log = ("ValueError: fp8_e5m2 kv-cache is not supported with checkpoint KV scales\n"
+           "outside the SM70 Flash-V100 unit-scale override path.\n")
+    report = explain_text(log)
+    assert report.exit_code("error") == 1
+    text = " ".join(render(report).split())
+    assert ("ValueError: fp8_e5m2 kv-cache is not supported with checkpoint KV scales outside the SM70 Flash-V100 "
+            "unit-scale override path.") in text
