@@ -100,13 +100,18 @@ def finding_with_log_values(rule: Rule, facts: dict[str, Any]) -> Finding:
     return replace(finding, title=fill_known(rule.title, facts), cause=f"{cause} {missing}".strip(), fixes=fixes)
 
 
-def _whole_message(match: SignatureMatch) -> str:
-    """The matched line as quoted: an exception's message that wraps over log lines (its continuation lines hold
-    values too: a path, a shape) is quoted whole, on one line."""
-    exception = match.exception
-    if (exception is not None and "\n" in exception.message.strip() and not exception.compile_excerpt
-            and match.text == exception.summary):
+def _whole(exception: LoggedException) -> str:
+    """An exception as quoted: a message that wraps over log lines (its continuation lines hold values too: a path,
+    a shape) whole, on one line; a compile error's first line (its excerpt is quoted apart)."""
+    if "\n" in exception.message.strip() and not exception.compile_excerpt:
         return exception.joined_summary
+    return exception.summary
+
+
+def _whole_message(match: SignatureMatch) -> str:
+    """The matched line as quoted: a matched exception's whole message (_whole), any other line as it is."""
+    if match.exception is not None and match.text == match.exception.summary:
+        return _whole(match.exception)
     return match.text
 
 
@@ -141,7 +146,7 @@ def unknown_finding(rule: Rule, exception: LoggedException, facts: dict[str, Any
     evidence = [
         "PRIMARY (no known signature matched)",
         f"wrapper line: {clip(exception.message, MAX_PRIMARY_LINE)}" if only_wrappers
-        else f"innermost exception: {clip(exception.summary, MAX_PRIMARY_LINE)}",
+        else f"innermost exception: {clip(_whole(exception), MAX_PRIMARY_LINE)}",
         f"raised at {exception.where or 'unknown (no traceback frames in the log)'}",
         f"log line {exception.line}" + (f" [{exception.stream}]" if exception.stream else ""),
     ]

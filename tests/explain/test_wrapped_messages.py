@@ -126,3 +126,10 @@ def test_a_matched_exception_is_quoted_with_its_continuation_lines():
     text = " ".join(render(report).split())
     assert ("ValueError: fp8_e5m2 kv-cache is not supported with checkpoint KV scales outside the SM70 Flash-V100 "
             "unit-scale override path.") in text
+
+
+def test_an_unknown_exception_is_quoted_with_its_continuation_lines():
+    report = explain_text("ValueError: the frobnicator refused the widget\nbecause its size Q7X is odd.\n")
+    assert report.exit_code("error") == 1
+    assert "innermost exception: ValueError: the frobnicator refused the widget because its size Q7X is odd." in \
+        report.findings[0].evidence
