@@ -45,7 +45,7 @@ FULL_RELEASES = (
 # Releases before 0.20.0: the facts that decide dtype and backends (the last patch of each minor release; 0.7-0.10
 # also their V0 engine: the oracle or default that picks it and V0's own selector; 0.5-0.6 their serve parser and
 # dtype lists only, SERVE_ONLY_BEFORE; 0.5.5 imports librosa at import time, which the builder venv lacks).
-OLD_RELEASES = "0.6.6.post1 0.7.3 0.8.5 0.8.5.post1 0.9.2 0.10.2 0.11.2 0.12.0 0.13.0 0.14.1 0.15.1 0.16.0 0.17.1 0.18.1 0.19.1".split()
+OLD_RELEASES = "0.7.3 0.8.5 0.8.5.post1 0.9.2 0.10.2 0.11.2 0.12.0 0.13.0 0.14.1 0.15.1 0.16.0 0.17.1 0.18.1 0.19.1".split()
 CAPABILITIES = ((7, 0), (7, 5), (8, 0), (8, 6), (8, 7), (8, 9), (9, 0), (10, 0), (10, 3), (11, 0), (12, 0), (12, 1))
 LEGACY_TASKS = {"module:backends": "module:backend_grid"}
 # Releases before 0.7 (vllm/scripts.py's CLI, no platform `get_attn_backend_cls`, V0 workers on another platform
