@@ -131,6 +131,8 @@ def apply_variant(base: dict, diff: dict) -> dict:
     """A release's `backends` facts with a variant's differences applied: whole parts replaced, and per capability
     the answer sets of the backends whose answers differ (appended to `answer_sets`)."""
     out = {**base, **diff.get("replace", {})}
+    for key, node in diff.get("patch", {}).items():
+        out[key] = apply_patch(base.get(key), node)
     sets = list(base["answer_sets"])
     per = {cap: dict(names) for cap, names in base["per_capability"].items()}
     for cap, names in sorted(diff.get("per_capability", {}).items()):
@@ -138,6 +140,17 @@ def apply_variant(base: dict, diff: dict) -> dict:
             sets.append(answers)
             per.setdefault(cap, {})[name] = len(sets) - 1
     out["answer_sets"], out["per_capability"] = sets, per
+    return out
+
+
+def apply_patch(base: Any, node: dict) -> Any:
+    """`base` changed as a variant's patch node says: {"=": value} replaces it; {"~": {key: node}, "-": [keys]}
+    changes and drops keys of a dict (builders/vllm_pack/variants.py writes them)."""
+    if "=" in node:
+        return node["="]
+    out = {k: v for k, v in (base or {}).items() if k not in node.get("-", ())}
+    for key, child in node.get("~", {}).items():
+        out[key] = apply_patch((base or {}).get(key), child)
     return out
 
 

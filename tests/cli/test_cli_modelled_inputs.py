@@ -16,15 +16,25 @@ def check(run_cli, *args, env=None):
     return result, result.json()
 
 
-def test_default_is_assumed_and_undecided_where_the_pack_was_built_otherwise(run_cli):
-    # 0.34.0's wheel does not require flashinfer-cubin, so the pack read it without TRT-LLM kernels; the official
-    # image has them: FlashInfer's sink support on SM10x is not decided, and the reason names the flag
+def test_default_is_assumed_and_decided_from_the_second_read(run_cli):
+    # 0.34.0's wheel does not require flashinfer-cubin: the pack read it without TRT-LLM kernels, then asked its
+    # backends again with them present (the official image has them), so the default is decided from that read
     result, document = check(run_cli, "--vllm-version", "0.34.0")
     facts = document["facts"]
     assert facts["target.flashinfer_cubin"] == "present" and "assumed" in facts["target.packages"]
+    assert facts["attention.undecided"] == "none" and facts["attention.backend"]
+    assert "KVD011" not in {f["rule_id"] for f in document["findings"]}
+    assert "asked with flashinfer-cubin present" in facts["attention.evidence"]
+    assert any("flashinfer-cubin present (assumed" in note for note in document["notes"])
+
+
+def test_default_is_undecided_where_the_pack_was_built_otherwise(run_cli):
+    # 0.18.1 (a grid release) was read once, without the cubins: FlashInfer's sink support on SM10x is not decided
+    # for the official image, and the reason names the flag
+    result, document = check(run_cli, "--vllm-version", "0.18.1")
+    facts = document["facts"]
     assert document["verdict"] == "WARN" and "KVD011" in {f["rule_id"] for f in document["findings"]}
     assert "--target-package flashinfer-cubin=absent" in facts["attention.undecided"]
-    assert any("flashinfer-cubin present (assumed" in note for note in document["notes"])
 
 
 def test_stated_absent_is_judged_where_the_pack_holds_that_value(run_cli):

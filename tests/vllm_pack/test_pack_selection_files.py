@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from kvdoctor.builders.vllm_pack.build import derived_files
-from kvdoctor.vllm_pack import load_attention, load_selection, releases_with
+from kvdoctor.vllm_pack import load_attention, load_release, load_selection, releases_with
+from kvdoctor.vllm_pack.store import load_variant_attention
 
 REPO = Path(__file__).resolve().parents[2]
 PACK = REPO / "kvdoctor" / "data" / "vllm_pack"
@@ -27,9 +28,30 @@ def _cells(entries, cap):
 
 @pytest.mark.parametrize("version", releases_with("backend_replay"))
 def test_a_capabilitys_selection_facts_equal_the_detail_files_answers(version):
-    full = load_attention(version)
+    _compare(load_attention(version), lambda cap: load_selection(version, cap))
+
+
+def _asked_again():
+    return [(v, variant) for v in releases_with("backend_replay")
+            for variant in (load_release(v).data.get("modelled_inputs") or {}).get("variants", ())]
+
+
+@pytest.mark.parametrize("version, variant", _asked_again())
+def test_a_variants_selection_facts_equal_the_detail_files_variant(version, variant):
+    # the part `<version>+flashinfer-cubin=present` of each selection file is the detail file's variant applied
+    full = load_variant_attention(version, variant)
+    assert full is not None and full != load_attention(version)  # asked again, and something differs
+    _compare(full, lambda cap: load_selection(version, cap, variant))
+
+
+def test_releases_without_the_cubins_were_asked_again_with_them():
+    assert [v for v, _ in _asked_again()] == [v for v in releases_with("backend_replay")
+                                              if "flashinfer-cubin" not in load_release(v).data["pins"]["requires"]]
+
+
+def _compare(full, narrow_of):
     for cap in full["per_capability"]:
-        narrow = load_selection(version, tuple(int(p) for p in cap.split(".")))
+        narrow = narrow_of(tuple(int(p) for p in cap.split(".")))
         assert narrow["per_capability"].keys() == {cap}
         for name, index in full["per_capability"][cap].items():
             assert narrow["answer_sets"][narrow["per_capability"][cap][name]] == full["answer_sets"][index]

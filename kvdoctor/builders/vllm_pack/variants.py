@@ -13,7 +13,7 @@ NOTE = ("the release's wheel does not require flashinfer-cubin: its first read h
         "`variants` holds what vLLM's attention backends answer with them present (a flashinfer_cubin stand-in, "
         "has_nvidia_artifactory answering True), as the official vllm/vllm-openai image installs it")
 
-__all__ = ["NOTE", "add_variants", "apply_variant", "backends_diff", "variant_requests"]
+__all__ = ["NOTE", "add_variants", "apply_variant", "backends_diff", "make_patch", "variant_requests"]
 
 
 def variant_requests(request: dict) -> list[tuple[str, dict]]:
@@ -40,12 +40,34 @@ def backends_diff(base: dict, other: dict) -> dict:
             mine = base["per_capability"].get(cap, {}).get(name)
             if mine is None or base["answer_sets"][mine] != answers:
                 per.setdefault(cap, {})[name] = answers
-    replace = {key: value for key, value in sorted(other.items())
-               if key not in ("per_capability", "answer_sets") and value != base.get(key)}
-    diff = {"per_capability": per, "replace": replace}
+    patch = {key: make_patch(base.get(key), value, PATCH_DEPTH) for key, value in sorted(other.items())
+             if key not in ("per_capability", "answer_sets") and value != base.get(key)}
+    gone = [key for key in base if key not in other]
+    if gone:
+        raise ValueError(f"a variant lacks parts of the first read: {gone}")
+    diff = {"per_capability": per, "patch": patch}
     if apply_variant(base, diff)["per_capability"].keys() != other["per_capability"].keys():
         raise ValueError("a variant asked other capabilities than the first read")
     return diff
+
+
+PATCH_DEPTH = 3
+"""How deep a differing part is patched rather than stored whole (layer_guards -> refusals -> backend)."""
+
+
+def make_patch(base, other, depth: int) -> dict:
+    """A patch node turning `base` into `other` (kvdoctor/vllm_pack/store.py: apply_patch)."""
+    if depth == 0 or not isinstance(base, dict) or not isinstance(other, dict):
+        return {"=": other}
+    node: dict = {}
+    changed = {key: make_patch(base.get(key), value, depth - 1) for key, value in sorted(other.items())
+               if key not in base or base[key] != value}
+    if changed:
+        node["~"] = changed
+    dropped = sorted(key for key in base if key not in other)
+    if dropped:
+        node["-"] = dropped
+    return node
 
 
 def add_variants(data: dict, variants: dict[str, dict]) -> None:
