@@ -46,6 +46,10 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         r"|\bFailedMount\b|\bThe node was low on resource\b"
                         # vLLM's own word for processes that hang (shm_broadcast.py; INFO in 0.6, WARNING later)
                         r"|\bNo available shared memory broadcast block found in \d+ seconds?\b"
+                        # vLLM's own INFO lines of a KV cache that cannot exist (it raises next; a log cut there),
+                        # Ray's report of a worker that exited on an error
+                        r"|\bAvailable KV cache memory: -\d|# (?:GPU|gpu) blocks: 0\b"
+                        r"|\bexit type: (?:SYSTEM_ERROR|USER_ERROR|NODE_OUT_OF_MEMORY)\b|\bunexpectedly exits\b"
                         # round 4: zsh's and a job table's reports of a process a signal ended, macOS' 'Killed: 9'
                         r"|^(?:zsh|bash|sh|fish): (?:killed|segmentation fault|bus error|abort|illegal hardware instruction"
                         r"|floating point exception)\b|^\[\d+\]\s*[+-]?\s+\d+ (?:killed|segmentation fault|abort|bus error)\b"
@@ -93,7 +97,8 @@ _CRASH_WORDS = ("xpectedly", "OOMKilled", "ode ", "terminate called", "Bus error
                 "/FAILURE", "Failed with result", "Floating point", "Abort trap", "xit status",
                 "undefined symbol", "Failed to import from vllm", '" 4', "Assertion", "Killed", "Aborted",
                 "Segmentation", "FailedScheduling", "Insufficient nvidia", "ErrImagePull", "ImagePullBackOff",
-                "FailedMount", "low on resource", "No available shared memory", "placement group")
+                "FailedMount", "low on resource", "No available shared memory", "placement group",
+                "y: -", "# GPU blocks: 0", "# gpu blocks: 0", "SYSTEM_ERROR", "USER_ERROR", "NODE_OUT_OF")
 # The words of the round-4 patterns: other programs' lines (a shell, glibc, the driver, Ray, torch elastic), never a
 # vLLM INFO record, so INFO lines skip this scan (a 5 MB log of INFO records pays nothing for it).
 _LATE_WORDS = ("Trace/breakpoint", "*** Aborted", "terminate called", "bad_alloc", "NVRM", "off the bus",

@@ -68,6 +68,10 @@ FAILING = [
     # kubectl describe's Warning events, a report's words for the OOM killer
     "  Warning  Failed  1m  kubelet  Error: failed to create containerd task: OCI runtime create failed",
     "The process was killed by the OOM killer",
+    # vLLM's INFO lines of a KV cache that cannot exist (a log cut before the raise), Ray's worker exit report
+    "INFO 05-02 10:22:18 [gpu_worker.py:1] Available KV cache memory: -1.52 GiB",
+    "INFO 05-02 10:22:18 [executor_base.py:1] # GPU blocks: 0, # CPU blocks: 2048",
+    "(raylet) Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2.",
     # exceptions whose class is not named ...Error
     "zmq.error.Again: Resource temporarily unavailable",
     "httpx.ReadTimeout: timed out",
@@ -121,6 +125,10 @@ HEALTHY = [
     '  File "/usr/lib/python3/dist-packages/vllm/x.py", line 5, in f',
     "INFO 05-02 10:22:18 [x.py:1] Using exceptions module vllm.exceptions",
     "INFO 05-02 10:22:18 [x.py:1] Received SIGTERM, shutting down gracefully",
+    "INFO 05-02 10:22:18 [gpu_worker.py:1] Available KV cache memory: 21.52 GiB",
+    "INFO 05-02 10:22:18 [executor_base.py:1] # GPU blocks: 0512, # CPU blocks: 2048",
+    "INFO 05-02 10:22:18 [executor_base.py:1] # GPU blocks: 4096, # CPU blocks: 0",
+    "(raylet) Worker exit type: INTENDED_USER_EXIT",
     "make: Nothing to be done for 'all'.",
     "CMake Warning at CMakeLists.txt:10 (message):",
     "PASSED tests/test_x.py::test_serve",
