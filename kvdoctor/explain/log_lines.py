@@ -159,6 +159,14 @@ def strip_prefixes(raw: str) -> tuple[str, str, str | None, str | None]:
     if match:
         stream = f"{(match.group(1) or '').strip()} pid={match.group(2)}".lstrip()
         line = line[match.end():]
+        # nested tags ('(EngineCore_DP0 pid=1) (RayWorkerWrapper pid=2, ip=...) INFO ...': a Ray worker's line
+        # relayed by the engine core): the innermost process is the one that printed it
+        for _ in range(2):
+            inner = _PROCESS_TAG.match(line) if line[:1] == "(" else None
+            if inner is None:
+                break
+            stream = f"{(inner.group(1) or '').strip()} pid={inner.group(2)}".lstrip()
+            line = line[inner.end():]
     else:
         match = _RANK_TAG.match(line) if line[:5] == "[rank" else None
         if match:

@@ -92,3 +92,12 @@ def test_a_few_bad_bytes_are_tolerated(tmp_path):
 def test_normalise_numbers_lines_from_one():
     lines = normalise("a\r\nb\rc\n")
     assert [(l.number, l.text) for l in lines] == [(1, "a"), (2, "b"), (3, "c")]
+
+
+def test_nested_process_tags_keep_the_record_and_the_innermost_process():
+    """A Ray worker's line relayed by the engine core carries two tags; the record under them is still read."""
+    line = ("(EngineCore_DP0 pid=26283) (RayWorkerWrapper pid=4711, ip=10.0.0.2) INFO 11-06 10:51:48 "
+            "[kv_cache_utils.py:1229] GPU KV cache size: 75,840 tokens\n")
+    parsed = normalise(line)[0]
+    assert (parsed.level, parsed.stream) == ("INFO", "RayWorkerWrapper pid=4711")
+    assert parsed.text == "GPU KV cache size: 75,840 tokens"
