@@ -202,11 +202,29 @@ _LATE_RECORD = re.compile(
 )
 
 
+# A log copied out of a web page's source or an HTML report keeps its entities; a paste through a chat or a word
+# processor turns straight quotes into typographic ones. Both are undone before any line is read.
+_HTML_ENTITIES = ("&quot;", "&#39;", "&#x27;", "&#34;", "&lt;", "&gt;")
+_SMART_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+
+
+def _as_typed(text: str) -> str:
+    """The log with HTML entities decoded (only when it holds one of the common ones, so a literal '&amp;' in an
+    ordinary log stays) and typographic quotes made straight."""
+    if "&" in text and any(entity in text for entity in _HTML_ENTITIES):
+        import html  # only for such a log
+
+        text = html.unescape(text)
+    if any(quote in text for quote in "\u2018\u2019\u201c\u201d"):
+        text = text.translate(_SMART_QUOTES)
+    return text
+
+
 def normalise(text: str) -> list[LogLine]:
     """Every line of the log, normalised. Handles CRLF, lone CR (progress bars) and truncated lines, a log
     indented as a whole (pasted into a Markdown code block or an e-mail quote: `dedent`), and JSON records, whose
     message (and a traceback it holds) becomes the line or lines, under the record's line number."""
-    raw_lines = dedent(unquote(text.splitlines()))
+    raw_lines = dedent(unquote(_as_typed(text).splitlines()))
     out = []
     for number, raw in enumerate(raw_lines, 1):
         record = json_record(raw) if raw[:1] == "{" else None

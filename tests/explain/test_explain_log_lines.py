@@ -101,3 +101,12 @@ def test_nested_process_tags_keep_the_record_and_the_innermost_process():
     parsed = normalise(line)[0]
     assert (parsed.level, parsed.stream) == ("INFO", "RayWorkerWrapper pid=4711")
     assert parsed.text == "GPU KV cache size: 75,840 tokens"
+
+
+def test_html_entities_and_typographic_quotes_are_undone():
+    escaped = "ValueError: Unknown kv cache dtype: &#39;fp9&#39; (&quot;auto&quot; &lt;- default)\n"
+    assert normalise(escaped)[0].text == "ValueError: Unknown kv cache dtype: 'fp9' (\"auto\" <- default)"
+    smart = "ValueError: Unknown kv cache dtype: \u2018fp9\u2019 (\u201cauto\u201d)\n"
+    assert normalise(smart)[0].text == "ValueError: Unknown kv cache dtype: 'fp9' (\"auto\")"
+    # a literal '&amp;' in an ordinary log is left as it is
+    assert normalise("INFO 05-02 10:22:18 [x.py:1] a &amp; b\n")[0].text == "a &amp; b"
