@@ -267,7 +267,9 @@ def failure_evidence(
                 if located is None:
                     joined = continued(lines, index)  # a message wrapped over lines, located as one
                     located = locate(joined) if joined is not None else None
-                if located is not None and any(loc.kind in FAILING_KINDS for loc in located.locations):
+                    if located is not None and not _opens_on(located, line.text):
+                        located = None  # a message that starts on a later line is that line's, not this one's
+                if located is not None and all(loc.kind in FAILING_KINDS for loc in located.locations):
                     add(FailureEvidence(line.number, "raise site", line.text.strip(), line.stream))
             elif line.level == "WARNING" and line.text.strip():
                 # a WARNING record whose message vLLM only ever raises (an exception a caller caught and logged
@@ -279,6 +281,12 @@ def failure_evidence(
                 if raised[text]:
                     add(FailureEvidence(line.number, "raise site", text, line.stream, line.level))
     return tuple(found[number] for number in sorted(found))
+
+
+def _opens_on(located, text: str) -> bool:
+    """Whether the located template's message begins on this line (its first literal's opening is in it)."""
+    first = next((part.strip() for part in located.template.parts if part and part.strip()), "")
+    return first[:16] in text
 
 
 # A traceback's frames without its header or its exception line (a paste cut at both ends, a Windows path too).

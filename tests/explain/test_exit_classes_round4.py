@@ -173,3 +173,15 @@ def test_a_warning_record_holding_a_message_vllm_only_raises_is_a_failure():
     assert not _fails(both)
     assert not _fails("WARNING 05-02 10:22:18 [fused_moe.py:1] Using default MoE config. Performance might be "
                       "sub-optimal! Config file not found at /x/configs/E=8,N=14336.json")
+
+
+def test_header_less_healthy_lines_are_not_raise_sites():
+    """A healthy start-up pasted without its record headers: a line is not a raise site because a later line
+    joined onto it matches one, nor because its message is one vLLM raises in one place and logs as a warning in
+    another."""
+    log = ("GPU KV cache size: 75,840 tokens\n"
+           "Maximum concurrency for 120,000 tokens per request: 2.48x\n"
+           "CUDAGraphMode.FULL_AND_PIECEWISE is not supported with TritonMLABackend backend (support: "
+           "AttentionCGSupport.NEVER); setting cudagraph_mode=PIECEWISE because attention is compiled piecewise\n")
+    report = explain_text(log)
+    assert report.exit_code("error") == 0, report.extra.get("failure_evidence")
