@@ -220,17 +220,34 @@ def _as_typed(text: str) -> str:
     return text
 
 
+WRAP_MIN = 76  # a line this long may have been hard-wrapped (terminals wrap at 80 columns and wider)
+
+
+def _may_continue(raw: str) -> bool:
+    """Whether an untagged line without a record header can be the wrapped rest of the line before it: not a
+    process tag, a traceback's header or frame, or a blank line."""
+    stripped = raw.strip()
+    return bool(stripped) and raw[:1] != "(" and not stripped.startswith(("Traceback", 'File "', "During handling",
+                                                                            "The above exception"))
+
+
 def normalise(text: str) -> list[LogLine]:
     """Every line of the log, normalised. Handles CRLF, lone CR (progress bars) and truncated lines, a log
     indented as a whole (pasted into a Markdown code block or an e-mail quote: `dedent`), and JSON records, whose
     message (and a traceback it holds) becomes the line or lines, under the record's line number."""
     raw_lines = dedent(unquote(_as_typed(text).splitlines()))
     out = []
+    wrapped_from = ""  # the process of a long tagged line, which a hard wrap's next line continues
     for number, raw in enumerate(raw_lines, 1):
         record = json_record(raw) if raw[:1] == "{" else None
         if record is None:
-            out.append(LogLine(number, *strip_prefixes(raw)))
+            stream, level, source, line = strip_prefixes(raw)
+            if wrapped_from and not stream and level is None and _may_continue(raw):
+                stream = wrapped_from  # the rest of a tagged line a terminal or a paste wrapped
+            wrapped_from = stream if stream and len(raw) >= WRAP_MIN else ""
+            out.append(LogLine(number, stream, level, source, line))
             continue
+        wrapped_from = ""
         message, level = record
         for inner in message.splitlines() or [""]:
             stream, inner_level, source, line = strip_prefixes(inner)

@@ -110,3 +110,26 @@ def test_html_entities_and_typographic_quotes_are_undone():
     assert normalise(smart)[0].text == "ValueError: Unknown kv cache dtype: 'fp9' (\"auto\")"
     # a literal '&amp;' in an ordinary log is left as it is
     assert normalise("INFO 05-02 10:22:18 [x.py:1] a &amp; b\n")[0].text == "a &amp; b"
+
+
+def test_a_hard_wrapped_tagged_line_keeps_its_process_on_the_wrapped_rest():
+    log = ("(VllmWorker rank=1 pid=2978) ERROR 03-19 10:22:18 [multiproc_executor.py:1] torch.OutOfMemoryError: "
+           "CUDA out of\n"
+           "memory. Tried to allocate 1.74 GiB. GPU 1 has a total capacity of 23.57 GiB of which 605.88 MiB is free.\n"
+           "Traceback (most recent call last):\n")
+    lines = normalise(log)
+    assert [line.stream for line in lines] == ["VllmWorker rank=1 pid=2978", "VllmWorker rank=1 pid=2978", ""]
+    # a short tagged line is not taken for a wrapped one
+    short = normalise("(VllmWorker pid=1) INFO 03-19 10:22:18 [x.py:1] ready\nplain output\n")
+    assert short[1].stream == ""
+
+
+def test_a_wrapped_exception_under_a_process_tag_is_explained_with_its_values():
+    log = ("(VllmWorker rank=1 pid=2978) ERROR 03-19 10:22:18 [multiproc_executor.py:1] torch.OutOfMemoryError: "
+           "CUDA out of\n"
+           "memory. Tried to allocate 1.74 GiB. GPU 1 has a total capacity of 23.57 GiB of which 605.88 MiB is free.\n")
+    from kvdoctor.explain.explain import explain_text
+    from kvdoctor.report.check.text import render
+
+    text = " ".join(render(explain_text(log)).split())
+    assert "1.74 GiB" in text and "23.57 GiB" in text
