@@ -254,4 +254,12 @@ def _selection_file(cap: str, where: Path | None = None) -> _Parts | None:
 def _selection_part(cap: str, version: str, where: Path | None = None) -> dict | None:
     parts = _selection_file(cap, where)
     span = parts.header["releases"].get(version) if parts else None
-    return None if span is None else {**parts.part(span), "answer_sets": _AnswerPool(parts)}
+    if span is None:
+        return None
+    part = parts.part(span)
+    if "variant_of" in part:  # a variant part holds what differs from its release's part
+        base = parts.header["releases"].get(part["variant_of"])
+        if base is None:
+            return None
+        part = {**parts.part(base), **{k: v for k, v in part.items() if k != "variant_of"}}
+    return {**part, "answer_sets": _AnswerPool(parts)}

@@ -201,6 +201,10 @@ def build_selection(pack_dir: Path) -> dict[str, str]:
         pool: list = []
         pool_ids: dict = {}
         releases = {v: _capability_slice(b, cap, pool, pool_ids) for v, b in backends.items()}
+        for key in [k for k in releases if "+" in k and releases[k] is not None]:  # a variant: what differs only
+            base = releases.get(key.split("+", 1)[0]) or {}
+            releases[key] = {"variant_of": key.split("+", 1)[0],
+                             **{k: v for k, v in releases[key].items() if base.get(k) != v}}
         files[f"selection-{cap}.json"] = selection_text(cap, {v: s for v, s in releases.items() if s is not None},
                                                         pool)
     return files
