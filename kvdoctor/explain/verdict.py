@@ -46,6 +46,8 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         r"|\bFailedMount\b|\bThe node was low on resource\b"
                         # vLLM's own word for processes that hang (shm_broadcast.py; INFO in 0.6, WARNING later)
                         r"|\bNo available shared memory broadcast block found in \d+ seconds?\b"
+                        # vLLM 0.x's scheduler ignoring a request it cannot fit (a warning; the client gets nothing)
+                        r"|\bInput prompt \(\d+ tokens\)(?: \+ lookahead slots \(\d+\))? is too long and exceeds\b"
                         # vLLM's own INFO lines of a KV cache that cannot exist (it raises next; a log cut there),
                         # Ray's report of a worker that exited on an error
                         r"|\bAvailable KV cache memory: -\d|# (?:GPU|gpu) blocks: 0\b"
@@ -98,7 +100,7 @@ _CRASH_WORDS = ("xpectedly", "OOMKilled", "ode ", "terminate called", "Bus error
                 "undefined symbol", "Failed to import from vllm", '" 4', "Assertion", "Killed", "Aborted",
                 "Segmentation", "FailedScheduling", "Insufficient nvidia", "ErrImagePull", "ImagePullBackOff",
                 "FailedMount", "low on resource", "No available shared memory", "placement group",
-                "y: -", "# GPU blocks: 0", "# gpu blocks: 0", "SYSTEM_ERROR", "USER_ERROR", "NODE_OUT_OF")
+                "y: -", "Input prompt (", "# GPU blocks: 0", "# gpu blocks: 0", "SYSTEM_ERROR", "USER_ERROR", "NODE_OUT_OF")
 # The words of the round-4 patterns: other programs' lines (a shell, glibc, the driver, Ray, torch elastic), never a
 # vLLM INFO record, so INFO lines skip this scan (a 5 MB log of INFO records pays nothing for it).
 _LATE_WORDS = ("Trace/breakpoint", "*** Aborted", "terminate called", "bad_alloc", "NVRM", "off the bus",

@@ -71,6 +71,9 @@ FAILING = [
     # vLLM's INFO lines of a KV cache that cannot exist (a log cut before the raise), Ray's worker exit report
     "INFO 05-02 10:22:18 [gpu_worker.py:1] Available KV cache memory: -1.52 GiB",
     "INFO 05-02 10:22:18 [executor_base.py:1] # GPU blocks: 0, # CPU blocks: 2048",
+    "WARNING 05-02 10:22:18 scheduler.py:1] Input prompt (9000 tokens) is too long and exceeds limit of 8192",
+    "WARNING 05-02 10:22:18 scheduler.py:1] Input prompt (9000 tokens) + lookahead slots (4) is too long and exceeds "
+    "the capacity of block_manager",
     "(raylet) Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2.",
     # exceptions whose class is not named ...Error
     "zmq.error.Again: Resource temporarily unavailable",
