@@ -1,6 +1,6 @@
 """How well `kvdoctor explain` does on the real logs in tests/fixtures/logs_real (index.yaml).
 
-    .venv/bin/python tools/measure_explain.py [--seen-only] [--verbose] [--batch N]
+    .venv/bin/python tools/measure_explain.py [--seen-only] [--verbose] [--batch N] [--as-pasted]
 
 An entry counts as explained when
   - failure: true  -> exit 1, the reported failure family is the entry's family (any family for 'other'),
@@ -10,6 +10,8 @@ Prints the share for the seen entries (heldout: false) and, unless --seen-only, 
 --verbose it lists each seen entry's outcome; held-out entries are only counted, never printed, so running it
 while writing a family does not show their text. With --batch N only the files of held-out batch N count (the
 batch's commits are read from index.yaml's header, its files from git history, as tools/cut_heldout_batch.py does).
+With --as-pasted only the seen entries are scored, once under each way people alter a log when they paste it
+(AS_PASTED: HTML entities, typographic quotes, hard wraps, added prefixes and tags, record headers removed).
 """
 
 from __future__ import annotations
@@ -24,11 +26,16 @@ ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "tests" / "fixtures" / "logs_real"
 
 
-def judge(entry: dict) -> tuple[bool, str]:
-    from kvdoctor.explain.explain import explain_log
+def judge(entry: dict, alter=None) -> tuple[bool, str]:
+    """Whether explain gets the entry right; ``alter`` (a function of one line) changes each line first."""
+    from kvdoctor.explain.explain import explain_log, explain_text
     from kvdoctor.report.check.text import render
 
-    report = explain_log(str(LOGS / entry["file"]))
+    if alter is None:
+        report = explain_log(str(LOGS / entry["file"]))
+    else:
+        text = (LOGS / entry["file"]).read_text(errors="replace")
+        report = explain_text("\n".join(alter(line) for line in text.splitlines()) + "\n")
     code = report.exit_code("error")
     output = " ".join(render(report).split()).lower()
     family = report.extra.get("family")
@@ -38,6 +45,29 @@ def judge(entry: dict) -> tuple[bool, str]:
     family_ok = entry["family"] == "other" or family == entry["family"]
     ok = code == 1 and family_ok and not missing
     return ok, f"exit {code}, family {family} (want {entry['family']}), missing {missing}"
+
+
+def _wrap(width: int):
+    import textwrap
+
+    return lambda line: "\n".join(textwrap.wrap(line, width, drop_whitespace=False, replace_whitespace=False)) \
+        if len(line) > width else line
+
+
+# How people paste logs: each alteration is applied to every line of the seen logs (--as-pasted).
+AS_PASTED = {
+    "html entities": lambda line: __import__("html").escape(line),
+    "typographic quotes": lambda line: line.replace("'", "\u2019").replace('"', "\u201d"),
+    "hard wrap at 120": _wrap(120),
+    "hard wrap at 80": _wrap(80),
+    "extra Ray tag": lambda line: "(RayWorkerWrapper pid=4711) " + line,
+    "ISO timestamp": lambda line: "2024-06-25T16:32:00.123456Z " + line,
+    "journald prefix": lambda line: "Jun 25 16:32:00 gpu-node-1 vllm[4711]: " + line,
+    "compose prefix": lambda line: "vllm-1  | " + line,
+    "indented": lambda line: "    " + line,
+    "no record headers": lambda line: re.sub(r"^(?:\(.*?pid=\d+\)\s*)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) "
+                                             r"\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./:-]+\]? ", "", line),
+}
 
 
 def batch_members(batch: int, header: str) -> set[str]:
@@ -64,6 +94,8 @@ def main() -> None:
     parser.add_argument("--seen-only", action="store_true")
     parser.add_argument("--verbose", "-v", action="store_true")
     parser.add_argument("--batch", type=int, help="only the files of held-out batch N (see index.yaml's header)")
+    parser.add_argument("--as-pasted", action="store_true",
+                        help="score the seen logs under each AS_PASTED alteration (HTML entities, hard wraps, ...)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from kvdoctor.base.yaml_safe import load_yaml
@@ -73,6 +105,12 @@ def main() -> None:
     if args.batch is not None:
         members = batch_members(args.batch, text)
         entries = [e for e in entries if e["file"] in members]
+    if args.as_pasted:
+        seen = [e for e in entries if not e.get("heldout") and (LOGS / e["file"]).is_file()]
+        for name, alter in AS_PASTED.items():
+            good = sum(judge(entry, alter)[0] for entry in seen)
+            print(f"seen, {name}: {good}/{len(seen)} explained")
+        return
     totals = {False: [0, 0], True: [0, 0]}
     contract = {False: [0, 0], True: [0, 0]}  # [failing logs with exit 0, healthy logs with exit 1]
     for entry in entries:
