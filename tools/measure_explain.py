@@ -65,6 +65,9 @@ AS_PASTED = {
     "journald prefix": lambda line: "Jun 25 16:32:00 gpu-node-1 vllm[4711]: " + line,
     "compose prefix": lambda line: "vllm-1  | " + line,
     "indented": lambda line: "    " + line,
+    "line numbers": (lambda count: lambda line: f"{next(count):>5}  " + line)(__import__("itertools").count(1)),
+    "clock prefix": lambda line: "10:22:18.123 " + line,
+    "list dash": lambda line: "- " + line,
     "no record headers": lambda line: re.sub(r"^(?:\(.*?pid=\d+\)\s*)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) "
                                              r"\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./:-]+\]? ", "", line),
 }

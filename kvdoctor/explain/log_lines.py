@@ -235,7 +235,7 @@ def normalise(text: str) -> list[LogLine]:
     """Every line of the log, normalised. Handles CRLF, lone CR (progress bars) and truncated lines, a log
     indented as a whole (pasted into a Markdown code block or an e-mail quote: `dedent`), and JSON records, whose
     message (and a traceback it holds) becomes the line or lines, under the record's line number."""
-    raw_lines = dedent(unquote(_as_typed(text).splitlines()))
+    raw_lines = dedent(unquote(unprefix(_as_typed(text).splitlines())))
     out = []
     wrapped_from = ""  # the process of a long tagged line, which a hard wrap's next line continues
     for number, raw in enumerate(raw_lines, 1):
@@ -307,6 +307,39 @@ def unquote(raw_lines: list[str]) -> list[str]:
     if not total or quoted < QUOTED_SHARE * total:
         return raw_lines
     return [_QUOTE.sub("", raw, count=1) for raw in raw_lines]
+
+
+# Prefixes a paste or a viewer puts on every line: a line number ('  12  ', '12: ', '12 | '), a short time of day
+# ('10:22:18.123 '), a list dash ('- '). Stripped only when nearly every non-blank line has the same one (and line
+# numbers only when they count up), so a log whose own lines start with a number keeps them.
+_LOG_WIDE = (
+    ("number", re.compile(r"^\s{0,6}(\d{1,7})(?::|\s*\|)?(?=\s|$)")),
+    ("clock", re.compile(r"^\d\d:\d\d:\d\d(?:[.,]\d{1,6})? ")),
+    ("dash", re.compile(r"^- ")),
+)
+
+
+def unprefix(raw_lines: list[str]) -> list[str]:
+    """The lines less a log-wide prefix (_LOG_WIDE) that nearly every non-blank line carries."""
+    sample = [raw for raw in raw_lines[:2000] if raw.strip()]
+    if len(sample) < 2:
+        return raw_lines
+    for kind, pattern in _LOG_WIDE:
+        matches = [pattern.match(raw) for raw in sample]
+        if sum(m is not None for m in matches) < QUOTED_SHARE * len(sample):
+            continue
+        if kind == "number":
+            numbers = [int(m.group(1)) for m in matches if m is not None]
+            rising = sum(b > a for a, b in zip(numbers, numbers[1:]))
+            if rising < QUOTED_SHARE * (len(numbers) - 1):
+                continue
+            # the separator is the whitespace every numbered line has after its number; more is the line's own
+            gap = min((len(raw[m.end():]) - len(raw[m.end():].lstrip()) for raw, m in zip(sample, matches)
+                       if m is not None and raw[m.end():].strip()), default=1)
+            number = re.compile(pattern.pattern + f"\\s{{0,{gap}}}")
+            return [number.sub("", raw, count=1) for raw in raw_lines]
+        return [pattern.sub("", raw, count=1) for raw in raw_lines]
+    return raw_lines
 
 
 def dedent(raw_lines: list[str]) -> list[str]:

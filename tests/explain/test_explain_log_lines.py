@@ -133,3 +133,20 @@ def test_a_wrapped_exception_under_a_process_tag_is_explained_with_its_values():
 
     text = " ".join(render(explain_text(log)).split())
     assert "1.74 GiB" in text and "23.57 GiB" in text
+
+
+@pytest.mark.parametrize("prefix", [lambda n: f"{n:>4}  ", lambda n: f"{n}: ", lambda n: f"{n} | ",
+                                    lambda n: "10:22:18.123 ", lambda n: "- "])
+def test_a_log_wide_prefix_is_stripped(prefix):
+    lines = ["INFO 05-02 10:22:10 [api_server.py:1] vLLM API server version 0.30.0",
+             "Traceback (most recent call last):",
+             '  File "/x/vllm/config/cache.py", line 100, in _verify_cache_dtype',
+             "ValueError: Unknown kv cache dtype: fp9"]
+    parsed = normalise("".join(prefix(n) + line + "\n" for n, line in enumerate(lines, 7)))
+    assert parsed[0].level == "INFO" and parsed[2].text.startswith('  File "')
+    assert parsed[3].text == "ValueError: Unknown kv cache dtype: fp9"
+
+
+def test_numbers_that_do_not_count_up_are_the_log_s_own():
+    lines = ["3 validation errors for ModelConfig", "2 workers died", "1 GPU left", "0 blocks"]
+    assert [line.text for line in normalise("\n".join(lines) + "\n")] == lines
