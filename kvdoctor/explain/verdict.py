@@ -141,6 +141,8 @@ FOREIGN_ERROR = re.compile(
     r"|\bdied or was killed\b|\bkilled due to memory pressure\b"
     # a client that could not reach the server, or got an internal error back as JSON
     r"|^curl: \(\d+\) |\"code\":\s*5\d\d\b|^\s*\"error\":\s*[\"{]"
+    # an error body as a Python client prints the response (a dict repr: single quotes), a non-empty one
+    r"|[{,]\s*'error':\s*(?:\{|'[^']|\"[^\"])"
     # an exception line behind a prefix no pattern knows ('[worker-3] ValueError: ...', 'host1: KeyError: ...'),
     # one whose case a paste lost ('permissionError: ...'), and a traceback flattened onto one line by a paste
     # ('File "x.py", line 5, in f raise X(...) requests.exceptions.ConnectionError: ...')
@@ -159,7 +161,7 @@ _FOREIGN_WORDS = ("ERROR", "FATAL", "CRITICAL", "level", "Aborted", "SIG", "Segf
                   "Error: ", "Exception: ", "lvl", "severity", "panic", "object", "Out of memory", "oom-kill",
                   "out of memory", "NCCL WARN", "File \"", '"error"', "alue error, ", "ssertion failed, ", "validation error",
                   "rrno ", "rror ", "rror.", "rrors.", "xception.", "xceptions.", "exc.", "Timeout: ", "Failed: ",
-                  "Failure: ", "xception: ", "[error]", "[Error]", "[fatal]", "[Fatal]", "[crit", "[Crit", "[emerg]",
+                  "Failure: ", "xception: ", "'error':", "[error]", "[Error]", "[fatal]", "[Fatal]", "[crit", "[Crit", "[emerg]",
                   "[alert]")
 _GLOG_HEAD = re.compile(r"^\[?[EF](?:\d{4} | [\w.]+:\d+\])")
 

@@ -95,6 +95,7 @@ FAILING = [
     "FAILED tests/test_x.py::test_serve - AssertionError: assert 1 == 0",
     "2024/06/25 16:32:00 [error] 29#29: *1 connect() failed (111: Connection refused) while connecting to upstream",
     "Exception: model failed to load",
+    "{'error': {'message': 'The model `llama` does not exist.', 'type': 'NotFoundError', 'code': 404}}",
     "cuInit failed",
     "运行报错，服务起不来",
     "エラーが発生しました",
@@ -138,6 +139,8 @@ HEALTHY = [
     "vllm serve exited with status 0",
     "2024/06/25 16:32:00 [notice] 1#1: start worker processes",
     "服务启动成功",
+    "{'error': None, 'id': 'cmpl-1', 'choices': [{'text': 'ok'}]}",
+    "{'id': 'cmpl-1', 'error': ''}",
     "cuInit succeeded",
 
 ]
