@@ -75,8 +75,18 @@ def serve_argv(command: list[Word], args: list[Word], entrypoint_is_vllm: bool, 
         after = flag + 1 + (flag + 2 < len(words) and words[flag + 1].text == "--") if flag is not None else None
         script = pairs[after] if after is not None else None  # `bash -lc -- "script"`: -- ends bash's options
         if script is not None:
-            return _in_script(script[0], script[1], source_text)
+            found = _in_script(script[0], script[1], source_text)
+            return _with_positionals(found, [token for token, _ in pairs[after + 2:]]) if found is not None else None
     return None
+
+
+def _with_positionals(argv: list[Token], positionals: list[Token]) -> list[Token]:
+    """`sh -c 'exec vllm serve "$@"' NAME ARG...`: the words after the script are $0 and then $1...; "$@" (or
+    ${@}, $*) in the script's command stands for $1... (the `--` many write after a script is $0)."""
+    expanded: list[Token] = []
+    for token in argv:
+        expanded += positionals if token.text in ("$@", "${@}", "$*", "${*}") else [token]
+    return expanded
 
 
 def runs_a_shell(command: list[Word], args: list[Word]) -> bool:

@@ -30,8 +30,8 @@ POD_SPECS: dict[str, tuple[tuple[str, ...], ...]] = {
     "LeaderWorkerSet": (("spec", "leaderWorkerTemplate", "leaderTemplate", "spec"),
                         ("spec", "leaderWorkerTemplate", "workerTemplate", "spec")),  # fmt: skip
     "InferenceService": (("spec", "predictor"),),
-    "ServingRuntime": (("spec",),),
-    "ClusterServingRuntime": (("spec",),),
+    "ServingRuntime": (("spec",), ("spec", "workerSpec")),  # workerSpec: a multi-node runtime's worker pods
+    "ClusterServingRuntime": (("spec",), ("spec", "workerSpec")),
 }
 GPU_RESOURCE = re.compile(r"^nvidia\.com/(gpu|mig-\d+g\.\d+gb)$")
 MIG_PROFILE = re.compile(r"mig-(\d+g\.\d+gb)", re.IGNORECASE)
@@ -43,10 +43,14 @@ def is_kubernetes(root: yaml.Node) -> bool:
 
 
 def workloads(doc: Document, source_text: str) -> list[Workload]:
-    """The vLLM workloads of one Kubernetes object (a `kind: List` is read item by item)."""
+    """The vLLM workloads of one Kubernetes object (a `kind: List` is read item by item, an OpenShift `Template`
+    object by object, each under its own kind and name)."""
     kind = nodes.text(nodes.get(doc.root, "kind"))
     if kind == "List" or (kind or "").endswith("List"):
         return [w for item in nodes.items(nodes.get(doc.root, "items")) for w in _object(doc.file, item, source_text)]
+    if kind == "Template" and nodes.is_seq(nodes.get(doc.root, "objects")):
+        return [w for item in nodes.items(nodes.get(doc.root, "objects")) if is_kubernetes(item)
+                for w in _object(doc.file, item, source_text)]  # fmt: skip
     return _object(doc.file, doc.root, source_text)
 
 

@@ -87,3 +87,56 @@ def test_leaderworkerset_and_kserve(kinds):
 
 def test_a_container_without_gpu_limit_gets_no_count_finding(kinds):
     assert not any(p.finding.rule_id in ("KVD201", "KVD202") for p in kinds["qwen-kserve"].placed)
+
+
+OPENSHIFT_TEMPLATE = """\
+apiVersion: template.openshift.io/v1
+kind: Template
+metadata:
+  name: vllm-runtime-template
+objects:
+  - apiVersion: serving.kserve.io/v1alpha1
+    kind: ServingRuntime
+    metadata:
+      name: vllm-runtime
+    spec:
+      containers:
+        - name: kserve-container
+          image: $(vllm-image)
+          command: [python, -m, vllm.entrypoints.openai.api_server]
+          args: ["--model=/mnt/models", "--port=8080"]
+      workerSpec:
+        containers:
+          - name: worker-container
+            image: $(vllm-image)
+            args: [/mnt/models, --tensor-parallel-size=2, --headless]
+            command:
+              - bash
+              - -c
+              - |
+                NODE_RANK=1
+                exec vllm serve "$@" --node-rank=${NODE_RANK}
+              - --
+parameters:
+  - name: UNUSED
+"""
+
+
+def test_an_openshift_templates_objects_are_read_under_their_own_kind_and_name(tmp_path):
+    path = tmp_path / "template.yaml"
+    path.write_text(OPENSHIFT_TEMPLATE)
+    _, workloads, _ = find_workloads([str(path)])
+    assert [(w.kind, w.name, w.container) for w in workloads] == [
+        ("ServingRuntime", "vllm-runtime", "kserve-container"),
+        ("ServingRuntime", "vllm-runtime", "worker-container"),  # a multi-node runtime's workerSpec
+    ]
+
+
+def test_a_scripts_dollar_at_is_the_words_after_its_dollar_zero(tmp_path):
+    path = tmp_path / "template.yaml"
+    path.write_text(OPENSHIFT_TEMPLATE)
+    _, workloads, _ = find_workloads([str(path)])
+    worker = workloads[1]
+    # `bash -c SCRIPT -- ARGS`: "--" is $0, so "$@" is the args; the script's own words follow them
+    assert [t.text for t in worker.argv][:3] == ["/mnt/models", "--tensor-parallel-size=2", "--headless"]
+    assert worker.argv[0].line == OPENSHIFT_TEMPLATE.splitlines().index("            args: [/mnt/models, --tensor-parallel-size=2, --headless]") + 1
