@@ -15,7 +15,11 @@ from kvdoctor.base.errors import KvdoctorError
 from kvdoctor.base.yaml_safe import MAX_FLOW_DEPTH, safe_loader, too_deeply_nested
 
 MAX_MANIFEST_BYTES = 8 * 1024 * 1024
-YAML_SUFFIXES = (".yaml", ".yml")
+YAML_SUFFIXES = (".yaml", ".yml", ".yaml.tftpl", ".yml.tftpl")
+TERRAFORM_TEMPLATE = ".tftpl"
+# A Terraform templatefile() directive alone on its line (%{ for x in xs ~}, %{ endfor }): it repeats or drops the
+# lines around it, so it is read as a blank line and the ${...} interpolations stay variables, unknown here.
+TERRAFORM_DIRECTIVE_LINE = re.compile(r"^[ \t]*%\{[^\n]*\}[ \t]*$", re.MULTILINE)
 SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache",
              ".pytest_cache", ".terraform", "vendor"}  # fmt: skip
 # A Go/Helm template action; Jinja chat templates in ConfigMaps ({{ message['content'] }}) do not match.
@@ -118,6 +122,8 @@ def compose_documents(source: SourceFile) -> list[Document]:
     """Every YAML document of a file as a node tree; raises ManifestError with the file and line. Go template
     actions inside a string value (KServe's `--model_name={{.Name}}`, `"{{ ... }}"`) are values, not templating."""
     text = source.text
+    if source.path.endswith(TERRAFORM_TEMPLATE):
+        text = TERRAFORM_DIRECTIVE_LINE.sub(lambda m: " " * len(m.group(0)), text)  # same offsets, same lines
     templates = [m.start() for m in TEMPLATE.finditer(text) if not _in_comment(text, m.start())]
     if too_deeply_nested(text):
         raise ManifestError(f"{source.path}: nested more than {MAX_FLOW_DEPTH} levels deep")
