@@ -80,6 +80,43 @@ def serve_argv(command: list[Word], args: list[Word], entrypoint_is_vllm: bool, 
     return None
 
 
+def run_script(node: yaml.Node | None, source_text: str) -> list[Token] | None:
+    """The argv of the vLLM launcher in a shell script held as one YAML string (SkyPilot's `run:`), or None."""
+    text = nodes.text(node)
+    return _in_script(Token(text, nodes.line(node)), node, source_text) if text else None
+
+
+SCRIPT_ASSIGNMENT = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(\S*)\s*$")
+BLOCK_OPENS = re.compile(r"^\s*(?:if|for|while|until|case|select)\b|\{\s*$")
+BLOCK_CLOSES = re.compile(r"^\s*(?:fi|done|esac|\})\b")
+LAUNCHER = re.compile(r"\bvllm\s+serve\b|\bvllm\.entrypoints\.")
+
+
+def script_assignments(script: str, known: dict[str, str]) -> dict[str, str]:
+    """`known` plus the script's plain top-level assignments before its vLLM launcher line (NAME=value, export
+    NAME=value), each value expanded from what is known so far; assignments inside if/for/while/case blocks or
+    functions, and command substitutions, are not evaluated (their value is unknown here)."""
+    values, depth = dict(known), 0
+    for line in script.splitlines():
+        if LAUNCHER.search(line):
+            break
+        if BLOCK_CLOSES.match(line):
+            depth = max(depth - 1, 0)
+        elif BLOCK_OPENS.search(line):
+            depth += 1
+        elif depth == 0 and (found := SCRIPT_ASSIGNMENT.match(line)) and "$(" not in found.group(2) \
+                and "`" not in found.group(2):
+            try:
+                words = shlex.split(found.group(2)) or [""]
+            except ValueError:
+                continue
+            if len(words) == 1:
+                (expanded,) = expand_shell_variables([Token(words[0], None)], values)
+                if not UNRESOLVED.search(expanded.text):
+                    values[found.group(1)] = expanded.text
+    return values
+
+
 def _with_positionals(argv: list[Token], positionals: list[Token]) -> list[Token]:
     """`sh -c 'exec vllm serve "$@"' NAME ARG...`: the words after the script are $0 and then $1...; "$@" (or
     ${@}, $*) in the script's command stands for $1... (the `--` many write after a script is $0)."""
@@ -123,9 +160,10 @@ def _after_launcher(words: list[Token]) -> list[Token] | None:
 
 def _in_script(script: Token, node: yaml.Node | None, source_text: str) -> list[Token] | None:
     # Same length, so offsets still index the original: continuations become spaces, newlines end commands.
-    flat = script.text.replace("\\\n", "  ").replace("\n", ";")
+    flat = _without_comments(script.text).replace("\\\n", "  ").replace("\n", ";")
     lexer = shlex.shlex(flat, posix=True, punctuation_chars=";&|")
     lexer.whitespace_split = True
+    lexer.commenters = ""  # comments are blanked line by line: on the flattened script one would swallow the rest
     try:
         words = list(lexer)
     except ValueError:
@@ -133,7 +171,7 @@ def _in_script(script: Token, node: yaml.Node | None, source_text: str) -> list[
     placed = _place(words, node, source_text) if node is not None else [Token(w, script.line) for w in words]
     segment: list[Token] = []
     for word in placed + [Token(";", None)]:
-        if word.text in OPERATORS:
+        if word.text in OPERATORS or (word.text and set(word.text) <= set(";&|")):  # "&;": `cmd &` ends its line
             found = _after_launcher(segment)
             if found is not None:
                 return found
@@ -141,6 +179,24 @@ def _in_script(script: Token, node: yaml.Node | None, source_text: str) -> list[
         else:
             segment.append(word)
     return None
+
+
+def _without_comments(script: str) -> str:
+    """The script with each comment (a # at a word's start, outside quotes, to the end of its line) blanked, so
+    that every offset still indexes the original."""
+    lines = []
+    for line in script.split("\n"):
+        quote, cut = None, None
+        for at, char in enumerate(line):
+            if quote:
+                quote = None if char == quote else quote
+            elif char in "'\"":
+                quote = char
+            elif char == "#" and (at == 0 or line[at - 1] in " \t;"):
+                cut = at
+                break
+        lines.append(line if cut is None else line[:cut] + " " * (len(line) - cut))
+    return "\n".join(lines)
 
 
 def _place(words: list[str], node: yaml.Node, source_text: str) -> list[Token]:

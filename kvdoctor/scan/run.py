@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from kvdoctor.check.run import CheckSettings
-from kvdoctor.scan import compose, helm_values, kubernetes, nodes, serving_crds
+from kvdoctor.scan import compose, helm_values, kubernetes, nodes, serving_crds, skypilot
 from kvdoctor.scan.command import only_serve_flags, words_of
 from kvdoctor.scan.documents import Document, ManifestError, compose_documents, discover
 from kvdoctor.scan.judge import ScanDefaults, judge
@@ -20,6 +20,7 @@ READERS = (
     (compose.is_compose, compose.workloads),
     (helm_values.is_production_stack_values, helm_values.workloads),
     (helm_values.is_vllm_chart_values, helm_values.vllm_chart_workloads),
+    (skypilot.is_skypilot_task, skypilot.workloads),
 )
 
 

@@ -55,7 +55,7 @@ class Workload:
     line: int | None
     """Where the object (Deployment, Compose service, modelSpec entry) starts."""
     platform: str
-    """'kubernetes', 'compose' or 'helm' (vLLM production-stack values)."""
+    """'kubernetes', 'compose', 'helm' (vLLM production-stack values) or 'skypilot' (a SkyPilot task)."""
     kind: str
     """'Deployment', 'StatefulSet', ..., 'service' (Compose), 'modelSpec' (production-stack values) or 'vLLM chart
     values'."""
