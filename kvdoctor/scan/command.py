@@ -199,18 +199,48 @@ def _without_comments(script: str) -> str:
     return "\n".join(lines)
 
 
+def script_commands(script: str, first_line: int) -> list[list[Token]]:
+    """Every simple command of a shell script (split at newlines, ;, &&, ||, |, &), each word on its line."""
+    flat = _without_comments(script).replace("\\\n", "  ").replace("\n", ";")
+    lexer = shlex.shlex(flat, posix=True, punctuation_chars=";&|")
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    try:
+        words = list(lexer)
+    except ValueError:
+        return []
+    commands: list[list[Token]] = [[]]
+    for word in _place_in(words, script, first_line):
+        if word.text in OPERATORS or (word.text and set(word.text) <= set(";&|")):
+            commands.append([])
+        else:
+            commands[-1].append(word)
+    return [c for c in commands if c]
+
+
+def after_launcher(words: list[Token]) -> list[Token] | None:
+    """The argv after `vllm serve` / `python -m vllm.entrypoints...` (VAR=value and exec/nohup prefixes kept
+    out of the way), or None."""
+    return _after_launcher(words)
+
+
 def _place(words: list[str], node: yaml.Node, source_text: str) -> list[Token]:
     """Give each word the line it is written on, found in the node's source text in order."""
     start = node.start_mark
     raw = source_text[start.index : node.end_mark.index] if source_text else ""
+    return _place_in(words, raw, start.line + 1)
+
+
+def _place_in(words: list[str], raw: str, first_line: int) -> list[Token]:
+    """Each word with its line: found in order in ``raw``, whose first line is ``first_line``."""
     placed: list[Token] = []
     cursor = 0
     for word in words:
         found = raw.find(word, cursor) if word else -1
         if found < 0:
-            placed.append(Token(word, start.line + 1 + raw[:cursor].count("\n")))
+            placed.append(Token(word, first_line + raw[:cursor].count("\n")))
             continue
-        placed.append(Token(word, start.line + 1 + raw[:found].count("\n")))
+        placed.append(Token(word, first_line + raw[:found].count("\n")))
         cursor = found + len(word)
     return placed
 

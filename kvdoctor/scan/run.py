@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from kvdoctor.check.run import CheckSettings
-from kvdoctor.scan import compose, helm_values, kubernetes, nodes, serving_crds, skypilot
+from kvdoctor.scan import compose, helm_values, kubernetes, nodes, scripts, serving_crds, skypilot
 from kvdoctor.scan.command import only_serve_flags, words_of
 from kvdoctor.scan.documents import Document, ManifestError, compose_documents, discover
 from kvdoctor.scan.judge import ScanDefaults, judge
@@ -41,6 +41,9 @@ def read_manifests(paths: list[str]) -> tuple[list[str], list[Workload], list[st
     for source in sources:
         if isinstance(source, ManifestError):
             unread.append(UnreadFile.of(source))
+            continue
+        if scripts.is_shell_script(source):
+            found += scripts.workloads(source)
             continue
         try:
             documents = compose_documents(source)

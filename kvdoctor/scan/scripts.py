@@ -1,0 +1,129 @@
+"""Shell scripts -> vLLM workloads: each `docker run` / `podman run` of an image that runs vLLM's server (or whose
+command is `vllm serve`), and each `vllm serve` / `python -m vllm.entrypoints...` run directly (after `srun` and
+its options too). Words keep their lines; the script's plain top-level assignments are expanded."""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+
+from kvdoctor.scan.command import after_launcher, expand_shell_variables, script_assignments, script_commands
+from kvdoctor.scan.documents import SCRIPT_SUFFIXES, SourceFile
+from kvdoctor.scan.image import runs_vllm_entrypoint
+from kvdoctor.scan.workload import EnvVar, Token, Workload
+
+SHEBANG = re.compile(r"^#!\s*\S*(?:/|env\s+)(?:ba|da|z)?sh\b")
+CONTAINER_RUNNERS = {"docker", "podman", "nerdctl"}
+WRAPPERS = {"sudo", "srun"}
+"""Commands that run the rest of their words (after their own options): `sudo docker run`, `srun -p X vllm serve`."""
+# docker run options that take a value as the next word (the others are switches).
+DOCKER_VALUE_OPTIONS = {
+    "-a", "--attach", "--add-host", "--cpus", "--cpuset-cpus", "--device", "--dns", "-e", "--env", "--env-file",
+    "--entrypoint", "--gpus", "-h", "--hostname", "--ipc", "-l", "--label", "--log-driver", "--log-opt", "-m",
+    "--memory", "--mount", "--name", "--net", "--network", "--pid", "--platform", "-p", "--publish", "--pull",
+    "--restart", "--runtime", "--security-opt", "--shm-size", "--ulimit", "-u", "--user", "-v", "--volume",
+    "--volumes-from", "-w", "--workdir", "--cap-add", "--cap-drop", "--group-add", "--memory-swap", "--stop-signal",
+    "--stop-timeout", "--tmpfs", "--userns", "--uts", "--health-cmd", "--cgroupns", "--storage-opt", "--sysctl",
+}  # fmt: skip
+# srun options that take a value as the next word (short ones; long ones are written --opt=value).
+SRUN_VALUE_OPTIONS = {"-p", "-n", "-N", "-c", "-t", "-J", "-A", "-q", "-w", "-x", "-o", "-e", "-G", "-D", "-C",
+                      "--gres", "--partition", "--job-name", "--account", "--time", "--nodes", "--ntasks",
+                      "--cpus-per-task", "--gpus", "--quotatype", "--ntasks-per-node", "--mem", "--qos"}  # fmt: skip
+
+
+def is_shell_script(source: SourceFile) -> bool:
+    return source.path.endswith(SCRIPT_SUFFIXES) or bool(SHEBANG.match(source.text))
+
+
+def workloads(source: SourceFile) -> list[Workload]:
+    name = PurePosixPath(source.path).name
+    found: list[Workload] = []
+    for words in script_commands(source.text, 1):
+        workload = _docker_run(source, name, words) or _direct(source, name, words)
+        if workload is not None:
+            found.append(workload)
+    known = script_assignments(source.text, {})
+    return [_expanded(w, known) for w in found]
+
+
+def _unwrapped(words: list[Token]) -> tuple[list[Token], str | None]:
+    """The words after sudo / srun and their options, and the wrapper's name (None when there is none)."""
+    wrapper = None
+    while words and PurePosixPath(words[0].text).name in WRAPPERS:
+        wrapper = PurePosixPath(words[0].text).name
+        index = 1
+        values = SRUN_VALUE_OPTIONS if wrapper == "srun" else set()
+        while index < len(words) and words[index].text.startswith("-"):
+            index += 2 if words[index].text in values else 1
+        words = words[index:]
+    return words, wrapper
+
+
+def _docker_run(source: SourceFile, name: str, words: list[Token]) -> Workload | None:
+    words, _ = _unwrapped(words)
+    if len(words) < 3 or PurePosixPath(words[0].text).name not in CONTAINER_RUNNERS or words[1].text != "run":
+        return None
+    options: dict[str, list[Token]] = {}
+    index = 2
+    while index < len(words) and words[index].text.startswith("-"):
+        flag, eq, inline = words[index].text.partition("=")
+        if not eq and flag in DOCKER_VALUE_OPTIONS and index + 1 < len(words):
+            options.setdefault(flag, []).append(words[index + 1])
+            index += 2
+        else:
+            options.setdefault(flag, []).append(Token(inline, words[index].line))
+            index += 1
+    if index >= len(words):
+        return None
+    image, rest = words[index], words[index + 1 :]
+    entrypoint = options.get("--entrypoint")
+    command = ([Token(entrypoint[-1].text, entrypoint[-1].line)] + rest) if entrypoint else rest
+    argv = after_launcher(command)
+    if argv is None and not entrypoint and runs_vllm_entrypoint(image.text):
+        argv = rest
+    if argv is None:
+        return None
+    env = [_env(t) for flag in ("-e", "--env") for t in options.get(flag, [])]
+    gpus = options.get("--gpus", [])
+    count = _gpu_count(gpus[-1].text) if gpus else None
+    container = options.get("--name", [None])[-1]
+    return Workload(
+        file=source.path, line=words[0].line, platform="script", kind="docker run", name=name,
+        container=container.text if container is not None else "docker run", image=image.text,
+        image_line=image.line, argv=tuple(argv), command_line=words[0].line, env=tuple(env),
+        env_from=tuple(f"env file {t.text!r}" for t in options.get("--env-file", [])),
+        gpu_limit=count, gpu_limit_line=gpus[-1].line if gpus else None,
+        notes=(f"{words[0].text} run in a shell script: the image's server with the words after the image",),
+    )  # fmt: skip
+
+
+def _direct(source: SourceFile, name: str, words: list[Token]) -> Workload | None:
+    words, wrapper = _unwrapped(words)
+    argv = after_launcher(words)
+    if argv is None:
+        return None
+    return Workload(
+        file=source.path, line=words[0].line, platform="script", kind="script", name=name,
+        container=wrapper or "vllm serve", argv=tuple(argv), command_line=words[0].line,
+        notes=("vLLM run directly by a shell script: the version is the environment's, unknown here",),
+    )  # fmt: skip
+
+
+def _env(token: Token) -> EnvVar:
+    key, eq, value = token.text.partition("=")
+    return EnvVar(key, value if eq else None, token.line, None if eq else "the host (docker run -e NAME)")
+
+
+def _gpu_count(value: str) -> int | None:
+    """--gpus 2 -> 2; --gpus '"device=0,1"' -> 2; --gpus all -> None (the host's count)."""
+    value = value.strip("'\"")
+    if value.isdigit():
+        return int(value)
+    devices = re.search(r"device=([0-9,]+)", value)
+    return len([d for d in devices.group(1).split(",") if d]) if devices else None
+
+
+def _expanded(workload: Workload, known: dict[str, str]) -> Workload:
+    from dataclasses import replace
+
+    return replace(workload, argv=tuple(expand_shell_variables(list(workload.argv), known)))

@@ -1,0 +1,59 @@
+"""Shell scripts: docker run of vLLM's image, and vllm serve run directly (after srun too)."""
+
+from __future__ import annotations
+
+from scan_support import scan
+
+from kvdoctor.scan.run import find_workloads, read_manifests
+
+DOCKER_RUN = """\
+#!/bin/bash
+# start the server; the model's "path" is mounted
+MODEL=/models/qwen
+docker run -d --name vllm-server --runtime nvidia --gpus '"device=0,1"' \\
+    -v $(pwd):/models -p 8000:8000 -e NCCL_P2P_DISABLE=1 -e HF_TOKEN \\
+    vllm/vllm-openai:v0.25.1 \\
+    --model $MODEL \\
+    --tensor-parallel-size 4 \\
+    --max_model_len 2048
+curl localhost:8000/health
+"""
+
+
+def _script(tmp_path, text: str, name: str = "start.sh"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_docker_run_of_vllms_image_is_a_workload_with_its_options_read(tmp_path):
+    (run,) = find_workloads([str(_script(tmp_path, DOCKER_RUN))])[1]
+    assert (run.kind, run.name, run.container, run.image) == ("docker run", "start.sh", "vllm-server",
+                                                              "vllm/vllm-openai:v0.25.1")  # fmt: skip
+    assert [t.text for t in run.argv] == ["--model", "/models/qwen", "--tensor-parallel-size", "4",
+                                          "--max_model_len", "2048"]  # fmt: skip  # $MODEL: the script's assignment
+    assert run.argv[2].line == 8 and run.gpu_limit == 2 and run.gpu_limit_line == 4
+    assert [(e.name, e.value) for e in run.env] == [("NCCL_P2P_DISABLE", "1"), ("HF_TOKEN", None)]
+
+
+def test_fewer_gpus_than_the_parallel_sizes_is_an_error_at_the_gpus_option(tmp_path):
+    report = scan([str(_script(tmp_path, DOCKER_RUN))], tmp_path, gpu=None)
+    (run,) = report.workloads
+    short = next(p for p in run.placed if p.finding.rule_id == "KVD201")
+    assert short.finding.status == "fired" and short.location.line == 4
+    assert run.report.facts["vllm.version"] == "0.25.1"
+
+
+def test_vllm_serve_after_srun_and_its_options(tmp_path):
+    text = "srun -p gpu --gres=gpu:2 -n1 --job-name=x \\\n  vllm serve /m/qwen --tensor-parallel-size 2 &\n"
+    (run,) = find_workloads([str(_script(tmp_path, text, "serve.sh"))])[1]
+    assert (run.kind, run.container, [t.text for t in run.argv]) == ("script", "srun",
+                                                                     ["/m/qwen", "--tensor-parallel-size", "2"])  # fmt: skip
+
+
+def test_other_images_and_commands_are_no_workload_and_a_walk_reads_scripts(tmp_path):
+    _script(tmp_path, "docker run -d redis:7 --port 6379\npython train.py --epochs 2\n", "other.sh")
+    _script(tmp_path, DOCKER_RUN, "serve.sh")
+    files, found, _, unread = read_manifests([str(tmp_path)])
+    assert sorted(f.rsplit("/", 1)[-1] for f in files) == ["other.sh", "serve.sh"] and not unread
+    assert [w.name for w in found] == ["serve.sh"]
