@@ -13,6 +13,32 @@ PUBLIC = MANIFESTS / "public"
 INDEX = yaml.safe_load((PUBLIC / "index.yaml").read_text())["files"]
 SEEN = [e for e in INDEX if not e["heldout"]]
 DECIDING_INPUTS = ("--gpu", "--model-path", "--vllm-version")
+# Seen files of batch s32 whose workloads scan does not read yet, each with why (strict xfail: reading one fails the
+# test, so the entry is removed with the change that reads it).
+NOT_READ_YET = {
+    "awslabs__ai-on-eks/blueprints__inference__vllm-rayserve-gpu__ray-service-vllm.yaml":
+        "a Ray Serve Python app (vllm_serve:deployment builds AsyncEngineArgs from env vars): no serve command",
+    "awslabs__ai-on-eks/blueprints__inference__vllm-rayserve-inf2__vllm-rayserve-deployment.yaml":
+        "a Ray Serve Python app (AsyncEngineArgs in a ConfigMap script): no serve command",
+    "jbohnslav__modal_chat/vllm_server.py": "a Modal app: vllm serve is a Python list run by subprocess",
+    "koyeb__example-vllm/Dockerfile": "Dockerfiles are not read",
+    "opendatahub-io__llama-stack-distribution/.github__actions__setup-vllm__action.yml":
+        "a GitHub composite action's run: script (docker run $VLLM_IMAGE $VLLM_ARGS, set in if branches)",
+    "InftyAI__llmaz/docs__examples__envoy-ai-gateway__basic-vllm.yaml":
+        "llmaz Playground: its vLLM args are in the BackendRuntime, not read",
+}  # fmt: skip
+
+
+def _seen_params():
+    return [pytest.param(e, id=e["file"].split("/")[-1], marks=pytest.mark.xfail(strict=True, reason=why))
+            if (why := NOT_READ_YET.get(e["file"])) else pytest.param(e, id=e["file"].split("/")[-1]) for e in SEEN]
+
+
+def _walked(entry: dict) -> bool:
+    """Whether a directory walk reads the file (YAML, *.yaml.tftpl, shell scripts) and scan reads its workloads."""
+    from kvdoctor.scan.documents import SCRIPT_SUFFIXES, YAML_SUFFIXES
+
+    return entry["file"].endswith(YAML_SUFFIXES + SCRIPT_SUFFIXES) and entry["file"] not in NOT_READ_YET
 
 
 def _scan(entry: dict, tmp_path):
@@ -25,21 +51,25 @@ def _errors(result) -> set[str]:
 
 
 def test_the_index_is_complete_and_sourced():
-    assert len(INDEX) >= 36 and len({e["repo"] for e in INDEX}) >= 12
+    assert len(INDEX) >= 66 and len({e["repo"] for e in INDEX}) >= 26
     files = {p.relative_to(PUBLIC).as_posix() for p in PUBLIC.rglob("*") if p.is_file() and p.name != "index.yaml"}
     assert files == {e["file"] for e in INDEX}
     for entry in INDEX:
         assert len(entry["commit"]) == 40 and entry["url"].endswith(entry["path"]) and entry["commit"] in entry["url"]
         assert entry["file"] == entry["repo"].replace("/", "__") + "/" + entry["path"].replace("/", "__")
-    held = sorted(e["file"] for e in INDEX if e["heldout"])
-    drawn = sorted(e["file"] for e in INDEX if "added_after_draw" not in e)  # the draw was over these
     import random
 
+    first = [e for e in INDEX if "batch" not in e]
+    held = sorted(e["file"] for e in first if e["heldout"])
+    drawn = sorted(e["file"] for e in first if "added_after_draw" not in e)  # the draw was over these
     assert held == sorted(random.Random(27).sample(drawn, round(len(drawn) * 0.25)))
     assert not any(e["heldout"] for e in INDEX if "added_after_draw" in e)
+    s32 = sorted(e["file"] for e in INDEX if e.get("batch") == "s32")  # drawn before scan ran on any of them
+    held = sorted(e["file"] for e in INDEX if e.get("batch") == "s32" and e["heldout"])
+    assert len(s32) >= 25 and held == sorted(random.Random(32).sample(s32, round(len(s32) * 0.25)))
 
 
-@pytest.mark.parametrize("entry", SEEN, ids=[e["file"].split("/")[-1] for e in SEEN])
+@pytest.mark.parametrize("entry", _seen_params())
 def test_every_workload_is_found_checked_and_has_no_false_error(entry, tmp_path):
     report = _scan(entry, tmp_path)
     assert bool(report.unread) == bool(entry.get("unreadable"))
@@ -78,7 +108,7 @@ def test_the_whole_folder_in_one_scan_never_aborts_on_the_malformed_file(tmp_pat
     assert [u.location.file.rsplit("/", 1)[-1] for u in report.unread] == [
         e["file"].rsplit("/", 1)[-1] for e in INDEX if e.get("unreadable")]  # fmt: skip
     found = {(r.workload.file.rsplit("/", 1)[-1], r.workload.name, r.workload.container) for r in report.workloads}
-    for entry in SEEN:
+    for entry in filter(_walked, SEEN):
         for want in entry["workloads"]:
             assert (entry["file"].rsplit("/", 1)[-1], want["name"], want["container"]) in found
     assert report.exit_code("error") == 2  # the unreadable file is reported, the gate still fails on it
@@ -109,7 +139,7 @@ def test_a_vllm_builds_tag_names_its_release_but_lmcaches_does_not(tmp_path):
     (basic,) = _one("qwen3-32b-tp4-replicas2.yaml", tmp_path)
     assert basic.report.facts["vllm.version"] == "0.10.2"
     assert any("a build of vLLM" in n for n in basic.report.notes)
-    (gateway,) = _one("gpu-deployment.yaml", tmp_path)
+    (gateway,) = _one("configs__vllm__gpu-deployment.yaml", tmp_path)
     assert gateway.report.facts["vllm.version"] is None  # lmcache/vllm-openai tags are LMCache's
 
 
