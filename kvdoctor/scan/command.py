@@ -117,6 +117,24 @@ def script_assignments(script: str, known: dict[str, str]) -> dict[str, str]:
     return values
 
 
+CONDITIONAL_WORDS = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):?\+([^{}]*)\}")
+
+
+def conditional_words(script: str, known: dict[str, str]) -> tuple[str, list[str]]:
+    """`${VAR:+--revision "$VAR"}`: the words when VAR is known and not empty, else nothing, each such option named
+    in a note (it is set only when VAR is given at run time, unknown here: not judged)."""
+    notes: list[str] = []
+
+    def words(match: re.Match[str]) -> str:
+        if known.get(match.group(1)):
+            return match.group(2)
+        notes.append(f"{match.group(2).strip()} only when ${match.group(1)} is set at run time, unknown here: "
+                     "not judged")  # fmt: skip
+        return ""
+
+    return CONDITIONAL_WORDS.sub(words, script), notes
+
+
 def _with_positionals(argv: list[Token], positionals: list[Token]) -> list[Token]:
     """`sh -c 'exec vllm serve "$@"' NAME ARG...`: the words after the script are $0 and then $1...; "$@" (or
     ${@}, $*) in the script's command stands for $1... (the `--` many write after a script is $0)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from kvdoctor.check.run import CheckSettings
-from kvdoctor.scan import compose, helm_values, kubernetes, nodes, scripts, serving_crds, skypilot
+from kvdoctor.scan import compose, dockerfile, helm_values, kubernetes, nodes, scripts, serving_crds, skypilot
 from kvdoctor.scan.command import only_serve_flags, words_of
 from kvdoctor.scan.documents import Document, ManifestError, compose_documents, discover
 from kvdoctor.scan.judge import ScanDefaults, judge
@@ -44,6 +44,9 @@ def read_manifests(paths: list[str]) -> tuple[list[str], list[Workload], list[st
             continue
         if scripts.is_shell_script(source):
             found += scripts.workloads(source)
+            continue
+        if dockerfile.is_dockerfile(source):
+            found += dockerfile.workloads(source)
             continue
         try:
             documents = compose_documents(source)

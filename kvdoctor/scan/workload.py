@@ -55,8 +55,8 @@ class Workload:
     line: int | None
     """Where the object (Deployment, Compose service, modelSpec entry) starts."""
     platform: str
-    """'kubernetes', 'compose', 'helm' (vLLM production-stack values), 'skypilot' (a SkyPilot task) or 'script'
-    (a shell script's docker run or vllm serve)."""
+    """'kubernetes', 'compose', 'helm' (vLLM production-stack values), 'skypilot' (a SkyPilot task), 'script' (a
+    shell script's docker run or vllm serve) or 'dockerfile' (the command a Dockerfile's image runs)."""
     kind: str
     """'Deployment', 'StatefulSet', ..., 'service' (Compose), 'modelSpec' (production-stack values) or 'vLLM chart
     values'."""

@@ -21,7 +21,6 @@ NOT_READ_YET = {
     "awslabs__ai-on-eks/blueprints__inference__vllm-rayserve-inf2__vllm-rayserve-deployment.yaml":
         "a Ray Serve Python app (AsyncEngineArgs in a ConfigMap script): no serve command",
     "jbohnslav__modal_chat/vllm_server.py": "a Modal app: vllm serve is a Python list run by subprocess",
-    "koyeb__example-vllm/Dockerfile": "Dockerfiles are not read",
     "opendatahub-io__llama-stack-distribution/.github__actions__setup-vllm__action.yml":
         "a GitHub composite action's run: script (docker run $VLLM_IMAGE $VLLM_ARGS, set in if branches)",
     "InftyAI__llmaz/docs__examples__envoy-ai-gateway__basic-vllm.yaml":

@@ -1,0 +1,107 @@
+"""Dockerfiles -> a vLLM workload: the command the image runs (ENTRYPOINT and CMD, exec or shell form, or CMD as
+the arguments of a vLLM base image's own entrypoint), on the image of the last FROM, with its ENV."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import PurePosixPath
+
+from kvdoctor.scan.command import conditional_words, expand_shell_variables, serve_argv
+from kvdoctor.scan.documents import DOCKERFILE_NAMES, SourceFile
+from kvdoctor.scan.image import runs_vllm_entrypoint
+from kvdoctor.scan.workload import EnvVar, Token, Workload
+
+INSTRUCTION = re.compile(r"^\s*([A-Za-z]+)\s+(.*)$", re.DOTALL)
+
+
+def is_dockerfile(source: SourceFile) -> bool:
+    return bool(DOCKERFILE_NAMES.search(PurePosixPath(source.path).name))
+
+
+def workloads(source: SourceFile) -> list[Workload]:
+    image, image_line, env, entrypoint, cmd = None, None, [], None, None
+    for line, keyword, value in _instructions(source.text):
+        if keyword == "FROM":
+            words = [w for w in value.split() if not w.startswith("--")]
+            image, image_line, env, entrypoint, cmd = (words[0] if words else None), line, [], None, None
+        elif keyword == "ENV":
+            env += _env(value, line)
+        elif keyword in ("ENTRYPOINT", "CMD"):
+            form = _form(value, line)
+            entrypoint, cmd = (form, None) if keyword == "ENTRYPOINT" else (entrypoint, form)
+    known = {e.name: e.value for e in env if e.value is not None}
+    notes: list[str] = []
+    command, args, where = _command(entrypoint, cmd, known, notes)
+    argv = serve_argv([(t, None) for t in command], [(t, None) for t in args],
+                      entrypoint is None and runs_vllm_entrypoint(image), "")  # fmt: skip
+    if argv is None:
+        return []
+    argv = expand_shell_variables(argv, known)
+    notes.append(f"Dockerfile: the image's {where} with its ENV; ${{VAR:-default}} takes its default")
+    return [Workload(
+        file=source.path, line=image_line, platform="dockerfile", kind="Dockerfile",
+        name=PurePosixPath(source.path).name, container=where, image=image, image_line=image_line,
+        argv=tuple(argv), command_line=argv[0].line if argv else None, env=tuple(env), notes=tuple(notes),
+    )]  # fmt: skip
+
+
+def _instructions(text: str):
+    """(line, KEYWORD, value) of each instruction, continuation lines joined and comment lines dropped."""
+    pending, start = "", None
+    for number, line in enumerate(text.splitlines(), 1):
+        if not pending and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        if pending and line.lstrip().startswith("#"):
+            continue  # a comment inside a continued instruction
+        start = start or number
+        if line.rstrip().endswith("\\"):
+            pending += line.rstrip()[:-1] + " "
+            continue
+        found = INSTRUCTION.match(pending + line)
+        if found:
+            yield start, found.group(1).upper(), found.group(2).strip()
+        pending, start = "", None
+
+
+def _env(value: str, line: int) -> list[EnvVar]:
+    """ENV A=1 B="two words", or the legacy ENV NAME value."""
+    try:
+        words = shlex.split(value)
+    except ValueError:
+        return []
+    if words and "=" not in words[0]:
+        return [EnvVar(words[0], " ".join(words[1:]), line)]
+    return [EnvVar(k, v, line) for k, _, v in (w.partition("=") for w in words)]
+
+
+def _form(value: str, line: int) -> tuple[str, list[Token]]:
+    """('exec', words) for a JSON array, else ('shell', [the script])."""
+    if value.startswith("["):
+        try:
+            words = json.loads(value)
+            if isinstance(words, list) and all(isinstance(w, str) for w in words):
+                return "exec", [Token(w, line) for w in words]
+        except ValueError:
+            pass
+    return "shell", [Token(value, line)]
+
+
+def _command(entrypoint, cmd, known: dict[str, str], notes: list[str]) -> tuple[list[Token], list[Token], str]:
+    """(command words, argument words, which instruction) the way Docker combines ENTRYPOINT and CMD."""
+    if entrypoint is not None:
+        form, words = entrypoint
+        if form == "shell":  # /bin/sh -c "...": CMD is ignored
+            return _shell(words[0], known, notes), [], "ENTRYPOINT"
+        return words, (cmd[1] if cmd and cmd[0] == "exec" else []), "ENTRYPOINT"
+    if cmd is None:
+        return [], [], "CMD"
+    form, words = cmd
+    return (_shell(words[0], known, notes) if form == "shell" else []), ([] if form == "shell" else words), "CMD"
+
+
+def _shell(script: Token, known: dict[str, str], notes: list[str]) -> list[Token]:
+    text, said = conditional_words(script.text, known)
+    notes += said
+    return [Token("/bin/sh", script.line), Token("-c", script.line), Token(text, script.line)]

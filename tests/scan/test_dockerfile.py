@@ -1,0 +1,54 @@
+"""Dockerfiles: the command the image runs, as Docker combines ENTRYPOINT and CMD."""
+
+from __future__ import annotations
+
+from kvdoctor.scan.run import find_workloads, read_manifests
+
+SHELL_FORM = """\
+FROM python:3.12 AS build
+RUN pip wheel vllm
+# the served image
+FROM vllm/vllm-openai:v0.25.1
+ENV MAX_LEN=4096 \\
+    VLLM_USE_V1=1
+ENTRYPOINT python3 -m vllm.entrypoints.openai.api_server \\
+    --model ${MODEL_NAME:-Qwen/Qwen2.5-7B-Instruct} \\
+    --max-model-len $MAX_LEN \\
+    ${REVISION:+--revision "$REVISION"}
+"""
+
+
+def _dockerfile(tmp_path, text: str, name: str = "Dockerfile"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_a_shell_form_entrypoint_on_the_last_stage_with_its_env(tmp_path):
+    (image,) = find_workloads([str(_dockerfile(tmp_path, SHELL_FORM))])[1]
+    assert (image.kind, image.name, image.container, image.image) == ("Dockerfile", "Dockerfile", "ENTRYPOINT",
+                                                                      "vllm/vllm-openai:v0.25.1")  # fmt: skip
+    assert [t.text for t in image.argv] == ["--model", "Qwen/Qwen2.5-7B-Instruct", "--max-model-len", "4096"]
+    assert image.argv[0].line == 7 and [(e.name, e.value) for e in image.env] == [("MAX_LEN", "4096"),
+                                                                                  ("VLLM_USE_V1", "1")]  # fmt: skip
+    assert any('--revision "$REVISION" only when $REVISION is set at run time' in n for n in image.notes)
+
+
+def test_cmd_alone_is_the_arguments_of_a_vllm_base_images_entrypoint(tmp_path):
+    text = 'FROM vllm/vllm-openai:v0.25.1\nCMD ["--model", "Qwen/Qwen2.5-7B-Instruct", "--max-model-len", "4096"]\n'
+    (image,) = find_workloads([str(_dockerfile(tmp_path, text))])[1]
+    assert image.container == "CMD" and [t.text for t in image.argv][:2] == ["--model", "Qwen/Qwen2.5-7B-Instruct"]
+
+
+def test_an_exec_form_entrypoint_takes_cmd_as_its_arguments(tmp_path):
+    text = 'FROM nvidia/cuda:12.8.0\nENTRYPOINT ["vllm", "serve"]\nCMD ["Qwen/Qwen2.5-7B-Instruct", "-tp", "2"]\n'
+    (image,) = find_workloads([str(_dockerfile(tmp_path, text, "serve.Dockerfile"))])[1]
+    assert [t.text for t in image.argv] == ["Qwen/Qwen2.5-7B-Instruct", "-tp", "2"]
+
+
+def test_an_image_that_does_not_run_vllm_is_no_workload_and_a_walk_reads_dockerfiles(tmp_path):
+    (tmp_path / "a").mkdir()
+    _dockerfile(tmp_path / "a", "FROM vllm/vllm-openai:v0.25.1\nENTRYPOINT [\"/app/start.sh\"]\n")
+    _dockerfile(tmp_path, SHELL_FORM, "Containerfile")
+    files, found, _, unread = read_manifests([str(tmp_path)])
+    assert len(files) == 2 and not unread and [w.name for w in found] == ["Containerfile"]
