@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Callable
 
 from kvdoctor.check.run import CheckSettings
-from kvdoctor.scan import compose, dockerfile, helm_values, kubernetes, nodes, scripts, serving_crds, skypilot
+from kvdoctor.scan import (compose, dockerfile, helm_values, kubernetes, llmaz, nodes, scripts, serving_crds,
+                           skypilot)  # fmt: skip
 from kvdoctor.scan.command import only_serve_flags, words_of
 from kvdoctor.scan.documents import Document, ManifestError, compose_documents, discover
 from kvdoctor.scan.judge import ScanDefaults, judge
@@ -16,6 +17,7 @@ from kvdoctor.scan.workload import Workload
 READERS = (
     (serving_crds.is_kubeai_vllm_model, serving_crds.kubeai_workloads),
     (serving_crds.is_ray_serve_llm, serving_crds.ray_serve_workloads),
+    (llmaz.is_vllm_playground, llmaz.workloads),
     (kubernetes.is_kubernetes, kubernetes.workloads),
     (compose.is_compose, compose.workloads),
     (helm_values.is_production_stack_values, helm_values.workloads),

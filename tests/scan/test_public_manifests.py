@@ -23,8 +23,6 @@ NOT_READ_YET = {
     "jbohnslav__modal_chat/vllm_server.py": "a Modal app: vllm serve is a Python list run by subprocess",
     "opendatahub-io__llama-stack-distribution/.github__actions__setup-vllm__action.yml":
         "a GitHub composite action's run: script (docker run $VLLM_IMAGE $VLLM_ARGS, set in if branches)",
-    "InftyAI__llmaz/docs__examples__envoy-ai-gateway__basic-vllm.yaml":
-        "llmaz Playground: its vLLM args are in the BackendRuntime, not read",
 }  # fmt: skip
 
 
