@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kvdoctor.base.errors import LogInputError
+from kvdoctor.explain.hard_wraps import rejoin_wrapped_frames
 
 MAX_LOG_BYTES = 200 * 1024 * 1024
 """The most log text explain reads, uncompressed (a .gz log is measured after decompression)."""
@@ -221,6 +222,7 @@ def _as_typed(text: str) -> str:
 
 
 WRAP_MIN = 76  # a line this long may have been hard-wrapped (terminals wrap at 80 columns and wider)
+WRAP_NARROWEST = 60  # the narrowest wrap considered (a log whose widest line is shorter was not wrapped)
 
 
 def _may_continue(raw: str) -> bool:
@@ -231,20 +233,33 @@ def _may_continue(raw: str) -> bool:
                                                                             "The above exception"))
 
 
+def _wrapped_before(previous: int, raw: str, widest: int) -> bool:
+    """Whether the line before (``previous`` characters) was cut where ``raw`` goes on: it is long, or the first word
+    of ``raw`` would have taken it past the log's widest line (a wrap at a word boundary leaves lines short of it)."""
+    if previous >= WRAP_MIN:
+        return True
+    first = raw.split(None, 1)[0] if raw.strip() else ""
+    return widest >= WRAP_NARROWEST and previous + 1 + len(first) > widest
+
+
 def normalise(text: str) -> list[LogLine]:
     """Every line of the log, normalised. Handles CRLF, lone CR (progress bars) and truncated lines, a log
     indented as a whole (pasted into a Markdown code block or an e-mail quote: `dedent`), and JSON records, whose
     message (and a traceback it holds) becomes the line or lines, under the record's line number."""
-    raw_lines = dedent(unquote(unprefix(_as_typed(text).splitlines())))
+    raw_lines = rejoin_wrapped_frames(dedent(unquote(unprefix(_as_typed(text).splitlines()))))
     out = []
-    wrapped_from = ""  # the process of a long tagged line, which a hard wrap's next line continues
+    wrapped_from, wrapped_len = "", 0  # the process of a tagged line (a hard wrap's next line continues it), its length
+    widest = max(map(len, filter(None, raw_lines)), default=0)  # a hard-wrapped log has no line wider than its wrap
     for number, raw in enumerate(raw_lines, 1):
+        if raw is None:  # joined onto the frame or code line above it (hard_wraps)
+            continue
         record = json_record(raw) if raw[:1] == "{" else None
         if record is None:
             stream, level, source, line = strip_prefixes(raw)
-            if wrapped_from and not stream and level is None and _may_continue(raw):
+            if wrapped_from and not stream and level is None and _may_continue(raw) and _wrapped_before(
+                    wrapped_len, raw, widest):
                 stream = wrapped_from  # the rest of a tagged line a terminal or a paste wrapped
-            wrapped_from = stream if stream and len(raw) >= WRAP_MIN else ""
+            wrapped_from, wrapped_len = stream, len(raw)
             out.append(LogLine(number, stream, level, source, line))
             continue
         wrapped_from = ""

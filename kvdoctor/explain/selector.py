@@ -26,6 +26,9 @@ _OLD_CONFIG = re.compile(r"with\s+(head_size:.*?)\.\s*Reasons", re.DOTALL)
 _PAIR = re.compile(r"(\w+)\s*[=:]\s*([^,()]+)")
 _REASONS = re.compile(r"Reasons:\s*\{(.*)", re.DOTALL)
 _BACKEND_REASONS = re.compile(r"([A-Z][A-Z0-9_]+)\s*:\s*\[(.*?)\]", re.DOTALL)
+# a line holding the opening of a selector error, whole or cut by a wrap ('ValueError: Selected backend ')
+_CUT_HEAD = re.compile(r"No valid attention backend found|is not valid|Selected (?:MLA prefill )?backend(?: \S+(?: is(?: not)?)?)?\s*$"
+                       r"|(?:Error: No|No valid)(?: attention(?: backend)?| valid(?: attention(?: backend)?)?)?\s*$")
 MAX_JOIN = 60
 
 
@@ -58,7 +61,7 @@ def parse_selector_errors(lines: list[LogLine]) -> list[SelectorError]:
     found = []
     for i, line in enumerate(lines):
         text = line.text
-        if "No valid attention backend found" not in text and "is not valid" not in text:
+        if ("valid" not in text and "backend" not in text and "No" not in text) or not _CUT_HEAD.search(text):
             continue
         joined = _join(lines, i)
         match = _NONE_VALID.search(joined)
@@ -83,12 +86,15 @@ def parse_selector_errors(lines: list[LogLine]) -> list[SelectorError]:
 
 
 def _join(lines: list[LogLine], i: int) -> str:
-    """The message from line i on, continued over wrapped lines until braces and brackets balance."""
-    parts = [lines[i].text]
-    depth = _depth(lines[i].text)
+    """The message from line i on, continued over wrapped lines until braces and brackets balance and its reasons
+    are in (a hard wrap at any column cuts it anywhere: 'is not valid for' / 'this configuration.')."""
+    head = lines[i]
+    parts = [head.text]
+    depth = _depth(head.text)
     j = i + 1
     while j < len(lines) and j - i < MAX_JOIN and (
         depth > 0 or _continues(parts[-1]) or lines[j].text.lstrip().startswith(("Reason", "AttentionSelectorConfig"))
+        or (not _complete(" ".join(parts)) and _same_record(head, lines[j]))
     ):
         text = lines[j].text
         if not text.strip() or text.lstrip().startswith(("Traceback", "File \"")):
@@ -97,6 +103,17 @@ def _join(lines: list[LogLine], i: int) -> str:
         depth += _depth(text)
         j += 1
     return " ".join(parts)
+
+
+def _complete(text: str) -> bool:
+    """Whether a selector message holds its reasons ('Reason: [...]', 'Reasons: {...}') to their closing bracket."""
+    at = text.rfind("Reason")
+    return at >= 0 and ("[" in text[at:] or "{" in text[at:]) and _depth(text[at:]) <= 0
+
+
+def _same_record(head: LogLine, line: LogLine) -> bool:
+    """A line that may continue the head's message: the same process, and no record header or the head's."""
+    return line.stream == head.stream and (line.level is None or (line.level, line.source) == (head.level, head.source))
 
 
 def _continues(text: str) -> bool:

@@ -7,6 +7,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
+from kvdoctor.explain.hard_wraps import MAX_FRAME_WRAP
 from kvdoctor.explain.log_lines import LogLine
 
 TRACEBACK_START = "Traceback (most recent call last):"
@@ -215,7 +216,8 @@ def _frames_above(lines: list[LogLine], i: int) -> tuple[Frame, ...]:
     while j >= 0 and i - j <= 2 * MAX_FRAMES_ABOVE:
         line = lines[j]
         text = line.text
-        if line.level is not None or not text.strip() or line.number != lines[j + 1].number - 1:
+        # next to each other in the log (a frame or code line a hard wrap split counts as one: hard_wraps)
+        if line.level is not None or not text.strip() or lines[j + 1].number - line.number > 1 + MAX_FRAME_WRAP:
             break
         match = _LOOSE_FRAME.match(text) if "File \"" in text else None
         if match:

@@ -1,0 +1,106 @@
+"""Round 5 of issue 28: logs a terminal or a paste hard-wrapped at a narrow width (80 columns) keep their selector
+errors, traceback frames and tagged messages. Each log is a variant of a seen real log's shape (selector errors from
+vllm/platforms/cuda.py:get_attn_backend_cls, frames from a Triton compile under AsyncLLMEngine.engine_step, the
+free-memory check of vllm/v1/worker/utils.py:request_memory), wrapped with textwrap as a terminal or a mail client
+would."""
+
+from __future__ import annotations
+
+import textwrap
+
+from kvdoctor.explain.explain import explain_text
+from kvdoctor.explain.hard_wraps import rejoin_wrapped_frames
+from kvdoctor.explain.log_lines import normalise
+from kvdoctor.explain.selector import parse_selector_errors
+from kvdoctor.explain.tracebacks import parse_chains
+from kvdoctor.report.check.text import render
+
+
+def _wrap(text: str, width: int = 80, drop_whitespace: bool = False) -> str:
+    out = []
+    for line in text.splitlines():
+        out += textwrap.wrap(line, width, drop_whitespace=drop_whitespace, replace_whitespace=False) or [""]
+    return "\n".join(out) + "\n"
+
+
+def _text(report) -> str:
+    return " ".join(render(report).split())
+
+
+SELECTED = ("ValueError: Selected backend AttentionBackendEnum.FLASHINFER is not valid for this configuration. "
+            "Reason: ['attention sinks not supported']\n")
+NONE_VALID = ("(EngineCore_DP0 pid=7) ERROR 05-02 10:22:18 [core.py:1] ValueError: No valid attention backend found "
+              "for cuda with AttentionSelectorConfig(head_size=576, dtype=torch.bfloat16, kv_cache_dtype=fp8_ds_mla, "
+              "block_size=64, use_mla=True, has_sink=False, use_sparse=True). Reasons: {FLASH_ATTN_MLA: "
+              "[sparse not supported], FLASHMLA_SPARSE: [compute capability not supported]}\n")
+
+
+def test_a_selector_error_wrapped_anywhere_keeps_its_reasons_and_family():
+    for width in (40, 60, 80, 100):
+        for drop in (False, True):
+            errors = parse_selector_errors(normalise(_wrap(SELECTED, width, drop)))
+            assert errors and errors[0].reasons == {"FLASHINFER": ("attention sinks not supported",)}, (width, drop)
+            assert explain_text(_wrap(SELECTED, width, drop)).extra["family"] == "attention_sinks", (width, drop)
+    for width in (72, 80, 100, 120):  # wide enough to keep the record header on its line
+        (error,) = parse_selector_errors(normalise(_wrap(NONE_VALID, width)))
+        assert error.config["use_sparse"] == "True" and set(error.reasons) == {"FLASH_ATTN_MLA", "FLASHMLA_SPARSE"}
+        assert explain_text(_wrap(NONE_VALID, width)).extra["family"] == "mla_sparse", width
+
+
+def test_a_selector_message_cut_before_its_reasons_does_not_swallow_the_next_lines():
+    log = ("ValueError: Selected backend FLASHINFER is not valid for this configuration.\n"
+           "INFO 05-02 10:22:19 [launcher.py:1] Shutting down\n")
+    (error,) = parse_selector_errors(normalise(log)) or [None]
+    assert error is None or error.reasons.get("FLASHINFER", ()) == ()
+
+
+FRAMES = (
+    "Traceback (most recent call last):\n"
+    '  File "/home/user/venvs/vllm/lib/python3.10/site-packages/vllm/engine/async_llm_engine.py", line 868, in '
+    "engine_step\n"
+    "    request_outputs = await self.engine.step_async(virtual_engine, with_some_long_arguments=True, more=1)\n"
+    '  File "/home/user/venvs/vllm/lib/python3.10/site-packages/triton/language/semantic.py", line 759, in cast\n'
+    '    assert builder.options.allow_fp8e4nv, "fp8e4nv data type is not supported on CUDA arch < 89"\n'
+    "AssertionError: fp8e4nv data type is not supported on CUDA arch < 89\n"
+)
+
+
+def test_wrapped_frame_and_code_lines_are_rejoined_so_the_traceback_keeps_its_frames():
+    for drop in (False, True):
+        (chain,) = parse_chains(normalise(_wrap(FRAMES, 80, drop)))
+        (exception,) = chain.exceptions
+        assert exception.type == "AssertionError"
+        assert [f.function for f in exception.frames] == ["engine_step", "cast"], drop
+        assert exception.frames[0].file.endswith("vllm/engine/async_llm_engine.py") and exception.frames[0].line == 868
+    report = explain_text(_wrap(FRAMES))
+    assert report.extra["family"] == "first_request_failure"
+    assert "engine_step" in _text(report)
+
+
+def test_rejoining_keeps_line_numbers_and_leaves_other_lines_alone():
+    raw = _wrap(FRAMES).splitlines()
+    rejoined = rejoin_wrapped_frames(raw)
+    assert len(rejoined) == len(raw) and rejoined.count(None) >= 2
+    numbers = [line.number for line in normalise(_wrap(FRAMES))]
+    assert numbers[-1] == len(raw)  # the exception line keeps its number in the wrapped log
+    plain = ["ValueError: x", "  File \"a.py\", line 1, in f", "    g()", "KeyError: 'k'", "INFO 05-02 10:22:18 [a.py:1] y"]
+    assert rejoin_wrapped_frames(plain) == plain
+
+
+def test_a_long_code_line_is_not_joined_with_the_exception_or_a_record_below_it():
+    for below in ("torch.OutOfMemoryError: CUDA out of memory.", "KeyError", "RayTaskError(ValueError): x",
+                  "ERROR 05-02 10:22:18 [core.py:1] boom", "(EngineCore pid=1) ERROR x", "[rank0]: boom"):
+        raw = ['  File "vllm/x.py", line 3, in f', "    " + "y = compute(" + "a, " * 30 + ")", below]
+        assert rejoin_wrapped_frames(raw) == raw, below
+
+
+def test_a_tagged_message_wrapped_short_of_the_width_keeps_its_process():
+    # vllm/v1/worker/utils.py:request_memory; a word wrap leaves lines shorter than the width
+    log = ("[2026-02-24T20:21:58Z] (EngineCore_DP0 pid=6940) ValueError: Free memory on device cuda:1 (19.77/22.05 "
+           "GiB) on startup is less than desired GPU memory utilization (0.9, 19.84 GiB). Decrease GPU memory "
+           "utilization or reduce GPU memory used by other processes.\n")
+    wrapped = _wrap(log)
+    assert len({line.stream for line in normalise(wrapped)}) == 1
+    report = explain_text(wrapped)
+    assert report.extra["family"] == "gpu_memory_occupied"
+    assert "19.84" in _text(report) and "0.9" in _text(report)
