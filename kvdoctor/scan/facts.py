@@ -19,7 +19,7 @@ SHORT_FLAGS = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size
 GPU_RESOURCE = {"kubernetes": "resources.limits nvidia.com/gpu", "helm": "modelSpec.requestGPU",
                 "compose": "deploy.resources.reservations.devices count",
                 "Model": "KubeAI spec.resourceProfile", "skypilot": "resources.accelerators",
-                "script": "docker run --gpus", "dockerfile": "the run's GPUs"}  # fmt: skip
+                "script": "docker run --gpus", "dockerfile": "the run's GPUs", "python": "gpu= count"}  # fmt: skip
 GENERIC_PRODUCT_KEY = "nvidia.com/gpu.product"  # an unlisted label that names the GPU is matched as a product name
 ENV_READ_OUTSIDE_RULES = ("VLLM_ATTENTION_BACKEND",)  # read into serve.attention_backend, not an env.* fact
 
@@ -161,6 +161,10 @@ def _version(workload: Workload, defaults, values, sources, notes) -> str | None
     else:
         values["deploy.image_pinned"] = False
         values["deploy.image_note"] = "the service names no image"
+    if workload.vllm_pin:  # no image tag names it, the build pins it (pip install vllm==X)
+        sources["vllm."] = workload.at(workload.vllm_pin_line, f"vllm=={workload.vllm_pin}")
+        values["deploy.image_pinned"] = True
+        return workload.vllm_pin
     if defaults.vllm_version:
         notes.append(f"vLLM {defaults.vllm_version} from --vllm-version: {values['deploy.image_note']}")
         return defaults.vllm_version

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Callable
 
 from kvdoctor.check.run import CheckSettings
-from kvdoctor.scan import (compose, dockerfile, helm_values, kubernetes, llmaz, nodes, scripts, serving_crds,
-                           skypilot)  # fmt: skip
+from kvdoctor.scan import (compose, dockerfile, helm_values, kubernetes, llmaz, nodes, python_apps, scripts,
+                           serving_crds, skypilot)  # fmt: skip
 from kvdoctor.scan.command import only_serve_flags, words_of
 from kvdoctor.scan.documents import Document, ManifestError, compose_documents, discover
 from kvdoctor.scan.judge import ScanDefaults, judge
@@ -49,6 +49,9 @@ def read_manifests(paths: list[str]) -> tuple[list[str], list[Workload], list[st
             continue
         if dockerfile.is_dockerfile(source):
             found += dockerfile.workloads(source)
+            continue
+        if python_apps.is_python_app(source):
+            found += python_apps.workloads(source)
             continue
         try:
             documents = compose_documents(source)

@@ -18,7 +18,7 @@ KUBEAI_PROFILE = "resourceProfile"
 """KubeAI's resource profile (nvidia-gpu-l4:1): a GPU named in a profile, read as a product name."""
 RAY_ACCELERATOR = "accelerator_type"
 """Ray Serve LLM's accelerator_type (H100, L4, L40S): a GPU product name."""
-PROFILE_PREFIXES = {KUBEAI_PROFILE: "nvidia-gpu-", RAY_ACCELERATOR: "", "accelerators": "", "flavor": ""}
+PROFILE_PREFIXES = {KUBEAI_PROFILE: "nvidia-gpu-", RAY_ACCELERATOR: "", "accelerators": "", "flavor": "", "gpu": ""}
 """Selector keys that are no node label but name a GPU after this prefix (read by scan/facts.py)."""
 
 

@@ -56,7 +56,8 @@ class Workload:
     """Where the object (Deployment, Compose service, modelSpec entry) starts."""
     platform: str
     """'kubernetes', 'compose', 'helm' (vLLM production-stack values), 'skypilot' (a SkyPilot task), 'script' (a
-    shell script's docker run or vllm serve) or 'dockerfile' (the command a Dockerfile's image runs)."""
+    shell script's docker run or vllm serve), 'dockerfile' (the command a Dockerfile's image runs) or 'python' (a
+    Python app's vLLM launch)."""
     kind: str
     """'Deployment', 'StatefulSet', ..., 'service' (Compose), 'modelSpec' (production-stack values) or 'vLLM chart
     values'."""
@@ -81,6 +82,9 @@ class Workload:
     group_gpus: tuple[int, str] | None = None
     """A multi-node group's GPUs (LeaderWorkerSet: the leader's + (size - 1) x the worker's) and how they add up;
     vLLM's parallel sizes span the group, so this is what they are compared with."""
+    vllm_pin: str | None = None
+    """A vLLM release the workload's build pins (a Python app's `pip install vllm==X`) when no image tag names one."""
+    vllm_pin_line: int | None = None
     notes: tuple[str, ...] = ()
 
     @property

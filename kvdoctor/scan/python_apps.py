@@ -1,0 +1,149 @@
+"""Python deployment apps (Modal and the like) -> vLLM workloads: each list literal or string that is a vLLM
+launch (["vllm", "serve", MODEL, "--tensor-parallel-size", str(N_GPU)], "vllm serve ..."), its words evaluated from
+the module's constants (names, str(), f-strings); words that are not constants stay variables (unknown here). The GPU
+and count of a `gpu="H100:2"` keyword, and a `vllm==X` pin in the image's pip install, are read too."""
+
+from __future__ import annotations
+
+import ast
+import re
+import shlex
+from pathlib import PurePosixPath
+
+from kvdoctor.scan.command import after_launcher
+from kvdoctor.scan.documents import SourceFile
+from kvdoctor.scan.workload import GpuSelector, Token, Workload
+
+PYTHON_SUFFIX = ".py"
+GPU_KEYWORD = "gpu"
+"""A `gpu=` keyword (Modal's `@app.function(gpu="H100:2")`): a GPU product name with a count."""
+VLLM_PIN = re.compile(r"^vllm==([0-9][0-9A-Za-z.+-]*)$")
+GPU_SPEC = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*?)(?::(\d+))?$")
+
+
+def is_python_app(source: SourceFile) -> bool:
+    return source.path.endswith(PYTHON_SUFFIX) and "vllm" in source.text
+
+
+def workloads(source: SourceFile) -> list[Workload]:
+    try:
+        tree = ast.parse(source.text)
+    except (SyntaxError, ValueError):
+        return []
+    constants = _module_constants(tree)
+    found: list[Workload] = []
+    gpu, pin = _gpu(tree, constants), _vllm_pin(tree, constants)
+    for node in ast.walk(tree):
+        words = _launch_words(node, constants)
+        argv = after_launcher(words) if words else None
+        if argv is None:
+            continue
+        function = _enclosing_function(tree, node)
+        notes = ["a Python app's vLLM launch: its words evaluated from the module's constants"]
+        if pin:
+            notes.append(f"vLLM pinned by the image's pip install: vllm=={pin[0]}")
+        found.append(Workload(
+            file=source.path, line=node.lineno, platform="python", kind="Python app",
+            name=_app_name(tree, constants) or PurePosixPath(source.path).name, container=function or "(module)",
+            argv=tuple(argv), command_line=node.lineno,
+            gpu_selectors=(GpuSelector(GPU_KEYWORD, (gpu[0],), gpu[2]),) if gpu else (),
+            gpu_limit=gpu[1] if gpu else None, gpu_limit_line=gpu[2] if gpu else None,
+            vllm_pin=pin[0] if pin else None, vllm_pin_line=pin[1] if pin else None, notes=tuple(notes),
+        ))  # fmt: skip
+    return found
+
+
+def _module_constants(tree: ast.Module) -> dict[str, object]:
+    """Module-level NAME = constant (or an f-string / str() of constants), in order."""
+    constants: dict[str, object] = {}
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                and isinstance(statement.targets[0], ast.Name):  # fmt: skip
+            value = _value(statement.value, constants)
+            if value is not None:
+                constants[statement.targets[0].id] = value
+    return constants
+
+
+def _value(node: ast.AST, constants: dict[str, object]) -> object | None:
+    """A constant's value, else None (unknown here)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (str, int, float, bool)):
+        return node.value
+    if isinstance(node, ast.Name):
+        return constants.get(node.id)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "str" and len(node.args) == 1:
+        inner = _value(node.args[0], constants)
+        return str(inner) if inner is not None else None
+    if isinstance(node, ast.JoinedStr):
+        parts = []
+        for part in node.values:
+            inner = _value(part.value if isinstance(part, ast.FormattedValue) else part, constants)
+            if inner is None:
+                return None
+            parts.append(str(inner))
+        return "".join(parts)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        left, right = _value(node.left, constants), _value(node.right, constants)
+        return left * right if isinstance(left, int) and isinstance(right, int) else None
+    return None
+
+
+def _word(node: ast.AST, constants: dict[str, object]) -> Token:
+    value = _value(node, constants)
+    return Token(str(value) if value is not None else f"${{{ast.unparse(node)}}}", getattr(node, "lineno", None))
+
+
+def _launch_words(node: ast.AST, constants: dict[str, object]) -> list[Token] | None:
+    """The words of a list literal or a string, when they start a vLLM launch."""
+    if isinstance(node, ast.List) and node.elts:
+        words = [_word(item, constants) for item in node.elts]
+    elif isinstance(node, (ast.Constant, ast.JoinedStr)):
+        text = _value(node, constants)
+        if not isinstance(text, str) or not re.match(r"\s*(?:vllm\s+serve|python3?\s+-m\s+vllm\.)", text):
+            return None
+        try:
+            words = [Token(w, node.lineno) for w in shlex.split(text)]
+        except ValueError:
+            return None
+    else:
+        return None
+    return words if after_launcher(words) is not None else None
+
+
+def _gpu(tree: ast.Module, constants: dict[str, object]) -> tuple[str, int | None, int] | None:
+    """(GPU name, count, line) of the first `gpu=` keyword whose value is a constant such as 'H100:2'."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg == GPU_KEYWORD:
+            value = _value(node.value, constants)
+            found = GPU_SPEC.match(value) if isinstance(value, str) else None
+            if found:
+                return found.group(1), int(found.group(2)) if found.group(2) else 1, node.value.lineno
+    return None
+
+
+def _vllm_pin(tree: ast.Module, constants: dict[str, object]) -> tuple[str, int] | None:
+    """The release of a 'vllm==X' argument (an image's pip install), and its line."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            for arg in node.args:
+                value = _value(arg, constants)
+                if isinstance(value, str) and (found := VLLM_PIN.match(value)):
+                    return found.group(1), arg.lineno
+    return None
+
+
+def _app_name(tree: ast.Module, constants: dict[str, object]) -> str | None:
+    """The name given to an `App("name")` / `Stub("name")` call, if any."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args:
+            func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+            if func in ("App", "Stub") and isinstance(value := _value(node.args[0], constants), str):
+                return value
+    return None
+
+
+def _enclosing_function(tree: ast.Module, target: ast.AST) -> str | None:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(n is target for n in ast.walk(node)):
+            return node.name
+    return None
