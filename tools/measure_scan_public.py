@@ -11,6 +11,7 @@ names the input that decides it (--gpu, --model-path, the vLLM version).
     python tools/measure_scan_public.py --seen          # the rest
     python tools/measure_scan_public.py --seen --details  # seen files: each miss and each false error (never
                                                          # for held-back files, whose output stays unseen)
+    python tools/measure_scan_public.py --heldout --batch s32  # one batch of the index only
 """
 
 from __future__ import annotations
@@ -42,8 +43,10 @@ class Tally:
     details: list[str] = field(default_factory=list)
 
 
-def load_index(which: str) -> list[dict]:
+def load_index(which: str, batch: str | None = None) -> list[dict]:
+    """The index's entries of a group (seen / heldout / all), of one batch when given ('first': those without one)."""
     entries = yaml.safe_load((PUBLIC / "index.yaml").read_text())["files"]
+    entries = [e for e in entries if batch is None or e.get("batch", "first") == batch]
     return [e for e in entries if which == "all" or e["heldout"] == (which == "heldout")]
 
 
@@ -126,15 +129,17 @@ def main() -> int:
     which.add_argument("--seen", action="store_true")
     which.add_argument("--all", action="store_true")
     parser.add_argument("--details", action="store_true", help="each miss and false error (refused with --heldout)")
+    parser.add_argument("--batch", help="only this batch of the index: 'first' (issue 27's) or e.g. 's32'")
     args = parser.parse_args()
     if args.details and not args.seen:
         parser.error("--details is for the seen files only: the held-back files' output stays unseen")
     os.environ["HF_HUB_OFFLINE"] = "1"
     group = "heldout" if args.heldout else "seen" if args.seen else "all"
-    entries = load_index(group)
+    entries = load_index(group, args.batch)
     tally = measure(entries, args.details)
     repos = len({e["repo"] for e in entries})
-    print(f"{group}: {tally.files} files from {repos} repositories, {tally.unread} unread")
+    print(f"{group}{f' (batch {args.batch})' if args.batch else ''}: {tally.files} files from {repos} repositories, "
+          f"{tally.unread} unread")  # fmt: skip
     print(f"workloads: {tally.expected} expected, {tally.found} found, {tally.checked} checked, "
           f"{tally.extra} found beyond the index")  # fmt: skip
     print(f"error findings: {tally.errors}, false errors: {tally.false_errors} "
