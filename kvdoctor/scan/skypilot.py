@@ -11,7 +11,7 @@ import yaml
 from kvdoctor.scan import nodes
 from kvdoctor.scan.command import expand_shell_variables, run_script, script_assignments
 from kvdoctor.scan.documents import Document
-from kvdoctor.scan.workload import EnvVar, GpuSelector, Token, Workload
+from kvdoctor.scan.workload import EnvVar, GpuSelector, Workload
 
 ACCELERATORS = "accelerators"
 """SkyPilot's resources.accelerators: a GPU product name (with :count), read by scan/facts.py as a product name."""

@@ -139,4 +139,5 @@ def test_a_scripts_dollar_at_is_the_words_after_its_dollar_zero(tmp_path):
     worker = workloads[1]
     # `bash -c SCRIPT -- ARGS`: "--" is $0, so "$@" is the args; the script's own words follow them
     assert [t.text for t in worker.argv][:3] == ["/mnt/models", "--tensor-parallel-size=2", "--headless"]
-    assert worker.argv[0].line == OPENSHIFT_TEMPLATE.splitlines().index("            args: [/mnt/models, --tensor-parallel-size=2, --headless]") + 1
+    args_line = "            args: [/mnt/models, --tensor-parallel-size=2, --headless]"
+    assert worker.argv[0].line == OPENSHIFT_TEMPLATE.splitlines().index(args_line) + 1

@@ -62,4 +62,5 @@ def test_the_flavors_gpu_and_count_are_read_and_compared(tmp_path):
 
 
 def test_another_backend_is_no_vllm_workload(tmp_path):
-    assert find_workloads([str(_file(tmp_path, PLAYGROUND.replace("backendName: vllm", "backendName: sglang")))])[1] == []
+    sglang = PLAYGROUND.replace("backendName: vllm", "backendName: sglang")
+    assert find_workloads([str(_file(tmp_path, sglang))])[1] == []
