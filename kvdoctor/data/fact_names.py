@@ -26,6 +26,8 @@ class FactName:
     """'check' (any rules file may test it) or 'scan' (only the scan rules, which judge manifests)."""
     derived_from: tuple[str, ...] = ()
     """Facts it is computed from: an unknown one is supplied by supplying its unknown inputs."""
+    unknown_why: str | None = None
+    """A fact whose value says why this one is unknown for the judged release (what kvdoctor did not read of it)."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,8 @@ def fact_registry() -> FactRegistry:
         for name, entry in group["facts"].items():
             entry = entry if isinstance(entry, dict) else {"about": entry}
             facts.append(FactName(name=name, about=entry["about"], produced_by=group_name, scope=group["scope"],
-                                  derived_from=tuple(entry.get("derived_from") or ())))  # fmt: skip
+                                  derived_from=tuple(entry.get("derived_from") or ()),
+                                  unknown_why=entry.get("unknown_why")))  # fmt: skip
     return FactRegistry(
         facts={f.name: f for f in facts},
         open_namespaces=tuple(OpenNamespace(p, o["about"], o["listed_as"]) for p, o in raw["open"].items()),

@@ -98,7 +98,8 @@ def _as_vllm_reads_it(tokens: list[str], vllm_version: str | None) -> list[str]:
     from kvdoctor.vllm_pack.candidates import agree, candidates
     from kvdoctor.vllm_pack.serve_parser import canonical_argv
 
-    spelt = agree(candidates(vllm_version).releases, lambda r: canonical_argv(tokens, r.serve_args, r.allow_abbrev))
+    spelt = agree(candidates(vllm_version).releases, lambda r: canonical_argv(tokens, r.serve_args, r.allow_abbrev,
+                                                                         r.flexible_parser))
     return list(spelt.value) if spelt.value is not None else tokens
 
 
@@ -182,8 +183,29 @@ def _model_facts(model: str, options: CheckOptions, gpu: GpuFacts, serve: ServeF
     from_pack = _dtype_from_releases(facts, serve.dtype, capability, vllm_version, weakest.name if weakest else None)
     if from_pack is not None:
         return replace(facts, dtype=from_pack[0], dtype_note=from_pack[1], dtype_error=from_pack[2])
+    unread = _dtype_not_read(vllm_version)
+    if unread is not None:  # the judged release's own resolution was not read: never kvdoctor's reading instead
+        return replace(facts, dtype=None, dtype_note=unread, dtype_undecided=unread)
     dtype, note = resolve_model_dtype(facts.config_dtype, serve.dtype, capability)
     return replace(facts, dtype=dtype, dtype_note=note)
+
+
+def _dtype_not_read(vllm_version: str | None) -> str | None:
+    """Why the judged release's dtype resolution is unknown (a named release the pack lacks, or holds without its
+    dtype resolution: the builder's reason), or None when every candidate release holds it."""
+    from kvdoctor.vllm_pack.candidates import candidates, describe_range
+    from kvdoctor.vllm_pack.store import pack_releases
+
+    remedy = "name a release it read with --vllm-version (docs/vllm-pack.md)"
+    judged = candidates(vllm_version)
+    if vllm_version is not None and not judged.releases:
+        return f"kvdoctor did not read vLLM {vllm_version} (it read {describe_range(pack_releases())}); {remedy}"
+    for release in judged.releases:
+        if not release.has("dtype_resolution"):
+            why = (release.data.get("not_read") or {}).get("dtype_resolution")
+            return (f"kvdoctor did not read vLLM {release.version}'s dtype resolution"
+                    + (f" ({why})" if why else "") + f"; {remedy}")
+    return None
 
 
 def _dtype_from_releases(facts: ModelFacts, requested: str, capability, vllm_version: str | None,

@@ -100,7 +100,8 @@ def pinned_stack_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
         "torch.version": facts.versions.torch or exact_pin(pins.get("torch")),
         "triton.version": exact_pin(pins.get("triton")) if facts.versions.triton is None else facts.versions.triton,
         "flashinfer.version": exact_pin(pins.get("flashinfer-python")),
-        "flashinfer.installed": "flashinfer-python" in pins,
+        # before 0.11 FlashInfer was no requirement of the wheel (the image may or may not ship it): unknown
+        "flashinfer.installed": True if "flashinfer-python" in pins else None,
     }
     return {k: v for k, v in found.items() if v is not None}
 
@@ -109,7 +110,8 @@ def serve_args_facts(argv: tuple[str, ...], releases: Candidates) -> dict[str, A
     """serve.args_accepted/_error/_closest/_rejected_by: what each release's own parser makes of the arguments."""
     from kvdoctor.vllm_pack.serve_parser import judge_argv
 
-    verdicts = {r.version: judge_argv(list(argv), r.serve_args, r.allow_abbrev) for r in releases.releases}
+    verdicts = {r.version: judge_argv(list(argv), r.serve_args, r.allow_abbrev, r.flexible_parser)
+                for r in releases.releases}
     rejected = [version for version, verdict in verdicts.items() if verdict.error]
     newest_error = next((verdicts[v] for v in reversed(rejected)), None)
     accepted = agree(releases.releases, lambda r: verdicts[r.version].error is None).value

@@ -13,7 +13,7 @@ from kvdoctor.base.errors import UsageError
 
 def refuse_misplaced_flags(pasted: tuple[str, ...], loose: tuple[str, ...], own_flags: tuple[str, ...]) -> list[str]:
     """The loose tokens to treat as serve flags; raises UsageError for a typo or a misplaced flag."""
-    suspects = [n for n in map(option_name, pasted) if n and n in own_flags]
+    suspects = [n for n in map(option_name, _after_launcher(pasted)) if n and n in own_flags]
     if not suspects and not any(map(option_name, loose)):
         return list(loose)  # nothing to look up: spare loading the release facts
     from kvdoctor.vllm_pack.candidates import all_serve_options
@@ -31,6 +31,13 @@ def refuse_misplaced_flags(pasted: tuple[str, ...], loose: tuple[str, ...], own_
             continue
         raise UsageError(f"no such option: {token.partition('=')[0]}", _suggestion(name, own_flags, vllm))
     return list(loose)
+
+
+def _after_launcher(pasted: tuple[str, ...]) -> tuple[str, ...]:
+    """The pasted command without a leading `python -m MODULE` (the api_server module: its -m is Python's)."""
+    if len(pasted) >= 3 and pasted[0].rsplit("/", 1)[-1].startswith("python") and pasted[1] == "-m":
+        return pasted[3:]
+    return pasted
 
 
 def option_name(token: str) -> str | None:

@@ -70,6 +70,9 @@ class ModelFacts:
     """How the effective dtype was reached (fallback, downcast, explicit flag)."""
     dtype_error: str | None = None
     """vLLM's own error when the judged release refuses this model dtype on this GPU."""
+    dtype_undecided: str | None = None
+    """Why the judged release's dtype resolution is unknown (kvdoctor did not read it); dtype and dtype_error then
+    stay unknown rather than kvdoctor's own reading standing in for the release's."""
     head_dim: int | None = None
     num_attention_heads: int | None = None
     num_kv_heads: int | None = None
@@ -190,7 +193,8 @@ class Facts:
             else None,
         }
         for name, value in asdict(model).items():
-            if value is None and self.model is not None and name in ABSENT_MEANS:
+            if value is None and self.model is not None and name in ABSENT_MEANS and not (
+                    name == "dtype_error" and model.dtype_undecided):
                 value = ABSENT_MEANS[name]  # config.json was read: a field it lacks is known to be absent
             flat[f"model.{name}"] = list(value) if isinstance(value, tuple) else value
         for name, value in asdict(self.serve).items():

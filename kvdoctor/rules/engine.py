@@ -23,11 +23,14 @@ def hint_for(fact: str, facts: dict[str, Any] | None = None, said: set[str] | No
     inputs = unknown_inputs(fact, facts)
     if inputs:
         named = [name for name in inputs if name in said]
-        spelt = [f"{name}, {_namespace_hint(name, facts)}" for name in inputs if name not in said]
+        spelt = [f"{name}, {_release_unread(name, facts) or _namespace_hint(name, facts)}"
+                 for name in inputs if name not in said]
         said.update(inputs)
         return "which follows from " + "; and ".join([" and ".join(named)] * bool(named) + spelt)
     declared = fact_registry().get(fact)
     version = facts.get("vllm.version")
+    if _release_unread(fact, facts):
+        return _release_unread(fact, facts)
     if declared and "vllm.version" in declared.derived_from and version is not None and not _release_read(version):
         return f"which follows from vllm.version, {_not_read(version)}"
     return _namespace_hint(fact, facts)
@@ -48,6 +51,14 @@ def decided_by_lines(names: list[str], facts: dict[str, Any]) -> tuple[str, ...]
     input is said once per finding (on its own line when the rule tests it, else where it first comes up)."""
     said = {name for name in names if not unknown_inputs(name, facts)}
     return tuple(f"{name}, {hint_for(name, facts, said)}" for name in names)
+
+
+def _release_unread(fact: str, facts: dict[str, Any]) -> str | None:
+    """'which follows from vllm.version, <why>' when the fact is unknown because kvdoctor did not read that part of
+    the judged release (its `unknown_why` fact says why), else None."""
+    declared = fact_registry().get(fact)
+    why = facts.get(declared.unknown_why) if declared and declared.unknown_why else None
+    return f"which follows from vllm.version, {why}" if why else None
 
 
 def _namespace_hint(fact: str, facts: dict[str, Any]) -> str:

@@ -99,12 +99,34 @@ def partial_note(release: Any) -> str | None:
     if not missing:
         return None
     full = releases_with("backend_replay")
-    how = ("its backend choice is vLLM's own answer over a grid of inputs (no per-backend reasons)"
-           if release.has("backend_grid") else "")
     stop = f"; these facts stop at {full[0]}" if full else ""
+    if not release.has("backend_grid"):  # before 0.7: no backend choice read; the builder says why (not_read)
+        command = "" if release.serve_command == "vllm serve" else \
+            f" (of `{release.serve_command}`, its only server command: no `vllm serve` yet)"
+        return f"vLLM {release.version}: kvdoctor read {_read_kinds(release)}{command} only; not read: " \
+               f"{_unread_kinds(release, missing)}{stop}"
+    how = "its backend choice is vLLM's own answer over a grid of inputs (no per-backend reasons)"
     lacking = ", ".join(KINDS[k] for k in missing)
-    return f"vLLM {release.version}: kvdoctor read its dtype and backend facts only; {how}; not read: {lacking}{stop}" \
-        .replace("only; ;", "only;")
+    return f"vLLM {release.version}: kvdoctor read its dtype and backend facts only; {how}; not read: {lacking}{stop}"
+
+
+_NOT_READ_KEY = {"backend_replay": "backend_choice", "dtype_resolution": "dtype_resolution",
+                 "model_runner": "model_runner"}
+"""A kind of fact -> the key under which the builder says why it did not read it (a release's `not_read`)."""
+
+
+def _read_kinds(release: Any) -> str:
+    return "; ".join(KINDS[k] for k in KINDS if release.has(k))
+
+
+def _unread_kinds(release: Any, missing: list[str]) -> str:
+    why = release.data.get("not_read") or {}
+    named = {"backend_replay": "the attention backend choice"}  # neither replayed nor looked up on a grid
+    parts = []
+    for kind in missing:
+        reason = why.get(_NOT_READ_KEY.get(kind, kind))
+        parts.append(named.get(kind, KINDS[kind]) + (f" ({reason})" if reason else ""))
+    return "; ".join(parts)
 
 
 @lru_cache(maxsize=1)

@@ -91,6 +91,16 @@ class ReleaseFacts:
     def positionals(self) -> tuple[str, ...]:
         return tuple(self.data.get("serve_args", {}).get("positionals", ()))
 
+    @property
+    def serve_command(self) -> str:
+        """The server command whose parser the pack read: `vllm serve`, or before 0.5 the api_server module."""
+        return self.data.get("serve_args", {}).get("command", "vllm serve")
+
+    @property
+    def flexible_parser(self) -> bool:
+        """vLLM's FlexibleArgumentParser (`--max_model_len` reads as `--max-model-len`); False before 0.5."""
+        return self.data.get("serve_args", {}).get("flexible", True)
+
 
 @lru_cache(maxsize=None)
 def load_release(version: str) -> ReleaseFacts | None:

@@ -164,7 +164,9 @@ def select_backend(release: ReleaseFacts, inputs: SelectorInputs) -> Selection:
     if attention is None and load_backend_grid(release.version) is not None:
         return select_from_grid(release, load_backend_grid(release.version), inputs)
     if attention is None:
-        return Selection(None, {}, None, (f"the pack holds no attention facts for vLLM {release.version}",))
+        why = (release.data.get("not_read") or {}).get("backend_choice")
+        return Selection(None, {}, None, (f"the pack holds no attention facts for vLLM {release.version}"
+                                          + (f": {why}" if why else ""),))
     where = attention["templates"].get("get_attn_backend_cls")
     evidence = [f"{where} (vLLM {release.version})"] if where else []
     if variant:  # asked of vLLM by the builder with the modelled input stated so (not the release's first read)

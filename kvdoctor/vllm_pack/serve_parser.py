@@ -28,8 +28,10 @@ class ArgvVerdict:
     """The nearest real flag (or choice) for the offending token."""
 
 
-def judge_argv(tokens: list[str], options: Mapping[str, Any], allow_abbrev: bool = True) -> ArgvVerdict:
-    """Parse `tokens` (serve flags, no `vllm serve` prefix) against `options` (option string -> ServeArg)."""
+def judge_argv(tokens: list[str], options: Mapping[str, Any], allow_abbrev: bool = True,
+               flexible: bool = True) -> ArgvVerdict:
+    """Parse `tokens` (serve flags, no `vllm serve` prefix) against `options` (option string -> ServeArg);
+    `flexible`: vLLM's FlexibleArgumentParser (`_` read as `-`), False for the plain argparse of releases before 0.5."""
     long_options = sorted(o for o in options if o.startswith("--"))
     unrecognized: list[str] = []
     positionals = 0
@@ -45,7 +47,7 @@ def judge_argv(tokens: list[str], options: Mapping[str, Any], allow_abbrev: bool
         if token == "--":
             break
         name, has_inline, _ = token.partition("=")
-        name = _normalise(name)
+        name = _normalise(name) if flexible else name
         base = name.split(".", 1)[0] if name.startswith("--") and "." in name else name
         spec_name, problem = _resolve(base, options, long_options, allow_abbrev)
         if problem == "ambiguous":
@@ -192,9 +194,10 @@ def _bad_choice(spec: Any, spec_name: str, values: list[str]) -> ArgvVerdict | N
     return None
 
 
-def canonical_argv(tokens: list[str], options: Mapping[str, Any], allow_abbrev: bool = True) -> list[str]:
-    """The tokens with every option the parser would resolve (a unique prefix, `_` for `-`) spelt out in full,
-    so kvdoctor reads `--kv-cache-dtyp fp8` as vLLM does when that prefix is unambiguous in the release."""
+def canonical_argv(tokens: list[str], options: Mapping[str, Any], allow_abbrev: bool = True,
+                   flexible: bool = True) -> list[str]:
+    """The tokens with every option the parser would resolve (a unique prefix, `_` for `-` where `flexible`) spelt
+    out in full, so kvdoctor reads `--kv-cache-dtyp fp8` as vLLM does when that prefix is unambiguous in the release."""
     long_options = sorted(o for o in options if o.startswith("--"))
     out = []
     for token in tokens:
@@ -202,7 +205,7 @@ def canonical_argv(tokens: list[str], options: Mapping[str, Any], allow_abbrev: 
             out.append(token)
             continue
         name, has_inline, value = token.partition("=")
-        name = _normalise(name)
+        name = _normalise(name) if flexible else name
         base, dot, rest = name.partition(".")
         resolved, _ = _resolve(base, options, long_options, allow_abbrev)
         if resolved is not None:

@@ -12,6 +12,9 @@ import pytest
 
 from conftest import EXAMPLE_MODEL
 
+from kvdoctor.vllm_pack.candidates import describe_range
+from kvdoctor.vllm_pack.store import pack_releases
+
 MODEL = str(EXAMPLE_MODEL)
 NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}
 
@@ -29,21 +32,22 @@ def by_id(document: dict) -> dict[str, dict]:
 # ---------------------------------------------------------------- a release outside the pack is never a PASS
 
 
-@pytest.mark.parametrize("version", ["0.2.0", "0.6.6", "0.4.3", "0.3", "0.40.0"])
+@pytest.mark.parametrize("version", ["0.2.0", "0.6.6", "0.4.2", "0.3", "0.40.0"])
 def test_release_not_read_is_undecided_never_pass(run_cli, version):
     # vLLM 0.2.0 refuses a bf16 model on a T4 ("Bfloat16 is only supported on GPUs with compute capability of at
-    # least 8.0"); kvdoctor read none of these releases (0.8.5 is read now; 0.6.6.post1's parser was read but is
-    # held back; 0.4.3 has no `vllm serve`), so it must not say PASS
+    # least 8.0"); kvdoctor read none of these releases (0.6.6.post1 is read, not 0.6.6), so it must not say PASS
     result, document = check_json(run_cli, "--gpu", "T4", "--vllm-version", version)
     assert document["verdict"] == "WARN"
     finding = by_id(document)["KVD012"]
     assert (finding["status"], finding["severity"]) == ("undecided", "error")
     assert f"vLLM {version}" in finding["title"] and "not a release kvdoctor read" in finding["title"]
-    assert "0.7.3-0.34.0" in finding["decided_by"][0]  # which releases were read
+    assert describe_range(pack_releases()) in finding["decided_by"][0]  # which releases were read
     assert version in finding["cause"] and ("not among the releases kvdoctor read" in finding["cause"]
                                             or "stop at 0.34.0" in finding["cause"])  # fmt: skip
     for lacking in ("serve-flag parser", "KV-cache and model dtypes", "attention backend choice", "kernels"):
         assert lacking in finding["cause"]
+    # nor does kvdoctor's own `--dtype auto` reading speak for it ("casts to float16" on a T4)
+    assert document["facts"].get("model.dtype") is None and by_id(document).get("KVD122", {}).get("status") != "fired"
     (line,) = finding["decided_by"]  # only the release decides it
     assert line.startswith("vllm.version, the vLLM release:") and f"{version} is outside that range" in line
     assert "kvdoctor did not read it" in line and "--vllm-version" in line
@@ -89,8 +93,8 @@ def test_other_spelling_of_a_pack_release_is_that_release(run_cli):
 
 
 def test_series_not_read_stays_not_read(run_cli):
-    _, document = check_json(run_cli, "--gpu", "T4", "--vllm-version", "0.4")
-    assert document["facts"]["vllm.version"] == "0.4"
+    _, document = check_json(run_cli, "--gpu", "T4", "--vllm-version", "0.3")
+    assert document["facts"]["vllm.version"] == "0.3"
     assert by_id(document)["KVD012"]["status"] == "undecided"
 
 
@@ -130,6 +134,97 @@ def test_old_release_judges_fp8_kv_on_a_t4_by_its_v0_engine(run_cli, version):
     assert facts["attention.backend"] == "XFORMERS", facts.get("attention.picked_by")
     assert "V0 engine" in str(facts.get("attention.picked_by")) + str(facts.get("attention.evidence"))
     assert "KVD012" not in by_id(document) and "KVD011" not in by_id(document)
+
+
+# ---------------------------------------------------------------- 0.5-0.6: parser and dtype resolution read (issue 27)
+
+EAGER = ["0.4.3", "0.5.5", "0.6.3.post1", "0.6.6.post1"]
+
+
+def test_0_6_series_is_its_newest_patch_read(run_cli):
+    _, document = check_json(run_cli, "--gpu", "A100", "--vllm-version", "0.6")
+    assert document["facts"]["vllm.version"] == "0.6.6.post1" and "KVD012" not in by_id(document)
+    assert "0.6 names a series: judged as vLLM 0.6.6.post1" in document["notes"][0]
+
+
+@pytest.mark.parametrize("version", EAGER)
+def test_0_5_0_6_refuse_bf16_on_a_t4_fail_never_pass(run_cli, version):
+    # their `--dtype auto` keeps bf16 and vllm/worker/worker.py refuses it below SM80 (not kvdoctor's 'casts to
+    # float16' reading, which 0.9+ does; 0.4 asks torch.cuda itself, 0.5-0.6 the platform)
+    result, document = check_json(run_cli, "--gpu", "T4", "--vllm-version", version)
+    assert document["verdict"] == "FAIL" and result.code == 1
+    assert by_id(document)["KVD008"]["status"] == "fired" and "KVD122" not in by_id(document)
+    assert document["facts"]["model.dtype_error"].startswith(
+        "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4 GPU")
+
+
+@pytest.mark.parametrize("version", EAGER)
+def test_0_5_0_6_never_pass_their_unread_backend_choice(run_cli, version):
+    result, document = check_json(run_cli, "--gpu", "H100", "--vllm-version", version, "--kv-cache-dtype", "fp8")
+    assert document["verdict"] == "WARN" and result.code == 0
+    finding = by_id(document)["KVD011"]
+    assert "which_attn_to_use" in finding["cause"]  # the reason the builder recorded, not a guess
+    assert any("not read: " in note and "attention backend choice" in note for note in document["notes"])
+
+
+@pytest.mark.parametrize("version", ["0.6.3.post1", "0.6.6.post1"])
+def test_0_6_command_is_judged_by_0_6s_own_parser(run_cli, version):
+    def run(*flags):
+        return run_cli("check", "--no-compile", "--gpu", "A100", "--vllm-version", version, "-f", "json", "--",
+                       "vllm", "serve", MODEL, *flags, env=NO_GPU).json()  # fmt: skip
+
+    # 0.6's --kv-cache-dtype choices are auto, fp8, fp8_e5m2, fp8_e4m3 (fp8_inc came later)
+    refused = by_id(run("--kv-cache-dtype", "fp8_inc"))["KVD001"]
+    assert refused["status"] == "fired"
+    assert "invalid choice: 'fp8_inc' (choose from auto, fp8, fp8_e5m2, fp8_e4m3)" in refused["cause"]
+    unknown = by_id(run("--async-scheduling"))["KVD004"]  # a flag of later releases
+    assert unknown["status"] == "fired" and "unrecognized arguments: --async-scheduling" in unknown["title"]
+    accepted = by_id(run("--kv-cache-dtype", "fp8_e4m3", "--enable-chunked-prefill", "--max-num-seqs", "64"))
+    assert accepted.get("KVD001", {}).get("status") != "fired" and accepted.get("KVD004", {}).get("status") != "fired"
+
+
+def test_0_6_image_with_the_api_server_module_is_judged_by_its_parser(run_cli, tmp_path):
+    manifest = tmp_path / "old.yaml"
+    manifest.write_text(f"""apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: old-vllm}}
+spec:
+  selector: {{matchLabels: {{app: old}}}}
+  template:
+    metadata: {{labels: {{app: old}}}}
+    spec:
+      nodeSelector: {{nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB}}
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.6.3.post1
+          command: ["python3", "-m", "vllm.entrypoints.openai.api_server"]
+          args: ["--model", "{MODEL}", "--kv-cache-dtype", "fp8_e4m3", "--num-scheduler-steps", "8"]
+          resources: {{limits: {{nvidia.com/gpu: 1}}}}
+""")
+    result = run_cli("scan", str(manifest), "--no-compile", "--format", "json", env=NO_GPU)
+    (workload,) = result.json()["workloads"]
+    statuses = {f["rule_id"]: (f["status"], f["severity"]) for f in workload["findings"]}
+    assert workload["report"]["facts"]["vllm.version"] == "0.6.3.post1" and "KVD012" not in statuses
+    assert not [r for r, (status, severity) in statuses.items() if status == "fired" and severity == "error"]
+    assert workload["verdict"] == "WARN" and statuses["KVD011"] == ("fired", "warning")  # never PASS
+
+
+def test_0_4_3_is_judged_by_its_api_server_parser(run_cli):
+    # 0.4.3 has no `vllm serve`: its server is the api_server module, a plain argparse parser that does not read
+    # `_` as `-` (FlexibleArgumentParser came in 0.5)
+    def run(version, *flags):
+        return by_id(run_cli("check", "--no-compile", "--gpu", "A100", "--vllm-version", version, "-f", "json", "--",
+                             "python", "-m", "vllm.entrypoints.openai.api_server", "--model", MODEL, *flags,
+                             env=NO_GPU).json())  # fmt: skip
+
+    old = run("0.4.3", "--max_model_len", "4096")
+    assert old["KVD004"]["status"] == "fired" and "unrecognized arguments: --max_model_len 4096" in old["KVD004"]["title"]
+    assert run("0.5.5", "--max_model_len", "4096").get("KVD004", {}).get("status") != "fired"
+    assert run("0.4.3", "--max-model-len", "4096", "--kv-cache-dtype", "fp8_e5m2").get("KVD004", {}).get("status") \
+        != "fired"
+    _, document = check_json(run_cli, "--gpu", "A100", "--vllm-version", "0.4")
+    assert document["facts"]["vllm.version"] == "0.4.3"
+    assert any("vllm.entrypoints.openai.api_server`, its only server command" in note for note in document["notes"])
 
 
 @pytest.mark.parametrize("text, needles", [
@@ -281,7 +376,7 @@ def test_unread_release_gets_no_probe_compile_that_speaks_for_it(run_cli):
     assert "dry run skipped: kvdoctor did not read vLLM 0.6.6, so which kernels it builds is unknown" in document["notes"]
 
 
-@pytest.mark.parametrize("tag", ["v0.6.6", "v0.4.3"])
+@pytest.mark.parametrize("tag", ["v0.6.6", "v0.4.2"])
 def test_scan_of_an_old_image_is_not_judged_never_pass(run_cli, tmp_path, tag):
     # real manifests still run 0.4-0.9 (issue 27): a release not read is explicitly not judged, and the CI gate
     # can fail on it

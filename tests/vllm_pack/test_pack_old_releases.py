@@ -20,8 +20,10 @@ from kvdoctor.vllm_pack.select import SelectorInputs, select_backend
 from kvdoctor.vllm_pack.select_grid import select_from_grid, v0_grid
 
 SAMPLES = Path(__file__).parent / "samples"
-OLD = [v for v in pack_releases() if release_numbers(v)[:2] < (0, 20)]
+OLD = [v for v in pack_releases() if (0, 7) <= release_numbers(v)[:2] < (0, 20)]
 WITH_V0 = [v for v in OLD if release_numbers(v)[:2] <= (0, 10)]
+EAGER = [v for v in pack_releases() if release_numbers(v)[:2] < (0, 7)]
+"""Before 0.7 (a platform picked at import, no get_attn_backend_cls): serve parser, dtypes and dtype resolution."""
 
 
 def _inputs(sample: dict) -> SelectorInputs:
@@ -43,6 +45,36 @@ def test_old_releases_hold_dtype_and_backend_facts_and_say_what_they_lack():
         assert note and "stop at 0.20.0" in note and "grid" in note
         assert candidates(version).note == note
     assert partial_note(load_release("0.25.1")) is None
+
+
+def test_releases_before_0_7_hold_their_parser_and_dtype_facts_and_name_what_was_not_read():
+    assert {"0.5.5", "0.6.3.post1", "0.6.6.post1"} <= set(EAGER)
+    for version in EAGER:
+        release = load_release(version)
+        assert {"serve_args", "kv_cache_dtypes", "model_dtypes", "pins", "dtype_resolution"} <= release.kinds
+        assert not release.has("backend_grid") and not release.has("backend_replay") and not release.has("model_runner")
+        note = partial_note(release)
+        assert "not read: " in note and "which_attn_to_use" in note and "V0 engine only" in note, note
+        selection = select_backend(release, SelectorInputs(capability=(8, 0), head_size=128, model_dtype="bfloat16",
+                                                           kv_cache_dtype="auto"))  # fmt: skip
+        assert selection.backend is None and "which_attn_to_use" in selection.undecided[0]
+
+
+def test_releases_before_0_7_refuse_bf16_below_sm80_in_their_worker():
+    # vLLM 0.5-0.6's `--dtype auto` keeps a bf16 checkpoint's dtype and vllm/worker/worker.py's
+    # _check_if_gpu_supports_dtype refuses it below SM80, as the builder asked it per capability
+    from kvdoctor.vllm_pack.dtypes import resolve_dtype
+    from kvdoctor.vllm_pack.store import load_runtime
+
+    for version in EAGER:
+        release = load_release(version)
+        assert load_runtime(version)["where"]["check_if_supports_dtype"].startswith("vllm/worker/worker.py:")
+        dtype, _, error = resolve_dtype(release, "bfloat16", "auto", (7, 5), "llama")
+        assert dtype == "bfloat16" and error.startswith("ValueError: Bfloat16 is only supported on GPUs with compute "
+                                                        "capability of at least 8.0"), (version, error)
+        assert resolve_dtype(release, "bfloat16", "auto", (8, 0), "llama") == ("bfloat16", None, None)
+        assert resolve_dtype(release, "bfloat16", "half", (7, 5), "llama")[::2] == ("float16", None)
+        assert resolve_dtype(release, "float32", "auto", (9, 0), "llama")[::2] == ("float16", None)
 
 
 V1_NAMES = {"FLASH_ATTN_VLLM_V1": "FLASH_ATTN", "TRITON_ATTN_VLLM_V1": "TRITON_ATTN", "TRITON_MLA_VLLM_V1": "TRITON_MLA",
@@ -96,7 +128,7 @@ def test_an_unknown_version_is_judged_against_the_full_releases_and_says_so(run_
     assert unknown.code == 0, unknown.stdout + unknown.stderr
     facts = unknown.json()["facts"]
     assert facts["model.head_dim"] == 112 and facts["attention.backend"] not in (None, "none")
-    assert OLD[0] in facts["vllm.facts_note"] and "--vllm-version" in facts["vllm.facts_note"]
+    assert (EAGER + OLD)[0] in facts["vllm.facts_note"] and "--vllm-version" in facts["vllm.facts_note"]
     assert facts["vllm.judged"].startswith("(version unknown: 0.20.0-")
     named = run_cli("check", "--model", str(tmp_path), "--gpu", "A100", "--no-compile", "--vllm-version", OLD[-1],
                     "-f", "json").json()["facts"]  # fmt: skip

@@ -43,21 +43,25 @@ FULL_RELEASES = (
     "0.30.0 0.31.0 0.32.0 0.33.0 0.34.0"
 ).split()
 # Releases before 0.20.0: the facts that decide dtype and backends (the last patch of each minor release; 0.7-0.10
-# also their V0 engine: the oracle or default that picks it and V0's own selector; 0.5-0.6 their serve parser and
-# dtype lists only, SERVE_ONLY_BEFORE; 0.5.5 imports librosa at import time, which the builder venv lacks).
-OLD_RELEASES = "0.7.3 0.8.5 0.8.5.post1 0.9.2 0.10.2 0.11.2 0.12.0 0.13.0 0.14.1 0.15.1 0.16.0 0.17.1 0.18.1 0.19.1".split()
+# also their V0 engine: the oracle or default that picks it and V0's own selector; 0.5-0.6 their serve parser, dtype
+# lists and dtype resolution only, EAGER_PLATFORM_BEFORE; 0.4 has no `vllm serve`: its api_server parser).
+OLD_RELEASES = "0.4.3 0.5.5 0.6.3.post1 0.6.6.post1 0.7.3 0.8.5 0.8.5.post1 0.9.2 0.10.2 0.11.2 0.12.0 0.13.0 0.14.1 0.15.1 0.16.0 0.17.1 0.18.1 0.19.1".split()
 CAPABILITIES = ((7, 0), (7, 5), (8, 0), (8, 6), (8, 7), (8, 9), (9, 0), (10, 0), (10, 3), (11, 0), (12, 0), (12, 1))
 LEGACY_TASKS = {"module:backends": "module:backend_grid"}
-# Releases before 0.7 (vllm/scripts.py's CLI, no platform `get_attn_backend_cls`, V0 workers on another platform
-# interface): the builder reads their `vllm serve` parser and dtype lists only; the rest is said, not guessed.
-SERVE_ONLY_BEFORE = (0, 7)
-SERVE_ONLY_NOT_READ = {
+# Releases before 0.7 (vllm/scripts.py's CLI, no platform `get_attn_backend_cls`, a platform picked once at import,
+# V0 workers only): the builder reads their `vllm serve` parser, dtype lists and dtype resolution (`_get_and_verify_dtype`
+# and the worker's bf16 check, module:runtime); the rest is said, not guessed.
+EAGER_PLATFORM_BEFORE = (0, 7)
+EAGER_PLATFORM_TASKS = ("serve_args", "dtypes", "module:runtime")
+EAGER_PLATFORM_NOT_READ = {
     "backend_choice": "vllm/attention/selector.py's which_attn_to_use has another signature and no platform "
                       "get_attn_backend_cls: the builder does not ask it",
-    "dtype_resolution": "the workers' dtype checks ask a platform interface the builder's stand-in does not model "
-                        "(asked, every bfloat16 cell answered NotImplementedError from the stand-in, not vLLM)",
-    "model_runner": "no V1/V2 model-runner choice to ask (the V0 engine only)",
+    "model_runner": "the V0 engine only: no V1 / V2 model runner to choose between",
 }
+# Requirements of those wheels that vLLM imports at import time for features the parser and the dtype checks never
+# call (0.5's audio input in vllm/multimodal/utils.py, its outlines guided decoding) and the builder's venv lacks:
+# modelled as present for vLLM, after transformers has looked for them (so transformers goes on without them).
+EAGER_PLATFORM_PACKAGES = {"librosa": "librosa", "soundfile": "soundfile", "outlines": "outlines"}
 
 
 def is_legacy(version: str) -> bool:
@@ -97,17 +101,24 @@ def build_release(version: str, wheel: Path, python: str, tasks: list[str], time
         if is_legacy(version):  # before 0.20.0: vLLM's own backend answers over a grid, not a replay
             request["legacy"] = True
             request["tasks"] = [LEGACY_TASKS.get(t, t) for t in tasks]
-        serve_only = release_numbers(version)[:2] < SERVE_ONLY_BEFORE
-        if serve_only:
-            request["tasks"] = [t for t in request["tasks"] if not t.startswith("module:")]
+        eager_platform = release_numbers(version)[:2] < EAGER_PLATFORM_BEFORE
+        if eager_platform:
+            request["eager_platform"] = True
+            request["tasks"] = [t for t in request["tasks"] if t in EAGER_PLATFORM_TASKS]
             # 0.5's vllm/_core_ext.py instantiates a compiled torch class when vllm._core_C is found, else uses its
             # own pure-Python ScalarType: the parser needs neither, so the compiled module is left out
             request["compiled_modules"] = [m for m in request["compiled_modules"] if m != "vllm._core_C"]
+            request["late_stub_packages"] = {module: pins[dist].lstrip("=<>!~ ").split(",")[0] or "0"
+                                             for dist, module in EAGER_PLATFORM_PACKAGES.items() if dist in pins}
         raw = run_child(python, src, request, timeout)
         variants = {name: run_child(python, src, asked, timeout) for name, asked in variant_requests(request)}
     data = normalise_release(version, raw, shipped, request, PACK_FORMAT)
-    if serve_only:
-        data["not_read"] = dict(SERVE_ONLY_NOT_READ)
+    if eager_platform:
+        not_read = dict(EAGER_PLATFORM_NOT_READ)
+        if "dtype" not in data.get("runtime", {}):
+            not_read["dtype_resolution"] = "the workers' bf16 check could not be asked: " + \
+                str(data.get("build_errors", {}).get("module:runtime", "no check found"))[-300:]
+        data["not_read"] = not_read
     add_variants(data, {name: normalise_release(version, answer, shipped, dict(request, **asked), PACK_FORMAT)
                         for (name, asked), answer in zip(variant_requests(request), variants.values())})
     return data

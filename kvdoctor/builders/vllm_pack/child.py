@@ -34,6 +34,7 @@ from kvdoctor.builders.vllm_pack.child_stubs import (
     cuda_tensors_on_meta,
     legacy_ops,
     no_network,
+    nvml_without_devices,
 )
 
 TASKS_PACKAGE = "kvdoctor.builders.vllm_pack"  # `module:X` runs child_X.run(this module) from here
@@ -89,6 +90,12 @@ def main() -> None:
     out: dict = {"errors": {}}
     if REQ.get("legacy"):
         legacy_ops()
+    if REQ.get("eager_platform"):  # before 0.7: NVML asked at import time
+        nvml_without_devices()
+    if REQ.get("late_stub_packages"):  # transformers decides first whether they are installed (not: it goes on)
+        importlib.import_module("transformers.utils.import_utils")
+        STUB_FINDER.roots.update({root: version for root, version in REQ["late_stub_packages"].items()
+                                  if importlib.util.find_spec(root) is None})
     install_platform(tuple(REQ.get("capability", (9, 0))))
     ctx = sys.modules[__name__]
     tasks = REQ["tasks"]

@@ -22,7 +22,8 @@ REQUESTED = ("auto", "half", "float16", "bfloat16", "float", "float32")
 
 def run(ctx) -> dict:
     out = {"where": {}}
-    out["model_runner"] = model_runner(ctx, out["where"])
+    if not ctx.REQ.get("eager_platform"):  # before 0.7: the V0 engine only, no model-runner choice to ask
+        out["model_runner"] = model_runner(ctx, out["where"])
     dtype = dtype_resolution(ctx, out["where"])
     if dtype is not None:
         out["dtype"] = dtype
@@ -137,7 +138,11 @@ def model_runner(ctx, where) -> dict:
 
 def dtype_resolution(ctx, where) -> dict:
     import torch
-    from vllm.platforms import current_platform
+
+    try:
+        from vllm.platforms import current_platform
+    except ModuleNotFoundError:  # before 0.5: no platform layer; the worker asks torch.cuda (stubbed)
+        from kvdoctor.builders.vllm_pack.child_stubs import CAPABILITY_HOLDER as current_platform
 
     try:
         import vllm.config.model as model_mod

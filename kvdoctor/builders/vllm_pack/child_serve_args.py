@@ -57,20 +57,28 @@ def dump_serve_args(ctx) -> dict:
     try:
         from vllm.utils.argparse_utils import FlexibleArgumentParser  # noqa: E402
     except ImportError:  # before 0.11
-        from vllm.utils import FlexibleArgumentParser  # noqa: E402
+        try:
+            from vllm.utils import FlexibleArgumentParser  # noqa: E402
+        except ImportError:  # before 0.5: plain argparse, and no `vllm serve`
+            FlexibleArgumentParser = None
 
     # the `vllm serve` subparser exactly as the `vllm` CLI builds it
     try:
         from vllm.entrypoints.cli import serve as serve_module
     except ImportError:  # before 0.7: vllm/scripts.py's main() builds it
         serve_module = None
+    command = "vllm serve"
     if serve_module is not None:
         make_arg_parser = serve_module.make_arg_parser
         root = FlexibleArgumentParser(prog="vllm")
         subparsers = root.add_subparsers(required=False, dest="subparser")
         parser = serve_module.ServeSubcommand().subparser_init(subparsers)
-    else:
+    elif FlexibleArgumentParser is not None:
         parser, make_arg_parser = _scripts_serve_parser(FlexibleArgumentParser)
+    else:  # the OpenAI server's own parser (`python -m vllm.entrypoints.openai.api_server`)
+        from vllm.entrypoints.openai.cli_args import make_arg_parser
+
+        parser, command = make_arg_parser(), API_SERVER
     actions = []
     for action in parser._actions:
         if isinstance(action, argparse._HelpAction):
@@ -104,9 +112,14 @@ def dump_serve_args(ctx) -> dict:
     return {
         "actions": actions,
         "allow_abbrev": bool(parser.allow_abbrev),
-        "parser_class": ctx.where(FlexibleArgumentParser),
+        "parser_class": ctx.where(FlexibleArgumentParser) if FlexibleArgumentParser else "argparse.ArgumentParser",
         "make_arg_parser": ctx.where(make_arg_parser),
+        **({"command": command} if command != "vllm serve" else {}),
     }
+
+
+API_SERVER = "python -m vllm.entrypoints.openai.api_server"
+"""The only server command before 0.5 (no `vllm serve`): its parser is the one the pack reads then."""
 
 
 class _ParserBuilt(Exception):

@@ -127,10 +127,14 @@ def cuda_tensors_on_meta(default_capability: tuple[int, int]):
     torch.cuda.get_device_capability = lambda *a, **k: _capability_now(default_capability)
 
 
+CAPABILITY_HOLDER = None
+"""Before 0.5 (no vllm.platforms): what holds the capability being asked (child_platform._no_platform_layer)."""
+
+
 def _capability_now(default_capability: tuple[int, int]) -> tuple[int, int]:
     """The capability the stubbed platform reports now (install_platform; the tasks switch it per target)."""
     platform = sys.modules.get("vllm.platforms")
-    current = getattr(platform, "_current_platform", None) if platform else None
+    current = getattr(platform, "_current_platform", None) if platform else CAPABILITY_HOLDER
     return tuple(getattr(type(current), "capability_now", default_capability))
 
 
@@ -148,6 +152,17 @@ def legacy_ops():
             setattr(torch.library, name, _tolerant(original))
     _config_names_shared()
     _triton_cache_dirs()
+
+
+def nvml_without_devices() -> None:
+    """Releases before 0.7 call NVML at import time (vllm/platforms/cuda.py's `warn_if_different_devices`, the
+    platform's detection) and this builder has no driver: NVML answers as a driver with no device would (the
+    stubbed platform, install_platform, then reports the capability asked)."""
+    import pynvml
+
+    pynvml.nvmlInit = lambda *args, **kwargs: None
+    pynvml.nvmlShutdown = lambda: None
+    pynvml.nvmlDeviceGetCount = lambda: 0
 
 
 def _triton_cache_dirs():

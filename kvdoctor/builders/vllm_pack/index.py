@@ -79,6 +79,9 @@ def build_index(pack_dir: Path) -> dict:
             entry["serve_args"] = {"sigs": ids, "allow_abbrev": serve["allow_abbrev"],
                                    "positionals": serve["positionals"],
                                    "make_arg_parser": (serve.get("where") or {}).get("make_arg_parser")}
+            if serve.get("command"):  # before 0.5: the api_server module's plain argparse parser (no `_` as `-`)
+                entry["serve_args"].update(command=serve["command"], flexible=(serve.get("where") or {}).get(
+                    "parser") != "argparse.ArgumentParser")
         runtime = detail.get("runtime") or {}
         entry_runtime = {"where": runtime.get("where", {}), "kv_quant_modes": runtime.get("kv_quant_modes")}
         for key, pool in pools.items():

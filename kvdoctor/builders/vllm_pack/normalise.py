@@ -57,6 +57,7 @@ def _serve_args(raw: dict) -> dict:
         "positionals": positionals,
         "allow_abbrev": raw["allow_abbrev"],
         "where": {"parser": raw["parser_class"], "make_arg_parser": raw["make_arg_parser"]},
+        **({"command": raw["command"]} if "command" in raw else {}),  # before 0.5: the api_server module's parser
     }
 
 
@@ -93,7 +94,7 @@ def normalise_release(version: str, raw: dict, shipped: dict, request: dict, pac
         out["pins"]["triton"] = shipped["triton"]
     out["modelled"] = {
         "compiled_modules_present": shipped["compiled_modules"],
-        "packages_present": request["stub_packages"],
+        "packages_present": {**request["stub_packages"], **request.get("late_stub_packages", {})},
         "note": ("compiled extensions the wheel ships and its hard GPU dependencies are modelled as importable; "
                  "their run-time behaviour is not"),
     }

@@ -44,7 +44,8 @@ MESSAGES = {
     "act_dtype": "is not supported for quantization method",
     "deprecated": "is deprecated and will be removed",
 }
-MESSAGE_FILES = ("vllm/config/vllm.py", "vllm/config/model.py", "vllm/config/__init__.py", "vllm/config.py")
+MESSAGE_FILES = ("vllm/config/vllm.py", "vllm/config/model.py", "vllm/config/__init__.py", "vllm/config.py",
+                 "vllm/model_executor/model_loader/loader.py")  # 0.5-0.6: the capability check is the loader's
 _RELEASE = r"\d+\.\d+\.\d+(?:\.post\d+)?"  # 0.8.5.post1 is a release of its own
 _WHEEL = re.compile(rf"vllm-({_RELEASE})(?:-\d+)?-.*\.whl$")
 
@@ -56,15 +57,36 @@ def registered_methods(source: ReleaseSource) -> tuple[list[str], str]:
         raise ValueError(f"{INIT} is not in this release")
     for name in ("QuantizationMethods", "QUANTIZATION_METHODS"):
         node = assignment(tree.body, name)
-        values = string_list(node.value) if node is not None else None
+        values = string_list(node.value) or _dict_keys(node.value) if node is not None else None
         if values:
             return values, f"{INIT}:{node.lineno}"
     raise ValueError(f"{INIT}: no literal QuantizationMethods / QUANTIZATION_METHODS")
 
 
+def _dict_keys(node) -> list[str] | None:
+    """The keys of a dict literal whose keys are all strings (before 0.6.4 QUANTIZATION_METHODS maps each method to
+    its config class), else None."""
+    if isinstance(node, ast.Dict) and node.keys and all(isinstance(k, ast.Constant) and isinstance(k.value, str)
+                                                         for k in node.keys):  # fmt: skip
+        return [k.value for k in node.keys]
+    return None
+
+
 def method_classes(source: ReleaseSource, methods: list[str]) -> dict[str, tuple[str, str, int]]:
-    """method -> (file, class name, line of the mapping) from get_quantization_config's method_to_config."""
+    """method -> (file, class name, line of the mapping) from get_quantization_config's method_to_config (before
+    0.6.4: the module's QUANTIZATION_METHODS dict)."""
     tree = source.tree(INIT)
+    registry = assignment(tree.body, "QUANTIZATION_METHODS")
+    if registry is not None and _dict_keys(registry.value):
+        names = imports_in(tree.body)
+        mapping = {}
+        for key, cls in zip(registry.value.keys, registry.value.values):
+            if isinstance(cls, ast.Name) and cls.id in names:
+                module, level, name = names[cls.id]
+                file = module_file(module, level, INIT, source)
+                if file:
+                    mapping[key.value] = (file, name, key.lineno)
+        return mapping
     func = function(tree.body, "get_quantization_config")
     if func is None:
         return {}

@@ -135,9 +135,9 @@ def _part(body: list[ast.stmt], module: _Module) -> dict:
 def mixed_precision_facts(source: ReleaseSource) -> dict | None:
     """The release's ModelOptMixedPrecisionConfig per-layer dispatch, or None where the release has no such class."""
     found = find_class(source, MODELOPT, CLASS) if source.tree(MODELOPT) is not None else None
-    module = _Module(source, MODELOPT)
-    if found is None or found[0] != MODELOPT:
+    if found is None or found[0] != MODELOPT:  # before 0.6: no modelopt.py at all
         return None
+    module = _Module(source, MODELOPT)
     cls = found[1]
     get = function(cls.body, "get_quant_method")
     if get is None:
