@@ -198,20 +198,32 @@ class MessageIndex:
         return Located(_merged([t for t, _ in best]), tuple(g or "" for g in match.groups()), version)
 
     def _truncated(self, text: str, version: str | None) -> Located | None:
-        """A line cut short (a truncated log, a hard wrap) still names its template by a long opening literal."""
+        """A line cut short (a truncated log, a hard wrap) still names its template by a long opening literal, whole
+        or the part of it the line holds (MIN_PREFIX characters at least)."""
         best: list[Template] = []
         best_size = 0
         for word in set(_WORD.findall(text)):
             for anchor, position in self._prefixes.get(word, ()):
                 template = self._group(anchor)[position][0]
                 first = next((p for p in template.parts if p is not None), "")
-                if len(first) >= MIN_PREFIX and first in text and len(first) >= best_size:
-                    if len(first) > best_size:
-                        best, best_size = [], len(first)
+                size = len(first) if first in text else _cut_inside(first, text)
+                if len(first) >= MIN_PREFIX and size >= MIN_PREFIX and size >= best_size:
+                    if size > best_size:
+                        best, best_size = [], size
                     best.append(template)
         if not best:
             return None
         return Located(_merged(best), (), version)  # the values were cut off with the rest of the line
+
+
+def _cut_inside(first: str, text: str) -> int:
+    """How much of a template's opening literal the text ends with, when the text stops inside it (a line cut short,
+    or a release that printed only the literal's start: 'FlashInfer requires GPUs with sm75 or higher'); else 0."""
+    at = text.find(first[:MIN_PREFIX])
+    if at < 0:
+        return 0
+    rest = text[at:].rstrip(" .")
+    return len(rest) if first.startswith(rest) else 0
 
 
 def _merged(templates: list[Template]) -> Template:

@@ -17,6 +17,7 @@ MAX_MESSAGE_LINES = 80
 
 _FRAME = re.compile(r'^\s+File "(.+?)", line (\d+)(?:, in (.+))?$')
 # A frame as a pasted excerpt may show it: not indented, or without its line number ('File "x.py", in f').
+_FRAME_IN = re.compile(r'(?:^|\s)File "([^"]+)", line (\d+)(?:, in ([\w<>.]+))?')
 _LOOSE_FRAME = re.compile(r'^\s*File "(.+?)"(?:, line (\d+))?(?:, in (.+))?$')
 # Ray re-raises a task's error as `ray.exceptions.RayTaskError(ValueError): ray::f() ...`: the class in brackets
 _EXCEPTION = re.compile(r"^([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*)(?:\([\w.]+\))?(?::(?: (.*)|$)|$)")
@@ -258,6 +259,24 @@ def _parse_traceback(stream: str, lines: list[LogLine], i: int) -> tuple[LoggedE
     return None, i
 
 
+def _frames_below(lines: list[LogLine], j: int) -> tuple[tuple[Frame, ...], int]:
+    """The frames pasted under an exception line (its traceback below it, outermost first, as Python prints them),
+    and the index after them."""
+    frames: list[Frame] = []
+    while j < len(lines) and len(frames) < MAX_FRAMES_ABOVE:
+        text = lines[j].text
+        match = _FRAME_IN.search(text)
+        if match:
+            frames.append(Frame(match.group(1), int(match.group(2)), match.group(3), None))
+        elif text[:1] in (" ", "\t") and text.strip() and frames:
+            if frames[-1].code is None and not set(text.strip()) <= set("^~ "):
+                frames[-1] = replace(frames[-1], code=text.strip())
+        else:
+            break
+        j += 1
+    return tuple(frames), j
+
+
 def _parse_exception(
     stream: str, lines: list[LogLine], i: int, frames: tuple[Frame, ...]
 ) -> tuple[LoggedException, int]:
@@ -281,12 +300,14 @@ def _parse_exception(
         if not stripped:
             if not compile_error or _next_is_boundary(lines, j):
                 break
-        elif not compile_error and _looks_like_new_output(line.text):
-            break
+        elif not compile_error and (_looks_like_new_output(line.text) or _FRAME_IN.search(stripped)):
+            break  # a frame ends the message: the traceback pasted below its exception line (or a cut tag before it)
         message.append(line.text)
         j += 1
     while message and not message[-1].strip():
         message.pop()
+    if not frames and j < n and _FRAME_IN.search(lines[j].text):
+        frames, j = _frames_below(lines, j)
     excerpt = tuple(message[1:]) if compile_error else ()
     return (
         LoggedException(type_name, "\n".join(message), frames, stream, head.number, compile_excerpt=excerpt),

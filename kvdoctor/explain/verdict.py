@@ -131,7 +131,8 @@ FOREIGN_ERROR = re.compile(
     # the kernel's OOM killer (dmesg, journal), NCCL's own error records (NCCL logs errors at WARN)
     r"|\bOut of memory: Kill(?:ed)? process\b|\boom-kill:|\bMemory cgroup out of memory\b"
     r"|\bNCCL WARN\b.{0,200}\b(?:[Ff]ailure|failed|[Ee]rror)\b"
-    r"|^\[?[EF]\d{4} \d\d:\d\d:\d\d|^\[[EF] [\w.]+:\d+\]"
+    # glog's and torch c10's 'E0822 16:31:16' ('[E822 16:31:16.131931664 ProcessGroupNCCL.cpp:632]': c10 drops the 0)
+    r"|^\[?[EF]\d{3,4} \d\d:\d\d:\d\d|^\[[EF] [\w.]+:\d+\]"
     # Ray's C++ components (raylet, core worker, GCS): '[2024-06-25 16:32:00,123 E 4711 4711] file.cc:1: ...'
     r"|^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [EC] \d+ \d+\]"
     r"|^Fatal Python error\b|^Aborted(?: \(core dumped\))?$|\*\*\* SIG[A-Z]+ received\b|\bSegfault encountered\b"
@@ -165,7 +166,7 @@ _FOREIGN_WORDS = ("ERROR", "FATAL", "CRITICAL", "level", "Aborted", "SIG", "Segf
                   "rrno ", "rror ", "rror.", "rrors.", "xception.", "xceptions.", "exc.", "Timeout: ", "Failed: ",
                   "Failure: ", "xception: ", "'error':", "[error]", "[Error]", "[fatal]", "[Fatal]", "[crit", "[Crit", "[emerg]",
                   "[alert]")
-_GLOG_HEAD = re.compile(r"^\[?[EF](?:\d{4} | [\w.]+:\d+\])|^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [EC] \d")
+_GLOG_HEAD = re.compile(r"^\[?[EF](?:\d{3,4} | [\w.]+:\d+\])|^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [EC] \d")
 
 
 # TensorFlow / JAX print these glog errors at import in healthy processes (a second registration of a CUDA plugin)
