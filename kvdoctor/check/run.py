@@ -79,8 +79,12 @@ def _plan_dry_run(facts: Facts, flat: dict[str, Any], options: CheckOptions,
     if facts.versions.vllm is None:
         # which kernels would run depends on the release: a compile of one guess must not decide the verdict
         return None, "the vLLM version is unknown, so are the kernels it would build (pass --vllm-version X)"
-    if not candidates(facts.versions.vllm).releases:  # a probe kernel's compile must not speak for an unread release
+    judged = candidates(facts.versions.vllm).releases
+    if not judged:  # a probe kernel's compile must not speak for an unread release
         return None, f"kvdoctor did not read vLLM {facts.versions.vllm}, so which kernels it builds is unknown"
+    if not any(r.has("backend_replay") or r.has("backend_grid") for r in judged):  # 0.4-0.6: nor for its unread part
+        return None, (f"kvdoctor did not read vLLM {facts.versions.vllm}'s attention backend choice, so which kernels "
+                      "it builds is unknown")
     selected = flat.get("attention.backend") if flat.get("attention.backend") not in (None, "none") else None
     return dry_run_request(facts, selected, cache_dir=options.cache_dir, offline=options.offline)
 

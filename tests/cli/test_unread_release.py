@@ -376,6 +376,15 @@ def test_unread_release_gets_no_probe_compile_that_speaks_for_it(run_cli):
     assert "dry run skipped: kvdoctor did not read vLLM 0.6.6, so which kernels it builds is unknown" in document["notes"]
 
 
+def test_release_without_backend_facts_gets_no_probe_compile_either(run_cli):
+    result = run_cli("check", "--model", MODEL, "--gpu", "T4", "--vllm-version", "0.6.6.post1", "--dtype", "half",
+                     "--kv-cache-dtype", "fp8", "--format", "json", env=NO_GPU)  # fmt: skip
+    document = result.json()
+    assert document["dry_run"] is None and document["verdict"] == "WARN", (result.stdout, result.stderr)
+    assert ("dry run skipped: kvdoctor did not read vLLM 0.6.6.post1's attention backend choice, so which kernels it "
+            "builds is unknown") in document["notes"]
+
+
 @pytest.mark.parametrize("tag", ["v0.6.6", "v0.4.2"])
 def test_scan_of_an_old_image_is_not_judged_never_pass(run_cli, tmp_path, tag):
     # real manifests still run 0.4-0.9 (issue 27): a release not read is explicitly not judged, and the CI gate
