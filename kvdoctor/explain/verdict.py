@@ -88,6 +88,11 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         r"|^make(?:\[\d+\])?: \*\*\* .{0,300}\bError \d+|^CMake Error\b|^\s*× \S"
                         r"|\breturned a non-zero code\b|\bexit(?:ed)? with status:? ?(?:[1-9]\d*|-\d+)\b|^FAILED \S+::\S"
                         r"|\bcuInit(?:\(\))? (?:failed|returned)\b"
+                        # round 5: docker ps' status of a container that stopped on an error, a process a signal
+                        # ended in other words, torch's NCCL watchdog (a collective that hung), nvidia-smi losing a GPU
+                        r"|\bExited \((?:[1-9]\d*|-\d+)\) |\bexited (?:with|due to|on) signal \d+"
+                        r"|\bWatchdog caught collective operation timeout\b|\bSome NCCL operations have failed or timed out\b"
+                        r"|\bUnable to determine the device handle for GPU"
                         # an error in the reporter's or a wrapper's language (Chinese, Japanese, Korean)
                         r"|报错|错误|失败|异常|エラー|오류|에러"
                         # kubectl describe's Warning events of a pod that failed, the OOM killer in a report's words
@@ -100,7 +105,9 @@ _CRASH_WORDS = ("xpectedly", "OOMKilled", "ode ", "terminate called", "Bus error
                 "undefined symbol", "Failed to import from vllm", '" 4', "Assertion", "Killed", "Aborted",
                 "Segmentation", "FailedScheduling", "Insufficient nvidia", "ErrImagePull", "ImagePullBackOff",
                 "FailedMount", "low on resource", "No available shared memory", "placement group",
-                "y: -", "Input prompt (", "# GPU blocks: 0", "# gpu blocks: 0", "SYSTEM_ERROR", "USER_ERROR", "NODE_OUT_OF")
+                "y: -", "Input prompt (", "# GPU blocks: 0", "# gpu blocks: 0", "SYSTEM_ERROR", "USER_ERROR", "NODE_OUT_OF",
+                "Exited (", "xited with signal", "xited due to signal", "xited on signal", "Watchdog caught",
+                "NCCL operations have failed", "device handle for GPU")
 # The words of the round-4 patterns: other programs' lines (a shell, glibc, the driver, Ray, torch elastic), never a
 # vLLM INFO record, so INFO lines skip this scan (a 5 MB log of INFO records pays nothing for it).
 _LATE_WORDS = ("Trace/breakpoint", "*** Aborted", "terminate called", "bad_alloc", "NVRM", "off the bus",
@@ -150,6 +157,7 @@ FOREIGN_ERROR = re.compile(
     # one whose case a paste lost ('permissionError: ...'), and a traceback flattened onto one line by a paste
     # ('File "x.py", line 5, in f raise X(...) requests.exceptions.ConnectionError: ...')
     r"|^(?:\S{1,60}\s+){1,2}(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S|^[a-z]\w*(?:Error|Exception): \S"
+
     r"|^File \"[^\"]{1,300}\", line \d+, in \S+ .{0,3000}?\b(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S"
     # an exception whose class is not named ...Error: one from a package's errors / exceptions module
     # ('zmq.error.Again: ...', 'triton.runtime.errors.OutOfResources: ...'), a timeout or failure class
@@ -194,6 +202,9 @@ def _crash(text: str, level: str | None = None) -> bool:
              or (level != "INFO" and (_CRASH_HEAD.match(text) is not None or _LATE_PREFILTER.search(text) is not None
                                       or not text.isascii())))  # non-ASCII: the localised signal reports
             and CRASH_TEXT.search(text) is not None)
+# an exception line indented in a log that is not (quoted in an event, a report, a nested output): not a traceback's
+# own exception line, which parse_chains reads at column 0
+_INDENTED_EXCEPTION = re.compile(r"(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S")
 FAILING_KINDS = ("raise", "error", "critical")
 # Printed lines that are never a raise site's message: frames, carets, progress bars, access logs of other loggers.
 # An indented line is asked too (pydantic and pastes indent messages); a traceback's frames and carets are not.
@@ -256,10 +267,13 @@ def failure_evidence(
         text = line.text.strip()
         if not text:
             continue
+        # an error line is quoted with the lines that continue its message (a wrap, a message holding newlines)
         if line.level in ERROR_LEVELS:
-            add(FailureEvidence(line.number, "error level", text, line.stream, line.level))
-        elif line.level is None and (ERROR_TEXT.search(text) or _foreign_error(text)):
-            add(FailureEvidence(line.number, "error text", _flattened_exception(text), line.stream))
+            add(FailureEvidence(line.number, "error level", continued(lines, index) or text, line.stream, line.level))
+        elif line.level is None and (ERROR_TEXT.search(text) or _foreign_error(text) or (
+                line.text[:1] in " \t" and _INDENTED_EXCEPTION.match(text))):
+            add(FailureEvidence(line.number, "error text", _flattened_exception(continued(lines, index) or text),
+                                line.stream))
         if ("tart" in text or "TART" in text) and FAILED_TO_START.search(text):
             add(FailureEvidence(line.number, "failed to start", text, line.stream, line.level))
         if "Worker failed with error '" in text and WORKER_WRAP.search(text):

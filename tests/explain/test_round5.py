@@ -92,3 +92,39 @@ def test_a_missing_local_model_path_read_as_a_repo_id_under_a_ray_tag():
     report = explain_text(log)
     assert report.extra["family"] == "model_config_missing"
     assert "/data/models/qwen" in _text(report)
+
+
+def test_more_last_words_are_failure_evidence_and_their_healthy_forms_are_not():
+    failing = [
+        "3f2a   vllm/vllm-openai:latest   \"vllm serve\"   2 minutes ago   Exited (1) 1 minute ago",  # docker ps
+        "Process exited with signal 9",
+        "[rank1]:[W1204 10:22:18.000 ProcessGroupNCCL.cpp:1] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=1) ran for 600000 milliseconds before timing out.",
+        "Unable to determine the device handle for GPU0000:01:00.0: Unknown Error",  # nvidia-smi, a GPU lost
+        "INFO 05-02 10:22:18 [api_server.py:1] vLLM API server version 0.9.2\n    RuntimeError: Engine loop has died",
+    ]
+    for log in failing:
+        assert explain_text(log + "\n").exit_code("error") == 1, log
+    healthy = [
+        "3f2a   vllm/vllm-openai:latest   \"vllm serve\"   2 minutes ago   Exited (0) 1 minute ago",
+        "INFO 05-02 10:22:18 [api_server.py:1] vLLM API server version 0.9.2\n    Started server process [7]",
+    ]
+    for log in healthy:
+        assert explain_text(log + "\n").exit_code("error") == 0, log
+
+
+def test_an_error_line_is_quoted_with_the_lines_that_continue_it():
+    # the container runtime's error, wrapped by the terminal: the flag it names is on the last line
+    log = ("docker: Error response from daemon: failed to create task for container: error running prestart hook #0:\n"
+           "invoking the NVIDIA Container Runtime Hook directly (e.g. specifying the docker --gpus flag) is not\n"
+           "supported. Please use the NVIDIA Container Runtime (e.g. specify the --runtime=nvidia flag) instead\n")
+    report = explain_text(log)
+    assert report.exit_code("error") == 1
+    assert "--runtime=nvidia" in _text(report)
+
+
+def test_rocm_and_argparse_shapes_of_known_families():
+    assert explain_text("RuntimeError: HIP error: invalid device function\n").extra["family"] == "no_kernel_image"
+    report = explain_text("usage: vllm serve [model_tag] [options]\nvllm serve: error: argument --limit-mm-per-prompt: "
+                          "Value image=5 cannot be converted to <function loads at 0x7f4b777cfc70>.\n")
+    assert report.extra["family"] == "serve_args" and "image=5" in _text(report)
