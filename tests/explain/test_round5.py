@@ -128,3 +128,30 @@ def test_rocm_and_argparse_shapes_of_known_families():
     report = explain_text("usage: vllm serve [model_tag] [options]\nvllm serve: error: argument --limit-mm-per-prompt: "
                           "Value image=5 cannot be converted to <function loads at 0x7f4b777cfc70>.\n")
     assert report.extra["family"] == "serve_args" and "image=5" in _text(report)
+
+
+# The same raise site's wording in other releases (message index: renderers/params.py, fp8.py:create_weights,
+# executor/ray_utils.py:initialize_ray_cluster, qwen3_next.py:__init__, deepseek_v41/attention.py,
+# chat_utils.py:validate_chat_template), each filled in as a log would print it.
+SIBLING_WORDINGS = [
+    ("ValueError: This model's maximum context length is 4096 tokens. However, your prompt contains 5016 input tokens, "
+     "which exceeds this limit even without any output tokens.", "prompt_exceeds_max_model_len", "4096"),
+    ("ValueError: You passed 5016 input tokens and requested 16 output tokens. However, the model's context length is "
+     "only 4096 tokens, resulting in a maximum input length of 4080 tokens.", "prompt_exceeds_max_model_len", "5016"),
+    ("ValueError: Weight output_partition_size = 1408 is not divisible by weight quantization block_n = 128.",
+     "parallel_divisibility", "1408"),
+    ("ValueError: The output_size of gate's and up's weight = 704 is not divisible by weight quantization block_n = 128.",
+     "parallel_divisibility", "704"),
+    ("ValueError: The number of required GPUs exceeds the total number of available GPUs in the placement group."
+     "Required number of devices: 8. Total number of devices: 4.", "device_placement", "8"),
+    ("NotImplementedError: Qwen3Next currently does not support prefix caching", "hybrid_block_size", "Qwen3Next"),
+    ("ValueError: DeepseekV4 packed KV layouts only support fp8 kv-cache, got bfloat16.", "mla_sparse", "bfloat16"),
+    ("ValueError: the supplied chat template path doesn't exist", "chat_template_missing", "chat template"),
+]
+
+
+def test_other_releases_wordings_of_a_known_raise_site_land_in_its_family():
+    for log, family, shows in SIBLING_WORDINGS:
+        report = explain_text(log + "\n")
+        assert report.extra["family"] == family, log
+        assert shows in _text(report), (shows, log)
