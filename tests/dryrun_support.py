@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,35 @@ def wheel_at_hand(version: str) -> Path:
     if found is None:
         pytest.skip(f"no vLLM {version} wheel in {wheel_dir()}")
     return found
+
+
+def release_sources(version: str, members: tuple[str, ...]) -> dict[str, str]:
+    """The text of each member of vLLM `version`'s wheel ('' for one the wheel lacks): read from the wheel at hand,
+    else fetched by range requests from the package index (kvdoctor's own wheel_fetch, verified against the wheel's
+    RECORD) and kept under wheel_dir()/members/<version>; the calling test skips when neither works (CI fails it)."""
+    wheel = _find_wheel(wheel_dir(), version)
+    if wheel is not None:
+        with zipfile.ZipFile(wheel) as archive:
+            names = set(archive.namelist())
+            return {m: archive.read(m).decode() if m in names else "" for m in members}
+    from kvdoctor.dryrun.package_index import find_wheel
+    from kvdoctor.dryrun.wheel_fetch import FetchError, fetch_members
+
+    root = wheel_dir() / "members" / version
+    marker = root / "absent.txt"
+    absent = set(marker.read_text().split()) if marker.is_file() else set()
+    if not all((root / m).is_file() or m in absent for m in members):
+        location, why_not = find_wheel(version)
+        if location is None:
+            pytest.skip(f"no vLLM {version} wheel in {wheel_dir()} and none on the package index: {why_not}")
+        root.mkdir(parents=True, exist_ok=True)
+        try:
+            fetched = fetch_members(location, members, root)
+        except (OSError, FetchError) as exc:
+            pytest.skip(f"no vLLM {version} wheel in {wheel_dir()} and its files could not be fetched: {exc}")
+        marker.write_text("\n".join(sorted(absent | set(fetched["absent"]))))
+        absent |= set(fetched["absent"])
+    return {m: "" if m in absent else (root / m).read_text() for m in members}
 
 
 @pytest.fixture(scope="session")

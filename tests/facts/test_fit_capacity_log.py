@@ -1,19 +1,18 @@
 """What vLLM logs once the KV cache is sized differs between releases (data/kv_memory.yaml kv_cache.capacity_log):
 0.10.2-0.20.0 count num_blocks // groups x block size, 0.20.1+ int(concurrency x max_model_len); two lines up to
 0.27.1, one from 0.28.0, the device named from 0.30.0. The table is checked against every pack release's wheel at
-hand (its own kv_cache_utils.py), and each release's prediction renders its own lines."""
+hand or
+fetched by range requests (its own kv_cache_utils.py), and each release's prediction renders its own lines."""
 
 from __future__ import annotations
 
-import zipfile
-
 import pytest
 
-from dryrun_support import wheel_at_hand
+from dryrun_support import release_sources
 from kvdoctor.facts.kv_capacity import kv_table
 from kvdoctor.vllm_pack.store import pack_releases
 from test_memory import facts_for
-from vllm_capacity_log_source import UTILS, capacity_log_from_wheel
+from vllm_capacity_log_source import UTILS, capacity_log_from_source
 
 TABLE = kv_table()["capacity_log"]
 
@@ -24,19 +23,18 @@ def test_every_pack_release_has_its_capacity_log():
 
 @pytest.mark.parametrize("version", sorted(TABLE["releases"]))
 def test_the_table_equals_the_releases_own_source(version):
-    wheel = wheel_at_hand(version)
     rule = TABLE["releases"][version]
+    v0_file, _, v0_line = rule.get("v0_line", "").rpartition(":")
+    sources = release_sources(version, (UTILS,) + ((v0_file,) if v0_file else ()))
     if rule.get("engine") == "v0":  # V1 opt-in there, if at all: no "KV cache size" line; V0's are not rendered
-        if "v0_line" in rule:  # V0's own line, where the table says
-            file, line = rule["v0_line"].rsplit(":", 1)
-            with zipfile.ZipFile(wheel) as archive:
-                logged = archive.read(file).decode().splitlines()[int(line) - 1]
+        if v0_file:  # V0's own line, where the table says
+            logged = sources[v0_file].splitlines()[int(v0_line) - 1]
             assert '"# GPU blocks: %d, # CPU blocks: %d"' in logged, logged
         if "line" in rule:
-            read = capacity_log_from_wheel(wheel)
+            read = capacity_log_from_source(sources[UTILS])
             assert read["tokens"] is None and read["where"].endswith(f":{rule['line']}")
         return
-    read = capacity_log_from_wheel(wheel)
+    read = capacity_log_from_source(sources[UTILS])
     lines = [[template, list(args)] for template, args in TABLE["formats"][rule["format"]]]
     assert (read["lines"], read["tokens"], read["concurrency"]) == (lines, rule["tokens"], rule["concurrency"])
     assert read["where"] == ", ".join(f"{UTILS}:{n.strip()}" for n in rule["line"].split(","))

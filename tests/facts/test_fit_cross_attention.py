@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import ast
 import re
-import zipfile
 
 import pytest
 
-from dryrun_support import wheel_at_hand
+from dryrun_support import release_sources
 from kvdoctor.facts.kv_capacity import kv_table
 
 READ = kv_table()["cross_attention"]["read_in"]
@@ -28,13 +27,13 @@ def _method(source: str, cls: str, name: str) -> str:
     return ""
 
 
-def cross_attention_facts(wheel) -> dict[str, bool]:
-    with zipfile.ZipFile(wheel) as archive:
-        read = lambda path: archive.read(path).decode() if path in archive.namelist() else ""  # noqa: E731
-        interface = read("vllm/v1/kv_cache_interface.py")
-        managers = read("vllm/v1/core/single_type_kv_cache_manager.py")
-        scheduler, engine = read("vllm/config/scheduler.py"), read("vllm/engine/arg_utils.py")
-        whisper = read("vllm/model_executor/models/whisper.py")
+FILES = ("vllm/v1/kv_cache_interface.py", "vllm/v1/core/single_type_kv_cache_manager.py", "vllm/config/scheduler.py",
+         "vllm/engine/arg_utils.py", "vllm/model_executor/models/whisper.py")
+
+
+def cross_attention_facts(version: str) -> dict[str, bool]:
+    """What the release's own files say (from its wheel at hand, or fetched by range requests)."""
+    interface, managers, scheduler, engine, whisper = release_sources(version, FILES).values()
     uniform = _method(interface, "UniformTypeKVCacheSpecs", "is_uniform_type")
     return {
         "spec_reads_encoder_budget": "scheduler_config.max_num_encoder_input_tokens"
@@ -50,11 +49,11 @@ def cross_attention_facts(wheel) -> dict[str, bool]:
 
 @pytest.mark.parametrize("version", READ)
 def test_each_release_read_sizes_cross_attention_as_modelled(version):
-    facts = cross_attention_facts(wheel_at_hand(version))
+    facts = cross_attention_facts(version)
     assert all(facts.values()), (version, facts)
 
 
 def test_0_10_2_sizes_it_otherwise_and_is_not_listed():
     # 0.10.2's CrossAttentionSpec asks the multimodal registry for the encoder length (not the scheduler's budget)
     assert "0.10.2" not in READ
-    assert not cross_attention_facts(wheel_at_hand("0.10.2"))["spec_reads_encoder_budget"]
+    assert not cross_attention_facts("0.10.2")["spec_reads_encoder_budget"]

@@ -1,22 +1,15 @@
 """Reads, from a released vLLM wheel's own source, what it logs once the KV cache is sized: the format strings of its
 "KV cache size" / "Maximum concurrency" lines, their arguments, the formula of the token count and of the
 concurrency, and the file:line. Used by tests/facts/test_fit_capacity_log.py to check data/kv_memory.yaml's
-kv_cache.capacity_log against every wheel at hand (no vLLM code is copied: only what it prints and how it counts)."""
+kv_cache.capacity_log against every pack release's own file (no vLLM code is copied: only what it prints and how it counts)."""
 
 from __future__ import annotations
 
 import ast
-import zipfile
-from pathlib import Path
 
 UTILS = "vllm/v1/core/kv_cache_utils.py"
 ARG_NAMES = (("num_tokens", "tokens"), ("max_model_len", "max_model_len"), ("max_concurrency", "concurrency"),
              ("device", "device"), ('"GPU"', "device"), ("pools", "device"))  # fmt: skip
-
-
-def capacity_log_from_wheel(wheel: Path) -> dict:
-    with zipfile.ZipFile(wheel) as archive:
-        return capacity_log_from_source(archive.read(UTILS).decode())
 
 
 def capacity_log_from_source(source: str) -> dict:
