@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from kvdoctor.explain.annotate import annotate
+from kvdoctor.explain.command_line import DEFAULTS as COMMAND_DEFAULTS, command_facts
 from kvdoctor.explain.diagnosis import diagnose, message_origin
 from kvdoctor.explain.families import Families, load_families
 from kvdoctor.explain.findings import build_report, unknown_finding
@@ -34,10 +35,14 @@ def explain_text(text: str, rules_files: tuple[Path, ...] = ()) -> Report:
     signal = signal_lines(lines)  # a long log's INFO chatter (request logs, throughput) matches no rule
     chains = parse_chains(lines)
     facts, fact_lines = read_facts(signal)
+    for name, value in command_facts(signal).items():  # vLLM's own start-up lines win over the command it was given
+        if name not in facts:
+            facts[name] = value
+            fact_lines.append(f"{name} = {value!r} (the vLLM command line in the log{', by default' if name in COMMAND_DEFAULTS else ''})")
     selector_errors = parse_selector_errors(lines)
     facts.update(_selector_facts(facts, selector_errors))
     facts.update(_kv_facts(facts))
-    matches = _in_context(match_signatures([r for r in rules if r.signatures], chains, signal), families, text)
+    matches = _in_context(match_signatures([r for r in rules if r.signatures], chains, signal), families, text, facts)
     evidence = failure_evidence(lines, chains, matches, lambda text: message_origin(text, facts.get("vllm.version")))
     diagnosis = diagnose(matches, chains, rules, families, facts, selector_errors, evidence)
     report = build_report(rules, facts, fact_lines, chains, diagnosis)
@@ -77,12 +82,17 @@ def _kv_facts(facts: dict[str, Any]) -> dict[str, Any]:
     return kv_dtype_facts(kv, facts.get("vllm.version"))
 
 
-def _in_context(matches: list[SignatureMatch], families: Families, text: str) -> list[SignatureMatch]:
-    """Matches of family rules whose `context` the log never mentions do not count."""
+def _in_context(matches: list[SignatureMatch], families: Families, text: str,
+                facts: dict[str, Any] | None = None) -> list[SignatureMatch]:
+    """Matches of family rules whose `context` the log never mentions, or whose `only_when` facts the log does not
+    show with those values, do not count."""
     present: dict[str, bool] = {}
     kept = []
     for match in matches:
         rule_id = match.rule.id
+        wanted = families.only_when.get(rule_id)
+        if wanted and any(str((facts or {}).get(fact)) != value for fact, value in wanted.items()):
+            continue
         if rule_id in families.context:
             if rule_id not in present:
                 present[rule_id] = families.context[rule_id].search(text) is not None

@@ -11,7 +11,7 @@ from typing import Any
 from kvdoctor.base.errors import RulesFileError
 from kvdoctor.rules.loader import Rule
 
-FAMILY_KEYS = {"family", "raised_in", "context", "explained_by", "refines"}
+FAMILY_KEYS = {"family", "raised_in", "context", "explained_by", "refines", "only_when"}
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,8 @@ class Families:
     """('file:function' regex, rule id): messages raised there belong to that rule, whatever their wording."""
     context: dict[str, re.Pattern[str]]
     """Rule id -> a regex the log must contain for the rule to apply."""
+    only_when: dict[str, dict[str, str]]
+    """Rule id -> facts the log must show with these values for the rule to apply ({serve.tensor_parallel_size: 1})."""
     refines: dict[str, str]
     """Rule id -> the check.yaml rule whose finding it rewrites with the log's values when both match one line."""
     explained_by: dict[str, tuple[str, ...]]
@@ -74,6 +76,7 @@ def load_families() -> Families:
     (rule_file,) = [f for f in bundled_files() if f.stage == "explain"]
     data = rule_file.data
     family_of, raised_in, context, explained_by = dict(data.get("rule_families") or {}), [], {}, {}
+    only_when: dict[str, dict[str, str]] = {}
     refines: dict[str, str] = {}
     for index, (rule, raw) in enumerate(zip(rules, rule_file.raw_rules())):
         extra = {k: v for k, v in raw.items() if k in FAMILY_KEYS}
@@ -87,6 +90,11 @@ def load_families() -> Families:
             explained_by[rule.id] = tuple(extra["explained_by"])
         if extra.get("context"):
             context[rule.id] = re.compile(extra["context"])
+        if extra.get("only_when"):
+            for fact in extra["only_when"]:
+                if not is_fact_name(fact):
+                    raise RulesFileError(f"{rule_file.path}: rule {rule.id}: only_when names {fact!r}, not a fact name")
+            only_when[rule.id] = {fact: str(value) for fact, value in extra["only_when"].items()}
     reasons = tuple((re.compile(r["reason"]), r["means"]) for r in data.get("selector_reasons") or [])
     started = data.get("started") or []
     return Families(
@@ -94,6 +102,7 @@ def load_families() -> Families:
         family_of=family_of,
         raised_in=tuple(raised_in),
         context=context,
+        only_when=only_when,
         explained_by=explained_by,
         refines=refines,
         selector_reasons=reasons,

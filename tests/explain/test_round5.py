@@ -155,3 +155,36 @@ def test_other_releases_wordings_of_a_known_raise_site_land_in_its_family():
         report = explain_text(log + "\n")
         assert report.extra["family"] == family, log
         assert shows in _text(report), (shows, log)
+
+
+def test_the_command_line_in_a_log_gives_the_runs_serve_facts():
+    from kvdoctor.explain.command_line import command_facts
+
+    log = ("$ vllm serve nvidia/Llama-3.1-8B --kv-cache-dtype nvfp4 \\\n"
+           "    --tensor-parallel-size=2 --gpu-memory-utilization 0.85 \\\n"
+           "    --max-model-len 8192\n"
+           "INFO 05-02 10:22:18 [api_server.py:1] vLLM API server version 0.30.0\n")
+    facts = command_facts(normalise(log))
+    assert facts["model.model_id"] == "nvidia/Llama-3.1-8B" and facts["serve.kv_cache_dtype"] == "nvfp4"
+    assert facts["serve.tensor_parallel_size"] == 2 and facts["serve.max_model_len"] == 8192
+    assert facts["serve.gpu_memory_utilization"] == 0.85
+    assert command_facts(normalise("python -m vllm.entrypoints.openai.api_server --model m\n"))[
+        "serve.tensor_parallel_size"] == 1  # the command shows no -tp: vLLM's default
+    assert command_facts(normalise("pip install vllm\n")) == {}
+
+
+def test_a_selector_refusal_without_the_kv_dtype_takes_it_from_the_command():
+    refusal = "ValueError: Selected backend FLASHINFER is not valid for this configuration. Reason: ['kv_cache_dtype not supported']\n"
+    for dtype, family in (("nvfp4", "nvfp4_kv"), ("turboquant_4bit_nc", "turboquant"), ("fp8", "kv_dtype_backend")):
+        assert explain_text(f"vllm serve m --kv-cache-dtype {dtype}\n" + refusal).extra["family"] == family, dtype
+
+
+def test_a_marlin_tile_refusal_on_one_gpu_is_the_kernel_not_the_parallel_layout():
+    refusal = ("ValueError: Weight input_size_per_partition = 10944 is not divisible by min_thread_k = 128. Consider "
+               "reducing tensor_parallel_size or running with --quantization gptq.\n")
+    assert explain_text("vllm serve m --quantization awq_marlin\n" + refusal).extra["family"] == "quant_kernel_scheme"
+    assert explain_text("vllm serve m -tp 4\n" + refusal).extra["family"] == "parallel_divisibility"
+    assert explain_text(refusal).extra["family"] == "parallel_divisibility"  # the layout unknown: as before
+    # vLLM's own engine config wins over the command it was given
+    config = "INFO 05-02 10:22:18 [llm_engine.py:1] Initializing an LLM engine (v0.6.3) with config: tensor_parallel_size=2\n"
+    assert explain_text("vllm serve m\n" + config + refusal).extra["family"] == "parallel_divisibility"

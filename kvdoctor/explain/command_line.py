@@ -1,0 +1,76 @@
+"""The vLLM command line a log shows (`vllm serve MODEL --flag value`, `python -m vllm.entrypoints.openai.api_server
+...`, continued over lines ending in a backslash) as serve facts: what the run asked for even when vLLM's own
+'non-default args' line is not in the log. vLLM's own lines win over it (log_facts reads them after)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any, Iterable
+
+from kvdoctor.data.dtypes import FLAG_DTYPES
+from kvdoctor.explain.log_lines import LogLine
+
+_COMMAND = re.compile(r"(?:^|[\s$#>])(?:vllm serve|-m vllm\.entrypoints\.(?:openai\.)?api_server)(?=\s|$)(.*)$")
+MAX_CONTINUED = 40
+# flag (and its short forms) -> the serve fact it sets, and the type of its value
+_FLAGS: dict[str, tuple[str, type]] = {
+    "--tensor-parallel-size": ("serve.tensor_parallel_size", int), "-tp": ("serve.tensor_parallel_size", int),
+    "--pipeline-parallel-size": ("serve.pipeline_parallel_size", int), "-pp": ("serve.pipeline_parallel_size", int),
+    "--max-model-len": ("serve.max_model_len", int),
+    "--kv-cache-dtype": ("serve.kv_cache_dtype", str),
+    "--quantization": ("serve.quantization", str), "-q": ("serve.quantization", str),
+    "--dtype": ("serve.dtype", str),
+    "--gpu-memory-utilization": ("serve.gpu_memory_utilization", float),
+    "--attention-backend": ("serve.attention_backend", str),
+    "--model": ("model.model_id", str),
+}
+# what vLLM uses when the command does not say (only the parallel sizes: a judgement needs them stated or known)
+DEFAULTS = {"serve.tensor_parallel_size": 1, "serve.pipeline_parallel_size": 1}
+
+
+def command_facts(lines: Iterable[LogLine]) -> dict[str, Any]:
+    """The serve facts of the first vLLM command line in the log (empty when it shows none)."""
+    lines = list(lines)
+    for index, line in enumerate(lines):
+        if "vllm" not in line.text:
+            continue
+        match = _COMMAND.search(line.text)
+        if match:
+            return _facts(_words(match.group(1), lines[index + 1 : index + 1 + MAX_CONTINUED],
+                                 line.text.rstrip().endswith("\\")), match.group(0).lstrip().startswith("vllm serve"))
+    return {}
+
+
+def _words(rest: str, following: list[LogLine], continues: bool) -> list[str]:
+    parts = [rest.rstrip().rstrip("\\")]
+    for line in following:
+        if not continues:
+            break
+        text = line.text.strip()
+        continues = text.endswith("\\")
+        parts.append(text.rstrip("\\"))
+    text = " ".join(parts)
+    try:
+        return shlex.split(text)
+    except ValueError:  # an unbalanced quote in a pasted command
+        return text.split()
+
+
+def _facts(words: list[str], serve: bool) -> dict[str, Any]:
+    facts: dict[str, Any] = dict(DEFAULTS)
+    if serve and words and not words[0].startswith("-"):
+        facts["model.model_id"] = words[0]  # vllm serve's positional model
+    for i, word in enumerate(words):
+        flag, _, inline = word.partition("=")
+        if flag not in _FLAGS:
+            continue
+        value = inline or (words[i + 1] if i + 1 < len(words) else "")
+        name, kind = _FLAGS[flag]
+        try:
+            facts[name] = kind(value)
+        except ValueError:
+            continue
+        if name == "serve.dtype":
+            facts[name] = FLAG_DTYPES.get(value, value)
+    return facts
