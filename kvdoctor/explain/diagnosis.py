@@ -183,18 +183,32 @@ def _package_path(file: str) -> str:
 
 def _from_evidence(diagnosis: Diagnosis, evidence: tuple[FailureEvidence, ...]) -> Diagnosis:
     """No exception and no rule: a failure line is still the failure (the first the message index locates among
-    the first few, else the first); with only wrapper lines, the first wrapper, saying so."""
-    if diagnosis.primary is not None or diagnosis.unknown is not None:
+    the first few, else the first); with only wrapper lines, the first wrapper, saying so. An exception that is only
+    a wrapper ('Engine core initialization failed') gives way to a failure line too: it points at one."""
+    wrapper = diagnosis.unknown is not None and _is_wrapper(diagnosis)
+    if diagnosis.primary is not None or (diagnosis.unknown is not None and not wrapper):
         return diagnosis
-    candidates = [e for e in evidence if e.kind in _STANDS_FOR_FAILURE
+    # in place of a wrapper exception, not an ERROR record: vLLM logs the wrapper's own traceback at ERROR
+    kinds = _STANDS_FOR_FAILURE[1:] if wrapper else _STANDS_FOR_FAILURE
+    candidates = [e for e in evidence if e.kind in kinds
                   and not e.text.startswith(("File \"", "Traceback", "^"))][:MAX_CANDIDATES]
     if candidates:
         best = next((e for e in candidates if message_origin(e.text, None) is not None), candidates[0])
         return replace(diagnosis, unknown=as_exception(best))
+    if diagnosis.unknown is not None:
+        return diagnosis  # the wrapper exception itself, when nothing else shows the failure
     wrappers = [e for e in evidence if e.kind == "wrapper"]
     if wrappers:
         return replace(diagnosis, unknown=as_exception(wrappers[0]), only_wrappers=True)
     return diagnosis
+
+
+def _is_wrapper(diagnosis: Diagnosis) -> bool:
+    """Whether the unknown exception is a bare wrapper line (a wrapper rule matched it and it quotes no payload)."""
+    exception = diagnosis.unknown
+    if exception is None or exception.wrapped:
+        return False
+    return any(m.role == "wrapper" and m.line == exception.line for group in diagnosis.by_rule.values() for m in group)
 
 
 def _family(diagnosis: Diagnosis, families: Families, selector_errors: list[SelectorError],

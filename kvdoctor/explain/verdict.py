@@ -93,6 +93,8 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         r"|\bExited \((?:[1-9]\d*|-\d+)\) |\bexited (?:with|due to|on) signal \d+"
                         r"|\bWatchdog caught collective operation timeout\b|\bSome NCCL operations have failed or timed out\b"
                         r"|\bUnable to determine the device handle for GPU"
+                        # a ModuleNotFoundError's message printed alone (Ray prints a failed import's str this way)
+                        r"|^No module named '[\w.]+'\.?$"
                         # an error in the reporter's or a wrapper's language (Chinese, Japanese, Korean)
                         r"|报错|错误|失败|异常|エラー|오류|에러"
                         # kubectl describe's Warning events of a pod that failed, the OOM killer in a report's words
@@ -118,7 +120,7 @@ _LATE_WORDS = ("Trace/breakpoint", "*** Aborted", "terminate called", "bad_alloc
 # The round-4 patterns anchored at a line's start, tested by one anchored match (it fails on the first characters).
 _CRASH_HEAD = re.compile(r"(?i)\s*(?:(?:zsh|bash|sh|fish): |make|CMake Error|FAILED |\[\d|Killed: |free|malloc|realloc|munmap|double free|corrupted "
                          r"|Fatal glibc|<?\s*HTTP/|Internal Server|Exception in thread|Process |Thread |Current thread"
-                         r"|Timeout \(|No devices|Connection refused|SystemExit|Warning |已杀死|已放弃|非法指令|总线错误"
+                         r"|Timeout \(|No devices|No module named|Connection refused|SystemExit|Warning |已杀死|已放弃|非法指令|总线错误"
                          r"|Getötet|Abgebrochen|Убито|Аварийный|強制終了|Processus|Instruction illégale|Abortado|Morto)")
 # What other logging formats write for an error record (a line vLLM's own header did not claim): Python logging's
 # ' - ERROR - ', loguru's '| ERROR |', Ray's '<time>\tERROR file.py:1 --', '[ERROR]', logfmt and JSON levels, glog and
@@ -387,4 +389,6 @@ def uphold(report: Report, evidence: tuple[FailureEvidence, ...], failure_findin
     best = strongest(evidence)
     if best is None or fails(report):
         return report
-    return replace(report, findings=(failure_finding(best),) + report.findings)
+    # a failure no family names is the family 'other', as every unknown failure is
+    extra = dict(extra, family=extra.get("family") or "other")
+    return replace(report, findings=(failure_finding(best),) + report.findings, extra=extra)

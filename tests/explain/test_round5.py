@@ -188,3 +188,35 @@ def test_a_marlin_tile_refusal_on_one_gpu_is_the_kernel_not_the_parallel_layout(
     # vLLM's own engine config wins over the command it was given
     config = "INFO 05-02 10:22:18 [llm_engine.py:1] Initializing an LLM engine (v0.6.3) with config: tensor_parallel_size=2\n"
     assert explain_text("vllm serve m\n" + config + refusal).extra["family"] == "parallel_divisibility"
+
+
+WRAPPER = ("Traceback (most recent call last):\n  File \"/usr/bin/vllm\", line 8, in <module>\n    sys.exit(main())\n"
+           "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n")
+
+
+def test_a_wrapper_exception_after_the_failing_processs_own_error_line_is_not_the_failure():
+    # torch's NCCL watchdog (c10 record) or the container runtime's error, then vLLM's wrapper
+    for failure, shows in (
+        ("[rank0]:[E822 16:31:16.131931664 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation "
+         "timeout: WorkNCCL(SeqNum=5730, OpType=BROADCAST) ran for 600009 milliseconds before timing out.",
+         "Watchdog caught collective operation timeout"),
+        ("docker: Error response from daemon: could not select device driver \"\" with capabilities: [[gpu]].",
+         "could not select device driver"),
+    ):
+        report = explain_text(failure + "\n" + WRAPPER)
+        assert report.exit_code("error") == 1
+        assert shows in report.findings[0].cause, report.findings[0].cause
+    # the wrapper's own traceback, logged at ERROR by vLLM, does not replace it (a request-time wrapper keeps its frames)
+    alone = explain_text(WRAPPER)
+    assert "Engine core initialization failed" in alone.findings[0].cause
+
+
+def test_a_failed_import_printed_alone_is_the_failure_and_a_failure_no_family_names_is_other():
+    log = ("(TemporaryActor pid=1) No module named 'vllm'\n(TemporaryActor pid=1) Traceback (most recent call last):\n"
+           "(TemporaryActor pid=1)   File \"/venv/lib/python3.12/site-packages/ray/_private/serialization.py\", line "
+           "460, in deserialize_objects\n")
+    report = explain_text(log)
+    assert report.exit_code("error") == 1 and report.extra["family"] == "other"
+    assert "No module named 'vllm'" in _text(report)
+    assert explain_text("WARNING 05-02 10:22:18 [x.py:1] Failed to import: No module named 'xformers'\n"
+                        ).exit_code("error") == 0
