@@ -4,7 +4,7 @@
 
 For every config in tests/fixtures/configs_public (index.yaml), vLLM's CPU build 0.32.0 (~/.cache/kvdoctor-vllmcpu,
 or $KVDOCTOR_VLLMCPU_VENV) constructs `vllm.config.ModelConfig` (tools/config_oracle_child.py) and kvdoctor answers
-`kvdoctor check --vllm-version 0.32.0 --gpu H100 -f json` for the same directory. Compared, per config:
+`kvdoctor check --vllm-version 0.32.0 --gpu H100`'s facts for the same directory (in process). Compared, per config:
   - load       vLLM refuses the config (remote code, unknown architecture): kvdoctor must not derive a length
   - default    max_model_len with no --max-model-len (vLLM's) = context.max_model_len (kvdoctor's)
   - plus_one   --max-model-len one above that default: vLLM's ValueError verbatim = context.error, or the same
@@ -23,7 +23,6 @@ import os
 import subprocess
 import sys
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,16 +66,18 @@ def vllm_answers(dirs: list[str], venv: Path = VENV) -> dict[str, dict]:
 
 
 def _check(directory: str, max_model_len: int | None) -> dict:
-    argv = [sys.executable, "-m", "kvdoctor", "check", "-m", directory, "--gpu", "H100", "--vllm-version", VERSION,
-            "--offline", "--no-compile", "-f", "json"]  # fmt: skip
-    if max_model_len is not None:
-        argv += ["--max-model-len", str(max_model_len)]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "KVDOCTOR_"))}
-    run = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    """The facts `kvdoctor check -m DIR --gpu H100 --vllm-version 0.32.0 --offline --no-compile` reports."""
+    from kvdoctor.base.errors import KvdoctorError
+    from kvdoctor.check.run import derived_facts
+    from kvdoctor.facts.collect import CheckOptions, collect_facts
+
+    argv = ("vllm", "serve", directory, *(("--max-model-len", str(max_model_len)) if max_model_len is not None else ()))
+    options = CheckOptions(serve_argv=argv, gpu="H100", vllm_version=VERSION, offline=True, resolve_kernels=False,
+                           environ={})  # fmt: skip
     try:
-        return json.loads(run.stdout)["facts"]
-    except (json.JSONDecodeError, KeyError):
-        return {"kvdoctor.failed": (run.stderr or run.stdout).strip().splitlines()[-1:] or [f"exit {run.returncode}"]}
+        return derived_facts(collect_facts(options))
+    except KvdoctorError as exc:
+        return {"kvdoctor.failed": str(exc)}
 
 
 def kvdoctor_answers(directory: str, vllm: dict) -> dict:
@@ -121,9 +122,7 @@ def compare(vllm: dict, kvdoctor: dict) -> dict[str, str | None]:
 def measure(entries: list[dict]) -> dict[str, dict[str, str | None]]:
     """Each entry's comparison, by name."""
     answers = vllm_answers([e["dir"] for e in entries])
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        ours = dict(zip([e["name"] for e in entries],
-                        pool.map(lambda e: kvdoctor_answers(e["dir"], answers[e["dir"]]), entries)))  # fmt: skip
+    ours = {e["name"]: kvdoctor_answers(e["dir"], answers[e["dir"]]) for e in entries}
     return {e["name"]: compare(answers[e["dir"]], ours[e["name"]]) for e in entries}
 
 

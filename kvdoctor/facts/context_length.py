@@ -45,8 +45,8 @@ def variants_for(version: str | None) -> tuple[str, ...]:
     above = min(((r, n) for n, rs in owners.items() for r in rs if r >= number), default=None)
     if below and below[0] == number:
         return (below[1],)
-    if below and above and below[1] == above[1]:
-        return (below[1],)
+    if below and above:
+        return tuple(dict.fromkeys((below[1], above[1])))
     return tuple(table)
 
 
@@ -97,6 +97,8 @@ def derive_context_length(keys: dict[str, float], rope: list[dict[str, Any]], mo
             derived, key = keys[name], name
     if table["override_key"] in keys and keys[table["override_key"]]:
         derived, key = keys[table["override_key"]], table["override_key"]
+    if derived != float("inf") and rules["derived_is_float"]:
+        derived = float(derived)  # ModelArchitectureConfig's tuple[float, ...] field: pydantic makes the int a float
     if derived == float("inf"):
         if requested is not None:
             return ContextLength(derived, None, requested, None)
@@ -128,7 +130,8 @@ def derive_context_length(keys: dict[str, float], rope: list[dict[str, Any]], mo
 
 
 def _python_number(value: float) -> str:
-    """How vLLM's f-string prints the derived length: an int stays an int, a scaled one is a float ('131072.0')."""
+    """How vLLM's f-string prints the derived length: an int stays an int, a float (a scaled length, or any length
+    from 0.23.0 on: derived_is_float) shows its '.0' ('131072.0')."""
     return str(value)
 
 

@@ -79,13 +79,16 @@ def quantization_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
         why = releases.note or "the knowledge pack holds no quantization facts for this vLLM release"
         return dict.fromkeys(names) | {"quant.undecided": why, "quant.checkpoint_method": checkpoint or "none"}
 
+    # what vLLM's model-type overrides and architecture hooks compare with (hf_config.model_type, architectures)
+    identity = {"model_type": model.model_type, "architectures": tuple(model.architectures)} if model else {}
+
     def judge(release, dtype: str | None = None, cap: int | None = capability) -> QuantVerdict:
         if dtype is None and model is not None:  # on another GPU the model dtype is resolved again (bf16 there)
             dtype = model.dtype if cap == capability else resolve_dtype(
                 release, model.config_dtype, facts.serve.dtype, divmod(cap, 10), model.model_type)[0]
         return judge_quantization(release_quantization(release.version), checkpoint=checkpoint, requested=requested,
                                   capability=cap, model_dtype=dtype, allow_deprecated=allow,
-                                  quant_config=quant_config, moe=bool(model and model.is_moe))  # fmt: skip
+                                  quant_config=quant_config, moe=bool(model and model.is_moe), **identity)  # fmt: skip
 
     verdicts = {r.version: judge(r) for r in read}
     refused = [v for v, x in verdicts.items() if x.error_kind not in (None, "none")]
@@ -116,7 +119,7 @@ def quantization_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
         "quant.fix_releases": _serving_releases(verdicts, lambda q: judge_quantization(
             q, checkpoint=checkpoint, requested=requested, capability=capability,
             model_dtype=model.dtype if model is not None else None, allow_deprecated=allow, quant_config=quant_config,
-            moe=bool(model and model.is_moe))),
+            moe=bool(model and model.is_moe), **identity)),
         "quant.formats_here": _formats_here(read[-1], capability, checkpoint, requested),
         "quant.registered_in": _registered_in(pick("method") or requested or checkpoint)
         if any(v.error_kind == "unknown_method" for v in verdicts.values()) else None,

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from kvdoctor.data.quant_claims import override_model_types, rewritten_method
 from kvdoctor.vllm_pack.quantization_schemes import judge_moe, judge_schemes
 from kvdoctor.vllm_pack.store import read_pack_file
 
@@ -62,6 +63,8 @@ class ReleaseQuantization:
     """ModelConfig._verify_quantization's `overrides`: the first that claims the checkpoint names the method."""
     modelopt_mixed: dict | None = None
     """ModelOpt MIXED_PRECISION's per-layer dispatch (builders/vllm_pack/quantization_mixed.py), None before 0.17.1."""
+    model_type_overrides: tuple[tuple[str, frozenset[str]], ...] = ()
+    """Overrides that claim only for these hf_config.model_type values (data/quant_claims.yaml)."""
 
     def message(self, key: str, *values: object) -> str | None:
         """vLLM's message filled with these values, or None when the release has no such message."""
@@ -72,11 +75,18 @@ class ReleaseQuantization:
             return template.replace("%s", str(values[0]), 1)
         return template.format(*values)
 
-    def claimed_by_override(self, checkpoint_method: str, requested: str | None = None) -> tuple[str, ...]:
+    def claimed_by_override(self, checkpoint_method: str, requested: str | None = None,
+                            model_type: str | None = None) -> tuple[str, ...]:  # fmt: skip
         """Methods whose override_quantization_method compares with this checkpoint method (and so may claim it),
         leaving out those that claim only when `--quantization` asks for another value and the CPU/XPU ones (a
-        negative minimum capability: their overrides never claim on CUDA)."""
+        negative minimum capability: their overrides never claim on CUDA). An override that claims only for some
+        model types (model_type_overrides) claims exactly when the model's type is one, or `--quantization` asks."""
         word = checkpoint_method.lower()
+        typed = dict(self.model_type_overrides)
+        if model_type is not None:
+            return tuple(m.name for m in self.methods.values() if m.name in typed and word in m.override_mentions
+                         and (model_type in typed[m.name] or requested in m.override_when_asked)) + tuple(
+                c for c in self.claimed_by_override(checkpoint_method, requested) if c not in typed)
         own = self.methods.get(word)
         # ModelOpt's classes (one module) claim by quant_algo, which the probe already turned into the method name
         family = own.config_class.split(":")[0] if own and own.config_class and word.startswith("modelopt") and \
@@ -109,6 +119,7 @@ def release_quantization(version: str) -> ReleaseQuantization | None:
         tuple(data.get("deprecated") or ()),
         {key: (m["template"], m["where"]) for key, m in data.get("messages", {}).items()}, data.get("ct_schemes"),
         data.get("marlin"), tuple((data.get("overrides_order") or {}).get("values") or ()), data.get("modelopt_mixed"),
+        tuple(override_model_types(version).items()),
     )  # fmt: skip
 
 
@@ -146,23 +157,28 @@ def normalise_method(quant_method: str | None) -> str | None:
 
 def judge_quantization(release: ReleaseQuantization, *, checkpoint: str | None, requested: str | None,
                        capability: int | None, model_dtype: str | None, allow_deprecated: bool = False,
-                       quant_config: dict | None = None, moe: bool = False) -> QuantVerdict:  # fmt: skip
+                       quant_config: dict | None = None, moe: bool = False, model_type: str | None = None,
+                       architectures: tuple[str, ...] = ()) -> QuantVerdict:  # fmt: skip
     """Replay the release's start-up checks (see the module docstring); `capability` as vLLM's int (75);
     `quant_config` the checkpoint's quantization config (compressed-tensors' per-layer schemes are judged from it);
-    `moe` whether the model has routed experts (their method is chosen separately)."""
+    `moe` whether the model has routed experts (their method is chosen separately); `model_type` (config.json's
+    top-level) and `architectures` decide the overrides and architecture hooks that depend on them."""
     checkpoint, requested = normalise_method(checkpoint), requested or None
+    checkpoint = rewritten_method(release.version, architectures, checkpoint, quant_config)
+    typed = dict(release.model_type_overrides)
     registered = release.methods
     verify_where = release.messages.get("unknown_method", ("", release.methods_where))[1]
     method = requested
     if checkpoint is not None:
-        claimers = release.claimed_by_override(checkpoint, requested)
+        claimers = release.claimed_by_override(checkpoint, requested, model_type)
         if requested is None or requested == checkpoint:
             if checkpoint not in registered and not claimers:
                 message = release.message("unknown_method", checkpoint, list(release.registered))
                 return _refused("unknown_method", message, verify_where, checkpoint)
             # vLLM lets the first override that claims the checkpoint rename its method; the Marlin overrides'
             # conditions are replayed, the others decided when every method it can end up with answers alike
-            claims = [_marlin_claims(release, c, quant_config or {}, capability) for c in claimers]
+            claims = [True if c in typed and model_type is not None else  # claimed_by_override kept only those that claim
+                      _marlin_claims(release, c, quant_config or {}, capability) for c in claimers]  # fmt: skip
             if requested is None and claimers and None not in claims:
                 order = [c for c in release.overrides_order if c in claimers] or list(claimers)
                 end = next((c for c in order if claims[claimers.index(c)]), checkpoint)

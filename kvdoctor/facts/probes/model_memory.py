@@ -103,9 +103,9 @@ def rope_parameter_sets(text: dict[str, Any]) -> list[dict[str, Any]]:
     per layer type). Also reads a --hf-overrides / --rope-scaling value put in a config's place."""
     found = text.get("rope_parameters") or text.get("rope_scaling")
     if not isinstance(found, dict):
-        # a RoPE model without scaling still has rope parameters once transformers 5 loads it ({rope_type: default}),
-        # so vLLM multiplies by 1.0 and prints the derived length as a float (seen: 'max_position_embeddings=4096.0')
-        return [{"rope_type": "default"}] if "rope_theta" in text else []
+        # no scaling: nothing multiplies the length (that vLLM prints it as a float, 'max_position_embeddings=4096.0',
+        # is the release's ModelArchitectureConfig, not RoPE: kv_memory.yaml context_length derived_is_float)
+        return []
     sets = list(found.values()) if found and all(isinstance(v, dict) for v in found.values()) else [found]
     out = []
     for entry in sets:

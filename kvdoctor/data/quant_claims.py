@@ -1,0 +1,44 @@
+"""Which overrides claim a checkpoint only for some model types, and which architectures rename the checkpoint's
+quant_method, per release: the one list kvdoctor/data/quant_claims.yaml."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from kvdoctor.base.versions import release_numbers
+from kvdoctor.base.yaml_safe import load_yaml_cached
+from kvdoctor.data import read_data
+
+
+@lru_cache(maxsize=1)
+def _table() -> dict[str, Any]:
+    return load_yaml_cached(read_data("quant_claims.yaml"), "quant_claims.yaml")
+
+
+def _since(version: str, since: str) -> bool:
+    return release_numbers(version) >= release_numbers(since)
+
+
+def override_model_types(version: str) -> dict[str, frozenset[str]]:
+    """method -> the hf_config.model_type values its override claims for in this release (read releases only)."""
+    out = {}
+    for method, entry in _table()["override_model_types"].items():
+        types = None
+        for step in [entry, *entry.get("changed", ())]:
+            if _since(version, step["since"]):
+                types = frozenset(step["model_types"])
+        if types is not None:
+            out[method] = types
+    return out
+
+
+def rewritten_method(version: str, architectures: tuple[str, ...], method: str | None,
+                     quant_config: dict | None) -> str | None:  # fmt: skip
+    """The quant_method after the architecture's verify_and_update_model_config, as this release runs it."""
+    for rule in _table()["architecture_rewrites"]:
+        if not _since(version, rule["since"]) or not set(architectures) & set(rule["architectures"]):
+            continue
+        if method == rule["quant_method"] and (quant_config or {}).get("format") == rule["format"]:
+            return rule["becomes"]
+    return method
