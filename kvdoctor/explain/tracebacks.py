@@ -350,9 +350,14 @@ def _next_is_boundary(lines: list[LogLine], j: int) -> bool:
 
 
 def _looks_like_new_output(text: str) -> bool:
-    """Lines that end a message in untagged stderr: process banners and interpreter warnings."""
+    """Lines that end a message in untagged stderr: process banners, interpreter warnings and the records of other
+    logging formats (loguru's 'WARNING  | ...', '[ERROR] ...', 'ERROR - ...', left after their time prefix)."""
     return text.startswith(("Process ", "Exception in thread", "/usr/", "[rank", "INFO:", "WARNING:")) or (
-        "Warning" in text and _PY_WARNING.match(text) is not None)
+        "Warning" in text and _PY_WARNING.match(text) is not None) or (
+        text[:1] in "DIWECST[" and _OTHER_RECORD.match(text) is not None)
+
+
+_OTHER_RECORD = re.compile(r"\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|SUCCESS|TRACE)\]?\s*(?:\||-\s|\])")
 
 
 _PY_WARNING = re.compile(r"^\S+\.py:\d+: \w+Warning")

@@ -220,3 +220,14 @@ def test_a_failed_import_printed_alone_is_the_failure_and_a_failure_no_family_na
     assert "No module named 'vllm'" in _text(report)
     assert explain_text("WARNING 05-02 10:22:18 [x.py:1] Failed to import: No module named 'xformers'\n"
                         ).exit_code("error") == 0
+
+
+def test_records_of_other_logging_formats_are_not_joined_as_one_message():
+    from kvdoctor.explain.tracebacks import continued
+
+    log = ("2025-03-09 17:31:06.118 | WARNING  | __main__:main:19 - Processing your request...\n"
+           "2025-03-09 17:31:06.120 | INFO     | app.agent.base:run:137 - Executing step 1/30\n"
+           "2025-03-09 17:31:06.249 | ERROR    | app.llm:ask_tool:260 - API error: Error code: 400\n")
+    lines = normalise(log)
+    assert all(continued(lines, i) is None for i in range(len(lines))), [line.text for line in lines]
+    assert continued(normalise("ValueError: first part\nsecond part\n"), 0) == "ValueError: first part second part"
