@@ -26,9 +26,12 @@ CHILD = Path(__file__).with_name("vllm_cpu_fit_child.py")
 GIB = 2**30
 # qwen2: 4 layers x 2 KV heads x (128 // 4 = 32, vLLM's Qwen2 ignores head_dim 64) x 2 x 2 bytes = 1,024 B/token
 EXACT = 1 * GIB // 1024 - 128  # tokens that fit 1 GiB less the null block vLLM holds back
-# granite_hybrid_big: blocks of 384 tokens x 2 layers x 256 B = 196,608 B; a request holds cdiv(len, 384) + 3 state
-# groups x 3 blocks ('align' mode: 2 + 1 prefill checkpoint); 1 GiB less the null block holds 5,460 blocks
-HYBRID_EXACT = (5460 - 9) * 384
+# granite_hybrid_big with its SSM state in float32 (stated: the CPU build resets a bf16 state to float32 on CPUs with
+# AVX-512 BF16 and keeps it elsewhere, so only float32 gives the same limit on every machine): the state outgrows a
+# 128-token page, vLLM raises the block to 640 tokens, a page of 640 x 2 layers x 256 B = 327,680 B; 1 GiB holds
+# 3,276 pages, less the null block 3,275; a request holds cdiv(len, 640) + 3 state groups x 3 blocks ('align' mode:
+# 2 + 1 prefill checkpoint)
+HYBRID_EXACT = (3275 - 9) * 640
 CASES = [
     {"name": "qwen2-fits", "kind": "qwen2", "kv_gib": 1, "max_model_len": 4096},
     {"name": "cpu-md-4x", "kind": "qwen2_cpu_md", "kv_gib": 1, "max_model_len": 16384},
@@ -49,12 +52,12 @@ CASES = [
     {"name": "qwen3-next", "kind": "qwen3_next", "kv_gib": 1, "max_model_len": 4096},
     # Llama-4 text: chunked local attention (chunk 256) on the layers with rope
     {"name": "llama4-chunked", "kind": "llama4_chunked", "kv_gib": 1, "max_model_len": 4096, "mnbt": 512},
-    # a state larger than one 128-token attention page: vLLM raises the block to 384 tokens and pads the state to it;
+    # a state larger than one 128-token attention page: vLLM raises the block to 640 tokens and pads the state to it;
     # the longest length that fits and one token more
     {"name": "granite-hybrid-just-below", "kind": "granite_hybrid_big", "kv_gib": 1, "max_model_len": HYBRID_EXACT,
-     "allow_long": True},
+     "allow_long": True, "ssm": "float32"},
     {"name": "granite-hybrid-just-above", "kind": "granite_hybrid_big", "kv_gib": 1, "max_model_len": HYBRID_EXACT + 1,
-     "allow_long": True},
+     "allow_long": True, "ssm": "float32"},
     # --hf-overrides applied to the HF config before the length is derived: a linear rope factor multiplies the 4,096
     # positions; vllm-cpu 0.32.0 takes YaRN's max_position_embeddings as already scaled (the factor is not applied);
     # an overridden max_position_embeddings is the length key
@@ -141,7 +144,9 @@ def test_checks_verdict_equals_vllms_at_the_limit(vllm_cpu_results, name):
     serve = ("vllm", "serve", seen["dir"], "--kv-cache-memory-bytes", str(case["kv_gib"] * GIB), "--block-size", "128",
              "--max-model-len", str(case["max_model_len"]),
              *(("--hf-overrides", json.dumps(case["hf_overrides"])) if case.get("hf_overrides") else ()),
-             *(("--max-num-batched-tokens", "4096") if case["kind"] == "whisper" else ()))  # the CPU engine's
+             *(("--max-num-batched-tokens", "4096") if case["kind"] == "whisper" else ()),  # the CPU engine's
+             *(("--mamba-ssm-cache-dtype", seen["mamba_ssm_cache_dtype"])  # what the CPU platform settled on
+               if seen.get("mamba_ssm_cache_dtype") not in (None, "auto") else ()))
     facts = collect_facts(CheckOptions(serve_argv=serve, gpu="H100", vllm_version="0.32.0", offline=True,
                                        resolve_kernels=False, environ=env))  # fmt: skip
     flat = derived_facts(facts)

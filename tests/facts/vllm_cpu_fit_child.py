@@ -176,6 +176,7 @@ def main():
         return skip_layer_pages(json.loads(sys.argv[2]))
     cases = json.loads(sys.argv[1])
     from vllm import LLM
+    from vllm.engine.arg_utils import EngineArgs
 
     for case in cases:
         os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(case["kv_gib"])
@@ -186,10 +187,18 @@ def main():
         if not os.path.exists(os.path.join(case["dir"], "config.json")):
             make(case["kind"], case["dir"])
         result = {"name": case["name"]}
+        extra = {"hf_overrides": case["hf_overrides"]} if case.get("hf_overrides") else {}
+        args = dict(model=case["dir"], skip_tokenizer_init=case["kind"] != "whisper", max_model_len=case["max_model_len"],
+                    enforce_eager=True, max_num_batched_tokens=case.get("mnbt"), **extra,
+                    **({"mamba_ssm_cache_dtype": case["ssm"]} if case.get("ssm") else {}))
+        try:  # the SSM state dtype the platform settles on (float32 on CPUs with AVX-512 BF16: vllm/platforms/cpu.py),
+            # read before the engine starts, so a case vLLM refuses at KV sizing still reports it
+            config = EngineArgs(**args).create_engine_config()
+            result["mamba_ssm_cache_dtype"] = config.cache_config.mamba_ssm_cache_dtype
+        except Exception:  # refused while configuring: LLM below raises the same refusal
+            pass
         try:
-            extra = {"hf_overrides": case["hf_overrides"]} if case.get("hf_overrides") else {}
-            llm = LLM(model=case["dir"], skip_tokenizer_init=case["kind"] != "whisper", max_model_len=case["max_model_len"],
-                      enforce_eager=True, max_num_batched_tokens=case.get("mnbt"), **extra)
+            llm = LLM(**args)
             cc = llm.llm_engine.vllm_config.cache_config
             result |= {"tokens": cc.kv_cache_size_tokens, "concurrency": cc.kv_cache_max_concurrency,
                        "block_size": cc.block_size, "num_blocks": cc.num_gpu_blocks,
