@@ -85,6 +85,7 @@ def diagnose(
     place vLLM raised the innermost exception, else a failure line (verdict.failure_evidence): an ERROR line, a
     compiler's error, a raise site, and only when there is nothing else a wrapper; with the primary cause's family."""
     diagnosis = _root_of_consequence(_by_rank(matches, chains), families)
+    diagnosis = _by_frame(diagnosis, rules, families)
     diagnosis = _by_location(diagnosis, rules, families, facts)
     diagnosis = _from_evidence(diagnosis, evidence)
     # a failure line with no exception around it (an ERROR record, a bare message) is placed by the index too
@@ -143,14 +144,10 @@ def _by_location(diagnosis: Diagnosis, rules: list[Rule], families: Families, fa
     exception = diagnosis.unknown
     located = message_origin(exception.joined_summary, facts.get("vllm.version"))
     places = [f"{loc.file}:{loc.function}" for loc in located.locations] if located is not None else []
-    # a message the index does not hold (a bare assert, an IndexError): where the traceback says it was raised
-    innermost = [frame for frame in exception.frames[::-1][:MAX_FRAMES] if frame.function]
-    # a KeyError or assert raised in a helper (torch, the standard library) still names vLLM's raise site: the
+    # a message the index does not hold (a bare assert, an IndexError): where the traceback says it was raised; a
+    # KeyError or assert raised in a helper (torch, the standard library) still names vLLM's raise site: the
     # innermost frame in vLLM's own code
-    in_vllm = next((frame for frame in exception.frames[::-1] if frame.function and "vllm/" in frame.file), None)
-    if in_vllm is not None and in_vllm not in innermost:
-        innermost.append(in_vllm)
-    places += [f"{_package_path(frame.file)}:{frame.function}" for frame in innermost]
+    places += _frame_places(exception)
     rules_by_id = {rule.id: rule for rule in rules}
     for where in places:
         for pattern, rule_id in families.raised_in:
@@ -164,6 +161,37 @@ def _by_location(diagnosis: Diagnosis, rules: list[Rule], families: Families, fa
                 by_rule[rule_id] = [match]
                 return replace(diagnosis, primary=match, unknown=None, by_rule=by_rule)
     return diagnosis
+
+
+def _by_frame(diagnosis: Diagnosis, rules: list[Rule], families: Families) -> Diagnosis:
+    """A primary match of a rule whose message is raised anywhere (families.frame_decides: a CUDA OOM) gives way to
+    the rule whose `raised_in` claims the place the exception surfaced in vLLM (allocating the KV cache, not the
+    profiling run), keeping the message's values."""
+    primary = diagnosis.primary
+    if primary is None or primary.rule.id not in families.frame_decides or primary.exception is None:
+        return diagnosis
+    rules_by_id = {rule.id: rule for rule in rules}
+    for where in _frame_places(primary.exception):
+        for pattern, rule_id in families.raised_in:
+            if rule_id in rules_by_id and pattern.search(where):
+                signature = Signature(source=re.escape(where.rpartition(":")[2]), role="root",
+                                      note=f"matched by where the failure surfaced: {where}")
+                values = primary.values + (("detail", clip(primary.exception.message, 200)),)
+                match = SignatureMatch(rules_by_id[rule_id], signature, primary.line, primary.text,
+                                       primary.exception, primary.depth, values)
+                by_rule = dict(diagnosis.by_rule)
+                by_rule[rule_id] = [match]
+                return replace(diagnosis, primary=match, secondary=(primary,) + diagnosis.secondary, by_rule=by_rule)
+    return diagnosis
+
+
+def _frame_places(exception: LoggedException) -> list[str]:
+    """'file:function' of the exception's innermost frames and of its innermost frame in vLLM's own code."""
+    innermost = [frame for frame in exception.frames[::-1][:MAX_FRAMES] if frame.function]
+    in_vllm = next((frame for frame in exception.frames[::-1] if frame.function and "vllm/" in frame.file), None)
+    if in_vllm is not None and in_vllm not in innermost:
+        innermost.append(in_vllm)
+    return [f"{_package_path(frame.file)}:{frame.function}" for frame in innermost]
 
 
 def _with_run_kv_dtype(error: SelectorError, facts: dict[str, Any]) -> SelectorError:

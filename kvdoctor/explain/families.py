@@ -40,6 +40,9 @@ class Families:
     request_families_kept: tuple[str, ...]
     """Families that are request-time by nature and keep their own name."""
     raise_site_names: dict[str, str] = field(default_factory=dict)
+    frame_decides: frozenset[str] = frozenset()
+    """Rules whose message any allocation or call can raise (a CUDA OOM): when the exception's frames are in a place
+    another family's `raised_in` claims, that family explains it."""
     """A name vLLM's raise sites use (in a condition or an interpolated expression) -> the kvdoctor fact it is."""
 
 
@@ -112,6 +115,7 @@ def load_families() -> Families:
         request_frames=re.compile(data["request_frames"]) if data.get("request_frames") else None,
         request_families_kept=tuple(data.get("request_families_kept") or ()),
         raise_site_names=_raise_site_names(data.get("raise_site_names") or {}, is_fact_name, rule_file.path),
+        frame_decides=frozenset(data.get("frame_decides") or ()),
     )
 
 

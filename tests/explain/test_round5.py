@@ -231,3 +231,15 @@ def test_records_of_other_logging_formats_are_not_joined_as_one_message():
     lines = normalise(log)
     assert all(continued(lines, i) is None for i in range(len(lines))), [line.text for line in lines]
     assert continued(normalise("ValueError: first part\nsecond part\n"), 0) == "ValueError: first part second part"
+
+
+def test_an_oom_allocating_the_kv_cache_is_memory_taken_after_the_profile_not_the_profile():
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 642.00 MiB. GPU\n"
+    for frame in ('  File "/venv/lib/python3.11/site-packages/vllm/worker/cache_engine.py", line 64, in _allocate_kv_cache',
+                  '  File "/venv/vllm/v1/worker/gpu_model_runner.py", line 3780, in _allocate_kv_cache_tensors'):
+        report = explain_text(f"Traceback (most recent call last):\n{frame}\n    tensor = torch.zeros(size)\n{oom}")
+        assert report.extra["family"] == "gpu_memory_occupied", frame
+        assert "642.00 MiB" in _text(report)
+    profile = explain_text('Traceback (most recent call last):\n  File "/venv/vllm/v1/worker/gpu_model_runner.py", '
+                           f'line 9, in profile_run\n    self._dummy_run()\n{oom}')
+    assert profile.extra["family"] == "oom_profiling"
