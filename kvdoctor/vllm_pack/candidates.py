@@ -102,8 +102,8 @@ def partial_note(release: Any) -> str | None:
     stop = f"; these facts stop at {full[0]}" if full else ""
     if not release.has("backend_grid"):  # before 0.7: no backend choice read; the builder says why (not_read)
         command = "" if release.serve_command == "vllm serve" else \
-            f" (of `{release.serve_command}`, its only server command: no `vllm serve` yet)"
-        return f"vLLM {release.version}: kvdoctor read {_read_kinds(release)}{command} only; not read: " \
+            f"; its server is `{release.serve_command}` (no `vllm serve` yet), whose parser was read"
+        return f"vLLM {release.version}: kvdoctor read {_read_kinds(release)} only{command}; not read: " \
                f"{_unread_kinds(release, missing)}{stop}"
     how = "its backend choice is vLLM's own answer over a grid of inputs (no per-backend reasons)"
     lacking = ", ".join(KINDS[k] for k in missing)

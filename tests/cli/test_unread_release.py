@@ -224,7 +224,8 @@ def test_0_4_3_is_judged_by_its_api_server_parser(run_cli):
         != "fired"
     _, document = check_json(run_cli, "--gpu", "A100", "--vllm-version", "0.4")
     assert document["facts"]["vllm.version"] == "0.4.3"
-    assert any("vllm.entrypoints.openai.api_server`, its only server command" in note for note in document["notes"])
+    assert any("its server is `python -m vllm.entrypoints.openai.api_server` (no `vllm serve` yet)" in note
+               for note in document["notes"])
 
 
 @pytest.mark.parametrize("text, needles", [
