@@ -354,9 +354,10 @@ def _looks_like_new_output(text: str) -> bool:
     logging formats (loguru's 'WARNING  | ...', '[ERROR] ...', 'ERROR - ...', left after their time prefix)."""
     return text.startswith(("Process ", "Exception in thread", "/usr/", "[rank", "INFO:", "WARNING:")) or (
         "Warning" in text and _PY_WARNING.match(text) is not None) or (
-        text[:1] in "DIWECST[" and _OTHER_RECORD.match(text) is not None)
+        text.startswith(_LEVEL_WORDS) and _OTHER_RECORD.match(text) is not None)
 
 
+_LEVEL_WORDS = ("DEBUG", "INFO", "WARN", "ERROR", "CRITICAL", "SUCCESS", "TRACE", "[")
 _OTHER_RECORD = re.compile(r"\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|SUCCESS|TRACE)\]?\s*(?:\||-\s|\])")
 
 

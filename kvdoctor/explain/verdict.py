@@ -197,16 +197,36 @@ def _foreign_error(text: str) -> bool:
 MAX_TRACEBACK_LOOKAHEAD = 400
 
 
-def _crash(text: str, level: str | None = None) -> bool:
+def _crash(text: str, level: str | None = None, worded: bool | None = None) -> bool:
     """CRASH_TEXT behind a substring test (a 100k-line log pays for the regex only on lines that may match); the
-    round-4 words only on lines that are not INFO records."""
-    return ((_CRASH_PREFILTER.search(text) is not None
-             or (level != "INFO" and (_CRASH_HEAD.match(text) is not None or _LATE_PREFILTER.search(text) is not None
-                                      or not text.isascii())))  # non-ASCII: the localised signal reports
+    round-4 words only on lines that are not INFO records. ``worded``: the substring test's answer, when known."""
+    if worded is None:
+        worded = _CRASH_PREFILTER.search(text) is not None
+    return ((worded or (level != "INFO" and (_CRASH_HEAD.match(text) is not None
+                                             or _LATE_PREFILTER.search(text) is not None
+                                             or not text.isascii())))  # non-ASCII: the localised signal reports
             and CRASH_TEXT.search(text) is not None)
 # an exception line indented in a log that is not (quoted in an event, a report, a nested output): not a traceback's
 # own exception line, which parse_chains reads at column 0
 _INDENTED_EXCEPTION = re.compile(r"(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S")
+WRAPPED_MIN = 60  # a line at least this long may be the first part of a message a hard wrap split
+
+
+def _wrapped_crash(lines: list[LogLine], index: int, worded: list[bool]) -> str | None:
+    """A crash line split by a hard wrap ('Waiting for creating' / 'a placement group of specs for 150 seconds'),
+    joined with the lines that continue it; None when it is not one. Tried only on a record followed by a line of the
+    same process without a header (its wrapped rest), or on a long line without a header followed by one."""
+    line = lines[index]
+    if index + 1 >= len(lines) or lines[index + 1].level is not None or lines[index + 1].stream != line.stream:
+        return None
+    if line.level is None and len(line.text) < WRAPPED_MIN:
+        return None
+    if not (worded[index] or worded[index + 1]):
+        return None  # no crash word on either line: most wrapped lines
+    joined = continued(lines, index)
+    return joined if joined is not None and _crash(joined, line.level) else None
+
+
 FAILING_KINDS = ("raise", "error", "critical")
 # Printed lines that are never a raise site's message: frames, carets, progress bars, access logs of other loggers.
 # An indented line is asked too (pydantic and pastes indent messages); a traceback's frames and carets are not.
@@ -259,9 +279,13 @@ def failure_evidence(
             continue
         if SEVERITY_ORDER[match.rule.severity] >= SEVERITY_ORDER["error"]:
             add(FailureEvidence(match.line, "known failure", match.text))
+    worded = [_CRASH_PREFILTER.search(line.text) is not None for line in lines]  # the crash words' substring test
     for index, line in enumerate(lines):
-        if line.level != "DEBUG" and line.text[:5] != "DEBUG" and _crash(line.text, line.level):
-            add(FailureEvidence(line.number, "error text", line.text.strip(), line.stream, line.level))
+        if line.level != "DEBUG" and line.text[:5] != "DEBUG":
+            crash = line.text.strip() if _crash(line.text, line.level, worded[index]) else _wrapped_crash(
+                lines, index, worded)
+            if crash:
+                add(FailureEvidence(line.number, "error text", crash, line.stream, line.level))
         if line.level is None and line.text[:1] in "T " and line.text.strip() == TRACEBACK_START:
             add(FailureEvidence(line.number, "error text", _cut_traceback(lines, index), line.stream))
         if line.level in ("INFO", "DEBUG") or line.text[:5] in ("INFO:", "DEBUG"):

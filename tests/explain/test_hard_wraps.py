@@ -104,3 +104,18 @@ def test_a_tagged_message_wrapped_short_of_the_width_keeps_its_process():
     report = explain_text(wrapped)
     assert report.extra["family"] == "gpu_memory_occupied"
     assert "19.84" in _text(report) and "0.9" in _text(report)
+
+
+def test_a_crash_line_split_by_a_wrap_is_still_failure_evidence():
+    # v1/executor/ray_utils.py _wait_until_pg_ready logs this at INFO while Ray cannot place the group: never healthy
+    log = ("(EngineCore pid=84) INFO 06-07 18:13:55 [ray_utils.py:464] Waiting for creating a placement group of specs "
+           "for 150 seconds. specs=[{'GPU': 1.0}, {'GPU': 1.0}]. Check `ray status` to see if you have enough "
+           "resources.\n")
+    for width in (80, 100):
+        report = explain_text(_wrap(log, width))
+        assert report.exit_code("error") == 1, width  # the family: INFO records are not joined for signatures
+        assert "placement group of specs for 150 seconds" in " ".join(render(report).split())
+    # a long healthy record wrapped the same way stays healthy
+    healthy = ("(EngineCore pid=84) INFO 06-07 18:13:55 [ray_utils.py:464] Using ray placement group with 2 GPUs and "
+               "specs=[{'GPU': 1.0}, {'GPU': 1.0}] on 2 nodes; the group is ready after 3 seconds.\n")
+    assert explain_text(_wrap(healthy)).exit_code("error") == 0
