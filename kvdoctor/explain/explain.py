@@ -15,7 +15,7 @@ from kvdoctor.explain.log_facts import read_facts
 from kvdoctor.explain.log_lines import normalise, read_log, signal_lines
 from kvdoctor.explain.selector import SelectorError, parse_selector_errors
 from kvdoctor.explain.signatures import SignatureMatch, match_signatures
-from kvdoctor.explain.tracebacks import parse_chains
+from kvdoctor.explain.tracebacks import parse_chains, without_ignored
 from kvdoctor.explain.verdict import FailureEvidence, as_exception, failure_evidence, uphold
 from kvdoctor.model.report import Report
 
@@ -33,7 +33,7 @@ def explain_text(text: str, rules_files: tuple[Path, ...] = ()) -> Report:
     lines = normalise(text)
     rules = load_all_rules(list(rules_files)) + list(families.rules)
     signal = signal_lines(lines)  # a long log's INFO chatter (request logs, throughput) matches no rule
-    chains = parse_chains(lines)
+    chains = without_ignored(parse_chains(lines), lines)
     facts, fact_lines = read_facts(signal)
     for name, value in command_facts(signal).items():  # vLLM's own start-up lines win over the command it was given
         if name not in facts:

@@ -119,6 +119,25 @@ class ExceptionChain:
         return self.exceptions[-1]
 
 
+IGNORED = "Exception ignored in"  # Python's header for an exception it reports and drops (a __del__ at shutdown)
+MAX_IGNORED_TRACEBACK = 80
+
+
+def without_ignored(chains: list[ExceptionChain], lines: list[LogLine]) -> list[ExceptionChain]:
+    """The chains less those Python reported under 'Exception ignored in ...' (raised in a destructor or at
+    interpreter shutdown and dropped: they do not fail the run)."""
+    ignored: set[int] = set()
+    for index, line in enumerate(lines):
+        if line.text.startswith(IGNORED):
+            for later in lines[index + 1 : index + 1 + MAX_IGNORED_TRACEBACK]:
+                if later.stream == line.stream and later.text[:1] not in (" ", "\t", "") and _EXCEPTION.match(later.text):
+                    ignored.add(later.number)
+                    break
+    if not ignored:
+        return chains
+    return [chain for chain in chains if not all(e.line in ignored for e in chain.exceptions)]
+
+
 def parse_chains(lines: list[LogLine]) -> list[ExceptionChain]:
     """Every exception chain in the log, in order of the line that ends it."""
     by_stream: dict[str, list[LogLine]] = defaultdict(list)

@@ -15,7 +15,7 @@ from typing import Callable, Iterable
 
 from kvdoctor.explain.log_lines import LogLine
 from kvdoctor.explain.signatures import SignatureMatch
-from kvdoctor.explain.tracebacks import TRACEBACK_START, WORKER_WRAP, ExceptionChain, LoggedException, continued
+from kvdoctor.explain.tracebacks import IGNORED, TRACEBACK_START, WORKER_WRAP, ExceptionChain, LoggedException, continued
 from kvdoctor.model.report import SEVERITY_ORDER, Finding, Report
 
 ERROR_LEVELS = ("ERROR", "CRITICAL")
@@ -286,7 +286,8 @@ def failure_evidence(
                 lines, index, worded)
             if crash:
                 add(FailureEvidence(line.number, "error text", crash, line.stream, line.level))
-        if line.level is None and line.text[:1] in "T " and line.text.strip() == TRACEBACK_START:
+        if line.level is None and line.text[:1] in "T " and line.text.strip() == TRACEBACK_START and not (
+                index and lines[index - 1].text.startswith(IGNORED)):  # a traceback Python reported and dropped
             add(FailureEvidence(line.number, "error text", _cut_traceback(lines, index), line.stream))
         if line.level in ("INFO", "DEBUG") or line.text[:5] in ("INFO:", "DEBUG"):
             continue  # INFO records and uvicorn's INFO lines

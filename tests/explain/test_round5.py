@@ -243,3 +243,16 @@ def test_an_oom_allocating_the_kv_cache_is_memory_taken_after_the_profile_not_th
     profile = explain_text('Traceback (most recent call last):\n  File "/venv/vllm/v1/worker/gpu_model_runner.py", '
                            f'line 9, in profile_run\n    self._dummy_run()\n{oom}')
     assert profile.extra["family"] == "oom_profiling"
+
+
+def test_an_exception_python_reported_and_dropped_does_not_fail_the_run():
+    ignored = ("INFO 05-02 10:22:18 [launcher.py:1] Shutting down FastAPI HTTP server.\n"
+               "Exception ignored in: <function _ExecutorManagerThread.__del__ at 0x7f>\n"
+               "Traceback (most recent call last):\n"
+               '  File "/usr/lib/python3.10/concurrent/futures/process.py", line 1, in __del__\n'
+               "ImportError: sys.meta_path is None, Python is likely shutting down\n")
+    assert explain_text(ignored).exit_code("error") == 0
+    failing = ignored + ('Traceback (most recent call last):\n  File "vllm/x.py", line 1, in f\n'
+                         "ValueError: the run's own failure\n")
+    report = explain_text(failing)
+    assert report.exit_code("error") == 1 and "the run's own failure" in report.findings[0].cause
