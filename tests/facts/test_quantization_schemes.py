@@ -119,6 +119,8 @@ def test_each_release_refuses_a_scheme_just_below_its_minimum_and_not_at_it(vers
     """The truth for every release: the W8A8-FP8 and W4A16 checkpoints' schemes (as this release chooses them) are
     refused one step below their minimum with the release's own words, and start at it."""
     quant = release_quantization(version)
+    if "compressed-tensors" not in quant.methods:
+        pytest.skip(f"vLLM {version} registers no compressed-tensors method (0.5 added it)")
     if quant.ct_schemes is None:
         pytest.fail(f"{version}: the pack holds no compressed-tensors scheme facts")
     for name in ("llama-3.1-8b-ct-w8a8-fp8", "llama-3.1-8b-ct-w4a16"):

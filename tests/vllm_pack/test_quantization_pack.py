@@ -12,6 +12,7 @@ from dryrun_support import wheel_dir
 from kvdoctor.builders.vllm_pack.build import run_child
 from kvdoctor.builders.vllm_pack.quantization import OUT, ReleaseSource, dumps, release_file
 from kvdoctor.builders.vllm_pack.wheel import extract, find_wheel, stub_versions
+from kvdoctor.base.versions import release_numbers
 from kvdoctor.vllm_pack.quantization import release_quantization
 from kvdoctor.vllm_pack.store import pack_releases
 
@@ -25,7 +26,8 @@ def test_every_pack_release_has_its_quantization_facts():
     assert set(pack_releases()) <= shipped
     for version in pack_releases():
         quant = release_quantization(version)
-        assert {"awq", "gptq", "fp8", "compressed-tensors"} <= set(quant.methods), version
+        assert {"awq", "gptq", "fp8"} <= set(quant.methods), version
+        assert ("compressed-tensors" in quant.methods) == (release_numbers(version) >= (0, 5)), version  # 0.5 added it
         assert quant.methods_where.startswith("vllm/model_executor/layers/quantization/__init__.py:")
         assert "capability" in quant.messages and "unknown_method" in quant.messages, version
 
