@@ -76,16 +76,16 @@ def match_signatures(rules: list[Rule], chains: list[ExceptionChain], lines: lis
 
     for index, line in enumerate(lines):
         text = line.text
-        matched = False
+        matched: set[str] = set()  # rules this line matched alone (its joined form is tried for the others)
         own = of_line(index)
         for rule, signature in own:
             if (rule.id, line.number) in in_exceptions:
                 continue
             found = signature.pattern.search(text)
             if found:
-                matched = True
+                matched.add(rule.id)
                 matches.append(SignatureMatch(rule, signature, line.number, text.strip(), values=_values(found)))
-        if matched or line.level in _NOT_CONTINUED or line.number in exception_lines:
+        if line.level in _NOT_CONTINUED or line.number in exception_lines:
             continue
         joined = continued(lines, index)  # a message wrapped over several lines, matched as one
         if joined is None:
@@ -99,7 +99,7 @@ def match_signatures(rules: list[Rule], chains: list[ExceptionChain], lines: lis
         pool = own + [pair for follower in following for pair in line_candidates[follower]]
         tried: set[int] = set(keyless)  # a signature with no literal to key it is not tried on every join
         for rule, signature in pool:
-            if id(signature) in tried or (rule.id, line.number) in in_exceptions:
+            if id(signature) in tried or rule.id in matched or (rule.id, line.number) in in_exceptions:
                 continue
             tried.add(id(signature))
             found = signature.pattern.search(joined)

@@ -119,3 +119,10 @@ def test_a_crash_line_split_by_a_wrap_is_still_failure_evidence():
     healthy = ("(EngineCore pid=84) INFO 06-07 18:13:55 [ray_utils.py:464] Using ray placement group with 2 GPUs and "
                "specs=[{'GPU': 1.0}, {'GPU': 1.0}] on 2 nodes; the group is ready after 3 seconds.\n")
     assert explain_text(_wrap(healthy)).exit_code("error") == 0
+
+
+def test_a_line_that_matches_one_rule_alone_is_still_joined_for_the_others():
+    # csrc cutlass_moe_mm: the first line alone reads as the dense GEMM's refusal (KVD337); the wrapped rest makes
+    # it the MoE grouped GEMM's (KVD338), whose family wins
+    log = "No compiled cutlass_scaled_mm for CUDA device capability: 120. Required \ncapability: 90 or 100\n"
+    assert explain_text(log).extra["family"] == "moe_kernel_selection"
