@@ -33,6 +33,13 @@ def override_model_types(version: str) -> dict[str, frozenset[str]]:
     return out
 
 
+def unconditional_overrides(version: str) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    """(method, checkpoint method it claims, --quantization values it accepts) for the overrides that claim every such
+    checkpoint on CUDA in this release (read releases on)."""
+    return tuple((method, entry["claims"], tuple(entry["asked"]))
+                 for method, entry in _table()["unconditional_overrides"].items() if _since(version, entry["since"]))
+
+
 def rewritten_method(version: str, architectures: tuple[str, ...], method: str | None,
                      quant_config: dict | None) -> str | None:  # fmt: skip
     """The quant_method after the architecture's verify_and_update_model_config, as this release runs it."""

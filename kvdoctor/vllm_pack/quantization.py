@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from kvdoctor.data.quant_claims import override_model_types, rewritten_method
+from kvdoctor.data.quant_claims import override_model_types, rewritten_method, unconditional_overrides
 from kvdoctor.vllm_pack.quantization_schemes import judge_moe, judge_schemes
 from kvdoctor.vllm_pack.store import read_pack_file
 
@@ -65,6 +65,8 @@ class ReleaseQuantization:
     """ModelOpt MIXED_PRECISION's per-layer dispatch (builders/vllm_pack/quantization_mixed.py), None before 0.17.1."""
     model_type_overrides: tuple[tuple[str, frozenset[str]], ...] = ()
     """Overrides that claim only for these hf_config.model_type values (data/quant_claims.yaml)."""
+    unconditional: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+    """(method, checkpoint method, --quantization values) of overrides that always claim it (data/quant_claims.yaml)."""
 
     def message(self, key: str, *values: object) -> str | None:
         """vLLM's message filled with these values, or None when the release has no such message."""
@@ -119,7 +121,7 @@ def release_quantization(version: str) -> ReleaseQuantization | None:
         tuple(data.get("deprecated") or ()),
         {key: (m["template"], m["where"]) for key, m in data.get("messages", {}).items()}, data.get("ct_schemes"),
         data.get("marlin"), tuple((data.get("overrides_order") or {}).get("values") or ()), data.get("modelopt_mixed"),
-        tuple(override_model_types(version).items()),
+        tuple(override_model_types(version).items()), unconditional_overrides(version),
     )  # fmt: skip
 
 
@@ -177,13 +179,22 @@ def judge_quantization(release: ReleaseQuantization, *, checkpoint: str | None, 
                 return _refused("unknown_method", message, verify_where, checkpoint)
             # vLLM lets the first override that claims the checkpoint rename its method; the Marlin overrides'
             # conditions are replayed, the others decided when every method it can end up with answers alike
-            claims = [True if c in typed and model_type is not None else  # claimed_by_override kept only those that claim
+            renamed = _unconditional_claims(release, claimers, checkpoint, requested)
+            claims = [True if c in renamed or c in typed and model_type is not None else  # kept only when it claims
                       _marlin_claims(release, c, quant_config or {}, capability) for c in claimers]  # fmt: skip
-            if requested is None and claimers and None not in claims:
-                order = [c for c in release.overrides_order if c in claimers] or list(claimers)
-                end = next((c for c in order if claims[claimers.index(c)]), checkpoint)
-                if end in registered:
-                    return _start(release, end, capability, model_dtype, allow_deprecated, quant_config, moe)
+            if requested is None and claimers:
+                # vLLM asks the methods that are not in `overrides` first, then `overrides` in order; the first claim wins
+                order = [c for c in claimers if c not in release.overrides_order] + \
+                    [c for c in release.overrides_order if c in claimers]
+                decided = []
+                for c in order:
+                    decided.append(claims[claimers.index(c)])
+                    if decided[-1] is not False:
+                        break
+                if None not in decided:
+                    end = next((renamed.get(c, c) for c, d in zip(order, decided) if d), checkpoint)
+                    if end in registered:
+                        return _start(release, end, capability, model_dtype, allow_deprecated, quant_config, moe)
             ends = [m for m in dict.fromkeys((*claimers, checkpoint)) if m in registered]
             answers = [_start(release, m, capability, model_dtype, allow_deprecated, quant_config, moe) for m in ends]
             if len({(a.error_kind, a.undecided) for a in answers}) == 1:
@@ -236,6 +247,22 @@ def _start(release: ReleaseQuantization, method: str, capability: int | None, mo
     fallback = _fp8_marlin(release, capability) if method == "fp8" else "none"
     return QuantVerdict(method, "none", "none", "none", entry.min_capability_where, entry.min_capability,
                         fallback=fallback)  # fmt: skip
+
+
+def _unconditional_claims(release: ReleaseQuantization, claimers: tuple[str, ...], checkpoint: str,
+                          requested: str | None) -> dict[str, str]:  # fmt: skip
+    """claimer -> the method it names, for the claimers whose config class is an override that claims every
+    checkpoint of this method on CUDA (data/quant_claims.yaml unconditional_overrides): the override returns its
+    class's get_name(), whichever of the names mapped to that class vLLM asked it under."""
+    out = {}
+    for name, claims, asked in release.unconditional:
+        own = release.methods.get(name)
+        if own is None or checkpoint != claims or requested not in (None, *asked):
+            continue
+        for c in claimers:
+            if release.methods[c].config_class == own.config_class:
+                out[c] = name
+    return out
 
 
 MARLIN_TYPES = {"AWQMarlinConfig": lambda q: q.get("bits") == 4 and q.get("zero_point") is not None,

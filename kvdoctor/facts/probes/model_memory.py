@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import struct
 import time
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ def probe_model_memory(model: ModelFacts | None, config_path: Path | None, model
     text = raw[nested] if nested else raw
     weights, source = checkpoint_bytes(model, model_dir, offline=offline, cache_dir=cache_dir, revision=revision)
     return {
-        "model.max_len_keys": _length_keys(text),
+        "model.max_len_keys": _length_keys(text, text.get("model_type") or raw.get("model_type")),
         "model.rope_scaling": rope_parameter_sets(text),
         "model.text_config_key": nested or "none",
         "model.layer_kinds": layer_kinds(text, model),
@@ -92,10 +93,27 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def _length_keys(text: dict[str, Any]) -> dict[str, int]:
-    """vLLM's possible max-length keys present in the text config (data/kv_memory.yaml context_length)."""
-    keys = _context_keys()["possible_keys"]
-    return {k: text[k] for k in keys if isinstance(text.get(k), (int, float)) and not isinstance(text.get(k), bool)}
+def _length_keys(text: dict[str, Any], model_type: str | None = None) -> dict[str, int]:
+    """vLLM's possible max-length keys (data/kv_memory.yaml context_length) as its getattr finds them on the loaded
+    text config: config.json's key, or the one the config class's attribute_map reads it from (GPT-2's n_positions),
+    or the class's default when config.json has neither (Falcon's 2048): data/config_class_lengths.yaml."""
+    aliases, defaults = _config_class_lengths(model_type)
+    out = {}
+    for key in _context_keys()["possible_keys"]:
+        spelt = aliases.get(key, key)
+        value = text[spelt] if spelt in text else defaults.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[key] = value
+    return out
+
+
+@lru_cache(maxsize=None)
+def _config_class_lengths(model_type: str | None) -> tuple[dict[str, str], dict[str, float]]:
+    """(attribute_map aliases, class defaults) of the length keys for this model type's config class."""
+    table = load_yaml_cached(read_data("config_class_lengths.yaml"), "config_class_lengths.yaml")
+    defaults = {key: value for key, by_value in table["defaults"].items() for value, types in by_value.items()
+                if model_type in types}  # fmt: skip
+    return dict(table["aliases"].get(model_type) or {}), defaults
 
 
 def rope_parameter_sets(text: dict[str, Any]) -> list[dict[str, Any]]:
