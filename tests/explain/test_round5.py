@@ -256,3 +256,10 @@ def test_an_exception_python_reported_and_dropped_does_not_fail_the_run():
                          "ValueError: the run's own failure\n")
     report = explain_text(failing)
     assert report.exit_code("error") == 1 and "the run's own failure" in report.findings[0].cause
+
+
+def test_cuda_803_804_by_the_code_alone_when_the_text_is_cut():
+    log = ("RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling "
+           "NumCudaDevices() that might have already set an error? Error 804: forward compat...\n")
+    report = explain_text(log)
+    assert report.extra["family"] == "cuda_compat_803" and "804" in _text(report)
