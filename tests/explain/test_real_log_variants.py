@@ -1,0 +1,76 @@
+"""The seen real logs (tests/fixtures/logs_real, heldout: false only) altered the ways they reach people: hard-wrapped
+by a terminal, interleaved with another process's lines, cut at 200 characters with '...'. The family share may drop
+a little (a cut loses values), but a failing log never exits 0 and a healthy one never exits 1."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LOGS = ROOT / "tests" / "fixtures" / "logs_real"
+OTHER_PROCESS = ("(VllmWorker rank=1 pid=99) INFO 05-02 10:22:18 [parallel_state.py:1] rank 1 in world size 2 is "
+                 "assigned as DP rank 0, PP rank 0, TP rank 1")
+
+
+def _measure():
+    spec = importlib.util.spec_from_file_location("measure_explain", ROOT / "tools" / "measure_explain.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _seen():
+    from kvdoctor.base.yaml_safe import load_yaml
+
+    index = LOGS / "index.yaml"
+    if not index.is_file():
+        return []
+    return [e for e in load_yaml(index.read_text()) if not e.get("heldout") and (LOGS / e["file"]).is_file()]
+
+
+def _interleaved(text: str) -> str:
+    out = []
+    for number, line in enumerate(text.splitlines(), 1):
+        out.append(line)
+        if number % 3 == 0:
+            out.append(OTHER_PROCESS)
+    return "\n".join(out) + "\n"
+
+
+def _judge(entry, text: str) -> tuple[bool, int]:
+    from kvdoctor.explain.explain import explain_text
+    from kvdoctor.report.check.text import render
+
+    report = explain_text(text)
+    code = report.exit_code("error")
+    if not entry.get("failure", True):
+        return code == 0, code
+    output = " ".join(render(report).split()).lower()
+    ok = (code == 1 and entry["family"] in ("other", report.extra.get("family"))
+          and all(str(m).lower() in output for m in entry.get("must_mention") or []))
+    return ok, code
+
+
+@pytest.mark.skipif(not _seen(), reason="no real-log fixtures")
+@pytest.mark.parametrize("variant, share", [("hard wrap at 80", 0.9), ("interleaved", 0.95), ("cut at 200", 0.88)])
+def test_seen_logs_altered_keep_their_verdict_and_mostly_their_family(variant, share):
+    measure = _measure()
+    alter = {
+        "hard wrap at 80": lambda text: "\n".join(measure.AS_PASTED["hard wrap at 80"](line)
+                                                 for line in text.splitlines()) + "\n",
+        "interleaved": _interleaved,
+        "cut at 200": lambda text: "\n".join(line if len(line) <= 200 else line[:200] + "..."
+                                             for line in text.splitlines()) + "\n",
+    }[variant]
+    entries = _seen()
+    good, wrong_exit = 0, []
+    for entry in entries:
+        ok, code = _judge(entry, alter((LOGS / entry["file"]).read_text(errors="replace")))
+        good += ok
+        if code != (1 if entry.get("failure", True) else 0):
+            wrong_exit.append(entry["file"])
+    assert not wrong_exit, wrong_exit
+    assert good >= share * len(entries), (good, len(entries))
