@@ -85,7 +85,7 @@ def match_signatures(rules: list[Rule], chains: list[ExceptionChain], lines: lis
             if found:
                 matched.add(rule.id)
                 matches.append(SignatureMatch(rule, signature, line.number, text.strip(), values=_values(found)))
-        if line.level in _NOT_CONTINUED or line.number in exception_lines:
+        if (line.level in _NOT_CONTINUED and not _wrapped_record(lines, index)) or line.number in exception_lines:
             continue
         joined = continued(lines, index)  # a message wrapped over several lines, matched as one
         if joined is None:
@@ -109,7 +109,14 @@ def match_signatures(rules: list[Rule], chains: list[ExceptionChain], lines: lis
 
 
 _NOT_CONTINUED = ("INFO", "DEBUG")
-"""Levels whose lines are not joined with their continuation: INFO and DEBUG chatter."""
+"""Levels whose lines are not joined with their continuation: INFO and DEBUG chatter (unless a wrap split one)."""
+
+
+def _wrapped_record(lines: list[LogLine], index: int) -> bool:
+    """An INFO / DEBUG record whose next line is its rest without a header (a terminal or a paste wrapped it)."""
+    following = lines[index + 1] if index + 1 < len(lines) else None
+    return following is not None and following.level is None and following.stream == lines[index].stream \
+        and following.number == lines[index].number + 1
 
 
 def _candidates(pairs):
