@@ -5,7 +5,8 @@
 For every config in tests/fixtures/configs_public (index.yaml), vLLM's CPU build 0.32.0 (~/.cache/kvdoctor-vllmcpu,
 or $KVDOCTOR_VLLMCPU_VENV) constructs `vllm.config.ModelConfig` (tools/config_oracle_child.py) and kvdoctor answers
 `kvdoctor check --vllm-version 0.32.0 --gpu H100`'s facts for the same directory (in process). Compared, per config:
-  - load       vLLM refuses the config (remote code, unknown architecture): kvdoctor must not derive a length
+  - load       vLLM refuses the config: kvdoctor must quote the refusal (quant.error, for a quantization method
+               vLLM refuses) or at least not derive a length (remote code, unknown architecture)
   - default    max_model_len with no --max-model-len (vLLM's) = context.max_model_len (kvdoctor's)
   - plus_one   --max-model-len one above that default: vLLM's ValueError verbatim = context.error, or the same
   - double     --max-model-len twice the default      accepted length
@@ -101,8 +102,12 @@ def compare(vllm: dict, kvdoctor: dict) -> dict[str, str | None]:
     """Per aspect: None when kvdoctor says what vLLM does, else 'vLLM ... | kvdoctor ...'."""
     default = kvdoctor["default"]
     if "error" in vllm or "crash" in vllm:
+        refusal = vllm.get("error") or "crash"
+        quant_error = default.get("quant.error")
+        if quant_error not in (None, "none") and quant_error in refusal:  # a quantization refusal kvdoctor quotes
+            return {"load": None}
         derived = default.get("context.max_model_len")
-        said = None if derived is None else f"vLLM refuses ({vllm.get('error') or 'crash'}) | kvdoctor derives {derived}"
+        said = None if derived is None else f"vLLM refuses ({refusal}) | kvdoctor derives {derived}"
         return {"load": said}
     out: dict[str, str | None] = {"load": None}
     theirs = f"max_model_len={vllm['max_model_len']}"

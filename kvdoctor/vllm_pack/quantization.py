@@ -73,8 +73,10 @@ class ReleaseQuantization:
         if key not in self.messages:
             return None
         template = self.messages[key][0]
-        if key == "deprecated":
-            return template.replace("%s", str(values[0]), 1)
+        if key == "deprecated" and "%s" in template:
+            # vLLM raises ValueError(template, method) (logger-style, never formatted: model.py:1091 in 0.23.0 ...
+            # :1500 in 0.34.0), so its message is the two-item tuple: "('The quantization method %s is ...', 'x')"
+            return str(ValueError(template, str(values[0])))
         return template.format(*values)
 
     def claimed_by_override(self, checkpoint_method: str, requested: str | None = None,

