@@ -145,6 +145,8 @@ SIBLING_WORDINGS = [
     ("ValueError: The number of required GPUs exceeds the total number of available GPUs in the placement group."
      "Required number of devices: 8. Total number of devices: 4.", "device_placement", "8"),
     ("NotImplementedError: Qwen3Next currently does not support prefix caching", "hybrid_block_size", "Qwen3Next"),
+    ("ValueError: Weight input_size_per_partition = 1376 is not divisible by group_size = 128. Consider reducing "
+     "tensor_parallel_size or running with --quantization gptq.", "parallel_divisibility", "group_size = 128"),
     ("ValueError: DeepseekV4 packed KV layouts only support fp8 kv-cache, got bfloat16.", "mla_sparse", "bfloat16"),
     ("ValueError: the supplied chat template path doesn't exist", "chat_template_missing", "chat template"),
 ]
