@@ -182,12 +182,19 @@ def _model_facts(model: str, options: CheckOptions, gpu: GpuFacts, serve: ServeF
     capability = weakest.capability if weakest else None
     from_pack = _dtype_from_releases(facts, serve.dtype, capability, vllm_version, weakest.name if weakest else None)
     if from_pack is not None:
-        return replace(facts, dtype=from_pack[0], dtype_note=from_pack[1], dtype_error=from_pack[2])
+        fixes = () if from_pack[2] is None else tuple(
+            dtype for dtype in DTYPE_CHOICES if dtype != serve.dtype and (answer := _dtype_from_releases(
+                facts, dtype, capability, vllm_version, weakest.name)) is not None and answer[2] is None)
+        return replace(facts, dtype=from_pack[0], dtype_note=from_pack[1], dtype_error=from_pack[2], dtype_fixes=fixes)
     unread = _dtype_not_read(vllm_version)
     if unread is not None:  # the judged release's own resolution was not read: never kvdoctor's reading instead
         return replace(facts, dtype=None, dtype_note=unread, dtype_undecided=unread)
     dtype, note = resolve_model_dtype(facts.config_dtype, serve.dtype, capability)
     return replace(facts, dtype=dtype, dtype_note=note)
+
+
+DTYPE_CHOICES = ("auto", "float16", "bfloat16", "float32")
+"""The --dtype values a refused dtype's fix is asked among (vLLM's aliases half / float name the same)."""
 
 
 def _dtype_not_read(vllm_version: str | None) -> str | None:

@@ -70,6 +70,9 @@ class ModelFacts:
     """How the effective dtype was reached (fallback, downcast, explicit flag)."""
     dtype_error: str | None = None
     """vLLM's own error when the judged release refuses this model dtype on this GPU."""
+    dtype_fixes: tuple[str, ...] = ()
+    """When the judged release refuses the dtype: the --dtype values it accepts for this model on this GPU (every
+    candidate release agreeing), asked of the same resolution; empty when none or not asked."""
     dtype_undecided: str | None = None
     """Why the judged release's dtype resolution is unknown (kvdoctor did not read it); dtype and dtype_error then
     stay unknown rather than kvdoctor's own reading standing in for the release's."""
@@ -197,6 +200,7 @@ class Facts:
                     name == "dtype_error" and model.dtype_undecided):
                 value = ABSENT_MEANS[name]  # config.json was read: a field it lacks is known to be absent
             flat[f"model.{name}"] = list(value) if isinstance(value, tuple) else value
+        flat["model.dtype_fix"] = model.dtype_fixes[0] if model.dtype_fixes else None
         for name, value in asdict(self.serve).items():
             if name != "env":
                 flat[f"serve.{name}"] = list(value) if isinstance(value, tuple) else value

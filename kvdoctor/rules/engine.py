@@ -114,7 +114,7 @@ def finding_for(rule: Rule, facts: dict[str, Any], status: str = "fired") -> Fin
         status=status,
         evidence=evidence_for(rule, facts),
         fixes=tuple(
-            Fix(title=fill(f.title, facts), flag=f.flag, env=f.env, version=f.version) for f in rule.fixes
+            Fix(title=fill(f.title, facts), flag=f.flag and fill(f.flag, facts), env=f.env, version=f.version) for f in rule.fixes
         ),
         references=rule.references,
         checked_against=rule.checked_against,

@@ -113,6 +113,11 @@ def test_old_release_refuses_bf16_on_a_t4_fail_not_pass(run_cli, version):
     assert document["verdict"] == "FAIL" and result.code == 1
     assert by_id(document)["KVD008"]["status"] == "fired"
     assert "Bfloat16 is only supported on GPUs with compute capability" in document["facts"]["model.dtype_error"]
+    # the fix is the dtype the same release accepts on this GPU, asked of its own resolution, and it does pass
+    fix = by_id(document)["KVD008"]["fixes"][0]
+    assert fix["flag"] == "--dtype float16" and "float16, float32" in fix["title"]
+    _, fixed = check_json(run_cli, "--gpu", "T4", "--vllm-version", version, "--dtype", "float16")
+    assert "KVD008" not in by_id(fixed) and fixed["facts"]["model.dtype_error"] == "none"
 
 
 def test_0_9_falls_back_to_float16_on_a_t4_and_refuses_bf16_when_asked(run_cli):
