@@ -92,6 +92,7 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         # ended in other words, torch's NCCL watchdog (a collective that hung), nvidia-smi losing a GPU
                         r"|\bExited \((?:[1-9]\d*|-\d+)\) |\bexited (?:with|due to|on) signal \d+"
                         r"|\bWatchdog caught collective operation timeout\b|\bSome NCCL operations have failed or timed out\b"
+                        r"|\bTimeout at NCCL work: \d+"
                         r"|\bUnable to determine the device handle for GPU"
                         # a ModuleNotFoundError's message printed alone (Ray prints a failed import's str this way)
                         r"|^No module named '[\w.]+'\.?$"
@@ -108,7 +109,7 @@ _CRASH_WORDS = ("xpectedly", "OOMKilled", "ode ", "terminate called", "Bus error
                 "Segmentation", "FailedScheduling", "Insufficient nvidia", "ErrImagePull", "ImagePullBackOff",
                 "FailedMount", "low on resource", "No available shared memory", "placement group",
                 "y: -", "Input prompt (", "# GPU blocks: 0", "# gpu blocks: 0", "SYSTEM_ERROR", "USER_ERROR", "NODE_OUT_OF",
-                "Exited (", "xited with signal", "xited due to signal", "xited on signal", "Watchdog caught",
+                "Exited (", "xited with signal", "xited due to signal", "xited on signal", "Watchdog caught", "Timeout at NCCL",
                 "NCCL operations have failed", "device handle for GPU")
 # The words of the round-4 patterns: other programs' lines (a shell, glibc, the driver, Ray, torch elastic), never a
 # vLLM INFO record, so INFO lines skip this scan (a 5 MB log of INFO records pays nothing for it).

@@ -101,6 +101,8 @@ def test_more_last_words_are_failure_evidence_and_their_healthy_forms_are_not():
         "[rank1]:[W1204 10:22:18.000 ProcessGroupNCCL.cpp:1] Watchdog caught collective operation timeout: "
         "WorkNCCL(SeqNum=1) ran for 600000 milliseconds before timing out.",
         "Unable to determine the device handle for GPU0000:01:00.0: Unknown Error",  # nvidia-smi, a GPU lost
+        "[rank0]:[W1204 10:22:18.000 ProcessGroupNCCL.cpp:1] [PG ID 0 PG GUID 0 Rank 0] Timeout at NCCL work: 5, last "
+        "enqueued NCCL work: 5, last completed NCCL work: 4.",
         "INFO 05-02 10:22:18 [api_server.py:1] vLLM API server version 0.9.2\n    RuntimeError: Engine loop has died",
     ]
     for log in failing:
