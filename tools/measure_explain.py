@@ -11,7 +11,8 @@ Prints the share for the seen entries (heldout: false) and, unless --seen-only, 
 while writing a family does not show their text. With --batch N only the files of held-out batch N count (the
 batch's commits are read from index.yaml's header, its files from git history, as tools/cut_heldout_batch.py does).
 With --as-pasted only the seen entries are scored, once under each way people alter a log when they paste it
-(AS_PASTED: HTML entities, typographic quotes, hard wraps, added prefixes and tags, record headers removed).
+(AS_PASTED: HTML entities, typographic quotes, hard wraps, added prefixes and tags, record headers removed,
+long lines cut).
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ AS_PASTED = {
     "line numbers": (lambda count: lambda line: f"{next(count):>5}  " + line)(__import__("itertools").count(1)),
     "clock prefix": lambda line: "10:22:18.123 " + line,
     "list dash": lambda line: "- " + line,
+    "cut at 200 with '...'": lambda line: line if len(line) <= 200 else line[:200] + "...",
     "no record headers": lambda line: re.sub(r"^(?:\(.*?pid=\d+\)\s*)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) "
                                              r"\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./:-]+\]? ", "", line),
 }
