@@ -49,3 +49,25 @@ def rewritten_method(version: str, architectures: tuple[str, ...], method: str |
         if method == rule["quant_method"] and (quant_config or {}).get("format") == rule["format"]:
             return rule["becomes"]
     return method
+
+
+def modelopt_algo_refusal(version: str, quant_config: dict | None) -> tuple[str, str] | None:
+    """(vLLM's message, file:line) when this release's config convertor refuses a producer-modelopt config's nested
+    quant_algo; None when it names it, the config is not of that form, or the release was not read."""
+    quant = quant_config or {}
+    section = quant.get("quantization")
+    producer = quant.get("producer")
+    modelopt = isinstance(producer, dict) and producer.get("name") == "modelopt" or \
+        isinstance(section, dict) and "modelopt_quant_config" in section
+    algo = section.get("quant_algo") if isinstance(section, dict) else None
+    if not modelopt or algo is None:
+        return None
+    table = _table()["modelopt_producer_algos"]
+    step = None
+    for entry in table["releases"]:
+        if _since(version, entry["since"]):
+            step = entry
+    if step is None or str(algo).upper() in step["algos"]:
+        return None
+    where = "vllm/transformers_utils/" + (step["where"].get(version) or next(iter(step["where"].values())))
+    return table["message"].format(algo), where

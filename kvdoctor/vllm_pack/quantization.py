@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from kvdoctor.data.quant_claims import override_model_types, rewritten_method, unconditional_overrides
+from kvdoctor.data.quant_claims import (modelopt_algo_refusal, override_model_types, rewritten_method,
+                                        unconditional_overrides)
 from kvdoctor.vllm_pack.quantization_schemes import judge_moe, judge_schemes
 from kvdoctor.vllm_pack.store import read_pack_file
 
@@ -135,8 +136,8 @@ class QuantVerdict:
     """The method vLLM ends up with ('none' when unquantized); None when undecided."""
     error_kind: str | None
     """'capability', 'scheme' (a compressed-tensors layer scheme refuses the GPU), 'moe_scheme' (no compressed-tensors
-    MoE method takes the experts' scheme), 'unknown_method', 'mismatch',
-    'deprecated', 'act_dtype', or 'none'; None when undecided."""
+    MoE method takes the experts' scheme), 'unknown_method', 'mismatch', 'deprecated', 'act_dtype', 'modelopt_algo'
+    (the config convertor refuses a ModelOpt quant_algo), or 'none'; None when undecided."""
     error: str | None
     """vLLM's own message, or 'none'; None when undecided."""
     undecided: str
@@ -168,6 +169,9 @@ def judge_quantization(release: ReleaseQuantization, *, checkpoint: str | None, 
     `moe` whether the model has routed experts (their method is chosen separately); `model_type` (config.json's
     top-level) and `architectures` decide the overrides and architecture hooks that depend on them."""
     checkpoint, requested = normalise_method(checkpoint), requested or None
+    refusal = modelopt_algo_refusal(release.version, quant_config) if checkpoint is not None else None
+    if refusal is not None:  # the config convertor refuses it before any quantization class is asked
+        return _refused("modelopt_algo", refusal[0], refusal[1], checkpoint)
     checkpoint = rewritten_method(release.version, architectures, checkpoint, quant_config)
     typed = dict(release.model_type_overrides)
     registered = release.methods

