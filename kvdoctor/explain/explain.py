@@ -38,7 +38,8 @@ def explain_text(text: str, rules_files: tuple[Path, ...] = ()) -> Report:
     for name, value in command_facts(signal).items():  # vLLM's own start-up lines win over the command it was given
         if name not in facts:
             facts[name] = value
-            fact_lines.append(f"{name} = {value!r} (the vLLM command line in the log{', by default' if name in COMMAND_DEFAULTS else ''})")
+            default = ", by default" if name in COMMAND_DEFAULTS else ""
+            fact_lines.append(f"{name} = {value!r} (the vLLM command line in the log{default})")
     selector_errors = parse_selector_errors(lines)
     facts.update(_selector_facts(facts, selector_errors))
     facts.update(_kv_facts(facts))

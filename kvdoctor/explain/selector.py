@@ -27,7 +27,8 @@ _PAIR = re.compile(r"(\w+)\s*[=:]\s*([^,()]+)")
 _REASONS = re.compile(r"Reasons:\s*\{(.*)", re.DOTALL)
 _BACKEND_REASONS = re.compile(r"([A-Z][A-Z0-9_]+)\s*:\s*\[(.*?)\]", re.DOTALL)
 # a line holding the opening of a selector error, whole or cut by a wrap ('ValueError: Selected backend ')
-_CUT_HEAD = re.compile(r"No valid attention backend found|is not valid|Selected (?:MLA prefill )?backend(?: \S+(?: is(?: not)?)?)?\s*$"
+_CUT_HEAD = re.compile(r"No valid attention backend found|is not valid"
+                       r"|Selected (?:MLA prefill )?backend(?: \S+(?: is(?: not)?)?)?\s*$"
                        r"|(?:Error: No|No valid)(?: attention(?: backend)?| valid(?: attention(?: backend)?)?)?\s*$")
 MAX_JOIN = 60
 

@@ -130,7 +130,9 @@ def without_ignored(chains: list[ExceptionChain], lines: list[LogLine]) -> list[
     for index, line in enumerate(lines):
         if line.text.startswith(IGNORED):
             for later in lines[index + 1 : index + 1 + MAX_IGNORED_TRACEBACK]:
-                if later.stream == line.stream and later.text[:1] not in (" ", "\t", "") and _EXCEPTION.match(later.text):
+                if later.stream != line.stream or later.text[:1] in (" ", "\t", ""):
+                    continue
+                if _EXCEPTION.match(later.text):
                     ignored.add(later.number)
                     break
     if not ignored:

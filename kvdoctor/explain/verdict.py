@@ -15,7 +15,8 @@ from typing import Callable, Iterable
 
 from kvdoctor.explain.log_lines import LogLine
 from kvdoctor.explain.signatures import SignatureMatch
-from kvdoctor.explain.tracebacks import IGNORED, TRACEBACK_START, WORKER_WRAP, ExceptionChain, LoggedException, continued
+from kvdoctor.explain.tracebacks import (IGNORED, TRACEBACK_START, WORKER_WRAP, ExceptionChain, LoggedException,
+                                         continued)
 from kvdoctor.model.report import SEVERITY_ORDER, Finding, Report
 
 ERROR_LEVELS = ("ERROR", "CRITICAL")
