@@ -98,7 +98,8 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         # a ModuleNotFoundError's message printed alone (Ray prints a failed import's str this way)
                         r"|^No module named '[\w.]+'\.?$"
                         # an error in the reporter's or a wrapper's language (Chinese, Japanese, Korean)
-                        r"|报错|错误|失败|异常|エラー|오류|에러"
+                        # (not negated: '没有报错' / '无异常' / '不会报错' say there was none)
+                        r"|(?<!没有)(?<!不会)(?<!任何)(?<![没无未不])(?:报错|错误|失败|异常)|エラー|오류|에러"
                         # kubectl describe's Warning events of a pod that failed, the OOM killer in a report's words
                         r"|^\s*Warning\s{1,8}(?:Failed\w*|BackOff|Unhealthy|Evicted|OOMKill\w*)\s|\bkilled by (?:the )?OOM\b"
                         r"|^(?:已杀死|已放弃|非法指令|总线错误|Getötet|Abgebrochen|Убито|Аварийный останов|強制終了|Processus arrêté"

@@ -267,3 +267,11 @@ def test_cuda_803_804_by_the_code_alone_when_the_text_is_cut():
            "NumCudaDevices() that might have already set an error? Error 804: forward compat...\n")
     report = explain_text(log)
     assert report.extra["family"] == "cuda_compat_803" and "804" in _text(report)
+
+
+def test_a_reporters_note_that_there_was_no_error_is_not_failure_evidence():
+    head = "INFO 05-02 10:22:18 [api_server.py:1] Starting vLLM API server on http://0.0.0.0:8000\n"
+    for note in ("运行正常，没有报错", "启动成功，无异常", "没有任何报错", "不会报错"):  # 'no error', 'no exception'
+        assert explain_text(head + note + "\n").exit_code("error") == 0, note
+    for note in ("报错信息如下", "启动失败"):  # 'the error message follows', 'start-up failed'
+        assert explain_text(head + note + "\n").exit_code("error") == 1, note
