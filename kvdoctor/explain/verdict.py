@@ -22,7 +22,9 @@ from kvdoctor.model.report import SEVERITY_ORDER, Finding, Report
 ERROR_LEVELS = ("ERROR", "CRITICAL")
 # A line with no log level is still an error line when it reads like a compiler's, CUDA's or a C++ abort's, or
 # the shell's word for a process it lost (a segmentation fault, the kernel's OOM killer: "Killed").
-ERROR_TEXT = re.compile(r"(?i)^(?:fatal error|error)\b[: ]|: (?:fatal )?error: |\bCUDA error\b|^\s*what\(\): "
+# (a count or rate of none is not: 'Error rate: 0.00%', 'error: none')
+ERROR_TEXT = re.compile(r"(?i)^(?:fatal error|error)\b(?!\s*(?:rate|count)?\s*[:=]?\s*(?:0(?:\.0+)?\s*%?|none|n/a|nil)\s*$)[: ]"
+                        r"|: (?:fatal )?error: |\bCUDA error\b|^\s*what\(\): "
                         r"|^(?:ptxas|nvcc|nvlink|ld|collect2)\b.{0,20}\b(?:error|fatal)\b|\bSegmentation fault\b|\(core dumped\)|^Killed$")
 FAILED_TO_START = re.compile(r"(?i)\bfailed to start\b")
 # Crash words at any level but DEBUG (a process lost, a request the server failed: an access-log 5xx is logged at

@@ -275,3 +275,11 @@ def test_a_reporters_note_that_there_was_no_error_is_not_failure_evidence():
         assert explain_text(head + note + "\n").exit_code("error") == 0, note
     for note in ("报错信息如下", "启动失败"):  # 'the error message follows', 'start-up failed'
         assert explain_text(head + note + "\n").exit_code("error") == 1, note
+
+
+def test_an_error_count_or_rate_of_none_is_not_failure_evidence():
+    head = "INFO 05-02 10:22:18 [api_server.py:1] Starting vLLM API server on http://0.0.0.0:8000\n"
+    for line in ("Error rate: 0.00%", "error: none", "Error count: 0"):
+        assert explain_text(head + line + "\n").exit_code("error") == 0, line
+    for line in ("error: cannot find -lcuda", "Error rate: 5%", "ERROR: Could not build wheels for vllm"):
+        assert explain_text(head + line + "\n").exit_code("error") == 1, line
