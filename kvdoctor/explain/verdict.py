@@ -194,9 +194,13 @@ _LATE_PREFILTER = re.compile("|".join(map(re.escape, _LATE_WORDS)))
 
 
 def _foreign_error(text: str) -> bool:
-    """FOREIGN_ERROR behind a substring test (and not a healthy import's noise)."""
-    return ((_FOREIGN_PREFILTER.search(text) is not None or _GLOG_HEAD.match(text) is not None)
-            and FOREIGN_ERROR.search(text) is not None and _IMPORT_NOISE.search(text) is None)
+    """FOREIGN_ERROR behind a substring test (and not a healthy import's noise, nor an error quoted as an example in
+    backticks: vLLM's ulimit warning names "`OSError: [Errno 24] Too many open files`")."""
+    if _FOREIGN_PREFILTER.search(text) is None and _GLOG_HEAD.match(text) is None:
+        return False
+    found = FOREIGN_ERROR.search(text)
+    return (found is not None and _IMPORT_NOISE.search(text) is None
+            and text.count("`", 0, found.start()) % 2 == 0)
 
 
 MAX_TRACEBACK_LOOKAHEAD = 400

@@ -283,3 +283,12 @@ def test_an_error_count_or_rate_of_none_is_not_failure_evidence():
         assert explain_text(head + line + "\n").exit_code("error") == 0, line
     for line in ("error: cannot find -lcuda", "Error rate: 5%", "ERROR: Could not build wheels for vllm"):
         assert explain_text(head + line + "\n").exit_code("error") == 1, line
+
+
+def test_an_error_quoted_as_an_example_in_backticks_is_not_failure_evidence():
+    # vllm/utils: the ulimit warning, pasted without its record header
+    warning = ("Found ulimit of 1024 and failed to automatically increase with error current limit exceeds maximum "
+               "limit. This can cause fd limit errors like `OSError: [Errno 24] Too many open files`. Consider "
+               "increasing with ulimit -n\n")
+    assert explain_text(warning).exit_code("error") == 0
+    assert explain_text("worker-3 OSError: [Errno 28] No space left on device\n").exit_code("error") == 1
