@@ -17,6 +17,7 @@ MODELS = {
     "jamba": CONFIGS / "jamba-v0.1.json",
     "gemma2": CONFIGS / "gemma-2-9b-it.json",
     "gpt2": CONFIGS / "gpt2.json",
+    "mpt": CONFIGS / "layer_features" / "mpt-7b-instruct.json",
     "modelopt": CONFIGS / "llama-3.1-8b-instruct-fp8-modelopt.json",
     "mistral-fp16": CONFIGS / "mistral-7b-v0.1-fp16.json",
     "ct-fp8": CONFIGS / "quantized" / "llama-3.1-8b-ct-w8a8-fp8.json",

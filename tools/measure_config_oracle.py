@@ -5,8 +5,8 @@
 For every config in tests/fixtures/configs_public (index.yaml), vLLM's CPU build 0.32.0 (~/.cache/kvdoctor-vllmcpu,
 or $KVDOCTOR_VLLMCPU_VENV) constructs `vllm.config.ModelConfig` (tools/config_oracle_child.py) and kvdoctor answers
 `kvdoctor check --vllm-version 0.32.0 --gpu H100`'s facts for the same directory (in process). Compared, per config:
-  - load       vLLM refuses the config: kvdoctor must quote the refusal (quant.error, for a quantization method
-               vLLM refuses) or at least not derive a length (remote code, unknown architecture)
+  - load       vLLM refuses the config: kvdoctor must quote the refusal (quant.error for a quantization method,
+               vllm.arch_removed for an architecture the release dropped) or at least not derive a length
   - default    max_model_len with no --max-model-len (vLLM's) = context.max_model_len (kvdoctor's)
   - plus_one   --max-model-len one above that default: vLLM's ValueError verbatim = context.error, or the same
   - double     --max-model-len twice the default      accepted length
@@ -103,8 +103,8 @@ def compare(vllm: dict, kvdoctor: dict) -> dict[str, str | None]:
     default = kvdoctor["default"]
     if "error" in vllm or "crash" in vllm:
         refusal = vllm.get("error") or "crash"
-        quant_error = default.get("quant.error")
-        if quant_error not in (None, "none") and quant_error in refusal:  # a quantization refusal kvdoctor quotes
+        quoted = [default.get("quant.error"), default.get("vllm.arch_removed")]
+        if any(q not in (None, "none") and q in refusal for q in quoted):  # a refusal kvdoctor quotes
             return {"load": None}
         derived = default.get("context.max_model_len")
         said = None if derived is None else f"vLLM refuses ({refusal}) | kvdoctor derives {derived}"

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from kvdoctor.base.yaml_safe import load_yaml_cached
 from kvdoctor.data import read_data
 from kvdoctor.data.fact_names import fact_registry
+from kvdoctor.facts.architecture import architecture_facts
 from kvdoctor.facts.attention import attention_facts
 from kvdoctor.facts.kv_dtypes import kv_dtype_facts
 from kvdoctor.facts.quantization import quantization_facts
@@ -36,6 +37,7 @@ def derive_kv_facts(facts: Facts) -> dict[str, Any]:
         | runner_facts(facts, releases)
         | memory_facts(facts, releases)
         | quantization_facts(facts, releases)
+        | architecture_facts(facts, releases)
     )
 
 
