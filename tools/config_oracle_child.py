@@ -44,13 +44,16 @@ def __getattr__(name):
 
 def provide_torchvision_stand_in() -> None:
     """An import-only `torchvision` (and the submodules transformers imports) when the venv has none."""
+    import atexit
     import importlib.util
+    import shutil
     import tempfile
     from pathlib import Path
 
     if importlib.util.find_spec("torchvision") is not None:
         return
     root = Path(tempfile.mkdtemp(prefix="kvdoctor-oracle-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
     for module in ("torchvision", "torchvision.transforms", "torchvision.transforms.v2",
                    "torchvision.transforms.v2.functional", "torchvision.transforms.functional", "torchvision.io",
                    "torchvision.ops"):  # fmt: skip
