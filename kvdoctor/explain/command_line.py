@@ -30,16 +30,56 @@ DEFAULTS = {"serve.tensor_parallel_size": 1, "serve.pipeline_parallel_size": 1}
 
 
 def command_facts(lines: Iterable[LogLine]) -> dict[str, Any]:
-    """The serve facts of the first vLLM command line in the log (empty when it shows none)."""
+    """The serve facts of the first vLLM command line, or Python call (`LLM(...)`, `EngineArgs(...)`), in the log
+    (empty when it shows none)."""
     lines = list(lines)
     for index, line in enumerate(lines):
-        if "vllm" not in line.text:
-            continue
-        match = _COMMAND.search(line.text)
-        if match:
-            return _facts(_words(match.group(1), lines[index + 1 : index + 1 + MAX_CONTINUED],
-                                 line.text.rstrip().endswith("\\")), match.group(0).lstrip().startswith("vllm serve"))
+        if "vllm" in line.text:
+            match = _COMMAND.search(line.text)
+            if match:
+                return _facts(_words(match.group(1), lines[index + 1 : index + 1 + MAX_CONTINUED],
+                                     line.text.rstrip().endswith("\\")),
+                              match.group(0).lstrip().startswith("vllm serve"))
+        if "LLM(" in line.text or "Args(" in line.text:
+            match = _PYTHON_CALL.search(line.text)
+            if match:
+                return _call_facts(match.group(1), lines[index + 1 : index + 1 + MAX_CONTINUED])
     return {}
+
+
+# vLLM's Python entry points as a script or notebook shows them: LLM(model=..., tensor_parallel_size=2, ...)
+_PYTHON_CALL = re.compile(r"(?:^|[\s=(.])(?:LLM|(?:Async)?EngineArgs)\((.*)$")
+_KEYWORD = re.compile(r"\b(\w+)\s*=\s*(\"[^\"]*\"|'[^']*'|[\w.+-]+)")
+# keyword -> the flag it is on the command line
+_KEYWORDS = {"model": "--model", "tensor_parallel_size": "--tensor-parallel-size",
+             "pipeline_parallel_size": "--pipeline-parallel-size", "max_model_len": "--max-model-len",
+             "kv_cache_dtype": "--kv-cache-dtype", "quantization": "--quantization", "dtype": "--dtype",
+             "gpu_memory_utilization": "--gpu-memory-utilization", "attention_backend": "--attention-backend"}
+
+
+def _call_facts(rest: str, following: list[LogLine]) -> dict[str, Any]:
+    """The facts of a Python call's keywords, over the lines until its parentheses close; the parallel sizes default
+    to 1 only when the whole call is in the log."""
+    parts, depth = [rest], 1 + rest.count("(") - rest.count(")")
+    for line in following:
+        if depth <= 0:
+            break
+        parts.append(line.text.strip())
+        depth += line.text.count("(") - line.text.count(")")
+    words, unknown = [], set()
+    for name, value in _KEYWORD.findall(" ".join(parts)):
+        if name not in _KEYWORDS:
+            continue
+        if value[:1] in "'\"" or value[:1].isdigit():
+            words += [_KEYWORDS[name], value.strip("'\"")]
+        else:
+            unknown.add(f"serve.{name}")  # a variable ('args.tp'), not a value
+    facts = _facts(words, False)
+    for name in DEFAULTS:
+        # a call the log cuts short, or a variable in place of the value: unknown, not vLLM's default
+        if name in unknown or (depth > 0 and f"--{name.split('.')[1].replace('_', '-')}" not in words):
+            facts.pop(name, None)
+    return facts
 
 
 def _words(rest: str, following: list[LogLine], continues: bool) -> list[str]:
@@ -69,7 +109,8 @@ def _facts(words: list[str], serve: bool) -> dict[str, Any]:
         name, kind = _FLAGS[flag]
         try:
             facts[name] = kind(value)
-        except ValueError:
+        except ValueError:  # a shell variable ('$TP'): unknown, not vLLM's default
+            facts.pop(name, None)
             continue
         if name == "serve.dtype":
             facts[name] = FLAG_DTYPES.get(value, value)

@@ -175,6 +175,7 @@ def test_the_command_line_in_a_log_gives_the_runs_serve_facts():
     assert command_facts(normalise("python -m vllm.entrypoints.openai.api_server --model m\n"))[
         "serve.tensor_parallel_size"] == 1  # the command shows no -tp: vLLM's default
     assert command_facts(normalise("pip install vllm\n")) == {}
+    assert "serve.tensor_parallel_size" not in command_facts(normalise("vllm serve m --tensor-parallel-size $TP\n"))
 
 
 def test_a_selector_refusal_without_the_kv_dtype_takes_it_from_the_command():
@@ -292,3 +293,18 @@ def test_an_error_quoted_as_an_example_in_backticks_is_not_failure_evidence():
                "increasing with ulimit -n\n")
     assert explain_text(warning).exit_code("error") == 0
     assert explain_text("worker-3 OSError: [Errno 28] No space left on device\n").exit_code("error") == 1
+
+
+def test_a_python_call_in_the_log_gives_the_runs_facts_too():
+    from kvdoctor.explain.command_line import command_facts
+
+    facts = command_facts(normalise('llm = LLM(model="nvidia/X", kv_cache_dtype="nvfp4",\n    tensor_parallel_size=2)\n'))
+    assert facts["model.model_id"] == "nvidia/X" and facts["serve.kv_cache_dtype"] == "nvfp4"
+    assert facts["serve.tensor_parallel_size"] == 2
+    # variables are not values; a call the log cuts short does not default what it does not show
+    variables = command_facts(normalise("    llm = LLM(model=args.model, tensor_parallel_size=args.tp)\n"))
+    assert "model.model_id" not in variables and "serve.tensor_parallel_size" not in variables
+    assert "serve.tensor_parallel_size" not in command_facts(normalise('args = AsyncEngineArgs(model="m",\n'))
+    refusal = ("ValueError: Selected backend FLASHINFER is not valid for this configuration. "
+               "Reason: ['kv_cache_dtype not supported']\n")
+    assert explain_text('llm = LLM(model="m", kv_cache_dtype="nvfp4")\n' + refusal).extra["family"] == "nvfp4_kv"
