@@ -1,6 +1,7 @@
 """The vLLM command line a log shows (`vllm serve MODEL --flag value`, `python -m vllm.entrypoints.openai.api_server
-...`, continued over lines ending in a backslash) as serve facts: what the run asked for even when vLLM's own
-'non-default args' line is not in the log. vLLM's own lines win over it (log_facts reads them after)."""
+...`, continued over lines ending in a backslash) or its Python call (`LLM(model=..., tensor_parallel_size=2)`) as
+serve facts: what the run asked for even when vLLM's own 'non-default args' line is not in the log. vLLM's own lines
+win over it (explain.py adds these only where read_facts found none)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def command_facts(lines: Iterable[LogLine]) -> dict[str, Any]:
     (empty when it shows none)."""
     lines = list(lines)
     for index, line in enumerate(lines):
-        if "vllm" in line.text:
+        if "vllm" in line.text and not line.text.lstrip().startswith("usage:"):  # argparse's usage line is no run
             match = _COMMAND.search(line.text)
             if match:
                 return _facts(_words(match.group(1), lines[index + 1 : index + 1 + MAX_CONTINUED],
@@ -99,7 +100,7 @@ def _words(rest: str, following: list[LogLine], continues: bool) -> list[str]:
 
 def _facts(words: list[str], serve: bool) -> dict[str, Any]:
     facts: dict[str, Any] = dict(DEFAULTS)
-    if serve and words and not words[0].startswith("-"):
+    if serve and words and not words[0].startswith(("-", "[", "<", "$")):
         facts["model.model_id"] = words[0]  # vllm serve's positional model
     for i, word in enumerate(words):
         flag, _, inline = word.partition("=")

@@ -175,6 +175,7 @@ def test_the_command_line_in_a_log_gives_the_runs_serve_facts():
     assert command_facts(normalise("python -m vllm.entrypoints.openai.api_server --model m\n"))[
         "serve.tensor_parallel_size"] == 1  # the command shows no -tp: vLLM's default
     assert command_facts(normalise("pip install vllm\n")) == {}
+    assert command_facts(normalise("usage: vllm serve [model_tag] [options]\n")) == {}  # argparse, not a run
     assert "serve.tensor_parallel_size" not in command_facts(normalise("vllm serve m --tensor-parallel-size $TP\n"))
 
 
