@@ -18,6 +18,8 @@ MODELS = {
     "gemma2": CONFIGS / "gemma-2-9b-it.json",
     "gpt2": CONFIGS / "gpt2.json",
     "mpt": CONFIGS / "layer_features" / "mpt-7b-instruct.json",
+    "qwen3": CONFIGS.parent / "configs_public" / "qwen--qwen3-1.7b" / "config.json",
+    "step3p7": CONFIGS.parent / "configs_public" / "stepfun-ai--step-3.7-flash" / "config.json",
     "modelopt": CONFIGS / "llama-3.1-8b-instruct-fp8-modelopt.json",
     "mistral-fp16": CONFIGS / "mistral-7b-v0.1-fp16.json",
     "ct-fp8": CONFIGS / "quantized" / "llama-3.1-8b-ct-w8a8-fp8.json",

@@ -1,5 +1,6 @@
-"""Whether the judged release still serves the model's architecture: vLLM's _PREVIOUSLY_SUPPORTED_MODELS, read per
-release into data/removed_architectures.yaml (fact names: data/fact_names.yaml, group `architecture`)."""
+"""Whether the judged release serves the model's architecture: its registry as the pack read it
+(vllm_pack/architectures.py) and vLLM's _PREVIOUSLY_SUPPORTED_MODELS, read per release into
+data/removed_architectures.yaml (fact names: data/fact_names.yaml, group `architecture`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from kvdoctor.base.versions import release_numbers
 from kvdoctor.base.yaml_safe import load_yaml_cached
 from kvdoctor.data import read_data
 from kvdoctor.model.facts import Facts
-from kvdoctor.vllm_pack.candidates import Candidates, agree
+from kvdoctor.vllm_pack.architectures import judge_architectures, load_architectures
+from kvdoctor.vllm_pack.candidates import Candidates, agree, describe_range
+from kvdoctor.vllm_pack.store import pack_releases
 
 
 @lru_cache(maxsize=1)
@@ -36,9 +39,56 @@ def removed_error(architectures: tuple[str, ...], version: str) -> str | None:
     return None
 
 
+_SERVED_FACTS = ("vllm.arch_served", "vllm.arch_refusal", "vllm.arch_refusal_at", "vllm.arch_served_by",
+                 "vllm.arch_first_served", "vllm.arch_undecided")  # fmt: skip
+
+
+def _model_impl(argv: tuple[str, ...]) -> str:
+    """--model-impl as vLLM's parser reads it (the last one wins); 'auto' when not given."""
+    value = "auto"
+    for i, word in enumerate(argv):
+        if word == "--model-impl" and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif word.startswith("--model-impl="):
+            value = word.split("=", 1)[1]
+    return value
+
+
+def served_facts(architectures: tuple[str, ...], releases: Candidates, model_impl: str) -> dict[str, Any]:
+    """vllm.arch_served ('yes'/'no', unknown when undecided) and vLLM's refusal where every candidate refuses."""
+    verdicts = {r.version: judge_architectures(architectures, r.version, model_impl) for r in releases.releases}
+    if not architectures or any(v is None for v in verdicts.values()):
+        return dict.fromkeys(_SERVED_FACTS)
+    word = {True: "yes", False: "no", None: "undecided"}
+    outcome = agree(releases.releases, lambda r: word[verdicts[r.version].served])
+    served = outcome.value if outcome.value in ("yes", "no") else None
+    newest = verdicts[releases.releases[-1].version]
+    undecided = "none"
+    if outcome.value is None:
+        undecided = "; ".join(f"{value} by {span}" for value, span in outcome.split) + " (decided by --vllm-version)"
+    elif outcome.value == "undecided":
+        undecided = (f"no release registers {', '.join(architectures)}, and with --model-impl {model_impl} vLLM's "
+                     f"Transformers backend ({newest.where}) serves it only if the installed transformers has a class "
+                     "of that name or config.json's auto_map names an AutoModel")  # fmt: skip
+    facts: dict[str, Any] = dict.fromkeys(_SERVED_FACTS)
+    facts |= {"vllm.arch_served": served, "vllm.arch_undecided": undecided}
+    if served == "no":
+        kinds = {v.kind for v in verdicts.values()}
+        refused = kinds == {"unsupported"} or kinds == {"out_of_tree"}  # 'removed' is KVD185's
+        serving = [v for v in pack_releases() if any(a in (load_architectures(v) or {}).get("architectures", ())
+                                                      for a in architectures)]  # fmt: skip
+        facts |= {"vllm.arch_refusal": newest.message if refused else "none",
+                  "vllm.arch_refusal_at": newest.where, "vllm.arch_served_by": describe_range(serving),
+                  "vllm.arch_first_served": serving[0] if serving else "none"}  # fmt: skip
+    elif served == "yes":
+        facts |= {"vllm.arch_refusal": "none", "vllm.arch_served_by": None}
+    return facts
+
+
 def architecture_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
-    """vllm.arch_removed for the judged release(s), decided where every candidate agrees."""
+    """vllm.arch_removed and vllm.arch_served for the judged release(s), decided where every candidate agrees."""
     if facts.model is None or not releases.releases:
-        return {"vllm.arch_removed": None}
+        return {"vllm.arch_removed": None} | dict.fromkeys(_SERVED_FACTS)
     architectures = tuple(facts.model.architectures)
-    return {"vllm.arch_removed": agree(releases.releases, lambda r: removed_error(architectures, r.version)).value}
+    removed = agree(releases.releases, lambda r: removed_error(architectures, r.version)).value
+    return {"vllm.arch_removed": removed} | served_facts(architectures, releases, _model_impl(facts.serve.argv))
