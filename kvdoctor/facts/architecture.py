@@ -11,9 +11,8 @@ from kvdoctor.base.versions import release_numbers
 from kvdoctor.base.yaml_safe import load_yaml_cached
 from kvdoctor.data import read_data
 from kvdoctor.model.facts import Facts
-from kvdoctor.vllm_pack.architectures import judge_architectures, load_architectures
+from kvdoctor.vllm_pack.architectures import judge_architectures, serving_releases
 from kvdoctor.vllm_pack.candidates import Candidates, agree, describe_range
-from kvdoctor.vllm_pack.store import pack_releases
 
 
 @lru_cache(maxsize=1)
@@ -74,9 +73,8 @@ def served_facts(architectures: tuple[str, ...], releases: Candidates, model_imp
     facts |= {"vllm.arch_served": served, "vllm.arch_undecided": undecided}
     if served == "no":
         kinds = {v.kind for v in verdicts.values()}
-        refused = kinds == {"unsupported"} or kinds == {"out_of_tree"}  # 'removed' is KVD185's
-        serving = [v for v in pack_releases() if any(a in (load_architectures(v) or {}).get("architectures", ())
-                                                      for a in architectures)]  # fmt: skip
+        refused = kinds == {"unsupported"} or kinds == {"out_of_tree"}  # 'removed': arch_removed says it
+        serving = serving_releases(architectures)
         facts |= {"vllm.arch_refusal": newest.message if refused else "none",
                   "vllm.arch_refusal_at": newest.where, "vllm.arch_served_by": describe_range(serving),
                   "vllm.arch_first_served": serving[0] if serving else "none"}  # fmt: skip

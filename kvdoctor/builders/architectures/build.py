@@ -1,11 +1,12 @@
 """Build kvdoctor/data/vllm_pack/architectures/<release>.json for every knowledge-pack release:
 
+    python tools/build_architectures.py            # fetches the registry files, then runs this builder
     python -m kvdoctor.builders.architectures [--releases 0.8.5,0.9.2] [--sources DIR] [--out DIR]
 
-Each release's registry files (read.MEMBERS) are fetched by HTTP range requests from its wheel on the package index
-(kvdoctor's wheel_fetch, verified against the wheel's RECORD) into DIR/<release>/ (default
-~/.cache/kvdoctor/wheels/members), then read with ast. Names, message templates and file:line only; the output is
-deterministic, so a rebuild from the same wheels is byte-identical.
+Each release's registry files (read.MEMBERS) are read with ast from DIR/<release>/ (default
+~/.cache/kvdoctor/wheels/members, where tools/build_architectures.py and the tests' release_sources fetch them by
+range requests from the release's wheel; absent.txt lists the members a wheel lacks). Names, message templates and
+file:line only; the output is deterministic, so a rebuild from the same wheels is byte-identical.
 """
 
 from __future__ import annotations
@@ -24,21 +25,13 @@ ABSENT = "absent.txt"  # the members the wheel lacks (shared with tests/dryrun_s
 
 
 def release_texts(version: str, sources: Path) -> dict[str, str]:
-    """The text of each of MEMBERS in `version`'s wheel ('' for one it lacks), fetched once into sources/<version>."""
-    from kvdoctor.dryrun.package_index import find_wheel
-    from kvdoctor.dryrun.wheel_fetch import fetch_members
-
+    """The text of each of MEMBERS in `version`'s wheel ('' for one it lacks) from sources/<version>."""
     root = sources / version
-    marker = root / ABSENT
-    absent = set(marker.read_text().split()) if marker.is_file() else set()
-    if not all((root / m).is_file() or m in absent for m in MEMBERS):
-        location, why_not = find_wheel(version)
-        if location is None:
-            raise SystemExit(f"error: no vLLM {version} wheel on the package index: {why_not}")
-        root.mkdir(parents=True, exist_ok=True)
-        absent |= set(fetch_members(location, MEMBERS, root)["absent"])
-        marker.write_text("\n".join(sorted(absent)))
-    return {m: "" if m in absent else (root / m).read_text() for m in MEMBERS}
+    absent = set((root / ABSENT).read_text().split()) if (root / ABSENT).is_file() else set()
+    missing = [m for m in MEMBERS if m not in absent and not (root / m).is_file()]
+    if missing:
+        raise ValueError(f"{root} lacks {', '.join(missing)} (fetch them: python tools/build_architectures.py)")
+    return {m: "" if m in absent else (root / m).read_text("utf-8") for m in MEMBERS}
 
 
 def release_record(version: str, registry: Registry) -> dict:
