@@ -96,6 +96,12 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         r"|\bExited \((?:[1-9]\d*|-\d+)\) |\bexited (?:with|due to|on) signal \d+"
                         r"|\bWatchdog caught collective operation timeout\b|\bSome NCCL operations have failed or timed out\b"
                         r"|\bTimeout at NCCL work: \d+"
+                        # torch's epilogue to a CUDA / HIP error (a log cut to its last lines keeps only these),
+                        # Ray's autoscaler waiting on a placement group it cannot place, gcc giving up
+                        r"|\bCompile with `TORCH_USE_(?:CUDA|HIP)_DSA` to enable device-side assertions"
+                        r"|\b(?:CUDA|HIP) kernel errors might be asynchronously reported at some other API call"
+                        r"|\bFor debugging consider passing (?:CUDA_LAUNCH_BLOCKING|AMD_SERIALIZE_KERNEL)="
+                        r"|\b[1-9]\d*\+? pending placement groups?\b|^compilation terminated\.$"
                         r"|\bUnable to determine the device handle for GPU"
                         # a ModuleNotFoundError's message printed alone (Ray prints a failed import's str this way)
                         r"|^No module named '[\w.]+'\.?$"
@@ -114,6 +120,7 @@ _CRASH_WORDS = ("xpectedly", "OOMKilled", "ode ", "terminate called", "Bus error
                 "FailedMount", "low on resource", "No available shared memory", "placement group",
                 "y: -", "Input prompt (", "# GPU blocks: 0", "# gpu blocks: 0", "SYSTEM_ERROR", "USER_ERROR", "NODE_OUT_OF",
                 "Exited (", "xited with signal", "xited due to signal", "xited on signal", "Watchdog caught", "Timeout at NCCL",
+                "_DSA`", "kernel errors might", "For debugging consider", "pending placement", "compilation terminated",
                 "NCCL operations have failed", "device handle for GPU")
 # The words of the round-4 patterns: other programs' lines (a shell, glibc, the driver, Ray, torch elastic), never a
 # vLLM INFO record, so INFO lines skip this scan (a 5 MB log of INFO records pays nothing for it).

@@ -309,3 +309,15 @@ def test_a_python_call_in_the_log_gives_the_runs_facts_too():
     refusal = ("ValueError: Selected backend FLASHINFER is not valid for this configuration. "
                "Reason: ['kv_cache_dtype not supported']\n")
     assert explain_text('llm = LLM(model="m", kv_cache_dtype="nvfp4")\n' + refusal).extra["family"] == "nvfp4_kv"
+
+
+def test_a_log_cut_to_its_last_lines_keeps_torchs_cuda_error_epilogue_as_failure_evidence():
+    for tail in ("Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
+                 "[rank0]: For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+                 "HIP kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
+                 "might be incorrect.",
+                 "{'GPU': 1.0} * 2 (PACK): 1+ pending placement groups",  # ray status: a group it cannot place
+                 "compilation terminated."):
+        assert explain_text(tail + "\n").exit_code("error") == 1, tail
+    for healthy in ("0 pending placement groups", "INFO 05-02 10:22:18 [x.py:1] CUDA_LAUNCH_BLOCKING is not set"):
+        assert explain_text(healthy + "\n").exit_code("error") == 0, healthy
