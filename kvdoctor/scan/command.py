@@ -9,6 +9,7 @@ from pathlib import PurePosixPath
 
 import yaml
 
+from kvdoctor.data.engine_launchers import ENGINE_LAUNCHERS, EngineLauncher
 from kvdoctor.scan import nodes
 from kvdoctor.scan.workload import Token
 
@@ -16,7 +17,16 @@ SHELLS = {"sh", "bash", "dash", "ash", "zsh"}
 PREFIX_WORDS = {"exec", "nohup", "time", "env", "stdbuf"}
 OPERATORS = {"&&", "||", ";", "|", "&", ";;", "|&"}
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-SHELL_VARIABLE = re.compile(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\})")
+# $VAR, ${VAR}, ${VAR:-default}; a script's positional ${2:-default} too (its default is what runs without arguments).
+SHELL_VARIABLE = re.compile(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*|[0-9]+)(?::-([^}]*))?\})")
+# A redirection (> log, 2>&1, >>file, &>file, < in, <<EOF) after a word boundary: the shell's, never a vLLM argument.
+REDIRECTION = re.compile(r"(?<![^\s;&|])(?:[0-9]*|&)(?:>>?|<<-?|<)(?:&[0-9-]+|\s*(?:'[^']*'|\"[^\"]*\"|[^\s;&|<>]+))")
+HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
+# `uv run vllm serve ...`: tools that run the rest of their words in a project's environment, and their options
+# that take a value as the next word.
+RUNNERS = {"uv", "poetry", "pipenv", "pdm", "conda", "micromamba", "rye", "hatch"}
+RUNNER_VALUE_OPTIONS = {"-n", "--name", "-p", "--prefix", "--with", "--python", "--env-file", "--project",
+                        "--directory", "--package", "--extra", "--group"}  # fmt: skip
 FLAGS_ONLY_NOTE = "image {image} runs its own entrypoint with vLLM serve options only: read as vllm serve"
 # A reference the manifest leaves to the host or a Secret: $VAR, ${VAR}, $(VAR) (Kubernetes), unexpanded here.
 UNRESOLVED = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*[^}]*\}|\([A-Za-z_][A-Za-z0-9_]*\))")
@@ -167,18 +177,57 @@ def _after_launcher(words: list[Token]) -> list[Token] | None:
     while index < len(words) and (words[index].text in PREFIX_WORDS or ASSIGNMENT.match(words[index].text)):
         index += 1
     env = [w for w in words[:index] if ASSIGNMENT.match(w.text)]
-    rest = words[index:]
+    rest = _after_runner(words[index:])
     if len(rest) >= 2 and PurePosixPath(rest[0].text).name == "vllm" and rest[1].text == "serve":
         return env + rest[2:]
     if (len(rest) >= 3 and PurePosixPath(rest[0].text).name.startswith("python") and rest[1].text == "-m"
             and rest[2].text.startswith("vllm.entrypoints.")):  # fmt: skip
         return env + rest[3:]
+    if (len(rest) >= 3 and PurePosixPath(rest[0].text).name.startswith("python") and rest[1].text == "-m"
+            and rest[2].text in ENGINE_LAUNCHERS):  # fmt: skip
+        return env + _without_launcher_options(rest[3:], ENGINE_LAUNCHERS[rest[2].text])
     return None
 
 
+def engine_launcher(words: list[Token]) -> EngineLauncher | None:
+    """The engine launcher (`python -m dynamo.vllm`) the command runs, if any."""
+    texts = [w.text for w in words]
+    return next((ENGINE_LAUNCHERS[t] for at, t in enumerate(texts) if t in ENGINE_LAUNCHERS and at >= 2
+                 and texts[at - 1] == "-m" and PurePosixPath(texts[at - 2]).name.startswith("python")), None)  # fmt: skip
+
+
+def _after_runner(words: list[Token]) -> list[Token]:
+    """The words after `uv run` / `poetry run` / `conda run -n ENV` and the runner's options (the words themselves
+    when they start with no runner)."""
+    if len(words) < 2 or PurePosixPath(words[0].text).name not in RUNNERS or words[1].text != "run":
+        return words
+    index = 2
+    while index < len(words) and words[index].text.startswith("-"):
+        index += 2 if words[index].text in RUNNER_VALUE_OPTIONS else 1
+    return words[index:]
+
+
+def _without_launcher_options(argv: list[Token], launcher: EngineLauncher) -> list[Token]:
+    """The launcher's words without its own options (and their values): what is left are vLLM's engine args."""
+    kept: list[Token] = []
+    index = 0
+    while index < len(argv):
+        option = argv[index].text.partition("=")[0]
+        if not launcher.owns(option):
+            kept.append(argv[index])
+            index += 1
+            continue
+        index += 1
+        if option in launcher.valued and "=" not in argv[index - 1].text:
+            index += 1
+        elif option in launcher.many:
+            while index < len(argv) and not argv[index].text.startswith("-"):
+                index += 1
+    return kept
+
+
 def _in_script(script: Token, node: yaml.Node | None, source_text: str) -> list[Token] | None:
-    # Same length, so offsets still index the original: continuations become spaces, newlines end commands.
-    flat = _without_comments(script.text).replace("\\\n", "  ").replace("\n", ";")
+    flat = _flat_commands(script.text)
     lexer = shlex.shlex(flat, posix=True, punctuation_chars=";&|")
     lexer.whitespace_split = True
     lexer.commenters = ""  # comments are blanked line by line: on the flattened script one would swallow the rest
@@ -197,6 +246,43 @@ def _in_script(script: Token, node: yaml.Node | None, source_text: str) -> list[
         else:
             segment.append(word)
     return None
+
+
+def _flat_commands(script: str) -> str:
+    """The script as one line of commands, the same length so that offsets still index the original: comments,
+    here-document bodies and redirections blanked, continuations made spaces, newlines made `;`."""
+    flat = _without_heredoc_bodies(_without_comments(script)).replace("\\\n", "  ").replace("\n", ";")
+    return REDIRECTION.sub(lambda m: " " * len(m.group(0)), flat)
+
+
+def heredoc_bodies(script: str) -> list[tuple[int, str]]:
+    """Each here-document's body (`cat <<EOF > x.yaml` ... `EOF`) with the 1-based line it starts on."""
+    bodies: list[tuple[int, str]] = []
+    lines = script.split("\n")
+    index = 0
+    while index < len(lines):
+        opened = HEREDOC.search(lines[index])
+        index += 1
+        if opened is None:
+            continue
+        start = index
+        while index < len(lines) and lines[index].strip() != opened.group(2):
+            index += 1
+        bodies.append((start + 1, "\n".join(lines[start:index])))
+        index += 1
+    return bodies
+
+
+def _without_heredoc_bodies(script: str) -> str:
+    """The script with each here-document's body (and its closing word) blanked: data, not commands."""
+    lines = script.split("\n")
+    for start, body in heredoc_bodies(script):
+        for at in range(start - 1, min(start + body.count("\n") + 1, len(lines))):
+            lines[at] = " " * len(lines[at])
+        if start - 1 + body.count("\n") + 1 < len(lines):
+            closing = start + body.count("\n")
+            lines[closing] = " " * len(lines[closing])
+    return "\n".join(lines)
 
 
 def _without_comments(script: str) -> str:
@@ -219,7 +305,7 @@ def _without_comments(script: str) -> str:
 
 def script_commands(script: str, first_line: int) -> list[list[Token]]:
     """Every simple command of a shell script (split at newlines, ;, &&, ||, |, &), each word on its line."""
-    flat = _without_comments(script).replace("\\\n", "  ").replace("\n", ";")
+    flat = _flat_commands(script)
     lexer = shlex.shlex(flat, posix=True, punctuation_chars=";&|")
     lexer.whitespace_split = True
     lexer.commenters = ""

@@ -17,6 +17,7 @@ from kvdoctor.base.yaml_safe import MAX_FLOW_DEPTH, safe_loader, too_deeply_nest
 MAX_MANIFEST_BYTES = 8 * 1024 * 1024
 YAML_SUFFIXES = (".yaml", ".yml", ".yaml.tftpl", ".yml.tftpl")
 SCRIPT_SUFFIXES = (".sh", ".bash")
+MAKEFILE_NAMES = re.compile(r"^(?:GNUmakefile|[Mm]akefile)(?:\..+)?$|\.mk$")
 DOCKERFILE_NAMES = re.compile(r"^(?:Dockerfile|Containerfile)(?:\..+)?$|\.(?:Dockerfile|Containerfile)$")
 TERRAFORM_TEMPLATE = ".tftpl"
 # A Terraform templatefile() directive alone on its line (%{ for x in xs ~}, %{ endfor }): it repeats or drops the
@@ -87,7 +88,8 @@ def _walk(root: Path, notes: list[str]) -> list[SourceFile | ManifestError]:
             notes.append(f"skipped the Helm chart templates in {_display(here / 'templates')} "
                          f"(render them: helm template ... | kvdoctor scan -)")  # fmt: skip
         for name in sorted(names):
-            readable = name.endswith(YAML_SUFFIXES + SCRIPT_SUFFIXES) or DOCKERFILE_NAMES.search(name)
+            readable = (name.endswith(YAML_SUFFIXES + SCRIPT_SUFFIXES) or DOCKERFILE_NAMES.search(name)
+                        or MAKEFILE_NAMES.search(name))
             if readable and name != "Chart.yaml":
                 found.append(_or_error(lambda: _read(here / name)))
     return found

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 VLLM_IMAGE_REPOSITORIES = ("vllm/vllm-openai", "vllm/vllm-openai-cpu", "vllm/vllm-tpu", "rocm/vllm")
 # Images whose entrypoint is vLLM's OpenAI server, so `args` alone are serve arguments.
 VLLM_ENTRYPOINT_IMAGES = ("vllm/vllm-openai", "lmcache/vllm-openai", "vllm-openai")
-# Builds of vLLM whose tags name another project's release, never vLLM's (lmcache/vllm-openai:v0.3.1 is LMCache 0.3.1).
-OTHER_PROJECT_TAGS = ("lmcache/vllm-openai",)
+# Builds of vLLM whose tags name another project's release, never vLLM's (lmcache/vllm-openai:v0.3.1 is LMCache 0.3.1,
+# nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.4.0 is NVIDIA Dynamo 0.4.0).
+OTHER_PROJECT_TAGS = ("lmcache/vllm-openai", "ai-dynamo/vllm-runtime")
 BUILD_TAG = re.compile(r"^v?(\d+\.\d+\.\d+)(?:[-_+.].*)?$")
 RELEASE_TAG = re.compile(r"^v?(\d+\.\d+\.\d+(?:\.\d+)?(?:(?:rc|\.post)\d+)?)(?:[-_+].*)?$")
 

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable
 
 from kvdoctor.check.run import CheckSettings
-from kvdoctor.scan import (compose, dockerfile, helm_values, kubernetes, llmaz, nodes, python_apps, scripts,
-                           serving_crds, skypilot)  # fmt: skip
-from kvdoctor.scan.command import only_serve_flags, words_of
-from kvdoctor.scan.documents import Document, ManifestError, compose_documents, discover
+from kvdoctor.scan import (compose, dockerfile, dynamo, helm_values, kubernetes, llmaz, makefiles, nodes, python_apps,
+                           scripts, serving_crds, skypilot)  # fmt: skip
+from kvdoctor.scan.command import heredoc_bodies, only_serve_flags, words_of
+from kvdoctor.scan.documents import Document, ManifestError, SourceFile, compose_documents, discover
 from kvdoctor.scan.judge import ScanDefaults, judge
 from kvdoctor.scan.result import ScanReport, UnreadFile, WorkloadResult
 from kvdoctor.scan.workload import Workload
 
 # (is this document of the kind, its reader); first match wins, documents of no kind are skipped silently.
+HEREDOC_NOTE = "written by the shell script's here-document (cat <<EOF ... EOF), read as the manifest it applies"
 READERS = (
+    (dynamo.is_dynamo_graph, dynamo.workloads),
     (serving_crds.is_kubeai_vllm_model, serving_crds.kubeai_workloads),
     (serving_crds.is_ray_serve_llm, serving_crds.ray_serve_workloads),
     (llmaz.is_vllm_playground, llmaz.workloads),
@@ -44,8 +47,11 @@ def read_manifests(paths: list[str]) -> tuple[list[str], list[Workload], list[st
         if isinstance(source, ManifestError):
             unread.append(UnreadFile.of(source))
             continue
+        if makefiles.is_makefile(source):
+            found += makefiles.workloads(source)
+            continue
         if scripts.is_shell_script(source):
-            found += scripts.workloads(source)
+            found += scripts.workloads(source) + heredoc_workloads(source)
             continue
         if dockerfile.is_dockerfile(source):
             found += dockerfile.workloads(source)
@@ -65,6 +71,20 @@ def read_manifests(paths: list[str]) -> tuple[list[str], list[Workload], list[st
                 notes.append(why)
     files = [s.path for s in sources if not isinstance(s, ManifestError)]
     return files, found, notes, unread
+
+
+def heredoc_workloads(source: SourceFile) -> list[Workload]:
+    """The workloads of the YAML a script writes with a here-document (`cat <<EOF > vllm.yaml` ... `EOF`, then
+    `kubectl apply -f vllm.yaml`), on the script's own lines; a body that is no YAML is no manifest."""
+    found: list[Workload] = []
+    for first_line, body in heredoc_bodies(source.text):
+        try:
+            documents = compose_documents(SourceFile(source.path, "\n" * (first_line - 1) + body))
+        except ManifestError:
+            continue
+        for doc in documents:
+            found += [replace(w, notes=w.notes + (HEREDOC_NOTE,)) for w in read_document(doc, source.text)]
+    return found
 
 
 def read_document(doc: Document, source_text: str) -> list[Workload]:

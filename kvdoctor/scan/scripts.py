@@ -7,7 +7,9 @@ from __future__ import annotations
 import re
 from pathlib import PurePosixPath
 
-from kvdoctor.scan.command import after_launcher, expand_shell_variables, script_assignments, script_commands
+from kvdoctor.data.engine_launchers import EngineLauncher
+from kvdoctor.scan.command import (after_launcher, engine_launcher, expand_shell_variables, script_assignments,
+                                  script_commands)  # fmt: skip
 from kvdoctor.scan.documents import SCRIPT_SUFFIXES, SourceFile
 from kvdoctor.scan.image import runs_vllm_entrypoint
 from kvdoctor.scan.workload import EnvVar, Token, Workload
@@ -102,11 +104,22 @@ def _direct(source: SourceFile, name: str, words: list[Token]) -> Workload | Non
     argv = after_launcher(words)
     if argv is None:
         return None
+    launcher = engine_launcher(words)
+    notes = ("vLLM run directly by a shell script: the version is the environment's, unknown here",)
+    if launcher is not None:
+        notes += (f"{launcher.name} (python -m {launcher.module}): vLLM's engine arguments, its own options "
+                  f"({', '.join(sorted(launcher.switches | launcher.valued | launcher.many))}) left out",)  # fmt: skip
     return Workload(
         file=source.path, line=words[0].line, platform="script", kind="script", name=name,
-        container=wrapper or "vllm serve", argv=tuple(argv), command_line=words[0].line,
-        notes=("vLLM run directly by a shell script: the version is the environment's, unknown here",),
+        container=wrapper or (_launcher_words(words, launcher) if launcher else "vllm serve"), argv=tuple(argv),
+        command_line=words[0].line, notes=notes,
     )  # fmt: skip
+
+
+def _launcher_words(words: list[Token], launcher: EngineLauncher) -> str:
+    """'python3 -m dynamo.vllm' as the script writes it."""
+    at = next(i for i, w in enumerate(words) if w.text == launcher.module)
+    return f"{PurePosixPath(words[at - 2].text).name} -m {launcher.module}"
 
 
 def _env(token: Token) -> EnvVar:
@@ -126,4 +139,6 @@ def _gpu_count(value: str) -> int | None:
 def _expanded(workload: Workload, known: dict[str, str]) -> Workload:
     from dataclasses import replace
 
-    return replace(workload, argv=tuple(expand_shell_variables(list(workload.argv), known)))
+    image, container = expand_shell_variables([Token(workload.image or "", None), Token(workload.container, None)], known)
+    return replace(workload, argv=tuple(expand_shell_variables(list(workload.argv), known)),
+                   image=image.text if workload.image is not None else None, container=container.text)

@@ -57,3 +57,51 @@ def test_other_images_and_commands_are_no_workload_and_a_walk_reads_scripts(tmp_
     files, found, _, unread = read_manifests([str(tmp_path)])
     assert sorted(f.rsplit("/", 1)[-1] for f in files) == ["other.sh", "serve.sh"] and not unread
     assert [w.name for w in found] == ["serve.sh"]
+
+
+def test_redirections_and_background_are_the_shells_not_vllm_arguments(tmp_path):
+    script = "nohup vllm serve Qwen/Qwen3-14B \\\n    --tensor-parallel-size 4 > logs/serve.log 2>&1 &\n"
+    (run,) = find_workloads([str(_script(tmp_path, script))])[1]
+    assert [t.text for t in run.argv] == ["Qwen/Qwen3-14B", "--tensor-parallel-size", "4"]
+    report = scan([str(_script(tmp_path, script))], tmp_path, gpu=None)
+    assert not [p for p in report.workloads[0].placed if p.finding.rule_id == "KVD004" and p.finding.status == "fired"]
+
+
+def test_a_positional_default_names_the_container_and_the_image_tag(tmp_path):
+    script = ("#!/bin/bash\nname=${2:-vllm_server}\ntag=${3:-v0.25.1}\n"
+              "docker run --rm --gpus all --name $name vllm/vllm-openai:$tag --model $1 --max-model-len 4096\n")
+    (run,) = find_workloads([str(_script(tmp_path, script))])[1]
+    assert (run.container, run.image) == ("vllm_server", "vllm/vllm-openai:v0.25.1")
+    assert [t.text for t in run.argv][:2] == ["--model", "$1"]  # no default: the script's argument, unknown here
+
+
+def test_a_deployment_written_by_a_here_document_is_read_on_the_scripts_lines(tmp_path):
+    script = ("cat <<EOF >>vllm.yaml\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: llama\nspec:\n"
+              "  template:\n    spec:\n      containers:\n      - name: vllm\n        image: vllm/vllm-openai:v0.25.1\n"
+              "        args: [\"--model\", \"meta-llama/Llama-3.2-1B-Instruct\", \"--max-model-len\", \"2048\"]\n"
+              "EOF\n\nkubectl apply -f vllm.yaml\n")
+    (run,) = find_workloads([str(_script(tmp_path, script))])[1]
+    assert (run.kind, run.name, run.container) == ("Deployment", "llama", "vllm")
+    assert run.argv[1].text == "meta-llama/Llama-3.2-1B-Instruct" and run.argv[1].line == 12
+    assert any("here-document" in n for n in run.notes)
+
+
+def test_a_here_document_that_is_no_yaml_is_no_command_either(tmp_path):
+    script = "cat <<'EOF' > notes.txt\nvllm serve this is: [not yaml\nEOF\n"
+    assert find_workloads([str(_script(tmp_path, script))])[1] == []
+
+
+def test_dynamos_vllm_worker_takes_vllms_engine_args_without_its_own_options(tmp_path):
+    script = ("python -m dynamo.frontend &\n"
+              "python3 -m dynamo.vllm --model Qwen/Qwen3-0.6B --is-prefill-worker --connector nixl lmcache "
+              "--endpoint dyn://ns.c.e --enforce-eager\n")
+    (run,) = find_workloads([str(_script(tmp_path, script))])[1]
+    assert run.container == "python3 -m dynamo.vllm"
+    assert [t.text for t in run.argv] == ["--model", "Qwen/Qwen3-0.6B", "--enforce-eager"]
+    assert any("--is-prefill-worker" in n for n in run.notes)
+
+
+def test_uv_run_and_poetry_run_launch_the_words_after_them(tmp_path):
+    for runner in ("uv run --with vllm", "poetry run"):
+        (run,) = find_workloads([str(_script(tmp_path, f"{runner} vllm serve Qwen/Qwen3-0.6B -tp 2\n"))])[1]
+        assert [t.text for t in run.argv] == ["Qwen/Qwen3-0.6B", "-tp", "2"]
