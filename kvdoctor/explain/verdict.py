@@ -367,14 +367,39 @@ def _last_words(lines: list[LogLine], add: Callable[[FailureEvidence], None]) ->
     """Evidence for a log that shows no error line at all: traceback frames standing alone (two or more, not
     under logging's 'Stack (most recent call last):'), or a line without a level (the reporter's) saying that the
     process hangs or stops printing there."""
+    lines = _outside_ignored(lines)
     frames = [line for line in lines if ('File "' in line.text or "raise " in line.text) and line.level is None
               and _FRAME_LINE.match(line.text)]
-    if frames and (len(frames) >= 2 or frames[0].text.lstrip().startswith("raise ")) and not any(line.text.strip() == _STACK_INFO for line in lines):
+    if frames and (len(frames) >= 2 or frames[0].text.lstrip().startswith("raise ")) and not any(
+            line.text.strip() == _STACK_INFO for line in lines):
         add(FailureEvidence(frames[0].number, "error text", "traceback frames without their exception; innermost "
                             f"frame: {frames[-1].text.strip()}", frames[0].stream))
+    carets = [line for line in lines if line.level is None and "^" in line.text and _CARETS.match(line.text)]
+    if carets and not frames:  # Python 3.11+ marks the failing expression of each frame: a traceback cut short
+        add(FailureEvidence(carets[-1].number, "error text", "a traceback's caret line without its exception (the log "
+                            "was cut inside a traceback)", carets[-1].stream))
     for line in lines:
         if line.level is None and any(word in line.text for word in _HANG_WORDS) and _HANG_PROSE.search(line.text):
             add(FailureEvidence(line.number, "error text", line.text.strip(), line.stream))
+
+
+_CARETS = re.compile(r"^\s+[~^]*\^[~^]*\s*$")
+
+
+def _outside_ignored(lines: list[LogLine]) -> list[LogLine]:
+    """The lines less the tracebacks Python reported under 'Exception ignored in' (up to their exception line)."""
+    if not any(line.text.startswith(IGNORED) for line in lines):
+        return lines
+    kept, inside = [], False
+    for line in lines:
+        if line.text.startswith(IGNORED):
+            inside = True
+        elif inside and line.text[:1] not in (" ", "\t", "") and line.text.strip() != TRACEBACK_START:
+            inside = False  # its exception line ends it
+            continue
+        if not inside:
+            kept.append(line)
+    return kept
 
 
 _FLAT_EXCEPTION = re.compile(r"\b((?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S.*)$")

@@ -321,3 +321,13 @@ def test_a_log_cut_to_its_last_lines_keeps_torchs_cuda_error_epilogue_as_failure
         assert explain_text(tail + "\n").exit_code("error") == 1, tail
     for healthy in ("0 pending placement groups", "INFO 05-02 10:22:18 [x.py:1] CUDA_LAUNCH_BLOCKING is not set"):
         assert explain_text(healthy + "\n").exit_code("error") == 0, healthy
+
+
+def test_a_traceback_cut_to_its_caret_lines_is_a_failure_but_not_inside_an_ignored_one():
+    cut = "    return self._process_result_message(result)\n           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+    assert explain_text(cut).exit_code("error") == 1
+    ignored = ("Exception ignored in: <function X.__del__ at 0x7f>\nTraceback (most recent call last):\n"
+               '  File "/usr/lib/python3.10/a.py", line 1, in __del__\n    self.close()\n    ^^^^^^^^^^^^\n'
+               '  File "/usr/lib/python3.10/b.py", line 2, in close\n    x()\n'
+               "ImportError: sys.meta_path is None, Python is likely shutting down\n")
+    assert explain_text(ignored).exit_code("error") == 0
