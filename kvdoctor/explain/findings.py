@@ -88,13 +88,13 @@ def finding_with_log_values(rule: Rule, facts: dict[str, Any]) -> Finding:
     """finding_for, with the log's values also written into the fixes' flags and env (--max-model-len 5632), and
     texts that name only the values the log gave (explain/texts.py): a sentence that needs a missing value is
     left out, and the cause ends by saying which values the log did not give."""
-    from kvdoctor.rules.engine import fill
+    from kvdoctor.rules.engine import fill, offered_fixes
 
     finding = finding_for(rule, facts)
     fixes = tuple(replace(fix, title=fill_known(spec.title, facts),
                           flag=fill(fix.flag, facts) if fix.flag else fix.flag,
                           env=fill(fix.env, facts) if fix.env else fix.env)
-                  for fix, spec in zip(finding.fixes, rule.fixes))
+                  for fix, spec in zip(finding.fixes, offered_fixes(rule, facts)))
     cause = fill_known(rule.cause, facts)
     missing = missing_sentence(unfilled(rule.cause, facts))
     return replace(finding, title=fill_known(rule.title, facts), cause=f"{cause} {missing}".strip(), fixes=fixes)

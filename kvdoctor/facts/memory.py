@@ -116,6 +116,7 @@ def _memory(flat: dict[str, Any], facts: Facts, serve: ServeMemory, release, max
     fit = judge_fit(plan, budget, max_model_len, in_flight, reserved)
     verdict = _verdict(plan, budget, band, max_model_len, in_flight, reserved)
     fp8 = _fp8_outcome(flat, facts, serve, kinds, release, budget, band, max_model_len, in_flight, reserved)
+    capacities = _dtype_capacities(flat, facts, serve, kinds, release, budget, band, max_model_len, in_flight, reserved)
     logged = capacity_log(release.version, fit, plan, max_model_len)  # each release's own count and lines
     return unknown | {
         "memory.fit": verdict if why_not is None else "not_modelled",
@@ -134,8 +135,8 @@ def _memory(flat: dict[str, Any], facts: Facts, serve: ServeMemory, release, max
         "memory.error": not_enough_message(fit, max_model_len) or "none",
         "memory.fitting_max_model_len": _fitting_len(plan, budget - band, max_model_len, in_flight, reserved),
         "memory.fp8_fits": fp8,
-        "memory.kv_dtype_capacities": _dtype_capacities(flat, facts, serve, kinds, release, budget, band,
-                                                        max_model_len, in_flight, reserved),
+        "memory.kv_dtype_capacities": "; ".join(capacities) or "none",
+        "memory.kv_dtypes_fitting": "; ".join(c for c in capacities if ": fits," in c) or "none",
         "memory.fitting_gpu_memory_utilization": _fitting_utilization(flat, serve, release, plan, budget, band,
                                                                      max_model_len, in_flight, reserved),
         "memory.fitting_tensor_parallel_size": _fitting_tp(flat, facts, serve, kinds, release, max_model_len),
@@ -438,7 +439,7 @@ def _low_edge(flat, facts: Facts, serve: ServeMemory, release) -> tuple[int]:
 
 
 def _dtype_capacities(flat, facts: Facts, serve, kinds, release, budget, band, max_model_len, in_flight,
-                      reserved) -> str:  # fmt: skip
+                      reserved) -> list[str]:  # fmt: skip
     """Capacity with each smaller KV dtype the release accepts (fp8 and the TurboQuant presets), at the budget's low
     edge: whether one request fits, tokens, concurrency. Whether the dtype also works on this GPU is the selector's and
     the dry run's question (not asked here)."""
@@ -453,7 +454,7 @@ def _dtype_capacities(flat, facts: Facts, serve, kinds, release, budget, band, m
             parts.append(f"{dtype}: not modelled")
             continue
         parts.append(f"{dtype}: {'fits' if fit.fits else 'does not fit'}, {fit.tokens:,} tokens, {fit.concurrency:.2f}x")
-    return "; ".join(parts) or "none"
+    return parts
 
 
 def _fp8_outcome(flat, facts: Facts, serve, kinds, release, budget, band, max_model_len, in_flight,

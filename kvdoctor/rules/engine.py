@@ -102,6 +102,12 @@ def evidence_for(rule: Rule, facts: dict[str, Any]) -> tuple[str, ...]:
     return tuple(f"{name} = {facts[name]!r}" for name in used if facts.get(name) is not None)
 
 
+def offered_fixes(rule: Rule, facts: dict[str, Any]) -> tuple:
+    """The rule's fixes whose `when` holds (or that have none): a recomputed fix that does not work is not offered.
+    The loader keeps every fix with a `when` after those with a dry run, so the dry-run fix keys stay aligned."""
+    return tuple(f for f in rule.fixes if f.when is None or f.when.evaluate(facts) is True)
+
+
 def finding_for(rule: Rule, facts: dict[str, Any], status: str = "fired") -> Finding:
     decided_by: tuple[str, ...] = ()
     if status == "undecided" and rule.when is not None:
@@ -113,9 +119,8 @@ def finding_for(rule: Rule, facts: dict[str, Any], status: str = "fired") -> Fin
         cause=fill(rule.cause, facts),
         status=status,
         evidence=evidence_for(rule, facts),
-        fixes=tuple(
-            Fix(title=fill(f.title, facts), flag=f.flag and fill(f.flag, facts), env=f.env, version=f.version) for f in rule.fixes
-        ),
+        fixes=tuple(Fix(title=fill(f.title, facts), flag=f.flag and fill(f.flag, facts), env=f.env, version=f.version)
+                    for f in offered_fixes(rule, facts)),
         references=rule.references,
         checked_against=rule.checked_against,
         decided_by=decided_by,

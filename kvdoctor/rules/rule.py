@@ -18,7 +18,7 @@ from kvdoctor.rules.conditions import Condition, ConditionError, parse_condition
 SEVERITIES = ("error", "warning", "info")
 MAX_RULES_BYTES = 2 * 1024 * 1024
 RULE_ID = re.compile(r"^[A-Z][A-Z0-9]*-?[0-9]{3,}$")
-FIX_KEYS = {"title", "flag", "env", "version", "dry_run"}
+FIX_KEYS = {"title", "flag", "env", "version", "dry_run", "when"}
 DRY_RUN_CHANGES = {"model_dtype", "kv_cache_dtype", "vllm", "backend", "capability"}
 SIGNATURE_KEYS = {"pattern", "role", "note"}
 SIGNATURE_ROLES = ("root", "wrapper")
@@ -45,6 +45,9 @@ class FixSpec:
     version: str | None = None
     dry_run: tuple[tuple[str, str], ...] = ()
     """Changes to the dry-run inputs that apply this fix, so it can be compiled again."""
+    when: Condition | None = None
+    """Where the fix is offered: only when this holds over the facts (a recomputed fix that does not work, or whose
+    value is unknown, is left out of the menu)."""
 
 
 @dataclass(frozen=True)
@@ -156,7 +159,7 @@ def parse_rule(path: Path, index: int, raw: Any, is_fact_name: Callable[[str], b
         severity=raw["severity"],
         when=when,
         cause=raw["cause"].strip(),
-        fixes=tuple(_parse_fix(f, fail) for f in _list(raw.get("fixes", []), "fixes", fail)),
+        fixes=_parse_fixes(raw, fail, is_fact_name),
         references=tuple(references),
         checked_against=checked,
         compile_kinds=compile_kinds,
@@ -206,7 +209,15 @@ def _examples(raw: Any, fail) -> dict[str, Any]:
     return dict(raw)
 
 
-def _parse_fix(raw: Any, fail) -> FixSpec:
+def _parse_fixes(raw: dict, fail, is_fact_name: Callable[[str], bool]) -> tuple[FixSpec, ...]:
+    fixes = tuple(_parse_fix(f, fail, is_fact_name) for f in _list(raw.get("fixes", []), "fixes", fail))
+    conditional = [i for i, fix in enumerate(fixes) if fix.when is not None]
+    if conditional and any(fix.dry_run for fix in fixes[conditional[0]:]):
+        raise fail("fixes", "a fix with a dry_run must come before every fix with a 'when' (fix keys index the list)")
+    return fixes
+
+
+def _parse_fix(raw: Any, fail, is_fact_name: Callable[[str], bool]) -> FixSpec:
     if not isinstance(raw, dict) or not isinstance(raw.get("title"), str):
         raise fail("fixes", "each fix needs a 'title'")
     unknown = set(raw) - FIX_KEYS
@@ -218,12 +229,19 @@ def _parse_fix(raw: Any, fail) -> FixSpec:
     for key in ("flag", "env", "version"):
         if raw.get(key) is not None and not isinstance(raw[key], str):
             raise fail("fixes", f"'{key}' must be a string")
+    when = None
+    if "when" in raw:
+        try:
+            when = parse_condition(raw["when"], is_fact_name)
+        except ConditionError as exc:
+            raise fail("fixes", f"when: {exc}") from None
     return FixSpec(
         title=raw["title"],
         flag=raw.get("flag"),
         env=raw.get("env"),
         version=raw.get("version"),
         dry_run=tuple(sorted((str(k), str(v)) for k, v in dry_run.items())),
+        when=when,
     )
 
 

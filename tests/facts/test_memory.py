@@ -169,5 +169,42 @@ def test_fixes_are_recomputed():
     assert flat["memory.fp8_fits"] is False  # 36 x 512 B x 32768 = 0.56 GiB > 256 MiB
     assert flat["memory.kv_dtype_capacities"].startswith("fp8: does not fit, ")
     assert "turboquant_4bit_nc" in flat["memory.kv_dtype_capacities"]
+    assert not flat["memory.kv_dtypes_fitting"].startswith("fp8")  # only those that hold one request
+
+
+def test_the_fit_findings_offer_only_fixes_that_work():
+    """Each fix of KVD181 / KVD182 / KVD183 is recomputed; one whose recomputation fails (or is unknown) is left out
+    of the menu instead of being offered with 'does not fit' in its title."""
+    from kvdoctor.check.run import derived_facts
+    from kvdoctor.rules import load_all_rules
+    from kvdoctor.rules.engine import evaluate_rules
+
+    serve = ("vllm", "serve", str(EXAMPLE_MODEL), "--max-model-len", "32768", "--gpu-memory-utilization", "0.3")
+    facts = collect_facts(CheckOptions(serve_argv=serve, gpu="L4", vllm_version="0.33.0", offline=True,
+                                       resolve_kernels=False, environ={}))  # fmt: skip
+    flat = derived_facts(facts)
+    finding = next(f for f in evaluate_rules(load_all_rules(), flat) if f.rule_id in ("KVD181", "KVD182"))
+    flags = [fix.flag for fix in finding.fixes]
+    assert flat["memory.fp8_fits"] is False and "--kv-cache-dtype fp8" not in flags
+    assert flat["memory.fitting_max_model_len"] is None and not any(f and "--max-model-len" in f for f in flags)
+    assert f"--gpu-memory-utilization {flat['memory.fitting_gpu_memory_utilization']}" in flags
+    assert not any("does not fit" in fix.title or "unknown" in fix.title for fix in finding.fixes)
+    # the utilization it offers does fit when applied
+    fixed = derived_facts(collect_facts(CheckOptions(
+        serve_argv=serve[:-1] + (str(flat["memory.fitting_gpu_memory_utilization"]),), gpu="L4",
+        vllm_version="0.33.0", offline=True, resolve_kernels=False, environ={})))
+    assert fixed["memory.fit"] == "fits"
+
+
+def test_a_fix_with_a_when_before_a_dry_run_fix_is_refused(tmp_path):
+    import pytest
+    from kvdoctor.base.errors import RulesFileError
+    from kvdoctor.rules.rule import parse_rule
+
+    raw = {"id": "ORG001", "title": "t", "severity": "error", "cause": "c", "when": {"fact": "gpu.capability", "lt": 8},
+           "fixes": [{"title": "a", "when": {"fact": "memory.fp8_fits", "eq": True}},
+                     {"title": "b", "dry_run": {"kv_cache_dtype": "fp8"}}]}  # fmt: skip
+    with pytest.raises(RulesFileError, match="dry_run must come before"):
+        parse_rule(tmp_path / "r.yaml", 0, raw, lambda name: True)
     l4 = facts_for(gpu="L4", serve=["--max-model-len", "8192"], vllm="0.25.1")
     assert l4["memory.fitting_tensor_parallel_size"] in (None, 2, 4, 8)
