@@ -66,7 +66,7 @@ def served_facts(architectures: tuple[str, ...], releases: Candidates, model_imp
     if outcome.value is None:
         undecided = "; ".join(f"{value} by {span}" for value, span in outcome.split) + " (decided by --vllm-version)"
     elif outcome.value == "undecided":
-        undecided = (f"no release registers {', '.join(architectures)}, and with --model-impl {model_impl} vLLM's "
+        undecided = (f"no candidate release registers {', '.join(architectures)}, and with --model-impl {model_impl} vLLM's "
                      f"Transformers backend ({newest.where}) serves it only if the installed transformers has a class "
                      "of that name or config.json's auto_map names an AutoModel")  # fmt: skip
     facts: dict[str, Any] = dict.fromkeys(_SERVED_FACTS)
