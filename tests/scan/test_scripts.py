@@ -105,3 +105,9 @@ def test_uv_run_and_poetry_run_launch_the_words_after_them(tmp_path):
     for runner in ("uv run --with vllm", "poetry run"):
         (run,) = find_workloads([str(_script(tmp_path, f"{runner} vllm serve Qwen/Qwen3-0.6B -tp 2\n"))])[1]
         assert [t.text for t in run.argv] == ["Qwen/Qwen3-0.6B", "-tp", "2"]
+
+
+def test_a_redirection_sign_inside_a_quoted_string_leaves_the_quotes_whole(tmp_path):
+    script = 'echo "serving > port 8000"\nvllm serve Qwen/Qwen3-0.6B --max-model-len 4096 >> "serve log.txt"\n'
+    (run,) = find_workloads([str(_script(tmp_path, script))])[1]
+    assert [t.text for t in run.argv] == ["Qwen/Qwen3-0.6B", "--max-model-len", "4096"]
