@@ -16,6 +16,7 @@ from kvdoctor.model.report import Report
 from kvdoctor.rules import load_all_rules
 from kvdoctor.rules.engine import evaluate_rules
 from kvdoctor.check.fix_verify import attach_verifications, fix_candidates
+from kvdoctor.check.kv_dtype_fixes import with_working_kv_dtypes
 from kvdoctor.vllm_pack.candidates import candidates
 
 
@@ -41,7 +42,8 @@ def run_check(options: CheckOptions, settings: CheckSettings) -> Report:
         prestart_compilers(options.cache_dir, use_cache=settings.use_cache)
     rules = load_all_rules(list(settings.rules_files))
     facts = collect_facts(options)
-    flat = derived_facts(facts)
+    flat = with_working_kv_dtypes(facts, derived_facts(facts), rules,
+                                  lambda swapped: with_dry_run_facts(derived_facts(swapped), None, rules))
     request, why_not = _plan_dry_run(facts, flat, options, settings)
     dry_run, fix_runs = None, {}
     if request is not None:
