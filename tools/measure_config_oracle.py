@@ -6,7 +6,8 @@ For every config in tests/fixtures/configs_public (index.yaml), vLLM's CPU build
 or $KVDOCTOR_VLLMCPU_VENV) constructs `vllm.config.ModelConfig` (tools/config_oracle_child.py) and kvdoctor answers
 `kvdoctor check --vllm-version 0.32.0 --gpu H100`'s facts for the same directory (in process). Compared, per config:
   - load       vLLM refuses the config: kvdoctor must quote the refusal (quant.error for a quantization method,
-               vllm.arch_removed for an architecture the release dropped) or at least not derive a length
+               vllm.arch_removed for an architecture the release dropped, vllm.arch_refusal for one it never
+               registered) or at least not derive a length
   - default    max_model_len with no --max-model-len (vLLM's) = context.max_model_len (kvdoctor's)
   - plus_one   --max-model-len one above that default: vLLM's ValueError verbatim = context.error, or the same
   - double     --max-model-len twice the default      accepted length
@@ -103,7 +104,9 @@ def compare(vllm: dict, kvdoctor: dict) -> dict[str, str | None]:
     default = kvdoctor["default"]
     if "error" in vllm or "crash" in vllm:
         refusal = vllm.get("error") or "crash"
-        quoted = [default.get("quant.error"), default.get("vllm.arch_removed")]
+        # vllm.arch_refusal shortens vLLM's list of supported architectures to its count: compare the words before it
+        unsupported = (default.get("vllm.arch_refusal") or "none").split("[... the ")[0]
+        quoted = [default.get("quant.error"), default.get("vllm.arch_removed"), unsupported]
         if any(q not in (None, "none") and q in refusal for q in quoted):  # a refusal kvdoctor quotes
             return {"load": None}
         derived = default.get("context.max_model_len")
