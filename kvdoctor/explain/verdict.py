@@ -118,17 +118,18 @@ _CRASH_WORDS = ("xpectedly", "OOMKilled", "ode ", "terminate called", "Bus error
                 "undefined symbol", "Failed to import from vllm", '" 4', "Assertion", "Killed", "Aborted",
                 "Segmentation", "FailedScheduling", "Insufficient nvidia", "ErrImagePull", "ImagePullBackOff",
                 "FailedMount", "low on resource", "No available shared memory", "placement group",
-                "y: -", "Input prompt (", "# GPU blocks: 0", "# gpu blocks: 0", "SYSTEM_ERROR", "USER_ERROR", "NODE_OUT_OF",
-                "Exited (", "xited with signal", "xited due to signal", "xited on signal", "Watchdog caught", "Timeout at NCCL",
-                "_DSA`", "kernel errors might", "For debugging consider", "pending placement", "compilation terminated",
-                "NCCL operations have failed", "device handle for GPU")
+                "y: -", "Input prompt (", "# GPU blocks: 0", "# gpu blocks: 0", "SYSTEM_ERROR", "USER_ERROR", "NODE_OUT_OF")
 # The words of the round-4 patterns: other programs' lines (a shell, glibc, the driver, Ray, torch elastic), never a
 # vLLM INFO record, so INFO lines skip this scan (a 5 MB log of INFO records pays nothing for it).
 _LATE_WORDS = ("Trace/breakpoint", "*** Aborted", "terminate called", "bad_alloc", "NVRM", "off the bus",
                 "ECC error", "Memory access fault", "HIP error", "hipError", "MIOpen Error", "HSA_STATUS",
                 "be scheduled", "k fail", "unhealthy", "out waiting", "xitcode", "by PID",
                 "by signal", "with signal", "by OOM", "by the OOM", "non-zero code", "with status", "cuInit",
-                "Speicher", "Erreur de segmentation", "Falha de", "Errore di")  # other non-ASCII words: _crash
+                "Speicher", "Erreur de segmentation", "Falha de", "Errore di",  # other non-ASCII words: _crash
+                # round 5's: docker ps, signals, torch's NCCL watchdog and CUDA error epilogue, Ray, gcc, nvidia-smi
+                "Exited (", "xited with signal", "xited due to signal", "xited on signal", "Watchdog caught",
+                "Timeout at NCCL", "_DSA`", "kernel errors might", "For debugging consider", "pending placement",
+                "compilation terminated", "NCCL operations have failed", "device handle for GPU")
 # The round-4 patterns anchored at a line's start, tested by one anchored match (it fails on the first characters).
 _CRASH_HEAD = re.compile(r"(?i)\s*(?:(?:zsh|bash|sh|fish): |make|CMake Error|FAILED |\[\d|Killed: |free|malloc|realloc|munmap|double free|corrupted "
                          r"|Fatal glibc|<?\s*HTTP/|Internal Server|Exception in thread|Process |Thread |Current thread"
@@ -298,10 +299,12 @@ def failure_evidence(
     worded = [_CRASH_PREFILTER.search(line.text) is not None for line in lines]  # the crash words' substring test
     for index, line in enumerate(lines):
         if line.level != "DEBUG" and line.text[:5] != "DEBUG":
-            crash = line.text.strip() if _crash(line.text, line.level, worded[index]) else _wrapped_crash(
-                lines, index, worded)
-            if crash:
-                add(FailureEvidence(line.number, "error text", crash, line.stream, line.level))
+            if _crash(line.text, line.level, worded[index]):
+                add(FailureEvidence(line.number, "error text", line.text.strip(), line.stream, line.level))
+            elif index + 1 < len(lines) and lines[index + 1].level is None:  # a line a wrap may have split
+                crash = _wrapped_crash(lines, index, worded)
+                if crash:
+                    add(FailureEvidence(line.number, "error text", crash, line.stream, line.level))
         if line.level is None and line.text[:1] in "T " and line.text.strip() == TRACEBACK_START and not (
                 index and lines[index - 1].text.startswith(IGNORED)):  # a traceback Python reported and dropped
             add(FailureEvidence(line.number, "error text", _cut_traceback(lines, index), line.stream))
