@@ -22,7 +22,12 @@ def _table() -> dict[str, Any]:
 
 def removed_error(architectures: tuple[str, ...], version: str) -> str | None:
     """vLLM's refusal when none of these architectures is served by `version` any more, 'none' when it serves them,
-    None when not decided (a release between one read without the entry and one read with it)."""
+    None when not decided (a release outside the pack between one read without the entry and one read with it).
+    A pack release answers from its own registry (data/vllm_pack/architectures; it agrees with the YAML wherever
+    that decides)."""
+    verdict = judge_architectures(architectures, version, model_impl="vllm")  # removed is refused before fallback
+    if verdict is not None:
+        return verdict.message if verdict.kind == "removed" else "none"
     table = _table()
     removed = [a for a in architectures if a in table["architectures"]]
     if not architectures or len(removed) < len(architectures):

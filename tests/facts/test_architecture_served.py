@@ -69,3 +69,23 @@ def test_releases_that_disagree_leave_it_undecided_without_a_version(tmp_path):
 
 def test_fixture_models_are_what_the_names_say():
     assert json.loads(MODELS["qwen3"].read_text())["architectures"] == ["Qwen3ForCausalLM"]
+
+
+def test_the_hand_read_removed_list_agrees_with_every_release_registry():
+    """data/removed_architectures.yaml (read by hand from 5 releases, still used outside the pack) says what each pack
+    release's own _PREVIOUSLY_SUPPORTED_MODELS says, wherever it decides."""
+    from kvdoctor.facts.architecture import _table
+    from kvdoctor.vllm_pack.architectures import judge_architectures
+    from kvdoctor.vllm_pack.store import pack_releases
+
+    table = _table()
+    decided = 0
+    for arch, entry in table["architectures"].items():
+        for version in pack_releases():
+            record = load_architectures(version)
+            if arch in record["previously_supported"]:
+                assert record["previously_supported"][arch] == entry["last"], (arch, version)
+                verdict = judge_architectures((arch,), version, "vllm")
+                assert verdict.message == table["message"].format(arch=arch, last=entry["last"])
+                decided += 1
+    assert decided > 300

