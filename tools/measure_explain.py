@@ -3,7 +3,8 @@
     .venv/bin/python tools/measure_explain.py [--seen-only] [--verbose] [--batch N] [--as-pasted]
 
 An entry counts as explained when
-  - failure: true  -> exit 1, the reported failure family is the entry's family (any family for 'other'),
+  - failure: true  -> exit 1, the reported failure family is the entry's family (any family for 'other'; with
+                      --strict, for 'other' only when explain names no family either),
                       and every must_mention value appears in the text report (case-insensitive);
   - failure: false -> exit 0.
 Prints the share for the seen entries (heldout: false) and, unless --seen-only, for the held-out ones. With
@@ -27,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "tests" / "fixtures" / "logs_real"
 
 
-def judge(entry: dict, alter=None) -> tuple[bool, str]:
+def judge(entry: dict, alter=None, strict: bool = False) -> tuple[bool, str]:
     """Whether explain gets the entry right; ``alter`` (a function of one line) changes each line first."""
     from kvdoctor.explain.explain import explain_log, explain_text
     from kvdoctor.report.check.text import render
@@ -43,7 +44,10 @@ def judge(entry: dict, alter=None) -> tuple[bool, str]:
     if not entry.get("failure", True):
         return code == 0, f"exit {code} (healthy expected), family {family}"
     missing = [m for m in entry.get("must_mention") or [] if str(m).lower() not in output]
-    family_ok = entry["family"] == "other" or family == entry["family"]
+    if entry["family"] == "other":  # no family fits: lenient takes any family, strict only none named ('other')
+        family_ok = not strict or family in (None, "other")
+    else:
+        family_ok = family == entry["family"]
     ok = code == 1 and family_ok and not missing
     return ok, f"exit {code}, family {family} (want {entry['family']}), missing {missing}"
 
@@ -101,6 +105,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, help="only the files of held-out batch N (see index.yaml's header)")
     parser.add_argument("--as-pasted", action="store_true",
                         help="score the seen logs under each AS_PASTED alteration (HTML entities, hard wraps, ...)")
+    parser.add_argument("--strict", action="store_true",
+                        help="a log labelled 'other' counts only when explain names no family for it either")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from kvdoctor.base.yaml_safe import load_yaml
@@ -124,7 +130,7 @@ def main() -> None:
             continue
         if not (LOGS / entry["file"]).is_file():
             continue
-        ok, detail = judge(entry)
+        ok, detail = judge(entry, strict=args.strict)
         totals[held][0] += ok
         totals[held][1] += 1
         failing = entry.get("failure", True) is not False
@@ -134,7 +140,7 @@ def main() -> None:
             contract[held][1] += 1
         if args.verbose and not held:
             print(f"{'ok  ' if ok else 'MISS'} {entry['file']}: {detail}")
-    prefix = f"batch {args.batch} " if args.batch is not None else ""
+    prefix = (f"batch {args.batch} " if args.batch is not None else "") + ("strict, " if args.strict else "")
     for held, label in ((False, prefix + "seen"), (True, prefix + "held-out")):
         good, total = totals[held]
         if total:
