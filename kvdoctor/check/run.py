@@ -42,8 +42,8 @@ def run_check(options: CheckOptions, settings: CheckSettings) -> Report:
         prestart_compilers(options.cache_dir, use_cache=settings.use_cache)
     rules = load_all_rules(list(settings.rules_files))
     facts = collect_facts(options)
-    flat = with_working_kv_dtypes(facts, derived_facts(facts), rules,
-                                  lambda swapped: with_dry_run_facts(derived_facts(swapped), None, rules))
+    flat = with_working_kv_dtypes(facts, derived_facts(facts), rules, derived_facts,
+                                  lambda judged: with_dry_run_facts(judged, None, rules))
     request, why_not = _plan_dry_run(facts, flat, options, settings)
     dry_run, fix_runs = None, {}
     if request is not None:
