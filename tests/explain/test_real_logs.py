@@ -18,9 +18,22 @@ MIN_SHARE = 0.9
 # now explained and dropped; the two left need what their logs do not show (a notebook's other process, a
 # request's template error cut from the log). Batch 8: 16 of its 41 seen logs, measured before any fix. Batch 9: 4
 # of its 14 seen logs, measured before any fix. Round 5: all 20 explained and dropped, and the notebook's OOM
-# allocating the KV cache (where it surfaced decides: KVD401).
+# allocating the KV cache (where it surfaced decides: KVD401). Batch 10: 6 of its 19 seen failing logs, measured
+# before any fix (at d5cc2a5); its one healthy seen miss (of 7) is in KNOWN_HEALTHY_MISSES below.
 KNOWN_MISSES = frozenset({
     "chat_template_missing__agentlightning_57.log",
+    "other__vllm_5594.log",
+    "model_config_missing__ragflowplus_64.log",
+    "oom_profiling__vllmascend_1987.log",
+    "first_request_failure__litellm_14943.log",
+    "other__verl_649.log",
+    "hf_download__workervllm_46.log",
+})
+# Healthy seen logs that explain reported as a failure (exit 1) when their batch was added; the exit-0 test below
+# skips them so it stays a bar for the logs before them. Batch 10: a bare "No available shared memory broadcast
+# block found in 60 seconds" wait notice (exit 1, KVD399). Drop a name once explain exits 0 on it.
+KNOWN_HEALTHY_MISSES = frozenset({
+    "healthy_other__gpustack_3888.log",
 })
 
 
@@ -53,7 +66,7 @@ def test_seen_real_logs_are_explained():
 def test_every_healthy_seen_log_exits_zero():
     measure = _measure()
     for entry in _seen():
-        if entry.get("failure") is False:
+        if entry.get("failure") is False and entry["file"] not in KNOWN_HEALTHY_MISSES:
             ok, detail = measure.judge(entry)
             assert ok, (entry["file"], detail)
 
@@ -61,4 +74,12 @@ def test_every_healthy_seen_log_exits_zero():
 def test_known_misses_are_seen_failing_logs():
     entries = {e["file"]: e for e in _seen()}
     stale = sorted(name for name in KNOWN_MISSES if name not in entries or entries[name].get("failure") is False)
+    assert not stale, stale
+
+
+def test_known_healthy_misses_are_seen_healthy_logs():
+    entries = {e["file"]: e for e in _seen()}
+    stale = sorted(
+        name for name in KNOWN_HEALTHY_MISSES if name not in entries or entries[name].get("failure") is not False
+    )
     assert not stale, stale
