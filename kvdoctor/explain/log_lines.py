@@ -253,7 +253,7 @@ def normalise(text: str) -> list[LogLine]:
     for number, raw in enumerate(raw_lines, 1):
         if raw is None:  # joined onto the frame or code line above it (hard_wraps)
             continue
-        record = json_record(raw) if raw[:1] == "{" else None
+        record = json_record(raw) if raw[:1] == "{" else json_fields(raw)
         if record is None:
             stream, level, source, line = strip_prefixes(raw)
             if wrapped_from and not stream and level is None and _may_continue(raw) and _wrapped_before(
@@ -278,6 +278,14 @@ _JSON_TRACE_KEYS = ("exc_info", "exception", "stack_trace", "traceback", "exc_te
 _JSON_LEVELS = {"DEBUG": "DEBUG", "TRACE": "DEBUG", "INFO": "INFO", "NOTICE": "INFO", "WARNING": "WARNING",
                 "WARN": "WARNING", "ERROR": "ERROR", "ERR": "ERROR", "CRITICAL": "CRITICAL", "FATAL": "CRITICAL",
                 "ALERT": "CRITICAL", "EMERGENCY": "CRITICAL"}
+
+
+def json_fields(raw: str) -> tuple[str, str | None] | None:
+    """A JSON record's fields pasted without its braces ('"message":"...Error: ...",'), read as that record."""
+    stripped = raw.strip()
+    if not (stripped[:1] == '"' and '":' in stripped[:80]):
+        return None
+    return json_record("{" + stripped.rstrip(",") + "}")
 
 
 def json_record(raw: str) -> tuple[str, str | None] | None:

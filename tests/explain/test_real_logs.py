@@ -27,7 +27,6 @@ KNOWN_MISSES = frozenset({
     "oom_profiling__vllmascend_1987.log",
     "first_request_failure__litellm_14943.log",
     "other__verl_649.log",
-    "hf_download__workervllm_46.log",
 })
 # Healthy seen logs that explain reported as a failure (exit 1) when their batch was added; the exit-0 test below
 # skips them so it stays a bar for the logs before them. Batch 10: a bare "No available shared memory broadcast

@@ -331,3 +331,17 @@ def test_a_traceback_cut_to_its_caret_lines_is_a_failure_but_not_inside_an_ignor
                '  File "/usr/lib/python3.10/b.py", line 2, in close\n    x()\n'
                "ImportError: sys.meta_path is None, Python is likely shutting down\n")
     assert explain_text(ignored).exit_code("error") == 0
+
+
+def test_a_json_records_fields_pasted_without_braces_are_read_as_the_record():
+    """A structured logger's record copied without its braces ('"message":"...Error: ..."', as a serverless worker's
+    log viewer shows it) is read as that record: its message is the line, so its exception is failure evidence."""
+    from kvdoctor.explain.explain import explain_text
+    from kvdoctor.explain.log_lines import json_fields
+
+    line = ('"message":"huggingface_hub.utils._errors.HfHubHTTPError: 504 Server Error: Gateway Time-out for url: '
+            'https://huggingface.co/api/models/org/model",')
+    assert json_fields(line)[0].startswith("huggingface_hub.utils._errors.HfHubHTTPError: 504")
+    assert json_fields('"not json": at all') is None and json_fields("plain text") is None
+    report = explain_text(line + "\n")
+    assert report.exit_code("error") == 1 and report.extra.get("family") == "hf_download"
