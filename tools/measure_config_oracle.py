@@ -41,7 +41,27 @@ def load_index() -> list[dict]:
     import yaml
 
     index = yaml.safe_load((CONFIGS / "index.yaml").read_text())["configs"]
-    return [{"name": name, "dir": str(CONFIGS / name), **entry} for name, entry in sorted(index.items())]
+    return [{"name": name, "dir": str(config_dir(name)), **entry} for name, entry in sorted(index.items())]
+
+
+def config_dir(name: str) -> Path:
+    """The config's directory; one whose files are stored gzipped (multi-MB per-layer quantization lists, kept out of
+    git's plain files) is decompressed once into a directory of its own under the system's temp dir."""
+    stored = CONFIGS / name
+    packed = sorted(stored.glob("*.json.gz"))
+    if not packed:
+        return stored
+    import gzip
+    import tempfile
+
+    target = Path(tempfile.gettempdir()) / "kvdoctor-configs-public" / name
+    target.mkdir(parents=True, exist_ok=True)
+    for path in packed:
+        data = gzip.decompress(path.read_bytes())
+        out = target / path.name[: -len(".gz")]
+        if not out.is_file() or out.read_bytes() != data:
+            out.write_bytes(data)
+    return target
 
 
 class OracleUnavailable(RuntimeError):
