@@ -136,6 +136,9 @@ def _request_time(diagnosis: Diagnosis, families: Families, chains: list[Excepti
     started = _started_line(lines, families)
     if started is not None and started < primary_line:
         return f"The server had started (line {started}) before this failed (line {primary_line})"
+    if families.answered is not None and any(
+            line.number == primary_line and families.answered.search(line.text) for line in lines):
+        return f"A client printed it as the server's error answer (line {primary_line}), so the server was up"
     exception = diagnosis.primary.exception if diagnosis.primary is not None else diagnosis.unknown
     if exception is None or families.request_frames is None:
         return None

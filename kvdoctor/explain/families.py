@@ -33,6 +33,8 @@ class Families:
     selector_families: tuple[dict[str, str], ...]
     started: re.Pattern[str] | None
     """Lines that show the server had started (a later failure happened at a request)."""
+    answered: re.Pattern[str] | None
+    """A client's print of the server's error answer: the server was up, the failure came at a request."""
     request_failed: re.Pattern[str] | None
     """A request that failed (an HTTP 5xx access-log line)."""
     request_frames: re.Pattern[str] | None
@@ -111,6 +113,7 @@ def load_families() -> Families:
         selector_reasons=reasons,
         selector_families=tuple(dict(f) for f in data.get("selector_families") or []),
         started=re.compile("|".join(f"(?:{p})" for p in started)) if started else None,
+        answered=re.compile("|".join(f"(?:{p})" for p in data["answered"])) if data.get("answered") else None,
         request_failed=re.compile(data["request_failed"]) if data.get("request_failed") else None,
         request_frames=re.compile(data["request_frames"]) if data.get("request_frames") else None,
         request_families_kept=tuple(data.get("request_families_kept") or ()),

@@ -204,20 +204,25 @@ _LATE_RECORD = re.compile(
 
 
 # A log copied out of a web page's source or an HTML report keeps its entities; a paste through a chat or a word
-# processor turns straight quotes into typographic ones. Both are undone before any line is read.
+# processor turns straight quotes into typographic ones, and a CJK input method types full-width punctuation around
+# what it pastes ('【BUG】：RuntimeError: ...'). All are undone before any line is read.
 _HTML_ENTITIES = ("&quot;", "&#39;", "&#x27;", "&#34;", "&lt;", "&gt;")
 _SMART_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+_FULL_WIDTH = str.maketrans({"\uff1a": ": ", "\uff08": "(", "\uff09": ")", "\uff0c": ", ", "\uff1b": "; ",
+                             "\u3010": "[", "\u3011": "]"})
 
 
 def _as_typed(text: str) -> str:
     """The log with HTML entities decoded (only when it holds one of the common ones, so a literal '&amp;' in an
-    ordinary log stays) and typographic quotes made straight."""
+    ordinary log stays), typographic quotes made straight and full-width punctuation made ASCII."""
     if "&" in text and any(entity in text for entity in _HTML_ENTITIES):
         import html  # only for such a log
 
         text = html.unescape(text)
     if any(quote in text for quote in "\u2018\u2019\u201c\u201d"):
         text = text.translate(_SMART_QUOTES)
+    if not text.isascii() and any(mark in text for mark in "\uff1a\uff08\uff09\uff0c\uff1b\u3010\u3011"):
+        text = text.translate(_FULL_WIDTH)
     return text
 
 

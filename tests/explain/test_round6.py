@@ -1,0 +1,72 @@
+"""Round 6 of issue 28: the mechanisms behind the seen misses left after batch 10, each on synthetic variants
+written from the wordings of vLLM, torch, torch_npu, NumPy and the OpenAI client (never copied from a real log)."""
+
+from __future__ import annotations
+
+from kvdoctor.explain.explain import explain_text
+from kvdoctor.explain.log_lines import normalise
+from kvdoctor.report.check.text import render
+
+
+def _text(report) -> str:
+    return " ".join(render(report).split())
+
+
+def test_full_width_punctuation_is_read_as_ascii():
+    (line,) = normalise("\u3010\u62a5\u9519\u3011\uff1aValueError\uff1a bad value \uff08x\uff09\n")
+    assert line.text == "[\u62a5\u9519]: ValueError:  bad value (x)"
+
+
+def test_an_exception_glued_to_a_pasted_label_is_a_failure():
+    # a reporter's label and a full-width colon in front of torch_npu's allocator message, nothing else in the log
+    report = explain_text("\u3010\u95ee\u9898\u3011\uff1aRuntimeError: NPU out of memory. Tried to allocate 2.00 GiB "
+                          "(NPU 1; 29.50 GiB total capacity; 27.10 GiB already allocated; 27.10 GiB current active; "
+                          "0.90 GiB free; 27.20 GiB reserved in total by PyTorch)\n")
+    assert report.exit_code("error") == 1
+    assert report.extra["family"] == "oom_profiling"
+    text = _text(report)
+    assert "NPU ran out of memory allocating 2.00 GiB" in text and "0.90 GiB free" in text
+
+
+def test_the_allocators_of_other_devices_name_their_device():
+    for device in ("XPU", "HIP"):
+        report = explain_text(f"torch.OutOfMemoryError: {device} out of memory. Tried to allocate 512.00 MiB\n")
+        assert report.extra["family"] == "oom_profiling", device
+        assert f"{device} ran out of memory allocating 512.00 MiB" in _text(report)
+    cuda = explain_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB (GPU 0; 15.78 GiB "
+                        "total capacity; 14.20 GiB already allocated; 0.30 GiB free; 14.40 GiB reserved)\n")
+    assert "CUDA ran out of memory allocating 1.00 GiB" in _text(cuda)
+
+
+def test_a_path_that_is_neither_a_model_directory_nor_a_repo_id():
+    # vllm/transformers_utils/config.py:get_config (0.8.5-0.34.0)
+    report = explain_text("ValueError: Invalid repository ID or local directory specified: '/mnt/llm'.\n"
+                          "Please verify the following requirements:\n")
+    assert report.extra["family"] == "model_config_missing"
+    assert "/mnt/llm" in report.findings[0].title
+
+
+def test_numpy_2_under_a_module_built_for_numpy_1():
+    log = ("A module that was compiled using NumPy 1.x cannot be run in\n"
+           "NumPy 2.1.3 as it may crash. To support both 1.x and 2.x\n"
+           "Traceback (most recent call last):\n"
+           '  File "/usr/lib/python3/site-packages/torch/__init__.py", line 1, in <module>\n')
+    report = explain_text(log)
+    assert report.exit_code("error") == 1 and report.findings[0].rule_id == "KVD402"
+    text = _text(report)
+    assert "NumPy 2.1.3" in text and "numpy<2" in text
+    # the NumPy version named in a healthy line is no failure
+    assert explain_text("INFO 05-02 10:22:18 [utils.py:1] numpy 2.1.3, torch 2.5.1\n").exit_code("error") == 0
+
+
+def test_an_error_the_server_answered_a_client_with_is_a_request_time_failure():
+    for line in ("openai.InternalServerError: Error code: 500 - {'error': {'message': 'frobnication is not "
+                 "available for this model', 'type': 'BadRequestError', 'code': 500}}",
+                 "client: {'object': 'error', 'message': 'frobnication is not available', 'code': 400}"):
+        report = explain_text(line + "\n")
+        assert report.exit_code("error") == 1
+        assert report.extra["family"] == "first_request_failure", line
+        assert "server's error answer" in _text(report)
+    # a start-up failure a client never saw stays a start-up failure
+    report = explain_text("ValueError: frobnication is not available for this model\n")
+    assert report.extra["family"] == "other"
