@@ -11,7 +11,7 @@ names the input that decides it (--gpu, --model-path, the vLLM version).
     python tools/measure_scan_public.py --seen          # the rest
     python tools/measure_scan_public.py --seen --details  # seen files: each miss and each false error (never
                                                          # for held-back files, whose output stays unseen)
-    python tools/measure_scan_public.py --heldout --batch s33  # one batch of the index only (first, s32, s33)
+    python tools/measure_scan_public.py --heldout --batch s33  # one batch of the index only (first, s32, s33, s34)
 """
 
 from __future__ import annotations
