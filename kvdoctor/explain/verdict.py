@@ -47,8 +47,6 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         r"|\bAssertion [`'].{1,400}['`] failed\b|^\[\d+\]\+?\s+(?:Killed|Aborted|Segmentation fault)\b"
                         r"|\bFailedScheduling\b|\bInsufficient nvidia\.com/gpu\b|\bErrImagePull\b|\bImagePullBackOff\b"
                         r"|\bFailedMount\b|\bThe node was low on resource\b"
-                        # vLLM's own word for processes that hang (shm_broadcast.py; INFO in 0.6, WARNING later)
-                        r"|\bNo available shared memory broadcast block found in \d+ seconds?\b"
                         # vLLM 0.x's scheduler ignoring a request it cannot fit (a warning; the client gets nothing)
                         r"|\bInput prompt \(\d+ tokens\)(?: \+ lookahead slots \(\d+\))? is too long and exceeds\b"
                         # vLLM's own INFO lines of a KV cache that cannot exist (it raises next; a log cut there),
@@ -117,7 +115,7 @@ _CRASH_WORDS = ("xpectedly", "OOMKilled", "ode ", "terminate called", "Bus error
                 "/FAILURE", "Failed with result", "Floating point", "Abort trap", "xit status",
                 "undefined symbol", "Failed to import from vllm", '" 4', "Assertion", "Killed", "Aborted",
                 "Segmentation", "FailedScheduling", "Insufficient nvidia", "ErrImagePull", "ImagePullBackOff",
-                "FailedMount", "low on resource", "No available shared memory", "placement group",
+                "FailedMount", "low on resource", "placement group",
                 "y: -", "Input prompt (", "# GPU blocks: 0", "# gpu blocks: 0", "SYSTEM_ERROR", "USER_ERROR", "NODE_OUT_OF")
 # The words of the round-4 patterns: other programs' lines (a shell, glibc, the driver, Ray, torch elastic), never a
 # vLLM INFO record, so INFO lines skip this scan (a 5 MB log of INFO records pays nothing for it).
@@ -324,6 +322,7 @@ def failure_evidence(
             add(FailureEvidence(line.number, "failed to start", text, line.stream, line.level))
         if "Worker failed with error '" in text and WORKER_WRAP.search(text):
             add(FailureEvidence(line.number, "wrapper", text, line.stream, line.level))
+    _hang(lines, add)
     if not found:
         _last_words(lines, add)
     if not found and locate is not None:
@@ -348,6 +347,21 @@ def failure_evidence(
                 if raised[text]:
                     add(FailureEvidence(line.number, "raise site", text, line.stream, line.level))
     return tuple(found[number] for number in sorted(found))
+
+
+# vLLM's notice that a process waits on another (shm_broadcast.py; INFO in 0.6, WARNING later), printed once per period
+# waited: one is a slow step (compilation, a long load), a repeat is a hang.
+_SHM_WAIT = re.compile(r"\bNo available shared memory broadcast block found in \d+ seconds?\b")
+HANG_REPEATS = 2
+
+
+def _hang(lines: list[LogLine], add: Callable[[FailureEvidence], None]) -> None:
+    """vLLM's wait notice as evidence of a hang once it repeats (the second notice is the evidence)."""
+    waits = [line for line in lines if "No available shared" in line.text and _SHM_WAIT.search(line.text)]
+    if len(waits) >= HANG_REPEATS:
+        line = waits[HANG_REPEATS - 1]
+        add(FailureEvidence(line.number, "error text", f"{line.text.strip()} (printed {len(waits)} times: a hang)",
+                            line.stream, line.level))
 
 
 def _opens_on(located, text: str) -> bool:

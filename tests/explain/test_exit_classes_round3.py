@@ -101,6 +101,8 @@ def test_lines_that_only_look_like_json_stay_lines():
     # another framework's record format with the level as a word, vLLM's report of a hang
     "2024-06-25 16:32:00,563 xinference.api.restful_api 3118895 ERROR    [address=127.0.0.1:37657] model failed",
     "INFO 05-02 10:22:18 [shm_broadcast.py:466] No available shared memory broadcast block found in 60 second. This "
+    "typically happens when some processes are hanging.\n"
+    "INFO 05-02 10:23:18 [shm_broadcast.py:466] No available shared memory broadcast block found in 60 second. This "
     "typically happens when some processes are hanging.",
 ])
 
@@ -122,6 +124,9 @@ def test_error_lines_of_more_formats_are_failures(line):
     "named 'vllm._C'\")",
     "INFO 05-02 10:22:18 [config.py:1] Value errors are reported per request",
     'INFO:     10.0.0.7:51234 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+    # vLLM's wait notice printed once: a slow step (compilation, a long load), not yet a hang
+    "WARNING 05-02 10:22:18 [shm_broadcast.py:466] No available shared memory broadcast block found in 60 seconds. "
+    "This typically happens when some processes are hanging or doing some time-consuming work (e.g. compilation).",
     'INFO:     10.0.0.7:51234 - "GET /favicon.ico HTTP/1.1" 404 Not Found',
     '  "error": null,',
     "  Normal   Scheduled  2m  default-scheduler  Successfully assigned default/vllm-0 to gpu-node-1",
