@@ -26,6 +26,9 @@ from pathlib import Path
 import yaml
 
 PUBLIC = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "manifests" / "public"
+TREES = PUBLIC.parent / "charts"
+"""Helm charts stored whole (tests/fixtures/manifests/charts/OWNER__REPO/PATH, the same commit): a file of such a
+chart is scanned where it sits in its repository, beside its Chart.yaml and templates, as a user's checkout has it."""
 DECIDING_INPUTS = ("--gpu", "--model-path", "--vllm-version")
 
 
@@ -48,6 +51,12 @@ def load_index(which: str, batch: str | None = None) -> list[dict]:
     entries = yaml.safe_load((PUBLIC / "index.yaml").read_text())["files"]
     entries = [e for e in entries if batch is None or e.get("batch", "first") == batch]
     return [e for e in entries if which == "all" or e["heldout"] == (which == "heldout")]
+
+
+def scanned_path(entry: dict) -> Path:
+    """The file's copy in its stored repository tree when there is one (byte-identical), else the flat fixture."""
+    tree = TREES / entry["repo"].replace("/", "__") / entry["path"]
+    return tree if tree.is_file() else PUBLIC / entry["file"]
 
 
 def error_findings(result) -> list[tuple[str, int | None]]:
@@ -76,7 +85,7 @@ def measure(entries: list[dict], details: bool) -> Tally:
     cache = Path(tempfile.mkdtemp(prefix="kvd-measure-"))
     for entry in entries:
         tally.files += 1
-        report = run_scan([str(PUBLIC / entry["file"])], ScanDefaults(offline=True, cache_dir=cache),
+        report = run_scan([str(scanned_path(entry))], ScanDefaults(offline=True, cache_dir=cache),
                           CheckSettings(compile=False))  # fmt: skip
         tally.unread += len(report.unread)
         results = {(r.workload.name, r.workload.container): r for r in report.workloads}

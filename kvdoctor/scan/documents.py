@@ -13,6 +13,7 @@ import yaml
 
 from kvdoctor.base.errors import KvdoctorError
 from kvdoctor.base.yaml_safe import MAX_FLOW_DEPTH, safe_loader, too_deeply_nested
+from kvdoctor.scan.helm_chart import ChartSource, chart_root, is_values_file
 
 MAX_MANIFEST_BYTES = 8 * 1024 * 1024
 YAML_SUFFIXES = (".yaml", ".yml", ".yaml.tftpl", ".yml.tftpl")
@@ -52,10 +53,11 @@ class Document:
     root: yaml.Node
 
 
-def discover(paths: list[str]) -> tuple[list[SourceFile | ManifestError], list[str]]:
-    """Files to scan (a ManifestError in place of each one that cannot be read) and notes on what a directory walk
-    skipped; raises ManifestError for a path that does not exist."""
-    files: list[SourceFile | ManifestError] = []
+def discover(paths: list[str]) -> tuple[list[SourceFile | ChartSource | ManifestError], list[str]]:
+    """Files to scan (a ManifestError in place of each one that cannot be read; a Helm chart to render for a chart
+    directory and for a values file in one) and notes on what a directory walk skipped; raises ManifestError for a
+    path that does not exist."""
+    files: list[SourceFile | ChartSource | ManifestError] = []
     notes: list[str] = []
     for given in paths:
         if given == STDIN:
@@ -64,6 +66,8 @@ def discover(paths: list[str]) -> tuple[list[SourceFile | ManifestError], list[s
         path = Path(given)
         if path.is_dir():
             files += _walk(path, notes)
+        elif path.is_file() and (chart := _values_chart(path)) is not None:
+            files.append(chart)
         elif path.is_file():
             files.append(_or_error(lambda: _read(path)))
         else:
@@ -78,21 +82,37 @@ def _or_error(read) -> SourceFile | ManifestError:
         return exc
 
 
-def _walk(root: Path, notes: list[str]) -> list[SourceFile | ManifestError]:
-    found: list[SourceFile | ManifestError] = []
+def _walk(root: Path, notes: list[str]) -> list[SourceFile | ChartSource | ManifestError]:
+    found: list[SourceFile | ChartSource | ManifestError] = []
     for directory, subdirs, names in os.walk(root):
         here = Path(directory)
         subdirs[:] = sorted(d for d in subdirs if d not in SKIP_DIRS and not d.startswith("."))
-        if "Chart.yaml" in names and "templates" in subdirs:
-            subdirs.remove("templates")  # Go templates: only `helm template` can turn them into YAML
-            notes.append(f"skipped the Helm chart templates in {_display(here / 'templates')} "
-                         f"(render them: helm template ... | kvdoctor scan -)")  # fmt: skip
+        is_chart = "Chart.yaml" in names and "templates" in subdirs
+        if is_chart:  # rendered as a whole: its templates, its subcharts under charts/ with it
+            subdirs[:] = [d for d in subdirs if d not in ("templates", "charts")]
+            found.append(ChartSource(_display(here), here))
         for name in sorted(names):
             readable = (name.endswith(YAML_SUFFIXES + SCRIPT_SUFFIXES) or DOCKERFILE_NAMES.search(name)
                         or MAKEFILE_NAMES.search(name))
-            if readable and name != "Chart.yaml":
-                found.append(_or_error(lambda: _read(here / name)))
+            if not readable or name == "Chart.yaml" or (is_chart and name == "values.yaml"):
+                continue
+            chart = _values_chart(here / name)
+            found.append(chart if chart is not None else _or_error(lambda: _read(here / name)))
     return found
+
+
+def _values_chart(path: Path) -> ChartSource | None:
+    """A values file inside a chart's directory (values.yaml, values-prod.yaml, examples/x/values.yaml): the chart
+    rendered with it, as `helm template CHART -f FILE` (its own values.yaml: the defaults alone)."""
+    if not is_values_file(path) or (chart := chart_root(path)) is None:
+        return None
+    own = path.resolve() == (chart / "values.yaml").resolve()
+    return ChartSource(_display(path), chart, () if own else (path,))
+
+
+def display_path(path: Path) -> str:
+    """The path as scan shows it: relative to the working directory when under it."""
+    return _display(path)
 
 
 def _display(path: Path) -> str:

@@ -6,10 +6,14 @@ from dataclasses import replace
 from typing import Callable
 
 from kvdoctor.check.run import CheckSettings
-from kvdoctor.scan import (compose, dockerfile, dynamo, helm_values, kubernetes, llmaz, makefiles, nodes, python_apps,
-                           scripts, serving_crds, skypilot)  # fmt: skip
+from pathlib import Path
+
+from kvdoctor.scan import (compose, dockerfile, dynamo, helm_release, helm_values, kubernetes, llmaz, makefiles, nodes,
+                           python_apps, scripts, serving_crds, skypilot)  # fmt: skip
+from kvdoctor.scan.chart_reader import chart_workloads
 from kvdoctor.scan.command import heredoc_bodies, only_serve_flags, words_of
 from kvdoctor.scan.documents import Document, ManifestError, SourceFile, compose_documents, discover
+from kvdoctor.scan.helm_chart import ChartSource
 from kvdoctor.scan.judge import ScanDefaults, judge
 from kvdoctor.scan.result import ScanReport, UnreadFile, WorkloadResult
 from kvdoctor.scan.workload import Workload
@@ -37,15 +41,22 @@ def find_workloads(paths: list[str]) -> tuple[list[str], list[Workload], list[st
     return files, found, notes
 
 
-def read_manifests(paths: list[str]) -> tuple[list[str], list[Workload], list[str], list[UnreadFile]]:
+def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tuple[list[str], list[Workload],
+                                                                                  list[str], list[UnreadFile]]:
     """(files read, vLLM workloads in them, notes, files that could not be read); a file that cannot be read is
-    set aside with its one-line reason, never stopping the others. Raises ManifestError for a missing path."""
+    set aside with its one-line reason, never stopping the others; Helm charts are rendered, `values_files` over
+    each chart's values (helm -f). Raises ManifestError for a missing path."""
     sources, notes = discover(paths)
     found: list[Workload] = []
     unread: list[UnreadFile] = []
     for source in sources:
         if isinstance(source, ManifestError):
             unread.append(UnreadFile.of(source))
+            continue
+        if isinstance(source, ChartSource):
+            workloads, failures = chart_workloads(source, read_document, values_files)
+            found += workloads
+            unread += failures
             continue
         if makefiles.is_makefile(source):
             found += makefiles.workloads(source)
@@ -65,6 +76,12 @@ def read_manifests(paths: list[str]) -> tuple[list[str], list[Workload], list[st
             unread.append(UnreadFile.of(exc))
             continue
         for doc in documents:
+            if helm_release.is_helm_release(doc.root):
+                workloads, failures, why = helm_release.release_workloads(doc, read_document)
+                found += workloads
+                unread += failures
+                notes += why
+                continue
             workloads = read_document(doc, source.text)
             found += workloads
             if not workloads and (why := unread_kind(doc)):
@@ -94,13 +111,22 @@ def read_document(doc: Document, source_text: str) -> list[Workload]:
     return []
 
 
+# kinds whose controller runs vLLM even when the object names neither vLLM nor a container (KServe's
+# LLMInferenceService: llm-d's vLLM config template serves spec.model.uri)
+SERVES_VLLM_ITSELF = ("LLMInferenceService",)
+
+
 def unread_kind(doc: Document) -> str | None:
     """A document that mentions vLLM but is of a kind the scan does not read (an LLMInferenceService, a chart's
     raw values), named so that nobody takes its silence for a pass."""
+    kind = nodes.text(nodes.get(doc.root, "kind"))
+    where = f"{doc.file}:{nodes.line(doc.root)}"
+    if kind in SERVES_VLLM_ITSELF and nodes.get(doc.root, "apiVersion") is not None:
+        return (f"{where}: {kind} {nodes.text(nodes.get(doc.root, 'metadata', 'name')) or ''} runs vLLM from its "
+                "controller's own pod template, which is not in this file: not checked (give it a spec.template "
+                "with the vLLM container, or scan the pods it creates)")  # fmt: skip
     if not any("vllm" in text.lower() for text in nodes.scalars(doc.root)) and not _has_serve_flags(doc.root):
         return None
-    where = f"{doc.file}:{nodes.line(doc.root)}"
-    kind = nodes.text(nodes.get(doc.root, "kind"))
     if kind is not None and nodes.get(doc.root, "apiVersion") is not None:
         if kind == "InferenceService" and nodes.get(doc.root, "spec", "predictor", "model") is not None:
             return (f"{where}: InferenceService {nodes.text(nodes.get(doc.root, 'metadata', 'name')) or ''} mentions "
@@ -132,8 +158,8 @@ def _has_serve_flags(root) -> bool:
 
 def run_scan(paths: list[str], defaults: ScanDefaults, settings: CheckSettings,
              on_workload: Callable[[WorkloadResult], None] | None = None,
-             allow_none: bool = False) -> ScanReport:  # fmt: skip
-    files, workloads, notes, unread = read_manifests(paths)
+             allow_none: bool = False, values_files: tuple[Path, ...] = ()) -> ScanReport:  # fmt: skip
+    files, workloads, notes, unread = read_manifests(paths, values_files)
     results = []
     for workload in workloads:
         result = judge(workload, defaults, settings)

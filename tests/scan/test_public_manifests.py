@@ -22,10 +22,6 @@ NOT_READ_YET = {
         "a Ray Serve Python app (AsyncEngineArgs in a ConfigMap script): no serve command",
     "opendatahub-io__llama-stack-distribution/.github__actions__setup-vllm__action.yml":
         "a GitHub composite action's run: script (docker run $VLLM_IMAGE $VLLM_ARGS, set in if branches)",
-    "neuralmagic__helm-charts/charts__nm-vllm__values.yaml":
-        "a third-party chart's values: the argv is built by its templates/deployment.yaml (render the chart)",
-    "neuralmagic__helm-charts/charts__nm-vllm__examples__basic__values.yaml":
-        "an override of a third-party chart's values: the argv is built by the chart's template (render the chart)",
 }  # fmt: skip
 
 
@@ -38,11 +34,20 @@ def _walked(entry: dict) -> bool:
     """Whether a directory walk reads the file (YAML, *.yaml.tftpl, shell scripts) and scan reads its workloads."""
     from kvdoctor.scan.documents import SCRIPT_SUFFIXES, YAML_SUFFIXES
 
-    return entry["file"].endswith(YAML_SUFFIXES + SCRIPT_SUFFIXES) and entry["file"] not in NOT_READ_YET
+    return (entry["file"].endswith(YAML_SUFFIXES + SCRIPT_SUFFIXES) and entry["file"] not in NOT_READ_YET
+            and not _chart_tree_copy(entry).is_file())  # a chart's file is read with its chart, not in the flat folder
+
+
+def _chart_tree_copy(entry: dict):
+    return MANIFESTS / "charts" / entry["repo"].replace("/", "__") / entry["path"]
 
 
 def _scan(entry: dict, tmp_path):
-    return scan([f"tests/fixtures/manifests/public/{entry['file']}"], tmp_path, gpu=None)
+    """The file where it sits in its repository when its chart is stored whole (tests/fixtures/manifests/charts),
+    as tools/measure_scan_public.py scans it, else the flat fixture."""
+    tree = _chart_tree_copy(entry)
+    path = tree if tree.is_file() else PUBLIC / entry["file"]
+    return scan([str(path.relative_to(MANIFESTS.parents[2]))], tmp_path, gpu=None)
 
 
 def _errors(result) -> set[str]:

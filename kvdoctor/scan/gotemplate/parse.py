@@ -115,7 +115,7 @@ TOKEN = re.compile(
         (?![A-Za-z_]))
     |(?P<declare>:=)
     |(?P<assign>=)
-    |(?P<variable>\$[A-Za-z0-9_]*)
+    |(?P<variable>\$[A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)
     |(?P<field>(?:\.[A-Za-z_][A-Za-z0-9_]*)+)
     |(?P<dot>\.)
     |(?P<ident>[A-Za-z_][A-Za-z0-9_]*)
@@ -194,6 +194,9 @@ def _lex_action(text: str, at: int, line: int) -> tuple[list[tuple[str, str]], i
                 raise ParseError("unclosed action", line)
             raise ParseError(f"unexpected {text[pos]!r} in action", line + text.count("\n", at, pos))
         kind = match.lastgroup or ""
+        if kind == "field" and tokens and tokens[-1] == ("punct", ")") and match.start() == pos and \
+                text[pos - 1] == ")":
+            kind = "chained"  # (pipeline).Field: a field of the parenthesised value, written right after it
         if kind != "space":
             tokens.append((kind, match.group(0)))
         pos = match.end()
@@ -319,7 +322,7 @@ def _operand(tokens, index: int, line: int) -> tuple[Operand, int]:
             raise ParseError("unclosed left paren", line)
         operand: Operand = _pipeline(tokens[index : end - 1], line)
         index = end
-        if index < len(tokens) and tokens[index][0] == "field":
+        if index < len(tokens) and tokens[index][0] == "chained":
             operand = Field(_names(tokens[index][1]), operand)
             index += 1
         return operand, index
@@ -328,11 +331,8 @@ def _operand(tokens, index: int, line: int) -> tuple[Operand, int]:
     if kind == "dot":
         return Field(()), index
     if kind == "variable":
-        names: tuple[str, ...] = ()
-        if index < len(tokens) and tokens[index][0] == "field":
-            names = _names(tokens[index][1])
-            index += 1
-        return Variable(value, names), index
+        name, _, chain = value.partition(".")
+        return Variable(name, tuple(chain.split(".")) if chain else ()), index
     if kind in ("string", "raw"):
         return Literal(_string((kind, value))), index
     if kind == "char":

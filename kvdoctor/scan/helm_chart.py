@@ -1,0 +1,293 @@
+"""Render a Helm chart directory as `helm template` would: Chart.yaml, values.yaml merged with the given values
+files and --set style parameters, subcharts (charts/*/ and file:// dependencies) under their key, every template
+under templates/ executed by the Go template engine; each output line keeps the template line that wrote it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kvdoctor.scan.gotemplate import ParseError, Renderer, TemplateError
+from kvdoctor.scan.gotemplate.values import NO_VALUE, GoObject
+from kvdoctor.scan.gotemplate.yaml_io import as_go
+
+KUBE_VERSION = (1, 31, 0)
+"""A recent Kubernetes the render assumes (.Capabilities.KubeVersion), as `helm template` without a cluster does."""
+TEMPLATE_SUFFIXES = (".yaml", ".yml", ".tpl", ".txt", ".json")
+VALUES_FILE = re.compile(r"^(?:.*[-_.])?values(?:[-_.].*)?\.ya?ml$")
+MAX_SUBCHART_DEPTH = 5
+
+
+class ChartError(Exception):
+    """A chart that cannot be loaded at all (its Chart.yaml or values file is not YAML), one line."""
+
+
+@dataclass(frozen=True)
+class ChartSource:
+    """A chart to render: its directory and the values files given over its values.yaml (helm -f)."""
+
+    path: str
+    """What the scan names as read: the values file, or the chart directory when rendered with its defaults."""
+    chart: Path
+    values_files: tuple[Path, ...] = ()
+
+
+@dataclass(frozen=True)
+class RenderedTemplate:
+    template: Path
+    """The template file (under the chart's or a subchart's templates/)."""
+    text: str
+    """Its output, Helm's `<no value>` blanked as Helm blanks it."""
+    origins: tuple[tuple[str, int], ...]
+    """For each output line, the template file (as a path string) and line that wrote it."""
+
+
+@dataclass
+class RenderedChart:
+    chart: Path
+    release: str
+    templates: list[RenderedTemplate] = field(default_factory=list)
+    failures: list[tuple[Path, int | None, str]] = field(default_factory=list)
+    """Templates that could not be rendered: (file, line, why), e.g. `not rendered: function "now" not defined`."""
+
+
+def chart_root(path: Path) -> Path | None:
+    """The chart a file belongs to: the nearest directory above it (or itself) with Chart.yaml and templates/,
+    unless the file is one of that chart's templates."""
+    path = path.resolve()
+    for directory in [path] + list(path.parents):
+        if (directory / "Chart.yaml").is_file() and (directory / "templates").is_dir():
+            return None if "templates" in path.relative_to(directory).parts[:1] else directory
+    return None
+
+
+def is_values_file(path: Path) -> bool:
+    """values.yaml, values-prod.yaml, my-values.yml: a file a chart is rendered with (helm -f)."""
+    return VALUES_FILE.match(path.name) is not None
+
+
+def render_chart(chart: Path, values_files: list[Path] = (), values: dict | None = None,
+                 release: str | None = None, namespace: str = "default") -> RenderedChart:  # fmt: skip
+    """Every template of the chart and its subcharts rendered with its values.yaml, then each values file, then
+    `values` (an Argo CD Application's inline values and parameters) over them. Raises ChartError."""
+    metadata = _load_yaml(chart / "Chart.yaml")
+    name = str(metadata.get("name") or chart.name)
+    release = release or name
+    user: dict = {}
+    for values_file in values_files:
+        user = merge_values(user, _load_yaml(values_file))
+    user = merge_values(user, as_go(values or {}))
+    result = RenderedChart(chart, release)
+    renderer = Renderer()
+    charts = _charts(chart, metadata, merge_values(_load_yaml(chart / "values.yaml"), user), 0)
+    jobs: list[tuple[Path, str, dict]] = []
+    for directory, chart_meta, chart_values, prefix in charts:
+        for template in sorted((directory / "templates").rglob("*")):
+            if not template.is_file() or not template.name.endswith(TEMPLATE_SUFFIXES):
+                continue
+            key = prefix + "/" + template.relative_to(directory).as_posix()
+            try:
+                renderer.add(str(template), template.read_text(encoding="utf-8"))
+            except (ParseError, UnicodeDecodeError, OSError) as exc:
+                result.failures.append((template, getattr(exc, "line", None), f"not rendered: {exc}"))
+                continue
+            if not template.name.startswith("_") and template.name != "NOTES.txt":
+                dot = _top_level(chart_meta, chart_values, release, namespace, directory, key, prefix)
+                jobs.append((template, key, dot))
+    for template, _, dot in jobs:
+        try:
+            output = renderer.render(str(template), dot)
+        except TemplateError as exc:
+            why = f"not rendered: {exc.unknown}" if exc.unknown else f"not rendered: {exc}"
+            result.failures.append((template, exc.line, why))
+            continue
+        except RecursionError:
+            result.failures.append((template, None, "not rendered: templates include each other too deeply"))
+            continue
+        text, origins = _blank_no_value(output.text()), tuple(output.line_origins())
+        result.templates.append(RenderedTemplate(template, text, origins))
+    return result
+
+
+def _charts(directory: Path, metadata: dict, values: dict, depth: int, prefix: str | None = None):
+    """(chart dir, Chart.yaml, values, template name prefix) of the chart and each enabled subchart under it."""
+    prefix = prefix or str(metadata.get("name") or directory.name)
+    found = [(directory, metadata, values, prefix)]
+    if depth >= MAX_SUBCHART_DEPTH:
+        return found
+    for sub_dir, alias in _subchart_dirs(directory, metadata, values):
+        sub_meta = _load_yaml(sub_dir / "Chart.yaml")
+        key = alias or str(sub_meta.get("name") or sub_dir.name)
+        own = values.get(key) if isinstance(values.get(key), dict) else {}
+        sub_values = merge_values(_load_yaml(sub_dir / "values.yaml"), own)
+        if "global" in values:
+            sub_values["global"] = merge_values(sub_values.get("global") or {}, values["global"])
+        found += _charts(sub_dir, sub_meta, sub_values, depth + 1, f"{prefix}/charts/{key}")
+    return found
+
+
+def _subchart_dirs(directory: Path, metadata: dict, values: dict) -> list[tuple[Path, str | None]]:
+    """charts/*/ directories, and dependencies on `file://` paths (as `helm dependency build` copies them), each
+    skipped when its `condition` is false in the parent's values."""
+    dependencies = [d for d in metadata.get("dependencies") or [] if isinstance(d, dict)]
+    by_name = {str(d.get("name")): d for d in dependencies}
+    found: list[tuple[Path, str | None]] = []
+    seen: set[Path] = set()
+    for dependency in dependencies:
+        repository = str(dependency.get("repository") or "")
+        if repository.startswith("file://"):
+            path = (directory / repository[len("file://") :]).resolve()
+            if (path / "Chart.yaml").is_file():
+                seen.add(path)
+                found.append((path, dependency.get("alias")))
+    charts = directory / "charts"
+    if charts.is_dir():
+        for path in sorted(charts.iterdir()):
+            if (path / "Chart.yaml").is_file() and path.resolve() not in seen:
+                dependency = by_name.get(path.name, {})
+                found.append((path, dependency.get("alias")))
+    return [(path, alias) for path, alias in found if _enabled(by_name.get(path.name) or
+                                                               _by_alias(dependencies, alias), values)]  # fmt: skip
+
+
+def _by_alias(dependencies: list[dict], alias: str | None) -> dict:
+    return next((d for d in dependencies if alias and d.get("alias") == alias), {})
+
+
+def _enabled(dependency: dict, values: dict) -> bool:
+    for condition in str(dependency.get("condition") or "").split(","):
+        value: Any = values
+        for key in condition.strip().split("."):
+            value = value.get(key) if isinstance(value, dict) else None
+        if isinstance(value, bool):
+            return value  # Helm takes the first condition path that holds a boolean
+    return True
+
+
+def _top_level(metadata: dict, values: dict, release: str, namespace: str, directory: Path, key: str,
+               prefix: str) -> dict:  # fmt: skip
+    """The dot a template sees: .Values, .Release, .Chart, .Capabilities, .Files, .Template."""
+    chart = GoObject("*chart.Metadata", {
+        "Name": metadata.get("name"), "Version": str(metadata.get("version") or ""),
+        "AppVersion": str(metadata.get("appVersion") or ""), "Description": metadata.get("description") or "",
+        "Type": metadata.get("type") or "application", "APIVersion": metadata.get("apiVersion") or "v2",
+        "Home": metadata.get("home") or "", "Icon": metadata.get("icon") or "",
+        "Keywords": metadata.get("keywords") or [], "Sources": metadata.get("sources") or [],
+        "Maintainers": metadata.get("maintainers") or [], "Annotations": metadata.get("annotations") or {},
+        "KubeVersion": metadata.get("kubeVersion") or "", "Dependencies": metadata.get("dependencies") or [],
+        "Deprecated": bool(metadata.get("deprecated")),
+    }, {"IsRoot": lambda: "/charts/" not in key})  # fmt: skip
+    major, minor, patch = KUBE_VERSION
+    kube = GoObject("chartutil.KubeVersion", {"Version": f"v{major}.{minor}.{patch}", "Major": str(major),
+                                              "Minor": str(minor), "GitVersion": f"v{major}.{minor}.{patch}"})  # fmt: skip
+    api_versions = GoObject("chartutil.VersionSet", {}, {"Has": lambda _: False})
+    capabilities = GoObject("*chartutil.Capabilities", {"KubeVersion": kube, "APIVersions": api_versions,
+                                                        "HelmVersion": {"Version": "v3.16.0"}})  # fmt: skip
+    release_object = {"Name": release, "Namespace": namespace, "Service": "Helm", "IsInstall": True,
+                      "IsUpgrade": False, "Revision": 1}  # fmt: skip
+    return {"Values": values, "Release": release_object, "Chart": chart, "Capabilities": capabilities,
+            "Files": chart_files(directory), "Template": {"Name": key, "BasePath": prefix + "/templates"}}
+
+
+def chart_files(directory: Path) -> GoObject:
+    """.Files: the chart's files other than Chart.yaml, values*, templates/ and charts/ (Get, Glob, Lines)."""
+    root = directory.resolve()
+
+    def inside(name: str) -> Path | None:
+        path = (root / name).resolve()
+        if root not in path.parents or not path.is_file():
+            return None
+        relative = path.relative_to(root).parts
+        if relative[0] in ("templates", "charts") or relative == ("Chart.yaml",) or relative == ("values.yaml",):
+            return None
+        return path
+
+    def get(name: str) -> str:
+        path = inside(name)
+        return path.read_text(encoding="utf-8", errors="replace") if path else ""
+
+    def glob(pattern: str) -> GoObject:
+        names = sorted(p.relative_to(root).as_posix() for p in root.glob(pattern) if inside(str(p.relative_to(root))))
+        contents = {n: get(n) for n in names}
+        return GoObject("files", contents, {"Get": lambda n: contents.get(n, ""), "AsConfig": lambda: _as_yaml(contents),
+                                           "AsSecrets": lambda: _as_yaml(contents, encode=True)})  # fmt: skip
+
+    return GoObject("files", {}, {"Get": get, "Glob": glob, "Lines": lambda n: get(n).split("\n"),
+                                  "GetBytes": get, "AsConfig": lambda: "", "AsSecrets": lambda: ""})  # fmt: skip
+
+
+def _as_yaml(contents: dict[str, str], encode: bool = False) -> str:
+    import base64
+
+    from kvdoctor.scan.gotemplate.yaml_io import to_yaml
+
+    return to_yaml({Path(k).name: base64.b64encode(v.encode()).decode() if encode else v for k, v in contents.items()})
+
+
+def merge_values(base: dict, override: dict) -> dict:
+    """Helm's coalescing: the override wins, maps merge key by key, a null in the override deletes the key."""
+    merged = dict(base)
+    for key, value in override.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge_values(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def set_value(values: dict, key: str, text: str, force_string: bool = False) -> None:
+    """`--set a.b[0].c=text` (Argo CD's helm.parameters): the value typed as Helm's --set types it (an integer,
+    true/false, null, else a string) unless force_string."""
+    value: Any = text
+    if not force_string:
+        value = {"true": True, "false": False, "null": None}.get(text, text)
+        if isinstance(value, str) and re.fullmatch(r"[-+]?[0-9]+", text) and not re.fullmatch(r"[-+]?0[0-9]+", text):
+            value = int(text)
+    parts = re.findall(r"([^.\[\]]+)|\[(\d+)\]", key.replace("\\.", "\0"))
+    target: Any = values
+    steps = [(name.replace("\0", "."), int(index) if index else None) for name, index in parts]
+    for at, (name, index) in enumerate(steps):
+        last = at == len(steps) - 1
+        if index is not None:
+            while len(target) <= index:
+                target.append(None)
+            if last:
+                target[index] = value
+            else:
+                target[index] = target[index] if isinstance(target[index], (dict, list)) else \
+                    ([] if steps[at + 1][1] is not None else {})  # fmt: skip
+                target = target[index]
+            continue
+        if last:
+            target[name] = value
+        else:
+            nxt_is_index = steps[at + 1][1] is not None and not steps[at + 1][0]
+            if not isinstance(target.get(name), (dict, list)):
+                target[name] = [] if nxt_is_index else {}
+            target = target[name]
+
+
+def _load_yaml(path: Path) -> dict:
+    if not path.is_file():
+        return {}
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError, OSError) as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ChartError(f"{path}{f':{mark.line + 1}' if mark else ''}: malformed YAML") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ChartError(f"{path}: not a mapping of values")
+    return as_go(loaded) if path.name != "Chart.yaml" else loaded
+
+
+def _blank_no_value(text: str) -> str:
+    """Helm's engine replaces every `<no value>` in the output with nothing."""
+    return text.replace(NO_VALUE, "")

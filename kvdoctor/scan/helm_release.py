@@ -1,0 +1,110 @@
+"""An Argo CD Application or a Flux HelmRelease whose chart is in the scanned tree: the chart rendered as that
+controller installs it (its release name, namespace, value files, inline values and parameters)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from kvdoctor.scan import nodes
+from kvdoctor.scan.chart_reader import ChartRelease, ReadDocument, chart_workloads
+from kvdoctor.scan.documents import Document
+from kvdoctor.scan.helm_chart import ChartSource, merge_values, set_value
+from kvdoctor.scan.result import UnreadFile
+from kvdoctor.scan.workload import Workload
+
+
+def is_helm_release(root: yaml.Node) -> bool:
+    """An Argo CD Application (spec.source or spec.sources) or a Flux HelmRelease."""
+    api = nodes.text(nodes.get(root, "apiVersion")) or ""
+    kind = nodes.text(nodes.get(root, "kind"))
+    return (kind == "Application" and api.startswith("argoproj.io/")) or \
+        (kind == "HelmRelease" and api.startswith("helm.toolkit.fluxcd.io/"))  # fmt: skip
+
+
+def release_workloads(doc: Document, read_document: ReadDocument) -> tuple[list[Workload], list[UnreadFile], list[str]]:
+    """The workloads of the chart the object installs, its render failures, and a note when its chart is not in
+    the scanned tree (a chart repository or another Git repository: not checked)."""
+    kind = nodes.text(nodes.get(doc.root, "kind"))
+    name = nodes.text(nodes.get(doc.root, "metadata", "name")) or "(unnamed)"
+    via = f"{'Argo CD' if kind == 'Application' else 'Flux'} {kind} {name} ({doc.file}:{nodes.line(doc.root)})"
+    plans = _argo_plans(doc, name) if kind == "Application" else _flux_plans(doc, name)
+    found: list[Workload] = []
+    unread: list[UnreadFile] = []
+    notes: list[str] = []
+    for chart_path, values_files, release in plans:
+        chart = _in_tree(Path(doc.file).parent, chart_path)
+        if chart is None:
+            notes.append(f"{via} installs chart {chart_path}, which is not in the scanned tree: not checked (scan the "
+                         "chart's directory with --values)")  # fmt: skip
+            continue
+        files = tuple(p for f in values_files if (p := (chart / f)).is_file())
+        workloads, failures = chart_workloads(ChartSource(doc.file, chart, files), read_document,
+                                              release=ChartRelease(release.name, release.namespace, release.values, via))
+        found += workloads
+        unread += failures
+    return found, unread, notes
+
+
+def _argo_plans(doc: Document, app_name: str) -> list[tuple[str, list[str], ChartRelease]]:
+    spec = nodes.get(doc.root, "spec")
+    namespace = nodes.text(nodes.get(spec, "destination", "namespace")) or "default"
+    sources = nodes.items(nodes.get(spec, "sources")) or [s for s in [nodes.get(spec, "source")] if s is not None]
+    plans = []
+    for source in sources:
+        path = nodes.text(nodes.get(source, "path"))
+        if path is None:
+            chart = nodes.text(nodes.get(source, "chart"))
+            if chart is not None:
+                plans.append((f"{chart} from {nodes.text(nodes.get(source, 'repoURL'))}", [], ChartRelease()))
+            continue
+        helm = nodes.get(source, "helm")
+        values: dict = {}
+        inline = nodes.plain(nodes.get(helm, "values"))
+        if isinstance(inline, str):
+            loaded = _safe_yaml(inline)
+            values = merge_values(values, loaded)
+        obj = nodes.plain(nodes.get(helm, "valuesObject"))
+        if isinstance(obj, dict):
+            values = merge_values(values, obj)
+        for parameter in nodes.items(nodes.get(helm, "parameters")):
+            key, value = nodes.text(nodes.get(parameter, "name")), nodes.text(nodes.get(parameter, "value"))
+            if key:
+                set_value(values, key, value or "", nodes.text(nodes.get(parameter, "forceString")) == "true")
+        value_files = [t for item in nodes.items(nodes.get(helm, "valueFiles")) if (t := nodes.text(item))]
+        release = nodes.text(nodes.get(helm, "releaseName")) or app_name
+        plans.append((path, value_files, ChartRelease(release, namespace, values)))
+    return plans
+
+
+def _flux_plans(doc: Document, name: str) -> list[tuple[str, list[str], ChartRelease]]:
+    spec = nodes.get(doc.root, "spec")
+    chart = nodes.text(nodes.get(spec, "chart", "spec", "chart"))
+    if chart is None:
+        return []
+    target = nodes.text(nodes.get(spec, "targetNamespace"))
+    namespace = target or nodes.text(nodes.get(doc.root, "metadata", "namespace")) or "default"
+    release = nodes.text(nodes.get(spec, "releaseName")) or (f"{target}-{name}" if target else name)
+    values = nodes.plain(nodes.get(spec, "values"))
+    value_files = [t for item in nodes.items(nodes.get(spec, "chart", "spec", "valuesFiles")) if (t := nodes.text(item))]
+    return [(chart, value_files, ChartRelease(release, namespace, values if isinstance(values, dict) else {}))]
+
+
+def _in_tree(start: Path, chart_path: str) -> Path | None:
+    """The chart directory at `chart_path` from the repository root: the nearest directory above the object's
+    file under which that path is a chart."""
+    relative = chart_path.strip().lstrip("./") if not chart_path.startswith("../") else chart_path
+    for directory in [start.resolve()] + list(start.resolve().parents):
+        candidate = directory / relative
+        if (candidate / "Chart.yaml").is_file() and (candidate / "templates").is_dir():
+            return candidate
+    return None
+
+
+def _safe_yaml(text: str) -> dict:
+    try:
+        loaded = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
