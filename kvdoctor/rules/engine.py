@@ -12,6 +12,8 @@ from kvdoctor.rules.conditions import holding_leaves, unknown_facts
 from kvdoctor.rules.loader import Rule
 
 PLACEHOLDER = re.compile(r"\{([a-z_]+(?:\.[A-Za-z0-9_]+)+)(?:\|([^{}]*))?\}")  # {fact} or {fact|if unknown}
+_ASIDE = re.compile(r" ?\([^()]*\)")  # a parenthesised aside and the space before it
+_OPTIONAL = re.compile(r" \{([a-z_]+(?:\.[A-Za-z0-9_]+)+)\|\}")  # a placeholder with an empty '|' text
 
 
 def hint_for(fact: str, facts: dict[str, Any] | None = None, said: set[str] | None = None) -> str:
@@ -81,7 +83,16 @@ def _not_read(version: str) -> str:
 
 
 def fill(template: str, facts: dict[str, Any]) -> str:
-    """Replace {fact.name} placeholders; an unknown fact reads as the text after '|', else 'unknown'."""
+    """Replace {fact.name} placeholders; an unknown fact reads as the text after '|', else 'unknown'. An aside in
+    parentheses that needs an unknown fact with no '|' text is left out: '(SM unknown)' says nothing."""
+
+    def needs_unknown(aside: re.Match[str]) -> str:
+        missing = any(m.group(2) is None and facts.get(m.group(1)) is None for m in PLACEHOLDER.finditer(aside[0]))
+        return "" if missing else aside[0]
+
+    template = _ASIDE.sub(needs_unknown, template)
+    # an unknown fact with an empty '|' text takes the space before it along: 'vLLM {vllm.judged|} refuses'
+    template = _OPTIONAL.sub(lambda m: "" if facts.get(m.group(1)) is None else m[0], template)
 
     def value(match: re.Match[str]) -> str:
         found = facts.get(match.group(1))

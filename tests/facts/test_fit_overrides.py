@@ -148,7 +148,9 @@ def test_a_release_outside_the_pack_is_undecided_in_words_and_no_fit_rule_passes
 
     fit_rules = [r for r in load_all_rules() if r.origin.endswith("check-fit.yaml")]
     assert len(fit_rules) >= 5
-    for rule in fit_rules:  # False would be a pass: every fit rule's condition stays unknown
+    for rule in fit_rules:  # False would be a pass: every fit rule's condition stays unknown ...
+        if rule.when.evaluate({"vllm.version": version}) is False:
+            continue  # ... but those about candidate releases disagreeing (KVD184): a named release is one answer
         assert rule.when.evaluate(facts) is UNKNOWN, rule.id
 
 

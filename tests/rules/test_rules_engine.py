@@ -124,6 +124,33 @@ def test_fill_uses_the_fallback_after_a_bar_for_unknown_facts():
     assert fill(template, {"gpu.name": "A10", "gpu.capability": 8.6}) == "On A10 (SM 8.6)"
 
 
+def test_fill_leaves_out_an_aside_that_needs_an_unknown_fact():
+    template = "on {gpu.name|a GPU} ({attention.gpu_generation|a GPU}, SM {gpu.capability}), below SM80"
+    assert fill(template, {}) == "on a GPU, below SM80"  # issue 27: not "on unknown (a GPU, SM unknown)"
+    known = {"gpu.name": "Tesla V100", "attention.gpu_generation": "Volta", "gpu.capability": 7.0}
+    assert fill(template, known) == "on Tesla V100 (Volta, SM 7.0), below SM80"
+
+
+def test_fill_drops_the_space_before_an_empty_fallback():
+    assert fill("vLLM {vllm.judged|} refuses it", {}) == "vLLM refuses it"
+    assert fill("vLLM {vllm.judged|} refuses it", {"vllm.judged": "0.25.1"}) == "vLLM 0.25.1 refuses it"
+
+
+def test_no_check_or_scan_title_reads_unknown_when_its_facts_are_unknown():
+    """An undecided finding is shown by its title with the deciding facts unknown (issue 27: "vLLM unknown picks
+    FlashInfer on unknown (a GPU, SM unknown)"): every placeholder of a check or scan title has words for that."""
+    import re
+
+    from kvdoctor.rules import load_all_rules
+    from kvdoctor.scan.judge import deploy_rules
+
+    rules = [r for r in load_all_rules() + list(deploy_rules()) if not r.explain_only]
+    assert len(rules) > 60
+    for rule in rules:
+        title = fill(rule.title, {})
+        assert not re.search(r"\bunknown\b|  |\{", title), (rule.id, title)
+
+
 def test_every_bundled_log_pattern_compiles():
     """The bundled rules' patterns are compiled on first use (check never needs them); this is their check."""
     import re

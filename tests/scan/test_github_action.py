@@ -107,3 +107,26 @@ def test_sarif_upload_step_uses_the_scan_output():
     assert upload["uses"].startswith("github/codeql-action/upload-sarif@")
     assert upload["with"]["sarif_file"] == "${{ steps.scan.outputs.sarif-file }}"
     assert "always()" in upload["if"] and "inputs.upload-sarif == 'true'" in upload["if"]
+
+
+def _gpu_less_manifest(folder: Path) -> Path:
+    """A pinned vLLM with an fp8 KV cache on nodes that name no GPU: error rules only the GPU decides (KVD111)."""
+    manifest = folder / "vllm.yaml"
+    manifest.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: no-gpu-label}\nspec:\n  containers:\n"
+                        "    - name: vllm\n      image: vllm/vllm-openai:v0.28.0\n"
+                        f"      args: [{REPO / 'examples' / 'qwen2.5-3b-instruct'}, --kv-cache-dtype, fp8]\n")  # fmt: skip
+    return manifest
+
+
+def test_the_default_fail_on_undecided_fails_a_job_whose_gpu_is_unknown(tmp_path):
+    # issue 27: a GPU-less job used to exit 0 with undecided error rules; the action's default gate fails it
+    assert ACTION["inputs"]["fail-on"]["default"] == "undecided"
+    workdir = tmp_path / "repo"
+    workdir.mkdir()
+    _gpu_less_manifest(workdir)
+    results, outputs, _, _ = run_action(tmp_path, workdir, args="--no-compile", **{"upload-sarif": "false"})
+    assert outputs["scan"]["exit-code"] == "1" and results["Gate on the scan"].returncode == 1
+    assert "KVD111" in results["Scan"].stdout
+    (tmp_path / "stub-bin").rename(tmp_path / "stub-bin-1")
+    _, lenient, _, _ = run_action(tmp_path, workdir, args="--no-compile", **{"fail-on": "error"})
+    assert lenient["scan"]["exit-code"] == "0"  # the same scan gated on fired errors only passes

@@ -83,3 +83,24 @@ def test_pre_commit_runs_the_hook_from_this_repository(tmp_path):
     assert "kvdoctor scan (vLLM deployments)" in output and "Failed" in output
     assert "deploy/vllm.yaml:29" in output and "KVD101" in output
     assert "Helm/Go template" not in output  # chart/templates/ excluded by the hook
+
+
+def test_the_hooks_own_args_fail_on_an_error_rule_left_undecided(tmp_path):
+    # issue 27: with no GPU on a developer's machine, `--fail-on undecided` (the hook's args) blocks the commit
+    (hook,) = HOOKS
+    assert hook["args"] == ["--fail-on", "undecided"]
+    (tmp_path / "vllm.yaml").write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: no-gpu-label}\nspec:\n  containers:\n"
+        "    - name: vllm\n      image: vllm/vllm-openai:v0.28.0\n"
+        f"      args: [{REPO / 'examples' / 'qwen2.5-3b-instruct'}, --kv-cache-dtype, fp8]\n")  # fmt: skip
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "KVDOCTOR_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(REPO),
+           "CUDA_VISIBLE_DEVICES": ""}  # fmt: skip
+    entry = shlex.split(hook["entry"])[1:]
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "kvdoctor", *entry, *args, "--no-compile", "vllm.yaml"],
+                              cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+
+    gated = run(*hook["args"])
+    assert gated.returncode == 1 and "undecided error KVD111" in gated.stdout, (gated.stdout, gated.stderr)
+    assert run().returncode == 0  # without the hook's args the same file would pass
