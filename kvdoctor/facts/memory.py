@@ -20,7 +20,8 @@ from kvdoctor.facts.kv_capacity import (
     skip_layers_block_size, state_page_bytes,
 )  # fmt: skip
 from kvdoctor.facts.memory_budget import (
-    GIB, ServeMemory, batch_defaults, budget_table, kv_budget, parsed_json, release_utilization, serve_memory,
+    GIB, ServeMemory, batch_defaults, budget_table, cuda_total_bytes, kv_budget, parsed_json, release_utilization,
+    serve_memory,
 )  # fmt: skip
 from kvdoctor.model.facts import Facts
 from kvdoctor.vllm_pack.candidates import Candidates, agree, describe_range
@@ -407,7 +408,7 @@ def _fitting_utilization(flat, serve: ServeMemory, release, plan: KvPlan, budget
     if serve.kv_cache_memory_bytes is not None or judge_fit(plan, budget - band, max_model_len, in_flight, reserved).fits:
         return None
     util = serve.gpu_memory_utilization or release_utilization(release, serve)
-    total = flat["gpu.memory_gib"] * GIB
+    total = cuda_total_bytes(flat)  # what vLLM multiplies by the utilization (torch's mem_get_info total)
     for step in range(int(round(util * 100)) + 1, 96):
         if judge_fit(plan, budget + int(total * (step / 100 - util)) - band, max_model_len, in_flight, reserved).fits:
             return step / 100

@@ -15,6 +15,7 @@ from kvdoctor.base.yaml_safe import load_yaml_cached
 from kvdoctor.data import read_data
 from kvdoctor.facts.kv_capacity import kv_table
 from kvdoctor.facts.probes.serve_args import human_readable_int
+from kvdoctor.facts.profile_peak import profile_peak_bytes, sampler_band_bytes
 from kvdoctor.model.facts import Facts, ServeFacts
 
 GIB = 2**30
@@ -225,7 +226,7 @@ def kv_budget(flat, facts: Facts, serve: ServeMemory, release) -> tuple[int, int
     table = budget_table()
     util = serve.gpu_memory_utilization or release_utilization(release, serve)
     total = cuda_total_bytes(flat)
-    activation = _activation_bytes(flat, facts, serve, release)
+    activation, install_decides = _activation_bytes(flat, facts, serve, release)
     tp = facts.serve.tensor_parallel_size
     non_torch = int((table["non_torch_gib"] + table["non_torch_per_extra_rank_gib"] * (tp - 1)) * GIB)
     graphs = 0 if serve.enforce_eager or not cudagraphs_counted(release) else int(table["cudagraph_gib"] * GIB)
@@ -236,7 +237,7 @@ def kv_budget(flat, facts: Facts, serve: ServeMemory, release) -> tuple[int, int
         margin = max(int(table["extensible_margin_floor_gib"] * GIB),
                      int(table["extensible_margin_fraction"] * activation))
         available = min(int(total * util), total - margin) - (weights or 0) - modelled
-    band = max(int(table["band_min_gib"] * GIB), int(table["band_share"] * modelled))
+    band = max(int(table["band_min_gib"] * GIB), int(table["band_share"] * modelled)) + install_decides
     if estimated and weights:
         quantized = facts.model.quant_method not in (None, "none") or facts.serve.quantization not in (None, "none")
         share = table["estimated_weights_band_share"] + (table["quantized_weights"]["band_share"] if quantized else 0)
@@ -310,7 +311,7 @@ def _estimated_weights(flat, facts: Facts, version: str | None = None) -> int | 
             linear_bytes = dtype_bytes
         if linear_bytes is None:
             return None
-    attention = m.hidden_size * m.head_dim * (2 * m.num_attention_heads + 2 * (m.num_kv_heads or 1))
+    attention = attention_parameters(flat, m.hidden_size, m.head_dim, m.num_attention_heads, m.num_kv_heads or 1)
     embeddings = vocab * m.hidden_size * (1 if flat.get("model.tie_word_embeddings") else 2)
     mixers = sequence_mixer_parameters(flat, m.hidden_size, m.num_hidden_layers, attention)
     mlp = mlp_parameters(flat, m.hidden_size, m.num_hidden_layers, inter)
@@ -318,6 +319,20 @@ def _estimated_weights(flat, facts: Facts, version: str | None = None) -> int | 
         experts = routed_expert_parameters(flat, m.hidden_size, m.num_hidden_layers)
         return int(experts * linear_bytes) + (mixers + mlp - experts + embeddings) * dtype_bytes
     return int((mixers + mlp) * linear_bytes) + embeddings * dtype_bytes
+
+
+def attention_parameters(flat, hidden: int, head_dim: int, heads: int, kv_heads: int) -> int:
+    """One attention layer's projections: q/k/v/o, or MLA's as DeepseekV2MLAAttention builds them
+    (models/deepseek_v2.py:1004-1044 in 0.25.1): q_a + q_b (or q_proj without q_lora_rank), kv_a_proj_with_mqa,
+    kv_b_proj and o_proj (model.mla_layout)."""
+    mla = flat.get("model.mla_layout")
+    if not mla:
+        return hidden * head_dim * (2 * heads + 2 * kv_heads)
+    q_width = heads * (mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"])
+    q = hidden * mla["q_lora_rank"] + mla["q_lora_rank"] * q_width if mla["q_lora_rank"] else hidden * q_width
+    kv_a = hidden * (mla["kv_lora_rank"] + mla["qk_rope_head_dim"])
+    kv_b = mla["kv_lora_rank"] * heads * (mla["qk_nope_head_dim"] + mla["v_head_dim"])
+    return q + kv_a + kv_b + heads * mla["v_head_dim"] * hidden
 
 
 def _quantizes_experts_only(method: str) -> bool:
@@ -415,34 +430,14 @@ def quantized_bytes_per_param(config: dict[str, Any], method: str, model_dtype_b
     return bits / 8 + zeros + scale / per_scale
 
 
-def _activation_bytes(flat, facts: Facts, serve: ServeMemory, release) -> int:
-    table = budget_table()
-    m = facts.model
+def _activation_bytes(flat, facts: Facts, serve: ServeMemory, release) -> tuple[int, int]:
+    """The profile run's torch peak (facts/profile_peak.py) at the serve settings or the release's batch defaults, and
+    the part of it the install decides (added to the band)."""
     default_tokens, default_seqs = batch_defaults(flat, release)
-    tokens = serve.max_num_batched_tokens or default_tokens
-    tp = max(1, facts.serve.tensor_parallel_size)
-    hidden = m.hidden_size or 0
-    inter = (flat.get("model.intermediate_size") or 0) // tp
-    seqs = serve.max_num_seqs or default_seqs
-    logits = seqs * (flat.get("model.vocab_size") or 0) * 4
-    forward = tokens * (table["activation_bytes_per_token_hidden"] * hidden
-                        + table["activation_bytes_per_token_intermediate"] * inter)
-    peak = max(forward, logits)  # the dummy forward and the dummy sampler run one after the other
-    peak += moe_workspace_bytes(flat, tokens, hidden, tp)
-    return int(peak * (1 if serve.enforce_eager else 1 + table["compiled_activation_share"]))
-
-
-def moe_workspace_bytes(flat, tokens: int, hidden: int, tp: int) -> int:
-    """The fused-MoE experts' workspaces, held by vLLM's workspace manager from the profile run on: TritonExperts.
-    workspace_shapes (fused_moe/experts/triton_moe.py:181-196 in 0.25.1) gives (M, topk, max(inter, K)) and
-    (M, topk, max(2 x inter, K)) in the activation dtype for M batched tokens (data/kv_memory.yaml
-    budget.moe_workspace)."""
-    moe = flat.get("model.moe_layout")
-    if not moe or not moe.get("top_k"):
-        return 0
-    inter = moe["expert_width"] // max(1, tp)
-    per_token = moe["top_k"] * (max(inter, hidden) + max(2 * inter, hidden))
-    return int(tokens * per_token * budget_table()["moe_workspace"]["dtype_bytes"])
+    tokens, seqs = serve.max_num_batched_tokens or default_tokens, serve.max_num_seqs or default_seqs
+    table = budget_table()
+    return (profile_peak_bytes(flat, facts, table, release, tokens, seqs, serve.enforce_eager),
+            sampler_band_bytes(flat, facts, table, release, min(tokens, seqs)))
 
 
 def cuda_total_bytes(flat) -> int:

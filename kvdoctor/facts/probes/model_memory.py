@@ -29,7 +29,7 @@ _SAFETENSORS_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 
 UNKNOWN = {"model.max_len_keys": None, "model.rope_scaling": None, "model.layer_kinds": None,
            "model.state_layer": None, "model.attention_chunk_size": None,
            "model.vocab_size": None, "model.intermediate_size": None, "model.tie_word_embeddings": None,
-           "model.moe_layout": None, "model.text_config_key": None, "model.cross_attention": None, "checkpoint.weights_bytes": None,
+           "model.moe_layout": None, "model.mla_layout": None, "model.text_config_key": None, "model.cross_attention": None, "checkpoint.weights_bytes": None,
            "checkpoint.weights_source": None}  # fmt: skip
 
 
@@ -54,6 +54,7 @@ def probe_model_memory(model: ModelFacts | None, config_path: Path | None, model
         "model.tie_word_embeddings": bool(raw.get("tie_word_embeddings", text.get(
             "tie_word_embeddings", (raw.get("model_type") or text.get("model_type")) in model_types("tied_embeddings")))),
         "model.moe_layout": moe_layout(text),
+        "model.mla_layout": mla_layout(text),
         "model.cross_attention": cross_attention(text, model),
         "checkpoint.weights_bytes": weights,
         "checkpoint.weights_source": source,
@@ -83,6 +84,17 @@ def moe_layout(text: dict[str, Any]) -> dict[str, int] | None:
                                                "experts_per_token") if _int(text.get(k))), None)
     return {"experts": experts, "expert_width": expert_width, "shared_width": shared, "dense_layers": dense_layers,
             "dense_width": _int(text.get("intermediate_size")) or expert_width, "period": period, "top_k": top_k}
+
+
+_MLA_KEYS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+
+
+def mla_layout(text: dict[str, Any]) -> dict[str, int] | None:
+    """A multi-head latent attention config's projection widths (DeepSeek-V2/V3 spelling; None without kv_lora_rank):
+    q_lora_rank 0 when the queries are projected directly (DeepSeek-V2-Lite's null)."""
+    if not _int(text.get("kv_lora_rank")):
+        return None
+    return {key: _int(text.get(key)) or 0 for key in _MLA_KEYS}
 
 
 def _context_keys() -> dict[str, Any]:

@@ -1,0 +1,108 @@
+"""The torch peak of vLLM's profile run (gpu_worker.determine_available_memory -> profile_run): the dummy forward over
+max_num_batched_tokens, then the dummy sampler over one logit row per request, with what the forward leaves held
+(the fused-MoE workspace) under both. Numbers, rules and their sources: data/kv_memory.yaml (budget.profile_sampler,
+budget.moe_workspace); docs/fit.md "The profile run's peak"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvdoctor.model.facts import Facts
+
+
+def profile_peak_bytes(flat, facts: Facts, table: dict[str, Any], release, tokens: int, seqs: int,
+                       eager: bool) -> int:  # fmt: skip
+    """Torch's peak increase over the profile run: held + max(forward, hidden states + sampler). The forward grows
+    under torch.compile (compiled_activation_share); the sampler runs outside the compiled graph."""
+    m = facts.model
+    tp = max(1, facts.serve.tensor_parallel_size)
+    hidden = m.hidden_size or 0
+    inter = (flat.get("model.intermediate_size") or 0) // tp
+    forward = tokens * (table["activation_bytes_per_token_hidden"] * hidden
+                        + table["activation_bytes_per_token_intermediate"] * inter)
+    forward = int(forward * (1 if eager else 1 + table["compiled_activation_share"]))
+    workspace = moe_workspace_bytes(flat, table, tokens, hidden, tp)
+    # profile_run keeps the forward's hidden states (tokens x hidden, activation dtype) while the sampler runs
+    hidden_states = tokens * hidden * table["moe_workspace"]["dtype_bytes"]
+    sampler = hidden_states + sampler_bytes(flat, facts, table, release, min(tokens, seqs))
+    if workspace_held(facts, table, release):  # kept after the forward: under the sampler too
+        return workspace + max(forward, sampler)
+    return max(forward + workspace, sampler)
+
+
+def moe_workspace_bytes(flat, table: dict[str, Any], tokens: int, hidden: int, tp: int) -> int:
+    """The fused-MoE experts' workspaces for `tokens` rows (TritonExperts.workspace_shapes: (M, topk, max(inter, K))
+    and (M, topk, max(2 x inter, K)) in the activation dtype; no chunking of M in the releases read)."""
+    moe = flat.get("model.moe_layout")
+    if not moe or not moe.get("top_k"):
+        return 0
+    inter = moe["expert_width"] // max(1, tp)
+    per_token = moe["top_k"] * (max(inter, hidden) + max(2 * inter, hidden))
+    return int(tokens * per_token * table["moe_workspace"]["dtype_bytes"])
+
+
+def workspace_held(facts: Facts, table: dict[str, Any], release) -> bool:
+    """Does the release keep the fused-MoE workspace after the forward (a shared buffer or its workspace manager), for
+    this model's quantization method?"""
+    from kvdoctor.base.versions import release_numbers
+
+    entry = table["moe_workspace"]
+    method = facts.model.quant_method if facts.model.quant_method not in (None, "none") else facts.serve.quantization
+    return (release_numbers(release.version) >= release_numbers(entry["held_from"])
+            and method not in entry["not_held_for_methods"])
+
+
+def sampler_bytes(flat, facts: Facts, table: dict[str, Any], release, rows: int) -> int:
+    """Bytes the dummy sampler holds at its peak: rows x vocabulary x the bytes live per logit in the runner that
+    profiles (V1: a float32 copy, top-k/top-p buffers or a sort, probabilities and noise; V2: a float32 copy)."""
+    return int(rows * (flat.get("model.vocab_size") or 0) * _bytes_per_logit(facts, table, release))
+
+
+def sampler_band_bytes(flat, facts: Facts, table: dict[str, Any], release, rows: int) -> int:
+    """What the install decides beyond sampler_bytes: 0.10.2 sorts (more bytes) when flashinfer is not installed."""
+    entries = table["profile_sampler"]
+    far = entries["install_dependent"].get(release.version)
+    if far is None or profiling_runner(facts, release) != "V1" or _flashinfer_opted_in(facts):
+        return 0
+    return int(rows * (flat.get("model.vocab_size") or 0) * max(0, far - _bytes_per_logit(facts, table, release)))
+
+
+def _bytes_per_logit(facts: Facts, table: dict[str, Any], release) -> int:
+    entries = table["profile_sampler"]
+    runner = profiling_runner(facts, release)
+    value = max(read_neighbours(entries[f"{runner.lower()}_bytes_per_logit"], release.version))
+    if runner == "V1" and _flashinfer_opted_in(facts):
+        return min(value, entries["flashinfer_bytes_per_logit"])
+    return value
+
+
+def _flashinfer_opted_in(facts: Facts) -> bool:
+    return dict(facts.serve.env).get("VLLM_USE_FLASHINFER_SAMPLER", "").strip() == "1"
+
+
+def profiling_runner(facts: Facts, release) -> str:
+    """'V1' or 'V2': the GPU model runner the release picks for this model (vllm_pack/runner.py, asked of vLLM's own
+    use_v2_model_runner); undecided counts as V1, whose sampler holds more."""
+    from kvdoctor.facts.derive import v2_unsupported_features
+    from kvdoctor.vllm_pack.runner import model_runner
+
+    m = facts.model
+    choice = model_runner(release, architectures=m.architectures, is_moe=m.is_moe, is_hybrid=m.is_hybrid,
+                          env=dict(facts.serve.env).get("VLLM_USE_V2_MODEL_RUNNER"),
+                          v2_unsupported_features=v2_unsupported_features(facts))
+    return "V2" if choice.runner == "V2" else "V1"
+
+
+def read_neighbours(entries: dict[str, Any], version: str) -> list[Any]:
+    """The answers of the read releases around `version`: its own where read, else the nearest read below and above
+    (the last read one past the end, the first before the start); callers take the larger."""
+    from kvdoctor.base.versions import release_numbers
+
+    read = sorted((release_numbers(v), value) for v, value in entries.items())
+    number = release_numbers(version)
+    same = [value for r, value in read if r == number]
+    if same:
+        return same
+    below = [value for r, value in read if r < number][-1:]
+    above = [value for r, value in read if r > number][:1]
+    return below + above
