@@ -154,13 +154,21 @@ def _by_location(diagnosis: Diagnosis, rules: list[Rule], families: Families, fa
             if pattern.search(where) and rule_id in rules_by_id:
                 signature = Signature(source=re.escape(where.rpartition(":")[2]), role="root",
                                       note=f"matched by where vLLM raises it: {where}")
-                values = (("detail", clip(exception.message, 200)),)
+                values = (("detail", clip(exception.message or _failed_code(exception), 200)),
+                          ("raise_site", where.rpartition(":")[2]))
                 match = SignatureMatch(rules_by_id[rule_id], signature, exception.line, exception.summary,
                                        exception, 0, values)
                 by_rule = dict(diagnosis.by_rule)
                 by_rule[rule_id] = [match]
                 return replace(diagnosis, primary=match, unknown=None, by_rule=by_rule)
     return diagnosis
+
+
+def _failed_code(exception: LoggedException) -> str:
+    """A bare exception's own words: the code line the log shows under its innermost frame ('assert "factor" in
+    rope_scaling'), or nothing."""
+    frame = exception.frames[-1] if exception.frames else None
+    return frame.code.strip() if frame is not None and frame.code else ""
 
 
 def _by_frame(diagnosis: Diagnosis, rules: list[Rule], families: Families) -> Diagnosis:

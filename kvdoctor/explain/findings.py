@@ -10,7 +10,7 @@ from typing import Any
 from kvdoctor.explain.diagnosis import Diagnosis, clip, rules_with_role, unknown_failure_rule
 from kvdoctor.explain.families import derived_values
 from kvdoctor.explain.signatures import SignatureMatch
-from kvdoctor.explain.texts import fill_known, missing_sentence, unfilled
+from kvdoctor.explain.texts import NOT_GIVEN, fill_known, missing_sentence, unfilled
 from kvdoctor.explain.tracebacks import ExceptionChain, LoggedException
 from kvdoctor.model.report import Finding, Report
 from kvdoctor.rules.engine import evaluate_rules, finding_for
@@ -91,8 +91,9 @@ def finding_with_log_values(rule: Rule, facts: dict[str, Any]) -> Finding:
     from kvdoctor.rules.engine import fill, offered_fixes
 
     finding = finding_for(rule, facts)
+    # a flag that needs a value the log did not give is left out ('--max-model-len unknown' is no fix); its title stays
     fixes = tuple(replace(fix, title=fill_known(spec.title, facts),
-                          flag=fill(fix.flag, facts) if fix.flag else fix.flag,
+                          flag=fill(spec.flag, facts) if spec.flag and not unfilled(spec.flag, facts) else None,
                           env=fill(fix.env, facts) if fix.env else fix.env)
                   for fix, spec in zip(finding.fixes, offered_fixes(rule, facts)))
     cause = fill_known(rule.cause, facts)
@@ -118,6 +119,15 @@ def _whole_message(match: SignatureMatch) -> str:
 def _matched_finding(match: SignatureMatch, group: list[SignatureMatch], facts: dict[str, Any], primary: bool) -> Finding:
     values = log_values(match, facts)
     base = finding_with_log_values(match.rule, {**facts, **values})
+    if NOT_GIVEN in base.title and values.get("log.raise_site"):
+        # claimed by where vLLM raised it, in words the rule's title does not take: the check and its own words
+        words = values.get("log.detail") or (match.exception.type if match.exception is not None else "")
+        base = replace(base, title=clip(f"vLLM's check in {values['log.raise_site']} failed: {words}", 200))
+        if NOT_GIVEN in base.cause:
+            missing = missing_sentence(unfilled(match.rule.cause, {**facts, **values}))
+            base = replace(base, cause=f"vLLM raised this in {values['log.raise_site']}, a function whose checks all "
+                                       f"belong to this failure family; its message names none of the values this "
+                                       f"explanation needs. {missing}".strip())
     evidence = ["PRIMARY root cause" if primary else f"Secondary ({'wrapper' if match.role == 'wrapper' else 'also seen'})"]
     seen: set[int] = set()
     for item in group:

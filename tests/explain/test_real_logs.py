@@ -20,13 +20,13 @@ MIN_SHARE = 0.9
 # of its 14 seen logs, measured before any fix. Round 5: all 20 explained and dropped, and the notebook's OOM
 # allocating the KV cache (where it surfaced decides: KVD401). Batch 10: 6 of its 19 seen failing logs, measured
 # before any fix (at d5cc2a5); its one healthy seen miss (of 7) is in KNOWN_HEALTHY_MISSES below. Round 6: four of
-# the six explained and dropped (full-width punctuation, NPU OOM, a get_config wording, NumPy's ABI, a client's error).
+# the six explained and dropped (full-width punctuation, NPU OOM, a get_config wording, NumPy's ABI, a client's error),
+# then verl's bare rope_scaling assert (a raise-site claim quotes the failed assert).
 # Batch 11: 4 of its 11 seen failing logs, measured before any fix (at 4ad10a5); its one healthy seen miss (of 2) is
 # in KNOWN_HEALTHY_MISSES below.
 KNOWN_MISSES = frozenset({
     "chat_template_missing__agentlightning_57.log",
     "hybrid_block_size__vllm_pr36388.log",
-    "other__verl_649.log",
     "other__vllm_28950.log",
     "other__vllm_pr51824.log",
     "serve_args__vllm_pr20375.log",

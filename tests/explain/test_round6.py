@@ -70,3 +70,30 @@ def test_an_error_the_server_answered_a_client_with_is_a_request_time_failure():
     # a start-up failure a client never saw stays a start-up failure
     report = explain_text("ValueError: frobnication is not available for this model\n")
     assert report.extra["family"] == "other"
+
+
+def test_a_function_claimed_by_a_family_claims_only_that_familys_checks():
+    # vllm/config/model.py:ModelConfig._verify_quantization raises this; it is no divisibility check
+    report = explain_text("ValueError: Unknown quantization method: frobq. Must be one of ['awq', 'gptq'].\n")
+    assert report.extra["family"] != "parallel_divisibility"
+    # transformers' AutoConfig.register: a name the installed transformers already defines, not one it lacks
+    report = explain_text(
+        "Traceback (most recent call last):\n"
+        '  File "/venv/lib/python3.12/site-packages/transformers/models/auto/configuration_auto.py", line 993, in '
+        "register\n"
+        '    raise ValueError(f"\'{key}\' is already used by a Transformers config, pick another name.")\n'
+        "ValueError: 'frobvit' is already used by a Transformers config, pick another name.\n")
+    assert report.extra["family"] != "transformers_unknown_arch"
+
+
+def test_a_bare_assert_claimed_by_where_vllm_raised_it_is_quoted_and_no_value_reads_unfilled():
+    log = ("Traceback (most recent call last):\n"
+           '  File "/venv/lib/python3.12/site-packages/vllm/config.py", line 1764, in _get_and_verify_max_len\n'
+           '    assert "frob" in rope_scaling\n'
+           "AssertionError\n")
+    report = explain_text(log)
+    assert report.extra["family"] == "max_model_len_derived"
+    text = _text(report)
+    assert 'vLLM\'s check in _get_and_verify_max_len failed: assert "frob" in rope_scaling' in text
+    assert "(not in the log)" not in text
+    assert "--max-model-len unknown" not in text  # a fix's flag that needs a missing value is left out
