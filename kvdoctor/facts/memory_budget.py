@@ -226,7 +226,7 @@ def kv_budget(flat, facts: Facts, serve: ServeMemory, release) -> tuple[int, int
     table = budget_table()
     util = serve.gpu_memory_utilization or release_utilization(release, serve)
     total = cuda_total_bytes(flat)
-    activation, install_decides = _activation_bytes(flat, facts, serve, release)
+    activation, install_decides = profile_run_peak(flat, facts, serve, release)
     tp = facts.serve.tensor_parallel_size
     non_torch = int((table["non_torch_gib"] + table["non_torch_per_extra_rank_gib"] * (tp - 1)) * GIB)
     graphs = 0 if serve.enforce_eager or not cudagraphs_counted(release) else int(table["cudagraph_gib"] * GIB)
@@ -430,7 +430,7 @@ def quantized_bytes_per_param(config: dict[str, Any], method: str, model_dtype_b
     return bits / 8 + zeros + scale / per_scale
 
 
-def _activation_bytes(flat, facts: Facts, serve: ServeMemory, release) -> tuple[int, int]:
+def profile_run_peak(flat, facts: Facts, serve: ServeMemory, release) -> tuple[int, int]:
     """The profile run's torch peak (facts/profile_peak.py) at the serve settings or the release's batch defaults, and
     the part of it the install decides (added to the band)."""
     default_tokens, default_seqs = batch_defaults(flat, release)
