@@ -141,6 +141,17 @@ def test_old_release_judges_fp8_kv_on_a_t4_by_its_v0_engine(run_cli, version):
     assert "KVD012" not in by_id(document) and "KVD011" not in by_id(document)
 
 
+def test_0_10_2_fp8_kv_on_an_l40s_falls_back_to_v0_and_starts(run_cli):
+    # the issue's case: the pack built with VLLM_USE_V1=1 said FlashAttention's constructor refuses it; vLLM 0.10.2's
+    # _is_v1_supported_oracle sends an fp8 KV cache without FA3 to V0 (XFormers), which starts
+    result, document = check_json(run_cli, "--gpu", "L40S", "--vllm-version", "0.10.2", "--kv-cache-dtype", "fp8")
+    facts = document["facts"]
+    assert (facts["attention.backend"], facts["attention.engine"]) == ("XFORMERS", "V0")
+    assert "Falling back to V0" in facts["attention.evidence"] and "vllm/engine/arg_utils.py:" in facts["attention.evidence"]
+    assert not [f for f in document["findings"] if f["severity"] == "error" and f["status"] != "quiet"]
+    assert result.code == 0
+
+
 # ---------------------------------------------------------------- 0.5-0.6: parser and dtype resolution read (issue 27)
 
 EAGER = ["0.4.3", "0.5.5", "0.6.3.post1", "0.6.6.post1"]
