@@ -5,7 +5,9 @@ no checkpoint; or `tiny:NAME`, a random-weight model models.py makes there with 
 Memory profiling stays on (no --kv-cache-memory-bytes unless the case is about that flag). Part `a` calibrates
 the memory budget, part `b` covers quantized checkpoints, tiny architectures and one `kvdoctor verify` run; parts
 `c` and `d` (a later session) the layer kinds at real sizes (sliding window, MLA, MoE, hybrid Mamba, sinks), a
-method whose minimum capability is above SM 9.0, and utilizations around the limit for MoE and MLA.
+method whose minimum capability is above SM 9.0, and utilizations around the limit for MoE and MLA; part `f` the
+profile run's peak for MoE and MLA (the sampler's rows, the forward's tokens, torch.compile), predictions committed
+before any run (docs/real-startup-results/fit-predictions-h200-2026-12-05-f.json).
 The same list drives the predictions made on the CPU before the run (gpu_verify/startups/fit_compare.py).
 """
 
@@ -104,5 +106,25 @@ def grid(part: str) -> list[dict]:
             case("qwen3b-fp-quant-deprecated", "qwen3b-fp-quant", *EAGER, limit_s=120),
             case("dsv2lite-u90-k8v4", "dsv2lite", "--gpu-memory-utilization", "0.9", "--kv-cache-dtype",
                  "turboquant_k8v4", *EAGER, limit_s=240),
+        ]
+    if part == "f":  # the profile run's peak for MoE / MLA (facts/profile_peak.py): low headroom, and the sampler's
+        # rows (max_num_seqs), the forward's tokens (max_num_batched_tokens) and torch.compile moved one at a time;
+        # most telling first (fit_run's --deadline cuts the tail: one device call)
+        mml = ("--max-model-len", "16384")
+        return [
+            case("qwen3-30b-a3b-u45-seqs256", "qwen3-30b-a3b", "--gpu-memory-utilization", "0.45", *mml,
+                 "--max-num-seqs", "256", *EAGER, limit_s=240),
+            case("qwen3-30b-a3b-u44", "qwen3-30b-a3b", "--gpu-memory-utilization", "0.44", *mml, *EAGER, limit_s=240),
+            case("dsv2lite-u22", "dsv2lite", "--gpu-memory-utilization", "0.22", *mml, *EAGER, limit_s=240),
+            case("dsv2lite-u25-seqs256", "dsv2lite", "--gpu-memory-utilization", "0.25", *mml, "--max-num-seqs",
+                 "256", *EAGER, limit_s=240),
+            case("gptoss20b-u13", "gptoss20b", "--gpu-memory-utilization", "0.13", "--max-model-len", "32768",
+                 *EAGER, limit_s=260),
+            case("qwen3-30b-a3b-u45-bt2048", "qwen3-30b-a3b", "--gpu-memory-utilization", "0.45", *mml,
+                 "--max-num-batched-tokens", "2048", *EAGER, limit_s=240),
+            case("qwen3-30b-a3b-u43", "qwen3-30b-a3b", "--gpu-memory-utilization", "0.43", *mml, *EAGER),
+            case("jamba-u72", "jamba", "--gpu-memory-utilization", "0.72", *mml, *EAGER, limit_s=300),
+            case("qwen3-30b-a3b-u45-compiled", "qwen3-30b-a3b", "--gpu-memory-utilization", "0.45", *mml,
+                 limit_s=420),
         ]
     raise ValueError(f"unknown part {part!r}")
