@@ -34,6 +34,7 @@ def register(app: typer.Typer) -> None:
         gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU for workloads whose node labels name none (A100, L4, sm_80)."),
         vllm_version: Optional[str] = typer.Option(None, "--vllm-version", help="vLLM release for images whose tag pins none (latest, a digest): 0.25.1, or a series such as 0.25."),
         model_path: List[str] = typer.Option([], "--model-path", help="MODEL=DIR: read the model the manifests call MODEL (e.g. /models/qwen) from DIR here."),
+        values: List[Path] = typer.Option([], "--values", help="A Helm values file over each chart's values.yaml when scan renders a chart (as helm template -f; repeatable, later ones win)."),
         fix_source: FixSources = [],
         offline: Offline = False,
         target_package: TargetPackages = [],
@@ -78,7 +79,13 @@ def register(app: typer.Typer) -> None:
                 fix_sources=team.fix_sources + tuple(fix_source),
                 ignored=dict(team.ignore),
             )
-            return with_note(run_scan(list(paths), defaults, settings, allow_none=allow_no_workload),
+            missing = [str(v) for v in values if not v.is_file()]
+            if missing:
+                from kvdoctor.base.errors import UsageError
+
+                raise UsageError(f"--values {missing[0]}: no such file", "give a Helm values file (YAML)")
+            return with_note(run_scan(list(paths), defaults, settings, allow_none=allow_no_workload,
+                                      values_files=tuple(values)),
                              named.note if named else None)  # fmt: skip
 
         _run_and_exit(work, chosen["output_format"], output, chosen["fail_on"], chosen["verbose"], debug)

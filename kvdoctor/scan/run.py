@@ -33,6 +33,9 @@ READERS = (
 )
 
 
+VALUES_READERS = (helm_values.is_production_stack_values, helm_values.is_vllm_chart_values)
+
+
 def find_workloads(paths: list[str]) -> tuple[list[str], list[Workload], list[str]]:
     """(files read, vLLM workloads in them, notes); raises ManifestError for the first file that cannot be read."""
     files, found, notes, unread = read_manifests(paths)
@@ -55,8 +58,8 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             continue
         if isinstance(source, ChartSource):
             workloads, failures = chart_workloads(source, read_document, values_files)
-            found += workloads
-            unread += failures
+            found += workloads or values_workloads(source)
+            unread += [f for f in failures if f.message not in {u.message for u in unread}]  # one chart, many renders
             continue
         if makefiles.is_makefile(source):
             found += makefiles.workloads(source)
@@ -88,6 +91,19 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
                 notes.append(why)
     files = [s.path for s in sources if not isinstance(s, ManifestError)]
     return files, found, notes, unread
+
+
+def values_workloads(source: ChartSource) -> list[Workload]:
+    """A chart that rendered no vLLM workload, whose values file is one the values readers know (production-stack,
+    vLLM's chart): the workloads read from the values alone, as before charts were rendered."""
+    path = (source.values_files or (source.chart / "values.yaml",))[-1]
+    try:
+        text = path.read_text(encoding="utf-8")
+        documents = compose_documents(SourceFile(source.path if source.values_files else str(path), text))
+    except (OSError, UnicodeDecodeError, ManifestError):
+        return []
+    return [w for doc in documents for applies, read in READERS if applies in VALUES_READERS and applies(doc.root)
+            for w in read(doc, text)]  # fmt: skip
 
 
 def heredoc_workloads(source: SourceFile) -> list[Workload]:

@@ -36,7 +36,7 @@ def test_templated_yaml_says_to_render_with_helm_template(run_cli):
     assert "helm template" in result.stderr and "kvdoctor scan -" in result.stderr
 
 
-def test_chart_templates_are_skipped_in_a_directory_walk_with_a_note(run_cli, tmp_path):
+def test_a_chart_is_rendered_in_a_walk_and_its_known_values_still_read_when_it_renders_no_workload(run_cli, tmp_path):
     chart = tmp_path / "chart"
     (chart / "templates").mkdir(parents=True)
     (chart / "Chart.yaml").write_text("apiVersion: v2\nname: demo\nversion: 0.1.0\n")
@@ -45,10 +45,11 @@ def test_chart_templates_are_skipped_in_a_directory_walk_with_a_note(run_cli, tm
     (tmp_path / "node_modules").mkdir()
     shutil.copy(MANIFESTS / "malformed.yaml", tmp_path / "node_modules" / "x.yaml")
     result = run_cli("scan", str(tmp_path), "--no-compile", "--format", "json")
-    assert result.code == 1, result.stderr  # the values' modelSpec: KVD201
+    assert result.code == 2, result.stderr  # the template includes a helper the chart does not define
     document = result.json()
-    assert [w["name"] for w in document["workloads"]] == ["qwen-a100"]
-    assert any("skipped the Helm chart templates" in n for n in document["notes"])
+    assert [w["name"] for w in document["workloads"]] == ["qwen-a100"]  # production-stack values, read alone
+    assert [u["message"].split(": ", 1)[1] for u in document["unread"]] == [
+        'not rendered: no template "chart.fullname" associated with template']
 
 
 def test_manifest_without_vllm_is_no_pass_exit_2_unless_allowed(run_cli):

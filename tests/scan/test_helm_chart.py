@@ -1,0 +1,163 @@
+"""Helm charts rendered by scan (issue 27): real charts stored whole in tests/fixtures/manifests/charts, rendered
+as `helm template` would, their workloads read by the Kubernetes readers and placed on the template lines."""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+from scan_support import MANIFESTS, REPO, scan
+
+from kvdoctor.scan.helm_chart import render_chart, set_value
+from kvdoctor.scan.run import read_manifests
+
+CHARTS = MANIFESTS / "charts"
+NM_VLLM = CHARTS / "neuralmagic__helm-charts" / "charts" / "nm-vllm"
+CASTAI = CHARTS / "castai__helm-charts" / "charts" / "castai-hosted-model"
+TEMPLATE = "tests/fixtures/manifests/charts/neuralmagic__helm-charts/charts/nm-vllm/templates/deployment.yaml"
+
+
+def _line(path, text: str) -> int:
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+def test_a_charts_values_file_renders_the_chart_with_its_defaults():
+    _, workloads, _, unread = read_manifests([str((NM_VLLM / "values.yaml").relative_to(REPO))])
+    (workload,) = workloads
+    assert not unread
+    assert (workload.kind, workload.name, workload.container) == ("Deployment", "nm-vllm", "nm-vllm")
+    assert workload.image == "ghcr.io/neuralmagic/nm-vllm-openai:v0.1.0"  # the tag defaults to .Chart.AppVersion
+    assert [t.text for t in workload.argv] == ["--host", "0.0.0.0", "--model", "mistralai/Mistral-7B-v0.1", "--port", "80"]
+    assert workload.file == TEMPLATE
+    template = NM_VLLM / "templates" / "deployment.yaml"
+    assert workload.argv[3].line == _line(template, "{{ .Values.modelName }}")
+    assert workload.image_line == _line(template, "image:")
+    assert any("rendered from Helm chart" in n and "release nm-vllm" in n for n in workload.notes)
+
+
+def test_an_override_values_file_under_the_chart_wins_over_the_defaults():
+    _, (workload,), _, _ = read_manifests([str((NM_VLLM / "examples" / "basic" / "values.yaml").relative_to(REPO))])
+    assert [t.text for t in workload.argv][-2:] == ["--dtype", "float16"]
+    assert workload.argv[-1].line == _line(NM_VLLM / "templates" / "deployment.yaml", "{{ quote . }}")
+    assert workload.gpu_limit == 1
+    assert [(s.key, s.values) for s in workload.gpu_selectors] == [("nvidia.com/gpu.product", ("NVIDIA-A100-SXM4-40GB",))]
+
+
+def test_scan_judges_the_rendered_workload_with_the_gpu_its_values_name(tmp_path):
+    report = scan([str((NM_VLLM / "examples" / "basic" / "values.yaml").relative_to(REPO))], tmp_path, gpu=None)
+    (result,) = report.workloads
+    assert result.report is not None and result.error is None
+    assert result.report.facts["gpu.name"] == "A100 40GB"
+
+
+def test_a_walk_renders_each_chart_once_and_each_override_once():
+    files, workloads, _, unread = read_manifests([str(NM_VLLM.relative_to(REPO))])
+    assert files == [str(NM_VLLM.relative_to(REPO)), str((NM_VLLM / "examples/basic/values.yaml").relative_to(REPO))]
+    assert sorted(w.argv[3].text for w in workloads) == ["TheBloke/Mistral-7B-Instruct-v0.2-GPTQ",
+                                                         "mistralai/Mistral-7B-v0.1"]  # fmt: skip
+    assert not unread
+
+
+def test_values_given_on_the_command_line_override_every_chart(tmp_path):
+    override = tmp_path / "prod-values.yaml"
+    override.write_text("modelName: Qwen/Qwen2.5-7B-Instruct\nimage: {tag: v0.2.0}\n")
+    _, (workload,), _, _ = read_manifests([str((NM_VLLM / "values.yaml").relative_to(REPO))], (override,))
+    assert workload.argv[3].text == "Qwen/Qwen2.5-7B-Instruct"
+    assert workload.image == "ghcr.io/neuralmagic/nm-vllm-openai:v0.2.0"
+
+
+def test_a_template_that_fails_is_reported_on_its_own_and_the_others_still_render():
+    rendered = render_chart(CASTAI / "child-charts" / "sglang")
+    (failure,) = rendered.failures
+    assert failure[0].name == "deployment.yaml" and "Required value 'model.name' must be defined" in failure[2]
+    assert {t.template.name for t in rendered.templates} >= {"service.yaml"}
+    _, _, _, unread = read_manifests([str((CASTAI / "child-charts" / "sglang").relative_to(REPO))])
+    assert [u.location.line for u in unread] == [_line(CASTAI / "child-charts/sglang/templates/deployment.yaml",
+                                                       "'model.name' must be defined")]  # fmt: skip
+
+
+def test_castai_vllm_child_chart_renders_its_startup_script_container_which_is_not_vllm_serve():
+    rendered = render_chart(CASTAI / "child-charts" / "vllm")
+    assert not rendered.failures
+    deployment = next(t for t in rendered.templates if t.template.name == "deployment.yaml")
+    assert '- "--dtype=half"' in deployment.text and 'command: ["/scripts/startup.sh"]' in deployment.text
+    _, workloads, _, _ = read_manifests([str((CASTAI / "child-charts" / "vllm" / "values.yaml").relative_to(REPO))])
+    assert workloads == []  # model.name is empty by default: the index reads no workload either
+
+
+def test_an_unknown_function_names_itself(tmp_path):
+    chart = tmp_path / "chart"
+    shutil.copytree(NM_VLLM, chart)
+    (chart / "templates" / "extra.yaml").write_text("kind: ConfigMap\ndata:\n  at: {{ now | date \"2006\" }}\n")
+    _, workloads, _, unread = read_manifests([str(chart)])
+    # once, though the chart is rendered twice (its defaults, then examples/basic/values.yaml over them)
+    assert [u.message.split(": ", 1)[1] for u in unread] == ["not rendered: function now"]
+    assert unread[0].location.line == 3 and len(workloads) == 2  # the deployment still rendered, both times
+
+
+def test_an_argo_cd_application_renders_its_chart_with_its_values_and_parameters(tmp_path):
+    shutil.copytree(NM_VLLM, tmp_path / "charts" / "nm-vllm")
+    app = tmp_path / "apps" / "nm.yaml"
+    app.parent.mkdir()
+    app.write_text("""apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: granite}
+spec:
+  destination: {namespace: llm}
+  source:
+    repoURL: https://example.com/repo.git
+    path: charts/nm-vllm
+    helm:
+      valueFiles: [examples/basic/values.yaml]
+      values: |
+        apiServer: {port: 9000}
+      parameters:
+      - {name: modelName, value: ibm-granite/granite-3.1-8b-instruct}
+      - {name: "apiServer.extraArgs[0]", value: --max-model-len}
+      - {name: "apiServer.extraArgs[1]", value: "8192"}
+""")
+    _, (workload,), notes, unread = read_manifests([str(app)])
+    assert not unread and not notes
+    assert workload.name == "granite-nm-vllm"  # the release is the Application's name
+    assert [t.text for t in workload.argv] == ["--host", "0.0.0.0", "--model", "ibm-granite/granite-3.1-8b-instruct",
+                                               "--port", "9000", "--max-model-len", "8192"]  # fmt: skip
+    assert workload.gpu_limit == 1  # from the Application's valueFiles
+    assert any("by Argo CD Application granite" in n for n in workload.notes)
+
+
+def test_a_flux_helmrelease_and_a_chart_outside_the_tree(tmp_path):
+    shutil.copytree(NM_VLLM, tmp_path / "charts" / "nm-vllm")
+    release = tmp_path / "release.yaml"
+    release.write_text("""apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {name: vllm, namespace: ai}
+spec:
+  chart: {spec: {chart: ./charts/nm-vllm, sourceRef: {kind: GitRepository, name: repo}}}
+  values: {modelName: Qwen/Qwen3-8B}
+---
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: remote}
+spec:
+  source: {repoURL: https://charts.example.com, chart: vllm, targetRevision: 1.0.0}
+""")
+    _, (workload,), notes, _ = read_manifests([str(release)])
+    assert workload.argv[3].text == "Qwen/Qwen3-8B" and workload.name == "vllm-nm-vllm"
+    assert notes == [f"Argo CD Application remote ({release}:8) installs chart vllm from https://charts.example.com, "
+                     "which is not in the scanned tree: not checked (scan the chart's directory with --values)"]
+
+
+def test_set_values_are_typed_as_helm_set_types_them():
+    values: dict = {}
+    set_value(values, "a.b[1].c", "42")
+    set_value(values, "flag", "true")
+    set_value(values, "tag", "0.10", force_string=True)
+    set_value(values, "name\\.dotted", "x")
+    assert values == {"a": {"b": [None, {"c": 42}]}, "flag": True, "tag": "0.10", "name.dotted": "x"}
+
+
+def test_rendering_a_chart_stays_well_under_a_second():
+    started = time.perf_counter()
+    for _ in range(5):
+        read_manifests([str(CASTAI.relative_to(REPO))])
+    assert (time.perf_counter() - started) / 5 < 0.5
