@@ -199,7 +199,8 @@ def dry_run_request(facts: Facts, backend: str | None = None, *, cache_dir: Path
     if gpu is None or gpu.capability is None:
         return None, "the target GPU is unknown (pass --gpu)"
     if model is None:
-        return None, "no model given (pass --model so the kernels get its dtype and head size)"
+        # only scan gets here (check refuses a run without a model): the model was named but its config not read
+        return None, "the model's config.json was not read, and the kernels need its dtype and head size"
     if model.dtype is None or model.head_dim is None or model.num_kv_heads is None:
         return None, "config.json lacks the dtype or head sizes the kernels need"
     if importlib.util.find_spec("triton") is None:

@@ -36,6 +36,27 @@ def test_unreadable_model_still_gets_flags_kv_dtypes_gpu_count_and_never_a_pass(
     assert not any(line.startswith("model.") or "pass --model " in line for line in lines)  # said as --model-path
 
 
+def test_a_model_on_a_volume_still_gets_its_refused_flag_and_gpu_count_as_errors(tmp_path):
+    (tmp_path / "volume.yaml").write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: llama-volume}\nspec:\n  template:\n    spec:\n"
+        "      nodeSelector: {nvidia.com/gpu.product: NVIDIA-L40S}\n      containers:\n        - name: vllm\n"
+        "          image: vllm/vllm-openai:v0.27.0\n          args:\n            - /mnt/models/llama-3.1-8b\n"
+        "            - --tensor-parallel-size\n            - '4'\n            - --kv-cache-dtype\n            - fp8\n"
+        "            - --swap-space\n            - '4'\n"
+        "          resources: {limits: {nvidia.com/gpu: 2}}\n")  # fmt: skip
+    from kvdoctor.check.run import CheckSettings
+    from kvdoctor.scan.judge import ScanDefaults
+    from kvdoctor.scan.run import run_scan
+
+    defaults = ScanDefaults(gpu=None, offline=True, cache_dir=tmp_path / "cache")
+    (result,) = run_scan([str(tmp_path / "volume.yaml")], defaults, CheckSettings()).workloads  # nothing compiles
+    fired = _findings(result)
+    assert fired["KVD004"].location.line == 17 and "--swap-space 4" in fired["KVD004"].finding.title  # gone in 0.27
+    assert "gets 2 GPU(s) but vLLM needs 4" in fired["KVD201"].finding.title and result.verdict == "FAIL"
+    # the dry run says why it did not run: the model was named, its config not read (not "no model given")
+    assert any("config.json was not read" in n for n in result.report.notes), result.report.notes
+
+
 def test_leader_worker_set_counts_gpus_across_the_group(tmp_path):
     (result,) = scan([rel(f"{SHAPES}/lws-multinode.yaml")], tmp_path).workloads
     assert "KVD201" not in _findings(result) and "KVD202" not in _findings(result)
