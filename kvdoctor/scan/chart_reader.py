@@ -51,7 +51,7 @@ def chart_workloads(source: ChartSource, read_document: ReadDocument, extra_valu
             unread.append(UnreadFile.of(ManifestError(f"{shown}: rendered, but the output is not YAML "
                                                       f"({exc.message.split(': ', 1)[-1]})", RENDER_HINT)))  # fmt: skip
             continue
-        lines = _line_map(template.origins, str(template.template))
+        lines = _line_map(template.origins, template.name)
         for doc in documents:
             for workload in read_document(doc, template.text):
                 found.append(replace(_relocated(workload, lines), notes=workload.notes + (note,)))

@@ -40,10 +40,12 @@ class ChartSource:
 class RenderedTemplate:
     template: Path
     """The template file (under the chart's or a subchart's templates/)."""
+    name: str
+    """Its name as Helm knows it (`CHART/templates/deployment.yaml`), as `origins` and `include` name it."""
     text: str
     """Its output, Helm's `<no value>` blanked as Helm blanks it."""
     origins: tuple[tuple[str, int], ...]
-    """For each output line, the template file (as a path string) and line that wrote it."""
+    """For each output line, the template (its Helm name) and line that wrote it."""
 
 
 @dataclass
@@ -91,16 +93,16 @@ def render_chart(chart: Path, values_files: list[Path] = (), values: dict | None
                 continue
             key = prefix + "/" + template.relative_to(directory).as_posix()
             try:
-                renderer.add(str(template), template.read_text(encoding="utf-8"))
+                renderer.add(key, template.read_text(encoding="utf-8"))
             except (ParseError, UnicodeDecodeError, OSError) as exc:
                 result.failures.append((template, getattr(exc, "line", None), f"not rendered: {exc}"))
                 continue
             if not template.name.startswith("_") and template.name != "NOTES.txt":
                 dot = _top_level(chart_meta, chart_values, release, namespace, directory, key, prefix)
                 jobs.append((template, key, dot))
-    for template, _, dot in jobs:
+    for template, key, dot in jobs:
         try:
-            output = renderer.render(str(template), dot)
+            output = renderer.render(key, dot)
         except TemplateError as exc:
             why = f"not rendered: {exc.unknown}" if exc.unknown else f"not rendered: {exc}"
             result.failures.append((template, exc.line, why))
@@ -109,7 +111,7 @@ def render_chart(chart: Path, values_files: list[Path] = (), values: dict | None
             result.failures.append((template, None, "not rendered: templates include each other too deeply"))
             continue
         text, origins = _blank_no_value(output.text()), tuple(output.line_origins())
-        result.templates.append(RenderedTemplate(template, text, origins))
+        result.templates.append(RenderedTemplate(template, key, text, origins))
     return result
 
 

@@ -161,3 +161,44 @@ def test_rendering_a_chart_stays_well_under_a_second():
     for _ in range(5):
         read_manifests([str(CASTAI.relative_to(REPO))])
     assert (time.perf_counter() - started) / 5 < 0.5
+
+
+def _with_test_values(tmp_path, chart, values_name: str):
+    """The real chart with values written for the tests in place of its own values.yaml."""
+    copy = tmp_path / chart.name
+    shutil.copytree(chart, copy)
+    shutil.copy(CHARTS / "test-values" / values_name, copy / "values.yaml")
+    return copy
+
+
+def test_the_checksum_idiom_includes_another_template_by_its_helm_name(tmp_path):
+    chart = _with_test_values(tmp_path, CHARTS / "pkstaz__pdf-comparator-ai" / "helm" / "vllm", "pdf-comparator-vllm.yaml")
+    _, (workload,), _, unread = read_manifests([str(chart / "values.yaml")])
+    deployment = chart / "templates" / "deployment.yaml"
+    assert "$.Template.BasePath" in deployment.read_text()  # include (print $.Template.BasePath "/configmap.yaml")
+    assert [t.text for t in workload.argv][:4] == ["--model", "Qwen/Qwen2.5-7B-Instruct", "--dtype", "auto"]
+    assert workload.argv[1].line == _line(deployment, ".Values.model.huggingfaceName")
+    assert [(s.key, s.values) for s in workload.gpu_selectors] == [("nvidia.com/gpu.product", ("NVIDIA-L4",))]
+    # upstream, templates/servicemonitor.yaml ends without its {{ end }}: Helm refuses it too; the rest renders
+    assert [u.message.split(": ", 1)[1] for u in unread] == ["not rendered: line 14: unexpected EOF: {{end}} missing"]
+
+
+def test_args_from_values_through_toyaml(tmp_path):
+    chart = _with_test_values(tmp_path, CHARTS / "inf-monkeys__helm-charts" / "charts" / "vllm", "inf-monkeys-vllm.yaml")
+    _, (workload,), _, unread = read_manifests([str(chart / "values.yaml")])
+    assert not unread
+    assert (workload.name, workload.container, workload.image) == ("vllm", "vllm-openai", "vllm/vllm-openai:v0.6.0")
+    assert [t.text for t in workload.argv] == ["--model", "Qwen/Qwen2.5-7B-Instruct", "--max-model-len", "4096"]
+    assert workload.argv[0].line == _line(chart / "templates" / "vllm-deployment.yaml", ".Values.vllm.args")
+    assert workload.gpu_limit == 1
+
+
+def test_the_values_option_on_the_command_line(run_cli, tmp_path):
+    override = tmp_path / "values-prod.yaml"
+    override.write_text("apiServer:\n  extraArgs: [--dtype, bf16x]\n")
+    result = run_cli("scan", str(NM_VLLM / "values.yaml"), "--values", str(override), "--no-compile", "--format", "json")
+    assert result.code == 2, result.stderr  # the rendered --dtype bf16x is refused, at the template's line
+    (workload,) = result.json()["workloads"]
+    assert workload["error"]["location"]["line"] == _line(NM_VLLM / "templates" / "deployment.yaml", "{{ quote . }}")
+    missing = run_cli("scan", str(NM_VLLM), "--values", str(tmp_path / "nope.yaml"))
+    assert missing.code == 2 and missing.stderr.startswith("kvdoctor: error: --values ") and "Traceback" not in missing.stderr
