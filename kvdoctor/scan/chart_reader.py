@@ -54,8 +54,22 @@ def chart_workloads(source: ChartSource, read_document: ReadDocument, extra_valu
         lines = _line_map(template.origins, template.name)
         for doc in documents:
             for workload in read_document(doc, template.text):
-                found.append(replace(_relocated(workload, lines), notes=workload.notes + (note,)))
+                behind = _values_behind(workload, template.value_sources)
+                found.append(replace(_relocated(workload, lines), notes=workload.notes + (note,) + behind))
     return found, unread
+
+
+def _values_behind(workload: Workload, sources: dict[int, list[tuple[tuple[str, int], str]]]) -> tuple[str, ...]:
+    """A note naming the values file line of each value the command, image and GPU request were printed from."""
+    lines = [t.line for t in workload.argv] + [workload.image_line, workload.gpu_limit_line] + \
+        [s.line for s in workload.gpu_selectors]  # fmt: skip
+    seen: list[str] = []
+    for line in lines:
+        for (file, at), text in sources.get(line, []) if line is not None else []:
+            shown = f"{text.strip()} ({file}:{at})"
+            if text.strip() and shown not in seen:
+                seen.append(shown)
+    return (f"values behind it: {', '.join(seen)}",) if seen else ()
 
 
 def _line_map(origins: tuple[tuple[str, int], ...], template: str) -> Callable[[int | None], int | None]:

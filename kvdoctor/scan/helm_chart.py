@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from kvdoctor.scan.gotemplate import ParseError, Renderer, TemplateError
+from kvdoctor.scan.gotemplate.sourced import Origin, with_origin
 from kvdoctor.scan.gotemplate.values import NO_VALUE, GoObject
 from kvdoctor.scan.gotemplate.yaml_io import as_go
 
@@ -46,6 +47,8 @@ class RenderedTemplate:
     """Its output, Helm's `<no value>` blanked as Helm blanks it."""
     origins: tuple[tuple[str, int], ...]
     """For each output line, the template (its Helm name) and line that wrote it."""
+    value_sources: dict[int, list[tuple[Origin, str]]] = field(default_factory=dict)
+    """Output line -> each value printed there with the values file line it was written on."""
 
 
 @dataclass
@@ -81,11 +84,11 @@ def render_chart(chart: Path, values_files: list[Path] = (), values: dict | None
     release = release or name
     user: dict = {}
     for values_file in values_files:
-        user = merge_values(user, _load_yaml(values_file))
+        user = merge_values(user, _load_values(values_file))
     user = merge_values(user, as_go(values or {}))
     result = RenderedChart(chart, release)
     renderer = Renderer()
-    charts = _charts(chart, metadata, merge_values(_load_yaml(chart / "values.yaml"), user), 0)
+    charts = _charts(chart, metadata, merge_values(_load_values(chart / "values.yaml"), user), 0)
     jobs: list[tuple[Path, str, dict]] = []
     for directory, chart_meta, chart_values, prefix in charts:
         for template in sorted((directory / "templates").rglob("*")):
@@ -111,7 +114,7 @@ def render_chart(chart: Path, values_files: list[Path] = (), values: dict | None
             result.failures.append((template, None, "not rendered: templates include each other too deeply"))
             continue
         text, origins = _blank_no_value(output.text()), tuple(output.line_origins())
-        result.templates.append(RenderedTemplate(template, key, text, origins))
+        result.templates.append(RenderedTemplate(template, key, text, origins, output.value_sources()))
     return result
 
 
@@ -125,7 +128,7 @@ def _charts(directory: Path, metadata: dict, values: dict, depth: int, prefix: s
         sub_meta = _load_yaml(sub_dir / "Chart.yaml")
         key = alias or str(sub_meta.get("name") or sub_dir.name)
         own = values.get(key) if isinstance(values.get(key), dict) else {}
-        sub_values = merge_values(_load_yaml(sub_dir / "values.yaml"), own)
+        sub_values = merge_values(_load_values(sub_dir / "values.yaml"), own)
         if "global" in values:
             sub_values["global"] = merge_values(sub_values.get("global") or {}, values["global"])
         found += _charts(sub_dir, sub_meta, sub_values, depth + 1, f"{prefix}/charts/{key}")
@@ -288,6 +291,37 @@ def _load_yaml(path: Path) -> dict:
     if not isinstance(loaded, dict):
         raise ChartError(f"{path}: not a mapping of values")
     return as_go(loaded) if path.name != "Chart.yaml" else loaded
+
+
+def _load_values(path: Path) -> dict:
+    """A values file as Helm holds it (numbers float64), each string and number remembering its line."""
+    plain = _load_yaml(path)
+    if not plain:
+        return plain
+    try:
+        root = yaml.compose(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return plain
+    return _traced_values(plain, root, (_shown(path), 0))
+
+
+def _traced_values(value: Any, node: yaml.Node | None, where: Origin) -> Any:
+    """`value` (from safe_load) with its scalars given the lines of the matching nodes (merge keys: untraced)."""
+    if isinstance(value, dict) and isinstance(node, yaml.MappingNode):
+        by_key = {k.value: v for k, v in node.value if isinstance(k, yaml.ScalarNode)}
+        return {k: _traced_values(v, by_key.get(k), where) for k, v in value.items()}
+    if isinstance(value, list) and isinstance(node, yaml.SequenceNode) and len(node.value) == len(value):
+        return [_traced_values(v, n, where) for v, n in zip(value, node.value)]
+    if isinstance(node, yaml.ScalarNode):
+        return with_origin(value, (where[0], node.start_mark.line + 1))
+    return value
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def _blank_no_value(text: str) -> str:

@@ -41,6 +41,10 @@ def test_an_override_values_file_under_the_chart_wins_over_the_defaults():
     assert workload.argv[-1].line == _line(NM_VLLM / "templates" / "deployment.yaml", "{{ quote . }}")
     assert workload.gpu_limit == 1
     assert [(s.key, s.values) for s in workload.gpu_selectors] == [("nvidia.com/gpu.product", ("NVIDIA-A100-SXM4-40GB",))]
+    example = NM_VLLM / "examples" / "basic" / "values.yaml"
+    (behind,) = [n for n in workload.notes if n.startswith("values behind it: ")]
+    assert f'"float16" ({example.relative_to(REPO)}:{_line(example, "float16")})' in behind  # the value's own line
+    assert f"v0.1.0 ({(NM_VLLM / 'values.yaml').relative_to(REPO)}:{_line(NM_VLLM / 'values.yaml', 'tag: v0.1.0')})" in behind
 
 
 def test_scan_judges_the_rendered_workload_with_the_gpu_its_values_name(tmp_path):

@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from kvdoctor.scan.gotemplate import parse as p
 from kvdoctor.scan.gotemplate.functions import FunctionFailed, builtin_functions
+from kvdoctor.scan.gotemplate.sourced import Origin, SourcedStr, origin_of
 from kvdoctor.scan.gotemplate.values import GoObject, go_text, truth, type_name
 
 MAX_INCLUDE_DEPTH = 1000  # Helm's own limit on nested include/tpl calls
@@ -35,22 +36,33 @@ class Output:
     """Rendered text in pieces, each with the template (file, line) that wrote it."""
 
     def __init__(self) -> None:
-        self.pieces: list[tuple[str, str, int, bool]] = []
-        """(text, template file, line, literal): a literal piece is the template's own text, line for line."""
+        self.pieces: list[tuple[str, str, int, bool, Origin | None]] = []
+        """(text, template file, line, literal, source): a literal piece is the template's own text, line for
+        line; `source` is where a printed value was written (a values file's line), when known."""
 
-    def write(self, text: str, template: str, line: int, literal: bool = False) -> None:
+    def write(self, text: str, template: str, line: int, literal: bool = False, source: Origin | None = None) -> None:
         if text:
-            self.pieces.append((text, template, line, literal))
+            self.pieces.append((text, template, line, literal, source))
 
     def text(self) -> str:
-        return "".join(t for t, _, _, _ in self.pieces)
+        return "".join(piece[0] for piece in self.pieces)
+
+    def value_sources(self) -> dict[int, list[tuple[Origin, str]]]:
+        """1-based output line -> (origin, text) of each value printed there that remembers its origin."""
+        found: dict[int, list[tuple[Origin, str]]] = {}
+        line = 1
+        for text, _, _, _, source in self.pieces:
+            if source is not None:
+                found.setdefault(line, []).append((source, text))
+            line += text.count("\n")
+        return found
 
     def line_origins(self) -> list[tuple[str, int]]:
         """For each line of text(), the (template file, line) that wrote its first character (an action's
         output, however many lines, is the action's line)."""
         origins: list[tuple[str, int]] = []
         at_line_start = True
-        for text, template, line, literal in self.pieces:
+        for text, template, line, literal, _ in self.pieces:
             for offset, part in enumerate(text.split("\n")):
                 if offset:
                     at_line_start = True
@@ -122,7 +134,7 @@ class _State:
             elif isinstance(node, p.Action):
                 value = self.pipeline(node.pipe, dot)
                 if not node.pipe.declare:
-                    self.out.write(go_text(value), self.file, node.line)
+                    self.out.write(go_text(value), self.file, node.line, source=origin_of(value))
             elif isinstance(node, p.Branch):
                 self.branch(node, dot)
             elif isinstance(node, p.Call):
@@ -219,7 +231,7 @@ class _State:
             raise TemplateError(f'function "{name}" not defined', self.line, unknown=f"function {name}")
         args = [self.operand(n, dot) for n in arg_nodes] + ([] if final is _NOTHING else [final])
         try:
-            return function(*args)
+            return _traced(function(*args), args)
         except FunctionFailed as exc:
             raise TemplateError(f"error calling {name}: {exc}", self.line) from None
         except TemplateError as exc:
@@ -274,6 +286,17 @@ class _State:
         if receiver is None:
             raise TemplateError(f"nil pointer evaluating interface {{}}.{name}", self.line)
         raise TemplateError(f"can't evaluate field {name} in type {type_name(receiver)}", self.line)
+
+
+def _traced(result: Any, args: list[Any]) -> Any:
+    """A string a function made from a value that remembers its origin (quote, default, printf) remembers it too."""
+    if not isinstance(result, str) or origin_of(result) is not None:
+        return result
+    for arg in args:
+        origin = origin_of(arg)
+        if origin is not None and (text := go_text(arg)) and text in result:
+            return SourcedStr(result, origin)
+    return result
 
 
 class _Nothing:

@@ -15,6 +15,10 @@ def plain(value: Any) -> Any:
     """The value as JSON writes it: integral floats as integers, structs as their fields."""
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
         return int(value)
+    if isinstance(value, float):
+        return float(value)  # a values file's number remembers its line: a float subclass YAML cannot write
+    if isinstance(value, str):
+        return str(value)
     if isinstance(value, dict):
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
