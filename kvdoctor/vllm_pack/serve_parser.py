@@ -71,7 +71,8 @@ def judge_argv(tokens: list[str], options: Mapping[str, Any], allow_abbrev: bool
     if unrecognized:
         first = unrecognized[0].partition("=")[0]
         close = difflib.get_close_matches(_normalise(first), long_options, n=3, cutoff=0.6)
-        closest = [c for c in close if not _inverts(_normalise(first), c)]  # never the opposite setting
+        # never the opposite setting, nor another setting that merely looks alike (--disable-log-stats)
+        closest = [c for c in close if not _inverts(_normalise(first), c) and _same_words(_normalise(first), c)]
         return ArgvVerdict(
             f"unrecognized arguments: {' '.join(unrecognized)}", closest=closest[0] if closest else None
         )
@@ -91,6 +92,19 @@ def _inverts(typed: str, option: str) -> bool:
 
     return typed != option and (stem(typed) == stem(option) or
                                 (bare(typed) == bare(option) and typed[:5] != option[:5]))  # fmt: skip
+
+
+def _same_words(typed: str, option: str) -> bool:
+    """Whether the option could be what was typed: each word of the typed name (--disable-log-requests: disable,
+    log, requests) is a word of the option, up to a typo or a cut ('dtyp', 'len'); a word the option lacks
+    ('requests' against --disable-log-stats) names another setting, which is no spelling of this one."""
+    words = option.lstrip("-").split("-")
+
+    def near(word: str) -> bool:
+        return any(w.startswith(word) or word.startswith(w) or difflib.SequenceMatcher(None, word, w).ratio() >= 0.6
+                   for w in words)  # fmt: skip
+
+    return all(near(word) for word in typed.lstrip("-").split("-") if word)
 
 
 def _normalise(name: str) -> str:
@@ -208,7 +222,8 @@ def canonical_argv(tokens: list[str], options: Mapping[str, Any], allow_abbrev: 
         name = _normalise(name) if flexible else name
         base, dot, rest = name.partition(".")
         resolved, _ = _resolve(base, options, long_options, allow_abbrev)
-        if resolved is not None:
+        negated = base.startswith("--no-") and resolved == "--" + base[5:]  # 0.33+'s hidden --no-x: keep its sense
+        if resolved is not None and not negated:
             name = resolved + dot + rest
         out.append(name + (f"={value}" if has_inline else ""))
     return out

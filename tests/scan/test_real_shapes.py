@@ -134,6 +134,11 @@ def test_a_fix_never_inverts_the_users_setting():
     verdict = judge_argv(["--disable-log-requests"], old.serve_args, old.allow_abbrev)
     assert verdict.error == "unrecognized arguments: --disable-log-requests"
     assert verdict.closest != "--enable-log-requests"  # the opposite setting is no spelling of it
+    assert verdict.closest == "--no-enable-log-requests"  # the same setting as 0.25.1 spells it ...
+    assert judge_argv(["--disable-log-requestz"], old.serve_args, old.allow_abbrev).closest != "--disable-log-stats"
+    # ... and never another setting that only looks alike (--disable-log-stats), nor one word for another
+    assert judge_argv(["--num-scheduler-steps", "8"], old.serve_args, old.allow_abbrev).closest is None
+    assert judge_argv(["--enable-prefix-cache"], old.serve_args, old.allow_abbrev).closest == "--enable-prefix-caching"
     new = load_release("0.34.0")
     verdict = judge_argv(["--no-enable-chunked-prefill"], new.serve_args, new.allow_abbrev)
     assert verdict.closest != "--enable-chunked-prefill"
@@ -242,3 +247,22 @@ def test_every_format_reports_an_unread_file_and_a_scan_that_found_nothing(tmp_p
     assert text.render(nothing).startswith("NONE  kvdoctor scan: 0 vLLM workloads in 1 file: nothing checked")
     assert "<error" in junit.render(nothing) and "**NONE**" in markdown.render(nothing)
     assert json.loads(json_format.render(nothing))["verdict"] == "NONE"
+
+
+def test_a_hidden_no_spelling_is_read_as_written_never_as_its_opposite():
+    """0.33+'s hidden --no-enable-x resolves to --enable-x's option: spelling it out must keep the user's `no`."""
+    from kvdoctor.vllm_pack.release import load_release
+    from kvdoctor.vllm_pack.serve_parser import canonical_argv
+
+    new = load_release("0.34.0")
+    assert canonical_argv(["m", "--no-enable-prefix-caching", "--tensor-parallel", "8"], new.serve_args,
+                          new.allow_abbrev) == ["m", "--no-enable-prefix-caching", "--tensor-parallel-size", "8"]
+
+
+def test_an_abbreviation_is_read_even_when_the_releases_disagree_on_another_word(tmp_path):
+    # batch s34 (dstack gpt-oss-120b): --tensor-parallel 8 beside --disable-log-requests (refused by 0.17.1-0.32.0)
+    from kvdoctor.facts.collect import _as_vllm_reads_it
+
+    words = ["openai/gpt-oss-120b", "--tensor-parallel", "8", "--no-enable-prefix-caching", "--disable-log-requests"]
+    assert _as_vllm_reads_it(words, None) == ["openai/gpt-oss-120b", "--tensor-parallel-size", "8",
+                                              "--no-enable-prefix-caching", "--disable-log-requests"]  # fmt: skip
