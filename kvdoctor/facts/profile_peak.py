@@ -54,8 +54,23 @@ def workspace_held(facts: Facts, table: dict[str, Any], release) -> bool:
 
 def sampler_bytes(flat, facts: Facts, table: dict[str, Any], release, rows: int) -> int:
     """Bytes the dummy sampler holds at its peak: rows x vocabulary x the bytes live per logit in the runner that
-    profiles (V1: a float32 copy, top-k/top-p buffers or a sort, probabilities and noise; V2: a float32 copy)."""
-    return int(rows * (flat.get("model.vocab_size") or 0) * _bytes_per_logit(facts, table, release))
+    profiles (V1: a float32 copy, top-k/top-p buffers or a sort, probabilities and noise; V2: a float32 copy), and
+    V1's triton row buffer."""
+    vocab = flat.get("model.vocab_size") or 0
+    return int(rows * vocab * _bytes_per_logit(facts, table, release)) + _row_buffer_bytes(flat, facts, table, release,
+                                                                                           rows, vocab)
+
+
+def _row_buffer_bytes(flat, facts: Facts, table: dict[str, Any], release, rows: int, vocab: int) -> int:
+    from kvdoctor.base.versions import release_numbers
+
+    entries = table["profile_sampler"]
+    sms = entries["streaming_multiprocessors"].get(flat.get("gpu.name"))
+    if (not sms or profiling_runner(facts, release) != "V1"
+            or release_numbers(release.version) < release_numbers(entries["triton_row_buffer_from"])):
+        return 0
+    programs = min(sms, rows)
+    return min(1 << (programs - 1).bit_length(), sms) * vocab * 4
 
 
 def sampler_band_bytes(flat, facts: Facts, table: dict[str, Any], release, rows: int) -> int:
