@@ -91,16 +91,19 @@ def _memory_probe(model_arg: str, model: ModelFacts | None, options: CheckOption
 
 
 def _as_vllm_reads_it(tokens: list[str], vllm_version: str | None) -> list[str]:
-    """Abbreviated or `_`-spelt options spelt out as the release's parser resolves them (every candidate
-    release must agree; otherwise the tokens stay as typed and serve.args_* say which releases refuse them)."""
+    """Abbreviated or `_`-spelt options spelt out as the release's parser resolves them, word by word: a word every
+    candidate release spells the same way is spelt so, any other stays as typed (serve.args_* say which releases
+    refuse it), so one word the releases disagree on leaves the others read."""
     if not any(t.startswith("--") for t in tokens):
         return tokens
-    from kvdoctor.vllm_pack.candidates import agree, candidates
+    from kvdoctor.vllm_pack.candidates import candidates
     from kvdoctor.vllm_pack.serve_parser import canonical_argv
 
-    spelt = agree(candidates(vllm_version).releases, lambda r: canonical_argv(tokens, r.serve_args, r.allow_abbrev,
-                                                                         r.flexible_parser))
-    return list(spelt.value) if spelt.value is not None else tokens
+    spellings = [canonical_argv(tokens, r.serve_args, r.allow_abbrev, r.flexible_parser)
+                 for r in candidates(vllm_version).releases]  # fmt: skip
+    if not spellings:
+        return tokens
+    return [words[0] if len(set(words)) == 1 else typed for typed, *words in zip(tokens, *spellings)]
 
 
 def _one_model(flag: str | None, pasted: str | None) -> str | None:

@@ -28,8 +28,14 @@ RUNNERS = {"uv", "poetry", "pipenv", "pdm", "conda", "micromamba", "rye", "hatch
 RUNNER_VALUE_OPTIONS = {"-n", "--name", "-p", "--prefix", "--with", "--python", "--env-file", "--project",
                         "--directory", "--package", "--extra", "--group"}  # fmt: skip
 FLAGS_ONLY_NOTE = "image {image} runs its own entrypoint with vLLM serve options only: read as vllm serve"
-# A reference the manifest leaves to the host or a Secret: $VAR, ${VAR}, $(VAR) (Kubernetes), unexpanded here.
-UNRESOLVED = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*[^}]*\}|\([A-Za-z_][A-Za-z0-9_]*\))")
+# A reference the manifest leaves to the host or a Secret: $VAR, ${VAR}, $(VAR) (Kubernetes), and a shell's
+# $(command) or $((arithmetic)) it could not evaluate: unexpanded here.
+UNRESOLVED = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*[^}]*\}|\((?:[^()]|\([^()]*\))*\))")
+# $((expression)): the shell's integer arithmetic, evaluated when every variable in it is known.
+ARITHMETIC = re.compile(r"\$\(\(((?:[^()]|\([^()]*\))*)\)\)")
+ARITHMETIC_NAME = re.compile(r"\$?\b([A-Za-z_][A-Za-z0-9_]*)\b")
+# python's own options before -m (`python -u -m vllm.entrypoints...`); these take the next word as their value.
+PYTHON_VALUE_OPTIONS = {"-X", "-W"}
 GENERIC_SERVER_OPTIONS = {"--host", "--port", "--help", "--version", "--config", "--api-key", "--ssl-keyfile",
                           "--ssl-certfile", "--root-path", "--uvicorn-log-level"}  # fmt: skip
 
@@ -169,7 +175,56 @@ def expand_shell_variables(argv: list[Token], known: dict[str, str]) -> list[Tok
             return known[name]
         return match.group(3) if match.group(3) is not None else match.group(0)
 
-    return [Token(SHELL_VARIABLE.sub(value, t.text), t.line) for t in argv]
+    def arithmetic(match: re.Match[str]) -> str:
+        result = evaluate_arithmetic(SHELL_VARIABLE.sub(value, match.group(1)), known)
+        return str(result) if result is not None else match.group(0)
+
+    return [Token(ARITHMETIC.sub(arithmetic, SHELL_VARIABLE.sub(value, t.text)), t.line) for t in argv]
+
+
+def evaluate_arithmetic(expression: str, known: dict[str, str]) -> int | None:
+    """`LWS_GROUP_SIZE * DP_SIZE_LOCAL` as the shell's $((...)) computes it (integers, + - * / %, parentheses),
+    when every name in it is known as an integer; None otherwise."""
+    import ast
+
+    text = ARITHMETIC_NAME.sub(lambda m: known.get(m.group(1), "?"), expression)
+    if not re.fullmatch(r"[0-9\s+\-*/%()]+", text):
+        return None
+    try:
+        tree = ast.parse(text.strip().replace("/", "//"), mode="eval").body
+    except SyntaxError:
+        return None
+    return _integer(tree)
+
+
+def _integer(node) -> int | None:
+    import ast
+    import operator
+
+    ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+           ast.Mod: operator.mod}  # fmt: skip
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _integer(node.operand)
+        return -inner if inner is not None else None
+    if isinstance(node, ast.BinOp) and type(node.op) in ops:
+        left, right = _integer(node.left), _integer(node.right)
+        if left is None or right is None or (right == 0 and type(node.op) in (ast.FloorDiv, ast.Mod)):
+            return None
+        return ops[type(node.op)](left, right)
+    return None
+
+
+def python_module_at(words: list[Token]) -> int | None:
+    """Where the module of `python [options] -m MODULE` is in the words (python's own options such as -u skipped),
+    or None when they do not start with a python that runs a module."""
+    if not words or not PurePosixPath(words[0].text).name.startswith("python"):
+        return None
+    index = 1
+    while index < len(words) and words[index].text.startswith("-") and words[index].text != "-m":
+        index += 2 if words[index].text in PYTHON_VALUE_OPTIONS else 1
+    return index + 1 if index + 1 < len(words) and words[index].text == "-m" else None
 
 
 def _after_launcher(words: list[Token]) -> list[Token] | None:
@@ -180,20 +235,21 @@ def _after_launcher(words: list[Token]) -> list[Token] | None:
     rest = _after_runner(words[index:])
     if len(rest) >= 2 and PurePosixPath(rest[0].text).name == "vllm" and rest[1].text == "serve":
         return env + rest[2:]
-    if (len(rest) >= 3 and PurePosixPath(rest[0].text).name.startswith("python") and rest[1].text == "-m"
-            and rest[2].text.startswith("vllm.entrypoints.")):  # fmt: skip
-        return env + rest[3:]
-    if (len(rest) >= 3 and PurePosixPath(rest[0].text).name.startswith("python") and rest[1].text == "-m"
-            and rest[2].text in ENGINE_LAUNCHERS):  # fmt: skip
-        return env + _without_launcher_options(rest[3:], ENGINE_LAUNCHERS[rest[2].text])
+    module = python_module_at(rest)
+    if module is not None and rest[module].text.startswith("vllm.entrypoints."):
+        return env + rest[module + 1 :]
+    if module is not None and rest[module].text in ENGINE_LAUNCHERS:
+        return env + _without_launcher_options(rest[module + 1 :], ENGINE_LAUNCHERS[rest[module].text])
     return None
 
 
 def engine_launcher(words: list[Token]) -> EngineLauncher | None:
     """The engine launcher (`python -m dynamo.vllm`) the command runs, if any."""
-    texts = [w.text for w in words]
-    return next((ENGINE_LAUNCHERS[t] for at, t in enumerate(texts) if t in ENGINE_LAUNCHERS and at >= 2
-                 and texts[at - 1] == "-m" and PurePosixPath(texts[at - 2]).name.startswith("python")), None)  # fmt: skip
+    for start in range(len(words)):
+        module = python_module_at(words[start:])
+        if module is not None and words[start + module].text in ENGINE_LAUNCHERS:
+            return ENGINE_LAUNCHERS[words[start + module].text]
+    return None
 
 
 def _after_runner(words: list[Token]) -> list[Token]:
@@ -232,7 +288,7 @@ def _in_script(script: Token, node: yaml.Node | None, source_text: str) -> list[
     lexer.whitespace_split = True
     lexer.commenters = ""  # comments are blanked line by line: on the flattened script one would swallow the rest
     try:
-        words = list(lexer)
+        words = whole_substitutions(list(lexer))
     except ValueError:
         return None
     placed = _place(words, node, source_text) if node is not None else [Token(w, script.line) for w in words]
@@ -252,7 +308,24 @@ def _flat_commands(script: str) -> str:
     """The script as one line of commands, the same length so that offsets still index the original: comments,
     here-document bodies and redirections blanked, continuations made spaces, newlines made `;`."""
     flat = _without_heredoc_bodies(_without_comments(script)).replace("\\\n", "  ").replace("\n", ";")
+    if re.search(r"(?<!\\)(?:\\\\)*\\$", flat):  # a continuation on the last line continues into nothing
+        flat = flat[:-1] + " "
     return REDIRECTION.sub(lambda m: " " * len(m.group(0)), flat)
+
+
+def whole_substitutions(words: list[str]) -> list[str]:
+    """The lexer's words with each $(command) / $((arithmetic)) the spaces inside it split joined back into one
+    word (`$((LWS_GROUP_SIZE * DP_SIZE_LOCAL))` is one argument to the shell)."""
+    joined: list[str] = []
+    depth = 0
+    for word in words:
+        if depth > 0:
+            joined[-1] += " " + word
+        else:
+            joined.append(word)
+        if depth > 0 or "$(" in word:
+            depth = joined[-1].count("(") - joined[-1].count(")")
+    return joined
 
 
 def heredoc_bodies(script: str) -> list[tuple[int, str]]:
@@ -310,7 +383,7 @@ def script_commands(script: str, first_line: int) -> list[list[Token]]:
     lexer.whitespace_split = True
     lexer.commenters = ""
     try:
-        words = list(lexer)
+        words = whole_substitutions(list(lexer))
     except ValueError:
         return []
     commands: list[list[Token]] = [[]]

@@ -19,7 +19,8 @@ SHORT_FLAGS = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size
 GPU_RESOURCE = {"kubernetes": "resources.limits nvidia.com/gpu", "helm": "modelSpec.requestGPU",
                 "compose": "deploy.resources.reservations.devices count",
                 "Model": "KubeAI spec.resourceProfile", "skypilot": "resources.accelerators",
-                "script": "docker run --gpus", "dockerfile": "the run's GPUs", "python": "gpu= count"}  # fmt: skip
+                "script": "docker run --gpus", "dockerfile": "the run's GPUs", "python": "gpu= count",
+                "dstack": "resources.gpu"}  # fmt: skip
 GENERIC_PRODUCT_KEY = "nvidia.com/gpu.product"  # an unlisted label that names the GPU is matched as a product name
 ENV_READ_OUTSIDE_RULES = ("VLLM_ATTENTION_BACKEND",)  # read into serve.attention_backend, not an env.* fact
 

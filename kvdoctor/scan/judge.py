@@ -36,6 +36,24 @@ class ScanDefaults:
     """--target-package NAME=VALUE: the images' modelled packages (kvdoctor/model/modelled.py)."""
 
 
+PARALLEL_SIZES = ("--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size")
+
+
+def _parallel_sizes(argv) -> set[str]:
+    """The parallel-size options the argv sets (long or short spelling), by their long name."""
+    return {option for token in argv if (option := canonical_flag(token.text.partition("=")[0])) in PARALLEL_SIZES}
+
+
+def _without_count_comparison(workload: Workload, unknown: set[str]) -> Workload:
+    """A parallel size whose value is unknown here leaves the GPUs vLLM needs unknown: the pod's count is not
+    compared (a default of 1 in its place would be a false finding)."""
+    if not unknown or (workload.gpu_limit is None and workload.group_gpus is None):
+        return workload
+    note = (f"the GPU count is not compared with -tp x -pp x -dp: {', '.join(sorted(unknown))} "
+            "takes its value from a variable unknown here")  # fmt: skip
+    return replace(workload, gpu_limit=None, gpu_limit_line=None, group_gpus=None, notes=workload.notes + (note,))
+
+
 def deploy_rules():
     """kvdoctor/data/rules/scan.yaml: rules about the deployment (KVD2xx), over scan's facts (deploy.* too)."""
     from kvdoctor.rules.loader import bundled_rules
@@ -47,7 +65,8 @@ def judge(workload: Workload, defaults: ScanDefaults, settings: CheckSettings) -
     """A full `kvdoctor check` of the workload, its findings placed on the manifest's lines."""
     argv, unresolved = without_unresolved(list(workload.argv))
     if unresolved:
-        workload = replace(workload, argv=tuple(argv), notes=workload.notes + tuple(unresolved))
+        workload = _without_count_comparison(replace(workload, argv=tuple(argv), notes=workload.notes + tuple(unresolved)),
+                                             _parallel_sizes(workload.argv) - _parallel_sizes(argv))
     try:
         deployment = deployment_facts(workload, defaults, settings)
         options = CheckOptions(

@@ -36,6 +36,9 @@ POD_SPECS: dict[str, tuple[tuple[str, ...], ...]] = {
 GPU_RESOURCE = re.compile(r"^nvidia\.com/(gpu|mig-\d+g\.\d+gb)$")
 MIG_PROFILE = re.compile(r"mig-(\d+g\.\d+gb)", re.IGNORECASE)
 K8S_VARIABLE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+LWS_GROUP_SIZE = "LWS_GROUP_SIZE"
+"""The env var LeaderWorkerSet sets in every pod of a group to spec.leaderWorkerTemplate.size (LWS docs, "Environment
+variables": LWS_LEADER_ADDRESS, LWS_GROUP_SIZE, LWS_WORKER_INDEX); the other two differ per pod, unknown here."""
 
 
 def is_kubernetes(root: yaml.Node) -> bool:
@@ -60,6 +63,7 @@ def _object(file: str, root: yaml.Node, source_text: str) -> list[Workload]:
     namespace = nodes.text(nodes.get(root, "metadata", "namespace"))
     found: list[Workload] = []
     specs = [nodes.get(root, *path) for path in POD_SPECS[kind]] if kind in POD_SPECS else pod_specs_within(root)
+    provided = _group_size_env(root) if kind == "LeaderWorkerSet" else ()
     for spec in specs:
         if spec is None:
             continue
@@ -67,7 +71,7 @@ def _object(file: str, root: yaml.Node, source_text: str) -> list[Workload]:
         for container in nodes.items(nodes.get(spec, "containers")):
             workload = container_workload(
                 container, source_text, file=file, line=nodes.line(root), platform="kubernetes", kind=kind,
-                name=name, namespace=namespace, selectors=selectors,
+                name=name, namespace=namespace, selectors=selectors, provided_env=provided,
             )  # fmt: skip
             if workload is not None:
                 found.append(workload)
@@ -77,6 +81,14 @@ def _object(file: str, root: yaml.Node, source_text: str) -> list[Workload]:
     if kind not in POD_SPECS:
         found = [_of_unlisted_kind(w, root, kind) for w in found]
     return found
+
+
+def _group_size_env(root: yaml.Node) -> tuple[EnvVar, ...]:
+    """LWS_GROUP_SIZE as LeaderWorkerSet sets it in each pod of the group (spec.leaderWorkerTemplate.size, default 1)."""
+    size = nodes.get(root, "spec", "leaderWorkerTemplate", "size")
+    text = nodes.text(size) or "1"
+    line = nodes.line(size) or nodes.line(root)
+    return (EnvVar(LWS_GROUP_SIZE, text, line),) if text.isdigit() else ()
 
 
 def pod_specs_within(root: yaml.Node) -> list[yaml.Node]:
@@ -164,6 +176,7 @@ def container_workload(container: yaml.Node, source_text: str, **where) -> Workl
     if argv is None:
         return None
     env, env_from = container_env(container)
+    env = list(where.pop("provided_env", ())) + env  # the container's own env wins over what its controller sets
     argv = _expand_variables(argv, env)
     if runs_a_shell(command, args):
         argv = expand_shell_variables(argv, {e.name: e.value for e in env if e.value is not None})

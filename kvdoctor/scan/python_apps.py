@@ -22,17 +22,17 @@ GPU_SPEC = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*?)(?::(\d+))?$")
 
 
 def is_python_app(source: SourceFile) -> bool:
-    return source.path.endswith(PYTHON_SUFFIX) and "vllm" in source.text
+    """A Python file given to scan: read as Python (never as YAML), whether or not it launches vLLM."""
+    return source.path.endswith(PYTHON_SUFFIX)
 
 
 def workloads(source: SourceFile) -> list[Workload]:
-    try:
-        tree = ast.parse(source.text)
-    except (SyntaxError, ValueError):
+    tree = parsed(source)
+    if tree is None:
         return []
-    constants = _module_constants(tree)
+    constants = module_constants(tree)
     found: list[Workload] = []
-    gpu, pin = _gpu(tree, constants), _vllm_pin(tree, constants)
+    gpu, pin = _gpu(tree, constants), vllm_pin(tree, constants)
     for node in ast.walk(tree):
         words = _launch_words(node, constants)
         argv = after_launcher(words) if words else None
@@ -44,7 +44,7 @@ def workloads(source: SourceFile) -> list[Workload]:
             notes.append(f"vLLM pinned by the image's pip install: vllm=={pin[0]}")
         found.append(Workload(
             file=source.path, line=node.lineno, platform="python", kind="Python app",
-            name=_app_name(tree, constants) or PurePosixPath(source.path).name, container=function or "(module)",
+            name=app_name(tree, constants) or PurePosixPath(source.path).name, container=function or "(module)",
             argv=tuple(argv), command_line=node.lineno,
             gpu_selectors=(GpuSelector(GPU_KEYWORD, (gpu[0],), gpu[2]),) if gpu else (),
             gpu_limit=gpu[1] if gpu else None, gpu_limit_line=gpu[2] if gpu else None,
@@ -53,43 +53,54 @@ def workloads(source: SourceFile) -> list[Workload]:
     return found
 
 
-def _module_constants(tree: ast.Module) -> dict[str, object]:
+def parsed(source: SourceFile) -> ast.Module | None:
+    """The file's syntax tree, or None for a file that is no valid Python."""
+    try:
+        return ast.parse(source.text)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def module_constants(tree: ast.Module) -> dict[str, object]:
     """Module-level NAME = constant (or an f-string / str() of constants), in order."""
     constants: dict[str, object] = {}
     for statement in tree.body:
         if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
                 and isinstance(statement.targets[0], ast.Name):  # fmt: skip
-            value = _value(statement.value, constants)
+            value = value_of(statement.value, constants)
             if value is not None:
                 constants[statement.targets[0].id] = value
     return constants
 
 
-def _value(node: ast.AST, constants: dict[str, object]) -> object | None:
+def value_of(node: ast.AST, constants: dict[str, object]) -> object | None:
     """A constant's value, else None (unknown here)."""
     if isinstance(node, ast.Constant) and isinstance(node.value, (str, int, float, bool)):
         return node.value
     if isinstance(node, ast.Name):
         return constants.get(node.id)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "str" and len(node.args) == 1:
-        inner = _value(node.args[0], constants)
+        inner = value_of(node.args[0], constants)
         return str(inner) if inner is not None else None
     if isinstance(node, ast.JoinedStr):
         parts = []
         for part in node.values:
-            inner = _value(part.value if isinstance(part, ast.FormattedValue) else part, constants)
+            inner = value_of(part.value if isinstance(part, ast.FormattedValue) else part, constants)
             if inner is None:
                 return None
             parts.append(str(inner))
         return "".join(parts)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
-        left, right = _value(node.left, constants), _value(node.right, constants)
-        return left * right if isinstance(left, int) and isinstance(right, int) else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div)):
+        left, right = value_of(node.left, constants), value_of(node.right, constants)
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (left, right))
+        if isinstance(node.op, ast.Mult):
+            return left * right if isinstance(left, int) and isinstance(right, int) else None
+        return left / right if numbers and right else None
     return None
 
 
 def _word(node: ast.AST, constants: dict[str, object]) -> Token:
-    value = _value(node, constants)
+    value = value_of(node, constants)
     return Token(str(value) if value is not None else f"${{{ast.unparse(node)}}}", getattr(node, "lineno", None))
 
 
@@ -98,7 +109,7 @@ def _launch_words(node: ast.AST, constants: dict[str, object]) -> list[Token] | 
     if isinstance(node, ast.List) and node.elts:
         words = [_word(item, constants) for item in node.elts]
     elif isinstance(node, (ast.Constant, ast.JoinedStr)):
-        text = _value(node, constants)
+        text = value_of(node, constants)
         if not isinstance(text, str) or not re.match(r"\s*(?:vllm\s+serve|python3?\s+-m\s+vllm\.)", text):
             return None
         try:
@@ -114,30 +125,30 @@ def _gpu(tree: ast.Module, constants: dict[str, object]) -> tuple[str, int | Non
     """(GPU name, count, line) of the first `gpu=` keyword whose value is a constant such as 'H100:2'."""
     for node in ast.walk(tree):
         if isinstance(node, ast.keyword) and node.arg == GPU_KEYWORD:
-            value = _value(node.value, constants)
+            value = value_of(node.value, constants)
             found = GPU_SPEC.match(value) if isinstance(value, str) else None
             if found:
                 return found.group(1), int(found.group(2)) if found.group(2) else 1, node.value.lineno
     return None
 
 
-def _vllm_pin(tree: ast.Module, constants: dict[str, object]) -> tuple[str, int] | None:
+def vllm_pin(tree: ast.Module, constants: dict[str, object]) -> tuple[str, int] | None:
     """The release of a 'vllm==X' argument (an image's pip install), and its line."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             for arg in node.args:
-                value = _value(arg, constants)
+                value = value_of(arg, constants)
                 if isinstance(value, str) and (found := VLLM_PIN.match(value)):
                     return found.group(1), arg.lineno
     return None
 
 
-def _app_name(tree: ast.Module, constants: dict[str, object]) -> str | None:
+def app_name(tree: ast.Module, constants: dict[str, object]) -> str | None:
     """The name given to an `App("name")` / `Stub("name")` call, if any."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and node.args:
             func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
-            if func in ("App", "Stub") and isinstance(value := _value(node.args[0], constants), str):
+            if func in ("App", "Stub") and isinstance(value := value_of(node.args[0], constants), str):
                 return value
     return None
 

@@ -8,8 +8,8 @@ from typing import Callable
 from kvdoctor.check.run import CheckSettings
 from pathlib import Path
 
-from kvdoctor.scan import (compose, dockerfile, dynamo, helm_release, helm_values, kubernetes, llmaz, makefiles, nodes,
-                           python_apps, scripts, serving_crds, skypilot)  # fmt: skip
+from kvdoctor.scan import (compose, dockerfile, dstack, dynamo, helm_release, helm_values, kubernetes, llmaz, makefiles,
+                           nodes, python_apps, python_engine_args, scripts, serving_crds, skypilot)  # fmt: skip
 from kvdoctor.scan.chart_reader import chart_workloads
 from kvdoctor.scan.command import heredoc_bodies, only_serve_flags, words_of
 from kvdoctor.scan.documents import Document, ManifestError, SourceFile, compose_documents, discover
@@ -30,6 +30,7 @@ READERS = (
     (helm_values.is_production_stack_values, helm_values.workloads),
     (helm_values.is_vllm_chart_values, helm_values.vllm_chart_workloads),
     (skypilot.is_skypilot_task, skypilot.workloads),
+    (dstack.is_dstack_run, dstack.workloads),
 )
 
 
@@ -71,7 +72,7 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             found += dockerfile.workloads(source)
             continue
         if python_apps.is_python_app(source):
-            found += python_apps.workloads(source)
+            found += python_apps.workloads(source) + python_engine_args.workloads(source)
             continue
         try:
             documents = compose_documents(source)
@@ -152,7 +153,7 @@ def unread_kind(doc: Document) -> str | None:
             return None  # a kind it reads, whose containers do not run vLLM's server
         return (f"{where}: {kind} {nodes.text(nodes.get(doc.root, 'metadata', 'name')) or ''} mentions vLLM, but "
                 f"kvdoctor scan does not read kind {kind} (render it to the Deployment/Pod it creates)")  # fmt: skip
-    if compose.is_compose(doc.root) or helm_values.is_production_stack_values(doc.root):
+    if compose.is_compose(doc.root) or helm_values.is_production_stack_values(doc.root) or dstack.is_dstack_run(doc.root):
         return None
     return (f"{where}: a YAML document that mentions vLLM but is no Kubernetes object, Compose file or "
             "production-stack values (a chart's raw values?): not read; render the chart: helm template ... | "

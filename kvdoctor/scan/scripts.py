@@ -28,6 +28,9 @@ DOCKER_VALUE_OPTIONS = {
     "--stop-timeout", "--tmpfs", "--userns", "--uts", "--health-cmd", "--cgroupns", "--storage-opt", "--sysctl",
 }  # fmt: skip
 # srun options that take a value as the next word (short ones; long ones are written --opt=value).
+# A vLLM (or python) executable inside an environment named for its release: a conda env or venv such as
+# /home/u/miniconda3/envs/vllm-0.9.0/bin/vllm or ~/venvs/vllm_0.10.1/bin/python; read as that release.
+ENV_NAMED_RELEASE = re.compile(r"(?:^|/)vllm[-_=]v?([0-9]+\.[0-9]+(?:\.[0-9]+)?(?:\.post[0-9]+)?)/bin/[^/]+$")
 SRUN_VALUE_OPTIONS = {"-p", "-n", "-N", "-c", "-t", "-J", "-A", "-q", "-w", "-x", "-o", "-e", "-G", "-D", "-C",
                       "--gres", "--partition", "--job-name", "--account", "--time", "--nodes", "--ntasks",
                       "--cpus-per-task", "--gpus", "--quotatype", "--ntasks-per-node", "--mem", "--qos"}  # fmt: skip
@@ -105,21 +108,36 @@ def _direct(source: SourceFile, name: str, words: list[Token]) -> Workload | Non
     if argv is None:
         return None
     launcher = engine_launcher(words)
-    notes = ("vLLM run directly by a shell script: the version is the environment's, unknown here",)
+    release = _environment_release(words)
+    notes = (f"vLLM run from an environment named for vLLM {release[0].group(1)} ({release[1].text}): read as that "
+             "release" if release else "vLLM run directly by a shell script: the version is the environment's, "
+             "unknown here",)  # fmt: skip
     if launcher is not None:
         notes += (f"{launcher.name} (python -m {launcher.module}): vLLM's engine arguments, its own options "
                   f"({', '.join(sorted(launcher.switches | launcher.valued | launcher.many))}) left out",)  # fmt: skip
     return Workload(
         file=source.path, line=words[0].line, platform="script", kind="script", name=name,
         container=wrapper or (_launcher_words(words, launcher) if launcher else "vllm serve"), argv=tuple(argv),
-        command_line=words[0].line, notes=notes,
+        command_line=words[0].line, notes=notes, vllm_pin=release[0].group(1) if release else None,
+        vllm_pin_line=release[1].line if release else None,
     )  # fmt: skip
+
+
+def _environment_release(words: list[Token]) -> tuple[re.Match[str], Token] | None:
+    """The release an environment's name gives the executable that launches vLLM (its path), and that word."""
+    for word in words:
+        name = PurePosixPath(word.text).name
+        if name == "vllm" or name.startswith("python"):
+            found = ENV_NAMED_RELEASE.search(word.text)
+            return (found, word) if found else None
+    return None
 
 
 def _launcher_words(words: list[Token], launcher: EngineLauncher) -> str:
     """'python3 -m dynamo.vllm' as the script writes it."""
     at = next(i for i, w in enumerate(words) if w.text == launcher.module)
-    return f"{PurePosixPath(words[at - 2].text).name} -m {launcher.module}"
+    python = next(w for w in reversed(words[:at]) if PurePosixPath(w.text).name.startswith("python"))
+    return f"{PurePosixPath(python.text).name} -m {launcher.module}"
 
 
 def _env(token: Token) -> EnvVar:

@@ -5,13 +5,12 @@ the `vllm serve` argv the operator starts, every word on the manifest line it co
 
 from __future__ import annotations
 
-import json
-
 import yaml
 
 from kvdoctor.base.yaml_safe import safe_loader
 from kvdoctor.scan import nodes
 from kvdoctor.scan.documents import Document
+from kvdoctor.scan.engine_kwargs import flag_words
 from kvdoctor.scan.workload import EnvVar, GpuSelector, Token, Workload
 
 KUBEAI_PROFILE = "resourceProfile"
@@ -114,14 +113,5 @@ def _at(node: yaml.Node | None, offset: int) -> int | None:
 
 def _flag(key: str, value: yaml.Node, line: int | None) -> list[Token]:
     """engine_kwargs key: value -> the serve flag vLLM's parser maps to the same field (EngineArgs names)."""
-    flag = "--" + key.replace("_", "-")
     plain = nodes.plain(value)
-    if plain is None:  # engine_kwargs key: null leaves vLLM's default
-        return []
-    if plain is True:
-        return [Token(flag, line)]
-    if plain is False:
-        return [Token("--no-" + flag[2:], line)]
-    if isinstance(plain, (dict, list)):
-        return [Token(flag, line), Token(json.dumps(plain), line)]
-    return [Token(flag, line), Token(str(nodes.text(value)), line)]
+    return flag_words(key, plain if plain is None or isinstance(plain, (bool, dict, list)) else nodes.text(value), line)

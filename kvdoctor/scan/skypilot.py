@@ -36,11 +36,13 @@ def workloads(doc: Document, source_text: str) -> list[Workload]:
     per_node = counts.pop() if len(counts) == 1 else None
     if per_node is not None:
         known["SKYPILOT_NUM_GPUS_PER_NODE"] = str(per_node)  # SkyPilot sets it in the run script's environment
+    num_nodes = nodes.text(nodes.get(root, "num_nodes")) or "1"
+    if num_nodes.isdigit():
+        known["SKYPILOT_NUM_NODES"] = num_nodes  # SkyPilot sets it too (its docs: environment variables)
     argv = run_script(run, source_text)
     if argv is None:
         return []
     argv = expand_shell_variables(argv, script_assignments(nodes.text(run) or "", known))
-    num_nodes = nodes.text(nodes.get(root, "num_nodes")) or "1"
     spans = num_nodes.isdigit() and int(num_nodes) > 1
     image_node = nodes.get(resources, "image_id")
     image = (nodes.text(image_node) or "").removeprefix("docker:") or None

@@ -141,3 +141,48 @@ def test_a_scripts_dollar_at_is_the_words_after_its_dollar_zero(tmp_path):
     assert [t.text for t in worker.argv][:3] == ["/mnt/models", "--tensor-parallel-size=2", "--headless"]
     args_line = "            args: [/mnt/models, --tensor-parallel-size=2, --headless]"
     assert worker.argv[0].line == OPENSHIFT_TEMPLATE.splitlines().index(args_line) + 1
+
+
+LWS_SHELL = """\
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: decode}
+spec:
+  leaderWorkerTemplate:
+    size: 2
+    workerTemplate:
+      spec:
+        containers:
+        - name: vllm-worker
+          image: vllm/vllm-openai:v0.25.1
+          command: [/bin/bash, -c]
+          args:
+          - |-
+            exec vllm serve deepseek-ai/DeepSeek-R1-0528 \\
+              --tensor-parallel-size $TP_SIZE \\
+              --data-parallel-size $((LWS_GROUP_SIZE * DP_SIZE_LOCAL)) \\
+              --data-parallel-size-local $DP_SIZE_LOCAL
+          env:
+          - {name: DP_SIZE_LOCAL, value: "8"}
+          - {name: TP_SIZE, value: "1"}
+          resources: {limits: {nvidia.com/gpu: "8"}}
+"""
+
+
+def test_a_leaderworkerset_groups_size_and_shell_arithmetic_give_the_data_parallel_size(tmp_path):
+    # batch s34 (llm-d wide-ep decode.yaml): DP = LWS_GROUP_SIZE x DP_SIZE_LOCAL = 16 over 2 pods of 8 GPUs
+    path = tmp_path / "lws.yaml"
+    path.write_text(LWS_SHELL)
+    (result,) = scan([str(path)], tmp_path, gpu="H100").workloads
+    words = [t.text for t in result.workload.argv]
+    assert words[words.index("--data-parallel-size") + 1] == "16"
+    assert not [p for p in result.placed if p.finding.rule_id in ("KVD201", "KVD202")]
+
+
+def test_a_parallel_size_from_an_unknown_variable_leaves_the_gpu_count_uncompared(tmp_path):
+    path = tmp_path / "lws.yaml"
+    path.write_text(LWS_SHELL.replace("LWS_GROUP_SIZE * DP_SIZE_LOCAL", "NODES * DP_SIZE_LOCAL"))
+    (result,) = scan([str(path)], tmp_path, gpu="H100").workloads
+    assert not [p for p in result.placed if p.finding.rule_id in ("KVD201", "KVD202")]  # was "16 GPUs, uses 1"
+    assert any("--data-parallel-size takes its value from $((NODES * DP_SIZE_LOCAL))" in n for n in result.report.notes)
+    assert any("the GPU count is not compared" in n for n in result.report.notes)

@@ -76,6 +76,9 @@ def test_the_index_is_complete_and_sourced():
     s33 = sorted(e["file"] for e in INDEX if e.get("batch") == "s33")
     held = sorted(e["file"] for e in INDEX if e.get("batch") == "s33" and e["heldout"])
     assert len(s33) >= 25 and held == sorted(random.Random(33).sample(s33, math.ceil(len(s33) / 4)))
+    s34 = sorted(e["file"] for e in INDEX if e.get("batch") == "s34")
+    held = sorted(e["file"] for e in INDEX if e.get("batch") == "s34" and e["heldout"])
+    assert len(s34) >= 25 and held == sorted(random.Random(34).sample(s34, math.ceil(len(s34) / 4)))
 
 
 @pytest.mark.parametrize("entry", _seen_params())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from scan_support import scan
 
-from kvdoctor.scan.run import find_workloads
+from kvdoctor.scan.run import find_workloads, read_manifests
 
 MODAL_APP = '''\
 import subprocess
@@ -65,3 +65,82 @@ def test_a_launch_string_and_a_file_without_one(tmp_path):
     (app,) = find_workloads([str(_app(tmp_path, text))])[1]
     assert [t.text for t in app.argv] == ["facebook/opt-125m", "--max-model-len", "2048"]
     assert find_workloads([str(_app(tmp_path, 'print("vllm")\ncmd = ["python", "train.py"]\n'))])[1] == []
+
+
+RAY_LLM_APP = '''\
+from ray.serve.llm import LLMConfig, build_openai_app
+
+llm_config = LLMConfig(
+    model_loading_config=dict(
+        model_id="my-deepseek-r1",
+        model_source="deepseek-ai/DeepSeek-R1",
+    ),
+    accelerator_type="H100",
+    engine_kwargs=dict(
+        max_model_len=16384,
+        tensor_parallel_size=8,
+        pipeline_parallel_size=2,
+        enable_chunked_prefill=False,
+        kv_cache_dtype=KV_DTYPE,
+    ),
+)
+app = build_openai_app({"llm_configs": [llm_config]})
+'''
+
+RAY_DEPLOYMENT = '''\
+from ray import serve
+from vllm.engine.arg_utils import AsyncEngineArgs
+
+num_replicas = 5
+share = 0.95 / num_replicas
+
+
+@serve.deployment(num_replicas=num_replicas, ray_actor_options={"num_gpus": share})
+class VLLMDeployment:
+    def __init__(self):
+        self.model_name = "openai/gpt-oss-20b"
+        args = AsyncEngineArgs(
+            model=self.model_name,
+            tensor_parallel_size=1,
+            gpu_memory_utilization=share,
+            max_model_len=16384,
+            disable_log_stats=False,
+        )
+'''
+
+
+def _write(tmp_path, text: str, name: str):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_a_ray_serve_llm_config_in_python_is_a_workload_of_its_engine_kwargs(tmp_path):
+    # batch s34 (ray-project/ray serve_deepseek_r1.py, robbypambudi/ray-vllm-benchmark qwen.py): no "vllm" in the file
+    (app,) = find_workloads([str(_write(tmp_path, RAY_LLM_APP, "serve_deepseek_r1.py"))])[1]
+    assert (app.name, app.container) == ("serve_deepseek_r1.py", "llm_configs my-deepseek-r1")
+    assert [t.text for t in app.argv] == ["deepseek-ai/DeepSeek-R1", "--max-model-len", "16384",
+                                          "--tensor-parallel-size", "8", "--pipeline-parallel-size", "2",
+                                          "--no-enable-chunked-prefill"]  # fmt: skip
+    assert app.argv[0].line == 6 and app.argv[3].line == 11 and app.gpu_selectors[0].values == ("H100",)
+    assert any("kv_cache_dtype takes its value from KV_DTYPE, unknown here" in n for n in app.notes)
+    (result,) = scan([str(_write(tmp_path, RAY_LLM_APP, "serve_deepseek_r1.py"))], tmp_path, gpu=None).workloads
+    facts = result.report.facts
+    assert (facts["serve.tensor_parallel_size"], facts["serve.pipeline_parallel_size"]) == (8, 2)
+    assert facts["gpu.name"] == "H100 80GB" and result.error is None
+
+
+def test_engine_args_built_in_a_ray_deployment_class_are_read_from_its_constants(tmp_path):
+    # batch s34 (BjornWest/instance_scripts run_with_ray.py)
+    (app,) = find_workloads([str(_write(tmp_path, RAY_DEPLOYMENT, "run_with_ray.py"))])[1]
+    assert app.container == "VLLMDeployment"
+    assert [t.text for t in app.argv] == ["openai/gpt-oss-20b", "--tensor-parallel-size", "1",
+                                          "--gpu-memory-utilization", "0.19", "--max-model-len", "16384"]  # fmt: skip
+    # disable_log_stats=False: a store_true switch has no --no- form, so nothing is written (never a false KVD004)
+    (result,) = scan([str(_write(tmp_path, RAY_DEPLOYMENT, "run_with_ray.py"))], tmp_path, gpu=None).workloads
+    assert not [p for p in result.placed if p.finding.severity == "error" and p.finding.status == "fired"]
+
+
+def test_a_python_file_without_a_vllm_workload_is_no_yaml_and_no_unread_file(tmp_path):
+    files, found, notes, unread = read_manifests([str(_write(tmp_path, "import os\nprint(os.getcwd())\n", "tool.py"))])
+    assert (found, unread) == ([], [])

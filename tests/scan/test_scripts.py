@@ -111,3 +111,48 @@ def test_a_redirection_sign_inside_a_quoted_string_leaves_the_quotes_whole(tmp_p
     script = 'echo "serving > port 8000"\nvllm serve Qwen/Qwen3-0.6B --max-model-len 4096 >> "serve log.txt"\n'
     (run,) = find_workloads([str(_script(tmp_path, script))])[1]
     assert [t.text for t in run.argv] == ["Qwen/Qwen3-0.6B", "--max-model-len", "4096"]
+
+
+def _errors(result) -> set[str]:
+    return {p.finding.rule_id for p in result.placed if p.finding.status == "fired" and p.finding.severity == "error"}
+
+
+def test_a_continuation_on_the_last_line_still_leaves_the_command_read(tmp_path):
+    # batch s34 (BjornWest/instance_scripts vllm_scripts/20b2.sh): the file ends on `... \` with no newline
+    text = "source ~/env/bin/activate\nvllm serve openai/gpt-oss-20b \\\n    --port 8001 \\\n    --max-num-seqs 128 \\"
+    (run,) = find_workloads([str(_script(tmp_path, text))])[1]
+    assert [t.text for t in run.argv] == ["openai/gpt-oss-20b", "--port", "8001", "--max-num-seqs", "128"]
+
+
+def test_pythons_own_options_before_dash_m_leave_the_launcher_found(tmp_path):
+    # batch s34 (wagerc97/gpt-oss-alignment): nohup python -u -m vllm.entrypoints.openai.api_server ...
+    text = "nohup python -u -m vllm.entrypoints.openai.api_server \\\n\t--model openai/gpt-oss-20b \\\n" \
+           "\t--tensor-parallel-size 2 \\\n\t> vllm.log 2>&1 &\n"
+    (run,) = find_workloads([str(_script(tmp_path, text))])[1]
+    assert run.container == "vllm serve" and [t.text for t in run.argv][-2:] == ["--tensor-parallel-size", "2"]
+    text = "python3 -X dev -m dynamo.vllm --model Qwen/Qwen3-0.6B --enforce-eager\n"
+    (run,) = find_workloads([str(_script(tmp_path, text, "agg.sh"))])[1]
+    assert run.container == "python3 -m dynamo.vllm"
+
+
+def test_an_environment_named_for_a_release_gives_the_version(tmp_path):
+    # batch s34 (jhlu2019/GustoBot): /envs/vllm-0.9.0/bin/vllm serve ... --enable-reasoning, a 0.7-0.9 flag: no error
+    text = ("#!/bin/bash\n/home/u/miniconda3/envs/vllm-0.9.0/bin/vllm serve \"/data/models/Qwen3-30B-A3B\" \\\n"
+            "  --tensor-parallel-size 4 \\\n  --enable-reasoning \\\n  --reasoning-parser deepseek_r1\n")
+    (run,) = find_workloads([str(_script(tmp_path, text))])[1]
+    assert (run.vllm_pin, run.vllm_pin_line) == ("0.9.0", 2)
+    (result,) = scan([str(_script(tmp_path, text))], tmp_path, gpu=None).workloads
+    assert result.report.facts["vllm.version"] == "0.9.0" and not _errors(result)
+    plain = text.replace("envs/vllm-0.9.0", "envs/vllm_env")  # a name without a release: unknown, judged as before
+    (run,) = find_workloads([str(_script(tmp_path, plain, "plain.sh"))])[1]
+    assert run.vllm_pin is None
+
+
+def test_arithmetic_and_command_substitutions_are_one_word(tmp_path):
+    text = "NODES=2\nGPUS=8\nvllm serve m --data-parallel-size $((NODES * GPUS)) --host $(hostname -i) " \
+           "--data-parallel-start-rank $(( ${RANK:-0} * GPUS ))\n"
+    (run,) = find_workloads([str(_script(tmp_path, text))])[1]
+    words = [t.text for t in run.argv]
+    assert words[words.index("--data-parallel-size") + 1] == "16"
+    assert words[words.index("--host") + 1] == "$(hostname -i)"  # unknown here: never split into two arguments
+    assert words[words.index("--data-parallel-start-rank") + 1] == "0"  # ${RANK:-0}: the default when unset
