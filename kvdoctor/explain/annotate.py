@@ -18,6 +18,7 @@ from kvdoctor.model.report import Finding, Report
 # The selector's configuration fields worth quoting in the cause (the rest are noise to a reader).
 _SHOWN_CONFIG = ("head_size", "dtype", "kv_cache_dtype", "block_size", "use_mla", "has_sink", "use_sparse", "attn_type")
 MAX_FOLLOWING_FRAMES = 200
+_ANSWERED = "A client printed it as the server's error answer"
 _FRAME_LINE = re.compile(r'^\s+File "(.+?)", line (\d+), in (\w+)')
 
 
@@ -59,7 +60,9 @@ def annotate(report: Report, diagnosis: Diagnosis, families: Families, facts: di
     if at_request:
         notes.append(f"{at_request}: the failure happened while serving a request, not at start-up, so a start-up "
                      "check would not have shown it.")
-        if family not in families.request_families_kept:
+        # a client's print of the answer says only that the server was up: a family the message names stays
+        answered_only = at_request.startswith(_ANSWERED)
+        if family not in families.request_families_kept and (family == "other" or not answered_only):
             family = "first_request_failure"
     failed_requests = _failed_requests(lines, families)
     if failed_requests:
@@ -138,7 +141,7 @@ def _request_time(diagnosis: Diagnosis, families: Families, chains: list[Excepti
         return f"The server had started (line {started}) before this failed (line {primary_line})"
     if families.answered is not None and any(
             line.number == primary_line and families.answered.search(line.text) for line in lines):
-        return f"A client printed it as the server's error answer (line {primary_line}), so the server was up"
+        return f"{_ANSWERED} (line {primary_line}), so the server was up"
     exception = diagnosis.primary.exception if diagnosis.primary is not None else diagnosis.unknown
     if exception is None or families.request_frames is None:
         return None

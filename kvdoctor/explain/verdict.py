@@ -99,6 +99,9 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         r"|\bCompile with `TORCH_USE_(?:CUDA|HIP)_DSA` to enable device-side assertions"
                         r"|\b(?:CUDA|HIP) kernel errors might be asynchronously reported at some other API call"
                         r"|\bFor debugging consider passing (?:CUDA_LAUNCH_BLOCKING|AMD_SERIALIZE_KERNEL)="
+                        # round 6: a C++ check macro's failure (glog / torch CHECK_EQ, the kernel libraries' own:
+                        # 'Check failed: a == b (1 vs. 6)', 'expert_indices.size(1) == args->top_k (1 vs. 6) : ...')
+                        r"|\bCheck failed: \S|\S (?:==|!=|<=|>=|<|>) \S[^\n]{0,200}? \([^()\s]{1,40} vs\. [^()\s]{1,40}\)"
                         r"|\b[1-9]\d*\+? pending placement groups?\b|^compilation terminated\.$"
                         r"|\bUnable to determine the device handle for GPU"
                         # a ModuleNotFoundError's message printed alone (Ray prints a failed import's str this way)
@@ -127,7 +130,8 @@ _LATE_WORDS = ("Trace/breakpoint", "*** Aborted", "terminate called", "bad_alloc
                 # round 5's: docker ps, signals, torch's NCCL watchdog and CUDA error epilogue, Ray, gcc, nvidia-smi
                 "Exited (", "xited with signal", "xited due to signal", "xited on signal", "Watchdog caught",
                 "Timeout at NCCL", "_DSA`", "kernel errors might", "For debugging consider", "pending placement",
-                "compilation terminated", "NCCL operations have failed", "device handle for GPU")
+                "compilation terminated", "NCCL operations have failed", "device handle for GPU",
+                "Check failed", " vs. ")
 # The round-4 patterns anchored at a line's start, tested by one anchored match (it fails on the first characters).
 _CRASH_HEAD = re.compile(r"(?i)\s*(?:(?:zsh|bash|sh|fish): |make|CMake Error|FAILED |\[\d|Killed: |free|malloc|realloc|munmap|double free|corrupted "
                          r"|Fatal glibc|<?\s*HTTP/|Internal Server|Exception in thread|Process |Thread |Current thread"
@@ -140,8 +144,9 @@ _CRASH_HEAD = re.compile(r"(?i)\s*(?:(?:zsh|bash|sh|fish): |make|CMake Error|FAI
 FOREIGN_ERROR = re.compile(
     r"^.{0,80}?(?:\s-\s|\s\|\s|\t|\[)(?:ERROR|FATAL|CRITICAL)(?:\]|\s+-\s|\s+\|\s|\s|:)"
     # '%(name)s %(process)d %(levelname)s %(message)s' and the like: the level after one to three words that
-    # read as a logger name, a pid or a time (a dot, digit, colon or slash in each), not after prose
-    r"|^(?:\S*[\d._:/]\S*\s+){1,3}(?:ERROR|FATAL|CRITICAL)\s{1,8}\S"
+    # read as a logger name, a pid or a time (a dot, digit, colon or slash in each), not after prose; then perhaps
+    # a plain logger name ('2024-07-01 07:28:04.488 1 kserve ERROR [...]')
+    r"|^(?:\S*[\d._:/]\S*\s+){1,3}(?:[A-Za-z_][\w.-]{0,40}\s+)?(?:ERROR|FATAL|CRITICAL)\s{1,8}\S"
     r"|\b(?:level|lvl|severity)=\"?(?i:error|err|fatal|critical)\b"
     r"|\"(?:level|levelname|severity|log_level|lvl)\":\s*\"(?i:error|err|fatal|critical)\""
     # Python logging's default format ('CRITICAL:root:...'; 'ERROR:' is ERROR_TEXT's), Go's and Rust's panics
@@ -210,6 +215,9 @@ def _foreign_error(text: str) -> bool:
 
 
 MAX_TRACEBACK_LOOKAHEAD = 400
+_TRACEBACK_LEVELS = (None, "WARNING", "WARN")
+# an access log's line (uvicorn, vLLM's own): the endpoint and the status answered
+_ACCESS = re.compile(r'"(?:POST|GET|PUT|DELETE) (/\S*) HTTP/\d(?:\.\d)?"\s+(\d{3})\b')
 
 
 def _crash(text: str, level: str | None = None, worded: bool | None = None) -> bool:
@@ -295,17 +303,25 @@ def failure_evidence(
         if SEVERITY_ORDER[match.rule.severity] >= SEVERITY_ORDER["error"]:
             add(FailureEvidence(match.line, "known failure", match.text))
     worded = [_CRASH_PREFILTER.search(line.text) is not None for line in lines]  # the crash words' substring test
+    served: set[str] = set()  # endpoints that answered a request with success
     for index, line in enumerate(lines):
         if line.level != "DEBUG" and line.text[:5] != "DEBUG":
-            if _crash(line.text, line.level, worded[index]):
+            answer = _ACCESS.search(line.text) if "HTTP/" in line.text else None
+            if answer is not None and answer.group(2)[0] == "2":
+                served.add(answer.group(1))
+            if answer is not None and answer.group(2)[0] == "4" and answer.group(1) in served:
+                pass  # a server that served this endpoint refused one request: the request's fault, not the server's
+            elif _crash(line.text, line.level, worded[index]):
                 add(FailureEvidence(line.number, "error text", line.text.strip(), line.stream, line.level))
             elif index + 1 < len(lines) and lines[index + 1].level is None:  # a line a wrap may have split
                 crash = _wrapped_crash(lines, index, worded)
                 if crash:
                     add(FailureEvidence(line.number, "error text", crash, line.stream, line.level))
-        if line.level is None and line.text[:1] in "T " and line.text.strip() == TRACEBACK_START and not (
-                index and lines[index - 1].text.startswith(IGNORED)):  # a traceback Python reported and dropped
-            add(FailureEvidence(line.number, "error text", _cut_traceback(lines, index), line.stream))
+        # a traceback (one a logger printed at WARNING too: logger.warning(..., exc_info=True)), not one Python
+        # reported and dropped
+        if line.level in _TRACEBACK_LEVELS and line.text[:1] in "T " and _traceback_header(lines, index) and not (
+                index and lines[index - 1].text.startswith(IGNORED)):
+            add(FailureEvidence(line.number, "error text", _cut_traceback(lines, index), line.stream, line.level))
         if line.level in ("INFO", "DEBUG") or line.text[:5] in ("INFO:", "DEBUG"):
             continue  # INFO records and uvicorn's INFO lines
         text = line.text.strip()
@@ -337,9 +353,10 @@ def failure_evidence(
                         located = None  # a message that starts on a later line is that line's, not this one's
                 if located is not None and all(loc.kind in FAILING_KINDS for loc in located.locations):
                     add(FailureEvidence(line.number, "raise site", line.text.strip(), line.stream))
-            elif line.level == "WARNING" and line.text.strip():
+            elif line.level == "WARNING" and line.text.strip() and not line.text.rstrip().endswith(("...", "\u2026")):
                 # a WARNING record whose message vLLM only ever raises (an exception a caller caught and logged
-                # as a warning): a failure; one that vLLM also logs as a warning somewhere is not
+                # as a warning): a failure; one that vLLM also logs as a warning somewhere is not (nor one cut
+                # short with '...': its lost rest may be a warning's longer wording)
                 text = line.text.strip()
                 if text not in raised:  # a warning repeated per request is asked once
                     located = locate(text)
@@ -431,9 +448,20 @@ def _flattened_exception(text: str) -> str:
     return found.group(1) if found else text
 
 
+def _traceback_header(lines: list[LogLine], index: int) -> bool:
+    """Whether the line is a traceback's header, whole or split by a hard wrap ('Traceback (most' / 'recent call
+    last):')."""
+    text = lines[index].text.strip()
+    if text == TRACEBACK_START:
+        return True
+    if not text.startswith("Traceback (") or index + 1 >= len(lines):
+        return False
+    return f"{text} {lines[index + 1].text.strip()}".startswith(TRACEBACK_START)
+
+
 def _cut_traceback(lines: list[LogLine], index: int) -> str:
     """A traceback's header as evidence: a traceback whose exception line the log has lost (cut short) still shows
-    a failure; its innermost frame says where."""
+    a failure; its innermost frame says where, and the record a logger printed it under says what failed."""
     innermost = None
     for line in lines[index + 1 : index + 1 + MAX_TRACEBACK_LOOKAHEAD]:
         stripped = line.text.strip()
@@ -442,6 +470,11 @@ def _cut_traceback(lines: list[LogLine], index: int) -> str:
         elif stripped and line.text[:1] not in " \t":
             break
     where = f"; innermost frame: {innermost}" if innermost else ""
+    header = lines[index]
+    before = lines[index - 1] if index else None
+    if (header.level is not None and before is not None and before.level == header.level
+            and before.stream == header.stream and before.text.strip() and before.text[:1] not in " \t"):
+        return f"{before.text.strip()} ({TRACEBACK_START[:-1]}{where})"  # logger.exception('msg'): msg, then frames
     return f"{TRACEBACK_START} (a traceback{where})"
 
 

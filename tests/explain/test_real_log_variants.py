@@ -42,6 +42,13 @@ def _interleaved(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def _known_misses() -> frozenset[str]:
+    spec = importlib.util.spec_from_file_location("test_real_logs", Path(__file__).with_name("test_real_logs.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.KNOWN_MISSES | module.KNOWN_HEALTHY_MISSES
+
+
 @functools.lru_cache(maxsize=None)
 def _unaltered_exit(name: str) -> int:
     from kvdoctor.explain.explain import explain_text
@@ -75,14 +82,19 @@ def test_seen_logs_altered_keep_their_verdict_and_mostly_their_family(variant, s
                                              for line in text.splitlines()) + "\n",
     }[variant]
     entries = _seen()
-    good, wrong_exit = 0, []
+    known = _known_misses()
+    good, counted, wrong_exit = 0, 0, []
     for entry in entries:
         ok, code = _judge(entry, alter((LOGS / entry["file"]).read_text(errors="replace")))
-        good += ok
+        if entry["file"] not in known:
+            good += ok
+            counted += 1
         expected = 1 if entry.get("failure", True) else 0
         # an alteration must not change a right verdict; a log explain gets wrong unaltered is test_real_logs' known
         # miss, not this test's
         if code != expected and _unaltered_exit(entry["file"]) == expected:
             wrong_exit.append(entry["file"])
     assert not wrong_exit, wrong_exit
-    assert good >= share * len(entries), (good, len(entries))
+    # the share counts the logs outside test_real_logs' known misses (a new batch's logs no family knows yet are
+    # measured there, not here)
+    assert good >= share * counted, (good, counted)

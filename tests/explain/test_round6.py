@@ -97,3 +97,65 @@ def test_a_bare_assert_claimed_by_where_vllm_raised_it_is_quoted_and_no_value_re
     assert 'vLLM\'s check in _get_and_verify_max_len failed: assert "frob" in rope_scaling' in text
     assert "(not in the log)" not in text
     assert "--max-model-len unknown" not in text  # a fix's flag that needs a missing value is left out
+
+
+def test_a_traceback_a_logger_printed_at_warning_is_a_failure_quoted_with_its_record():
+    # vllm/v1/kv_offload/worker/worker.py logs a failed transfer with logger.warning(..., exc_info=True); cut short
+    log = ("(EngineCore_DP0 pid=7) WARNING 11-18 07:48:24 [worker.py:116] Exception in ('GPU', 'CPU') transfer 12: "
+           "AssertionError()\n"
+           "(EngineCore_DP0 pid=7) WARNING 11-18 07:48:24 [worker.py:116] Traceback (most recent call last):\n"
+           '(EngineCore_DP0 pid=7) WARNING 11-18 07:48:24 [worker.py:116]   File "/venv/vllm/v1/kv_offload/worker/'
+           'cpu_gpu.py", line 129, in transfer_async\n')
+    report = explain_text(log)
+    assert report.exit_code("error") == 1
+    assert "transfer 12: AssertionError()" in _text(report)
+    # a traceback Python reported and dropped stays no failure
+    assert explain_text("Exception ignored in: <function Foo.__del__ at 0x7f>\nTraceback (most recent call last):\n"
+                        '  File "/venv/x.py", line 3, in __del__\nTypeError: bad\n').exit_code("error") == 0
+
+
+def test_a_cpp_check_macros_failure_is_a_failure():
+    for line in ("topk_ids.size(1) == params->top_k (2 vs. 8) : topk_ids dim1 must match top_k.",
+                 "F1204 10:22:18.123 4711 allocator.cc:42] Check failed: used <= limit (9 vs. 8)",
+                 "Check failed: status == cudaSuccess"):
+        assert explain_text(line + "\n").exit_code("error") == 1, line
+    assert explain_text("INFO 05-02 10:22:18 [gpu.py:1] throughput 2x (9 vs. 8 req/s)\n").exit_code("error") == 0
+
+
+def test_a_refused_request_at_a_server_that_served_the_endpoint_is_the_requests_fault():
+    ok = 'INFO:     127.0.0.1:5000 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
+    refused = 'INFO:     127.0.0.1:5000 - "POST /v1/chat/completions HTTP/1.1" 400 Bad Request\n'
+    assert explain_text(ok + refused).exit_code("error") == 0
+    # refusing before serving any (a missing chat template refuses them all), or another endpoint: a failure
+    assert explain_text(refused + ok).exit_code("error") == 1
+    assert explain_text(ok.replace("chat/completions", "completions") + refused).exit_code("error") == 1
+
+
+def test_a_named_family_stays_when_a_client_printed_the_servers_answer():
+    log = ("openai.BadRequestError: Error code: 400 - {'object': 'error', 'message': \"This model's maximum context "
+           "length is 4096 tokens. However, you requested 5000 tokens (904 in the messages, 4096 in the completion). "
+           "Please reduce the length of the messages or completion.\", 'type': 'BadRequestError', 'code': 400}\n")
+    assert explain_text(log).extra["family"] == "prompt_exceeds_max_model_len"
+
+
+def test_an_error_record_with_a_plain_logger_name_before_its_level():
+    # '%(asctime)s %(process)d %(name)s %(levelname)s [...] %(message)s', the message cut by a wrap
+    log = ("2024-07-01 07:28:04.488 1 kserve ERROR [__main__.py:<module>():254] Failed to\n"
+           "start model server: integer division or modulo by zero\n")
+    assert explain_text(log).exit_code("error") == 1
+    assert explain_text("2024-07-01 07:28:04.488 1 kserve INFO [__main__.py:<module>():254] Error budget "
+                        "kept\n").exit_code("error") == 0
+
+
+def test_a_traceback_header_split_by_a_hard_wrap():
+    log = ("(EngineCore_DP0 pid=7) WARNING 11-18 07:48:24 [worker.py:116] Traceback (most\n"
+           "recent call last):\n"
+           '(EngineCore_DP0 pid=7) WARNING 11-18 07:48:24 [worker.py:116]   File "/venv/vllm/v1/x.py", line 1, in f\n')
+    assert explain_text(log).exit_code("error") == 1
+
+
+def test_a_warning_cut_short_is_not_taken_for_the_shorter_raise_it_starts_like():
+    # vllm/utils/argparse_utils.py logs this at WARNING (0.11-0.34); 0.8.5-0.10.2 raised its shorter first sentence
+    log = ("WARNING 05-15 16:01:27 [argparse_utils.py:257] With `vllm serve`, you should provide the model as a "
+           "positional argument or in a config file instead of via the `--model` option. The `--model` option wi...\n")
+    assert explain_text(log).exit_code("error") == 0
