@@ -4,11 +4,8 @@ Their names are declared in data/fact_names.yaml."""
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from kvdoctor.base.yaml_safe import load_yaml_cached
-from kvdoctor.data import read_data
 from kvdoctor.data.fact_names import fact_registry
 from kvdoctor.facts.architecture import architecture_facts
 from kvdoctor.facts.attention import attention_facts
@@ -47,9 +44,9 @@ def runner_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
     if model is None or not releases.releases:
         return dict.fromkeys(fact_registry().names(produced_by="runner"))
     env = dict(facts.serve.env).get("VLLM_USE_V2_MODEL_RUNNER")
-    unsupported = v2_unsupported_features(facts)
+    from kvdoctor.vllm_pack.runner import model_runner, v2_unsupported_features  # reads runner_bugs.yaml on import
 
-    from kvdoctor.vllm_pack.runner import model_runner  # reads runner_bugs.yaml on import: only when asked
+    unsupported = v2_unsupported_features(facts.serve)
 
     def choose(release):
         return model_runner(
@@ -66,18 +63,6 @@ def runner_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
         "vllm.runner_bug": pick(lambda c: c.bugs[0].message if c.bugs else ("none" if c.runner else None)),
         "vllm.runner_error": pick(lambda c: c.error or ("none" if c.runner else None)),
     }
-
-
-@lru_cache(maxsize=1)
-def _v2_unsupported() -> tuple[dict[str, str], ...]:
-    return tuple(load_yaml_cached(read_data("runner_v2_unsupported.yaml"), "runner_v2_unsupported.yaml").values())
-
-
-def v2_unsupported_features(facts: Facts) -> tuple[str, ...]:
-    """Features these serve settings turn on that vLLM's Model Runner V2 does not support, in vLLM's wording
-    (data/runner_v2_unsupported.yaml)."""
-    return tuple(entry["feature"] for entry in _v2_unsupported()
-                 if entry["contains"] in str(getattr(facts.serve, entry["serve_fact"]) or ""))
 
 
 # the pack loader has stripped '==' from exact pins: a bare version is exact, a range keeps its operators

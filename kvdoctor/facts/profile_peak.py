@@ -98,13 +98,12 @@ def _flashinfer_opted_in(facts: Facts) -> bool:
 def profiling_runner(facts: Facts, release) -> str:
     """'V1' or 'V2': the GPU model runner the release picks for this model (vllm_pack/runner.py, asked of vLLM's own
     use_v2_model_runner); undecided counts as V1, whose sampler holds more."""
-    from kvdoctor.facts.derive import v2_unsupported_features
-    from kvdoctor.vllm_pack.runner import model_runner
+    from kvdoctor.vllm_pack.runner import model_runner, v2_unsupported_features
 
     m = facts.model
     choice = model_runner(release, architectures=m.architectures, is_moe=m.is_moe, is_hybrid=m.is_hybrid,
                           env=dict(facts.serve.env).get("VLLM_USE_V2_MODEL_RUNNER"),
-                          v2_unsupported_features=v2_unsupported_features(facts))
+                          v2_unsupported_features=v2_unsupported_features(facts.serve))
     return "V2" if choice.runner == "V2" else "V1"
 
 

@@ -7,6 +7,7 @@ reads; older releases follow `VLLM_USE_V2_MODEL_RUNNER` alone (default V1), 0.34
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterable
 
 from kvdoctor.base.yaml_safe import load_yaml_cached
@@ -140,3 +141,15 @@ def _fill(inputs: dict):
         options = (False, True) if inputs[k] is None else (inputs[k],)
         combos = [c | {k: o} for c in combos for o in options]
     return combos
+
+
+@lru_cache(maxsize=1)
+def _v2_unsupported() -> tuple[dict[str, str], ...]:
+    return tuple(load_yaml_cached(read_data("runner_v2_unsupported.yaml"), "runner_v2_unsupported.yaml").values())
+
+
+def v2_unsupported_features(serve) -> tuple[str, ...]:
+    """Features these serve settings (a ServeFacts) turn on that vLLM's Model Runner V2 does not support, in vLLM's
+    wording (data/runner_v2_unsupported.yaml)."""
+    return tuple(entry["feature"] for entry in _v2_unsupported()
+                 if entry["contains"] in str(getattr(serve, entry["serve_fact"]) or ""))
