@@ -97,8 +97,12 @@ def render_chart(chart: Path, values_files: list[Path] = (), values: dict | None
             key = prefix + "/" + template.relative_to(directory).as_posix()
             try:
                 renderer.add(key, template.read_text(encoding="utf-8"))
-            except (ParseError, UnicodeDecodeError, OSError) as exc:
-                result.failures.append((template, getattr(exc, "line", None), f"not rendered: {exc}"))
+            except ParseError as exc:
+                result.failures.append((template, exc.line, f"not rendered: {exc.problem}"))
+                continue
+            except (UnicodeDecodeError, OSError) as exc:
+                why = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else exc.strerror or str(exc)
+                result.failures.append((template, None, f"not rendered: {why}"))
                 continue
             if not template.name.startswith("_") and template.name != "NOTES.txt":
                 dot = _top_level(chart_meta, chart_values, release, namespace, directory, key, prefix)

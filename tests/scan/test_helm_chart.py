@@ -184,7 +184,7 @@ def test_the_checksum_idiom_includes_another_template_by_its_helm_name(tmp_path)
     assert workload.argv[1].line == _line(deployment, ".Values.model.huggingfaceName")
     assert [(s.key, s.values) for s in workload.gpu_selectors] == [("nvidia.com/gpu.product", ("NVIDIA-L4",))]
     # upstream, templates/servicemonitor.yaml ends without its {{ end }}: Helm refuses it too; the rest renders
-    assert [u.message.split(": ", 1)[1] for u in unread] == ["not rendered: line 14: unexpected EOF: {{end}} missing"]
+    assert [u.message.split(": ", 1)[1] for u in unread] == ["not rendered: unexpected EOF: {{end}} missing"]
 
 
 def test_args_from_values_through_toyaml(tmp_path):
@@ -206,3 +206,27 @@ def test_the_values_option_on_the_command_line(run_cli, tmp_path):
     assert workload["error"]["location"]["line"] == _line(NM_VLLM / "templates" / "deployment.yaml", "{{ quote . }}")
     missing = run_cli("scan", str(NM_VLLM), "--values", str(tmp_path / "nope.yaml"))
     assert missing.code == 2 and missing.stderr.startswith("kvdoctor: error: --values ") and "Traceback" not in missing.stderr
+
+
+def test_a_broken_chart_is_one_line_per_problem_never_a_traceback(run_cli, tmp_path):
+    chart = tmp_path / "chart"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("name: [oops\n")
+    (chart / "templates" / "a.yaml").write_text("a: 1\n")
+    malformed = run_cli("scan", str(tmp_path), "--no-compile")
+    assert malformed.code == 2 and malformed.stderr == \
+        f"kvdoctor: error: {chart}/Chart.yaml:2: malformed YAML (kvdoctor renders charts itself; check it with: " \
+        "helm template RELEASE CHART -f values.yaml)\n"  # fmt: skip
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: demo\nversion: 0.1.0\n")
+    (chart / "templates" / "b.yaml").write_text("x: 1\n{{ if }}\n")
+    (chart / "templates" / "c.yaml").write_bytes(b"\xff\xfe{{ x }}")
+    (chart / "templates" / "d.yaml").write_text("{{ until 100000000 }}\n")
+    result = run_cli("scan", str(tmp_path), "--no-compile")
+    assert result.code == 2 and "Traceback" not in result.stderr
+    assert [line.removeprefix("kvdoctor: error: ").split(": ", 1) for line in result.stderr.splitlines()] == [
+        [f"{chart}/templates/b.yaml:2", "not rendered: missing value for command (kvdoctor renders charts itself; "
+         "check it with: helm template RELEASE CHART -f values.yaml)"],
+        [f"{chart}/templates/c.yaml", "not rendered: not UTF-8 text (kvdoctor renders charts itself; check it with: "
+         "helm template RELEASE CHART -f values.yaml)"],
+        [f"{chart}/templates/d.yaml:1", "not rendered: error calling until: 100000000 is more than kvdoctor generates "
+         "(1000000) (kvdoctor renders charts itself; check it with: helm template RELEASE CHART -f values.yaml)"]]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from kvdoctor.scan.gotemplate import parse as p
-from kvdoctor.scan.gotemplate.functions import FunctionFailed, builtin_functions
+from kvdoctor.scan.gotemplate.functions import MAX_GENERATED, FunctionFailed, builtin_functions
 from kvdoctor.scan.gotemplate.sourced import Origin, SourcedStr, origin_of
 from kvdoctor.scan.gotemplate.values import GoObject, go_text, truth, type_name
 
@@ -166,6 +166,8 @@ class _State:
         elif isinstance(value, (list, tuple)):
             pairs = list(enumerate(value))
         elif isinstance(value, int) and not isinstance(value, bool):
+            if value > MAX_GENERATED:
+                raise TemplateError(f"range over {value}: more than kvdoctor generates", node.line)
             pairs = [(i, i) for i in range(value)]
         elif value is None:
             pairs = []

@@ -186,13 +186,24 @@ def _go_regex_replacement(replacement: str) -> str:
     return re.sub(r"\$(\{(\w+)\}|(\d+))", lambda m: f"\\g<{m.group(2) or m.group(3)}>", replacement.replace("\\", "\\\\"))
 
 
+MAX_GENERATED = 1_000_000  # until/repeat/range beyond this: a chart that would exhaust memory, refused
+
+
+def _bounded(count: int) -> int:
+    if abs(count) > MAX_GENERATED:
+        raise ValueError(f"{count} is more than kvdoctor generates ({MAX_GENERATED})")
+    return count
+
+
 def _until(count: Any) -> list[int]:
-    count = to_int(count)
+    count = _bounded(to_int(count))
     return list(range(count)) if count >= 0 else list(range(0, count, -1))
 
 
 def _until_step(start: Any, stop: Any, step: Any) -> list[int]:
     step = to_int(step)
+    if step and abs((to_int(stop) - to_int(start)) // step) > MAX_GENERATED:
+        raise ValueError(f"more than {MAX_GENERATED} numbers")
     return list(range(to_int(start), to_int(stop), step)) if step else []
 
 
@@ -289,7 +300,7 @@ def builtin_functions(renderer) -> dict[str, Callable[..., Any]]:
         .upper(), "title": _title, "untitle": lambda s: to_string(s)[:1].lower() + to_string(s)[1:],
         "replace": lambda old, new, s: to_string(s).replace(old, new), "contains": lambda sub, s: sub in to_string(s),
         "hasPrefix": lambda p, s: to_string(s).startswith(p), "hasSuffix": lambda x, s: to_string(s).endswith(x),
-        "repeat": lambda n, s: to_string(s) * max(to_int(n), 0), "substr": lambda a, b, s: to_string(s)[to_int(a):
+        "repeat": lambda n, s: to_string(s) * max(_bounded(to_int(n) * max(len(to_string(s)), 1)) // max(len(to_string(s)), 1), 0), "substr": lambda a, b, s: to_string(s)[to_int(a):
         to_int(b) if to_int(b) >= 0 else None], "nospace": lambda s: re.sub(r"\s", "", to_string(s)),
         "cat": lambda *a: " ".join(to_string(v) for v in a if v is not None), "toString": to_string,
         "abbrev": lambda n, s: to_string(s) if len(to_string(s)) <= to_int(n) else to_string(s)[: to_int(n) - 3]

@@ -14,6 +14,7 @@ class ParseError(ValueError):
     def __init__(self, message: str, line: int):
         super().__init__(f"line {line}: {message}")
         self.line = line
+        self.problem = message
 
 
 @dataclass(frozen=True)
