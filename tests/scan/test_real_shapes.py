@@ -52,6 +52,9 @@ def test_a_model_on_a_volume_still_gets_its_refused_flag_and_gpu_count_as_errors
     (result,) = run_scan([str(tmp_path / "volume.yaml")], defaults, CheckSettings()).workloads  # nothing compiles
     fired = _findings(result)
     assert fired["KVD004"].location.line == 17 and "--swap-space 4" in fired["KVD004"].finding.title  # gone in 0.27
+    # no flag of 0.27.0 is spelled like it: the fix says to remove it, not to "spell it as 0.27.0 does"
+    assert [f.title for f in fired["KVD004"].finding.fixes] == [
+        "Remove the argument, or write it as `vllm serve --help` of vLLM 0.27.0 lists it"]
     assert "gets 2 GPU(s) but vLLM needs 4" in fired["KVD201"].finding.title and result.verdict == "FAIL"
     # the dry run says why it did not run: the model was named, its config not read (not "no model given")
     assert any("config.json was not read" in n for n in result.report.notes), result.report.notes
