@@ -15,7 +15,7 @@ from kvdoctor.base.yaml_safe import load_yaml_cached
 from kvdoctor.data import read_data
 from kvdoctor.facts.kv_capacity import kv_table
 from kvdoctor.facts.probes.serve_args import human_readable_int
-from kvdoctor.facts.profile_peak import profile_peak_bytes, sampler_band_bytes
+from kvdoctor.facts.profile_peak import ProfilePeak, profile_peak, sampler_band_bytes
 from kvdoctor.model.facts import Facts, ServeFacts
 
 GIB = 2**30
@@ -226,7 +226,8 @@ def kv_budget(flat, facts: Facts, serve: ServeMemory, release) -> tuple[int, int
     table = budget_table()
     util = serve.gpu_memory_utilization or release_utilization(release, serve)
     total = cuda_total_bytes(flat)
-    activation, install_decides = profile_run_peak(flat, facts, serve, release)
+    peak, install_decides = profile_run_peak(flat, facts, serve, release)
+    activation = peak.total
     tp = facts.serve.tensor_parallel_size
     non_torch = int((table["non_torch_gib"] + table["non_torch_per_extra_rank_gib"] * (tp - 1)) * GIB)
     graphs = 0 if serve.enforce_eager or not cudagraphs_counted(release) else int(table["cudagraph_gib"] * GIB)
@@ -243,7 +244,7 @@ def kv_budget(flat, facts: Facts, serve: ServeMemory, release) -> tuple[int, int
         share = table["estimated_weights_band_share"] + (table["quantized_weights"]["band_share"] if quantized else 0)
         band += int(share * weights)
     moe = flat.get("model.moe_layout")
-    if moe and weights:  # the fused-MoE workspace of the profile run is not modelled
+    if moe and weights:  # MoE kernels whose workspaces were not read
         band += int(table["moe_activation_band_share"] * weights)
     sizing = "extensible KV cache (measured after warmup), " if extensible(release, serve) else ""
     offload = f" (--cpu-offload-gb {serve.cpu_offload_gb:g} moved to CPU)" if serve.cpu_offload_gb else ""
@@ -252,7 +253,8 @@ def kv_budget(flat, facts: Facts, serve: ServeMemory, release) -> tuple[int, int
     source = (f"{sizing}{total / GIB:.2f} GiB (as CUDA reports it) x gpu_memory_utilization {util:g} - weights "
               f"{(weights or 0) / GIB:.2f} GiB{' (estimated)' if estimated else ''}{offload} - modelled activation peak "
               f"{activation / GIB:.2f} GiB, non-torch {non_torch / GIB:.2f} GiB, CUDA graphs {graphs / GIB:.2f} GiB"
-              + (f" (headroom margin {margin / GIB:.2f} GiB)" if margin else "") + cpu_kv)
+              + (f" (headroom margin {margin / GIB:.2f} GiB)" if margin else "") + cpu_kv
+              + f"; {peak.describe(flat.get('model.vocab_size') or 0)}")
     return available, band, source, weights, estimated
 
 
@@ -430,13 +432,13 @@ def quantized_bytes_per_param(config: dict[str, Any], method: str, model_dtype_b
     return bits / 8 + zeros + scale / per_scale
 
 
-def profile_run_peak(flat, facts: Facts, serve: ServeMemory, release) -> tuple[int, int]:
+def profile_run_peak(flat, facts: Facts, serve: ServeMemory, release) -> tuple[ProfilePeak, int]:
     """The profile run's torch peak (facts/profile_peak.py) at the serve settings or the release's batch defaults, and
     the part of it the install decides (added to the band)."""
     default_tokens, default_seqs = batch_defaults(flat, release)
     tokens, seqs = serve.max_num_batched_tokens or default_tokens, serve.max_num_seqs or default_seqs
     table = budget_table()
-    return (profile_peak_bytes(flat, facts, table, release, tokens, seqs, serve.enforce_eager),
+    return (profile_peak(flat, facts, table, release, tokens, seqs, serve.enforce_eager),
             sampler_band_bytes(flat, facts, table, release, min(tokens, seqs)))
 
 

@@ -5,13 +5,43 @@ budget.moe_workspace); docs/fit.md "The profile run's peak"."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from kvdoctor.model.facts import Facts
 
 
-def profile_peak_bytes(flat, facts: Facts, table: dict[str, Any], release, tokens: int, seqs: int,
-                       eager: bool) -> int:  # fmt: skip
+@dataclass(frozen=True)
+class ProfilePeak:
+    """The profile run's modelled torch peak and what it is made of (bytes)."""
+
+    total: int
+    forward: int
+    """The dummy forward's own tensors over max_num_batched_tokens (torch.compile's share included)."""
+    sampler: int
+    """The dummy sampler's tensors plus the forward's hidden states it runs beside."""
+    workspace: int
+    """The fused-MoE workspaces (0 for a dense model)."""
+    workspace_held: bool
+    """Kept after the forward, so under the sampler too."""
+    runner: str
+    """'V1' or 'V2': the model runner whose sampler ran."""
+    rows: int
+    """Logit rows the dummy sampler ran over (one per dummy request)."""
+
+    def describe(self, vocab: int) -> str:
+        """One clause for the budget's source: which part sets the peak."""
+        gib = 2**30
+        held = f" over the held MoE workspace ({self.workspace / gib:.2f} GiB)" if self.workspace_held and \
+            self.workspace else ""
+        if self.sampler >= self.forward:
+            return (f"the peak is the dummy sampler's ({self.runner} runner, {self.rows:,} x {vocab:,} logits: "
+                    f"{self.sampler / gib:.2f} GiB){held}")
+        return f"the peak is the dummy forward's ({self.forward / gib:.2f} GiB){held}"
+
+
+def profile_peak(flat, facts: Facts, table: dict[str, Any], release, tokens: int, seqs: int,
+                 eager: bool) -> ProfilePeak:  # fmt: skip
     """Torch's peak increase over the profile run: held + max(forward, hidden states + sampler). The forward grows
     under torch.compile (compiled_activation_share); the sampler runs outside the compiled graph."""
     m = facts.model
@@ -22,12 +52,13 @@ def profile_peak_bytes(flat, facts: Facts, table: dict[str, Any], release, token
                         + table["activation_bytes_per_token_intermediate"] * inter)
     forward = int(forward * (1 if eager else 1 + table["compiled_activation_share"]))
     workspace = moe_workspace_bytes(flat, table, tokens, hidden, tp)
+    rows = min(tokens, seqs)
     # profile_run keeps the forward's hidden states (tokens x hidden, activation dtype) while the sampler runs
     hidden_states = tokens * hidden * table["moe_workspace"]["dtype_bytes"]
-    sampler = hidden_states + sampler_bytes(flat, facts, table, release, min(tokens, seqs))
-    if workspace_held(facts, table, release):  # kept after the forward: under the sampler too
-        return workspace + max(forward, sampler)
-    return max(forward + workspace, sampler)
+    sampler = hidden_states + sampler_bytes(flat, facts, table, release, rows)
+    held = workspace_held(facts, table, release)
+    total = workspace + max(forward, sampler) if held else max(forward + workspace, sampler)
+    return ProfilePeak(total, forward, sampler, workspace, held, profiling_runner(facts, release), rows)
 
 
 def moe_workspace_bytes(flat, table: dict[str, Any], tokens: int, hidden: int, tp: int) -> int:
