@@ -191,8 +191,9 @@ def _top_level(metadata: dict, values: dict, release: str, namespace: str, direc
         "Deprecated": bool(metadata.get("deprecated")),
     }, {"IsRoot": lambda: "/charts/" not in key})  # fmt: skip
     major, minor, patch = KUBE_VERSION
-    kube = GoObject("chartutil.KubeVersion", {"Version": f"v{major}.{minor}.{patch}", "Major": str(major),
-                                              "Minor": str(minor), "GitVersion": f"v{major}.{minor}.{patch}"})  # fmt: skip
+    version = f"v{major}.{minor}.{patch}"
+    kube = GoObject("chartutil.KubeVersion", {"Version": version, "Major": str(major), "Minor": str(minor),
+                                              "GitVersion": version})  # fmt: skip
     api_versions = GoObject("chartutil.VersionSet", {}, {"Has": lambda _: False})
     capabilities = GoObject("*chartutil.Capabilities", {"KubeVersion": kube, "APIVersions": api_versions,
                                                         "HelmVersion": {"Version": "v3.16.0"}})  # fmt: skip
@@ -222,8 +223,9 @@ def chart_files(directory: Path) -> GoObject:
     def glob(pattern: str) -> GoObject:
         names = sorted(p.relative_to(root).as_posix() for p in root.glob(pattern) if inside(str(p.relative_to(root))))
         contents = {n: get(n) for n in names}
-        return GoObject("files", contents, {"Get": lambda n: contents.get(n, ""), "AsConfig": lambda: _as_yaml(contents),
-                                           "AsSecrets": lambda: _as_yaml(contents, encode=True)})  # fmt: skip
+        methods = {"Get": lambda n: contents.get(n, ""), "AsConfig": lambda: _as_yaml(contents),
+                   "AsSecrets": lambda: _as_yaml(contents, encode=True)}  # fmt: skip
+        return GoObject("files", contents, methods)
 
     return GoObject("files", {}, {"Get": get, "Glob": glob, "Lines": lambda n: get(n).split("\n"),
                                   "GetBytes": get, "AsConfig": lambda: "", "AsSecrets": lambda: ""})  # fmt: skip

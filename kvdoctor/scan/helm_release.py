@@ -40,8 +40,8 @@ def release_workloads(doc: Document, read_document: ReadDocument) -> tuple[list[
                          "chart's directory with --values)")  # fmt: skip
             continue
         files = tuple(p for f in values_files if (p := (chart / f)).is_file())
-        workloads, failures = chart_workloads(ChartSource(doc.file, chart, files), read_document,
-                                              release=ChartRelease(release.name, release.namespace, release.values, via))
+        installed = ChartRelease(release.name, release.namespace, release.values, via)
+        workloads, failures = chart_workloads(ChartSource(doc.file, chart, files), read_document, release=installed)
         found += workloads
         unread += failures
     return found, unread, notes
@@ -87,7 +87,8 @@ def _flux_plans(doc: Document, name: str) -> list[tuple[str, list[str], ChartRel
     namespace = target or nodes.text(nodes.get(doc.root, "metadata", "namespace")) or "default"
     release = nodes.text(nodes.get(spec, "releaseName")) or (f"{target}-{name}" if target else name)
     values = nodes.plain(nodes.get(spec, "values"))
-    value_files = [t for item in nodes.items(nodes.get(spec, "chart", "spec", "valuesFiles")) if (t := nodes.text(item))]
+    listed = nodes.items(nodes.get(spec, "chart", "spec", "valuesFiles"))
+    value_files = [t for item in listed if (t := nodes.text(item))]
     return [(chart, value_files, ChartRelease(release, namespace, values if isinstance(values, dict) else {}))]
 
 

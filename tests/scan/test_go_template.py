@@ -61,7 +61,8 @@ def test_variables_declare_assign_and_dollar_is_the_top():
 
 
 def test_define_include_template_and_tpl():
-    text = '{{- define "name" -}}{{ .Values.n | default "d" }}{{- end -}}[{{ include "name" . }}][{{ template "name" . }}]'
+    text = ('{{- define "name" -}}{{ .Values.n | default "d" }}{{- end -}}'
+            '[{{ include "name" . }}][{{ template "name" . }}]')
     assert render(text, {"n": "x"}) == "[x][x]"
     assert render('{{ tpl "{{ .Values.a }}-{{ .Values.b }}" . }}', {"a": 1.0, "b": "z"}) == "1-z"
     assert render('{{ include "name" . | upper | quote }}{{ define "name" }}ab{{ end }}') == '"AB"'

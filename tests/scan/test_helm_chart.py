@@ -27,7 +27,8 @@ def test_a_charts_values_file_renders_the_chart_with_its_defaults():
     assert not unread
     assert (workload.kind, workload.name, workload.container) == ("Deployment", "nm-vllm", "nm-vllm")
     assert workload.image == "ghcr.io/neuralmagic/nm-vllm-openai:v0.1.0"  # the tag defaults to .Chart.AppVersion
-    assert [t.text for t in workload.argv] == ["--host", "0.0.0.0", "--model", "mistralai/Mistral-7B-v0.1", "--port", "80"]
+    assert [t.text for t in workload.argv] == ["--host", "0.0.0.0", "--model", "mistralai/Mistral-7B-v0.1", "--port",
+                                               "80"]  # fmt: skip
     assert workload.file == TEMPLATE
     template = NM_VLLM / "templates" / "deployment.yaml"
     assert workload.argv[3].line == _line(template, "{{ .Values.modelName }}")
@@ -40,11 +41,13 @@ def test_an_override_values_file_under_the_chart_wins_over_the_defaults():
     assert [t.text for t in workload.argv][-2:] == ["--dtype", "float16"]
     assert workload.argv[-1].line == _line(NM_VLLM / "templates" / "deployment.yaml", "{{ quote . }}")
     assert workload.gpu_limit == 1
-    assert [(s.key, s.values) for s in workload.gpu_selectors] == [("nvidia.com/gpu.product", ("NVIDIA-A100-SXM4-40GB",))]
+    assert [(s.key, s.values) for s in workload.gpu_selectors] == [("nvidia.com/gpu.product",
+                                                                    ("NVIDIA-A100-SXM4-40GB",))]  # fmt: skip
     example = NM_VLLM / "examples" / "basic" / "values.yaml"
     (behind,) = [n for n in workload.notes if n.startswith("values behind it: ")]
     assert f'"float16" ({example.relative_to(REPO)}:{_line(example, "float16")})' in behind  # the value's own line
-    assert f"v0.1.0 ({(NM_VLLM / 'values.yaml').relative_to(REPO)}:{_line(NM_VLLM / 'values.yaml', 'tag: v0.1.0')})" in behind
+    defaults = NM_VLLM / "values.yaml"
+    assert f"v0.1.0 ({defaults.relative_to(REPO)}:{_line(defaults, 'tag: v0.1.0')})" in behind
 
 
 def test_scan_judges_the_rendered_workload_with_the_gpu_its_values_name(tmp_path):
@@ -176,7 +179,8 @@ def _with_test_values(tmp_path, chart, values_name: str):
 
 
 def test_the_checksum_idiom_includes_another_template_by_its_helm_name(tmp_path):
-    chart = _with_test_values(tmp_path, CHARTS / "pkstaz__pdf-comparator-ai" / "helm" / "vllm", "pdf-comparator-vllm.yaml")
+    source = CHARTS / "pkstaz__pdf-comparator-ai" / "helm" / "vllm"
+    chart = _with_test_values(tmp_path, source, "pdf-comparator-vllm.yaml")
     _, (workload,), _, unread = read_manifests([str(chart / "values.yaml")])
     deployment = chart / "templates" / "deployment.yaml"
     assert "$.Template.BasePath" in deployment.read_text()  # include (print $.Template.BasePath "/configmap.yaml")
@@ -188,7 +192,8 @@ def test_the_checksum_idiom_includes_another_template_by_its_helm_name(tmp_path)
 
 
 def test_args_from_values_through_toyaml(tmp_path):
-    chart = _with_test_values(tmp_path, CHARTS / "inf-monkeys__helm-charts" / "charts" / "vllm", "inf-monkeys-vllm.yaml")
+    source = CHARTS / "inf-monkeys__helm-charts" / "charts" / "vllm"
+    chart = _with_test_values(tmp_path, source, "inf-monkeys-vllm.yaml")
     _, (workload,), _, unread = read_manifests([str(chart / "values.yaml")])
     assert not unread
     assert (workload.name, workload.container, workload.image) == ("vllm", "vllm-openai", "vllm/vllm-openai:v0.6.0")
@@ -200,12 +205,14 @@ def test_args_from_values_through_toyaml(tmp_path):
 def test_the_values_option_on_the_command_line(run_cli, tmp_path):
     override = tmp_path / "values-prod.yaml"
     override.write_text("apiServer:\n  extraArgs: [--dtype, bf16x]\n")
-    result = run_cli("scan", str(NM_VLLM / "values.yaml"), "--values", str(override), "--no-compile", "--format", "json")
+    result = run_cli("scan", str(NM_VLLM / "values.yaml"), "--values", str(override), "--no-compile", "--format",
+                     "json")  # fmt: skip
     assert result.code == 2, result.stderr  # the rendered --dtype bf16x is refused, at the template's line
     (workload,) = result.json()["workloads"]
     assert workload["error"]["location"]["line"] == _line(NM_VLLM / "templates" / "deployment.yaml", "{{ quote . }}")
     missing = run_cli("scan", str(NM_VLLM), "--values", str(tmp_path / "nope.yaml"))
-    assert missing.code == 2 and missing.stderr.startswith("kvdoctor: error: --values ") and "Traceback" not in missing.stderr
+    assert missing.code == 2 and missing.stderr.startswith("kvdoctor: error: --values ")
+    assert "Traceback" not in missing.stderr
 
 
 def test_a_broken_chart_is_one_line_per_problem_never_a_traceback(run_cli, tmp_path):

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from kvdoctor.scan.gotemplate.gofmt import sprint, sprintf
 from kvdoctor.scan.gotemplate.semver import semver_compare
-from kvdoctor.scan.gotemplate.values import GoObject, compare, equal, go_format, kind, truth, type_name
+from kvdoctor.scan.gotemplate.values import compare, equal, go_format, kind, truth, type_name
 from kvdoctor.scan.gotemplate.yaml_io import from_json, from_yaml, to_json, to_yaml
 
 
@@ -183,7 +183,8 @@ def _title(text: str) -> str:
 
 def _go_regex_replacement(replacement: str) -> str:
     """Go's $1 / ${name} in a replacement as Python's \\g<1>."""
-    return re.sub(r"\$(\{(\w+)\}|(\d+))", lambda m: f"\\g<{m.group(2) or m.group(3)}>", replacement.replace("\\", "\\\\"))
+    escaped = replacement.replace("\\", "\\\\")
+    return re.sub(r"\$(\{(\w+)\}|(\d+))", lambda m: f"\\g<{m.group(2) or m.group(3)}>", escaped)
 
 
 MAX_GENERATED = 1_000_000  # until/repeat/range beyond this: a chart that would exhaust memory, refused
@@ -254,8 +255,205 @@ def _rand(alphabet: str) -> Callable[[Any], str]:
     return lambda count: "".join(generator.choice(alphabet) for _ in range(to_int(count)))
 
 
+def _html(*args: Any) -> str:
+    text = sprint(args)
+    for raw, escaped in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ('"', "&#34;"), ("'", "&#39;")):
+        text = text.replace(raw, escaped)
+    return text
+
+
+def _urlquery(*args: Any) -> str:
+    from urllib.parse import quote_plus
+
+    return quote_plus(sprint(args))
+
+
+def _substr(start: Any, end: Any, text: Any) -> str:
+    """Sprig's substr: a negative start is 0, a negative or too large end is the end."""
+    text, start, end = to_string(text), to_int(start), to_int(end)
+    return text[max(start, 0) : end if 0 <= end <= len(text) else len(text)]
+
+
+def _abbrev(width: Any, text: Any) -> str:
+    text, width = to_string(text), to_int(width)
+    return text if len(text) <= width else text[: max(width - 3, 0)] + "..."
+
+
+def _repeat(count: Any, text: Any) -> str:
+    text = to_string(text)
+    _bounded(to_int(count) * max(len(text), 1))
+    return text * max(to_int(count), 0)
+
+
+def _regex_find_all(pattern: str, text: Any, count: Any) -> list[str]:
+    found = [m.group(0) for m in re.finditer(pattern, to_string(text))]
+    return found if to_int(count) < 0 else found[: to_int(count)]
+
+
+def _uniq(items: Any) -> list:
+    kept: list = []
+    for item in _list(items):
+        if item not in kept:
+            kept.append(item)
+    return kept
+
+
+GO_BUILTINS: dict[str, Callable[..., Any]] = {
+    "not": lambda v: not truth(v),
+    "len": _length,
+    "index": _index,
+    "slice": _slice,
+    "print": lambda *a: sprint(a),
+    "println": lambda *a: " ".join(go_format(v, True) for v in a) + "\n",
+    "printf": lambda fmt, *a: sprintf(to_string(fmt), a),
+    "eq": _eq,
+    "ne": lambda a, b: not equal(a, b),
+    "lt": lambda a, b: compare(a, b) < 0,
+    "le": lambda a, b: compare(a, b) <= 0,
+    "gt": lambda a, b: compare(a, b) > 0,
+    "ge": lambda a, b: compare(a, b) >= 0,
+    "html": _html,
+    "js": lambda *a: json.dumps(sprint(a))[1:-1],
+    "urlquery": _urlquery,
+    "call": lambda f, *a: f(*a),
+}
+"""Go's text/template builtins (`and` and `or` short-circuit, so the executor evaluates them itself)."""
+
+HELM_DATA: dict[str, Callable[..., Any]] = {
+    "toYaml": to_yaml,
+    "mustToYaml": to_yaml,
+    "fromYaml": from_yaml,
+    "toJson": to_json,
+    "mustToJson": to_json,
+    "fromJson": from_json,
+    "lookup": lambda *a: {},  # no cluster: what `helm template` gets too
+}
+
+SPRIG_FLOW: dict[str, Callable[..., Any]] = {
+    "default": _default,
+    "empty": empty,
+    "coalesce": lambda *a: next((v for v in a if not empty(v)), None),
+    "ternary": lambda t, f, cond: t if truth(cond) else f,
+    "deepCopy": _deep_copy,
+    "mustDeepCopy": _deep_copy,
+    "kindOf": kind,
+    "kindIs": lambda k, v: kind(v) == k,
+    "typeOf": type_name,
+    "typeIs": lambda t, v: type_name(v) == t,
+}
+
+SPRIG_STRINGS: dict[str, Callable[..., Any]] = {
+    "quote": _quote,
+    "squote": _squote,
+    "toString": to_string,
+    "trim": lambda s: to_string(s).strip(),
+    "trimAll": lambda cut, s: to_string(s).strip(to_string(cut)),
+    "trimPrefix": lambda p, s: to_string(s).removeprefix(to_string(p)),
+    "trimSuffix": lambda x, s: to_string(s).removesuffix(to_string(x)),
+    "trunc": _trunc,
+    "indent": _indent,
+    "nindent": lambda n, s: "\n" + _indent(n, s),
+    "lower": lambda s: to_string(s).lower(),
+    "upper": lambda s: to_string(s).upper(),
+    "title": _title,
+    "untitle": lambda s: to_string(s)[:1].lower() + to_string(s)[1:],
+    "replace": lambda old, new, s: to_string(s).replace(to_string(old), to_string(new)),
+    "contains": lambda sub, s: to_string(sub) in to_string(s),
+    "hasPrefix": lambda p, s: to_string(s).startswith(to_string(p)),
+    "hasSuffix": lambda x, s: to_string(s).endswith(to_string(x)),
+    "repeat": _repeat,
+    "substr": _substr,
+    "nospace": lambda s: re.sub(r"\s", "", to_string(s)),
+    "cat": lambda *a: " ".join(to_string(v) for v in a if v is not None),
+    "abbrev": _abbrev,
+    "camelcase": lambda s: "".join(w.capitalize() for w in _case_words(s)),
+    "snakecase": lambda s: "_".join(w.lower() for w in _case_words(s)),
+    "kebabcase": lambda s: "-".join(w.lower() for w in _case_words(s)),
+    "split": _split,
+    "splitList": lambda sep, s: to_string(s).split(to_string(sep)),
+    "join": _join,
+    "toStrings": lambda v: [to_string(x) for x in _list(v)],
+    "sortAlpha": lambda v: sorted(to_string(x) for x in _list(v)),
+    "regexMatch": lambda rx, s: re.search(rx, to_string(s)) is not None,
+    "mustRegexMatch": lambda rx, s: re.search(rx, to_string(s)) is not None,
+    "regexFind": lambda rx, s: (m.group(0) if (m := re.search(rx, to_string(s))) else ""),
+    "regexFindAll": _regex_find_all,
+    "regexReplaceAll": lambda rx, s, r: re.sub(rx, _go_regex_replacement(to_string(r)), to_string(s)),
+    "regexReplaceAllLiteral": lambda rx, s, r: re.sub(rx, lambda _: to_string(r), to_string(s)),
+    "regexSplit": lambda rx, s, n: re.split(rx, to_string(s), maxsplit=max(to_int(n) - 1, 0)),
+    "b64enc": lambda s: base64.b64encode(to_string(s).encode()).decode(),
+    "b64dec": lambda s: base64.b64decode(to_string(s)).decode("utf-8", "replace"),
+    "sha256sum": lambda s: hashlib.sha256(to_string(s).encode()).hexdigest(),
+    "sha1sum": lambda s: hashlib.sha1(to_string(s).encode()).hexdigest(),
+    "randAlphaNum": _rand(string.ascii_letters + string.digits),
+    "randAlpha": _rand(string.ascii_letters),
+    "randNumeric": _rand(string.digits),
+    "randAscii": _rand(string.printable[:94]),
+}
+
+SPRIG_NUMBERS: dict[str, Callable[..., Any]] = {
+    "int": to_int,
+    "int64": to_int,
+    "atoi": to_int,
+    "float64": to_float,
+    "add": lambda *a: sum(to_int(v) for v in a),
+    "add1": lambda v: to_int(v) + 1,
+    "sub": lambda a, b: to_int(a) - to_int(b),
+    "mul": lambda *a: _product(a),
+    "div": _div,
+    "mod": _mod,
+    "max": lambda *a: max(to_int(v) for v in a),
+    "min": lambda *a: min(to_int(v) for v in a),
+    "addf": lambda *a: sum(to_float(v) for v in a),
+    "subf": lambda a, *b: to_float(a) - sum(map(to_float, b)),
+    "mulf": lambda *a: _product(a, to_float),
+    "divf": lambda a, *b: _quotient(to_float(a), b),
+    "ceil": lambda v: float(-(-to_float(v) // 1)),
+    "floor": lambda v: float(to_float(v) // 1),
+    "round": lambda v, p=0: round(to_float(v), to_int(p)),
+    "until": _until,
+    "untilStep": _until_step,
+    "semverCompare": semver_compare,
+}
+
+SPRIG_COLLECTIONS: dict[str, Callable[..., Any]] = {
+    "list": lambda *a: list(a),
+    "tuple": lambda *a: list(a),
+    "dict": _dict,
+    "get": _get,
+    "set": _set,
+    "unset": _unset,
+    "hasKey": _has_key,
+    "keys": lambda *maps: [k for m in maps for k in m],
+    "values": lambda m: list(m.values()),
+    "pluck": _pluck,
+    "dig": _dig,
+    "merge": _merge,
+    "mustMerge": _merge,
+    "mergeOverwrite": lambda d, *s: _merge(d, *s, overwrite=True),
+    "mustMergeOverwrite": lambda d, *s: _merge(d, *s, overwrite=True),
+    "pick": lambda d, *k: {x: d[x] for x in k if x in d},
+    "omit": lambda d, *k: {x: v for x, v in d.items() if x not in k},
+    "first": _first,
+    "mustFirst": _first,
+    "last": _last,
+    "mustLast": _last,
+    "rest": lambda v: _list(v)[1:],
+    "initial": lambda v: _list(v)[:-1],
+    "reverse": lambda v: _list(v)[::-1],
+    "append": lambda v, x: _list(v) + [x],
+    "mustAppend": lambda v, x: _list(v) + [x],
+    "prepend": lambda v, x: [x] + _list(v),
+    "concat": lambda *a: [x for v in a for x in _list(v)],
+    "uniq": _uniq,
+    "compact": lambda v: [x for x in _list(v) if not empty(x)],
+    "without": lambda v, *x: [y for y in _list(v) if y not in x],
+    "has": lambda x, v: x in _list(v),
+}
+
+
 def builtin_functions(renderer) -> dict[str, Callable[..., Any]]:
-    """Function name -> implementation; `renderer` serves include and tpl."""
+    """Function name -> implementation; `renderer` serves Helm's include and tpl."""
 
     def include(name: str, data: Any = None) -> str:
         return renderer.render(name, data).text()
@@ -271,86 +469,8 @@ def builtin_functions(renderer) -> dict[str, Callable[..., Any]]:
     def fail(message: str) -> Any:
         raise FunctionFailed(message)
 
-    return {
-        # Go's builtins
-        "and": None, "or": None,  # short-circuit, evaluated by the executor
-        "not": lambda v: not truth(v), "len": _length, "index": _index, "slice": _slice,
-        "print": lambda *a: sprint(a), "println": lambda *a: " ".join(go_format(v, True) for v in a) + "\n",
-        "printf": lambda fmt, *a: sprintf(fmt, a), "eq": _eq, "ne": lambda a, b: not equal(a, b),
-        "lt": lambda a, b: compare(a, b) < 0, "le": lambda a, b: compare(a, b) <= 0,
-        "gt": lambda a, b: compare(a, b) > 0, "ge": lambda a, b: compare(a, b) >= 0,
-        "html": lambda *a: sprint(a).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-                                     .replace('"', "&#34;").replace("'", "&#39;"),
-        "js": lambda *a: json.dumps(sprint(a))[1:-1], "urlquery": lambda *a: __import__("urllib.parse").parse
-            .quote_plus(sprint(a)),
-        "call": lambda f, *a: f(*a),
-        # Helm's
-        "include": include, "tpl": tpl, "required": required, "fail": fail, "toYaml": to_yaml,
-        "mustToYaml": to_yaml, "fromYaml": from_yaml, "toJson": to_json, "mustToJson": to_json,
-        "fromJson": from_json, "toToml": lambda v: to_json(v), "lookup": lambda *a: {},
-        # Sprig: defaults and flow
-        "default": _default, "empty": empty, "coalesce": lambda *a: next((v for v in a if not empty(v)), None),
-        "ternary": lambda t, f, cond: t if truth(cond) else f, "deepCopy": _deep_copy, "mustDeepCopy": _deep_copy,
-        "kindOf": kind, "kindIs": lambda k, v: kind(v) == k, "typeOf": type_name, "typeIs": lambda t, v: type_name(v) == t,
-        # Sprig: strings
-        "quote": _quote, "squote": _squote, "trim": lambda s: to_string(s).strip(),
-        "trimAll": lambda cut, s: to_string(s).strip(cut), "trimPrefix": lambda p, s: to_string(s).removeprefix(p),
-        "trimSuffix": lambda x, s: to_string(s).removesuffix(x), "trunc": _trunc, "nindent": lambda n, s: "\n" +
-        _indent(n, s), "indent": _indent, "lower": lambda s: to_string(s).lower(), "upper": lambda s: to_string(s)
-        .upper(), "title": _title, "untitle": lambda s: to_string(s)[:1].lower() + to_string(s)[1:],
-        "replace": lambda old, new, s: to_string(s).replace(old, new), "contains": lambda sub, s: sub in to_string(s),
-        "hasPrefix": lambda p, s: to_string(s).startswith(p), "hasSuffix": lambda x, s: to_string(s).endswith(x),
-        "repeat": lambda n, s: to_string(s) * max(_bounded(to_int(n) * max(len(to_string(s)), 1)) // max(len(to_string(s)), 1), 0), "substr": lambda a, b, s: to_string(s)[to_int(a):
-        to_int(b) if to_int(b) >= 0 else None], "nospace": lambda s: re.sub(r"\s", "", to_string(s)),
-        "cat": lambda *a: " ".join(to_string(v) for v in a if v is not None), "toString": to_string,
-        "abbrev": lambda n, s: to_string(s) if len(to_string(s)) <= to_int(n) else to_string(s)[: to_int(n) - 3]
-        + "...", "camelcase": lambda s: "".join(w.capitalize() for w in _case_words(s)),
-        "snakecase": lambda s: "_".join(w.lower() for w in _case_words(s)),
-        "kebabcase": lambda s: "-".join(w.lower() for w in _case_words(s)),
-        "split": _split, "splitList": lambda sep, s: to_string(s).split(sep), "join": _join,
-        "toStrings": lambda v: [to_string(x) for x in _list(v)], "sortAlpha": lambda v: sorted(to_string(x)
-                                                                                             for x in _list(v)),
-        "regexMatch": lambda rx, s: re.search(rx, to_string(s)) is not None,
-        "mustRegexMatch": lambda rx, s: re.search(rx, to_string(s)) is not None,
-        "regexFind": lambda rx, s: (m.group(0) if (m := re.search(rx, to_string(s))) else ""),
-        "regexFindAll": lambda rx, s, n: re.findall(rx, to_string(s))[: to_int(n) if to_int(n) >= 0 else None],
-        "regexReplaceAll": lambda rx, s, r: re.sub(rx, _go_regex_replacement(r), to_string(s)),
-        "regexReplaceAllLiteral": lambda rx, s, r: re.sub(rx, lambda _: r, to_string(s)),
-        "regexSplit": lambda rx, s, n: re.split(rx, to_string(s)), "b64enc": lambda s: base64.b64encode(
-            to_string(s).encode()).decode(), "b64dec": lambda s: base64.b64decode(to_string(s)).decode("utf-8",
-                                                                                                       "replace"),
-        "sha256sum": lambda s: hashlib.sha256(to_string(s).encode()).hexdigest(),
-        "sha1sum": lambda s: hashlib.sha1(to_string(s).encode()).hexdigest(),
-        "randAlphaNum": _rand(string.ascii_letters + string.digits), "randAlpha": _rand(string.ascii_letters),
-        "randNumeric": _rand(string.digits), "randAscii": _rand(string.printable[:94]),
-        # Sprig: numbers
-        "int": to_int, "int64": to_int, "float64": to_float, "atoi": to_int, "toDecimal": to_int,
-        "add": lambda *a: sum(to_int(v) for v in a), "add1": lambda v: to_int(v) + 1,
-        "sub": lambda a, b: to_int(a) - to_int(b), "mul": lambda *a: _product(a), "div": _div, "mod": _mod,
-        "max": lambda *a: max(to_int(v) for v in a), "min": lambda *a: min(to_int(v) for v in a),
-        "addf": lambda *a: sum(to_float(v) for v in a), "subf": lambda a, *b: to_float(a) - sum(map(to_float, b)),
-        "mulf": lambda *a: _product(a, to_float), "divf": lambda a, *b: _quotient(to_float(a), b),
-        "ceil": lambda v: float(-(-to_float(v) // 1)), "floor": lambda v: float(to_float(v) // 1),
-        "round": lambda v, p=0: round(to_float(v), to_int(p)), "until": _until, "untilStep": _until_step,
-        "seq": lambda *a: " ".join(map(str, range(1, to_int(a[-1]) + 1))),
-        "semverCompare": semver_compare,
-        # Sprig: lists and dicts
-        "list": lambda *a: list(a), "tuple": lambda *a: list(a), "dict": _dict, "get": _get, "set": _set,
-        "unset": _unset, "hasKey": _has_key, "keys": lambda *m: [k for d in m for k in d],
-        "values": lambda d: list(d.values()), "pluck": _pluck, "dig": _dig, "merge": _merge,
-        "mustMerge": _merge, "mergeOverwrite": lambda d, *s: _merge(d, *s, overwrite=True),
-        "mustMergeOverwrite": lambda d, *s: _merge(d, *s, overwrite=True),
-        "pick": lambda d, *k: {x: d[x] for x in k if x in d}, "omit": lambda d, *k: {x: v for x, v in d.items()
-                                                                                     if x not in k},
-        "first": _first, "mustFirst": _first, "last": _last, "mustLast": _last,
-        "rest": lambda v: _list(v)[1:], "initial": lambda v: _list(v)[:-1], "reverse": lambda v: _list(v)[::-1],
-        "append": lambda v, x: _list(v) + [x], "mustAppend": lambda v, x: _list(v) + [x],
-        "prepend": lambda v, x: [x] + _list(v), "concat": lambda *a: [x for v in a for x in _list(v)],
-        "uniq": lambda v: [x for i, x in enumerate(_list(v)) if x not in _list(v)[:i]],
-        "compact": lambda v: [x for x in _list(v) if not empty(x)], "without": lambda v, *x: [y for y in _list(v)
-                                                                                           if y not in x],
-        "has": lambda x, v: x in _list(v),
-    }  # fmt: skip
+    helm = {"include": include, "tpl": tpl, "required": required, "fail": fail}
+    return {**GO_BUILTINS, **HELM_DATA, **helm, **SPRIG_FLOW, **SPRIG_STRINGS, **SPRIG_NUMBERS, **SPRIG_COLLECTIONS}
 
 
 def _product(values, convert=to_int):
@@ -366,4 +486,3 @@ def _quotient(a: float, divisors) -> float:
     return a
 
 
-__all__ = ["FunctionFailed", "GoObject", "builtin_functions", "empty", "to_int", "to_string"]

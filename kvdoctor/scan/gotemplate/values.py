@@ -54,8 +54,10 @@ def kind(value: Any) -> str:
 
 def type_name(value: Any) -> str:
     """Go type names as errors and typeOf say them (values read from YAML are interface{} maps and slices)."""
-    return {"invalid": "<nil>", "slice": "[]interface {}", "map": "map[string]interface {}"}.get(kind(value), kind(value)) \
-        if not isinstance(value, GoObject) else value.type_name  # fmt: skip
+    if isinstance(value, GoObject):
+        return value.type_name
+    named = kind(value)
+    return {"invalid": "<nil>", "slice": "[]interface {}", "map": "map[string]interface {}"}.get(named, named)
 
 
 def go_text(value: Any) -> str:
