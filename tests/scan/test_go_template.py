@@ -130,3 +130,21 @@ def test_each_output_line_keeps_the_template_line_that_wrote_it():
     output = renderer.render("t", {"Values": {"l": ["x", "y"], "m": {"k": 1, "j": 2}}})
     assert output.text() == "a: 1\n- x\n- y\nb: \n  j: 2\n  k: 1\n"
     assert [line for _, line in output.line_origins()] == [1, 3, 3, 5, 5, 5]
+
+
+def test_block_continue_literals_and_else_with():
+    assert render('{{ block "b" . }}default {{ .Values.x }}{{ end }}', {"x": 1.0}) == "default 1"
+    assert render("{{ range .Values.l }}{{ if eq . 2.0 }}{{ continue }}{{ end }}{{ . }}{{ end }}", {"l": [1.0, 2.0, 3.0]}) \
+        == "13"  # fmt: skip
+    assert render("{{ 'a' }} {{ `raw\\n` }} {{ 0x1F }} {{ 1.5e3 }} {{ \"tab\\there\" }}") == "97 raw\\n 31 1500 tab\there"
+    assert render("{{ with .Values.a }}a{{ else with .Values.b }}{{ . }}{{ end }}", {"b": "B"}) == "B"
+    assert render("{{ $v := .Values }}{{ $v.m.k }}", {"m": {"k": "deep"}}) == "deep"
+
+
+def test_a_struct_field_that_does_not_exist_is_an_error_but_a_missing_map_key_is_not():
+    from kvdoctor.scan.gotemplate.values import GoObject
+
+    chart = GoObject("*chart.Metadata", {"Name": "nm-vllm"})
+    assert render("{{ .Chart.Name }}{{ .Values.nothing }}", Chart=chart) == "nm-vllm<no value>"
+    with pytest.raises(TemplateError, match="can't evaluate field name in type \\*chart.Metadata"):
+        render("{{ .Chart.name }}", Chart=chart)
