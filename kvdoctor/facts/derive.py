@@ -79,16 +79,19 @@ def pinned_stack_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
     is a hard dependency of vLLM's CUDA wheel, so its presence is known once the release is."""
     if facts.versions.vllm_source == "installed":
         return {}
+    # what the user stated of the target image (--target-package flashinfer=...) wins over the wheel's pins
+    stated = facts.targets.value("flashinfer") == "present" if facts.targets.is_stated("flashinfer") else None
     if not releases.exact:  # version unknown: the image's FlashInfer is known when every candidate pins it
         pinned = agree(releases.releases, lambda r: "flashinfer-python" in r.pins).value if releases.releases else None
-        return {} if pinned is None else {"flashinfer.installed": pinned}
+        installed = stated if stated is not None else pinned
+        return {} if installed is None else {"flashinfer.installed": installed}
     pins = releases.releases[0].pins
     found = {
         "torch.version": facts.versions.torch or exact_pin(pins.get("torch")),
         "triton.version": exact_pin(pins.get("triton")) if facts.versions.triton is None else facts.versions.triton,
-        "flashinfer.version": exact_pin(pins.get("flashinfer-python")),
+        "flashinfer.version": exact_pin(pins.get("flashinfer-python")) if stated is not False else None,
         # before 0.11 FlashInfer was no requirement of the wheel (the image may or may not ship it): unknown
-        "flashinfer.installed": True if "flashinfer-python" in pins else None,
+        "flashinfer.installed": stated if stated is not None else (True if "flashinfer-python" in pins else None),
     }
     return {k: v for k, v in found.items() if v is not None}
 

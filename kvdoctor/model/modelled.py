@@ -53,7 +53,7 @@ INPUTS: dict[str, ModelledInput] = {
 }
 """Sources for the defaults: vLLM's docker/Dockerfile installs flashinfer-cubin and flashinfer-jit-cache into the
 vllm-base stage of the image (`uv pip install --system flashinfer-cubin==...`, e.g. commit dead20b), and the CUDA
-wheel requires flashinfer-python from 0.19.1 on (Requires-Dist)."""
+wheel requires flashinfer-python from 0.11 on (Requires-Dist; 0.10.2 does not)."""
 
 VALUES = ("present", "absent")
 

@@ -82,3 +82,20 @@ def test_scan_hands_the_stated_packages_to_each_workload(run_cli):
     facts = result.json()["workloads"][0]["report"]["facts"]
     assert (facts["target.flashinfer"], facts["target.flashinfer_cubin"]) == ("absent", "present")
     assert "flashinfer absent (stated)" in facts["target.packages"]
+
+
+def test_stated_flashinfer_decides_whether_the_target_has_it(run_cli):
+    # KVD119's hint is `--target-package flashinfer=present|absent`: the stated value must reach the fact it decides,
+    # over the wheel's pins (0.26.0 pins flashinfer-python) and where the wheel pins none (0.10.2)
+    def run(version, value):
+        result = run_cli("check", "--model", str(CONFIGS / "llama-3.1-8b-instruct.json"), "--gpu", "L40S",
+                         "--vllm-version", version, "--no-compile", "--format", "json",
+                         *(["--target-package", f"flashinfer={value}"] if value else []))  # fmt: skip
+        document = result.json()
+        return document["facts"].get("flashinfer.installed"), {f["rule_id"]: f["status"] for f in document["findings"]}
+
+    assert run("0.10.2", None) == (None, {"KVD119": "undecided"})  # no pin, nothing stated: undecided, in words
+    assert run("0.10.2", "present") == (True, {})
+    installed, statuses = run("0.10.2", "absent")
+    assert installed is False and statuses["KVD119"] == "fired"
+    assert run("0.26.0", None)[0] is True and run("0.26.0", "absent")[0] is False
