@@ -26,7 +26,7 @@ def test_request_gpu_against_tensor_parallel_size(tmp_path):
     spec = by_name(scan([rel(VALUES)], tmp_path, gpu=None))["qwen-a100"]
     short = finding(spec, "KVD201")
     assert short.location.line == line_of(VALUES, "requestGPU: 1")
-    assert short.finding.fixes[0].title == "Give the container 2 GPUs (modelSpec.requestGPU)"
+    assert short.finding.fixes[0].title == "Give the workload 2 GPUs (modelSpec.requestGPU)"
 
 
 def test_secret_sourced_env_that_rules_read_is_a_warning_at_its_line(tmp_path):

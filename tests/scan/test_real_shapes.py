@@ -76,6 +76,8 @@ def test_a_short_group_is_kvd201_with_no_raw_placeholder_in_its_fixes(tmp_path):
     assert "gets 16 GPU(s) but vLLM needs 32" in short.title
     rendered = " ".join([short.title, short.cause] + [f.title + str(f.flag or "") for f in short.fixes])
     assert "{" not in rendered
+    assert short.fixes[0].title.startswith("Give the workload 32 GPUs (")  # the group's, not one container's
+    assert "LeaderWorkerSet group of 2 pods" in short.fixes[0].title
 
 
 def test_kserve_name_placeholder_in_a_quoted_argument_is_a_value_not_helm(tmp_path):
