@@ -265,3 +265,15 @@ def test_production_stacks_real_chart_renders_what_its_values_reader_reads():
             assert words[1:5] == ["--host", "0.0.0.0", "--port", "8000"], values.name
             assert [words[0]] + words[5:] == [t.text for t in expected.argv], values.name
             assert (workload.image, workload.gpu_limit) == (expected.image, expected.gpu_limit), values.name
+
+
+def test_subcharts_render_with_the_parents_values_under_their_key_and_their_condition(tmp_path):
+    override = tmp_path / "values.yaml"
+    override.write_text("vllm:\n  model: {name: Qwen/Qwen3-8B}\n  maxModelLen: 4096\n")
+    rendered = render_chart(CASTAI, [override])
+    assert not rendered.failures  # sglang (a file:// dependency with condition sglang.enabled: false) is skipped
+    names = {t.name for t in rendered.templates}
+    assert "castai-hosted-model/charts/vllm/templates/deployment.yaml" in names
+    assert not any("/charts/sglang/" in n for n in names)
+    deployment = next(t for t in rendered.templates if t.name.endswith("charts/vllm/templates/deployment.yaml"))
+    assert '- "--served-model-name=Qwen/Qwen3-8B"' in deployment.text and '- "--max-model-len=4096"' in deployment.text
