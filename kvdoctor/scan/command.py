@@ -102,7 +102,7 @@ def run_script(node: yaml.Node | None, source_text: str) -> list[Token] | None:
     return _in_script(Token(text, nodes.line(node)), node, source_text) if text else None
 
 
-SCRIPT_ASSIGNMENT = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(\S*)\s*$")
+SCRIPT_ASSIGNMENT = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*?)\s*$")  # one word once split
 BLOCK_OPENS = re.compile(r"^\s*(?:if|for|while|until|case|select)\b|\{\s*$")
 BLOCK_CLOSES = re.compile(r"^\s*(?:fi|done|esac|\})\b")
 LAUNCHER = re.compile(r"\bvllm\s+serve\b|\bvllm\.entrypoints\.")
@@ -120,17 +120,71 @@ def script_assignments(script: str, known: dict[str, str]) -> dict[str, str]:
             depth = max(depth - 1, 0)
         elif BLOCK_OPENS.search(line):
             depth += 1
-        elif depth == 0 and (found := SCRIPT_ASSIGNMENT.match(line)) and "$(" not in found.group(2) \
-                and "`" not in found.group(2):
-            try:
-                words = shlex.split(found.group(2)) or [""]
-            except ValueError:
-                continue
-            if len(words) == 1:
-                (expanded,) = expand_shell_variables([Token(words[0], None)], values)
-                if not UNRESOLVED.search(expanded.text):
-                    values[found.group(1)] = expanded.text
+        elif depth == 0 and (found := SCRIPT_ASSIGNMENT.match(line)) and (word := _one_word(found.group(2))) is not None:
+            (expanded,) = expand_shell_variables([Token(word, None)], values)
+            if not UNRESOLVED.search(expanded.text):
+                values[found.group(1)] = expanded.text
     return values
+
+
+IF_LINE = re.compile(r"^\s*(if|elif)\b(.*)$")
+ELSE_LINE = re.compile(r"^\s*else\b")
+# [[ "$MODE" == "inference" ]], [ "${MODE}" = embedding ]: in the branch it guards, MODE has that value.
+EQUALITY = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?[\"']?\s*==?\s*[\"']?([^\"'\s\]]+)")
+
+
+def branch_assignments(script: str) -> list[dict[str, str]]:
+    """Per branch of each top-level `if` / `elif` / `else` block that assigns variables: the values it assigns
+    (NAME=value, one word once split) over those its condition tests for equality (`[[ "$MODE" == "x" ]]`); a
+    branch that assigns nothing is left out. Nested blocks are not read."""
+    branches: list[tuple[dict[str, str], dict[str, str]]] = []  # (tested, assigned)
+    depth = 0
+    for line in script.splitlines():
+        opened = IF_LINE.match(line)
+        if opened and (depth == 0 and opened.group(1) == "if" or depth == 1 and opened.group(1) == "elif"):
+            branches.append(({m.group(1): m.group(2) for m in EQUALITY.finditer(opened.group(2))}, {}))
+            depth = 1
+        elif depth == 1 and ELSE_LINE.match(line):
+            branches.append(({}, {}))
+        elif BLOCK_CLOSES.match(line):
+            depth = max(depth - 1, 0)
+        elif BLOCK_OPENS.search(line) and depth > 0:
+            depth += 1
+        elif depth == 1 and branches and (found := SCRIPT_ASSIGNMENT.match(line)):
+            word = _one_word(found.group(2))
+            if word is not None:
+                branches[-1][1][found.group(1)] = word
+    return [tested | assigned for tested, assigned in branches if assigned]
+
+
+def _one_word(value: str) -> str | None:
+    if "$(" in value or "`" in value:
+        return None
+    try:
+        words = shlex.split(value) or [""]
+    except ValueError:
+        return None
+    return words[0] if len(words) == 1 else None
+
+
+def expand_words(argv: list[Token], known: dict[str, str]) -> list[Token]:
+    """The words as the shell runs them: variables expanded (expand_shell_variables), and an unquoted `$ARGS`
+    whose value is a list of options split into its words, as the shell's word splitting does."""
+    out: list[Token] = []
+    for token, expanded in zip(argv, expand_shell_variables(argv, known)):
+        value = expanded.text.strip()
+        if SHELL_VARIABLE.fullmatch(token.text) and value.startswith("-") and len(value.split()) > 1:
+            out += [Token(w, token.line) for w in (_split(value))]
+        else:
+            out.append(expanded)
+    return out
+
+
+def _split(value: str) -> list[str]:
+    try:
+        return shlex.split(value)
+    except ValueError:
+        return value.split()
 
 
 CONDITIONAL_WORDS = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):?\+([^{}]*)\}")
@@ -413,12 +467,19 @@ def _place_in(words: list[str], raw: str, first_line: int) -> list[Token]:
     placed: list[Token] = []
     cursor = 0
     for word in words:
-        found = raw.find(word, cursor) if word else -1
+        if word and set(word) <= set(";&|"):  # an operator, perhaps a newline the flattening turned into `;`
+            placed.append(Token(word, first_line + raw[:cursor].count("\n")))
+            continue
+        # a word the shell unquoted (VAR="a b" -> VAR=a b) is not in the text as it reads: its first part is
+        head = re.split(r"[\s'\"]", word, maxsplit=1)[0] if word else ""
+        found, length = (raw.find(word, cursor), len(word)) if word else (-1, 0)
+        if found < 0 and len(head) >= 2:
+            found, length = raw.find(head, cursor), len(head)
         if found < 0:
             placed.append(Token(word, first_line + raw[:cursor].count("\n")))
             continue
         placed.append(Token(word, first_line + raw[:found].count("\n")))
-        cursor = found + len(word)
+        cursor = found + length
     return placed
 
 

@@ -8,8 +8,9 @@ from typing import Callable
 from kvdoctor.check.run import CheckSettings
 from pathlib import Path
 
-from kvdoctor.scan import (compose, dockerfile, dstack, dynamo, helm_release, helm_values, kubernetes, llmaz, makefiles,
-                           nodes, python_apps, python_engine_args, scripts, serving_crds, skypilot)  # fmt: skip
+from kvdoctor.scan import (compose, dockerfile, dstack, dynamo, github_actions, helm_release, helm_values, kubernetes,
+                           llmaz, makefiles, nodes, python_apps, python_engine_args, scripts, serving_crds,
+                           skypilot)  # fmt: skip
 from kvdoctor.scan.chart_reader import chart_workloads
 from kvdoctor.scan.command import heredoc_bodies, only_serve_flags, words_of
 from kvdoctor.scan.documents import Document, ManifestError, SourceFile, compose_documents, discover
@@ -31,6 +32,7 @@ READERS = (
     (helm_values.is_vllm_chart_values, helm_values.vllm_chart_workloads),
     (skypilot.is_skypilot_task, skypilot.workloads),
     (dstack.is_dstack_run, dstack.workloads),
+    (github_actions.is_github_actions, github_actions.workloads),
 )
 
 
@@ -153,7 +155,8 @@ def unread_kind(doc: Document) -> str | None:
             return None  # a kind it reads, whose containers do not run vLLM's server
         return (f"{where}: {kind} {nodes.text(nodes.get(doc.root, 'metadata', 'name')) or ''} mentions vLLM, but "
                 f"kvdoctor scan does not read kind {kind} (render it to the Deployment/Pod it creates)")  # fmt: skip
-    if compose.is_compose(doc.root) or helm_values.is_production_stack_values(doc.root) or dstack.is_dstack_run(doc.root):
+    if compose.is_compose(doc.root) or helm_values.is_production_stack_values(doc.root) or dstack.is_dstack_run(doc.root) \
+            or github_actions.is_github_actions(doc.root):
         return None
     return (f"{where}: a YAML document that mentions vLLM but is no Kubernetes object, Compose file or "
             "production-stack values (a chart's raw values?): not read; render the chart: helm template ... | "

@@ -5,13 +5,15 @@ its options too). Words keep their lines; the script's plain top-level assignmen
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import PurePosixPath
 
 from kvdoctor.data.engine_launchers import EngineLauncher
-from kvdoctor.scan.command import (after_launcher, engine_launcher, expand_shell_variables, script_assignments,
+from kvdoctor.scan.command import (FLAGS_ONLY_NOTE, SHELL_VARIABLE, after_launcher, branch_assignments,
+                                  engine_launcher, expand_words, only_serve_flags, script_assignments,
                                   script_commands)  # fmt: skip
 from kvdoctor.scan.documents import SCRIPT_SUFFIXES, SourceFile
-from kvdoctor.scan.image import runs_vllm_entrypoint
+from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
 from kvdoctor.scan.workload import EnvVar, Token, Workload
 
 SHEBANG = re.compile(r"^#!\s*\S*(?:/|env\s+)(?:ba|da|z)?sh\b")
@@ -41,14 +43,35 @@ def is_shell_script(source: SourceFile) -> bool:
 
 
 def workloads(source: SourceFile) -> list[Workload]:
-    name = PurePosixPath(source.path).name
+    return script_workloads(source.text, 1, source.path, PurePosixPath(source.path).name)
+
+
+def script_workloads(script: str, first_line: int, file: str, name: str,
+                     env: dict[str, str] | None = None) -> list[Workload]:  # fmt: skip
+    """The workloads of a shell script whose first line is `first_line` of `file`, its words expanded from its
+    top-level assignments (and `env`). A command whose variables an `if` / `elif` branch sets is one workload per
+    such branch (`VLLM_ARGS=...` per `$VLLM_MODE`), each with the branch's values and a note saying which."""
+    known = script_assignments(script, dict(env or {}))
+    branches = branch_assignments(script)
     found: list[Workload] = []
-    for words in script_commands(source.text, 1):
-        workload = _docker_run(source, name, words) or _direct(source, name, words)
-        if workload is not None:
+    for words in script_commands(script, first_line):
+        used = {m.group(1) or m.group(2) for w in words for m in SHELL_VARIABLE.finditer(w.text)}
+        variants = [b for b in branches if used & set(b)] or [{}]
+        for branch in variants:
+            expanded = expand_words(words, known | branch)
+            workload = _docker_run(file, name, expanded) or _direct(file, name, expanded)
+            if workload is None or any(_same(workload, w) for w in found):
+                continue
+            if branch:
+                workload = replace(workload, notes=workload.notes + (
+                    "one workload per `if` branch that sets its variables: this one with "
+                    + ", ".join(f"{k}={v}" for k, v in sorted(branch.items())),))  # fmt: skip
             found.append(workload)
-    known = script_assignments(source.text, {})
-    return [_expanded(w, known) for w in found]
+    return found
+
+
+def _same(one: Workload, other: Workload) -> bool:
+    return (one.container, [t.text for t in one.argv]) == (other.container, [t.text for t in other.argv])
 
 
 def _unwrapped(words: list[Token]) -> tuple[list[Token], str | None]:
@@ -64,7 +87,7 @@ def _unwrapped(words: list[Token]) -> tuple[list[Token], str | None]:
     return words, wrapper
 
 
-def _docker_run(source: SourceFile, name: str, words: list[Token]) -> Workload | None:
+def _docker_run(file: str, name: str, words: list[Token]) -> Workload | None:
     words, _ = _unwrapped(words)
     if len(words) < 3 or PurePosixPath(words[0].text).name not in CONTAINER_RUNNERS or words[1].text != "run":
         return None
@@ -84,8 +107,11 @@ def _docker_run(source: SourceFile, name: str, words: list[Token]) -> Workload |
     entrypoint = options.get("--entrypoint")
     command = ([Token(entrypoint[-1].text, entrypoint[-1].line)] + rest) if entrypoint else rest
     argv = after_launcher(command)
+    notes = (f"{words[0].text} run in a shell script: the image's server with the words after the image",)
     if argv is None and not entrypoint and runs_vllm_entrypoint(image.text):
         argv = rest
+    elif argv is None and not entrypoint and only_serve_flags([(t, None) for t in rest], is_vllm_build(image.text)):
+        argv, notes = rest, notes + (FLAGS_ONLY_NOTE.format(image=image.text),)  # $VLLM_IMAGE, a local build
     if argv is None:
         return None
     env = [_env(t) for flag in ("-e", "--env") for t in options.get(flag, [])]
@@ -93,16 +119,16 @@ def _docker_run(source: SourceFile, name: str, words: list[Token]) -> Workload |
     count = _gpu_count(gpus[-1].text) if gpus else None
     container = options.get("--name", [None])[-1]
     return Workload(
-        file=source.path, line=words[0].line, platform="script", kind="docker run", name=name,
+        file=file, line=words[0].line, platform="script", kind="docker run", name=name,
         container=container.text if container is not None else "docker run", image=image.text,
         image_line=image.line, argv=tuple(argv), command_line=words[0].line, env=tuple(env),
         env_from=tuple(f"env file {t.text!r}" for t in options.get("--env-file", [])),
         gpu_limit=count, gpu_limit_line=gpus[-1].line if gpus else None,
-        notes=(f"{words[0].text} run in a shell script: the image's server with the words after the image",),
+        notes=notes,
     )  # fmt: skip
 
 
-def _direct(source: SourceFile, name: str, words: list[Token]) -> Workload | None:
+def _direct(file: str, name: str, words: list[Token]) -> Workload | None:
     words, wrapper = _unwrapped(words)
     argv = after_launcher(words)
     if argv is None:
@@ -116,7 +142,7 @@ def _direct(source: SourceFile, name: str, words: list[Token]) -> Workload | Non
         notes += (f"{launcher.name} (python -m {launcher.module}): vLLM's engine arguments, its own options "
                   f"({', '.join(sorted(launcher.switches | launcher.valued | launcher.many))}) left out",)  # fmt: skip
     return Workload(
-        file=source.path, line=words[0].line, platform="script", kind="script", name=name,
+        file=file, line=words[0].line, platform="script", kind="script", name=name,
         container=wrapper or (_launcher_words(words, launcher) if launcher else "vllm serve"), argv=tuple(argv),
         command_line=words[0].line, notes=notes, vllm_pin=release[0].group(1) if release else None,
         vllm_pin_line=release[1].line if release else None,
@@ -152,11 +178,3 @@ def _gpu_count(value: str) -> int | None:
         return int(value)
     devices = re.search(r"device=([0-9,]+)", value)
     return len([d for d in devices.group(1).split(",") if d]) if devices else None
-
-
-def _expanded(workload: Workload, known: dict[str, str]) -> Workload:
-    from dataclasses import replace
-
-    image, container = expand_shell_variables([Token(workload.image or "", None), Token(workload.container, None)], known)
-    return replace(workload, argv=tuple(expand_shell_variables(list(workload.argv), known)),
-                   image=image.text if workload.image is not None else None, container=container.text)

@@ -20,8 +20,6 @@ NOT_READ_YET = {
         "a Ray Serve Python app (vllm_serve:deployment builds AsyncEngineArgs from env vars): no serve command",
     "awslabs__ai-on-eks/blueprints__inference__vllm-rayserve-inf2__vllm-rayserve-deployment.yaml":
         "a Ray Serve Python app (AsyncEngineArgs in a ConfigMap script): no serve command",
-    "opendatahub-io__llama-stack-distribution/.github__actions__setup-vllm__action.yml":
-        "a GitHub composite action's run: script (docker run $VLLM_IMAGE $VLLM_ARGS, set in if branches)",
 }  # fmt: skip
 
 

@@ -156,3 +156,20 @@ def test_arithmetic_and_command_substitutions_are_one_word(tmp_path):
     assert words[words.index("--data-parallel-size") + 1] == "16"
     assert words[words.index("--host") + 1] == "$(hostname -i)"  # unknown here: never split into two arguments
     assert words[words.index("--data-parallel-start-rank") + 1] == "0"  # ${RANK:-0}: the default when unset
+
+
+def test_a_quoted_options_variable_is_split_into_its_words_and_placed_on_its_line(tmp_path):
+    text = 'ARGS="--tensor-parallel-size 2 --max-model-len 4096"\n\n\nvllm serve Qwen/Qwen3-8B \\\n  $ARGS\n'
+    (run,) = find_workloads([str(_script(tmp_path, text))])[1]
+    assert [t.text for t in run.argv] == ["Qwen/Qwen3-8B", "--tensor-parallel-size", "2", "--max-model-len", "4096"]
+    assert run.line == 4 and run.argv[1].line == 5
+
+
+def test_a_script_whose_arguments_an_if_branch_sets_is_one_workload_per_branch(tmp_path):
+    text = ('if [ "$SIZE" = small ]; then\n  TP=1\nelif [ "$SIZE" = large ]; then\n  TP=4\nfi\n'
+            "vllm serve Qwen/Qwen3-8B --tensor-parallel-size $TP\n")
+    small, large = find_workloads([str(_script(tmp_path, text))])[1]
+    assert [t.text for t in small.argv][-1] == "1" and [t.text for t in large.argv][-1] == "4"
+    assert any("SIZE=large, TP=4" in n for n in large.notes)
+    same = text.replace("$TP", "1")  # the branches do not touch the command: one workload
+    assert len(find_workloads([str(_script(tmp_path, same, "same.sh"))])[1]) == 1

@@ -1,0 +1,60 @@
+"""GitHub Actions YAML -> vLLM workloads: each step's `run:` script (a composite action's `runs.steps`, a workflow's
+`jobs.<id>.steps`) read as a shell script (scan/scripts.py: docker run of vLLM, vllm serve, one workload per `if`
+branch that sets the command's variables), with the literal `env` of the workflow, job and step. A `${{ ... }}`
+expression is a variable unknown here. Named by the action's or workflow's `name`."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import yaml
+
+from kvdoctor.scan import nodes
+from kvdoctor.scan.documents import Document
+from kvdoctor.scan.scripts import script_workloads
+from kvdoctor.scan.workload import Workload
+
+EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
+"""A GitHub expression (${{ inputs.model }}), filled in by the runner: read as the variable ${inputs_model}."""
+STEP_NOTE = "a GitHub Actions step's `run:` script, read as a shell script"
+
+
+def is_github_actions(root: yaml.Node) -> bool:
+    """A composite action (`runs.steps`) or a workflow (`jobs` whose entries have `steps`), not Kubernetes."""
+    if not nodes.is_map(root) or nodes.get(root, "apiVersion") is not None:
+        return False
+    if nodes.is_seq(nodes.get(root, "runs", "steps")):
+        return True
+    return any(nodes.is_seq(nodes.get(job, "steps")) for _, _, job in nodes.pairs(nodes.get(root, "jobs")))
+
+
+def workloads(doc: Document, source_text: str) -> list[Workload]:
+    root = doc.root
+    name = nodes.text(nodes.get(root, "name")) or "(unnamed)"
+    found: list[Workload] = []
+    for step, env in _steps(root):
+        run = nodes.get(step, "run")
+        text = nodes.text(run)
+        if not text:
+            continue
+        first = (nodes.line(run) or 1) + (1 if run.style in ("|", ">") else 0)
+        script = EXPRESSION.sub(lambda m: "${" + (re.sub(r"\W+", "_", m.group(1)).strip("_") or "expr") + "}", text)
+        known = env | _literal_env(nodes.get(step, "env"))
+        found += [replace(w, notes=w.notes + (STEP_NOTE,)) for w in script_workloads(script, first, doc.file, name, known)]
+    return found
+
+
+def _steps(root: yaml.Node) -> list[tuple[yaml.Node, dict[str, str]]]:
+    """Each step with the env its workflow and job set (a composite action's steps: none)."""
+    if nodes.is_seq(nodes.get(root, "runs", "steps")):
+        return [(step, {}) for step in nodes.items(nodes.get(root, "runs", "steps"))]
+    top = _literal_env(nodes.get(root, "env"))
+    return [(step, top | _literal_env(nodes.get(job, "env")))
+            for _, _, job in nodes.pairs(nodes.get(root, "jobs")) for step in nodes.items(nodes.get(job, "steps"))]
+
+
+def _literal_env(node: yaml.Node | None) -> dict[str, str]:
+    """`env:` values written out (not ${{ ... }}, filled in by the runner)."""
+    return {key: value for key, _, item in nodes.pairs(node)
+            if (value := nodes.text(item)) is not None and not EXPRESSION.search(value)}  # fmt: skip
