@@ -159,8 +159,8 @@ def unread_kind(doc: Document) -> str | None:
             or github_actions.is_github_actions(doc.root):
         return None
     return (f"{where}: a YAML document that mentions vLLM but is no Kubernetes object, Compose file or "
-            "production-stack values (a chart's raw values?): not read; render the chart: helm template ... | "
-            "kvdoctor scan -")  # fmt: skip
+            "production-stack values (a chart's raw values?): not read; scan it with its chart: kvdoctor scan CHART_DIR "
+            "--values FILE")  # fmt: skip
 
 
 def _has_serve_flags(root) -> bool:
