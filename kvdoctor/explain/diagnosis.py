@@ -144,6 +144,9 @@ def _by_location(diagnosis: Diagnosis, rules: list[Rule], families: Families, fa
     exception = diagnosis.unknown
     located = message_origin(exception.joined_summary, facts.get("vllm.version"))
     places = [f"{loc.file}:{loc.function}" for loc in located.locations] if located is not None else []
+    raised_in = {place.rpartition(":")[2] for place in _frame_places(exception)}
+    if raised_in:  # the traceback says where it was raised: a function the index gives elsewhere is another message's
+        places = [place for place in places if place.rpartition(":")[2] in raised_in]
     # a message the index does not hold (a bare assert, an IndexError): where the traceback says it was raised; a
     # KeyError or assert raised in a helper (torch, the standard library) still names vLLM's raise site: the
     # innermost frame in vLLM's own code
@@ -213,7 +216,7 @@ def _with_run_kv_dtype(error: SelectorError, facts: dict[str, Any]) -> SelectorE
 
 def _package_path(file: str) -> str:
     """'/usr/lib/python3/dist-packages/vllm/v1/x.py' -> 'vllm/v1/x.py' (message-index style); other paths as they are."""
-    match = _PACKAGE_PATH.search(file)
+    match = _PACKAGE_PATH.search(file.replace("\\", "/"))  # a Windows path too
     return match.group(1) if match else file
 
 

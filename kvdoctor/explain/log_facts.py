@@ -18,6 +18,8 @@ _VERSION_PATTERNS = (
     re.compile(r"[█▄▀].*\bversion (\d+\.\d+\.\d+[\w.+-]*)\s*$"),  # the start-up banner
     re.compile(r"^vLLM Version\s*: (\d+\.\d+\.\d+[\w.+-]*)"),  # collect_env
     re.compile(r"^\[pip3?\] vllm==(\d+\.\d+\.\d+[\w.+-]*)"),
+    # a framework's version gate (TRL: 'supports vLLM version `0.10.2`. You have version 0.12.0 installed.')
+    re.compile(r"\bvLLM version\b.{0,40}?\bYou have version v?(\d+\.\d+\.\d+[\w.+-]*) installed"),
 )
 _PIP = re.compile(r"^\[(?:pip3?|conda)\]\s+(triton|torch|flashinfer-python)[= ]+=?\s*(\d+\.\d+[\w.+-]*)")
 _ARGS = re.compile(r"non-default args: (\{.*\})\s*$")

@@ -22,10 +22,10 @@ _LOOSE_FRAME = re.compile(r'^\s*File "(.+?)"(?:, line (\d+))?(?:, in (.+))?$')
 # Ray re-raises a task's error as `ray.exceptions.RayTaskError(ValueError): ray::f() ...`: the class in brackets
 _EXCEPTION = re.compile(r"^([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*)(?:\([\w.]+\))?(?::(?: (.*)|$)|$)")
 # A bare exception line outside a traceback must look like one: a dotted name ending in Error/Exception (or
-# Triton's OutOfResources).
+# Triton's OutOfResources), or Python's own `Exception: message` (raise Exception(...)).
 _BARE_EXCEPTION = re.compile(
     r"^((?:[a-z_][\w]*\.)*(?:[A-Z]\w*(?:Error|Exception|Interrupt|Failure|Failed)|\w*ExceptionGroup"
-    r"|OutOfResources))(?:\([\w.]+\))?"
+    r"|OutOfResources)|Exception(?=: \S))(?:\([\w.]+\))?"
     r"(?:: (.*)|:?$)"
 )
 _COMPILE_AT = re.compile(r"^at (\d+):(\d+):")

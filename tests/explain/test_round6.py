@@ -159,3 +159,49 @@ def test_a_warning_cut_short_is_not_taken_for_the_shorter_raise_it_starts_like()
     log = ("WARNING 05-15 16:01:27 [argparse_utils.py:257] With `vllm serve`, you should provide the model as a "
            "positional argument or in a config file instead of via the `--model` option. The `--model` option wi...\n")
     assert explain_text(log).exit_code("error") == 0
+
+
+def test_a_program_on_top_of_vllm_using_a_name_this_vllm_lacks():
+    cases = {
+        "ImportError: cannot import name 'FrobParams' from 'vllm.sampling_params' (/venv/vllm/sampling_params.py)":
+            ("FrobParams", "vllm.sampling_params"),
+        "AttributeError: module 'vllm.utils' has no attribute 'frob_util'": ("frob_util", "vllm.utils"),
+        "AttributeError: 'AsyncLLMEngine' object has no attribute 'engine_frob'": ("engine_frob", "AsyncLLMEngine"),
+        "TypeError: build_async_engine_client_from_engine_args() got an unexpected keyword argument 'frob'":
+            ("frob", "build_async_engine_client_from_engine_args"),
+    }
+    for line, shown in cases.items():
+        report = explain_text(line + "\n")
+        assert report.extra["family"] == "wrapper_api_mismatch", line
+        assert all(value in report.findings[0].title for value in shown), report.findings[0].title
+    # a vLLM config object's missing attribute is vLLM's own bug, not a framework's
+    assert explain_text("AttributeError: 'SpeculativeConfig' object has no attribute 'get'\n"
+                        ).extra["family"] != "wrapper_api_mismatch"
+
+
+def test_a_frameworks_vllm_client_answered_404_by_a_plain_server():
+    # a traceback excerpt without its header; Python's bare `Exception: ...` line
+    log = ('  File "/venv/lib/python3.11/site-packages/frobrl/trainer.py", line 626, in __init__\n'
+           "    self.vllm_client.update_named_param()\n"
+           '  File "/venv/lib/python3.11/site-packages/frobrl/extras/vllm_client.py", line 233, in update_named_param\n'
+           '    raise Exception(f"Request failed: {response.status_code}, {response.text}")\n'
+           'Exception: Request failed: 404, {"detail":"Not Found"}\n')
+    report = explain_text(log)
+    assert report.extra["family"] == "wrapper_api_mismatch"
+    assert "update_named_param" in report.findings[0].title and "404" in report.findings[0].title
+
+
+def test_the_traceback_decides_where_a_generic_message_was_raised():
+    # "'{}' object has no attribute {}" is also a template of vllm/lora (raised_in: lora_unsupported); a traceback
+    # that shows the attribute access in a framework's own code is not that raise
+    log = ("Traceback (most recent call last):\n"
+           '  File "/venv/site-packages/frobzoo/vllm_utils.py", line 400, in get_state\n'
+           "    x = engine.frob_internal\n"
+           "AttributeError: 'FrobEngine' object has no attribute 'frob_internal'\n")
+    assert explain_text(log).extra["family"] != "lora_unsupported"
+    # a Windows path names its package too ('D:\\...\\vllm\\executor\\ray_utils.py')
+    log = ("Traceback (most recent call last):\n"
+           '  File "D:\\\\env\\\\Lib\\\\site-packages\\\\vllm\\\\executor\\\\ray_utils.py", line 265, in initialize_ray_cluster\n'
+           "    raise ValueError(\n"
+           "ValueError: The number of required GPUs exceeds the total number of available GPUs in the placement group.\n")
+    assert explain_text(log).extra["family"] == "device_placement"
