@@ -105,7 +105,7 @@ def _memory(flat: dict[str, Any], facts: Facts, serve: ServeMemory, release, max
             why_not = f"this mix of KV-cache layers is not modelled ({exc})"
     if plan is None or max_model_len is None:
         return unknown | {"memory.fit": "not_modelled" if why_not else None, "memory.why_not": why_not or "none"}
-    budget, band, source, weights, estimated = kv_budget(flat, facts, serve, release)
+    budget, band, source, weights, estimated = kv_budget(flat, facts, serve, release, max_model_len)
     if weights is None and serve.kv_cache_memory_bytes is None:  # never a PASS on weights counted as 0 bytes
         method = facts.model.quant_method
         why = (f"the weights' size is unknown: no safetensors metadata at hand, and {method} quantization's bytes per "

@@ -218,7 +218,8 @@ def _batch_class(flat, classes: list[dict[str, Any]]) -> tuple[int, int]:
     return classes[-1]["max_num_batched_tokens"], classes[-1]["max_num_seqs"]
 
 
-def kv_budget(flat, facts: Facts, serve: ServeMemory, release) -> tuple[int, int, str, int | None, bool]:
+def kv_budget(flat, facts: Facts, serve: ServeMemory, release,
+              max_model_len: int | None = None) -> tuple[int, int, str, int | None, bool]:  # fmt: skip
     """(available KV bytes, band bytes, where it came from, weights bytes per rank, weights estimated)."""
     weights, estimated = _weights_per_rank(flat, facts, serve, release)
     if serve.kv_cache_memory_bytes is not None:
@@ -226,7 +227,7 @@ def kv_budget(flat, facts: Facts, serve: ServeMemory, release) -> tuple[int, int
     table = budget_table()
     util = serve.gpu_memory_utilization or release_utilization(release, serve)
     total = cuda_total_bytes(flat)
-    peak, install_decides = profile_run_peak(flat, facts, serve, release)
+    peak, install_decides = profile_run_peak(flat, facts, serve, release, max_model_len)
     activation = peak.total
     tp = facts.serve.tensor_parallel_size
     non_torch = int((table["non_torch_gib"] + table["non_torch_per_extra_rank_gib"] * (tp - 1)) * GIB)
@@ -432,13 +433,15 @@ def quantized_bytes_per_param(config: dict[str, Any], method: str, model_dtype_b
     return bits / 8 + zeros + scale / per_scale
 
 
-def profile_run_peak(flat, facts: Facts, serve: ServeMemory, release) -> tuple[ProfilePeak, int]:
+def profile_run_peak(flat, facts: Facts, serve: ServeMemory, release,
+                     max_model_len: int | None = None) -> tuple[ProfilePeak, int]:  # fmt: skip
     """The profile run's torch peak (facts/profile_peak.py) at the serve settings or the release's batch defaults, and
     the part of it the install decides (added to the band)."""
     default_tokens, default_seqs = batch_defaults(flat, release)
     tokens, seqs = serve.max_num_batched_tokens or default_tokens, serve.max_num_seqs or default_seqs
     table = budget_table()
-    return (profile_peak(flat, facts, table, release, tokens, seqs, serve.enforce_eager),
+    return (profile_peak(flat, facts, table, release, tokens, seqs, serve.enforce_eager, max_model_len,
+                         serve.block_size),
             sampler_band_bytes(flat, facts, table, release, min(tokens, seqs)))
 
 

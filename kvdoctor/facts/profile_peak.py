@@ -40,8 +40,8 @@ class ProfilePeak:
         return f"the peak is the dummy forward's ({self.forward / gib:.2f} GiB){held}"
 
 
-def profile_peak(flat, facts: Facts, table: dict[str, Any], release, tokens: int, seqs: int,
-                 eager: bool) -> ProfilePeak:  # fmt: skip
+def profile_peak(flat, facts: Facts, table: dict[str, Any], release, tokens: int, seqs: int, eager: bool,
+                 max_model_len: int | None = None, block_size: int | None = None) -> ProfilePeak:  # fmt: skip
     """Torch's peak increase over the profile run: held + max(forward, hidden states + sampler). The forward grows
     under torch.compile (compiled_activation_share); the sampler runs outside the compiled graph."""
     m = facts.model
@@ -50,6 +50,7 @@ def profile_peak(flat, facts: Facts, table: dict[str, Any], release, tokens: int
     inter = (flat.get("model.intermediate_size") or 0) // tp
     forward = tokens * (table["activation_bytes_per_token_hidden"] * hidden
                         + table["activation_bytes_per_token_intermediate"] * inter)
+    forward = max(forward, mla_profile_bytes(flat, facts, table, tokens, seqs, max_model_len, block_size))
     forward = int(forward * (1 if eager else 1 + table["compiled_activation_share"]))
     workspace = moe_workspace_bytes(flat, table, tokens, hidden, tp)
     rows = min(tokens, seqs)
@@ -59,6 +60,26 @@ def profile_peak(flat, facts: Facts, table: dict[str, Any], release, tokens: int
     held = workspace_held(facts, table, release)
     total = workspace + max(forward, sampler) if held else max(forward + workspace, sampler)
     return ProfilePeak(total, forward, sampler, workspace, held, profiling_runner(facts, release), rows)
+
+
+def mla_profile_bytes(flat, facts: Facts, table: dict[str, Any], tokens: int, seqs: int, max_model_len: int | None,
+                      block_size: int | None) -> int:  # fmt: skip
+    """The forward at an MLA layer of the profile run (no attention metadata): the worst case of the chunked
+    context's up-projection it allocates (chunked_prefill_workspace_size x heads per rank x (qk_nope + v_head)) beside
+    the layer's live tensors per token: residual and normed input, q, the latent with its rope part and the output
+    (budget.mla_profile). A max_model_len not yet known counts as long (the 64k cap)."""
+    mla = flat.get("model.mla_layout")
+    heads = facts.model.num_attention_heads
+    if not mla or not heads:
+        return 0
+    entry, dtype = table["mla_profile"], table["moe_workspace"]["dtype_bytes"]
+    block = block_size or entry["default_block_size"]
+    long = 8 * max_model_len if max_model_len else entry["workspace_cap_tokens"]
+    rows = max(min(max(long, 4 * seqs * block), entry["workspace_cap_tokens"]), seqs * block)
+    per_rank = -(-heads // max(1, facts.serve.tensor_parallel_size))
+    nope, rope, v = mla["qk_nope_head_dim"], mla["qk_rope_head_dim"], mla["v_head_dim"]
+    live = tokens * (2 * (facts.model.hidden_size or 0) + per_rank * (nope + rope + v) + mla["kv_lora_rank"] + rope)
+    return (rows * per_rank * (nope + v) + live) * dtype
 
 
 def moe_workspace_bytes(flat, table: dict[str, Any], tokens: int, hidden: int, tp: int) -> int:

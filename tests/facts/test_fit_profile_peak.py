@@ -115,3 +115,16 @@ def test_0_10_2_widens_the_band_by_what_its_install_decides(tmp_path):
 
     assert band_part({}) / GIB == pytest.approx(1024 * 151936 * (38 - 14) / GIB, rel=1e-6)
     assert band_part({"VLLM_USE_FLASHINFER_SAMPLER": "1"}) == 0
+
+
+def test_mla_profiles_the_chunked_contexts_up_projection(tmp_path):
+    """MLAAttention without attention metadata allocates chunked_prefill_workspace_size x heads x (nope + v) (vLLM
+    0.25.1 mla_attention.py:658-670): 64k rows for a long context or 1024 requests, 4 pages per request below that."""
+    from kvdoctor.facts.memory_budget import budget_table
+    from kvdoctor.facts.profile_peak import mla_profile_bytes
+
+    flat, facts, _, _ = facts_for(tmp_path, STARTUPS["dsv2lite-u25"])
+    live = 8192 * (2 * 2048 + 16 * (128 + 64 + 128) + 512 + 64)
+    assert mla_profile_bytes(flat, facts, budget_table(), 8192, 1024, 16384, 16) == (65536 * 16 * 256 + live) * 2
+    assert mla_profile_bytes(flat, facts, budget_table(), 8192, 256, 1024, 16) == (16384 * 16 * 256 + live) * 2
+    assert mla_profile_bytes(flat, facts, budget_table(), 8192, 1024, None, 16) == (65536 * 16 * 256 + live) * 2
