@@ -52,7 +52,7 @@ def profile_peak(flat, facts: Facts, table: dict[str, Any], release, tokens: int
                         + table["activation_bytes_per_token_intermediate"] * inter)
     forward = max(forward, mla_profile_bytes(flat, facts, table, tokens, seqs, max_model_len, block_size))
     forward = int(forward * (1 if eager else 1 + table["compiled_activation_share"]))
-    workspace = moe_workspace_bytes(flat, table, tokens, hidden, tp)
+    workspace = moe_workspace_bytes(flat, table, moe_rows(facts, table, release, tokens), hidden, tp)
     rows = min(tokens, seqs)
     # profile_run keeps the forward's hidden states (tokens x hidden, activation dtype) while the sampler runs
     hidden_states = tokens * hidden * table["moe_workspace"]["dtype_bytes"]
@@ -80,6 +80,18 @@ def mla_profile_bytes(flat, facts: Facts, table: dict[str, Any], tokens: int, se
     nope, rope, v = mla["qk_nope_head_dim"], mla["qk_rope_head_dim"], mla["v_head_dim"]
     live = tokens * (2 * (facts.model.hidden_size or 0) + per_rank * (nope + rope + v) + mla["kv_lora_rank"] + rope)
     return (rows * per_rank * (nope + v) + live) * dtype
+
+
+def moe_rows(facts: Facts, table: dict[str, Any], release, tokens: int) -> int:
+    """The tokens one fused-MoE call sizes its workspaces for: all of them, or VLLM_FUSED_MOE_CHUNK_SIZE where the
+    release chunks (a release between a chunking and a non-chunking one: no chunking, the larger workspace)."""
+    entry = table["moe_workspace"]
+    chunks = read_neighbours(entry["chunk_tokens"], release.version)
+    if any(c is None for c in chunks):
+        return tokens
+    env = dict(facts.serve.env).get(entry["chunk_env"], "").strip()
+    chunk = int(env) if env.isdigit() and int(env) > 0 else max(chunks)
+    return min(tokens, chunk)
 
 
 def moe_workspace_bytes(flat, table: dict[str, Any], tokens: int, hidden: int, tp: int) -> int:

@@ -128,3 +128,15 @@ def test_mla_profiles_the_chunked_contexts_up_projection(tmp_path):
     assert mla_profile_bytes(flat, facts, budget_table(), 8192, 1024, 16384, 16) == (65536 * 16 * 256 + live) * 2
     assert mla_profile_bytes(flat, facts, budget_table(), 8192, 256, 1024, 16) == (16384 * 16 * 256 + live) * 2
     assert mla_profile_bytes(flat, facts, budget_table(), 8192, 1024, None, 16) == (65536 * 16 * 256 + live) * 2
+
+
+def test_fused_moe_chunks_where_the_release_chunks(tmp_path):
+    """0.13.0 cuts M at VLLM_FUSED_MOE_CHUNK_SIZE (16384 by default), 0.25.1 does not chunk."""
+    from kvdoctor.facts.memory_budget import budget_table
+    from kvdoctor.facts.profile_peak import moe_rows
+
+    _, facts, _, _ = facts_for(tmp_path, STARTUPS["qwen3-30b-a3b-u90"])
+    assert moe_rows(facts, budget_table(), load_release("0.13.0"), 65536) == 16384
+    assert moe_rows(facts, budget_table(), load_release("0.13.0"), 8192) == 8192
+    assert moe_rows(facts, budget_table(), load_release("0.25.1"), 65536) == 65536
+    assert moe_rows(facts, budget_table(), load_release("0.18.1"), 65536) == 65536  # between 0.17.1 and 0.20.0
