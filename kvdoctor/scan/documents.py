@@ -18,6 +18,10 @@ from kvdoctor.scan.helm_chart import ChartSource, chart_root, is_values_file
 MAX_MANIFEST_BYTES = 8 * 1024 * 1024
 YAML_SUFFIXES = (".yaml", ".yml", ".yaml.tftpl", ".yml.tftpl")
 SCRIPT_SUFFIXES = (".sh", ".bash")
+PYTHON_SUFFIX = ".py"
+# A Python file a walk reads: one that names vLLM or Ray Serve LLM (a Modal / Ray Serve app); the rest of a tree's
+# Python is code, not deployment, and is skipped without a word.
+PYTHON_DEPLOYMENT = re.compile(r"vllm|ray\.serve\.llm", re.IGNORECASE)
 MAKEFILE_NAMES = re.compile(r"^(?:GNUmakefile|[Mm]akefile)(?:\..+)?$|\.mk$")
 DOCKERFILE_NAMES = re.compile(r"^(?:Dockerfile|Containerfile)(?:\..+)?$|\.(?:Dockerfile|Containerfile)$")
 TERRAFORM_TEMPLATE = ".tftpl"
@@ -94,6 +98,11 @@ def _walk(root: Path, notes: list[str]) -> list[SourceFile | ChartSource | Manif
         for name in sorted(names):
             readable = (name.endswith(YAML_SUFFIXES + SCRIPT_SUFFIXES) or DOCKERFILE_NAMES.search(name)
                         or MAKEFILE_NAMES.search(name))
+            if name.endswith(PYTHON_SUFFIX):
+                source = _or_error(lambda: _read(here / name))
+                if isinstance(source, ManifestError) or PYTHON_DEPLOYMENT.search(source.text):
+                    found.append(source)
+                continue
             if not readable or name == "Chart.yaml" or (is_chart and name == "values.yaml"):
                 continue
             chart = _values_chart(here / name)

@@ -11,10 +11,9 @@ import shlex
 from pathlib import PurePosixPath
 
 from kvdoctor.scan.command import after_launcher
-from kvdoctor.scan.documents import SourceFile
+from kvdoctor.scan.documents import PYTHON_SUFFIX, SourceFile
 from kvdoctor.scan.workload import GpuSelector, Token, Workload
 
-PYTHON_SUFFIX = ".py"
 GPU_KEYWORD = "gpu"
 """A `gpu=` keyword (Modal's `@app.function(gpu="H100:2")`): a GPU product name with a count."""
 VLLM_PIN = re.compile(r"^vllm==([0-9][0-9A-Za-z.+-]*)$")

@@ -29,10 +29,11 @@ def _seen_params():
 
 
 def _walked(entry: dict) -> bool:
-    """Whether a directory walk reads the file (YAML, *.yaml.tftpl, shell scripts) and scan reads its workloads."""
-    from kvdoctor.scan.documents import SCRIPT_SUFFIXES, YAML_SUFFIXES
+    """Whether a directory walk reads the file (YAML, *.yaml.tftpl, shell scripts, Python naming vLLM) and scan reads
+    its workloads."""
+    from kvdoctor.scan.documents import PYTHON_SUFFIX, SCRIPT_SUFFIXES, YAML_SUFFIXES
 
-    return (entry["file"].endswith(YAML_SUFFIXES + SCRIPT_SUFFIXES) and entry["file"] not in NOT_READ_YET
+    return (entry["file"].endswith(YAML_SUFFIXES + SCRIPT_SUFFIXES + (PYTHON_SUFFIX,)) and entry["file"] not in NOT_READ_YET
             and not _chart_tree_copy(entry).is_file())  # a chart's file is read with its chart, not in the flat folder
 
 

@@ -144,3 +144,12 @@ def test_engine_args_built_in_a_ray_deployment_class_are_read_from_its_constants
 def test_a_python_file_without_a_vllm_workload_is_no_yaml_and_no_unread_file(tmp_path):
     files, found, notes, unread = read_manifests([str(_write(tmp_path, "import os\nprint(os.getcwd())\n", "tool.py"))])
     assert (found, unread) == ([], [])
+
+
+def test_a_walk_reads_the_python_files_that_name_vllm_and_skips_the_others(tmp_path):
+    (tmp_path / "apps").mkdir()
+    _write(tmp_path / "apps", RAY_LLM_APP, "serve_deepseek_r1.py")
+    _write(tmp_path / "apps", "def add(a, b):\n    return a + b\n", "util.py")
+    files, found, notes, unread = read_manifests([str(tmp_path / "apps")])
+    assert [w.container for w in found] == ["llm_configs my-deepseek-r1"] and unread == []
+    assert not any(f.endswith("util.py") for f in files)
