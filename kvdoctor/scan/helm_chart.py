@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import yaml
 
@@ -75,20 +75,38 @@ def is_values_file(path: Path) -> bool:
     return VALUES_FILE.match(path.name) is not None
 
 
-def render_chart(chart: Path, values_files: list[Path] = (), values: dict | None = None,
+def render_chart(chart: Path, values_files: Sequence[Path] = (), values: dict | None = None,
                  release: str | None = None, namespace: str = "default") -> RenderedChart:  # fmt: skip
     """Every template of the chart and its subcharts rendered with its values.yaml, then each values file, then
     `values` (an Argo CD Application's inline values and parameters) over them. Raises ChartError."""
     metadata = _load_yaml(chart / "Chart.yaml")
-    name = str(metadata.get("name") or chart.name)
-    release = release or name
+    release = release or str(metadata.get("name") or chart.name)
     user: dict = {}
     for values_file in values_files:
         user = merge_values(user, _load_values(values_file))
     user = merge_values(user, as_go(values or {}))
     result = RenderedChart(chart, release)
     renderer = Renderer()
-    charts = _charts(chart, metadata, merge_values(_load_values(chart / "values.yaml"), user), 0)
+    jobs = _parse_templates(renderer, _charts(chart, metadata, merge_values(_load_values(chart / "values.yaml"), user),
+                                              0), release, namespace, result)  # fmt: skip
+    for template, key, dot in jobs:
+        try:
+            output = renderer.render(key, dot)
+        except TemplateError as exc:
+            result.failures.append((template, exc.line, f"not rendered: {exc.unknown or exc}"))
+            continue
+        except RecursionError:
+            result.failures.append((template, None, "not rendered: templates include each other too deeply"))
+            continue
+        text, origins = _blank_no_value(output.text()), tuple(output.line_origins())
+        result.templates.append(RenderedTemplate(template, key, text, origins, output.value_sources()))
+    return result
+
+
+def _parse_templates(renderer: Renderer, charts: list, release: str, namespace: str,
+                     result: RenderedChart) -> list[tuple[Path, str, dict]]:  # fmt: skip
+    """Every file under each chart's templates/ parsed into the renderer under its Helm name (partials too, for
+    their defines); (file, name, dot) of each one Helm renders (not _partials, not NOTES.txt)."""
     jobs: list[tuple[Path, str, dict]] = []
     for directory, chart_meta, chart_values, prefix in charts:
         for template in sorted((directory / "templates").rglob("*")):
@@ -105,21 +123,9 @@ def render_chart(chart: Path, values_files: list[Path] = (), values: dict | None
                 result.failures.append((template, None, f"not rendered: {why}"))
                 continue
             if not template.name.startswith("_") and template.name != "NOTES.txt":
-                dot = _top_level(chart_meta, chart_values, release, namespace, directory, key, prefix)
-                jobs.append((template, key, dot))
-    for template, key, dot in jobs:
-        try:
-            output = renderer.render(key, dot)
-        except TemplateError as exc:
-            why = f"not rendered: {exc.unknown}" if exc.unknown else f"not rendered: {exc}"
-            result.failures.append((template, exc.line, why))
-            continue
-        except RecursionError:
-            result.failures.append((template, None, "not rendered: templates include each other too deeply"))
-            continue
-        text, origins = _blank_no_value(output.text()), tuple(output.line_origins())
-        result.templates.append(RenderedTemplate(template, key, text, origins, output.value_sources()))
-    return result
+                jobs.append((template, key, _top_level(chart_meta, chart_values, release, namespace, directory, key,
+                                                        prefix)))  # fmt: skip
+    return jobs
 
 
 def _charts(directory: Path, metadata: dict, values: dict, depth: int, prefix: str | None = None):
