@@ -40,6 +40,8 @@ def release_workloads(doc: Document, read_document: ReadDocument) -> tuple[list[
                          "chart's directory with --values)")  # fmt: skip
             continue
         files = tuple(p for f in values_files if (p := (chart / f)).is_file())
+        notes += [f"{via}: value file {f} is not in the scanned tree (relative to {chart_path}): rendered without it"
+                  for f in values_files if not (chart / f).is_file()]  # fmt: skip
         installed = ChartRelease(release.name, release.namespace, release.values, via)
         workloads, failures = chart_workloads(ChartSource(doc.file, chart, files), read_document, release=installed)
         found += workloads

@@ -115,7 +115,7 @@ spec:
     repoURL: https://example.com/repo.git
     path: charts/nm-vllm
     helm:
-      valueFiles: [examples/basic/values.yaml]
+      valueFiles: [examples/basic/values.yaml, $values/envs/prod.yaml]
       values: |
         apiServer: {port: 9000}
       parameters:
@@ -124,7 +124,9 @@ spec:
       - {name: "apiServer.extraArgs[1]", value: "8192"}
 """)
     _, (workload,), notes, unread = read_manifests([str(app)])
-    assert not unread and not notes
+    assert not unread
+    assert notes == [f"Argo CD Application granite ({app}:1): value file $values/envs/prod.yaml is not in the scanned "
+                     "tree (relative to charts/nm-vllm): rendered without it"]
     assert workload.name == "granite-nm-vllm"  # the release is the Application's name
     assert [t.text for t in workload.argv] == ["--host", "0.0.0.0", "--model", "ibm-granite/granite-3.1-8b-instruct",
                                                "--port", "9000", "--max-model-len", "8192"]  # fmt: skip
