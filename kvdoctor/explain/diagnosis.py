@@ -18,6 +18,7 @@ from kvdoctor.rules.loader import Rule, Signature
 _STANDS_FOR_FAILURE = ("error level", "error text", "raise site", "failed to start")
 MAX_CANDIDATES = 50
 MAX_FRAMES = 2  # the innermost frames only: an outer frame (the engine's start-up) explains nothing
+_OTHER_DEVICE = re.compile(r"\b(NPU|XPU|HPU|MLU)(s?)\b")
 _PACKAGE_PATH = re.compile(r"(?:^|/)((?:vllm|flashinfer|triton|torch)/.*)$")
 
 
@@ -69,7 +70,15 @@ def message_origin(text: str, version: str | None):
     from kvdoctor.explain.message_index import load_index
 
     index = load_index()
-    return index.locate(text, version) if index is not None else None
+    if index is None:
+        return None
+    located = index.locate(text, version)
+    if located is None and ("PU" in text or "MLU" in text) and _OTHER_DEVICE.search(text):
+        # a platform plugin (vllm-ascend, Intel's, Gaudi's) raises vLLM's message with its device's word for GPU
+        located = index.locate(_OTHER_DEVICE.sub(lambda m: "GPU" + m.group(2), text), version)
+    if located is not None and _python_wording(located.template.parts):
+        return None  # "{} object has no attribute {}": Python's own words, raised by any access, locate nothing
+    return located
 
 
 def diagnose(
@@ -165,6 +174,19 @@ def _by_location(diagnosis: Diagnosis, rules: list[Rule], families: Families, fa
                 by_rule[rule_id] = [match]
                 return replace(diagnosis, primary=match, unknown=None, by_rule=by_rule)
     return diagnosis
+
+
+# Python's own exception wordings: a template that says nothing more is raised by any attribute access or call
+_PYTHON_WORDING = re.compile(r"object has no attribute|got an unexpected keyword argument|missing \d+ required "
+                             r"positional argument|takes \d+ positional arguments?|object is not (?:subscriptable|"
+                             r"callable|iterable)|unsupported operand type|index out of range|by zero|No module named")
+
+
+def _python_wording(parts: tuple[str | None, ...]) -> bool:
+    """Whether a template's literals are only Python's own exception wording (and quotes, punctuation)."""
+    literal = " ".join(part for part in parts if part)
+    rest = _PYTHON_WORDING.sub("", literal)
+    return rest != literal and sum(ch.isalpha() for ch in rest) < 8
 
 
 def _failed_code(exception: LoggedException) -> str:

@@ -174,9 +174,10 @@ def test_a_program_on_top_of_vllm_using_a_name_this_vllm_lacks():
         report = explain_text(line + "\n")
         assert report.extra["family"] == "wrapper_api_mismatch", line
         assert all(value in report.findings[0].title for value in shown), report.findings[0].title
-    # a vLLM config object's missing attribute is vLLM's own bug, not a framework's
-    assert explain_text("AttributeError: 'SpeculativeConfig' object has no attribute 'get'\n"
-                        ).extra["family"] != "wrapper_api_mismatch"
+    # a vLLM config object's missing attribute is vLLM's own bug, not a framework's; and Python's own wording
+    # ("{} object has no attribute {}", a template of vllm/lora too) locates nothing
+    report = explain_text("AttributeError: 'SpeculativeConfig' object has no attribute 'get'\n")
+    assert report.extra["family"] == "other"
 
 
 def test_a_frameworks_vllm_client_answered_404_by_a_plain_server():
@@ -205,3 +206,25 @@ def test_the_traceback_decides_where_a_generic_message_was_raised():
            "    raise ValueError(\n"
            "ValueError: The number of required GPUs exceeds the total number of available GPUs in the placement group.\n")
     assert explain_text(log).extra["family"] == "device_placement"
+
+
+def test_a_platform_plugins_device_word_is_read_as_vllms():
+    from kvdoctor.explain.diagnosis import message_origin
+
+    # vllm/config/parallel.py:ParallelConfig.__post_init__, as vllm-ascend prints it
+    line = ("ValueError: World size (16) is larger than the number of available NPUs (8) in this node. If this is "
+            "intentional and you are using:")
+    assert message_origin(line, None) is not None
+    assert explain_text(line + "\n").extra["family"] == "device_placement"
+
+
+def test_a_placement_group_that_never_forms_on_a_cluster_without_its_nodes():
+    # vllm/v1/executor/ray_utils.py initialize_ray_cluster's warning, then Ray's node failing to reach the head's GCS
+    log = ("No current placement group found. Creating a new placement group.\n"
+           "The number of required NPUs exceeds the total number of available NPUs in the placement group.\n"
+           "Waiting for creating a placement group of specs.\n"
+           "Failed to connect to GCS at address 10.0.0.2:41000 with 5 seconds.\n")
+    report = explain_text(log)
+    assert report.exit_code("error") == 1 and report.extra["family"] == "device_placement"
+    assert explain_text("Failed to get cluster ID from GCS server: Timed out while waiting for GCS to become "
+                        "available.\n").exit_code("error") == 1
