@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kvdoctor.inputs.validate import validate_check_inputs
 from kvdoctor.base.errors import UsageError
-from kvdoctor.model.facts import Facts, GpuFacts, ModelFacts, ServeFacts, VersionFacts
+from kvdoctor.model.facts import ANY_RELEASE, Facts, GpuFacts, ModelFacts, ServeFacts, VersionFacts
 from kvdoctor.facts.probes.serve_args import parse_serve_command
 
 
@@ -43,6 +43,9 @@ class CheckOptions:
     target_packages: tuple[str, ...] = ()
     """NAME=present|absent items stating the target image's modelled packages (--target-package; the command adds
     KVDOCTOR_TARGET_PACKAGES): kvdoctor/model/modelled.py."""
+    any_release: bool = False
+    """The target's vLLM is an environment's of unknown age (scan: vllm serve run from a venv, no image): with the
+    version unknown, arguments that a release kvdoctor read only in part accepts are not taken as refused."""
     local_packages: bool = True
     """Whether the target is this machine; False (scan: the image's packages and the node's GPU are unknown) reads
     no installed vLLM or FlashInfer, and no local GPU when --gpu names none."""
@@ -167,6 +170,8 @@ def _version_facts(options: CheckOptions) -> VersionFacts:
         else:
             kernels = source_for_version(options.vllm_version, options.cache_dir)
         return replace(versions, vllm=options.vllm_version, vllm_source="--vllm-version", vllm_kernels=kernels)
+    if options.any_release and versions.vllm is None:
+        return replace(versions, vllm_source=ANY_RELEASE, vllm_kernels=installed)
     return replace(versions, vllm_kernels=installed)
 
 

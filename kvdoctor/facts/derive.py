@@ -12,7 +12,7 @@ from kvdoctor.facts.attention import attention_facts
 from kvdoctor.facts.kv_dtypes import kv_dtype_facts
 from kvdoctor.facts.quantization import quantization_facts
 from kvdoctor.facts.memory import memory_facts
-from kvdoctor.model.facts import Facts
+from kvdoctor.model.facts import ANY_RELEASE, Facts
 from kvdoctor.vllm_pack.candidates import Candidates, agree, candidates, describe_range
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ def derive_kv_facts(facts: Facts) -> dict[str, Any]:
         {"vllm.judged": judged, "vllm.facts_note": releases.note}
         | pinned_stack_facts(facts, releases)
         | kv_dtype_facts(facts.serve.kv_cache_dtype, releases)
-        | serve_args_facts(facts.serve.argv, releases)
+        | serve_args_facts(facts.serve.argv, _argument_releases(facts, releases))
         | attention_facts(facts, releases)
         | runner_facts(facts, releases)
         | memory_facts(facts, releases)
@@ -94,6 +94,18 @@ def pinned_stack_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
         "flashinfer.installed": stated if stated is not None else (True if "flashinfer-python" in pins else None),
     }
     return {k: v for k, v in found.items() if v is not None}
+
+
+def _argument_releases(facts: Facts, releases: Candidates) -> Candidates:
+    """The releases the arguments are judged against: with an environment's vLLM of unknown age, every release whose
+    parser kvdoctor read (0.4.3 on), so that a flag only older releases accept is undecided rather than refused."""
+    if facts.versions.vllm is not None or facts.versions.vllm_source != ANY_RELEASE:
+        return releases
+    from kvdoctor.vllm_pack.release import load_release
+    from kvdoctor.vllm_pack.store import pack_releases
+
+    read = tuple(r for v in pack_releases() if (r := load_release(v)) is not None and r.serve_args)
+    return Candidates(read, exact=False, note=releases.note) if read else releases
 
 
 def serve_args_facts(argv: tuple[str, ...], releases: Candidates) -> dict[str, Any]:

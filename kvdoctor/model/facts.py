@@ -111,13 +111,18 @@ class ModelFacts:
     """config.json declares auto_map (custom code); kvdoctor never runs it."""
 
 
+ANY_RELEASE = "an environment (any release)"
+"""VersionFacts.vllm_source of a vLLM whose release is unknown and may be old (a venv's, not an image's)."""
+
+
 @dataclass(frozen=True)
 class VersionFacts:
     """Versions of the serving stack, from distribution metadata (nothing is imported)."""
 
     vllm: str | None = None
     vllm_source: str | None = None
-    """'installed', '--vllm-version', '--vllm-source' or None when unknown."""
+    """'installed', '--vllm-version', '--vllm-source', ANY_RELEASE (unknown: an environment's vLLM of any age) or
+    None when unknown."""
     vllm_kernels: str | None = None
     """Where the dry run reads vLLM's kernels: a wheel or tree path, 'installed', or None (probe kernel)."""
     triton: str | None = None

@@ -73,6 +73,7 @@ def judge(workload: Workload, defaults: ScanDefaults, settings: CheckSettings) -
             serve_argv=tuple(t.text for t in _with_local_model(workload.argv, deployment)),
             gpu=deployment.gpu,
             vllm_version=deployment.vllm_version,
+            any_release=workload.image is None and deployment.vllm_version is None,  # a venv's vLLM, of any age
             offline=defaults.offline,
             cache_dir=defaults.cache_dir,
             environ=deployment.environ,

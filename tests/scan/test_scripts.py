@@ -173,3 +173,21 @@ def test_a_script_whose_arguments_an_if_branch_sets_is_one_workload_per_branch(t
     assert any("SIZE=large, TP=4" in n for n in large.notes)
     same = text.replace("$TP", "1")  # the branches do not touch the command: one workload
     assert len(find_workloads([str(_script(tmp_path, same, "same.sh"))])[1]) == 1
+
+
+def _kvd004(result) -> str | None:
+    return next((p.finding.status for p in result.placed if p.finding.rule_id == "KVD004"), None)
+
+
+def test_an_environments_vllm_of_unknown_age_leaves_a_flag_older_releases_accept_undecided(tmp_path):
+    # a venv's vLLM may be any release: --tokenizer-pool-size (0.4.3-0.9.2) is no certain refusal; an image's is
+    old = "python3 -m vllm.entrypoints.openai.api_server --model m --tokenizer-pool-size 128 --block-size 32\n"
+    (venv,) = scan([str(_script(tmp_path, old, "venv.sh"))], tmp_path, gpu=None).workloads
+    assert _kvd004(venv) == "undecided"
+    assert any("vllm.version" in d for f in venv.report.findings if f.rule_id == "KVD004" for d in f.decided_by)
+    bogus = old.replace("--tokenizer-pool-size", "--no-such-flag")  # refused by every release read
+    (none,) = scan([str(_script(tmp_path, bogus, "bogus.sh"))], tmp_path, gpu=None).workloads
+    assert _kvd004(none) == "fired"
+    image = "docker run --gpus 1 vllm/vllm-openai:latest --model m --tokenizer-pool-size 128\n"
+    (latest,) = scan([str(_script(tmp_path, image, "latest.sh"))], tmp_path, gpu=None).workloads
+    assert _kvd004(latest) == "fired"  # :latest is today's vLLM (0.20.0-0.34.0), which refuses it
