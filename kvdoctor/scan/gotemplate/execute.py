@@ -4,6 +4,7 @@ functions of `functions.py`. Each written piece of text keeps the template line 
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Callable
 
 from kvdoctor.scan.gotemplate import parse as p
@@ -85,7 +86,7 @@ class Renderer:
     def add(self, name: str, text: str) -> None:
         """Parse one file: its body is template `name`, its {{define}}s are added by their own names (a later
         file's define replaces an earlier one, as in Helm). Raises ParseError."""
-        parsed = p.parse(text)
+        parsed = _parsed(text)
         self.templates[name] = (parsed.body, name)
         for defined, body in parsed.defines.items():
             self.templates[defined] = (body, name)
@@ -107,7 +108,7 @@ class Renderer:
 
     def render_text(self, source: str, dot: Any, name: str) -> str:
         """`tpl`: parse a string as a template (it sees every define) and execute it."""
-        parsed = p.parse(source)
+        parsed = _parsed(source)
         saved = dict(self.templates)
         try:
             for defined, body in parsed.defines.items():
@@ -116,6 +117,12 @@ class Renderer:
             return self.render(name, dot).text()
         finally:
             self.templates = saved
+
+
+@lru_cache(maxsize=1024)
+def _parsed(text: str) -> p.Parsed:
+    """A template's tree, parsed once per text (a chart is rendered once per values file; trees are not changed)."""
+    return p.parse(text)
 
 
 class _State:
