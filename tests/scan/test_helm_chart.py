@@ -279,3 +279,26 @@ def test_subcharts_render_with_the_parents_values_under_their_key_and_their_cond
     assert not any("/charts/sglang/" in n for n in names)
     deployment = next(t for t in rendered.templates if t.name.endswith("charts/vllm/templates/deployment.yaml"))
     assert '- "--served-model-name=Qwen/Qwen3-8B"' in deployment.text and '- "--max-model-len=4096"' in deployment.text
+
+
+def test_files_capabilities_lookup_and_the_release_as_helm_template_gives_them(tmp_path):
+    chart = tmp_path / "chart"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "config").mkdir()
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: demo\nversion: 1.2.3\nappVersion: '0.9'\n")
+    (chart / "config" / "args.txt").write_text("--max-model-len 4096")
+    (tmp_path / "secret.txt").write_text("outside the chart")
+    (chart / "templates" / "cm.yaml").write_text(
+        "a: {{ .Files.Get \"config/args.txt\" | quote }}\n"
+        "b: {{ .Files.Get \"../secret.txt\" | quote }}\n"
+        "c: {{ .Files.Get \"templates/cm.yaml\" | quote }}\n"
+        "d: {{ (.Files.Glob \"config/*\").AsConfig | nindent 2 }}\n"
+        "e: {{ .Capabilities.KubeVersion.Version }} {{ .Capabilities.APIVersions.Has \"apps/v1\" }}"
+        " {{ semverCompare \">=1.21-0\" .Capabilities.KubeVersion.GitVersion }}\n"
+        "f: {{ lookup \"v1\" \"Secret\" \"ns\" \"name\" | toJson }}\n"
+        "g: {{ .Release.Name }} {{ .Release.Namespace }} {{ .Release.Service }} {{ .Chart.Version }} {{ .Chart.AppVersion }}"
+        " {{ .Template.Name }}\n")
+    (rendered,) = render_chart(chart).templates
+    assert rendered.text.splitlines() == [
+        'a: "--max-model-len 4096"', 'b: ""', 'c: ""', "d: ", "  args.txt: --max-model-len 4096",
+        "e: v1.31.0 false true", "f: {}", "g: demo default Helm 1.2.3 0.9 demo/templates/cm.yaml"]
