@@ -296,8 +296,8 @@ def test_files_capabilities_lookup_and_the_release_as_helm_template_gives_them(t
         "e: {{ .Capabilities.KubeVersion.Version }} {{ .Capabilities.APIVersions.Has \"apps/v1\" }}"
         " {{ semverCompare \">=1.21-0\" .Capabilities.KubeVersion.GitVersion }}\n"
         "f: {{ lookup \"v1\" \"Secret\" \"ns\" \"name\" | toJson }}\n"
-        "g: {{ .Release.Name }} {{ .Release.Namespace }} {{ .Release.Service }} {{ .Chart.Version }} {{ .Chart.AppVersion }}"
-        " {{ .Template.Name }}\n")
+        "g: {{ .Release.Name }} {{ .Release.Namespace }} {{ .Release.Service }} {{ .Chart.Version }}"
+        " {{ .Chart.AppVersion }} {{ .Template.Name }}\n")
     (rendered,) = render_chart(chart).templates
     assert rendered.text.splitlines() == [
         'a: "--max-model-len 4096"', 'b: ""', 'c: ""', "d: ", "  args.txt: --max-model-len 4096",
