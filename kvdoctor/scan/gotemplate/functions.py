@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from kvdoctor.scan.gotemplate.gofmt import sprint, sprintf
 from kvdoctor.scan.gotemplate.semver import semver_compare
+from kvdoctor.scan.gotemplate.sprig_extra import SPRIG_EXTRA
 from kvdoctor.scan.gotemplate.values import compare, equal, go_format, kind, truth, type_name
 from kvdoctor.scan.gotemplate.yaml_io import from_json, from_yaml, to_json, to_yaml
 
@@ -470,7 +471,8 @@ def builtin_functions(renderer) -> dict[str, Callable[..., Any]]:
         raise FunctionFailed(message)
 
     helm = {"include": include, "tpl": tpl, "required": required, "fail": fail}
-    return {**GO_BUILTINS, **HELM_DATA, **helm, **SPRIG_FLOW, **SPRIG_STRINGS, **SPRIG_NUMBERS, **SPRIG_COLLECTIONS}
+    return {**GO_BUILTINS, **HELM_DATA, **helm, **SPRIG_FLOW, **SPRIG_STRINGS, **SPRIG_NUMBERS, **SPRIG_COLLECTIONS,
+            **SPRIG_EXTRA}
 
 
 def _product(values, convert=to_int):
