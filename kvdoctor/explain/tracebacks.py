@@ -253,6 +253,20 @@ def _frames_above(lines: list[LogLine], i: int) -> tuple[Frame, ...]:
     return tuple(frames)
 
 
+# the code line of a traceback's innermost frame that raises with a literal message: raise ValueError("...")
+_RAISE_LITERAL = re.compile(r"""^raise ((?:[A-Za-z_]\w*\.)*[A-Z]\w*)\(f?(["'])(.+?)\2\)$""")
+
+
+def _raised_at_cut(stream: str, frames: list[Frame], number: int) -> LoggedException | None:
+    """A traceback cut before its exception line whose innermost frame raises a literal message: that exception
+    (the raise statement ran; only the line Python prints for it is missing)."""
+    code = frames[-1].code if frames else None
+    found = _RAISE_LITERAL.match(code) if code and code.startswith("raise ") else None
+    if found is None:
+        return None
+    return LoggedException(found.group(1).rpartition(".")[2], found.group(3), tuple(frames), stream, number)
+
+
 def _parse_traceback(stream: str, lines: list[LogLine], i: int) -> tuple[LoggedException | None, int]:
     frames: list[Frame] = []
     n = len(lines)
@@ -273,11 +287,11 @@ def _parse_traceback(stream: str, lines: list[LogLine], i: int) -> tuple[LoggedE
             i += 1
             continue
         if text.strip() == TRACEBACK_START:  # truncated traceback: a new one starts
-            return None, i
+            return _raised_at_cut(stream, frames, lines[i - 1].number), i
         if _EXCEPTION.match(text):
             return _parse_exception(stream, lines, i, tuple(frames))
-        return None, i  # something else interrupted the traceback (truncated log)
-    return None, i
+        return _raised_at_cut(stream, frames, lines[i - 1].number), i  # something else interrupted it (a cut log)
+    return _raised_at_cut(stream, frames, lines[n - 1].number) if n else None, i
 
 
 def _frames_below(lines: list[LogLine], j: int) -> tuple[tuple[Frame, ...], int]:

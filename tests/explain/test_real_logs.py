@@ -28,13 +28,11 @@ MIN_SHARE = 0.9
 # 0e36f2f, the cut), none of them healthy. Round 6 after them: batch 11's C++ check failure (exit 0 before) and batch
 # 12's prompt-length refusal a client printed (a round-6 regression at the cut) dropped; then five of batch 12's six
 # wrapper_api_mismatch logs (names a program imports or reaches into, a framework client's 404, serving entry points),
-# and the Ascend placement group that never formed (exit 0 before: Ray's GCS failures, NPU wording).
+# and the Ascend placement group that never formed (exit 0 before: Ray's GCS failures, NPU wording); then a traceback
+# cut at its raise (LoRA refusal), the hybrid spec unification, TRL's device choice.
 KNOWN_MISSES = frozenset({
     "chat_template_missing__agentlightning_57.log",
-    "device_placement__trl_2826.log",
     "gpu_memory_occupied__vllmomni_469.log",
-    "hybrid_block_size__vllm_pr36388.log",
-    "lora_unsupported__llamafactory_2998.log",
     "no_gpu_visible__kserve_3769.log",
     "other__genaicomps_1719.log",
     "other__llmscaler_361.log",

@@ -228,3 +228,26 @@ def test_a_placement_group_that_never_forms_on_a_cluster_without_its_nodes():
     assert report.exit_code("error") == 1 and report.extra["family"] == "device_placement"
     assert explain_text("Failed to get cluster ID from GCS server: Timed out while waiting for GCS to become "
                         "available.\n").exit_code("error") == 1
+
+
+def test_a_traceback_cut_at_a_raise_with_a_literal_message_is_that_exception():
+    log = ("Traceback (most recent call last):\n"
+           '  File "/src/frobtuner/hparams/parser.py", line 265, in get_infer_args\n'
+           '    raise ValueError("vLLM engine does not support LoRA adapters. Merge them first.")\n')
+    report = explain_text(log)
+    assert report.extra["family"] == "lora_unsupported"
+    assert "does not support LoRA adapters" in report.findings[0].title
+    # vLLM 0.7's warning that LoRA turns torch.compile off is no refusal
+    assert explain_text("WARNING 05-02 10:22:18 [config.py:1] LoRA is not supported with `torch.compile` yet. "
+                        "Disabling `torch.compile`.\n").exit_code("error") == 0
+
+
+def test_hybrid_spec_unification_and_a_frameworks_device_choice():
+    # vllm/v1/core/kv_cache_utils.py:unify_hybrid_kv_cache_specs (0.9-0.26)
+    report = explain_text("ValueError: Hybrid KV cache manager is disabled but failed to convert the KV cache specs to "
+                          "one unified type.\n")
+    assert report.extra["family"] == "hybrid_block_size"
+    assert "--kv-events-config" in _text(report)
+    report = explain_text("ValueError: The requested device for vllm (cuda:3) is not available. You are likely using "
+                          "vLLM without restricting the number of GPUs for training.\n")
+    assert report.extra["family"] == "device_placement" and "cuda:3" in _text(report)
