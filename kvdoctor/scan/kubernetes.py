@@ -33,6 +33,12 @@ POD_SPECS: dict[str, tuple[tuple[str, ...], ...]] = {
     "ServingRuntime": (("spec",), ("spec", "workerSpec")),  # workerSpec: a multi-node runtime's worker pods
     "ClusterServingRuntime": (("spec",), ("spec", "workerSpec")),
 }
+IMAGE_REQUIRED = {"Pod", "PodTemplate", "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "ReplicationController",
+                  "Job", "Rollout", "CronJob", "LeaderWorkerSet"}  # fmt: skip
+"""Kinds whose containers the API server refuses without an image: one without is a fragment (a Kustomize patch,
+an overlay), checked only once built with its base."""
+FRAGMENT_NOTE = ("{where}: {kind} {name} has a container without an image ({container}): a fragment such as a "
+                 "Kustomize patch, not checked on its own (kustomize build DIR | kvdoctor scan -)")
 GPU_RESOURCE = re.compile(r"^nvidia\.com/(gpu|mig-\d+g\.\d+gb)$")
 MIG_PROFILE = re.compile(r"mig-(\d+g\.\d+gb)", re.IGNORECASE)
 K8S_VARIABLE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
@@ -69,6 +75,8 @@ def _object(file: str, root: yaml.Node, source_text: str) -> list[Workload]:
             continue
         selectors = pod_gpu_selectors(spec)
         for container in nodes.items(nodes.get(spec, "containers")):
+            if kind in IMAGE_REQUIRED and nodes.get(container, "image") is None:
+                continue  # a fragment: named by fragment_note
             workload = container_workload(
                 container, source_text, file=file, line=nodes.line(root), platform="kubernetes", kind=kind,
                 name=name, namespace=namespace, selectors=selectors, provided_env=provided,
@@ -81,6 +89,20 @@ def _object(file: str, root: yaml.Node, source_text: str) -> list[Workload]:
     if kind not in POD_SPECS:
         found = [_of_unlisted_kind(w, root, kind) for w in found]
     return found
+
+
+def fragment_note(root: yaml.Node, where: str) -> str | None:
+    """A note for an object of a kind that needs images whose containers lack one (its vLLM flags left unchecked)."""
+    kind = nodes.text(nodes.get(root, "kind")) or ""
+    if kind not in IMAGE_REQUIRED:
+        return None
+    specs = [nodes.get(root, *path) for path in POD_SPECS[kind]]
+    bare = [c for s in specs if s is not None for c in nodes.items(nodes.get(s, "containers"))
+            if nodes.get(c, "image") is None]  # fmt: skip
+    if not bare:
+        return None
+    return FRAGMENT_NOTE.format(where=where, kind=kind, name=nodes.text(nodes.get(root, "metadata", "name")) or "",
+                                container=nodes.text(nodes.get(bare[0], "name")) or "unnamed")  # fmt: skip
 
 
 def _group_size_env(root: yaml.Node) -> tuple[EnvVar, ...]:

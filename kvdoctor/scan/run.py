@@ -151,8 +151,8 @@ def unread_kind(doc: Document) -> str | None:
             return (f"{where}: InferenceService {nodes.text(nodes.get(doc.root, 'metadata', 'name')) or ''} mentions "
                     "vLLM; its spec.predictor.model (the serving runtime's arguments) is not read by kvdoctor scan: not "
                     "checked")  # fmt: skip
-        if kind in kubernetes.POD_SPECS:
-            return None  # a kind it reads, whose containers do not run vLLM's server
+        if kind in kubernetes.POD_SPECS:  # a kind it reads: a fragment is named, other containers do not run vLLM
+            return kubernetes.fragment_note(doc.root, where)
         return (f"{where}: {kind} {nodes.text(nodes.get(doc.root, 'metadata', 'name')) or ''} mentions vLLM, but "
                 f"kvdoctor scan does not read kind {kind} (render it to the Deployment/Pod it creates)")  # fmt: skip
     if compose.is_compose(doc.root) or helm_values.is_production_stack_values(doc.root) or dstack.is_dstack_run(doc.root) \

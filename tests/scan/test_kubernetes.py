@@ -186,3 +186,14 @@ def test_a_parallel_size_from_an_unknown_variable_leaves_the_gpu_count_uncompare
     assert not [p for p in result.placed if p.finding.rule_id in ("KVD201", "KVD202")]  # was "16 GPUs, uses 1"
     assert any("--data-parallel-size takes its value from $((NODES * DP_SIZE_LOCAL))" in n for n in result.report.notes)
     assert any("the GPU count is not compared" in n for n in result.report.notes)
+
+
+def test_a_deployment_container_without_an_image_is_a_fragment_named_not_an_error(tmp_path):
+    # a Kustomize patch (patch.yaml beside its kustomization.yaml): vLLM flags, no image, no model
+    patch = tmp_path / "patch.yaml"
+    patch.write_text("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: vllm}\nspec:\n  template:\n    spec:\n"
+                     "      containers:\n      - name: vllm\n        args: [--max-model-len=8192, "
+                     "--gpu-memory-utilization=0.95, --enable-prefix-caching]\n")  # fmt: skip
+    report = scan([str(patch)], tmp_path, gpu=None)
+    assert not report.workloads  # was an ERROR: "nothing to judge: no model given"
+    assert any("a fragment such as a Kustomize patch" in n for n in report.notes)
