@@ -95,10 +95,10 @@ def test_castai_vllm_child_chart_renders_its_startup_script_container_which_is_n
 def test_an_unknown_function_names_itself(tmp_path):
     chart = tmp_path / "chart"
     shutil.copytree(NM_VLLM, chart)
-    (chart / "templates" / "extra.yaml").write_text("kind: ConfigMap\ndata:\n  at: {{ now | date \"2006\" }}\n")
+    (chart / "templates" / "extra.yaml").write_text("kind: Secret\ndata:\n  ca: {{ genCA \"vllm\" 365 }}\n")
     _, workloads, _, unread = read_manifests([str(chart)])
     # once, though the chart is rendered twice (its defaults, then examples/basic/values.yaml over them)
-    assert [u.message.split(": ", 1)[1] for u in unread] == ["not rendered: function now"]
+    assert [u.message.split(": ", 1)[1] for u in unread] == ["not rendered: function genCA"]
     assert unread[0].location.line == 3 and len(workloads) == 2  # the deployment still rendered, both times
 
 
