@@ -166,7 +166,10 @@ def unknown_finding(rule: Rule, exception: LoggedException, facts: dict[str, Any
                  "Capture that process's whole output (the full `docker logs`/`kubectl logs`, not its tail).")
     else:
         cause = f"{base.cause} The failure: {clip(exception.summary, 200).rstrip('.')}"
-        cause += f", raised at {exception.where}." if exception.where else "."
+        cause += f", raised at {exception.where}" if exception.where else ""
+        code = exception.frames[-1].code if exception.frames else None
+        # the line that failed says which value was wrong when the message is Python's own ('int' * 'NoneType')
+        cause += f", in `{clip(code, 160)}`." if code else "."
     missing = ["the failing process's own error"] if only_wrappers else ["a rule whose signature matches it"]
     if not exception.where and not only_wrappers:
         missing.append("traceback frames (where it was raised)")

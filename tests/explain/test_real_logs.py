@@ -29,12 +29,12 @@ MIN_SHARE = 0.9
 # 12's prompt-length refusal a client printed (a round-6 regression at the cut) dropped; then five of batch 12's six
 # wrapper_api_mismatch logs (names a program imports or reaches into, a framework client's 404, serving entry points),
 # and the Ascend placement group that never formed (exit 0 before: Ray's GCS failures, NPU wording); then a traceback
-# cut at its raise (LoRA refusal), the hybrid spec unification, TRL's device choice.
+# cut at its raise (LoRA refusal), the hybrid spec unification, TRL's device choice, and an unknown failure quoting the
+# code line that failed.
 KNOWN_MISSES = frozenset({
     "chat_template_missing__agentlightning_57.log",
     "gpu_memory_occupied__vllmomni_469.log",
     "no_gpu_visible__kserve_3769.log",
-    "other__genaicomps_1719.log",
     "other__llmscaler_361.log",
     "other__vllm_28950.log",
     "pp_unsupported__vllmascend_2712.log",

@@ -251,3 +251,13 @@ def test_hybrid_spec_unification_and_a_frameworks_device_choice():
     report = explain_text("ValueError: The requested device for vllm (cuda:3) is not available. You are likely using "
                           "vLLM without restricting the number of GPUs for training.\n")
     assert report.extra["family"] == "device_placement" and "cuda:3" in _text(report)
+
+
+def test_an_unknown_failure_in_pythons_own_words_quotes_the_line_that_failed():
+    log = ("Traceback (most recent call last):\n"
+           '  File "/venv/vllm/model_executor/models/frob.py", line 134, in __init__\n'
+           "    self.q_size = self.num_heads * self.frob_dim\n"
+           "TypeError: unsupported operand type(s) for *: 'int' and 'NoneType'\n")
+    report = explain_text(log)
+    assert report.findings[0].rule_id == "KVD399"
+    assert "in `self.q_size = self.num_heads * self.frob_dim`" in report.findings[0].cause
