@@ -57,7 +57,7 @@ class RenderedChart:
     release: str
     templates: list[RenderedTemplate] = field(default_factory=list)
     failures: list[tuple[Path, int | None, str]] = field(default_factory=list)
-    """Templates that could not be rendered: (file, line, why), e.g. `not rendered: function "now" not defined`."""
+    """Templates that could not be rendered: (file, line, why), e.g. `not rendered: function genCA`."""
 
 
 def chart_root(path: Path) -> Path | None:
