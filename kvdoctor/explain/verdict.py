@@ -170,7 +170,7 @@ FOREIGN_ERROR = re.compile(
     # Ray's words for a worker it lost
     r"|\bdied or was killed\b|\bkilled due to memory pressure\b"
     # a client that could not reach the server, or got an internal error back as JSON
-    r"|^curl: \(\d+\) |\"code\":\s*5\d\d\b|^\s*\"error\":\s*[\"{]"
+    r"|^curl: \(\d+\) |\"code\":\s*5\d\d\b|^\s*\"error\":\s*[\"{]|^\s*\"code\":\s*4\d\d,?\s*$"
     # an error body as a Python client prints the response (a dict repr: single quotes), a non-empty one
     r"|[{,]\s*'error':\s*(?:\{|'[^']|\"[^\"])"
     # an exception line behind a prefix no pattern knows ('[worker-3] ValueError: ...', 'host1: KeyError: ...'),
@@ -406,11 +406,12 @@ def _last_words(lines: list[LogLine], add: Callable[[FailureEvidence], None]) ->
     lines = _outside_ignored(lines)
     frames = [line for line in lines if ('File "' in line.text or "raise " in line.text) and line.level is None
               and _FRAME_LINE.match(line.text)]
-    if frames and (len(frames) >= 2 or frames[0].text.lstrip().startswith("raise ")) and not any(
+    carets = [line for line in lines if line.level is None and "^" in line.text and _CARETS.match(line.text)]
+    if frames and (len(frames) >= 2 or frames[0].text.lstrip().startswith("raise ") or carets
+                   or _code_under(lines, frames[-1])) and not any(
             line.text.strip() == _STACK_INFO for line in lines):
         add(FailureEvidence(frames[0].number, "error text", "traceback frames without their exception; innermost "
                             f"frame: {frames[-1].text.strip()}", frames[0].stream))
-    carets = [line for line in lines if line.level is None and "^" in line.text and _CARETS.match(line.text)]
     if carets and not frames:  # Python 3.11+ marks the failing expression of each frame: a traceback cut short
         add(FailureEvidence(carets[-1].number, "error text", "a traceback's caret line without its exception (the log "
                             "was cut inside a traceback)", carets[-1].stream))
@@ -420,6 +421,17 @@ def _last_words(lines: list[LogLine], add: Callable[[FailureEvidence], None]) ->
 
 
 _CARETS = re.compile(r"^\s+[~^]*\^[~^]*\s*$")
+
+
+def _code_under(lines: list[LogLine], frame: LogLine) -> bool:
+    """Whether a frame line has its code line under it (indented deeper, not another frame): Python's traceback shape."""
+    at = next((i for i, line in enumerate(lines) if line is frame), None)
+    if at is None or at + 1 >= len(lines):
+        return False
+    below = lines[at + 1].text
+    indent = len(frame.text) - len(frame.text.lstrip())
+    return (below[:1] in " \t" and len(below) - len(below.lstrip()) > indent and below.strip()
+            and not below.lstrip().startswith('File "'))
 
 
 def _outside_ignored(lines: list[LogLine]) -> list[LogLine]:

@@ -261,3 +261,15 @@ def test_an_unknown_failure_in_pythons_own_words_quotes_the_line_that_failed():
     report = explain_text(log)
     assert report.findings[0].rule_id == "KVD399"
     assert "in `self.q_size = self.num_heads * self.frob_dim`" in report.findings[0].cause
+
+
+def test_a_traceback_excerpt_of_one_frame_and_a_pretty_printed_error_code_are_failures():
+    frame = ('(EngineCore_0 pid=62)   File "/usr/lib/python3.12/multiprocessing/process.py", line 108, in run\n'
+             "(EngineCore_0 pid=62)     self._target(*self._args, **self._kwargs)\n")
+    assert explain_text(frame).exit_code("error") == 1
+    assert explain_text('      File "/venv/vllm/engine/frob.py", line 141, in from_engine_args\n'
+                        "        return cls(\n               ^^^^\n").exit_code("error") == 1
+    assert explain_text('    "param": null,\n    "code": 400\n}\n').exit_code("error") == 1
+    # a frame named in prose, and a JSON code of success, are not
+    assert explain_text('See File "setup.py", line 3, in main for the entry point\n').exit_code("error") == 0
+    assert explain_text('    "code": 200\n}\n').exit_code("error") == 0
