@@ -200,7 +200,8 @@ def container_workload(container: yaml.Node, source_text: str, **where) -> Workl
     env, env_from = container_env(container)
     env = list(where.pop("provided_env", ())) + env  # the container's own env wins over what its controller sets
     argv = _expand_variables(argv, env)
-    if runs_a_shell(command, args):
+    shell = runs_a_shell(command, args)
+    if shell:
         argv = expand_shell_variables(argv, {e.name: e.value for e in env if e.value is not None})
     limit, limit_line = gpu_limit(container)
     selectors = where.pop("selectors")
@@ -217,6 +218,7 @@ def container_workload(container: yaml.Node, source_text: str, **where) -> Workl
         gpu_limit=limit,
         gpu_limit_line=limit_line,
         gpu_slice=mig_slice(container, selectors),
+        expands_shell=shell,
         notes=(FLAGS_ONLY_NOTE.format(image=image),) if flags_only else (),
         **where,
     )

@@ -12,6 +12,7 @@ from kvdoctor.scan import (compose, dockerfile, dstack, dynamo, github_actions, 
                            llmaz, makefiles, nodes, python_apps, python_engine_args, scripts, serving_crds,
                            skypilot)  # fmt: skip
 from kvdoctor.scan.chart_reader import chart_workloads
+from kvdoctor.scan.config_maps import ConfigMap, config_maps_of, with_config_maps
 from kvdoctor.scan.command import heredoc_bodies, only_serve_flags, words_of
 from kvdoctor.scan.documents import Document, ManifestError, SourceFile, compose_documents, discover
 from kvdoctor.scan.helm_chart import ChartSource
@@ -55,6 +56,7 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
     sources, notes = discover(paths)
     found: list[Workload] = []
     unread: list[UnreadFile] = []
+    config_maps: dict[str, list[ConfigMap]] = {}
     for source in sources:
         if isinstance(source, ManifestError):
             unread.append(UnreadFile.of(source))
@@ -82,6 +84,8 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             unread.append(UnreadFile.of(exc))
             continue
         for doc in documents:
+            for name, maps in config_maps_of(doc.root, doc.file).items():
+                config_maps.setdefault(name, []).extend(maps)
             if helm_release.is_helm_release(doc.root):
                 workloads, failures, why = helm_release.release_workloads(doc, read_document)
                 found += workloads
@@ -93,7 +97,7 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             if not workloads and (why := unread_kind(doc)):
                 notes.append(why)
     files = [s.path for s in sources if not isinstance(s, ManifestError)]
-    return files, found, notes, unread
+    return files, with_config_maps(found, config_maps), notes, unread
 
 
 def values_workloads(source: ChartSource) -> list[Workload]:

@@ -85,6 +85,8 @@ class Workload:
     vllm_pin: str | None = None
     """A vLLM release the workload's build pins (a Python app's `pip install vllm==X`) when no image tag names one."""
     vllm_pin_line: int | None = None
+    expands_shell: bool = False
+    """The command runs under `sh -c`: the shell expands $VAR and ${VAR} from the environment too."""
     notes: tuple[str, ...] = ()
 
     @property

@@ -197,3 +197,47 @@ def test_a_deployment_container_without_an_image_is_a_fragment_named_not_an_erro
     report = scan([str(patch)], tmp_path, gpu=None)
     assert not report.workloads  # was an ERROR: "nothing to judge: no model given"
     assert any("a fragment such as a Kustomize patch" in n for n in report.notes)
+
+
+CONFIG_MAP_VALUES = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: vllm-config, namespace: serving}
+data:
+  MODEL_NAME: Qwen/Qwen2.5-7B-Instruct
+  TP: "2"
+"""
+
+CONFIG_MAP_USER = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: vllm, namespace: serving}
+spec:
+  template:
+    spec:
+      containers:
+      - name: vllm
+        image: vllm/vllm-openai:v0.10.2
+        command: [sh, -c, "vllm serve $MODEL_NAME --tensor-parallel-size $(TP) --max-model-len $LEN"]
+        env:
+        - name: TP
+          valueFrom: {configMapKeyRef: {name: vllm-config, key: TP}}
+        envFrom:
+        - configMapRef: {name: vllm-config}
+        resources: {limits: {nvidia.com/gpu: 1}}
+"""
+
+
+def test_env_from_a_config_map_in_another_scanned_file_gives_its_values_on_its_lines(tmp_path):
+    (tmp_path / "config.yaml").write_text(CONFIG_MAP_VALUES)
+    (tmp_path / "deploy.yaml").write_text(CONFIG_MAP_USER)
+    (result,) = scan([str(tmp_path)], tmp_path, gpu="L4").workloads
+    words = [t.text for t in result.workload.argv]
+    assert words[:3] == ["Qwen/Qwen2.5-7B-Instruct", "--tensor-parallel-size", "2"]
+    assert any("--max-model-len takes its value from $LEN" in n for n in result.report.notes)  # not in the ConfigMap
+    (short,) = [p for p in result.placed if p.finding.rule_id == "KVD201"]  # TP 2 (the ConfigMap's) on 1 GPU
+    tp = next(e for e in result.workload.env if e.name == "TP")
+    assert (tp.value, tp.line) == ("2", 6)  # config.yaml's line, where the value is written
+    alone = scan([str(tmp_path / "deploy.yaml")], tmp_path, gpu="L4").workloads[0]  # the ConfigMap not scanned
+    assert not [p for p in alone.placed if p.finding.rule_id == "KVD201"]
+    assert any("--tensor-parallel-size takes its value from $(TP)" in n for n in alone.report.notes)
