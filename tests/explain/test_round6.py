@@ -273,3 +273,12 @@ def test_a_traceback_excerpt_of_one_frame_and_a_pretty_printed_error_code_are_fa
     # a frame named in prose, and a JSON code of success, are not
     assert explain_text('See File "setup.py", line 3, in main for the entry point\n').exit_code("error") == 0
     assert explain_text('    "code": 200\n}\n').exit_code("error") == 0
+
+
+def test_methods_of_vllm_a_program_calls_across_releases():
+    report = explain_text("TypeError: LLM.generate() got an unexpected keyword argument 'prompt_frob_ids'\n")
+    assert report.extra["family"] == "wrapper_api_mismatch" and "prompt_frob_ids" in report.findings[0].title
+    # a vLLM module missing is most often a broken or mixed install, not a program's API use (measured: taking it for
+    # wrapper_api_mismatch named the wrong family on two logs labelled 'other')
+    assert explain_text("ModuleNotFoundError: No module named 'vllm.model_executor.frob_utils'\n"
+                        ).extra["family"] != "wrapper_api_mismatch"
