@@ -22,6 +22,8 @@ PYTHON_SUFFIX = ".py"
 # A Python file a walk reads: one that names vLLM or Ray Serve LLM (a Modal / Ray Serve app); the rest of a tree's
 # Python is code, not deployment, and is skipped without a word.
 PYTHON_DEPLOYMENT = re.compile(r"vllm|ray\.serve\.llm", re.IGNORECASE)
+PYTHON_TESTS = re.compile(r"^(?:test_.*|.*_test|conftest)\.py$")
+TEST_DIRS = {"test", "tests", "testing"}
 MAKEFILE_NAMES = re.compile(r"^(?:GNUmakefile|[Mm]akefile)(?:\..+)?$|\.mk$")
 DOCKERFILE_NAMES = re.compile(r"^(?:Dockerfile|Containerfile)(?:\..+)?$|\.(?:Dockerfile|Containerfile)$")
 TERRAFORM_TEMPLATE = ".tftpl"
@@ -99,6 +101,8 @@ def _walk(root: Path, notes: list[str]) -> list[SourceFile | ChartSource | Manif
             readable = (name.endswith(YAML_SUFFIXES + SCRIPT_SUFFIXES) or DOCKERFILE_NAMES.search(name)
                         or MAKEFILE_NAMES.search(name))
             if name.endswith(PYTHON_SUFFIX):
+                if PYTHON_TESTS.search(name) or TEST_DIRS & set(here.relative_to(root).parts):
+                    continue  # a test suite's Python, not a deployment
                 source = _or_error(lambda: _read(here / name))
                 if isinstance(source, ManifestError) or PYTHON_DEPLOYMENT.search(source.text):
                     found.append(source)

@@ -20,6 +20,15 @@ RAY_LLM_CONFIG = "LLMConfig"
 ENGINE_ARGS = {"AsyncEngineArgs", "EngineArgs"}
 """vLLM's engine argument classes: their keywords are the fields `vllm serve` flags set."""
 UNKNOWN = object()
+CASTS = {"int": int, "float": float, "str": str}
+
+
+def _is_env_lookup(node: ast.AST) -> bool:
+    """os.getenv(...) / os.environ.get(...) with a constant name."""
+    if not isinstance(node, ast.Call) or not node.args or not isinstance(node.args[0], ast.Constant):
+        return False
+    text = ast.unparse(node.func)
+    return text in ("os.getenv", "os.environ.get", "getenv", "environ.get")
 
 
 def workloads(source: SourceFile) -> list[Workload]:
@@ -75,12 +84,12 @@ def _engine_args(tree: ast.Module, call: ast.Call, scope: dict[str, object]):
     keywords = {k.arg: k.value for k in call.keywords if k.arg}
     if "model" not in keywords:
         return None  # EngineArgs(**kwargs) and the like: nothing to read
-    model = _plain(keywords.pop("model"), scope)
-    argv = [Token(str(model), call.lineno)] if isinstance(model, str) else []
+    model_node = keywords.pop("model")
+    model = _plain(model_node, scope)
+    # a model the app computes stays a variable: said unknown, never "no model given"
+    argv = [Token(str(model) if isinstance(model, str) else f"${{{ast.unparse(model_node)}}}", model_node.lineno)]
     flags, unknown = _keyword_flags(keywords, scope)
     notes = [f"{_called(call)}(...) in a Python app: its keywords read as vllm serve flags"] + unknown
-    if not isinstance(model, str):
-        notes.append("the model is not a constant of the app: unknown here")
     return _enclosing(tree, call) or "(module)", argv + flags, notes, ()
 
 
@@ -117,6 +126,14 @@ def _plain(node: ast.AST, scope: dict[str, object]) -> object:
         return UNKNOWN if UNKNOWN in items else items
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
         return scope.get(f"self.{node.attr}", UNKNOWN)
+    if isinstance(node, ast.Call) and getattr(node.func, "id", None) in CASTS and len(node.args) == 1:
+        inner = _plain(node.args[0], scope)
+        try:
+            return UNKNOWN if inner is UNKNOWN or inner is None else CASTS[node.func.id](inner)
+        except (TypeError, ValueError):
+            return UNKNOWN
+    if _is_env_lookup(node):  # os.getenv("X", default): the app's environment is unknown here, its default runs
+        return _plain(node.args[1], scope) if len(node.args) > 1 else UNKNOWN
     value = value_of(node, scope)
     return UNKNOWN if value is None else value
 

@@ -153,3 +153,35 @@ def test_a_walk_reads_the_python_files_that_name_vllm_and_skips_the_others(tmp_p
     files, found, notes, unread = read_manifests([str(tmp_path / "apps")])
     assert [w.container for w in found] == ["llm_configs my-deepseek-r1"] and unread == []
     assert not any(f.endswith("util.py") for f in files)
+
+
+ENV_ARGS = '''\
+import os
+from vllm.engine.arg_utils import AsyncEngineArgs
+
+
+class VLLMDeployment:
+    def __init__(self, model_id):
+        args = AsyncEngineArgs(
+            model=model_id,
+            gpu_memory_utilization=float(os.getenv("GPU_MEMORY_UTILIZATION", "0.8")),
+            max_model_len=int(os.environ.get("MAX_MODEL_LEN", "4096")),
+            max_num_seqs=int(os.getenv("MAX_NUM_SEQ")),
+        )
+'''
+
+
+def test_environment_lookups_take_their_default_and_a_computed_model_stays_a_variable(tmp_path):
+    # ai-on-eks vllm_serve.py shape: os.getenv("X", "default") wrapped in float()/int(); the model a parameter
+    (app,) = find_workloads([str(_write(tmp_path, ENV_ARGS, "vllm_serve.py"))])[1]
+    assert [t.text for t in app.argv] == ["${model_id}", "--gpu-memory-utilization", "0.8", "--max-model-len", "4096"]
+    assert any("max_num_seqs takes its value from" in n for n in app.notes)  # no default: unknown, left out
+    (result,) = scan([str(_write(tmp_path, ENV_ARGS, "vllm_serve.py"))], tmp_path, gpu=None).workloads
+    assert result.error is None  # was "nothing to judge: no model given" (an ERROR, exit 2)
+
+
+def test_a_walk_skips_a_test_suites_python(tmp_path):
+    (tmp_path / "tests").mkdir()
+    _write(tmp_path / "tests", RAY_LLM_APP, "fixtures_app.py")
+    _write(tmp_path, RAY_LLM_APP, "test_serve.py")
+    assert read_manifests([str(tmp_path)])[1] == []
