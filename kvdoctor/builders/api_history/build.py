@@ -1,0 +1,86 @@
+"""Build kvdoctor's API history of vLLM: which releases have each module, top-level name, public class member and
+constructor / function parameter.
+
+    python -m kvdoctor.builders.api_history [--wheels DIR] [--out kvdoctor/data/api_history.json.gz] [--no-network]
+
+Every vllm-*.whl in DIR (default ~/.cache/kvdoctor/wheels) is read whole. Every release the package index lists
+between the oldest and the newest of them is read by HTTP range requests: its file list and hashes from the
+wheel's RECORD, then only the modules whose API differs between the two wheels read whole around it
+(bisect.py). With --no-network only the wheels at hand are read, and a change between two of them is stated as
+"between A and B". Fetched RECORDs and modules' keys are cached under <cache>/api-history/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from kvdoctor.base.versions import pack_order
+from kvdoctor.builders.api_history.bisect import ABSENT, ModuleApis, module_through
+from kvdoctor.builders.api_history.extract import module_name, packages_of
+from kvdoctor.builders.api_history.packing import pack, write
+from kvdoctor.builders.api_history.sources import (Release, index_versions, local_release, local_releases,
+                                                   remote_release)
+from kvdoctor.data import DATA_DIR
+
+THREADS = 16
+
+
+def build(wheels_dir: Path, cache_dir: Path, between: list[str] | None) -> dict:
+    """The packed history of the wheels in `wheels_dir` and the releases `between` them (read by ranges)."""
+    local = local_releases(wheels_dir)
+    if not local:
+        raise SystemExit(f"no vllm-*.whl in {wheels_dir}")
+    read_whole = sorted(local, key=pack_order)
+    lowest, highest = pack_order(read_whole[0]), pack_order(read_whole[-1])
+    middle = sorted({v for v in between or () if lowest < pack_order(v) < highest} - set(local), key=pack_order)
+    releases = sorted(read_whole + middle, key=pack_order)
+    apis = ModuleApis(cache_dir)
+    loaded: dict[str, Release] = {v: local_release(v, local[v]) for v in read_whole}
+    with ThreadPoolExecutor(THREADS) as pool:
+        loaded.update(zip(middle, pool.map(lambda v: remote_release(v, cache_dir), middle)))
+    span_of = [loaded[v] for v in releases]
+    masks: dict[tuple[str, str, str], int] = {}
+    for a, b in zip(read_whole, read_whole[1:]):
+        low, high = releases.index(a), releases.index(b)
+        span = span_of[low:high + 1]
+        paths = sorted({p for r in span for p in r.hashes if module_name(p)})
+        with ThreadPoolExecutor(THREADS) as pool:
+            columns = list(pool.map(lambda p: module_through(apis, p, span), paths))
+        for path, column in zip(paths, columns):
+            for offset, keys in enumerate(column):
+                if keys is not ABSENT:
+                    _mark(masks, path, keys, low + offset)
+        print(f"  {a} .. {b}: {len(paths)} modules, {apis.fetched} fetched so far", file=sys.stderr)
+    return pack(masks, releases, read_whole, complete=between is not None)
+
+
+def _mark(masks: dict, path: str, keys: frozenset, index: int) -> None:
+    bit = 1 << index
+    module = module_name(path)
+    for key in (("module", module, ""), *(("module", p, "") for p in packages_of(module)), *keys):
+        masks[key] = masks.get(key, 0) | bit
+
+
+def main() -> None:
+    """The builder's command line (see the module docstring)."""
+    parser = argparse.ArgumentParser(prog="python -m kvdoctor.builders.api_history", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--wheels", type=Path, default=Path(os.environ.get(
+        "KVDOCTOR_VLLM_WHEELS", Path.home() / ".cache" / "kvdoctor" / "wheels")))
+    parser.add_argument("--out", type=Path, default=DATA_DIR / "api_history.json.gz")
+    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "kvdoctor")
+    parser.add_argument("--no-network", action="store_true", help="read only the wheels at hand")
+    args = parser.parse_args()
+    between = None if args.no_network else index_versions()
+    history = build(args.wheels, args.cache, between)
+    write(history, args.out)
+    print(f"{len(history['modules'])} modules, {len(history['releases'])} releases "
+          f"({len(history['read_whole'])} read whole) -> {args.out} ({args.out.stat().st_size // 1024} KiB)",
+          file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""Where the API history reads vLLM's source: wheels at hand (read whole), and the releases between them on the
+package index (their file list and RECORD hashes from the wheel's central directory, then single modules, all by
+HTTP range requests: kvdoctor/dryrun/wheel_fetch.py). What the network gave is cached, so a rebuild needs none.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kvdoctor.base.versions import wheel_version
+
+CACHE_SUBDIR = "api-history"
+
+
+@dataclass
+class Release:
+    """One release's Python files: their sha256 (from RECORD), and a way to read one."""
+
+    version: str
+    hashes: dict[str, str]
+    """vllm/**/*.py path -> hex sha256."""
+    read_whole: bool
+    """True for a wheel at hand; False for one read by ranges (its files fetched one at a time, when needed)."""
+    _read: object = field(default=None, repr=False)
+
+    def source(self, path: str) -> bytes:
+        return self._read(path)
+
+
+def local_releases(wheels_dir: Path) -> dict[str, Path]:
+    """version -> wheel, for each vllm-*.whl in the folder (the first wheel of a version)."""
+    found: dict[str, Path] = {}
+    for wheel in sorted(wheels_dir.glob("vllm-*.whl")):
+        version = wheel_version(wheel)
+        if version and not re.search(r"(a|b|rc|dev)\d*$", version):
+            found.setdefault(version, wheel)
+    return found
+
+
+def local_release(version: str, wheel: Path) -> Release:
+    """A wheel at hand: every vllm/**/*.py, hashed here."""
+    archive = zipfile.ZipFile(wheel)
+    names = sorted(n for n in archive.namelist() if n.startswith("vllm/") and n.endswith(".py"))
+    hashes = {n: hashlib.sha256(archive.read(n)).hexdigest() for n in names}
+    return Release(version, hashes, True, archive.read)
+
+
+def index_versions(project: str = "vllm") -> list[str]:
+    """Every final release of the project the configured package index lists a wheel for."""
+    from kvdoctor.dryrun.package_index import _index_files, read_pip_settings
+
+    settings = read_pip_settings()
+    versions: set[str] = set()
+    for index_url in settings.index_urls[:1]:
+        for filename, _, _ in _index_files(index_url, project, settings.cert):
+            version = wheel_version(filename, project) if filename.endswith(".whl") else None
+            if version and not re.search(r"(a|b|rc|dev)\d*$", version):
+                versions.add(version)
+    return sorted(versions)
+
+
+def remote_release(version: str, cache_dir: Path) -> Release:
+    """A release read by ranges: its RECORD (cached as JSON), and its modules fetched one at a time when asked."""
+    listing = cache_dir / CACHE_SUBDIR / "records" / f"{version}.json"
+    state: dict = {}
+
+    def open_wheel():
+        if not state:
+            from kvdoctor.dryrun.package_index import find_wheel
+            from kvdoctor.dryrun.wheel_fetch import RangeReader, _central_directory
+
+            location, why_not = find_wheel(version)
+            if location is None:
+                raise OSError(f"vLLM {version}: {why_not}")
+            state["reader"] = RangeReader(location.url)
+            state["entries"] = _central_directory(state["reader"])
+        return state["reader"], state["entries"]
+
+    def read(path: str) -> bytes:
+        from kvdoctor.dryrun.wheel_fetch import _member
+
+        reader, entries = open_wheel()
+        return _member(reader, path, entries[path])
+
+    if listing.is_file():
+        hashes = json.loads(listing.read_text(encoding="utf-8"))
+    else:
+        from kvdoctor.dryrun.wheel_fetch import record_hashes
+
+        _, entries = open_wheel()
+        record = next(n for n in entries if re.fullmatch(r"vllm-[^/]+\.dist-info/RECORD", n))
+        hashes = {p: h for p, h in record_hashes(read(record).decode("utf-8", "replace")).items()
+                  if p.startswith("vllm/") and p.endswith(".py")}
+        listing.parent.mkdir(parents=True, exist_ok=True)
+        listing.write_text(json.dumps(hashes, sort_keys=True), encoding="utf-8")
+    return Release(version, hashes, False, read)
+
+
+def _api_path(cache_dir: Path, path: str, digest: str) -> Path:
+    name = hashlib.sha256(f"{path}:{digest}".encode()).hexdigest()  # the keys name the module: path and content
+    return cache_dir / CACHE_SUBDIR / "modules" / name[:2] / f"{name}.json"
+
+
+def cached_api(cache_dir: Path, path: str, digest: str) -> list | None:
+    """A module's extracted keys, cached by its path and sha256 (fetched once, ever)."""
+    file = _api_path(cache_dir, path, digest)
+    return json.loads(file.read_text(encoding="utf-8")) if file.is_file() else None
+
+
+def store_api(cache_dir: Path, path: str, digest: str, keys: list) -> None:
+    file = _api_path(cache_dir, path, digest)
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_text(json.dumps(keys), encoding="utf-8")
