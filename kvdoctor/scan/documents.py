@@ -30,6 +30,7 @@ TERRAFORM_TEMPLATE = ".tftpl"
 # A Terraform templatefile() directive alone on its line (%{ for x in xs ~}, %{ endfor }): it repeats or drops the
 # lines around it, so it is read as a blank line and the ${...} interpolations stay variables, unknown here.
 TERRAFORM_DIRECTIVE_LINE = re.compile(r"^[ \t]*%\{[^\n]*\}[ \t]*$", re.MULTILINE)
+WALKED_DOT_DIRS = {".github"}  # GitHub Actions workflows and composite actions; other dot directories are tooling
 SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache",
              ".pytest_cache", ".terraform", "vendor"}  # fmt: skip
 # A Go/Helm template action; Jinja chat templates in ConfigMaps ({{ message['content'] }}) do not match.
@@ -92,7 +93,7 @@ def _walk(root: Path, notes: list[str]) -> list[SourceFile | ChartSource | Manif
     found: list[SourceFile | ChartSource | ManifestError] = []
     for directory, subdirs, names in os.walk(root):
         here = Path(directory)
-        subdirs[:] = sorted(d for d in subdirs if d not in SKIP_DIRS and not d.startswith("."))
+        subdirs[:] = sorted(d for d in subdirs if d not in SKIP_DIRS and (not d.startswith(".") or d in WALKED_DOT_DIRS))
         is_chart = "Chart.yaml" in names and "templates" in subdirs
         if is_chart:  # rendered as a whole: its templates, its subcharts under charts/ with it
             subdirs[:] = [d for d in subdirs if d not in ("templates", "charts")]

@@ -78,3 +78,12 @@ def test_a_workflow_without_vllm_is_no_workload_and_no_note(tmp_path):
     files, found, notes, unread = __import__("kvdoctor.scan.run", fromlist=["x"]).read_manifests(
         [str(_file(tmp_path, text, "lint.yml"))])
     assert (found, unread, notes) == ([], [], [])
+
+
+def test_a_walk_reads_the_github_directory_and_skips_other_dot_directories(tmp_path):
+    (tmp_path / ".github" / "workflows").mkdir(parents=True)
+    _file(tmp_path / ".github" / "workflows", WORKFLOW, "e2e.yml")
+    (tmp_path / ".cache").mkdir()
+    _file(tmp_path / ".cache", WORKFLOW, "copy.yml")
+    found = __import__("kvdoctor.scan.run", fromlist=["x"]).read_manifests([str(tmp_path)])[1]
+    assert [(w.name, w.file.rsplit("/", 2)[-2]) for w in found] == [("e2e", "workflows")]
