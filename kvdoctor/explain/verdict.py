@@ -161,7 +161,18 @@ FOREIGN_ERROR = re.compile(
     # glog's and torch c10's 'E0822 16:31:16' ('[E822 16:31:16.131931664 ProcessGroupNCCL.cpp:632]': c10 drops the 0)
     r"|^\[?[EF]\d{3,4} \d\d:\d\d:\d\d|^\[[EF] [\w.]+:\d+\]"
     # Ray's C++ components (raylet, core worker, GCS): '[2024-06-25 16:32:00,123 E 4711 4711] file.cc:1: ...'
-    r"|^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [EC] \d+ \d+\]"
+    # ('(raylet) [...]': under the component's tag)
+    r"|^(?:\([\w.-]+\) )?\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [EC] \d+ \d+\]"
+    # torch's C++ exception (c10::Error) as it prints it: its header and its native frames
+    r"|^Exception raised from \S+ at \S+:\d+ \(most recent call first\):|^frame #\d+: .{0,80}\bc10::Error\b"
+    # the CUDA libraries' own status words (cuBLAS, cuDNN, ...) and cuBLAS's argument check
+    r"|\b(?:CUBLAS|CUDNN|CUSPARSE|CUFFT|CURAND|CUSOLVER)_STATUS_(?!SUCCESS\b)[A-Z_]+\b|\bcuDNN error: \S"
+    r"|^\s*\*\* On entry to \w+\s+parameter number \d+ had an illegal value"
+    # a shell that has no such command (vllm not installed in this environment), ninja's failed build step
+    r"|: command not found\b|^(?:\S*/)?(?:ba|z|da|k)?sh: (?:\d+: )?(?:line \d+: )?\S+: not found$"
+    r"|\bcommand not found: \S|^FAILED: \S"
+    # an exception line a Markdown paste wrapped in bold or code marks: **ValueError: ...**, `ValueError: ...`
+    r"|^(?:\*\*|`+|__)(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S"
     r"|^Fatal Python error\b|^Aborted(?: \(core dumped\))?$|\*\*\* SIG[A-Z]+ received\b|\bSegfault encountered\b"
     r"|\bNCCL error\b"
     # the container runtime, the NVIDIA driver and the shell saying the process never ran or was killed
@@ -177,6 +188,8 @@ FOREIGN_ERROR = re.compile(
     # one whose case a paste lost ('permissionError: ...'), and a traceback flattened onto one line by a paste
     # ('File "x.py", line 5, in f raise X(...) requests.exceptions.ConnectionError: ...')
     r"|^(?:\S{1,60}\s+){1,2}(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S|^[a-z]\w*(?:Error|Exception): \S"
+    # an exception as its repr, the way a logger or a wrapper prints it: RuntimeError('Engine loop has died')
+    r"|^(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\((?:'|\"|\)\s*$)"
 
     r"|^File \"[^\"]{1,300}\", line \d+, in \S+ .{0,3000}?\b(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S"
     # an exception whose class is not named ...Error: one from a package's errors / exceptions module
@@ -189,12 +202,13 @@ FOREIGN_ERROR = re.compile(
     r"|^\s*(?:Value error|Assertion failed), \S|\b\d+ validation errors? for [A-Z]\w*|\[(?i:errno|error) \d+\] \S")
 _FOREIGN_WORDS = ("ERROR", "FATAL", "CRITICAL", "level", "Aborted", "SIG", "Segfault", "NCCL error", "rror ",
                   "nvidia-container-cli", "NVML", "NVIDIA-SMI", "Killed", "killed", "curl: (", '"code"',
-                  "Error: ", "Exception: ", "lvl", "severity", "panic", "object", "Out of memory", "oom-kill",
+                  "Error: ", "Exception: ", "Error(", "Exception(", "raised from", "frame #", "_STATUS_",
+                  "cuDNN error", "On entry to", "not found", "FAILED: ", "lvl", "severity", "panic", "object", "Out of memory", "oom-kill",
                   "out of memory", "NCCL WARN", "File \"", '"error"', "alue error, ", "ssertion failed, ", "validation error",
                   "rrno ", "rror ", "rror.", "rrors.", "xception.", "xceptions.", "exc.", "Timeout: ", "Failed: ",
                   "Failure: ", "xception: ", "'error':", "[error]", "[Error]", "[fatal]", "[Fatal]", "[crit", "[Crit", "[emerg]",
                   "[alert]")
-_GLOG_HEAD = re.compile(r"^\[?[EF](?:\d{3,4} | [\w.]+:\d+\])|^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [EC] \d")
+_GLOG_HEAD = re.compile(r"^\[?[EF](?:\d{3,4} | [\w.]+:\d+\])|^(?:\([\w.-]+\) )?\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [EC] \d")
 
 
 # TensorFlow / JAX print these glog errors at import in healthy processes (a second registration of a CUDA plugin)

@@ -278,7 +278,30 @@ def test_a_traceback_excerpt_of_one_frame_and_a_pretty_printed_error_code_are_fa
 def test_methods_of_vllm_a_program_calls_across_releases():
     report = explain_text("TypeError: LLM.generate() got an unexpected keyword argument 'prompt_frob_ids'\n")
     assert report.extra["family"] == "wrapper_api_mismatch" and "prompt_frob_ids" in report.findings[0].title
-    # a vLLM module missing is most often a broken or mixed install, not a program's API use (measured: taking it for
-    # wrapper_api_mismatch named the wrong family on two logs labelled 'other')
-    assert explain_text("ModuleNotFoundError: No module named 'vllm.model_executor.frob_utils'\n"
-                        ).extra["family"] != "wrapper_api_mismatch"
+
+
+def test_more_shapes_of_a_failure_with_no_error_line():
+    failing = [
+        "RuntimeError('Engine loop has died')",  # a logger printing the exception's repr
+        "Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:43 (most recent call "
+        "first):",
+        "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x98 (0x7f in /usr/lib/libc10.so)",
+        "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED",
+        "CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasGemmEx( handle, opa, opb, m, n, k)`",
+        " ** On entry to GEMM_EX  parameter number 5 had an illegal value",
+        "bash: vllm: command not found",
+        "/bin/sh: 1: vllm: not found",
+        "zsh: command not found: vllm",
+        "FAILED: _C.abi3.so",
+        "**ValueError: frob frob**",
+        "`ValueError: frob frob`",
+        "(raylet) [2024-06-25 16:32:00,123 E 123 123] (raylet) worker_pool.cc:553: Some workers of the worker process "
+        "have not registered within the timeout.",
+    ]
+    for line in failing:
+        assert explain_text(line + "\n").exit_code("error") == 1, line
+    healthy = ["INFO 05-02 10:22:18 [utils.py:1] cuBLAS returned CUBLAS_STATUS_SUCCESS",
+               "INFO 05-02 10:22:18 [gpu.py:1] frame #0 rendered",
+               "(raylet) [2024-06-25 16:32:00,123 I 123 123] (raylet) main.cc:1: Raylet started."]
+    for line in healthy:
+        assert explain_text(line + "\n").exit_code("error") == 0, line
