@@ -169,8 +169,9 @@ FOREIGN_ERROR = re.compile(
     r"|\b(?:CUBLAS|CUDNN|CUSPARSE|CUFFT|CURAND|CUSOLVER)_STATUS_(?!SUCCESS\b)[A-Z_]+\b|\bcuDNN error: \S"
     r"|^\s*\*\* On entry to \w+\s+parameter number \d+ had an illegal value"
     # a shell that has no such command (vllm not installed in this environment), ninja's failed build step
-    r"|: command not found\b|^(?:\S*/)?(?:ba|z|da|k)?sh: (?:\d+: )?(?:line \d+: )?\S+: not found$"
-    r"|\bcommand not found: \S|^FAILED: \S"
+    # (the commands that run vLLM: a missing nvidia-smi or ldconfig does not stop it)
+    r"|\b(?:vllm|python3?(?:\.\d+)?|pip3?|ray|torchrun|accelerate|uvicorn|trl|swift|llamafactory-cli|xinference\S*)"
+    r": (?:command )?not found\b|\bcommand not found: (?:vllm|python3?|pip3?|ray|torchrun)\b|^FAILED: \S"
     # an exception line a Markdown paste wrapped in bold or code marks: **ValueError: ...**, `ValueError: ...`
     r"|^(?:\*\*|`+|__)(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S"
     r"|^Fatal Python error\b|^Aborted(?: \(core dumped\))?$|\*\*\* SIG[A-Z]+ received\b|\bSegfault encountered\b"
