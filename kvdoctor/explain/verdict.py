@@ -189,6 +189,11 @@ FOREIGN_ERROR = re.compile(
     # one whose case a paste lost ('permissionError: ...'), and a traceback flattened onto one line by a paste
     # ('File "x.py", line 5, in f raise X(...) requests.exceptions.ConnectionError: ...')
     r"|^(?:\S{1,60}\s+){1,2}(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S|^[a-z]\w*(?:Error|Exception): \S"
+    # the lines only a traceback or an exception's report holds: Python's chaining markers, pydantic's validation
+    # footer, Triton's ptxas repro line (a log cut after the exception keeps these)
+    r"|^During handling of the above exception, another exception occurred:$"
+    r"|^The above exception was the direct cause of the following exception:$"
+    r"|^\s*For further information visit https://errors\.pydantic\.dev/\S+/v/\w+|^Repro command: \S*ptxas\b"
     # an exception as its repr, the way a logger or a wrapper prints it: RuntimeError('Engine loop has died')
     r"|^(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\((?:'|\"|\)\s*$)"
 
@@ -204,7 +209,8 @@ FOREIGN_ERROR = re.compile(
 _FOREIGN_WORDS = ("ERROR", "FATAL", "CRITICAL", "level", "Aborted", "SIG", "Segfault", "NCCL error", "rror ",
                   "nvidia-container-cli", "NVML", "NVIDIA-SMI", "Killed", "killed", "curl: (", '"code"',
                   "Error: ", "Exception: ", "Error(", "Exception(", "raised from", "frame #", "_STATUS_",
-                  "cuDNN error", "On entry to", "not found", "FAILED: ", "lvl", "severity", "panic", "object", "Out of memory", "oom-kill",
+                  "cuDNN error", "On entry to", "not found", "FAILED: ", "During handling", "above exception",
+                  "errors.pydantic", "Repro command", "lvl", "severity", "panic", "object", "Out of memory", "oom-kill",
                   "out of memory", "NCCL WARN", "File \"", '"error"', "alue error, ", "ssertion failed, ", "validation error",
                   "rrno ", "rror ", "rror.", "rrors.", "xception.", "xceptions.", "exc.", "Timeout: ", "Failed: ",
                   "Failure: ", "xception: ", "'error':", "[error]", "[Error]", "[fatal]", "[Fatal]", "[crit", "[Crit", "[emerg]",

@@ -306,3 +306,13 @@ def test_more_shapes_of_a_failure_with_no_error_line():
                "(raylet) [2024-06-25 16:32:00,123 I 123 123] (raylet) main.cc:1: Raylet started."]
     for line in healthy:
         assert explain_text(line + "\n").exit_code("error") == 0, line
+
+
+def test_the_lines_only_a_traceback_holds_stand_for_it_in_a_log_cut_after_it():
+    for line in ("During handling of the above exception, another exception occurred:",
+                 "The above exception was the direct cause of the following exception:",
+                 "    For further information visit https://errors.pydantic.dev/2.13/v/value_error",
+                 "Repro command: /venv/triton/backends/nvidia/bin/ptxas -lineinfo -v --gpu-name=sm_121a /tmp/x.ptx"):
+        assert explain_text(line + "\n").exit_code("error") == 1, line
+    report = explain_text("Repo model meta-llama/Llama-2-7b-hf is gated. You must be authenticated to access it.\n")
+    assert report.extra["family"] == "hf_download"
