@@ -33,10 +33,30 @@ def fill_known(template: str, facts: dict[str, Any]) -> str:
     if not template:
         return template
     sentences = _SENTENCE_END.split(template.strip())
-    kept = [s for s in sentences if not _needs_missing(s, facts)]
+    kept = [s if not _needs_missing(s, facts) else _leading_clauses(s, facts) for s in sentences]
+    kept = [s for s in kept if s]
     if not kept:
         return fill(_marked(template, facts), facts)
     return fill(" ".join(kept), facts)
+
+
+_CLAUSE_END = re.compile(r"(?<=\S)(?:: |; )")
+
+
+def _leading_clauses(sentence: str, facts: dict[str, Any]) -> str:
+    """A sentence that needs a missing value, cut before its first clause (after ': ' or '; ') that needs one, when
+    a whole clause comes before it ('X has no bfloat16 arithmetic: vLLM {missing} stops' -> 'X has no bfloat16
+    arithmetic.'); '' when its first clause needs one."""
+    clauses = _CLAUSE_END.split(sentence)
+    kept = []
+    for clause in clauses:
+        if _needs_missing(clause, facts):
+            break
+        kept.append(clause)
+    if not kept or len(kept) == len(clauses):
+        return ""
+    lead = sentence[: sentence.index(kept[-1]) + len(kept[-1])]  # the clauses with their own separators
+    return lead.rstrip(" ,:;") + "."
 
 
 def missing_sentence(names: list[str]) -> str:

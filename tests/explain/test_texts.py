@@ -55,3 +55,12 @@ def test_no_rule_reads_unfilled_when_the_log_gives_no_value(rule):
     finding = finding_with_log_values(rule, {})
     texts = [finding.title, finding.cause] + [fix.title for fix in finding.fixes]
     assert not any(UNFILLED.search(text) for text in texts), texts
+
+
+def test_a_sentence_keeps_its_clauses_before_the_first_one_that_needs_a_missing_value():
+    from kvdoctor.explain.texts import fill_known
+
+    template = "{gpu.name} has no bfloat16 arithmetic: vLLM {vllm.version} stops with \"{log.msg}\". Use float16."
+    assert fill_known(template, {"gpu.name": "Tesla V100"}) == "Tesla V100 has no bfloat16 arithmetic. Use float16."
+    # a first clause that needs one drops the whole sentence
+    assert fill_known("{log.a} is wrong: fix it. Then rerun.", {}) == "Then rerun."
