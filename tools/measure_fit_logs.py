@@ -13,8 +13,9 @@ own fact collection on the entry's inputs (its config.json, --gpu, the release, 
   took") vs logged, and the rest (activation peak + non-torch + CUDA graphs as modelled) vs what the log implies
   (utilization x device memory - logged weights - logged available KV).
 
-Seen entries get a table; held-back ones (heldout: true) only aggregates (median / 90th percentile of |error|, how
-many within the band). `--budget FILE` replaces kv_memory.yaml's `budget:` numbers (a YAML mapping of the same keys)
+Seen entries get a table; held-back ones (heldout: true) only aggregates (median / 90th percentile of |error|, how many
+within the band), per batch (`batch:` in the index, 1 when absent; each batch's held-back quarter was drawn on its own)
+and for the whole set. `--budget FILE` replaces kv_memory.yaml's `budget:` numbers (a YAML mapping of the same keys)
 for a what-if, without editing the data file.
 
     .venv-ci/bin/python tools/measure_fit_logs.py [--budget FILE] [--json OUT]
@@ -117,8 +118,8 @@ def measure(entry: dict) -> dict:
     """One entry's comparison (all GiB figures in GiB, errors relative to the logged figure)."""
     logged = entry["logged"]
     facts = fit_facts(entry)
-    row: dict = {"name": entry["name"], "heldout": bool(entry.get("heldout")), "judged_as": entry["judged_as"],
-                 "gpu": entry.get("gpu"), "known_miss": entry.get("known_miss")}  # fmt: skip
+    row: dict = {"name": entry["name"], "batch": entry.get("batch", 1), "heldout": bool(entry.get("heldout")),
+                 "judged_as": entry["judged_as"], "gpu": entry.get("gpu"), "known_miss": entry.get("known_miss")}  # fmt: skip
     if "error" in facts:
         row["error"] = facts["error"]
     row["bpt"] = facts.get("memory.kv_bytes_per_token")
@@ -257,14 +258,22 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         use_budget(overrides.get("budget", overrides))
     rows = [measure(e) for e in load_index()]
-    seen = [r for r in rows if not r["heldout"]]
-    held = [r for r in rows if r["heldout"]]
     print(f"budget: {args.budget or 'kvdoctor/data/kv_memory.yaml'}")
-    print_table(seen)
-    print("\nseen entries:", json.dumps(aggregate(seen), indent=1))
-    print("held-back entries (aggregates only):", json.dumps(aggregate(held), indent=1))
+    report: dict = {}
+    for batch in sorted({r["batch"] for r in rows}):  # each batch's held-back quarter was drawn on its own
+        seen = [r for r in rows if r["batch"] == batch and not r["heldout"]]
+        held = [r for r in rows if r["batch"] == batch and r["heldout"]]
+        print(f"\n== batch {batch}")
+        print_table(seen)
+        print(f"\nbatch {batch} seen entries:", json.dumps(aggregate(seen), indent=1))
+        print(f"batch {batch} held-back entries (aggregates only):", json.dumps(aggregate(held), indent=1))
+        report[f"batch {batch}"] = {"seen": seen, "heldout": aggregate(held)}
+    seen, held = [r for r in rows if not r["heldout"]], [r for r in rows if r["heldout"]]
+    print("\nall seen entries:", json.dumps(aggregate(seen), indent=1))
+    print("all held-back entries (aggregates only):", json.dumps(aggregate(held), indent=1))
     if args.json:
-        args.json.write_text(json.dumps({"seen": seen, "heldout": aggregate(held)}, indent=1, default=str))
+        report["all"] = {"seen": aggregate(seen), "heldout": aggregate(held)}
+        args.json.write_text(json.dumps(report, indent=1, default=str))
     return 0
 
 
