@@ -13,7 +13,8 @@ from kvdoctor.data.gpus import gpu_table
 from kvdoctor.model.facts import Facts
 from kvdoctor.vllm_pack.candidates import Candidates, agree, describe_range
 from kvdoctor.vllm_pack.dtypes import resolve_dtype
-from kvdoctor.vllm_pack.quantization import QuantVerdict, judge_quantization, release_quantization
+from kvdoctor.vllm_pack.quantization import (QuantVerdict, judge_quantization, release_quantization,
+                                             without_checkpoint)
 from kvdoctor.vllm_pack.quantization_moe import (backend_answer, dense_kind, dense_method_kind, moe_kind,
                                                   native_capabilities)
 from kvdoctor.vllm_pack.quantization_mixed import judge_mixed, quantized_layers
@@ -91,6 +92,8 @@ def quantization_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
                                   quant_config=quant_config, moe=bool(model and model.is_moe), **identity)  # fmt: skip
 
     verdicts = {r.version: judge(r) for r in read}
+    if model is None and requested is not None:  # the checkpoint's own quantization_config is unknown
+        verdicts = {v: without_checkpoint(release_quantization(v), requested, x) for v, x in verdicts.items()}
     refused = [v for v, x in verdicts.items() if x.error_kind not in (None, "none")]
     newest = verdicts[refused[-1]] if refused else None
     pick = lambda attr: agree(read, lambda r: getattr(verdicts[r.version], attr)).value  # noqa: E731
@@ -105,7 +108,7 @@ def quantization_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
         undecided.append(mixed["quant.undecided"])
     mixed.pop("quant.undecided", None)
     return dict.fromkeys(names) | mixed | {
-        "quant.checkpoint_method": checkpoint or "none",
+        "quant.checkpoint_method": checkpoint or ("none" if model is not None else None),
         "quant.method": pick("method"),
         "quant.error_kind": pick("error_kind"),
         "quant.error": newest.error if newest else pick("error"),

@@ -222,6 +222,23 @@ def judge_quantization(release: ReleaseQuantization, *, checkpoint: str | None, 
     return _start(release, method, capability, model_dtype, allow_deprecated, quant_config, moe)
 
 
+def without_checkpoint(release: ReleaseQuantization, requested: str, verdict: QuantVerdict) -> QuantVerdict:
+    """The verdict on an unregistered `--quantization` when the model's config was not read. vLLM asks every
+    method's override_quantization_method with a checkpoint's quantization_config before it checks the name
+    (ModelConfig._verify_quantization), and an override that claims whatever was asked (ModelOpt's, for an NVFP4
+    checkpoint) replaces `--quantization`: where the release has such an override, the checkpoint decides."""
+    if verdict.error_kind != "unknown_method":
+        return verdict
+    words = dict.fromkeys(word for m in release.methods.values() for word in m.override_mentions)
+    rescuers = sorted({c for word in words for c in release.claimed_by_override(word, requested)})
+    if not rescuers:
+        return verdict  # refused whatever the checkpoint: unknown without one, a mismatch with one
+    named = ", ".join(rescuers[:3]) + (f" and {len(rescuers) - 3} more" if len(rescuers) > 3 else "")
+    return _undecided(f"--quantization {requested} is not registered, but vLLM first asks the "
+                      f"override_quantization_method of {named} with a quantized checkpoint's config, and a claim "
+                      f"replaces --quantization (as ModelOpt's does for NVFP4): config.json decides", verdict.where)
+
+
 def _start(release: ReleaseQuantization, method: str, capability: int | None, model_dtype: str | None,
            allow_deprecated: bool, quant_config: dict | None = None, moe: bool = False) -> QuantVerdict:  # fmt: skip
     """The checks once the method is settled: registered, deprecated, minimum capability, activation dtype."""

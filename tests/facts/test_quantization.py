@@ -101,6 +101,20 @@ def test_an_unknown_method_is_refused_in_vllms_words(run_cli):
     assert "KVD191" in out.stdout and "Unknown quantization method: fp9. Must be one of ['awq'," in out.stdout
 
 
+def test_an_unregistered_method_without_the_models_config_is_left_to_the_checkpoint(run_cli, tmp_path):
+    """A public launcher (vLLM 0.24.0, an NVFP4 checkpoint on a volume) passes --quantization fp4, which 0.24.0 does
+    not register: ModelOpt's override claims an NVFP4 checkpoint whatever was asked, so without the model's config
+    the refusal is not decided (KVD195 naming config.json), never an error; with an unquantized config it is."""
+    script = tmp_path / "serve.sh"
+    script.write_text("docker run --gpus all vllm/vllm-openai:v0.24.0 --model nvidia/Some-NVFP4 --quantization fp4\n")
+    out = run_cli("scan", str(script), "--format", "json")
+    findings = {f["rule_id"]: f for w in json.loads(out.stdout)["workloads"] for f in w["report"]["findings"]}
+    assert "KVD191" not in findings or findings["KVD191"]["status"] != "fired", findings.get("KVD191")
+    assert findings["KVD195"]["status"] == "fired" and "config.json decides" in findings["KVD195"]["cause"]
+    known = derived_facts(_facts(vllm="0.24.0", serve=("--quantization", "fp4")))
+    assert known["quant.error_kind"] == "unknown_method" and _verdict(known)["KVD191"] == "fired"
+
+
 def test_an_override_that_may_claim_the_checkpoint_stays_undecided_not_passed():
     """An AWQ checkpoint served with --quantization moe_wna16 (0.33.0): whether vLLM's AWQ overrides claim it
     depends on checks kvdoctor does not replay, so it is undecided (KVD195), never a PASS or a guessed FAIL."""
