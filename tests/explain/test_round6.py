@@ -316,3 +316,21 @@ def test_the_lines_only_a_traceback_holds_stand_for_it_in_a_log_cut_after_it():
         assert explain_text(line + "\n").exit_code("error") == 1, line
     report = explain_text("Repo model meta-llama/Llama-2-7b-hf is gated. You must be authenticated to access it.\n")
     assert report.extra["family"] == "hf_download"
+
+
+def test_other_releases_wordings_of_known_checks():
+    # the message index's templates in the same file:function as a family's matched ones (vLLM 0.7-0.34)
+    cases = {
+        "ValueError: The prompt (total length 9000) is too long to fit into the model (context length 8192).":
+            "prompt_exceeds_max_model_len",
+        "ValueError: Tensor parallel size (4) cannot be larger than the number of available GPUs (2).":
+            "device_placement",
+        "ValueError: Not enough resources to allocate 8 DP ranks on DP master node 10.0.0.1, possible to fit 4 DP ranks.":
+            "device_placement",
+        "ValueError: --kv-cache-dtype nvfp4 requires the SM100 trtllm-gen FlashInfer path.": "nvfp4_kv",
+        "LocalEntryNotFoundError: Cannot find the requested files in the disk cache and outgoing traffic has been "
+        "disabled.": "hf_download",
+        "ValueError: Could not find config.json for remote GGUF model repo.": "model_config_missing",
+    }
+    for line, family in cases.items():
+        assert explain_text(line + "\n").extra["family"] == family, line
