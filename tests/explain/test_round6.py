@@ -334,3 +334,9 @@ def test_other_releases_wordings_of_known_checks():
     }
     for line, family in cases.items():
         assert explain_text(line + "\n").extra["family"] == family, line
+
+
+def test_a_kubectl_pod_row_whose_status_is_a_failure():
+    assert explain_text("vllm-7d9f8c6b5-x2k4p   0/1     Error     3 (40s ago)   2m\n").exit_code("error") == 1
+    assert explain_text("vllm-7d9f8c6b5-x2k4p   0/1     Init:Error     0   2m\n").exit_code("error") == 1
+    assert explain_text("vllm-7d9f8c6b5-x2k4p   1/1     Running     0   2m\n").exit_code("error") == 0
