@@ -119,7 +119,8 @@ def measure(entry: dict) -> dict:
     logged = entry["logged"]
     facts = fit_facts(entry)
     row: dict = {"name": entry["name"], "batch": entry.get("batch", 1), "heldout": bool(entry.get("heldout")),
-                 "judged_as": entry["judged_as"], "gpu": entry.get("gpu"), "known_miss": entry.get("known_miss")}  # fmt: skip
+                 "judged_as": entry["judged_as"], "gpu": entry.get("gpu"),
+                 "known_miss": entry.get("known_miss")}  # fmt: skip
     if "error" in facts:
         row["error"] = facts["error"]
     row["bpt"] = facts.get("memory.kv_bytes_per_token")
