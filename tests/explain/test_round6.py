@@ -340,3 +340,12 @@ def test_a_kubectl_pod_row_whose_status_is_a_failure():
     assert explain_text("vllm-7d9f8c6b5-x2k4p   0/1     Error     3 (40s ago)   2m\n").exit_code("error") == 1
     assert explain_text("vllm-7d9f8c6b5-x2k4p   0/1     Init:Error     0   2m\n").exit_code("error") == 1
     assert explain_text("vllm-7d9f8c6b5-x2k4p   1/1     Running     0   2m\n").exit_code("error") == 0
+
+
+def test_a_warning_is_taken_for_a_raise_only_in_a_release_that_raises_it():
+    # vllm/config/model.py:ModelConfig._verify_tokenizer_mode raises this in 0.9.2-0.11.2 only
+    warning = "WARNING 05-02 10:22:18 [config.py:1] Unknown tokenizer mode: frob. Must be one of ['auto', 'slow'].\n"
+    assert explain_text(warning).exit_code("error") == 1
+    # a release the index holds no raise site of it for (0.6): a warning of that release, not a raise
+    assert explain_text("INFO 05-02 10:22:17 [api_server.py:1] vLLM API server version 0.6.3\n" + warning
+                        ).exit_code("error") == 0
