@@ -40,11 +40,11 @@ def fill_known(template: str, facts: dict[str, Any]) -> str:
     return fill(" ".join(kept), facts)
 
 
-_CLAUSE_END = re.compile(r"(?<=\S)(?:: |; )")
+_CLAUSE_END = re.compile(r"(?<=\S)(?:: |; |, so )")
 
 
 def _leading_clauses(sentence: str, facts: dict[str, Any]) -> str:
-    """A sentence that needs a missing value, cut before its first clause (after ': ' or '; ') that needs one, when
+    """A sentence that needs a missing value, cut before its first clause (after ': ', '; ', ', so ') that needs one, when
     a whole clause comes before it ('X has no bfloat16 arithmetic: vLLM {missing} stops' -> 'X has no bfloat16
     arithmetic.'); '' when its first clause needs one."""
     clauses = _CLAUSE_END.split(sentence)

@@ -64,3 +64,4 @@ def test_a_sentence_keeps_its_clauses_before_the_first_one_that_needs_a_missing_
     assert fill_known(template, {"gpu.name": "Tesla V100"}) == "Tesla V100 has no bfloat16 arithmetic. Use float16."
     # a first clause that needs one drops the whole sentence
     assert fill_known("{log.a} is wrong: fix it. Then rerun.", {}) == "Then rerun."
+    assert fill_known("No check guards it, so on {gpu.name} it crashes.", {}) == "No check guards it."
