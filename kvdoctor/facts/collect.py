@@ -46,6 +46,9 @@ class CheckOptions:
     any_release: bool = False
     """The target's vLLM is an environment's of unknown age (scan: vllm serve run from a venv, no image): with the
     version unknown, arguments that a release kvdoctor read only in part accepts are not taken as refused."""
+    serves: bool = False
+    """The command is a deployment's (scan), even one that is only the image's entrypoint: without a model in it,
+    vLLM serves its parser's default model. A command pasted to check without one is refused (likely a slip)."""
     local_packages: bool = True
     """Whether the target is this machine; False (scan: the image's packages and the node's GPU are unknown) reads
     no installed vLLM or FlashInfer, and no local GPU when --gpu names none."""
@@ -66,6 +69,8 @@ def collect_facts(options: CheckOptions) -> Facts:
     command = parse_serve_command(argv, options.environ)
     serve = _merge_flags(command.serve, options)
     model_arg = _one_model(options.model, command.model)
+    if not model_arg and options.serves:  # a deployment's vLLM serves its parser's default model
+        model_arg = release_default_model(versions.vllm)
     if not model_arg:
         raise UsageError(
             "nothing to judge: no model given",
@@ -107,6 +112,15 @@ def _as_vllm_reads_it(tokens: list[str], vllm_version: str | None) -> list[str]:
     if not spellings:
         return tokens
     return [words[0] if len(set(words)) == 1 else typed for typed, *words in zip(tokens, *spellings)]
+
+
+def release_default_model(version: str | None) -> str | None:
+    """The model `vllm serve` serves when its command names none: the `--model` default of that release's parser
+    (facebook/opt-125m to 0.9.2, Qwen/Qwen3-0.6B from 0.10.2), or of every candidate release when they agree."""
+    from kvdoctor.vllm_pack.candidates import candidates
+
+    defaults = {getattr(r.serve_args.get("--model"), "default", None) for r in candidates(version).releases}
+    return defaults.pop() if len(defaults) == 1 else None
 
 
 def _one_model(flag: str | None, pasted: str | None) -> str | None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from kvdoctor.base.errors import KvdoctorError
 from kvdoctor.data.fact_names import fact_registry
+from kvdoctor.facts.collect import release_default_model
 from kvdoctor.facts.probes.serve_args import parse_serve_command
 from kvdoctor.scan.image import image_version
 from kvdoctor.scan.serving_crds import PROFILE_PREFIXES
@@ -77,17 +78,25 @@ def deployment_facts(workload: Workload, defaults, settings) -> DeploymentFacts:
     unjudged: list[str] = []
     gpu = _gpu(workload, defaults, values, sources, notes, unjudged)
     environ = _environ(workload, settings, values, sources, notes)
-    model, model_path = _model(workload, defaults, sources, notes)
+    model, model_path = _model(workload, version, defaults, sources, notes)
     _gpu_count(workload, values, sources, notes)
     return DeploymentFacts(gpu, version, environ, model, model_path, _data_parallel(workload), values, sources,
                            tuple(notes), tuple(unjudged))  # fmt: skip
 
 
-def _model(workload: Workload, defaults, sources, notes) -> tuple[str | None, str | None]:
-    """(the model as written, the local path it resolves to or None)."""
+def _model(workload: Workload, version: str | None, defaults, sources, notes) -> tuple[str | None, str | None]:
+    """(the model as written, or the release's default when the command names none; the local path it resolves to
+    or None)."""
     model = parse_serve_command([t.text for t in workload.argv], {}).model
     if model is None:
-        return None, None
+        default = release_default_model(version)
+        if default is None:
+            return None, None
+        notes.append(f"the command names no model: vLLM {version or '(every candidate release)'} serves its "
+                     f"parser's default, {default}")
+        sources["model."] = workload.at(workload.command_line or workload.image_line or workload.line,
+                                        f"model {default} (vLLM's default)")
+        return default, None
     token = next((t for t in workload.argv if t.text in (model, f"--model={model}")), None)
     if token is not None:
         sources["model."] = workload.at(token.line, f"model {model}")

@@ -74,6 +74,7 @@ def judge(workload: Workload, defaults: ScanDefaults, settings: CheckSettings) -
             gpu=deployment.gpu,
             vllm_version=deployment.vllm_version,
             any_release=workload.image is None and deployment.vllm_version is None,  # a venv's vLLM, of any age
+            serves=True,
             offline=defaults.offline,
             cache_dir=defaults.cache_dir,
             environ=deployment.environ,

@@ -241,3 +241,23 @@ def test_env_from_a_config_map_in_another_scanned_file_gives_its_values_on_its_l
     alone = scan([str(tmp_path / "deploy.yaml")], tmp_path, gpu="L4").workloads[0]  # the ConfigMap not scanned
     assert not [p for p in alone.placed if p.finding.rule_id == "KVD201"]
     assert any("--tensor-parallel-size takes its value from $(TP)" in n for n in alone.report.notes)
+
+
+def test_a_vllm_image_run_without_a_command_serves_the_releases_default_model(tmp_path):
+    """A Compose service that runs vllm/vllm-openai with no command (a real public file): vLLM serves its parser's
+    `--model` default, so the workload is checked with it (said in a note), not an input error."""
+    from kvdoctor.check.run import CheckSettings
+    from kvdoctor.scan.judge import ScanDefaults
+    from kvdoctor.scan.run import run_scan
+
+    compose = tmp_path / "docker-compose.yml"
+    compose.write_text("services:\n  llm:\n    image: vllm/vllm-openai:v0.8.5\n"
+                       "  llm-new:\n    image: vllm/vllm-openai:v0.25.1\n")
+    report = run_scan([str(compose)], ScanDefaults(offline=True, cache_dir=tmp_path / "cache"), CheckSettings(compile=False))
+    results = {r.workload.name: r for r in report.workloads}
+    assert set(results) == {"llm", "llm-new"}
+    for name, default in (("llm", "facebook/opt-125m"), ("llm-new", "Qwen/Qwen3-0.6B")):
+        result = results[name]
+        assert result.error is None and result.report is not None, result.error
+        assert any(f"serves its parser's default, {default}" in n for n in result.workload.notes + result.report.notes)
+        assert result.sources["model."].what == f"model {default} (vLLM's default)"
