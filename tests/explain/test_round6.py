@@ -349,3 +349,15 @@ def test_a_warning_is_taken_for_a_raise_only_in_a_release_that_raises_it():
     # a release the index holds no raise site of it for (0.6): a warning of that release, not a raise
     assert explain_text("INFO 05-02 10:22:17 [api_server.py:1] vLLM API server version 0.6.3\n" + warning
                         ).exit_code("error") == 0
+
+
+def test_an_oom_without_its_numbers_and_a_kv_cache_with_no_room():
+    for line in ("torch.cuda.OutOfMemoryError: CUDA out of memory.", "[rank0]: torch.OutOfMemoryError: CUDA out of memory"):
+        assert explain_text(line + "\n").extra["family"] == "oom_profiling", line
+    for line in ("INFO 05-02 10:22:18 [gpu_worker.py:1] Available KV cache memory: 0.00 GiB",
+                 "INFO 05-02 10:22:18 [gpu_worker.py:1] Available KV cache memory: -2.77 GiB",
+                 "INFO 05-02 10:22:18 [kv_cache_utils.py:1] GPU KV cache size: 0 tokens"):
+        report = explain_text(line + "\n")
+        assert report.exit_code("error") == 1 and report.extra["family"] == "kv_cache_too_small", line
+    assert explain_text("INFO 05-02 10:22:18 [gpu_worker.py:1] Available KV cache memory: 0.50 GiB\n"
+                        ).exit_code("error") == 0
