@@ -89,6 +89,9 @@ def render_chart(chart: Path, values_files: Sequence[Path] = (), values: dict | 
     renderer = Renderer()
     jobs = _parse_templates(renderer, _charts(chart, metadata, merge_values(_load_values(chart / "values.yaml"), user),
                                               0), release, namespace, result)  # fmt: skip
+    for name, where in missing_dependencies(chart, metadata, merge_values(_load_values(chart / "values.yaml"), user)):
+        result.failures.append((chart / "Chart.yaml", None, f"not rendered: dependency {name} ({where}) is not in "
+                                f"charts/: its templates are not here (`helm dependency build` fetches it)"))
     for template, key, dot in jobs:
         try:
             output = renderer.render(key, dot)
@@ -162,11 +165,49 @@ def _subchart_dirs(directory: Path, metadata: dict, values: dict) -> list[tuple[
     charts = directory / "charts"
     if charts.is_dir():
         for path in sorted(charts.iterdir()):
+            if path.name.endswith(".tgz") and path.is_file():
+                path = _unpacked(path)
+                if path is None:
+                    continue
             if (path / "Chart.yaml").is_file() and path.resolve() not in seen:
                 dependency = by_name.get(path.name, {})
                 found.append((path, dependency.get("alias")))
     return [(path, alias) for path, alias in found if _enabled(by_name.get(path.name) or
                                                                _by_alias(dependencies, alias), values)]  # fmt: skip
+
+
+def missing_dependencies(directory: Path, metadata: dict, values: dict) -> list[tuple[str, str]]:
+    """(name, where from) of each enabled dependency from a chart repository or OCI registry that charts/ lacks
+    (neither unpacked nor a .tgz): Helm refuses to render without it, and its templates may build the workloads."""
+    charts = directory / "charts"
+    present = {p.name for p in charts.iterdir()} if charts.is_dir() else set()
+    missing = []
+    for dependency in metadata.get("dependencies") or []:
+        if not isinstance(dependency, dict) or str(dependency.get("repository") or "").startswith("file://"):
+            continue
+        name = str(dependency.get("name") or "")
+        if not name or not _enabled(dependency, values):
+            continue
+        if name in present or any(p.startswith(f"{name}-") and p.endswith(".tgz") for p in present):
+            continue
+        version = f" {dependency['version']}" if dependency.get("version") else ""
+        missing.append((name, f"{dependency.get('repository') or 'no repository'}{version}"))
+    return missing
+
+
+def _unpacked(archive: Path) -> Path | None:
+    """A packed subchart (charts/NAME-VERSION.tgz, as `helm dependency build` leaves it) unpacked into a temporary
+    folder (data files only, nothing outside it): the chart directory inside, or None when it holds none."""
+    import tarfile
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="kvdoctor-subchart-"))
+    try:
+        with tarfile.open(archive, "r:gz") as packed:
+            packed.extractall(folder, filter="data")
+    except (tarfile.TarError, OSError, EOFError):
+        return None
+    return next((p for p in sorted(folder.iterdir()) if (p / "Chart.yaml").is_file()), None)
 
 
 def _by_alias(dependencies: list[dict], alias: str | None) -> dict:

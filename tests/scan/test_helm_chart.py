@@ -302,3 +302,36 @@ def test_files_capabilities_lookup_and_the_release_as_helm_template_gives_them(t
     assert rendered.text.splitlines() == [
         'a: "--max-model-len 4096"', 'b: ""', 'c: ""', "d: ", "  args.txt: --max-model-len 4096",
         "e: v1.31.0 false true", "f: {}", "g: demo default Helm 1.2.3 0.9 demo/templates/cm.yaml"]
+
+
+def test_a_dependency_from_a_chart_repository_not_in_charts_is_named_not_hidden(tmp_path):
+    """A real chart (tylertitsworth/ai-cluster's vllm) is a values file over bjw-s app-template from its Helm
+    repository: without `helm dependency build` its templates are not in the tree, so the chart is reported as not
+    rendered, naming the dependency, never as a tree in which nothing runs vLLM. Once charts/ holds it, no such line."""
+    chart = tmp_path / "vllm"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: vllm\nversion: 0.1.0\ndependencies:\n"
+                                      "  - name: app-template\n    version: 3.x.x\n"
+                                      "    repository: https://bjw-s-labs.github.io/helm-charts/\n"
+                                      "  - name: off\n    version: 1.0.0\n    repository: oci://example/charts\n"
+                                      "    condition: off.enabled\n")
+    (chart / "values.yaml").write_text("app-template:\n  controllers: {}\n")
+    failures = [why for _, _, why in render_chart(chart).failures]
+    assert failures == ["not rendered: dependency app-template (https://bjw-s-labs.github.io/helm-charts/ 3.x.x) "
+                        "is not in charts/: its templates are not here (`helm dependency build` fetches it)"]
+    # `helm dependency build` leaves it packed in charts/: unpacked and rendered under its key
+    import io
+    import tarfile
+
+    (chart / "charts").mkdir()
+    with tarfile.open(chart / "charts" / "app-template-3.7.3.tgz", "w:gz") as packed:
+        for name, text in (("app-template/Chart.yaml", "apiVersion: v2\nname: app-template\nversion: 3.7.3\n"),
+                           ("app-template/templates/pod.yaml", "kind: Pod\nmetadata:\n  name: {{ .Release.Name }}\n"
+                            "spec:\n  containers: {{ .Values.controllers | toJson }}\n")):
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            packed.addfile(info, io.BytesIO(data))
+    rendered = render_chart(chart)
+    assert rendered.failures == []
+    assert [t.text for t in rendered.templates] == ["kind: Pod\nmetadata:\n  name: vllm\nspec:\n  containers: {}\n"]
