@@ -167,7 +167,8 @@ def _why_not_modelled(flat, facts: Facts, kinds, release, serve: ServeMemory) ->
     if "chunked" in kinds and not flat.get("model.attention_chunk_size"):
         return "config.json does not give the attention chunk size"
     if serve.unmodelled:
-        return f"{', '.join(serve.unmodelled)} change the KV cache in ways kvdoctor does not size yet"
+        verb = "changes" if len(serve.unmodelled) == 1 else "change"
+        return f"{', '.join(serve.unmodelled)} {verb} the KV cache in ways kvdoctor does not size yet"
     skip = _skip_layers_unsized(facts, kinds, release, serve)
     if skip:
         return skip

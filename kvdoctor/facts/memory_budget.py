@@ -171,9 +171,10 @@ def parsed_json(text: str | None) -> dict[str, Any] | None:
 
 
 UNMODELLED_FLAGS = ("--kv-transfer-config", "--num-gpu-blocks-override", "--decode-context-parallel-size",
-                    "--prefill-context-parallel-size", "--disable-hybrid-kv-cache-manager")
+                    "--prefill-context-parallel-size", "--disable-hybrid-kv-cache-manager", "--speculative-config")
 """Serve flags whose effect on the KV-cache layout or budget kvdoctor does not size yet: with any of them the fit is
-undecided, said in words (docs/fit.md)."""
+undecided, said in words (docs/fit.md). --speculative-config: the draft's own KV layers (MTP, EAGLE) and a state
+layer's num_speculative_blocks (MambaSpec.max_memory_usage_bytes, kv_cache_interface.py:298 in 0.17.1)."""
 
 
 def extensible(release, serve: ServeMemory) -> bool:

@@ -9,12 +9,13 @@ import json
 
 import pytest
 
-from conftest import CONFIGS
+from conftest import CONFIGS, FIXTURES
 from kvdoctor.check.run import derived_facts
 from kvdoctor.facts.collect import CheckOptions, collect_facts
 from kvdoctor.facts.kv_capacity import hybrid_block_size, state_page_bytes
 
 GIB = 2**30
+STARTUP_CONFIGS = FIXTURES / "startup_logs" / "configs"
 NEMOTRON_H = {  # the hub's spelling: hybrid_override_pattern, num_hidden_layers given (Nemotron-H-8B's keys, shrunk)
     "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "hidden_size": 1024,
     "num_hidden_layers": 8, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 128,
@@ -171,3 +172,26 @@ def test_tensor_parallel_beyond_the_kv_heads_replicates_their_weights(tmp_path):
     four = flat_for(tmp_path, config, serve=(*serve, "--tensor-parallel-size", "4"))
     assert two["memory.weights_bytes"] == one["memory.weights_bytes"] // 2  # 2 KV heads split evenly over 2 ranks
     assert four["memory.weights_bytes"] == one["memory.weights_bytes"] // 4 + 36 * 2 * 128 * 2048 * 2 // 2
+
+
+def test_qwen3_5_sizes_its_gated_delta_net_state_from_the_text_config(tmp_path):
+    """Qwen3.5-27B (Qwen3_5ForConditionalGeneration, text_config nested): 3 of 4 layers hold a GDN state whose
+    temporal part takes the text config's mamba_ssm_dtype float32 (Qwen3_5ForConditionalGenerationConfig)."""
+    config = json.loads((STARTUP_CONFIGS / "Qwen__Qwen3.5-27B.json").read_text())
+    flat = flat_for(tmp_path, config, vllm="0.19.1", gpu="RTX 3090",
+                    serve=("--max-model-len", "32768", "--tensor-parallel-size", "4", "--kv-cache-memory-bytes", "7G"))
+    assert flat["model.layer_kinds"] == ["state", "state", "state", "full"] * 16
+    state = flat["model.state_layer"]
+    assert state["ssm_dtype"] == "float32"
+    # TP 4: conv (128 x 16 x 2 + 128 x 48) / 4 x 3 x bf16 + temporal 48 / 4 x 128 x 128 x fp32
+    assert state_page_bytes(state, 4, 2, 4) == 2560 * 3 * 2 + 12 * 128 * 128 * 4
+    # attention page 1 KV head x 256 x 2 x 2 = 1,024 B/token: the block rises to 16 x cdiv(801,792, 16 x 1,024)
+    assert flat["memory.block_size"] == 16 * 49 and flat["memory.fit"] == "fits"
+
+
+def test_a_state_model_before_0_23_sizes_without_a_prefill_checkpoint_but_speculation_is_undecided(tmp_path):
+    flat = flat_for(tmp_path, NEMOTRON_H, vllm="0.19.1", serve=("--max-model-len", "8192", "--kv-cache-memory-bytes", "1G"))
+    assert flat["memory.fit"] == "fits"  # no release before 0.32.0 has num_prefill_checkpoint_blocks
+    mtp = flat_for(tmp_path, NEMOTRON_H, vllm="0.19.1", serve=("--max-model-len", "8192", "--kv-cache-memory-bytes", "1G",
+                                                               "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 3}'))  # fmt: skip
+    assert mtp["memory.fit"] == "not_modelled" and "--speculative-config" in mtp["memory.why_not"]
