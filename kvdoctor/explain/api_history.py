@@ -6,13 +6,12 @@ Loaded only when a line of the wrapper_api_mismatch shapes is found: explain on 
 
 from __future__ import annotations
 
-import gzip
-import json
 from functools import lru_cache
 from typing import Any
 
 from kvdoctor.base.versions import pep440_order
 from kvdoctor.data import DATA_DIR
+from kvdoctor.explain.api_history_store import StoredHistory
 
 HISTORY_FILE = DATA_DIR / "api_history.json.gz"
 MAX_PLACES = 2  # a name in more modules than this: the newest ones are named
@@ -20,31 +19,24 @@ MAX_BASES = 3  # how far up a class's bases a field is looked for
 
 
 @lru_cache(maxsize=1)
-def load_history() -> dict[str, Any]:
-    """The stored history, with a short-name index of classes, functions and top-level names (built once)."""
-    history = json.loads(gzip.decompress(HISTORY_FILE.read_bytes()))
-    by_short: dict[str, list[str]] = {}
-    for module, table in history["names"].items():
-        for name in table:
-            by_short.setdefault(name, []).append(module)
-    history["_modules_of"] = by_short
-    return history
+def load_history() -> StoredHistory:
+    """The stored history (its tables parsed when asked for)."""
+    return StoredHistory(HISTORY_FILE)
 
 
-def _ranges(table: dict, owner: str, name: str, owner_ranges: list | None) -> list | None:
-    value = table.get(owner, {}).get(name)
+def _ranges(section: str, owner: str, name: str, owner_ranges: list | None) -> list | None:
+    value = (load_history().table(section, owner) or {}).get(name)
     if value is None:
         return None
     return owner_ranges if value == 0 else value
 
 
 def module_ranges(module: str) -> list | None:
-    return load_history()["modules"].get(module)
+    return load_history().modules.get(module)
 
 
 def name_ranges(module: str, name: str) -> list | None:
-    history = load_history()
-    return _ranges(history["names"], module, name, history["modules"].get(module))
+    return _ranges("names", module, name, module_ranges(module))
 
 
 def owner_ranges(qualified: str) -> list | None:
@@ -55,12 +47,11 @@ def owner_ranges(qualified: str) -> list | None:
 def detail_ranges(kind: str, qualified: str, name: str, depth: int = 0) -> list | None:
     """Ranges of a class member (kind 'members') or a callable's parameter (kind 'params'), a base class's
     counted while the class exists (AsyncEngineArgs takes EngineArgs' fields)."""
-    history = load_history()
     own_class = owner_ranges(qualified)
-    found = _ranges(history[kind], qualified, name, own_class)
+    found = _ranges(kind, qualified, name, own_class)
     if depth < MAX_BASES:
         module = qualified.rpartition(".")[0]
-        for base in history.get("bases", {}).get(qualified, ()):
+        for base in load_history().table("bases", qualified) or ():
             places = qualified_names(base, kind)
             for place in [p for p in places if p.rpartition(".")[0] == module] or places:
                 if place != qualified:
@@ -73,19 +64,17 @@ def _within(ranges: list | None, limits: list | None) -> list | None:
     if not ranges or not limits:
         return None
     inside = _releases_in(ranges) & _releases_in(limits)
-    return merge([[r, r] for r in load_history()["releases"] if r in inside], None)
+    return merge([[r, r] for r in load_history().releases if r in inside], None)
 
 
 def _releases_in(ranges: list) -> set[str]:
-    order = load_history()["releases"]
+    order = load_history().releases
     return {r for low, high in ranges for r in order[order.index(low):order.index(high) + 1]}
 
 
 def qualified_names(short: str, kind: str) -> list[str]:
     """The qualified classes or functions named `short` that the history keeps `kind` of, newest last."""
-    history = load_history()
-    places = [f"{m}.{short}" for m in history["_modules_of"].get(short, ())]
-    return sorted((q for q in places if q in history[kind]), key=lambda q: _last_index(owner_ranges(q)))
+    return sorted(load_history().owners_named(short, kind), key=lambda q: (_last_index(owner_ranges(q)), q))
 
 
 def modules_with(name: str, near: str = "") -> list[str]:
@@ -99,14 +88,14 @@ def modules_with(name: str, near: str = "") -> list[str]:
             shared += 1
         return shared, _last_index(name_ranges(module, name)), -module.count("."), module
 
-    return sorted(load_history()["_modules_of"].get(name, ()), key=rank)
+    return sorted(load_history().modules_with(name), key=rank)
 
 
 def merge(first: list | None, second: list | None) -> list | None:
     """The union of two range lists (over the history's releases), as runs."""
     if not first and not second:
         return None
-    order = load_history()["releases"]
+    order = load_history().releases
     present = _releases_in((first or []) + (second or []))
     runs: list[list[str]] = []
     for i, release in enumerate(order):
@@ -119,13 +108,13 @@ def merge(first: list | None, second: list | None) -> list | None:
 
 
 def _last_index(ranges: list | None) -> int:
-    return load_history()["releases"].index(ranges[-1][1]) if ranges else -1
+    return load_history().releases.index(ranges[-1][1]) if ranges else -1
 
 
 def describe(ranges: list) -> str:
     """'0.4.3-0.11.2 (removed in 0.12.0)', 'from 0.8.3 on', 'in every release read (0.4.3-0.34.0)'."""
     history = load_history()
-    order = history["releases"]
+    order = history.releases
     first, last = order[0], order[-1]
     parts = []
     for low, high in ranges:
@@ -134,7 +123,7 @@ def describe(ranges: list) -> str:
         span = low if low == high else f"{low}-{high}"
         if high == last:
             parts.append(f"from {low} on")
-        elif history.get("complete"):
+        elif history.header.get("complete"):
             parts.append(f"in {span} (removed in {order[order.index(high) + 1]})")
         else:  # the releases between two wheels read were not: the change is somewhere between
             parts.append(f"in {span} (gone by {order[order.index(high) + 1]}, removed in a release between)")
@@ -143,13 +132,13 @@ def describe(ranges: list) -> str:
 
 def install_spec(ranges: list) -> str:
     """A pip requirement true to the newest range: 'vllm>=0.8.3', 'vllm>=0.4.3,<0.12.0', 'vllm==0.9.2'."""
-    order = load_history()["releases"]
+    order = load_history().releases
     low, high = ranges[-1]
     if high == order[-1]:
         return f"vllm>={low}"
     if low == high:
         return f"vllm=={low}"
-    if not load_history().get("complete"):  # the releases after `high` were not read: no claim about them
+    if not load_history().header.get("complete"):  # the releases after `high` were not read: no claim about them
         return f"vllm>={low},<={high}"
     return f"vllm>={low},<{order[order.index(high) + 1]}"
 
@@ -197,7 +186,7 @@ def _found(subject: str, ranges: list, facts: dict[str, Any]) -> dict[str, Any]:
 
 
 def _nowhere(subject: str) -> dict[str, Any]:
-    order = load_history()["releases"]
+    order = load_history().releases
     return {"api_text": f" No vLLM release read ({order[0]}-{order[-1]}, {len(order)} releases) has {subject}: "
                         f"the program patches it in itself, misspells it, or needs a vLLM newer than {order[-1]}.",
             "api_fix": f"Check the program's own vLLM patches and its spelling of {subject}: no vLLM release "
@@ -241,7 +230,7 @@ def _module(module: str, facts: dict[str, Any]) -> dict[str, Any]:
     if ranges:
         return _found(f"the module `{module}`", ranges, facts)
     last = module.rpartition(".")[2]
-    similar = sorted(m for m in load_history()["modules"] if m.rpartition(".")[2] == last)[-MAX_PLACES:]
+    similar = sorted(m for m in load_history().modules if m.rpartition(".")[2] == last)[-MAX_PLACES:]
     out = _nowhere(f"a module `{module}`")
     if similar:
         out["api_text"] += " Modules of that name: " + ", ".join(

@@ -86,7 +86,10 @@ def test_build_packs_ranges_and_rebuilds_byte_identical(tmp_path):
     write(history, first)
     write(build(wheels, tmp_path / "cache", None), second)  # the second build reads the cache
     assert first.read_bytes() == second.read_bytes()
-    assert json.loads(gzip.decompress(first.read_bytes()))["read_whole"] == ["0.1.0", "0.2.0", "0.3.0"]
+    header, *tables = gzip.decompress(first.read_bytes()).decode().splitlines()
+    assert json.loads(header)["read_whole"] == ["0.1.0", "0.2.0", "0.3.0"]
+    assert "P\tvllm.engine.arg_utils.EngineArgs\t" + json.dumps(history["params"]["vllm.engine.arg_utils.EngineArgs"],
+                                                                sort_keys=True, separators=(",", ":")) in tables
 
 
 def test_ranges_of_splits_runs():
@@ -120,3 +123,15 @@ def test_bisection_reads_a_module_only_present_between(tmp_path):
     span = [_release("0.1.0", {}, True), _release("0.1.1", {path: b"X = 1\n"}, False), _release("0.2.0", {}, True)]
     column = module_through(ModuleApis(tmp_path), path, span)
     assert column[0] is ABSENT and column[2] is ABSENT and ("name", "vllm.transient", "X") in column[1]
+
+
+def test_star_imports_re_export_the_target_names_per_release(tmp_path):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    _wheel(wheels, "0.1.0", {"vllm/distributed/__init__.py": b"from .parallel_state import *\n",
+                             "vllm/distributed/parallel_state.py": b"def get_tp_group(): pass\ndef _private(): pass\n"})
+    _wheel(wheels, "0.2.0", {"vllm/distributed/__init__.py": b"",
+                             "vllm/distributed/parallel_state.py": b"def get_tp_group(): pass\n"})
+    history = build(wheels, tmp_path / "cache", None)
+    assert history["names"]["vllm.distributed"] == {"get_tp_group": [["0.1.0", "0.1.0"]]}
+    assert history["names"]["vllm.distributed.parallel_state"]["get_tp_group"] == 0

@@ -48,7 +48,7 @@ class ModuleApis:
             pass
         digest = release.hashes[path]
         source = self._read(release, path)
-        keys = module_api(module_name(path) or "", source)
+        keys = module_api(module_name(path) or "", source, path.endswith("/__init__.py"))
         if not release.read_whole:
             self.fetched += 1
         store_api(self.cache_dir, path, digest, sorted(keys))

@@ -18,9 +18,9 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from kvdoctor.base.versions import pack_order
+from kvdoctor.base.versions import pep440_order
 from kvdoctor.builders.api_history.bisect import ABSENT, ModuleApis, module_through
-from kvdoctor.builders.api_history.extract import module_name, packages_of
+from kvdoctor.builders.api_history.extract import class_bases, module_name, packages_of
 from kvdoctor.builders.api_history.packing import pack, write
 from kvdoctor.builders.api_history.sources import (Release, index_versions, local_release, local_releases,
                                                    remote_release)
@@ -34,10 +34,10 @@ def build(wheels_dir: Path, cache_dir: Path, between: list[str] | None) -> dict:
     local = local_releases(wheels_dir)
     if not local:
         raise SystemExit(f"no vllm-*.whl in {wheels_dir}")
-    read_whole = sorted(local, key=pack_order)
-    lowest, highest = pack_order(read_whole[0]), pack_order(read_whole[-1])
-    middle = sorted({v for v in between or () if lowest < pack_order(v) < highest} - set(local), key=pack_order)
-    releases = sorted(read_whole + middle, key=pack_order)
+    read_whole = sorted(local, key=pep440_order)
+    lowest, highest = pep440_order(read_whole[0]), pep440_order(read_whole[-1])
+    middle = sorted({v for v in between or () if lowest < pep440_order(v) < highest} - set(local), key=pep440_order)
+    releases = sorted(read_whole + middle, key=pep440_order)
     apis = ModuleApis(cache_dir)
     loaded: dict[str, Release] = {v: local_release(v, local[v]) for v in read_whole}
     with ThreadPoolExecutor(THREADS) as pool:
@@ -55,7 +55,43 @@ def build(wheels_dir: Path, cache_dir: Path, between: list[str] | None) -> dict:
                 if keys is not ABSENT:
                     _mark(masks, path, keys, low + offset)
         print(f"  {a} .. {b}: {len(paths)} modules, {apis.fetched} fetched so far", file=sys.stderr)
-    return pack(masks, releases, read_whole, complete=between is not None)
+    _expand_star_imports(masks)
+    history = pack(masks, releases, read_whole, complete=between is not None)
+    history["bases"] = _bases([loaded[v] for v in read_whole], set(history["params"]) | set(history["members"]))
+    return history
+
+
+def _expand_star_imports(masks: dict, rounds: int = 3) -> None:
+    """`from target import *` gives the module target's public names in the releases that have both (a package's
+    __init__ re-exporting its submodules: vllm.distributed); a few rounds follow chains of them."""
+    stars = [(key, mask) for key, mask in masks.items() if key[0] == "star"]
+    for key, _ in stars:
+        del masks[key]
+    for _ in range(rounds):
+        names: dict[str, list[tuple[str, int]]] = {}
+        for (kind, owner, name), mask in masks.items():
+            if kind == "name" and not name.startswith("_"):
+                names.setdefault(owner, []).append((name, mask))
+        for (_, module, target), star_mask in stars:
+            for name, mask in names.get(target, ()):
+                key = ("name", module, name)
+                masks[key] = masks.get(key, 0) | (mask & star_mask)
+
+
+def _bases(releases: list[Release], kept: set[str]) -> dict[str, list[str]]:
+    """The bases each class kept in the history has in some release read whole (bases seldom change)."""
+    found: dict[str, set[str]] = {}
+    seen: set[tuple[str, str]] = set()
+    for release in releases:
+        for path, digest in sorted(release.hashes.items()):
+            module = module_name(path)
+            if module is None or (path, digest) in seen or b"class " not in (source := release.source(path)):
+                continue
+            seen.add((path, digest))
+            for owner, names in class_bases(module, source).items():
+                if owner in kept:
+                    found.setdefault(owner, set()).update(names)
+    return {owner: sorted(names) for owner, names in sorted(found.items())}
 
 
 def _mark(masks: dict, path: str, keys: frozenset, index: int) -> None:

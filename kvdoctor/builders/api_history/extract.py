@@ -6,6 +6,7 @@ A module's API is a frozenset of keys, so two releases compare by set difference
   ("member", Class, member)     a public class's method, class attribute or self.attribute (Class is qualified)
   ("param", callable, param)    a public class's __init__ / field parameter or a public function's parameter;
                                 "**" when it takes arbitrary keywords
+  ("star", module, target)      `from target import *`: the build adds target's public names to module's
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ def packages_of(module: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(1, len(parts))]
 
 
-def module_api(module: str, source: bytes) -> frozenset[Key]:
-    """The keys of one module's source; empty when it does not parse (a release's own syntax error stays its own)."""
+def module_api(module: str, source: bytes, is_package: bool = False) -> frozenset[Key]:
+    """The keys of one module's source; empty when it does not parse (a release's own syntax error stays its own).
+    `is_package`: the source is a package's __init__.py (a relative import starts from the module itself)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -42,11 +44,38 @@ def module_api(module: str, source: bytes) -> frozenset[Key]:
     for node in _top_level(tree.body):
         for name in _bound_names(node):
             keys.add(("name", module, name))
+        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+            keys.add(("star", module, _absolute(module, is_package, node.level, node.module)))
         if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
             keys |= _class_keys(f"{module}.{node.name}", node)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"):
             keys |= {("param", f"{module}.{node.name}", p) for p in _parameters(node.args)}
     return frozenset(keys)
+
+
+def class_bases(module: str, source: bytes) -> dict[str, list[str]]:
+    """Each public top-level class's bases as written, last name only ('vllm.a.AsyncEngineArgs' -> ['EngineArgs']):
+    a subclass takes its bases' fields, which the look-up follows."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return {}
+    found = {}
+    for node in _top_level(tree.body):
+        if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+            names = [ast.unparse(b).rpartition(".")[2] for b in node.bases if isinstance(b, (ast.Name, ast.Attribute))]
+            if names:
+                found[f"{module}.{node.name}"] = names
+    return found
+
+
+def _absolute(module: str, is_package: bool, level: int, target: str | None) -> str:
+    """The module a (relative) import names."""
+    if level == 0:
+        return target or ""
+    parts = module.split(".")
+    base = parts[:len(parts) - level + (1 if is_package else 0)]
+    return ".".join(base + ([target] if target else []))
 
 
 def _top_level(body: list[ast.stmt]):

@@ -1,5 +1,5 @@
 """The API history's stored form: for each module, name, class member and parameter, the release ranges that have
-it, as gzip JSON written deterministically (byte-identical for the same inputs).
+it, as gzip text written deterministically (byte-identical for the same inputs), one table a line.
 
 A name whose ranges are its module's (a member's or parameter's: its class's or function's) is stored as 0, which
 is most of them: the file stays small and reads fast.
@@ -12,7 +12,7 @@ import io
 import json
 from pathlib import Path
 
-FORMAT = 1
+FORMAT = 2
 SAME_AS_OWNER = 0
 # models' and kernels' classes keep their names but not their members and parameters: programs on top of vLLM
 # import them, they do not construct them (two fifths of the file otherwise)
@@ -64,10 +64,21 @@ def _relative(mask: int, owner_mask: int | None, releases: list[str]):
     return SAME_AS_OWNER if mask == owner_mask else ranges_of(mask, releases)
 
 
+# the stored lines after the header: one per module's names, class's members, callable's parameters, class's bases
+SECTIONS = (("names", "N"), ("members", "M"), ("params", "P"), ("bases", "B"))
+
+
 def write(history: dict, out: Path) -> None:
-    """`history` as gzip JSON at `out`, byte-identical for the same history (mtime 0, sorted keys)."""
+    """`history` as gzip text at `out`: a JSON header line (format, releases, modules), then one line per table,
+    `<section letter>\t<owner>\t<JSON>`, so a look-up parses only the lines it asks for; byte-identical for the
+    same history (mtime 0, sorted)."""
+    header = {k: v for k, v in history.items() if k not in dict(SECTIONS)}
+    lines = [json.dumps(header, sort_keys=True, separators=(",", ":"))]
+    for section, letter in SECTIONS:
+        for owner, table in sorted(history.get(section, {}).items()):
+            lines.append(f"{letter}\t{owner}\t" + json.dumps(table, sort_keys=True, separators=(",", ":")))
     buffer = io.BytesIO()
     with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0, compresslevel=9) as gz:
-        gz.write(json.dumps(history, sort_keys=True, separators=(",", ":")).encode("utf-8"))
+        gz.write(("\n".join(lines) + "\n").encode("utf-8"))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(buffer.getvalue())

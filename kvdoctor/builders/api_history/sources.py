@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 from kvdoctor.base.versions import wheel_version
 
 CACHE_SUBDIR = "api-history"
+KEYS_VERSION = 2  # raise when extract.py reads more: the cached keys of every module are then read again
 
 
 @dataclass
@@ -68,17 +70,20 @@ def remote_release(version: str, cache_dir: Path) -> Release:
     """A release read by ranges: its RECORD (cached as JSON), and its modules fetched one at a time when asked."""
     listing = cache_dir / CACHE_SUBDIR / "records" / f"{version}.json"
     state: dict = {}
+    lock = threading.Lock()  # the bisection's threads ask for modules of one release at once
 
     def open_wheel():
-        if not state:
-            from kvdoctor.dryrun.package_index import find_wheel
-            from kvdoctor.dryrun.wheel_fetch import RangeReader, _central_directory
+        with lock:
+            if not state:
+                from kvdoctor.dryrun.package_index import find_wheel
+                from kvdoctor.dryrun.wheel_fetch import RangeReader, _central_directory
 
-            location, why_not = find_wheel(version)
-            if location is None:
-                raise OSError(f"vLLM {version}: {why_not}")
-            state["reader"] = RangeReader(location.url)
-            state["entries"] = _central_directory(state["reader"])
+                location, why_not = find_wheel(version)
+                if location is None:
+                    raise OSError(f"vLLM {version}: {why_not}")
+                reader = RangeReader(location.url)
+                state["entries"] = _central_directory(reader)
+                state["reader"] = reader
         return state["reader"], state["entries"]
 
     def read(path: str) -> bytes:
@@ -102,7 +107,8 @@ def remote_release(version: str, cache_dir: Path) -> Release:
 
 
 def _api_path(cache_dir: Path, path: str, digest: str) -> Path:
-    name = hashlib.sha256(f"{path}:{digest}".encode()).hexdigest()  # the keys name the module: path and content
+    # the keys name the module (path and content), and what extract.py reads (its version)
+    name = hashlib.sha256(f"{KEYS_VERSION}:{path}:{digest}".encode()).hexdigest()
     return cache_dir / CACHE_SUBDIR / "modules" / name[:2] / f"{name}.json"
 
 
