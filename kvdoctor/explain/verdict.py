@@ -94,6 +94,9 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         # ended in other words, torch's NCCL watchdog (a collective that hung), nvidia-smi losing a GPU
                         r"|\bExited \((?:[1-9]\d*|-\d+)\) |\bexited (?:with|due to|on) signal \d+"
                         r"|\bWatchdog caught collective operation timeout\b|\bSome NCCL operations have failed or timed out\b"
+                        # the attention selector's reasons ('TRITON_ATTN: [kv_cache_dtype not supported]'): a log's tail
+                        # may keep only them
+                        r"|\b[A-Z][A-Z0-9_]{2,}: \[[\w ,.()-]*\bnot supported\b"
                         # kubectl get pods: a row whose status is a failure (CrashLoopBackOff, OOMKilled: above)
                         r"|^[a-z0-9][\w.-]*\s+\d+/\d+\s+(?:Init:)?(?:Error|ContainerCannotRun|CreateContainer(?:Config)?Error"
                         r"|RunContainerError|StartError)\s+\d+"
@@ -138,7 +141,7 @@ _LATE_WORDS = ("Trace/breakpoint", "*** Aborted", "terminate called", "bad_alloc
                 "Timeout at NCCL", "_DSA`", "kernel errors might", "For debugging consider", "pending placement",
                 "compilation terminated", "NCCL operations have failed", "device handle for GPU",
                 "Check failed", " vs. ", "GCS", "Error ", "ContainerCannotRun", "ContainerError", "ContainerConfigError",
-                "StartError")
+                "StartError", "not supported")
 # The round-4 patterns anchored at a line's start, tested by one anchored match (it fails on the first characters).
 _CRASH_HEAD = re.compile(r"(?i)\s*(?:(?:zsh|bash|sh|fish): |make|CMake Error|FAILED |\[\d|Killed: |free|malloc|realloc|munmap|double free|corrupted "
                          r"|Fatal glibc|<?\s*HTTP/|Internal Server|Exception in thread|Process |Thread |Current thread"

@@ -361,3 +361,12 @@ def test_an_oom_without_its_numbers_and_a_kv_cache_with_no_room():
         assert report.exit_code("error") == 1 and report.extra["family"] == "kv_cache_too_small", line
     assert explain_text("INFO 05-02 10:22:18 [gpu_worker.py:1] Available KV cache memory: 0.50 GiB\n"
                         ).exit_code("error") == 0
+
+
+def test_the_selectors_reasons_alone_are_a_failure():
+    # a log's tail that kept only the end of "No valid attention backend found ... Reasons: {...}"
+    tail = ("not supported], TRITON_ATTN: [kv_cache_dtype not supported], FLEX_ATTENTION:\n"
+            "[kv_cache_dtype not supported], TURBOQUANT: [kv_cache_dtype not supported,\n"
+            "non-causal attention not supported]}\n")
+    assert explain_text(tail).exit_code("error") == 1
+    assert explain_text("INFO 05-02 10:22:18 [cuda.py:1] Using TRITON_ATTN backend.\n").exit_code("error") == 0
