@@ -55,7 +55,7 @@ def _model_of(url: str) -> str:
 
 
 def is_ray_serve_llm(root: yaml.Node) -> bool:
-    return nodes.text(nodes.get(root, "kind")) == "RayService" and bool(_llm_configs(root))
+    return nodes.text(nodes.get(root, "kind")) == "RayService" and bool(_llm_configs(root) or _engine_args(root))
 
 
 def ray_serve_workloads(doc: Document, source_text: str) -> list[Workload]:
@@ -85,20 +85,68 @@ def ray_serve_workloads(doc: Document, source_text: str) -> list[Workload]:
             notes=("Ray Serve LLM: vLLM's engine arguments from engine_kwargs, read as vllm serve flags; Ray "
                    "places its workers on the cluster's GPU workers, so GPU counts are not compared with -tp x -pp",),
         ))  # fmt: skip
+    return found + [_engine_args_workload(doc, root, image_node, *found_args) for found_args in _engine_args(root)]
+
+
+def _engine_args_workload(doc: Document, root: yaml.Node, image_node, app: yaml.Node, engine: yaml.Node,
+                          offset: int) -> Workload:  # fmt: skip
+    """A Ray Serve application of its own (vLLM's example VLLMDeployment) whose engine arguments are data in the
+    config: the mapping is read as AsyncEngineArgs' fields, i.e. the `vllm serve` flags of the same names."""
+    model = nodes.get(engine, "model")
+    argv = [Token(nodes.text(model) or "", _at(model, offset))]
+    for key, _, value in nodes.pairs(engine):
+        if key != "model":
+            argv += _flag(key, value, _at(value, offset))
+    env = [EnvVar(name, nodes.text(value), _at(value, offset))
+           for name, _, value in nodes.pairs(nodes.get(app, "runtime_env", "env_vars"))]  # fmt: skip
+    name = nodes.text(nodes.get(app, "name")) or "(unnamed)"
+    return Workload(
+        file=doc.file, line=_at(engine, offset), platform="kubernetes", kind="RayService",
+        name=nodes.text(nodes.get(root, "metadata", "name")) or "(unnamed)", container=f"serve app {name}",
+        namespace=nodes.text(nodes.get(root, "metadata", "namespace")), image=nodes.text(image_node),
+        image_line=nodes.line(image_node), argv=tuple(argv), command_line=_at(engine, offset), env=tuple(env),
+        notes=(f"Ray Serve application {name}: its own deployment class builds vLLM's engine; the mapping with a "
+               "`model` key in its args / user_config is read as vLLM's engine arguments (vllm serve flags of the same "
+               "names); Ray places the replicas, so GPU counts are not compared with -tp x -pp",),
+    )  # fmt: skip
+
+
+def _engine_args(root: yaml.Node) -> list[tuple[yaml.Node, yaml.Node, int]]:
+    """(application, engine-argument mapping, line offset) of each serveConfigV2 application that is not Ray
+    Serve LLM's and gives vLLM's engine arguments as data: a mapping with a string `model` key in the application's
+    `args` (or one level below it) or in a deployment's `user_config` (or one level below it)."""
+    serve = nodes.get(root, "spec", "serveConfigV2")
+    inner, offset = _serve_config(serve)
+    found = []
+    for app in nodes.items(nodes.get(inner, "applications")):
+        if nodes.get(app, "args", "llm_configs") is not None:
+            continue
+        places = [nodes.get(app, "args")] + [nodes.get(d, "user_config")
+                                             for d in nodes.items(nodes.get(app, "deployments"))]  # fmt: skip
+        for place in places:
+            candidates = [place] + [value for _, _, value in nodes.pairs(place)] if nodes.is_map(place) else []
+            engine = next((c for c in candidates if nodes.is_map(c) and nodes.text(nodes.get(c, "model"))), None)
+            if engine is not None:
+                found.append((app, engine, offset))
+                break
     return found
+
+
+def _serve_config(serve: yaml.Node | None) -> tuple[yaml.Node | None, int]:
+    """serveConfigV2 (a YAML string) composed, and the line offset of its text in the manifest."""
+    text = nodes.text(serve)
+    if not text:
+        return None, 0
+    try:
+        inner = yaml.compose(text, Loader=safe_loader())
+    except yaml.YAMLError:
+        return None, 0
+    return inner, (nodes.line(serve) or 1) - (0 if serve.style in ("|", ">") else 1)
 
 
 def _llm_configs(root: yaml.Node) -> list[tuple[yaml.Node, int]]:
     """(each llm_configs entry, the line offset of the text it was composed from): serveConfigV2 is a YAML string."""
-    serve = nodes.get(root, "spec", "serveConfigV2")
-    text = nodes.text(serve)
-    if not text:
-        return []
-    try:
-        inner = yaml.compose(text, Loader=safe_loader())
-    except yaml.YAMLError:
-        return []
-    offset = (nodes.line(serve) or 1) - (0 if serve.style in ("|", ">") else 1)
+    inner, offset = _serve_config(nodes.get(root, "spec", "serveConfigV2"))
     found = []
     for app in nodes.items(nodes.get(inner, "applications")):
         configs = nodes.items(nodes.get(app, "args", "llm_configs"))

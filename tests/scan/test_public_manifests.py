@@ -175,6 +175,27 @@ def test_kubeai_models_and_ray_serve_llm_configs_are_read_as_vllm_serve(tmp_path
     assert llm.report.facts["gpu.name"] == "H100 80GB" and llm.report.facts["deploy.gpu_limit"] is None
 
 
+def test_a_ray_serve_app_of_its_own_reads_the_engine_arguments_its_config_gives(tmp_path):
+    """vLLM's Ray Serve example shape: an application whose deployment class builds the engine from
+    user_config.engine_args (or the app's args): the mapping with a `model` key is read as vllm serve flags."""
+    service = ("apiVersion: ray.io/v1\nkind: RayService\nmetadata: {name: serve}\nspec:\n  serveConfigV2: |\n"
+               "    applications:\n    - name: app\n      import_path: src.main:deployment\n"
+               "      runtime_env: {env_vars: {VLLM_USE_V1: '1'}}\n      deployments:\n        - name: VLLMDeployment\n"
+               "          user_config:\n            engine_args:\n              model: Qwen/Qwen2.5-7B-Instruct\n"
+               "              tensor_parallel_size: 2\n              max_model_len: 16384\n"
+               "    - name: other\n      import_path: app:main\n      args: {model: Qwen/Qwen2.5-3B-Instruct, dtype: half}\n"
+               "  rayClusterConfig:\n    headGroupSpec:\n      template:\n        spec:\n"
+               "          containers: [{name: head, image: vllm/vllm-openai:v0.25.1}]\n")  # fmt: skip
+    (tmp_path / "ray.yaml").write_text(service)
+    found = {r.workload.container: r for r in scan([str(tmp_path / "ray.yaml")], tmp_path, gpu=None).workloads}
+    assert set(found) == {"serve app app", "serve app other"}
+    app = found["serve app app"]
+    assert {t.text: t.line for t in app.workload.argv} == {"Qwen/Qwen2.5-7B-Instruct": 14, "--tensor-parallel-size": 15,
+                                                             "2": 15, "--max-model-len": 16, "16384": 16}
+    assert app.report.facts["serve.tensor_parallel_size"] == 2 and app.workload.env[0].name == "VLLM_USE_V1"
+    assert found["serve app other"].report.facts["serve.dtype"] == "half"
+
+
 def test_production_stack_tool_flags_follow_the_chart(tmp_path):
     (spec,) = _one("values-13-tool-enabled.yaml", tmp_path)
     words = [t.text for t in spec.workload.argv]
