@@ -80,7 +80,17 @@ def _logged_settings(entry: dict) -> tuple[str, ...]:
     batched = entry["logged"].get("max_num_batched_tokens")
     if batched and "--max-num-batched-tokens" not in entry["flags"]:
         extra += ["--max-num-batched-tokens", str(batched)]
-    return tuple(extra)
+    return (*extra, *_directory_settings(entry))
+
+
+def _directory_settings(entry: dict) -> tuple[str, ...]:
+    """What the model's directory decided and the entry's lone config.json cannot say, as flags: the pooling runner
+    (a Sentence Transformers modules.json), which the engine's config line shows as pooler_config=PoolerConfig(...)
+    (None for the generate runner). Used for the prediction too: check reads modules.json beside a real model."""
+    if {"--runner", "--convert", "--task"} & set(entry["flags"]):
+        return ()
+    logged = (LOGS / f"{entry['name']}.log").read_text(errors="replace")
+    return ("--runner", "pooling") if "pooler_config=PoolerConfig(" in logged else ()
 
 
 def capacity_for_memory(entry: dict, available_gib: float) -> tuple[list[dict] | None, str | None]:
@@ -117,7 +127,7 @@ def _budget_terms(source: str) -> dict:
 def measure(entry: dict) -> dict:
     """One entry's comparison (all GiB figures in GiB, errors relative to the logged figure)."""
     logged = entry["logged"]
-    facts = fit_facts(entry)
+    facts = fit_facts(entry, _directory_settings(entry))
     row: dict = {"name": entry["name"], "batch": entry.get("batch", 1), "heldout": bool(entry.get("heldout")),
                  "judged_as": entry["judged_as"], "gpu": entry.get("gpu"),
                  "known_miss": entry.get("known_miss")}  # fmt: skip

@@ -53,6 +53,12 @@ class ServeMemory:
     """--hf-overrides as canonical JSON (a JSON object; the HF-config overrides vLLM applies before sizing)."""
     rope_scaling: str | None = None
     """--rope-scaling as canonical JSON (0.10.x only; merged into the overrides as {"rope_scaling": ...})."""
+    runner: str | None = None
+    """--runner as given (auto, generate, pooling, draft); with --convert and --task it decides the pooling runner."""
+    convert: str | None = None
+    """--convert as given (auto, none, embed, classify, reward, ...)."""
+    task: str | None = None
+    """--task as given (releases before --runner: generate, embed, classify, score, reward, ...)."""
     unmodelled: tuple[str, ...] = ()
     """Flags that change the KV-cache layout or budget in ways kvdoctor does not size (the fit stays undecided)."""
 
@@ -116,6 +122,9 @@ def serve_memory(serve: ServeFacts) -> ServeMemory:
         kv_offloading_backend=values.get("--kv-offloading-backend") or "native",
         hf_overrides=overrides.get("--hf-overrides"),
         rope_scaling=overrides.get("--rope-scaling"),
+        runner=values.get("--runner") or None,
+        convert=values.get("--convert") or None,
+        task=values.get("--task") or None,
         unmodelled=tuple(f for f in UNMODELLED_FLAGS if f in switches),
     )
 
@@ -223,6 +232,7 @@ def kv_budget(flat, facts: Facts, serve: ServeMemory, release,
               max_model_len: int | None = None) -> tuple[int, int, str, int | None, bool]:  # fmt: skip
     """(available KV bytes, band bytes, where it came from, weights bytes per rank, weights estimated)."""
     weights, estimated = _weights_per_rank(flat, facts, serve, release)
+    pooled = pooling(facts, serve, release.version)
     if serve.kv_cache_memory_bytes is not None:
         return serve.kv_cache_memory_bytes, 0, "--kv-cache-memory-bytes (vLLM skips memory profiling)", weights, estimated
     table = budget_table()
@@ -256,7 +266,8 @@ def kv_budget(flat, facts: Facts, serve: ServeMemory, release,
               f"{(weights or 0) / GIB:.2f} GiB{' (estimated)' if estimated else ''}{offload} - modelled activation peak "
               f"{activation / GIB:.2f} GiB, non-torch {non_torch / GIB:.2f} GiB, CUDA graphs {graphs / GIB:.2f} GiB"
               + (f" (headroom margin {margin / GIB:.2f} GiB)" if margin else "") + cpu_kv
-              + f"; {peak.describe(flat.get('model.vocab_size') or 0)}")
+              + f"; {peak.describe(flat.get('model.vocab_size') or 0)}"
+              + (f"; pooling runner ({pooled}): no LM head, the dummy pooler instead of the sampler" if pooled else ""))
     return available, band, source, weights, estimated
 
 
@@ -267,7 +278,8 @@ def _weights_per_rank(flat, facts: Facts, serve: ServeMemory, release=None) -> t
     replicated = replicated_kv_weight_bytes(flat, facts)
     if exact:
         return max(0, exact // ranks + replicated - offload), False
-    estimate = _estimated_weights(flat, facts, release.version if release is not None else None)
+    version = release.version if release is not None else None
+    estimate = _estimated_weights(flat, facts, version, bool(pooling(facts, serve, version)))
     return (max(0, estimate // ranks + replicated - offload), True) if estimate else (None, True)
 
 
@@ -295,9 +307,17 @@ def replicated_kv_weight_bytes(flat, facts: Facts) -> int:
     return int(layers * 2 * m.head_dim * m.hidden_size * per_param * (1 - m.num_kv_heads / tp))
 
 
-def _estimated_weights(flat, facts: Facts, version: str | None = None) -> int | None:
+def pooling(facts: Facts, serve: ServeMemory, version: str | None) -> str | None:
+    """Why vLLM builds the pooling runner for this model and these flags (facts/runner_type.py), or None."""
+    from kvdoctor.facts.runner_type import pooling_reason
+
+    return pooling_reason(facts, budget_table(), serve.runner, serve.convert, serve.task, version)
+
+
+def _estimated_weights(flat, facts: Facts, version: str | None = None, pooling: bool = False) -> int | None:
     """Parameters from config.json's shapes: the layers' linear weights x their bytes per parameter (the model dtype's,
-    or the quantization method's: quantized_bytes_per_param) + embeddings and LM head in the model dtype."""
+    or the quantization method's: quantized_bytes_per_param) + embeddings and LM head in the model dtype (a pooling
+    model loads no separate LM head)."""
     m = facts.model
     vocab, inter = flat.get("model.vocab_size"), flat.get("model.intermediate_size")
     if not (m.hidden_size and m.num_hidden_layers and vocab and inter and m.num_attention_heads and m.head_dim):
@@ -316,7 +336,7 @@ def _estimated_weights(flat, facts: Facts, version: str | None = None) -> int | 
         if linear_bytes is None:
             return None
     attention = attention_parameters(flat, m.hidden_size, m.head_dim, m.num_attention_heads, m.num_kv_heads or 1)
-    embeddings = vocab * m.hidden_size * (1 if flat.get("model.tie_word_embeddings") else 2)
+    embeddings = vocab * m.hidden_size * (1 if flat.get("model.tie_word_embeddings") or pooling else 2)
     mixers = sequence_mixer_parameters(flat, m.hidden_size, m.num_hidden_layers, attention)
     mlp = mlp_parameters(flat, m.hidden_size, m.num_hidden_layers, inter)
     if method not in (None, "none") and _quantizes_experts_only(method):  # e.g. mxfp4: attention stays unquantized
@@ -441,9 +461,10 @@ def profile_run_peak(flat, facts: Facts, serve: ServeMemory, release,
     default_tokens, default_seqs = batch_defaults(flat, release)
     tokens, seqs = serve.max_num_batched_tokens or default_tokens, serve.max_num_seqs or default_seqs
     table = budget_table()
+    pooled = bool(pooling(facts, serve, release.version))
     return (profile_peak(flat, facts, table, release, tokens, seqs, serve.enforce_eager, max_model_len,
-                         serve.block_size),
-            sampler_band_bytes(flat, facts, table, release, min(tokens, seqs)))
+                         serve.block_size, pooled),
+            0 if pooled else sampler_band_bytes(flat, facts, table, release, min(tokens, seqs)))
 
 
 def cuda_total_bytes(flat) -> int:

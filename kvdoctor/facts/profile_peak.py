@@ -25,7 +25,7 @@ class ProfilePeak:
     workspace_held: bool
     """Kept after the forward, so under the sampler too."""
     runner: str
-    """'V1' or 'V2': the model runner whose sampler ran."""
+    """'V1' or 'V2': the model runner whose sampler ran; 'pooling' where the dummy pooler ran instead."""
     rows: int
     """Logit rows the dummy sampler ran over (one per dummy request)."""
 
@@ -34,6 +34,8 @@ class ProfilePeak:
         gib = 2**30
         held = f" over the held MoE workspace ({self.workspace / gib:.2f} GiB)" if self.workspace_held and \
             self.workspace else ""
+        if self.sampler >= self.forward and self.runner == "pooling":
+            return f"the peak is the dummy pooler's ({self.sampler / gib:.2f} GiB){held}"
         if self.sampler >= self.forward:
             return (f"the peak is the dummy sampler's ({self.runner} runner, {self.rows:,} x {vocab:,} logits: "
                     f"{self.sampler / gib:.2f} GiB){held}")
@@ -41,9 +43,11 @@ class ProfilePeak:
 
 
 def profile_peak(flat, facts: Facts, table: dict[str, Any], release, tokens: int, seqs: int, eager: bool,
-                 max_model_len: int | None = None, block_size: int | None = None) -> ProfilePeak:  # fmt: skip
+                 max_model_len: int | None = None, block_size: int | None = None,
+                 pooling: bool = False) -> ProfilePeak:  # fmt: skip
     """Torch's peak increase over the profile run: held + max(forward, hidden states + sampler). The forward grows
-    under torch.compile (compiled_activation_share); the sampler runs outside the compiled graph."""
+    under torch.compile (compiled_activation_share); the sampler runs outside the compiled graph. A pooling model's
+    dummy pooler replaces the sampler: its token-level output and normalised copy beside the hidden states."""
     m = facts.model
     tp = max(1, facts.serve.tensor_parallel_size)
     hidden = m.hidden_size or 0
@@ -56,10 +60,14 @@ def profile_peak(flat, facts: Facts, table: dict[str, Any], release, tokens: int
     rows = min(tokens, seqs)
     # profile_run keeps the forward's hidden states (tokens x hidden, activation dtype) while the sampler runs
     hidden_states = tokens * hidden * table["moe_workspace"]["dtype_bytes"]
-    sampler = hidden_states + sampler_bytes(flat, facts, table, release, rows)
+    if pooling:
+        sampler = hidden_states * (1 + table["pooling_runner"]["pooler_hidden_copies"])
+    else:
+        sampler = hidden_states + sampler_bytes(flat, facts, table, release, rows)
     held = workspace_held(facts, table, release)
     total = workspace + max(forward, sampler) if held else max(forward + workspace, sampler)
-    return ProfilePeak(total, forward, sampler, workspace, held, profiling_runner(facts, release), rows)
+    runner = "pooling" if pooling else profiling_runner(facts, release)
+    return ProfilePeak(total, forward, sampler, workspace, held, runner, rows)
 
 
 def mla_profile_bytes(flat, facts: Facts, table: dict[str, Any], tokens: int, seqs: int, max_model_len: int | None,
