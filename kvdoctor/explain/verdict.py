@@ -52,7 +52,7 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         # vLLM's own INFO lines of a KV cache that cannot exist (it raises next; a log cut there),
                         # Ray's report of a worker that exited on an error
                         r"|\bAvailable KV cache memory: (?:-\d|0(?:\.0+)? GiB)|# (?:GPU|gpu) blocks: 0\b"
-                        r"|\bGPU KV cache size: 0 tokens\b"
+                        r"|\bGPU KV cache size: 0 tokens\b|\bMaximum concurrency for \d+ tokens per request: 0\.\d+x"
                         r"|\bexit type: (?:SYSTEM_ERROR|USER_ERROR|NODE_OUT_OF_MEMORY)\b|\bunexpectedly exits\b"
                         # round 4: zsh's and a job table's reports of a process a signal ended, macOS' 'Killed: 9'
                         r"|^(?:zsh|bash|sh|fish): (?:killed|segmentation fault|bus error|abort|illegal hardware instruction"
@@ -128,7 +128,7 @@ _CRASH_WORDS = ("xpectedly", "OOMKilled", "ode ", "terminate called", "Bus error
                 "undefined symbol", "Failed to import from vllm", '" 4', "Assertion", "Killed", "Aborted",
                 "Segmentation", "FailedScheduling", "Insufficient nvidia", "ErrImagePull", "ImagePullBackOff",
                 "FailedMount", "low on resource", "placement group",
-                "y: -", "y: 0", "size: 0 tokens", "Input prompt (", "# GPU blocks: 0", "# gpu blocks: 0", "SYSTEM_ERROR", "USER_ERROR", "NODE_OUT_OF")
+                "y: -", "y: 0", "size: 0 tokens", "request: 0.", "Input prompt (", "# GPU blocks: 0", "# gpu blocks: 0", "SYSTEM_ERROR", "USER_ERROR", "NODE_OUT_OF")
 # The words of the round-4 patterns: other programs' lines (a shell, glibc, the driver, Ray, torch elastic), never a
 # vLLM INFO record, so INFO lines skip this scan (a 5 MB log of INFO records pays nothing for it).
 _LATE_WORDS = ("Trace/breakpoint", "*** Aborted", "terminate called", "bad_alloc", "NVRM", "off the bus",

@@ -370,3 +370,12 @@ def test_the_selectors_reasons_alone_are_a_failure():
             "non-causal attention not supported]}\n")
     assert explain_text(tail).exit_code("error") == 1
     assert explain_text("INFO 05-02 10:22:18 [cuda.py:1] Using TRITON_ATTN backend.\n").exit_code("error") == 0
+
+
+def test_a_kv_cache_that_holds_less_than_one_max_length_request():
+    # V0's executor_base.initialize_cache logs this before raise_if_cache_size_invalid raises
+    report = explain_text("INFO 05-02 10:22:18 [executor_base.py:1] Maximum concurrency for 32768 tokens per request: "
+                          "0.42x\n")
+    assert report.extra["family"] == "kv_cache_too_small" and "32768" in report.findings[0].title
+    assert explain_text("INFO 05-02 10:22:18 [executor_base.py:1] Maximum concurrency for 32768 tokens per request: "
+                        "3.42x\n").exit_code("error") == 0
