@@ -53,20 +53,23 @@ class KvPlan:
     """Bytes one block takes across every group (vLLM's pool divisor)."""
     state_blocks: int = 0
     """Blocks one request holds in each state group (MambaSpec.max_memory_usage_bytes / its page)."""
+    group_block_sizes: tuple[int, ...] = ()
+    """Tokens per block of each group where pages were unified (a smaller page's block is larger); else block_size."""
 
     def blocks_per_request(self, max_model_len: int, in_flight_tokens: int) -> int:
         total = 0
-        for kind, window, _, _ in self.groups:
+        for index, (kind, window, _, _) in enumerate(self.groups):
+            block = self.group_block_sizes[index] if self.group_block_sizes else self.block_size
             if kind == "sliding" and window:
-                total += cdiv(min(window - 1 + in_flight_tokens, max_model_len), self.block_size) + 1
+                total += cdiv(min(window - 1 + in_flight_tokens, max_model_len), block) + 1
             elif kind == "chunked" and window:
-                total += cdiv(min(window + in_flight_tokens, max_model_len), self.block_size)
+                total += cdiv(min(window + in_flight_tokens, max_model_len), block)
             elif kind == "state":
                 total += self.state_blocks
             elif kind == "cross" and window:  # the encoder's tokens (CrossAttentionSpec)
-                total += cdiv(window, self.block_size)
+                total += cdiv(window, block)
             else:
-                total += cdiv(max_model_len, self.block_size)
+                total += cdiv(max_model_len, block)
         return total
 
     def needed_bytes(self, max_model_len: int, in_flight_tokens: int) -> int:
@@ -77,17 +80,24 @@ def layer_specs(layer_kinds: list[str], *, num_kv_heads: int, head_dim: int, kv_
                 tensor_parallel_size: int, window: int | None, kv_cache_dtype: str, model_dtype_bytes: int,
                 disable_sliding_window: bool = False, chunk: int | None = None,
                 state_bytes: int | None = None, skip_layers: frozenset[int] = frozenset(),
-                encoder_tokens: int | None = None) -> list[LayerSpec]:  # fmt: skip
+                encoder_tokens: int | None = None, full_geometry: tuple[int, int] | None = None) -> list[LayerSpec]:  # fmt: skip
     """Per attention layer, the spec on one rank. KV heads are split over TP ranks and replicated when TP exceeds them
     (max(1, heads // tp)); MLA keeps one latent head and no separate V; TurboQuant packs each head's K and V in one
     slot and keeps the first and last layers of a dense model in the model dtype; layers in `skip_layers`
     (--kv-cache-dtype-skip-layers) keep the model dtype's page (attention.py:321-335 in 0.34.0). A 'cross' layer (an
     encoder-decoder's decoder layer) holds a self-attention spec and a cross-attention spec of the same page, the
-    latter for `encoder_tokens` (CrossAttentionSpec)."""
+    latter for `encoder_tokens` (CrossAttentionSpec). `full_geometry` (KV heads, head size) gives full-attention
+    layers their own (Gemma-4's global layers)."""
     heads = 1 if is_mla else max(1, num_kv_heads // max(1, tensor_parallel_size))
     per_head = head_dim if is_mla else 2 * head_dim
     full_bytes = int(heads * per_head * kv_bytes)
     tq = presets().get(kv_cache_dtype)
+    global_bytes = full_bytes
+    if full_geometry and not is_mla:
+        if tq is not None or skip_layers:
+            raise NotImplementedError("full-attention layers of their own geometry with TurboQuant or skipped layers")
+        global_heads = max(1, full_geometry[0] // max(1, tensor_parallel_size))
+        global_bytes = int(global_heads * 2 * full_geometry[1] * kv_bytes)
     attention = [i for i, k in enumerate(layer_kinds) if k in ("full", "sliding", "chunked")]
     skip = set()
     if tq is not None:
@@ -116,7 +126,7 @@ def layer_specs(layer_kinds: list[str], *, num_kv_heads: int, head_dim: int, kv_
         elif index in skipped:
             page = heads * per_head * model_dtype_bytes
         else:
-            page = full_bytes
+            page = global_bytes if layer_kind == "full" else full_bytes
         specs.append(LayerSpec(kind, page, window if kind == "sliding" else chunk if kind == "chunked" else None))
     return specs
 
@@ -175,7 +185,8 @@ def plan_groups(specs: list[LayerSpec], block_size: int, *, kernel_block: int | 
     different page sizes (UniformTypeKVCacheSpecs: one group, pages summed); attention layers of several kinds with
     one page size (groups of equal size, the smaller type's count unless the larger is under 1.5x it, padded);
     hybrid models: the block raised until one attention page holds a state, every state page padded to it, then
-    grouped the same way (state_blocks blocks per request in each state group)."""
+    grouped the same way (state_blocks blocks per request in each state group); kinds whose pages differ, each a
+    divisor of the largest: the smaller pages' blocks grow to the largest page (unify_kv_cache_spec_page_size)."""
     if not specs:
         return KvPlan((), block_size, 0)
     states = [s for s in specs if s.kind == "state"]
@@ -191,16 +202,21 @@ def plan_groups(specs: list[LayerSpec], block_size: int, *, kernel_block: int | 
         (kind, window), = kinds
         total = sum(s.page_bytes_per_token for s in specs) * block_size
         return KvPlan(((kind, window, len(specs), total // len(specs) // block_size),), block_size, total)
-    pages = {s.page_bytes_per_token for s in specs}
-    if len(pages) != 1:
+    kind_pages = {(s.kind, s.window): s.page_bytes_per_token for s in specs}
+    largest_page = max(kind_pages.values())
+    if len({s.page_bytes_per_token for s in specs}) != len(set(kind_pages.values())) or any(
+            largest_page % p for p in kind_pages.values()):  # fmt: skip
         raise NotImplementedError("mixed attention types with different page sizes")
-    page = pages.pop() * block_size
+    page = largest_page * block_size
     smallest, largest = min(kinds.values()), max(kinds.values())
     group_size = largest if largest < smallest * 1.5 else smallest
-    groups = []
+    groups, blocks = [], []
     for (kind, window), count in kinds.items():
-        groups += [(kind, window, group_size, page // block_size)] * cdiv(count, group_size)
-    return KvPlan(tuple(groups), block_size, page * group_size, state_blocks)
+        ratio = largest_page // kind_pages[(kind, window)]
+        groups += [(kind, window, group_size, kind_pages[(kind, window)])] * cdiv(count, group_size)
+        blocks += [block_size * ratio] * cdiv(count, group_size)
+    unified = tuple(blocks) if any(b != block_size for b in blocks) else ()
+    return KvPlan(tuple(groups), block_size, page * group_size, state_blocks, unified)
 
 
 @dataclass(frozen=True)

@@ -300,14 +300,19 @@ def plan_for(flat, facts: Facts, serve: ServeMemory, kinds, kv_cache_dtype: str,
                     model.sliding_window or None, serve.block_size, serve.disable_sliding_window,
                     flat.get("model.attention_chunk_size"), state_bytes,
                     state_blocks(facts, serve, release.version) if state_bytes and release else 0, platform,
-                    skip or frozenset(), raise_block, encoder)
+                    skip or frozenset(), raise_block, encoder, _full_geometry(flat))
+
+
+def _full_geometry(flat) -> tuple[int, int] | None:
+    geometry = flat.get("model.full_attention_geometry")
+    return (geometry["heads"], geometry["head_dim"]) if geometry else None
 
 
 @lru_cache(maxsize=512)  # one plan per input set: 20 candidate releases x each KV dtype ask the same
 def _plan_of(kinds, kv_cache_dtype: str, model_dtype, num_kv_heads, head_dim: int, is_mla: bool,
              tensor_parallel_size: int, pipeline_parallel_size: int, window, block_size, disable_sliding_window,
              chunk=None, state_bytes=None, state_blocks=0, platform="cuda", skip_layers=frozenset(),
-             raise_block=False, encoder_tokens=None) -> KvPlan:  # fmt: skip
+             raise_block=False, encoder_tokens=None, full_geometry=None) -> KvPlan:  # fmt: skip
     kv_bytes = _kv_bytes(kv_cache_dtype, model_dtype)
     if kv_bytes is None:
         raise NotImplementedError(f"--kv-cache-dtype {kv_cache_dtype}")
@@ -316,7 +321,7 @@ def _plan_of(kinds, kv_cache_dtype: str, model_dtype, num_kv_heads, head_dim: in
                         kv_bytes=kv_bytes, is_mla=is_mla, tensor_parallel_size=tensor_parallel_size, window=window,
                         kv_cache_dtype=kv_cache_dtype, model_dtype_bytes=model_bytes,
                         disable_sliding_window=disable_sliding_window, chunk=chunk, state_bytes=state_bytes,
-                        skip_layers=skip_layers, encoder_tokens=encoder_tokens)
+                        skip_layers=skip_layers, encoder_tokens=encoder_tokens, full_geometry=full_geometry)
     layers_per_stage = max(1, pipeline_parallel_size)
     specs = specs[: -(-len(specs) // layers_per_stage)]  # the first pipeline stage's layers
     sizes = kv_table()["default_block_size"]

@@ -195,3 +195,18 @@ def test_a_state_model_before_0_23_sizes_without_a_prefill_checkpoint_but_specul
     mtp = flat_for(tmp_path, NEMOTRON_H, vllm="0.19.1", serve=("--max-model-len", "8192", "--kv-cache-memory-bytes", "1G",
                                                                "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 3}'))  # fmt: skip
     assert mtp["memory.fit"] == "not_modelled" and "--speculative-config" in mtp["memory.why_not"]
+
+
+def test_gemma4_global_layers_take_their_own_kv_heads_and_head_size(tmp_path):
+    """Gemma-4-26B-A4B: sliding layers 8 KV heads x 256, full layers 2 global heads x 512 (attention_k_eq_v). The
+    full layers' page is half the sliding one's, so their block doubles (unify_kv_cache_spec_page_size); vLLM 0.25.1
+    logged 3,912,140 tokens (14.92x of 262,144) from 84.68 GiB on a GB10 at max_num_batched_tokens 2496."""
+    config = json.loads((STARTUP_CONFIGS / "nvidia__Gemma-4-26B-A4B-NVFP4" / "config.json").read_text())
+    serve = ("--max-model-len", "262144", "--max-num-seqs", "32", "--max-num-batched-tokens", "2496",
+             "--kv-cache-memory-bytes", str(int(84.68 * GIB)))  # fmt: skip
+    flat = flat_for(tmp_path, config, vllm="0.25.1", gpu="GB10", serve=serve)
+    assert flat["model.full_attention_geometry"] == {"heads": 2, "head_dim": 512}
+    # 6 groups of 5 layers (25 sliding, 5 full) x the sliding page 8 x 2 x 256 x 2 B x 16 tokens
+    assert flat["memory.kv_bytes_per_token"] * flat["memory.block_size"] == 5 * 8192 * 16
+    assert flat["memory.max_concurrency"] == pytest.approx(14.92, abs=0.005)
+    assert abs(flat["memory.kv_tokens"] - 3_912_140) < 262_144 * 0.005

@@ -27,7 +27,7 @@ _SAFETENSORS_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 
                       "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "U16": 2, "U32": 4, "U64": 8,
                       "F4": 0.5, "FP4": 0.5}  # fmt: skip
 UNKNOWN = {"model.max_len_keys": None, "model.rope_scaling": None, "model.layer_kinds": None,
-           "model.state_layer": None, "model.attention_chunk_size": None,
+           "model.state_layer": None, "model.attention_chunk_size": None, "model.full_attention_geometry": None,
            "model.vocab_size": None, "model.intermediate_size": None, "model.tie_word_embeddings": None,
            "model.moe_layout": None, "model.mla_layout": None, "model.text_config_key": None, "model.cross_attention": None, "checkpoint.weights_bytes": None,
            "checkpoint.weights_source": None}  # fmt: skip
@@ -49,6 +49,7 @@ def probe_model_memory(model: ModelFacts | None, config_path: Path | None, model
         "model.layer_kinds": layer_kinds(text, model),
         "model.state_layer": state_layer(text, model),
         "model.attention_chunk_size": _chunk_size(text, model),
+        "model.full_attention_geometry": full_attention_geometry(text, model),
         "model.vocab_size": _int(text.get("vocab_size", raw.get("vocab_size"))),
         "model.intermediate_size": _int(text.get("moe_intermediate_size") or text.get("intermediate_size")),
         "model.tie_word_embeddings": bool(raw.get("tie_word_embeddings", text.get(
@@ -183,6 +184,21 @@ def state_layer(text: dict[str, Any], model: ModelFacts) -> dict[str, Any] | Non
             value *= factor
         params[name] = value
     return params
+
+
+def full_attention_geometry(text: dict[str, Any], model: ModelFacts) -> dict[str, int] | None:
+    """The KV heads and head size of the full-attention layers where the architecture's vLLM class gives them their
+    own (data/kv_memory.yaml full_attention_geometry: Gemma-4's global heads); None for the others."""
+    models = _kv_cache_table()["full_attention_geometry"]["models"]
+    entry = next((models[a] for a in model.architectures if a in models), None)
+    if entry is None:
+        return None
+    head_dim = _int(text.get(entry["head_dim_key"])) or model.head_dim
+    heads = _int(text.get(entry["heads_key"])) if text.get(entry["heads_when"]) else None
+    heads = heads or model.num_kv_heads
+    if (head_dim, heads) == (model.head_dim, model.num_kv_heads) or not (head_dim and heads):
+        return None
+    return {"heads": heads, "head_dim": head_dim}
 
 
 def cross_attention(text: dict[str, Any], model: ModelFacts) -> dict[str, int] | None:
