@@ -90,3 +90,10 @@ def test_a_method_kvdoctor_cannot_size_is_undecided_in_words_not_a_pass(tmp_path
     assert "bitsandbytes" in flat["memory.why_not"] and "--kv-cache-memory-bytes" in flat["memory.why_not"]
     exact = _facts(tmp_path / "x", "llama-3.1-8b-bnb-4bit", serve=("--kv-cache-memory-bytes", "2G"))
     assert exact["memory.fit"] == "fits"  # the budget given exactly needs no weights
+
+
+def test_modelopt_nvfp4_packs_two_values_a_byte_with_an_fp8_scale_per_16():
+    """ModelOptNvFp4LinearMethod.create_weights (modelopt.py:1159-1200 in 0.25.1): uint8 (out, in // 2) plus a
+    float8_e4m3fn scale per group of 16 inputs; the hf_quant_config's group_size wins over the default."""
+    assert quantized_bytes_per_param({"quant_algo": "NVFP4", "group_size": 16}, "modelopt_fp4", 2, 4096) == 0.5 + 1 / 16
+    assert quantized_bytes_per_param({"quant_algo": "NVFP4"}, "modelopt_fp4", 2, 4096) == 0.5 + 1 / 16
