@@ -92,11 +92,19 @@ def _engine_args_workload(doc: Document, root: yaml.Node, image_node, app: yaml.
                           offset: int) -> Workload:  # fmt: skip
     """A Ray Serve application of its own (vLLM's example VLLMDeployment) whose engine arguments are data in the
     config: the mapping is read as AsyncEngineArgs' fields, i.e. the `vllm serve` flags of the same names."""
-    model = nodes.get(engine, "model")
+    from_env = engine is nodes.get(app, "runtime_env", "env_vars")
+    model = next((nodes.get(engine, n) for n in MODEL_ENV if nodes.text(nodes.get(engine, n))), None) if from_env \
+        else nodes.get(engine, "model")
     argv = [Token(nodes.text(model) or "", _at(model, offset))]
     for key, _, value in nodes.pairs(engine):
-        if key != "model":
+        if value is model:
+            continue
+        if not from_env:
             argv += _flag(key, value, _at(value, offset))
+        elif _is_serve_field(key.lower()):  # MAX_MODEL_LEN -> --max-model-len; other variables are the app's own
+            text = nodes.text(value) or ""
+            plain = {"true": True, "false": False}.get(text.lower(), text)
+            argv += flag_words(key.lower(), plain, _at(value, offset))
     env = [EnvVar(name, nodes.text(value), _at(value, offset))
            for name, _, value in nodes.pairs(nodes.get(app, "runtime_env", "env_vars"))]  # fmt: skip
     name = nodes.text(nodes.get(app, "name")) or "(unnamed)"
@@ -105,21 +113,40 @@ def _engine_args_workload(doc: Document, root: yaml.Node, image_node, app: yaml.
         name=nodes.text(nodes.get(root, "metadata", "name")) or "(unnamed)", container=f"serve app {name}",
         namespace=nodes.text(nodes.get(root, "metadata", "namespace")), image=nodes.text(image_node),
         image_line=nodes.line(image_node), argv=tuple(argv), command_line=_at(engine, offset), env=tuple(env),
-        notes=(f"Ray Serve application {name}: its own deployment class builds vLLM's engine; the mapping with a "
-               "`model` key in its args / user_config is read as vLLM's engine arguments (vllm serve flags of the same "
-               "names); Ray places the replicas, so GPU counts are not compared with -tp x -pp",),
+        notes=(f"Ray Serve application {name}: its own deployment class builds vLLM's engine; " + (
+            "its code is not in this file: runtime_env variables named after vLLM's engine arguments (MODEL_ID, "
+            "MAX_MODEL_LEN, TENSOR_PARALLEL_SIZE, ...) are read as those arguments, by that common convention"
+            if from_env else "the mapping with a `model` key in its args / user_config is read as vLLM's engine "
+            "arguments (vllm serve flags of the same names)") + "; Ray places the replicas, so GPU counts are not "
+            "compared with -tp x -pp",),
     )  # fmt: skip
+
+
+MODEL_ENV = ("MODEL_ID", "MODEL_NAME", "MODEL")
+"""Environment variables a Ray Serve vLLM app conventionally reads its model from (os.environ['MODEL_ID'])."""
+
+
+def _is_serve_field(name: str) -> bool:
+    """Whether some release's `vllm serve` has the flag of this EngineArgs field name."""
+    from kvdoctor.vllm_pack.candidates import all_serve_options
+
+    return "--" + name.replace("_", "-") in all_serve_options()
 
 
 def _engine_args(root: yaml.Node) -> list[tuple[yaml.Node, yaml.Node, int]]:
     """(application, engine-argument mapping, line offset) of each serveConfigV2 application that is not Ray
     Serve LLM's and gives vLLM's engine arguments as data: a mapping with a string `model` key in the application's
-    `args` (or one level below it) or in a deployment's `user_config` (or one level below it)."""
+    `args` (or one level below it) or in a deployment's `user_config` (or one level below it); or, for an app without
+    args, its runtime_env variables when one names the model (MODEL_ID)."""
     serve = nodes.get(root, "spec", "serveConfigV2")
     inner, offset = _serve_config(serve)
     found = []
     for app in nodes.items(nodes.get(inner, "applications")):
         if nodes.get(app, "args", "llm_configs") is not None:
+            continue
+        env = nodes.get(app, "runtime_env", "env_vars")
+        if any(nodes.text(nodes.get(env, name)) for name in MODEL_ENV) and nodes.get(app, "args") is None:
+            found.append((app, env, offset))  # the app reads its engine arguments from its environment
             continue
         places = [nodes.get(app, "args")] + [nodes.get(d, "user_config")
                                              for d in nodes.items(nodes.get(app, "deployments"))]  # fmt: skip

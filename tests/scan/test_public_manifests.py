@@ -16,8 +16,6 @@ DECIDING_INPUTS = ("--gpu", "--model-path", "--vllm-version")
 # Seen files of batch s32 whose workloads scan does not read yet, each with why (strict xfail: reading one fails the
 # test, so the entry is removed with the change that reads it).
 NOT_READ_YET = {
-    "awslabs__ai-on-eks/blueprints__inference__vllm-rayserve-gpu__ray-service-vllm.yaml":
-        "a Ray Serve Python app (vllm_serve:deployment builds AsyncEngineArgs from env vars): no serve command",
     "awslabs__ai-on-eks/blueprints__inference__vllm-rayserve-inf2__vllm-rayserve-deployment.yaml":
         "a Ray Serve Python app (AsyncEngineArgs in a ConfigMap script): no serve command",
 }  # fmt: skip
@@ -194,6 +192,17 @@ def test_a_ray_serve_app_of_its_own_reads_the_engine_arguments_its_config_gives(
                                                              "2": 15, "--max-model-len": 16, "16384": 16}
     assert app.report.facts["serve.tensor_parallel_size"] == 2 and app.workload.env[0].name == "VLLM_USE_V1"
     assert found["serve app other"].report.facts["serve.dtype"] == "half"
+    # an app whose code (not in the file) reads its engine arguments from runtime_env variables (ai-on-eks' shape)
+    (tmp_path / "env.yaml").write_text(service.replace(
+        "      runtime_env: {env_vars: {VLLM_USE_V1: '1'}}\n      deployments:\n        - name: VLLMDeployment\n"
+        "          user_config:\n            engine_args:\n              model: Qwen/Qwen2.5-7B-Instruct\n"
+        "              tensor_parallel_size: 2\n              max_model_len: 16384\n",
+        "      runtime_env:\n        env_vars: {MODEL_ID: Qwen/Qwen2.5-7B-Instruct, MAX_MODEL_LEN: '8192', "
+        "TRUST_REMOTE_CODE: 'True', LD_LIBRARY_PATH: /x}\n"))
+    env_app = next(r for r in scan([str(tmp_path / "env.yaml")], tmp_path, gpu=None).workloads
+                   if r.workload.container == "serve app app")
+    assert [t.text for t in env_app.workload.argv] == ["Qwen/Qwen2.5-7B-Instruct", "--max-model-len", "8192",
+                                                       "--trust-remote-code"]
 
 
 def test_production_stack_tool_flags_follow_the_chart(tmp_path):
