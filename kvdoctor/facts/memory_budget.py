@@ -232,7 +232,7 @@ def kv_budget(flat, facts: Facts, serve: ServeMemory, release,
               max_model_len: int | None = None) -> tuple[int, int, str, int | None, bool]:  # fmt: skip
     """(available KV bytes, band bytes, where it came from, weights bytes per rank, weights estimated)."""
     weights, estimated = _weights_per_rank(flat, facts, serve, release)
-    pooled = pooling(facts, serve, release.version)
+    pooled = pooling(flat, facts, serve, release.version)
     if serve.kv_cache_memory_bytes is not None:
         return serve.kv_cache_memory_bytes, 0, "--kv-cache-memory-bytes (vLLM skips memory profiling)", weights, estimated
     table = budget_table()
@@ -279,7 +279,7 @@ def _weights_per_rank(flat, facts: Facts, serve: ServeMemory, release=None) -> t
     if exact:
         return max(0, exact // ranks + replicated - offload), False
     version = release.version if release is not None else None
-    estimate = _estimated_weights(flat, facts, version, bool(pooling(facts, serve, version)))
+    estimate = _estimated_weights(flat, facts, version, bool(pooling(flat, facts, serve, version)))
     return (max(0, estimate // ranks + replicated - offload), True) if estimate else (None, True)
 
 
@@ -307,11 +307,11 @@ def replicated_kv_weight_bytes(flat, facts: Facts) -> int:
     return int(layers * 2 * m.head_dim * m.hidden_size * per_param * (1 - m.num_kv_heads / tp))
 
 
-def pooling(facts: Facts, serve: ServeMemory, version: str | None) -> str | None:
+def pooling(flat, facts: Facts, serve: ServeMemory, version: str | None) -> str | None:
     """Why vLLM builds the pooling runner for this model and these flags (facts/runner_type.py), or None."""
     from kvdoctor.facts.runner_type import pooling_reason
 
-    return pooling_reason(facts, budget_table(), serve.runner, serve.convert, serve.task, version)
+    return pooling_reason(flat, facts, budget_table(), serve.runner, serve.convert, serve.task, version)
 
 
 def _estimated_weights(flat, facts: Facts, version: str | None = None, pooling: bool = False) -> int | None:
@@ -461,7 +461,7 @@ def profile_run_peak(flat, facts: Facts, serve: ServeMemory, release,
     default_tokens, default_seqs = batch_defaults(flat, release)
     tokens, seqs = serve.max_num_batched_tokens or default_tokens, serve.max_num_seqs or default_seqs
     table = budget_table()
-    pooled = bool(pooling(facts, serve, release.version))
+    pooled = bool(pooling(flat, facts, serve, release.version))
     return (profile_peak(flat, facts, table, release, tokens, seqs, serve.enforce_eager, max_model_len,
                          serve.block_size, pooled),
             0 if pooled else sampler_band_bytes(flat, facts, table, release, min(tokens, seqs)))

@@ -3,15 +3,13 @@ pooling model has no LM head and its profile run pools instead of sampling (data
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 from kvdoctor.model.facts import Facts
 
 
-def pooling_reason(facts: Facts, table: dict[str, Any], runner: str | None, convert: str | None, task: str | None,
-                   version: str | None) -> str | None:  # fmt: skip
+def pooling_reason(flat, facts: Facts, table: dict[str, Any], runner: str | None, convert: str | None,
+                   task: str | None, version: str | None) -> str | None:  # fmt: skip
     """Why vLLM serves this model with the pooling runner (a clause naming the evidence), or None for 'generate'."""
     entry = table["pooling_runner"]
     if runner and runner != "auto":
@@ -20,24 +18,10 @@ def pooling_reason(facts: Facts, table: dict[str, Any], runner: str | None, conv
         return f"--convert {convert}"
     if task:
         return f"--task {task}" if task in entry["tasks"] else None
-    if _sentence_transformers_pooling(facts.model.source if facts.model else None, entry):
+    if flat.get("model.sentence_transformers_pooling"):
         return f"the model directory's {entry['sentence_transformers_file']} (a Sentence Transformers model)"
     arch = _pooling_architecture(facts, entry, version)
     return f"{arch} is registered as a pooling model" if arch else None
-
-
-def _sentence_transformers_pooling(source: str | None, entry: dict[str, Any]) -> bool:
-    """get_pooling_config: modules.json beside config.json lists a Pooling module."""
-    if not source:
-        return False
-    path = Path(source)
-    folder = path.parent if path.name.endswith(".json") else path
-    try:
-        modules = json.loads((folder / entry["sentence_transformers_file"]).read_text())
-    except (OSError, ValueError):
-        return False
-    return isinstance(modules, list) and any(
-        isinstance(m, dict) and m.get("type") == entry["sentence_transformers_pooling_type"] for m in modules)
 
 
 def _pooling_architecture(facts: Facts, entry: dict[str, Any], version: str | None) -> str | None:

@@ -28,6 +28,7 @@ _SAFETENSORS_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 
                       "F4": 0.5, "FP4": 0.5}  # fmt: skip
 UNKNOWN = {"model.max_len_keys": None, "model.rope_scaling": None, "model.layer_kinds": None,
            "model.state_layer": None, "model.attention_chunk_size": None, "model.full_attention_geometry": None,
+           "model.sentence_transformers_pooling": None,
            "model.vocab_size": None, "model.intermediate_size": None, "model.tie_word_embeddings": None,
            "model.moe_layout": None, "model.mla_layout": None, "model.text_config_key": None, "model.cross_attention": None, "checkpoint.weights_bytes": None,
            "checkpoint.weights_source": None}  # fmt: skip
@@ -50,6 +51,7 @@ def probe_model_memory(model: ModelFacts | None, config_path: Path | None, model
         "model.state_layer": state_layer(text, model),
         "model.attention_chunk_size": _chunk_size(text, model),
         "model.full_attention_geometry": full_attention_geometry(text, model),
+        "model.sentence_transformers_pooling": sentence_transformers_pooling(model_dir or config_path.parent),
         "model.vocab_size": _int(text.get("vocab_size", raw.get("vocab_size"))),
         "model.intermediate_size": _int(text.get("moe_intermediate_size") or text.get("intermediate_size")),
         "model.tie_word_embeddings": bool(raw.get("tie_word_embeddings", text.get(
@@ -199,6 +201,15 @@ def full_attention_geometry(text: dict[str, Any], model: ModelFacts) -> dict[str
     if (head_dim, heads) == (model.head_dim, model.num_kv_heads) or not (head_dim and heads):
         return None
     return {"heads": heads, "head_dim": head_dim}
+
+
+def sentence_transformers_pooling(folder: Path) -> bool:
+    """Does the model directory hold a Sentence Transformers modules.json with a Pooling module (vLLM's
+    get_pooling_config, which makes `--runner auto` the pooling runner; data/kv_memory.yaml budget.pooling_runner)?"""
+    entry = load_yaml_cached(read_data("kv_memory.yaml"), "kv_memory.yaml")["budget"]["pooling_runner"]
+    modules = _read_json(folder / entry["sentence_transformers_file"])
+    return isinstance(modules, list) and any(
+        isinstance(m, dict) and m.get("type") == entry["sentence_transformers_pooling_type"] for m in modules)
 
 
 def cross_attention(text: dict[str, Any], model: ModelFacts) -> dict[str, int] | None:
