@@ -87,6 +87,21 @@ def _unwrapped(words: list[Token]) -> tuple[list[Token], str | None]:
     return words, wrapper
 
 
+def _srun_job_name(words: list[Token]) -> str | None:
+    """The job name srun gives the run (`--job-name=X`, `--job-name X`, `-J X`): the workload's name in Slurm."""
+    if not words or PurePosixPath(words[0].text).name != "srun":
+        return None
+    index = 1
+    while index < len(words) and words[index].text.startswith("-"):
+        word = words[index].text
+        if word.startswith("--job-name="):
+            return word.split("=", 1)[1] or None
+        if word in ("--job-name", "-J") and index + 1 < len(words):
+            return words[index + 1].text
+        index += 2 if word in SRUN_VALUE_OPTIONS else 1
+    return None
+
+
 def _docker_run(file: str, name: str, words: list[Token]) -> Workload | None:
     words, _ = _unwrapped(words)
     if len(words) < 3 or PurePosixPath(words[0].text).name not in CONTAINER_RUNNERS or words[1].text != "run":
@@ -129,6 +144,7 @@ def _docker_run(file: str, name: str, words: list[Token]) -> Workload | None:
 
 
 def _direct(file: str, name: str, words: list[Token]) -> Workload | None:
+    name = _srun_job_name(words) or name
     words, wrapper = _unwrapped(words)
     argv = after_launcher(words)
     if argv is None:
