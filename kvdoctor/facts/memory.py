@@ -162,8 +162,8 @@ def _why_not_modelled(flat, facts: Facts, kinds, release, serve: ServeMemory) ->
         if not flat.get("model.state_layer"):
             return "config.json lacks a key vLLM sizes this model's Mamba / linear-attention state from"
         if checkpoint_blocks(facts, release.version) is None:
-            return (f"whether vLLM {release.version}'s Mamba layers hold a prefill-checkpoint block was not read (it "
-                    "differs between 0.26.0 and 0.32.0)")
+            return (f"whether vLLM {release.version}'s Mamba / linear-attention layers hold a prefill-checkpoint block "
+                    "was not read (data/kv_memory.yaml state_layers prefill_checkpoint_blocks)")
     if "chunked" in kinds and not flat.get("model.attention_chunk_size"):
         return "config.json does not give the attention chunk size"
     if serve.unmodelled:
@@ -356,7 +356,7 @@ def checkpoint_blocks(facts: Facts, version: str) -> int | None:
     if below is None:
         return None
     if above is None or read[below] == read[above]:
-        return read[below]
+        return read[below]  # None where the data says the release decides it in a way not read
     return None
 
 

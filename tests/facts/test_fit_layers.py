@@ -210,3 +210,10 @@ def test_gemma4_global_layers_take_their_own_kv_heads_and_head_size(tmp_path):
     assert flat["memory.kv_bytes_per_token"] * flat["memory.block_size"] == 5 * 8192 * 16
     assert flat["memory.max_concurrency"] == pytest.approx(14.92, abs=0.005)
     assert abs(flat["memory.kv_tokens"] - 3_912_140) < 262_144 * 0.005
+
+
+def test_qwen3_5_on_0_34_0_leaves_its_prefill_checkpoint_block_undecided(tmp_path):
+    """0.34.0's GDN layer holds a checkpoint block only with the FlashInfer prefill backend: not read, so no verdict."""
+    config = json.loads((STARTUP_CONFIGS / "Qwen__Qwen3.5-27B.json").read_text())
+    flat = flat_for(tmp_path, config, vllm="0.34.0", serve=("--max-model-len", "32768", "--kv-cache-memory-bytes", "7G"))
+    assert flat["memory.fit"] == "not_modelled" and "prefill-checkpoint block" in flat["memory.why_not"]
