@@ -168,6 +168,8 @@ def api_values(values: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
     module, name = values.get("module"), values.get("name")
     if values.get("cls") and values.get("arg"):
         return _detail("params", str(values["cls"]), str(values["arg"]), "takes", facts)
+    if values.get("cls") and values.get("needed"):
+        return _needed(str(values["cls"]), str(values["needed"]), facts)
     if module and name and not str(module).startswith("vllm"):
         return _detail("members", str(module), str(name), "has", facts)
     if module and name:
@@ -185,11 +187,11 @@ def _found(subject: str, ranges: list, facts: dict[str, Any]) -> dict[str, Any]:
             "api_spec": spec}
 
 
-def _nowhere(subject: str) -> dict[str, Any]:
+def _nowhere(subject: str, name: str) -> dict[str, Any]:
     order = load_history().releases
     return {"api_text": f" No vLLM release read ({order[0]}-{order[-1]}, {len(order)} releases) has {subject}: "
                         f"the program patches it in itself, misspells it, or needs a vLLM newer than {order[-1]}.",
-            "api_fix": f"Check the program's own vLLM patches and its spelling of {subject}: no vLLM release "
+            "api_fix": f"Check the program's own vLLM patches and its spelling of `{name}`: no vLLM release "
                        f"{order[0]}-{order[-1]} has it"}
 
 
@@ -210,7 +212,7 @@ def _name(module: str, name: str, facts: dict[str, Any]) -> dict[str, Any]:
         out["api_text"] += lazy_text
         return out
     if not elsewhere:
-        out = _nowhere(f"`{name}`")
+        out = _nowhere(f"`{name}`", name)
         if module_ranges(module) is None:
             out["api_text"] += f" Nor does any have a module `{module}`."
         return out
@@ -231,7 +233,7 @@ def _module(module: str, facts: dict[str, Any]) -> dict[str, Any]:
         return _found(f"the module `{module}`", ranges, facts)
     last = module.rpartition(".")[2]
     similar = sorted(m for m in load_history().modules if m.rpartition(".")[2] == last)[-MAX_PLACES:]
-    out = _nowhere(f"a module `{module}`")
+    out = _nowhere(f"a module `{module}`", module)
     if similar:
         out["api_text"] += " Modules of that name: " + ", ".join(
             f"`{m}` {describe(module_ranges(m))}" for m in similar) + "."
@@ -248,7 +250,7 @@ def _detail(kind: str, short: str, name: str, verb: str, facts: dict[str, Any]) 
     found = [(q, r) for q, r in having if r]
     if not found:
         listed = ", ".join(f"`{q}` ({describe(owner_ranges(q))})" for q in owners[-MAX_PLACES:])
-        return _nowhere(f"`{name}` on {listed}")
+        return _nowhere(f"`{name}` on {listed}", name)
     clauses = [f"`{q}` {verb} `{name}` {describe(r)}" for q, r in found[-MAX_PLACES:]]
     lacking = [q for q, r in having if not r][-1:]
     clauses += [f"`{q}` never does" for q in lacking]
@@ -258,3 +260,24 @@ def _detail(kind: str, short: str, name: str, verb: str, facts: dict[str, Any]) 
             "api_fix": f"Install a vLLM release that has it: pip install '{spec}' (or the program's release made "
                        f"for the vLLM you have)",
             "api_spec": spec}
+
+
+def _needed(short: str, needed: str, facts: dict[str, Any]) -> dict[str, Any]:
+    """A parameter the program did not pass: the releases whose callable takes it, and those that do not."""
+    out = _detail("params", short, needed, "takes", facts)
+    owners = [q for q in qualified_names(short.rpartition(".")[2], "params") if detail_ranges("params", q, needed)]
+    if not owners:
+        return out
+    newest = owners[-1]
+    having = _releases_in(detail_ranges("params", newest, needed))
+    without = [r for r in load_history().releases if r in _releases_in(owner_ranges(newest) or []) - having]
+    out.pop("api_spec", None)
+    out["api_fix"] = (f"Install the program's release made for this vLLM (it passes `{needed}`)"
+                      + (f", or a vLLM whose {newest.rpartition('.')[2]} does not need it: "
+                         f"{_spans(merge([[r, r] for r in without], None))}" if without else ""))
+    return out
+
+
+def _spans(ranges: list) -> str:
+    """'0.6.2-0.8.4, 0.11.1-0.34.0': the ranges plainly."""
+    return ", ".join(low if low == high else f"{low}-{high}" for low, high in ranges)
