@@ -97,6 +97,9 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         # the attention selector's reasons ('TRITON_ATTN: [kv_cache_dtype not supported]'): a log's tail
                         # may keep only them
                         r"|\b[A-Z][A-Z0-9_]{2,}: \[[\w ,.()-]*\bnot supported\b"
+                        # asyncio's report of a callback that raised, urllib's HTTPError, pip failing to build or install
+                        r"|^Exception in callback \S|\bHTTP Error [45]\d\d: \S"
+                        r"|^\s*Building wheel for \S+ \([^)]*\) \.\.\. error$|^note: This error originates from a subprocess"
                         # kubectl get pods: a row whose status is a failure (CrashLoopBackOff, OOMKilled: above)
                         r"|^[a-z0-9][\w.-]*\s+\d+/\d+\s+(?:Init:)?(?:Error|ContainerCannotRun|CreateContainer(?:Config)?Error"
                         r"|RunContainerError|StartError)\s+\d+"
@@ -141,7 +144,8 @@ _LATE_WORDS = ("Trace/breakpoint", "*** Aborted", "terminate called", "bad_alloc
                 "Timeout at NCCL", "_DSA`", "kernel errors might", "For debugging consider", "pending placement",
                 "compilation terminated", "NCCL operations have failed", "device handle for GPU",
                 "Check failed", " vs. ", "GCS", "Error ", "ContainerCannotRun", "ContainerError", "ContainerConfigError",
-                "StartError", "not supported")
+                "StartError", "not supported", "Exception in callback", "HTTP Error", "... error",
+                "error originates")
 # The round-4 patterns anchored at a line's start, tested by one anchored match (it fails on the first characters).
 _CRASH_HEAD = re.compile(r"(?i)\s*(?:(?:zsh|bash|sh|fish): |make|CMake Error|FAILED |\[\d|Killed: |free|malloc|realloc|munmap|double free|corrupted "
                          r"|Fatal glibc|<?\s*HTTP/|Internal Server|Exception in thread|Process |Thread |Current thread"
@@ -432,8 +436,12 @@ _STACK_INFO = "Stack (most recent call last):"  # logging's stack_info=True: fra
 # A reporter's own words for a start-up that stops: the log holds no error, the line says it hangs or stops there.
 _HANG_PROSE = re.compile(r"(?i)\b(?:hangs?|hanging|hung|stuck|freez(?:es|ing)|frozen)\b.{0,40}?"
                          r"\b(?:here|forever|indefinitely|at this|at that|no (?:more |further )?output|never)\b"
-                         r"|\bno (?:more|further) (?:output|logs?)\b|\bnothing (?:else )?(?:happens|is printed)\b")
-_HANG_WORDS = ("ang", "ung", "tuck", "reez", "rozen", "o more", "o further", "othing", "ANG", "TUCK")
+                         r"|\bno (?:more|further) (?:output|logs?)\b|\bnothing (?:else )?(?:happens|is printed)\b"
+                         # or that the process dies there ('it stops here and the container restarts')
+                         r"|\b(?:container|pod|process|server|engine|service|it)\b.{0,30}?\b(?:restarts|keeps restarting"
+                         r"|crash(?:es|ed)|dies|died)\b")
+_HANG_WORDS = ("ang", "ung", "tuck", "reez", "rozen", "o more", "o further", "othing", "ANG", "TUCK", "restart",
+               "crash", "dies", "died")
 
 
 def _last_words(lines: list[LogLine], add: Callable[[FailureEvidence], None]) -> None:

@@ -379,3 +379,14 @@ def test_a_kv_cache_that_holds_less_than_one_max_length_request():
     assert report.extra["family"] == "kv_cache_too_small" and "32768" in report.findings[0].title
     assert explain_text("INFO 05-02 10:22:18 [executor_base.py:1] Maximum concurrency for 32768 tokens per request: "
                         "3.42x\n").exit_code("error") == 0
+
+
+def test_asyncio_urllib_pip_and_a_reporters_word_for_a_process_that_died():
+    for log in ("Exception in callback _log_task_completion(error_callback=<bound method>)",
+                "urllib.error: HTTP Error 503: Service Unavailable",
+                "  Building wheel for vllm (pyproject.toml) ... error",
+                "note: This error originates from a subprocess, and is likely not a problem with pip.",
+                "Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:10<00:10, 5.00s/it]\n"
+                "(it stops here and the container restarts)"):
+        assert explain_text(log + "\n").exit_code("error") == 1, log
+    assert explain_text("  Building wheel for vllm (pyproject.toml) ... done\n").exit_code("error") == 0
