@@ -6,6 +6,7 @@ Loaded only when a line of the wrapper_api_mismatch shapes is found: explain on 
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Any
 
@@ -281,3 +282,24 @@ def _needed(short: str, needed: str, facts: dict[str, Any]) -> dict[str, Any]:
 def _spans(ranges: list) -> str:
     """'0.6.2-0.8.4, 0.11.1-0.34.0': the ranges plainly."""
     return ", ".join(low if low == high else f"{low}-{high}" for low, high in ranges)
+
+
+def no_release_mismatch(values: dict[str, Any], facts: dict[str, Any], frame_files: tuple[str, ...] = ()) -> bool:
+    """Whether a line that says a vLLM module (or a module's name) is missing has a cause other than the release:
+    vLLM's own code made the failed import (its innermost frame is in vllm/: a broken or shadowed install), or the
+    log's vLLM release has it, or every release read does (a circular import); wrapper_api_mismatch then does not
+    claim it."""
+    module, name = str(values.get("module") or ""), values.get("name")
+    if not module.startswith("vllm") or values.get("cls"):
+        return False
+    own = [f for f in frame_files if not f.startswith("<")]
+    if own and re.search(r"(?:^|[/\\])vllm[/\\]", own[-1]):
+        return True
+    ranges = name_ranges(module, str(name)) if name else module_ranges(module)
+    if not ranges:
+        return False
+    order = load_history().releases
+    if ranges == [[order[0], order[-1]]]:
+        return True
+    version = str(facts.get("vllm.version") or "").split("+")[0]
+    return bool(version) and version in _releases_in(ranges)

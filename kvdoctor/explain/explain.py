@@ -94,6 +94,8 @@ def _in_context(matches: list[SignatureMatch], families: Families, text: str,
         wanted = families.only_when.get(rule_id)
         if wanted and any(str((facts or {}).get(fact)) != value for fact, value in wanted.items()):
             continue
+        if families.family_of.get(rule_id) == "wrapper_api_mismatch" and _release_has_it(match, facts or {}):
+            continue
         if rule_id in families.context:
             if rule_id not in present:
                 present[rule_id] = families.context[rule_id].search(text) is not None
@@ -101,3 +103,11 @@ def _in_context(matches: list[SignatureMatch], families: Families, text: str,
                 continue
         kept.append(match)
     return kept
+
+
+def _release_has_it(match: SignatureMatch, facts: dict[str, Any]) -> bool:
+    """A vLLM name the line says is missing for a reason no release explains (explain/api_history.py)."""
+    from kvdoctor.explain.api_history import no_release_mismatch
+
+    frames = tuple(f.file for f in match.exception.frames) if match.exception is not None else ()
+    return no_release_mismatch(dict(match.values), facts, frames)

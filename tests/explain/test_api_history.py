@@ -101,3 +101,21 @@ def test_history_loads_only_for_such_a_line():
     assert api_history.load_history.cache_info().currsize == 0
     explain_text("ImportError: cannot import name 'LLM' from 'vllm.entrypoints.llm'\n")
     assert api_history.load_history.cache_info().currsize == 1
+
+
+def test_a_missing_module_vllm_itself_imports_is_no_release_mismatch():
+    """The failed import is vLLM's own (its innermost frame in vllm/): a broken or shadowed install, not a program
+    written for another release; the family does not claim it."""
+    log = ("Traceback (most recent call last):\n"
+           '  File "/venv/lib/python3.11/site-packages/vllm/attention/backends/flash_attn.py", line 20, in <module>\n'
+           "    from vllm.vllm_flash_attn import flash_attn_varlen_func\n"
+           "ModuleNotFoundError: No module named 'vllm.vllm_flash_attn'\n")
+    assert "KVD405" not in {f.rule_id for f in explain_text(log).findings}
+    framework = log.replace("/site-packages/vllm/attention/backends/flash_attn.py", "/site-packages/verl/rollout.py")
+    assert explain_text(framework).findings[0].rule_id == "KVD405"
+
+
+def test_a_name_the_logs_release_has_is_no_release_mismatch():
+    line = "ImportError: cannot import name 'GuidedDecodingParams' from 'vllm.sampling_params'\n"
+    assert explain_text(VERSION_LINE.format("0.13.0") + line).findings[0].rule_id == "KVD403"
+    assert "KVD403" not in {f.rule_id for f in explain_text(VERSION_LINE.format("0.10.2") + line).findings}
