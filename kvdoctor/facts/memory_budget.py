@@ -339,7 +339,8 @@ def _estimated_weights(flat, facts: Facts, version: str | None = None, pooling: 
     embeddings = vocab * m.hidden_size * (1 if flat.get("model.tie_word_embeddings") or pooling else 2)
     mixers = sequence_mixer_parameters(flat, m.hidden_size, m.num_hidden_layers, attention)
     mlp = mlp_parameters(flat, m.hidden_size, m.num_hidden_layers, inter)
-    if method not in (None, "none") and _quantizes_experts_only(method):  # e.g. mxfp4: attention stays unquantized
+    if method not in (None, "none") and _quantizes_experts_only(method, config, m.num_hidden_layers, m.is_moe):
+        # e.g. mxfp4, or a checkpoint excluding every layer's attention: attention and dense MLPs stay unquantized
         experts = routed_expert_parameters(flat, m.hidden_size, m.num_hidden_layers)
         return int(experts * linear_bytes) + (mixers + mlp - experts + embeddings) * dtype_bytes
     return int((mixers + mlp) * linear_bytes) + embeddings * dtype_bytes
@@ -359,9 +360,21 @@ def attention_parameters(flat, hidden: int, head_dim: int, heads: int, kv_heads:
     return q + kv_a + kv_b + heads * mla["v_head_dim"] * hidden
 
 
-def _quantizes_experts_only(method: str) -> bool:
-    entry = budget_table()["quantized_weights"]["methods"].get(method) or {}
-    return entry.get("applies_to") == "experts"
+def _quantizes_experts_only(method: str, config: dict[str, Any], layers: int, is_moe: bool | None) -> bool:
+    table = budget_table()["quantized_weights"]
+    if (table["methods"].get(method) or {}).get("applies_to") == "experts":
+        return True
+    patterns = [p for k in table["exclusion_keys"] if isinstance(config.get(k), list) for p in config[k]
+                if isinstance(p, str)]  # fmt: skip
+    return bool(is_moe and patterns) and all(_excluded(f"layers.{i}.self_attn.q_proj", patterns) for i in range(layers))
+
+
+def _excluded(module: str, patterns: list[str]) -> bool:
+    """Does a wildcard name the module (its own prefix, e.g. model.language_model., left out on both sides)?"""
+    from fnmatch import fnmatchcase
+
+    return any(fnmatchcase(module, p[p.find("layers."):] if "layers." in p else p) or fnmatchcase("model." + module, p)
+               for p in patterns)
 
 
 def sequence_mixer_parameters(flat, hidden: int, layers: int, attention: int) -> int:

@@ -97,3 +97,26 @@ def test_modelopt_nvfp4_packs_two_values_a_byte_with_an_fp8_scale_per_16():
     float8_e4m3fn scale per group of 16 inputs; the hf_quant_config's group_size wins over the default."""
     assert quantized_bytes_per_param({"quant_algo": "NVFP4", "group_size": 16}, "modelopt_fp4", 2, 4096) == 0.5 + 1 / 16
     assert quantized_bytes_per_param({"quant_algo": "NVFP4"}, "modelopt_fp4", 2, 4096) == 0.5 + 1 / 16
+
+
+def test_a_modelopt_checkpoint_excluding_every_layers_attention_quantizes_its_experts_only(tmp_path):
+    """Gemma-4-26B-A4B-NVFP4's `ignore` names each layer's self_attn, mlp and router: only the experts are NVFP4
+    (ModelOpt's is_layer_skipped). vLLM 0.25.1 logged 15.88 GiB of weights on a GB10; all-NVFP4 would be 13.89."""
+    from kvdoctor.check.run import derived_facts
+    from kvdoctor.facts.collect import CheckOptions, collect_facts
+
+    source = Path(__file__).parents[1] / "fixtures" / "startup_logs" / "configs" / "nvidia__Gemma-4-26B-A4B-NVFP4"
+    config = json.loads((source / "config.json").read_text())
+
+    def weights_gib(cfg) -> float:
+        model = tmp_path / str(len(list(tmp_path.iterdir())))
+        model.mkdir()
+        (model / "config.json").write_text(json.dumps(cfg))
+        flat = derived_facts(collect_facts(CheckOptions(serve_argv=("vllm", "serve", str(model)), gpu="GB10",
+                                                        vllm_version="0.25.1", offline=True, resolve_kernels=False,
+                                                        environ={})))  # fmt: skip
+        return flat["memory.weights_bytes"] / 2**30
+
+    kept = weights_gib(config)
+    none_kept = weights_gib({**config, "quantization_config": {**config["quantization_config"], "ignore": ["lm_head"]}})
+    assert abs(kept - 15.88) / 15.88 < 0.05 and none_kept < kept - 1
