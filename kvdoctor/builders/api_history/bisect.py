@@ -68,17 +68,26 @@ class ModuleApis:
 
 
 def module_through(apis: ModuleApis, path: str, span: list[Release]) -> list:
-    """The module's keys (or ABSENT) in each release of `span`, whose first and last are read whole."""
+    """The module's keys (or ABSENT) in each release of `span`, whose first and last are read whole. Which releases
+    count as known depends on the span alone (never on what a cache holds), so a rebuild decides the same."""
     values: list = [None] * len(span)
     known = [False] * len(span)
+    for i in (0, len(span) - 1):
+        values[i], known[i] = apis.get(span[i], path), True
     for i, release in enumerate(span):
-        try:
-            values[i], known[i] = apis.cheap(release, path), True
-        except KeyError:
-            if i in (0, len(span) - 1):
-                values[i], known[i] = apis.get(release, path), True
+        if path not in release.hashes:
+            values[i], known[i] = ABSENT, True
+    _same_file(path, span, values, known)
     _settle(apis, path, span, values, known, 0, len(span) - 1)
     return values
+
+
+def _same_file(path: str, span: list[Release], values: list, known: list[bool]) -> None:
+    """A release whose copy of the module is byte-identical to a known release's is known too."""
+    by_digest = {span[i].hashes[path]: values[i] for i in range(len(span)) if known[i] and values[i] is not ABSENT}
+    for i, release in enumerate(span):
+        if not known[i] and release.hashes.get(path) in by_digest:
+            values[i], known[i] = by_digest[release.hashes[path]], True
 
 
 def _settle(apis: ModuleApis, path: str, span: list[Release], values: list, known: list[bool], low: int,
@@ -98,5 +107,6 @@ def _settle(apis: ModuleApis, path: str, span: list[Release], values: list, know
         return
     middle = inner[len(inner) // 2]
     values[middle], known[middle] = apis.get(span[middle], path), True
+    _same_file(path, span, values, known)
     _settle(apis, path, span, values, known, low, middle)
     _settle(apis, path, span, values, known, middle, high)
