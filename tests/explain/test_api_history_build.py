@@ -135,3 +135,17 @@ def test_star_imports_re_export_the_target_names_per_release(tmp_path):
     history = build(wheels, tmp_path / "cache", None)
     assert history["names"]["vllm.distributed"] == {"get_tp_group": [["0.1.0", "0.1.0"]]}
     assert history["names"]["vllm.distributed.parallel_state"]["get_tp_group"] == 0
+
+
+def test_no_wheels_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    import sys
+
+    import pytest
+
+    from kvdoctor.builders.api_history.build import main
+
+    monkeypatch.setattr(sys, "argv", ["x", "--wheels", str(tmp_path), "--out", str(tmp_path / "o.gz"), "--no-network"])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.count("\n") == 1

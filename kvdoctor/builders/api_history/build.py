@@ -29,11 +29,15 @@ from kvdoctor.data import DATA_DIR
 THREADS = 16
 
 
+class BuildError(Exception):
+    """Input the build cannot use (no wheels, an index or wheel it cannot read): one line, exit 2."""
+
+
 def build(wheels_dir: Path, cache_dir: Path, between: list[str] | None) -> dict:
     """The packed history of the wheels in `wheels_dir` and the releases `between` them (read by ranges)."""
     local = local_releases(wheels_dir)
     if not local:
-        raise SystemExit(f"no vllm-*.whl in {wheels_dir}")
+        raise BuildError(f"no vllm-*.whl in {wheels_dir}")
     read_whole = sorted(local, key=pep440_order)
     lowest, highest = pep440_order(read_whole[0]), pep440_order(read_whole[-1])
     middle = sorted({v for v in between or () if lowest < pep440_order(v) < highest} - set(local), key=pep440_order)
@@ -110,8 +114,15 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "kvdoctor")
     parser.add_argument("--no-network", action="store_true", help="read only the wheels at hand")
     args = parser.parse_args()
-    between = None if args.no_network else index_versions()
-    history = build(args.wheels, args.cache, between)
+    from kvdoctor.dryrun.wheel_fetch import FetchError
+
+    try:
+        between = None if args.no_network else index_versions()
+        history = build(args.wheels, args.cache, between)
+    except (BuildError, FetchError, OSError, ValueError) as exc:
+        hint = "" if isinstance(exc, BuildError) else " (--no-network reads only the wheels at hand)"
+        print(f"python -m kvdoctor.builders.api_history: error: {exc}{hint}", file=sys.stderr)
+        raise SystemExit(2) from None
     write(history, args.out)
     print(f"{len(history['modules'])} modules, {len(history['releases'])} releases "
           f"({len(history['read_whole'])} read whole) -> {args.out} ({args.out.stat().st_size // 1024} KiB)",
