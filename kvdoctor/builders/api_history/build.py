@@ -17,12 +17,13 @@ import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Callable
 
 from kvdoctor.base.versions import pep440_order
 from kvdoctor.builders.api_history.bisect import ABSENT, ModuleApis, module_through
 from kvdoctor.builders.api_history.extract import class_bases, module_name, packages_of
 from kvdoctor.builders.api_history.packing import pack, write
-from kvdoctor.builders.api_history.sources import (Release, index_versions, local_release, local_releases,
+from kvdoctor.builders.api_history.sources import (Release, RemoteWheel, local_release, local_releases,
                                                    remote_release)
 from kvdoctor.data import DATA_DIR
 
@@ -33,8 +34,10 @@ class BuildError(Exception):
     """Input the build cannot use (no wheels, an index or wheel it cannot read): one line, exit 2."""
 
 
-def build(wheels_dir: Path, cache_dir: Path, between: list[str] | None) -> dict:
-    """The packed history of the wheels in `wheels_dir` and the releases `between` them (read by ranges)."""
+def build(wheels_dir: Path, cache_dir: Path, between: list[str] | None,
+          open_wheel: Callable[[str], RemoteWheel] | None = None) -> dict:
+    """The packed history of the wheels in `wheels_dir` and the releases `between` them (read by ranges through
+    `open_wheel`, or from the cache)."""
     local = local_releases(wheels_dir)
     if not local:
         raise BuildError(f"no vllm-*.whl in {wheels_dir}")
@@ -45,7 +48,7 @@ def build(wheels_dir: Path, cache_dir: Path, between: list[str] | None) -> dict:
     apis = ModuleApis(cache_dir)
     loaded: dict[str, Release] = {v: local_release(v, local[v]) for v in read_whole}
     with ThreadPoolExecutor(THREADS) as pool:
-        loaded.update(zip(middle, pool.map(lambda v: remote_release(v, cache_dir), middle)))
+        loaded.update(zip(middle, pool.map(lambda v: remote_release(v, cache_dir, open_wheel), middle)))
     span_of = [loaded[v] for v in releases]
     masks: dict[tuple[str, str, str], int] = {}
     for a, b in zip(read_whole, read_whole[1:]):
@@ -105,8 +108,9 @@ def _mark(masks: dict, path: str, keys: frozenset, index: int) -> None:
         masks[key] = masks.get(key, 0) | bit
 
 
-def main() -> None:
-    """The builder's command line (see the module docstring)."""
+def main(open_wheel: Callable[[str], RemoteWheel] | None = None,
+         index_versions: Callable[[], list[str]] | None = None) -> None:
+    """The builder's command line (see the module docstring); tools/build_api_history.py passes the network."""
     parser = argparse.ArgumentParser(prog="python -m kvdoctor.builders.api_history", description=__doc__.split("\n\n")[0])
     parser.add_argument("--wheels", type=Path, default=Path(os.environ.get(
         "KVDOCTOR_VLLM_WHEELS", Path.home() / ".cache" / "kvdoctor" / "wheels")))
@@ -114,12 +118,10 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "kvdoctor")
     parser.add_argument("--no-network", action="store_true", help="read only the wheels at hand")
     args = parser.parse_args()
-    from kvdoctor.dryrun.wheel_fetch import FetchError
-
     try:
-        between = None if args.no_network else index_versions()
-        history = build(args.wheels, args.cache, between)
-    except (BuildError, FetchError, OSError, ValueError) as exc:
+        between = None if args.no_network or index_versions is None else index_versions()
+        history = build(args.wheels, args.cache, between, open_wheel)
+    except (BuildError, OSError, ValueError) as exc:
         hint = "" if isinstance(exc, BuildError) else " (--no-network reads only the wheels at hand)"
         print(f"python -m kvdoctor.builders.api_history: error: {exc}{hint}", file=sys.stderr)
         raise SystemExit(2) from None

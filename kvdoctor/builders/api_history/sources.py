@@ -1,10 +1,11 @@
 """Where the API history reads vLLM's source: wheels at hand (read whole), and the releases between them on the
-package index (their file list and RECORD hashes from the wheel's central directory, then single modules, all by
-HTTP range requests: kvdoctor/dryrun/wheel_fetch.py). What the network gave is cached, so a rebuild needs none.
+package index (their RECORD hashes, then single modules, by HTTP range requests through a RemoteWheel the caller
+gives). What the network gave is cached, so a rebuild needs none.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import re
@@ -12,6 +13,7 @@ import threading
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, Protocol
 
 from kvdoctor.base.versions import wheel_version
 
@@ -52,58 +54,52 @@ def local_release(version: str, wheel: Path) -> Release:
     return Release(version, hashes, True, archive.read)
 
 
-def index_versions(project: str = "vllm") -> list[str]:
-    """Every final release of the project the configured package index lists a wheel for."""
-    from kvdoctor.dryrun.package_index import _index_files, read_pip_settings
+class RemoteWheel(Protocol):
+    """A release's wheel on the package index, read by HTTP range requests (tools/build_api_history.py gives one
+    through kvdoctor/dryrun's range reader: the builders sit below dryrun and do not import it)."""
 
-    settings = read_pip_settings()
-    versions: set[str] = set()
-    for index_url in settings.index_urls[:1]:
-        for filename, _, _ in _index_files(index_url, project, settings.cert):
-            version = wheel_version(filename, project) if filename.endswith(".whl") else None
-            if version and not re.search(r"(a|b|rc|dev)\d*$", version):
-                versions.add(version)
-    return sorted(versions)
+    def names(self) -> list[str]:
+        """The wheel's member names (its central directory)."""
+
+    def read(self, name: str) -> bytes:
+        """One member's bytes."""
 
 
-def remote_release(version: str, cache_dir: Path) -> Release:
+def remote_release(version: str, cache_dir: Path, open_wheel: Callable[[str], RemoteWheel] | None) -> Release:
     """A release read by ranges: its RECORD (cached as JSON), and its modules fetched one at a time when asked."""
     listing = cache_dir / CACHE_SUBDIR / "records" / f"{version}.json"
     state: dict = {}
     lock = threading.Lock()  # the bisection's threads ask for modules of one release at once
 
-    def open_wheel():
+    def wheel() -> RemoteWheel:
         with lock:
             if not state:
-                from kvdoctor.dryrun.package_index import find_wheel
-                from kvdoctor.dryrun.wheel_fetch import RangeReader, _central_directory
-
-                location, why_not = find_wheel(version)
-                if location is None:
-                    raise OSError(f"vLLM {version}: {why_not}")
-                reader = RangeReader(location.url)
-                state["entries"] = _central_directory(reader)
-                state["reader"] = reader
-        return state["reader"], state["entries"]
-
-    def read(path: str) -> bytes:
-        from kvdoctor.dryrun.wheel_fetch import _member
-
-        reader, entries = open_wheel()
-        return _member(reader, path, entries[path])
+                if open_wheel is None:
+                    raise OSError(f"vLLM {version}'s wheel is not cached and no network reader was given")
+                state["wheel"] = open_wheel(version)
+        return state["wheel"]
 
     if listing.is_file():
         hashes = json.loads(listing.read_text(encoding="utf-8"))
     else:
-        from kvdoctor.dryrun.wheel_fetch import record_hashes
-
-        _, entries = open_wheel()
-        record = next(n for n in entries if re.fullmatch(r"vllm-[^/]+\.dist-info/RECORD", n))
-        hashes = {p: h for p, h in record_hashes(read(record).decode("utf-8", "replace")).items()
+        record = next(n for n in wheel().names() if re.fullmatch(r"vllm-[^/]+\.dist-info/RECORD", n))
+        hashes = {p: h for p, h in _record_hashes(wheel().read(record).decode("utf-8", "replace")).items()
                   if p.startswith("vllm/") and p.endswith(".py")}
         listing.parent.mkdir(parents=True, exist_ok=True)
         listing.write_text(json.dumps(hashes, sort_keys=True), encoding="utf-8")
-    return Release(version, hashes, False, read)
+    return Release(version, hashes, False, lambda path: wheel().read(path))
+
+
+def _record_hashes(text: str) -> dict[str, str]:
+    """path -> hex sha256 from a wheel's RECORD (`path,sha256=<urlsafe base64>,size`)."""
+    hashes = {}
+    for line in text.splitlines():
+        path, _, rest = line.partition(",")
+        digest = rest.partition(",")[0]
+        if digest.startswith("sha256="):
+            b64 = digest[len("sha256="):]
+            hashes[path] = base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
+    return hashes
 
 
 def _api_path(cache_dir: Path, path: str, digest: str) -> Path:
