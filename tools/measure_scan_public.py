@@ -11,7 +11,7 @@ names the input that decides it (--gpu, --model-path, the vLLM version).
     python tools/measure_scan_public.py --seen          # the rest
     python tools/measure_scan_public.py --seen --details  # seen files: each miss and each false error (never
                                                          # for held-back files, whose output stays unseen)
-    python tools/measure_scan_public.py --heldout --batch s33  # one batch of the index only (first, s32, s33, s34, s35)
+    python tools/measure_scan_public.py --heldout --batch s33  # one batch of the index only (first, s32, s33, s34, s35, s36)
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def main() -> int:
     which.add_argument("--seen", action="store_true")
     which.add_argument("--all", action="store_true")
     parser.add_argument("--details", action="store_true", help="each miss and false error (refused with --heldout)")
-    parser.add_argument("--batch", help="only this batch of the index: 'first' (issue 27's), 's32' ... 's35'")
+    parser.add_argument("--batch", help="only this batch of the index: 'first' (issue 27's), 's32' ... 's36'")
     args = parser.parse_args()
     if args.details and not args.seen:
         parser.error("--details is for the seen files only: the held-back files' output stays unseen")
