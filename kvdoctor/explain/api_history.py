@@ -167,6 +167,8 @@ def api_values(values: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
     {module, name} (an import or module attribute), {module: a class, name} (an instance attribute),
     {cls, arg} (a keyword), {module} alone (an import of a whole module)."""
     module, name = values.get("module"), values.get("name")
+    if "unrecognized arguments" in str(values.get("detail") or ""):
+        return _flags(str(values["detail"]), facts)
     if values.get("cls") and values.get("arg"):
         return _detail("params", str(values["cls"]), str(values["arg"]), "takes", facts)
     if values.get("cls") and values.get("needed"):
@@ -303,3 +305,32 @@ def no_release_mismatch(values: dict[str, Any], facts: dict[str, Any], frame_fil
         return True
     version = str(facts.get("vllm.version") or "").split("+")[0]
     return bool(version) and version in _releases_in(ranges)
+
+
+# the dataclasses `vllm serve` makes its flags from (EngineArgs.add_cli_args, FrontendArgs): --x-y is field x_y
+SERVE_ARGS_CLASSES = re.compile(r"\.(?:Async)?EngineArgs$|\.(?:Base)?FrontendArgs$")
+MAX_FLAGS = 3
+
+
+def _flags(detail: str, facts: dict[str, Any]) -> dict[str, Any]:
+    """`unrecognized arguments: --a --b`: the releases whose serve arguments have each flag's field."""
+    clauses, specs = [], []
+    for flag in re.findall(r"(?<![\w-])--([a-z0-9][\w-]*)", detail)[:MAX_FLAGS]:
+        field = flag.replace("-", "_")
+        owners = [q for q in load_history().owners_with("params", field) if SERVE_ARGS_CLASSES.search(q)]
+        found = merge(None, None)
+        for owner in owners:
+            found = merge(found, detail_ranges("params", owner, field))
+        if found:
+            clauses.append(f"`--{flag}` (the serve arguments' field {field}) exists {describe(found)}"
+                           + side_of(facts.get("vllm.version"), found).replace(" The log's", "; the log's").rstrip("."))
+            specs.append(install_spec(found))
+        else:
+            clauses.append(f"no release read has a serve-argument field {field} for `--{flag}` (EngineArgs and "
+                           f"FrontendArgs; flags older releases add by hand are not read)")
+    if not clauses:
+        return {}
+    out: dict[str, Any] = {"api_text": " In the vLLM releases read, " + "; ".join(clauses) + "."}
+    if len(set(specs)) == 1:
+        out["api_fix"] = (f"Drop or rename the flag, or install a vLLM release that has it: pip install '{specs[0]}'")
+    return out

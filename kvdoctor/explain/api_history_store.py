@@ -34,21 +34,26 @@ class StoredHistory:
         start = at + len(prefix)
         return json.loads(self.text[start:self.text.index("\n", start)])
 
-    @lru_cache(maxsize=1024)
     def modules_with(self, name: str) -> tuple[str, ...]:
-        """The modules whose names table holds `name`: each place the key occurs, on a names line."""
-        found = []
-        for needle in ("{" + json.dumps(name) + ":", "," + json.dumps(name) + ":"):
-            at = self.text.find(needle)
-            while at >= 0:
-                start = self.text.rfind("\n", 0, at) + 1
-                if self.text.startswith("N\t", start):
-                    found.append(self.text[start + 2:self.text.index("\t", start + 2)])
-                at = self.text.find(needle, at + 1)
-        return tuple(sorted(set(found)))
+        """The modules whose names table holds `name`."""
+        return self.owners_with("names", name)
 
     @lru_cache(maxsize=1024)
     def owners_named(self, short: str, section: str) -> tuple[str, ...]:
         """The qualified classes or functions called `short` that have a table in the section."""
         letter = SECTION_LETTER[section]
         return tuple(re.findall(rf"^{letter}\t([\w.]+\.{re.escape(short)})\t", self.text, re.MULTILINE))
+
+    @lru_cache(maxsize=1024)
+    def owners_with(self, section: str, name: str) -> tuple[str, ...]:
+        """The owners whose table in the section holds the key `name`."""
+        letter = SECTION_LETTER[section] + "\t"
+        found = []
+        for needle in ("{" + json.dumps(name) + ":", "," + json.dumps(name) + ":"):
+            at = self.text.find(needle)
+            while at >= 0:
+                start = self.text.rfind("\n", 0, at) + 1
+                if self.text.startswith(letter, start):
+                    found.append(self.text[start + 2:self.text.index("\t", start + 2)])
+                at = self.text.find(needle, at + 1)
+        return tuple(sorted(set(found)))

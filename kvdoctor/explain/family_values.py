@@ -28,7 +28,7 @@ def family_values(family: str | None, values: dict[str, Any], facts: dict[str, A
         out.update(_capability_gpus(values))
     elif family == "no_kernel_image" and not values.get("archs") and facts.get("logged.torch_archs"):
         out["archs"] = facts["logged.torch_archs"]  # torch's warning wraps: its second line, read as a fact
-    elif family == "wrapper_api_mismatch":
+    elif family in ("wrapper_api_mismatch", "serve_args"):
         from kvdoctor.explain.api_history import api_values  # loads data/api_history.json.gz: only here
 
         out.update(api_values(values, facts))

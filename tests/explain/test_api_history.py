@@ -119,3 +119,10 @@ def test_a_name_the_logs_release_has_is_no_release_mismatch():
     line = "ImportError: cannot import name 'GuidedDecodingParams' from 'vllm.sampling_params'\n"
     assert explain_text(VERSION_LINE.format("0.13.0") + line).findings[0].rule_id == "KVD403"
     assert "KVD403" not in {f.rule_id for f in explain_text(VERSION_LINE.format("0.10.2") + line).findings}
+
+
+def test_an_unrecognized_serve_flag_names_the_releases_whose_serve_arguments_have_it():
+    finding = explain_text("api_server.py: error: unrecognized arguments: --worker-extension-cls foo --no-such-flag\n").findings[0]
+    assert finding.rule_id == "KVD369"
+    assert "`--worker-extension-cls` (the serve arguments' field worker_extension_cls) exists from 0.8.0 on" in finding.cause
+    assert "no release read has a serve-argument field no_such_flag" in finding.cause
