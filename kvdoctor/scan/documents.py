@@ -17,7 +17,7 @@ from kvdoctor.scan.helm_chart import ChartSource, chart_root, is_values_file
 
 MAX_MANIFEST_BYTES = 8 * 1024 * 1024
 YAML_SUFFIXES = (".yaml", ".yml", ".yaml.tftpl", ".yml.tftpl")
-SCRIPT_SUFFIXES = (".sh", ".bash")
+SCRIPT_SUFFIXES = (".sh", ".bash", ".ps1")  # a PowerShell script's docker run reads as a shell's
 PYTHON_SUFFIX = ".py"
 # A Python file a walk reads: one that names vLLM or Ray Serve LLM (a Modal / Ray Serve app); the rest of a tree's
 # Python is code, not deployment, and is skipped without a word.

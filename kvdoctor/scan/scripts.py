@@ -18,8 +18,13 @@ from kvdoctor.scan.workload import EnvVar, Token, Workload
 
 SHEBANG = re.compile(r"^#!\s*\S*(?:/|env\s+)(?:ba|da|z)?sh\b")
 CONTAINER_RUNNERS = {"docker", "podman", "nerdctl"}
-WRAPPERS = {"sudo", "srun"}
-"""Commands that run the rest of their words (after their own options): `sudo docker run`, `srun -p X vllm serve`."""
+WRAPPERS = {"sudo", "srun", "apptainer", "singularity"}
+"""Commands that run the rest of their words (after their own options): `sudo docker run`, `srun -p X vllm serve`,
+`apptainer exec --nv --bind /data vllm-openai.sif vllm serve ...` (its subcommand and image skipped too)."""
+CONTAINER_EXEC = {"apptainer", "singularity"}
+CONTAINER_EXEC_VALUE_OPTIONS = {"-B", "--bind", "--env", "--env-file", "-H", "--home", "-W", "--workdir", "--mount",
+                                "-o", "--overlay", "--pwd", "--security", "--network", "--app"}  # fmt: skip
+POWERSHELL_CONTINUATION = re.compile(r"`[ \t]*\r?\n")
 # docker run options that take a value as the next word (the others are switches).
 DOCKER_VALUE_OPTIONS = {
     "-a", "--attach", "--add-host", "--cpus", "--cpuset-cpus", "--device", "--dns", "-e", "--env", "--env-file",
@@ -43,7 +48,10 @@ def is_shell_script(source: SourceFile) -> bool:
 
 
 def workloads(source: SourceFile) -> list[Workload]:
-    return script_workloads(source.text, 1, source.path, PurePosixPath(source.path).name)
+    text = source.text
+    if source.path.endswith(".ps1"):  # PowerShell continues a line with a backtick where a shell has a backslash
+        text = POWERSHELL_CONTINUATION.sub("\\\n", text)
+    return script_workloads(text, 1, source.path, PurePosixPath(source.path).name)
 
 
 def script_workloads(script: str, first_line: int, file: str, name: str,
@@ -80,9 +88,16 @@ def _unwrapped(words: list[Token]) -> tuple[list[Token], str | None]:
     while words and PurePosixPath(words[0].text).name in WRAPPERS:
         wrapper = PurePosixPath(words[0].text).name
         index = 1
-        values = SRUN_VALUE_OPTIONS if wrapper == "srun" else set()
+        if wrapper in CONTAINER_EXEC:  # apptainer exec|run [options] IMAGE COMMAND...
+            if index < len(words) and words[index].text in ("exec", "run"):
+                index += 1
+            values = CONTAINER_EXEC_VALUE_OPTIONS
+        else:
+            values = SRUN_VALUE_OPTIONS if wrapper == "srun" else set()
         while index < len(words) and words[index].text.startswith("-"):
             index += 2 if words[index].text in values else 1
+        if wrapper in CONTAINER_EXEC:
+            index += 1  # the image (a .sif file or docker://...)
         words = words[index:]
     return words, wrapper
 

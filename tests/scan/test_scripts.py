@@ -196,3 +196,18 @@ def test_an_environments_vllm_of_unknown_age_leaves_a_flag_older_releases_accept
     image = "docker run --gpus 1 vllm/vllm-openai:latest --model m --tokenizer-pool-size 128\n"
     (latest,) = scan([str(_script(tmp_path, image, "latest.sh"))], tmp_path, gpu=None).workloads
     assert _kvd004(latest) == "fired"  # :latest is today's vLLM (0.20.0-0.34.0), which refuses it
+
+
+def test_vllm_serve_inside_an_apptainer_container_and_a_powershell_docker_run(tmp_path):
+    """HPC sites run vLLM's image as a .sif (`apptainer exec --nv --bind DIR IMAGE vllm serve ...`), and Windows
+    hosts a `docker run` from PowerShell, whose lines continue with a backtick: both are workloads."""
+    text = "apptainer exec --nv --bind /gscratch/ vllm-openai_latest.sif vllm serve $MODEL --tensor-parallel-size 2\n"
+    (run,) = find_workloads([str(_script(tmp_path, "MODEL=openai/gpt-oss-20b\n" + text, "vllm.bash"))])[1]
+    assert (run.container, [t.text for t in run.argv]) == ("apptainer", ["openai/gpt-oss-20b", "--tensor-parallel-size", "2"])
+    singularity = "singularity run -B /data:/data docker://vllm/vllm-openai:v0.8.5 vllm serve /data/m\n"
+    (run,) = find_workloads([str(_script(tmp_path, singularity, "s.sh"))])[1]
+    assert [t.text for t in run.argv] == ["/data/m"]
+    ps1 = "docker run --rm --gpus all `\n  -p 8000:8000 vllm/vllm-openai:v0.6.6.post1 `\n  --model org/m --max-model-len 4096\n"
+    (run,) = find_workloads([str(_script(tmp_path, ps1, "run.ps1"))])[1]
+    assert (run.kind, run.image) == ("docker run", "vllm/vllm-openai:v0.6.6.post1")
+    assert [(t.text, t.line) for t in run.argv] == [("--model", 3), ("org/m", 3), ("--max-model-len", 3), ("4096", 3)]
