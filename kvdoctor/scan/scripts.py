@@ -60,6 +60,7 @@ def script_workloads(script: str, first_line: int, file: str, name: str,
     top-level assignments (and `env`). A command whose variables an `if` / `elif` branch sets is one workload per
     such branch (`VLLM_ARGS=...` per `$VLLM_MODE`), each with the branch's values and a note saying which."""
     known = script_assignments(script, dict(env or {}))
+    script = alternate_values(script, known)
     branches = branch_assignments(script)
     found: list[Workload] = []
     for words in script_commands(script, first_line):
@@ -76,6 +77,17 @@ def script_workloads(script: str, first_line: int, file: str, name: str,
                     + ", ".join(f"{k}={v}" for k, v in sorted(branch.items())),))  # fmt: skip
             found.append(workload)
     return found
+
+
+ALTERNATE_VALUE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):?\+((?:[^{}\n]|\{[^{}\n]*\})*)\}")
+"""`${VAR:+words}`: the words when VAR is set (and not empty), nothing otherwise (one level of ${...} inside)."""
+
+
+def alternate_values(script: str, known: dict[str, str]) -> str:
+    """The script with each `${VAR:+words}` replaced as the shell would: its words where VAR is set in the known
+    environment (even to a value unknown here, like a workflow's ${{ inputs.x }}), else nothing; so an optional
+    `--env ...` before a docker run's image no longer reads as the image."""
+    return ALTERNATE_VALUE.sub(lambda m: m.group(2) if known.get(m.group(1)) else "", script)
 
 
 def _same(one: Workload, other: Workload) -> bool:

@@ -211,3 +211,20 @@ def test_vllm_serve_inside_an_apptainer_container_and_a_powershell_docker_run(tm
     (run,) = find_workloads([str(_script(tmp_path, ps1, "run.ps1"))])[1]
     assert (run.kind, run.image) == ("docker run", "vllm/vllm-openai:v0.6.6.post1")
     assert [(t.text, t.line) for t in run.argv] == [("--model", 3), ("org/m", 3), ("--max-model-len", 3), ("4096", 3)]
+
+
+def test_an_alternate_value_expansion_is_its_words_when_the_variable_is_set():
+    """`${VAR:+--env "X=$VAR"}` among a docker run's options (a real composite action): its words where VAR is set,
+    even to a value unknown here, nothing where it is not, so the image after it is still the image."""
+    from kvdoctor.scan.scripts import alternate_values, script_workloads
+
+    text = ('docker run -d --name vllm-server \\\n  ${KV:+--env "VLLM_CPU_KVCACHE_SPACE=${KV}"} \\\n'
+            '  vllm/vllm-openai:v0.25.1 --model org/m ${LEN:+--max-model-len "$LEN"}\n')
+    assert alternate_values("a ${X:+-b ${X}} c", {"X": "1"}) == "a -b ${X} c"
+    assert alternate_values("a ${X:+-b} c", {}) == "a  c"
+    (run,) = script_workloads(text, 1, "action.yml", "action", env={"KV": "${{ inputs.kv }}", "LEN": "4096"})
+    assert run.image == "vllm/vllm-openai:v0.25.1" and run.container == "vllm-server"
+    assert [t.text for t in run.argv] == ["--model", "org/m", "--max-model-len", "4096"]
+    assert [(e.name, e.line) for e in run.env] == [("VLLM_CPU_KVCACHE_SPACE", 2)]
+    (bare,) = script_workloads(text, 1, "action.yml", "action", env={})
+    assert [t.text for t in bare.argv] == ["--model", "org/m"] and bare.env == ()
