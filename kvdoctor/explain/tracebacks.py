@@ -245,12 +245,16 @@ def _frames_above(lines: list[LogLine], i: int) -> tuple[Frame, ...]:
         if match:
             frames.insert(0, Frame(match.group(1), int(match.group(2) or 0), match.group(3), code))
             code = None
-        elif text[0] in " \t" and code is None and not set(text.strip()) <= set("^~ "):
-            code = text.strip()  # the code line under the frame above
+        elif code is None and not set(text.strip()) <= set("^~ ") and (text[0] in " \t" or _frame_line(lines, j - 1)):
+            code = text.strip()  # the code line under the frame above (a paste that lost its indent: still under one)
         elif not (text[0] in " \t" and set(text.strip()) <= set("^~ ")):
             break
         j -= 1
     return tuple(frames)
+
+
+def _frame_line(lines: list[LogLine], j: int) -> bool:
+    return j >= 0 and lines[j].level is None and _LOOSE_FRAME.match(lines[j].text) is not None
 
 
 # the code line of a traceback's innermost frame that raises with a literal message: raise ValueError("...")
