@@ -44,7 +44,6 @@ KNOWN_MISSES = frozenset({
     "other__vllm_28950.log",
     "other__vllm_49920.log",
     "pp_unsupported__vllmascend_2712.log",
-    "serve_args__vllm_pr20375.log",
     "wrapper_api_mismatch__arcticinference_pr48.log",
     "wrapper_api_mismatch__chatlearn_179.log",
     "wrapper_api_mismatch__sendnninference_336.log",

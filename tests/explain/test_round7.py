@@ -24,3 +24,27 @@ def test_a_plain_line_under_a_log_record_is_not_a_frame_code_line():
     report = explain_text("INFO 01-02 03:04:05 [core.py:1] starting\n"
                           "ImportError: cannot import name 'GuidedDecodingParams' from 'vllm.sampling_params'\n")
     assert "raised at" not in _text(report)
+
+
+def test_a_config_check_behind_pydantics_validator_is_a_serve_argument_refused():
+    # pydantic reports a vLLM config dataclass's own check; no rule knows these words, so the report itself explains
+    report = explain_text(
+        "Traceback (most recent call last):\n"
+        '  File "/venv/lib/python3.12/site-packages/vllm/engine/arg_utils.py", line 900, in create_speculative_config\n'
+        "    speculative_config = SpeculativeConfig.from_dict(\n"
+        '  File "/venv/lib/python3.12/site-packages/pydantic/_internal/_dataclasses.py", line 120, in __init__\n'
+        "    s.__pydantic_validator__.validate_python(ArgsKwargs(args, kwargs), self_instance=s)\n"
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig\n"
+        "  Value error, num_speculative_tokens must be provided with speculative model unless the draft model "
+        "config contains an n_predict parameter. [type=value_error, input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]\n")
+    assert report.exit_code("error") == 1
+    assert report.extra["family"] == "serve_args"
+    assert "num_speculative_tokens must be provided" in _text(report)
+
+
+def test_a_known_message_inside_pydantics_report_keeps_its_own_family():
+    report = explain_text("pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n"
+                          "  Value error, The quantization method mxfp4 is not supported for the current GPU. Minimum "
+                          "capability: 100. Current capability: 86. [type=value_error, input_value=ArgsKwargs((), {}), "
+                          "input_type=ArgsKwargs]\n")
+    assert report.extra["family"] == "quant_min_capability"
