@@ -158,8 +158,10 @@ def _by_location(diagnosis: Diagnosis, rules: list[Rule], families: Families, fa
         places = [place for place in places if place.rpartition(":")[2] in raised_in]
     # a message the index does not hold (a bare assert, an IndexError): where the traceback says it was raised; a
     # KeyError or assert raised in a helper (torch, the standard library) still names vLLM's raise site: the
-    # innermost frame in vLLM's own code
-    places += _frame_places(exception)
+    # innermost frame in vLLM's own code. Not a call Python refused (a keyword the callee does not take): the frame
+    # made a call another release of the callee takes, it is not the family's check failing
+    if not _CALL_REFUSED.search(exception.message):
+        places += _frame_places(exception)
     rules_by_id = {rule.id: rule for rule in rules}
     for where in places:
         for pattern, rule_id in families.raised_in:
@@ -180,6 +182,10 @@ def _by_location(diagnosis: Diagnosis, rules: list[Rule], families: Families, fa
 _PYTHON_WORDING = re.compile(r"object has no attribute|got an unexpected keyword argument|missing \d+ required "
                              r"positional argument|takes \d+ positional arguments?|object is not (?:subscriptable|"
                              r"callable|iterable)|unsupported operand type|index out of range|by zero|No module named")
+
+
+_CALL_REFUSED = re.compile(r"\) got an unexpected keyword argument|\) got some positional-only arguments passed as keyword|"
+                           r"\) missing \d+ required (?:positional|keyword-only) argument|\) takes \d+ positional argument")
 
 
 def _python_wording(parts: tuple[str | None, ...]) -> bool:

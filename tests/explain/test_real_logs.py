@@ -40,7 +40,6 @@ KNOWN_MISSES = frozenset({
     "gpu_memory_occupied__vllmomni_469.log",
     "no_gpu_visible__kserve_3769.log",
     "other__llmscaler_361.log",
-    "other__vllm_16339.log",
     "other__vllm_28950.log",
     "other__vllm_49920.log",
     "pp_unsupported__vllmascend_2712.log",

@@ -48,3 +48,16 @@ def test_a_known_message_inside_pydantics_report_keeps_its_own_family():
                           "capability: 100. Current capability: 86. [type=value_error, input_value=ArgsKwargs((), {}), "
                           "input_type=ArgsKwargs]\n")
     assert report.extra["family"] == "quant_min_capability"
+
+
+def test_a_call_python_refused_in_a_vllm_frame_is_not_that_frames_family_check():
+    # vLLM's frame called another library with a keyword that library's release does not take: the frame's
+    # family (structured output's grammar check) did not fail, the call did; the callee is quoted from the frame
+    report = explain_text(
+        'File "/venv/lib/python3.12/site-packages/vllm/v1/structured_output/backend_guidance.py", line 150, '
+        "in validate_guidance_grammar\n"
+        "    err = somelib.Matcher.check(grammar, tokenizer=tok)\n"
+        "TypeError: Matcher.check() got some positional-only arguments passed as keyword arguments: 'tokenizer'\n")
+    assert report.exit_code("error") == 1
+    assert report.extra["family"] != "structured_output_schema"
+    assert "somelib.Matcher.check" in _text(report)
