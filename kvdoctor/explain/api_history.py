@@ -173,6 +173,8 @@ def api_values(values: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
         return _detail("params", str(values["cls"]), str(values["arg"]), "takes", facts)
     if values.get("cls") and values.get("needed"):
         return _needed(str(values["cls"]), str(values["needed"]), facts)
+    if module and str(module).split(".")[0] != "vllm" and str(module).startswith("vllm"):
+        return {}  # a plugin's module (vllm_ascend.x): the history holds vLLM's own releases only
     if module and name and not str(module).startswith("vllm"):
         return _detail("members", str(module), str(name), "has", facts)
     if module and name:

@@ -61,3 +61,20 @@ def test_a_call_python_refused_in_a_vllm_frame_is_not_that_frames_family_check()
     assert report.exit_code("error") == 1
     assert report.extra["family"] != "structured_output_schema"
     assert "somelib.Matcher.check" in _text(report)
+
+
+def test_a_plugins_missing_name_is_an_api_mismatch_and_its_version_warning_is_shown():
+    report = explain_text("/opt/venv/vllm_omni/version.py:50: RuntimeWarning: vLLM and vLLM-Omni appear to have "
+                          "mismatched major/minor versions:\n"
+                          "ImportError: cannot import name 'AscendWidget' from 'vllm_ascend.ops.widget'\n")
+    assert report.extra["family"] == "wrapper_api_mismatch"
+    text = _text(report)
+    assert "AscendWidget" in text and "mismatched major/minor versions" in text
+    assert "No vLLM release" not in text  # the API history holds vLLM's own releases, not the plugin's
+
+
+def test_a_plugins_version_warning_alone_is_not_a_failure():
+    report = explain_text("/opt/venv/vllm_omni/version.py:50: RuntimeWarning: vLLM and vLLM-Omni appear to have "
+                          "mismatched major/minor versions:\n"
+                          "INFO 05-02 10:22:18 [api_server.py:1] Starting vLLM API server on http://0.0.0.0:8000\n")
+    assert report.exit_code("error") == 0
