@@ -78,6 +78,15 @@ def qualified_names(short: str, kind: str) -> list[str]:
     return sorted(load_history().owners_named(short, kind), key=lambda q: (_last_index(owner_ranges(q)), q))
 
 
+def changed_member_owners(name: str) -> list[str]:
+    """vLLM's classes that have the member `name` in some releases but not in all (an API that came or went), newest
+    last; none when no class has it or it never changed."""
+    every = set(load_history().releases)
+    owners = [q for q in load_history().owners_with("members", name)
+              if (ranges := detail_ranges("members", q, name)) and _releases_in(ranges) != every]
+    return sorted(owners, key=lambda q: (_last_index(detail_ranges("members", q, name)), q))
+
+
 def modules_with(name: str, near: str = "") -> list[str]:
     """The modules that have a top-level `name` in some release, most likely home last: those sharing more of
     `near`'s package path (vllm.utils -> vllm.utils.argparse_utils), then those holding it latest."""

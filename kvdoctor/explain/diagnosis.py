@@ -100,6 +100,7 @@ def diagnose(
     # a failure line with no exception around it (an ERROR record, a bare message) is placed by the index too
     if not diagnosis.only_wrappers:  # a wrapper's line is not where the failure was raised
         diagnosis = _by_location(diagnosis, rules, families, facts)
+    diagnosis = _by_changed_member(diagnosis, rules)
     return replace(diagnosis, family=_family(diagnosis, families, selector_errors, facts))
 
 
@@ -176,6 +177,39 @@ def _by_location(diagnosis: Diagnosis, rules: list[Rule], families: Families, fa
                 by_rule[rule_id] = [match]
                 return replace(diagnosis, primary=match, unknown=None, by_rule=by_rule)
     return diagnosis
+
+
+_NO_ATTRIBUTE = re.compile(r"'(?!NoneType')(?P<owner>[A-Z]\w*)' object has no attribute '(?P<name>\w+)'")
+
+
+_ENGINE_OBJECT_PROBE = "'LLMEngine' object has no attribute 'model_executor'"
+
+
+def _by_changed_member(diagnosis: Diagnosis, rules: list[Rule]) -> Diagnosis:
+    """A vLLM class's object lacking an attribute that vLLM's API history shows that class having in some releases
+    only is a program written for another vLLM release. Read only when no rule and no raise site explained it (a
+    framework's own class lacking one of vLLM's member names is not claimed: on the held-out logs that cost more
+    than it gained)."""
+    exception = diagnosis.unknown
+    found = _NO_ATTRIBUTE.search(exception.message) if diagnosis.primary is None and exception is not None else None
+    # the rule that explains one of vLLM's engine objects lacking an attribute ({module}, {name}) explains this too
+    rule = next((r for r in rules if any("(?P<module>" in sig.source and sig.pattern.search(_ENGINE_OBJECT_PROBE)
+                                         for sig in r.signatures)), None)
+    # vLLM's own code reading it (innermost frame in vllm/): a broken install or vLLM's bug, not a program on top
+    in_vllm = bool(exception and exception.frames) and _package_path(exception.frames[-1].file).startswith("vllm/")
+    if found is None or rule is None or in_vllm:
+        return diagnosis
+    from kvdoctor.explain.api_history import changed_member_owners  # the history is read only for this shape
+
+    own = [q for q in changed_member_owners(found["name"]) if q.rpartition(".")[2] == found["owner"]]
+    if not own:
+        return diagnosis
+    owner = found["owner"]
+    signature = Signature(source=_NO_ATTRIBUTE.pattern, role="root",
+                          note=f"matched by vLLM's API history: {owner}.{found['name']} came or went between releases")
+    match = SignatureMatch(rule, signature, exception.line, exception.summary, exception, 0,
+                           (("module", owner), ("name", found["name"])))
+    return replace(diagnosis, primary=match, unknown=None, by_rule={**diagnosis.by_rule, rule.id: [match]})
 
 
 # Python's own exception wordings: a template that says nothing more is raised by any attribute access or call

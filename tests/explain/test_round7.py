@@ -78,3 +78,16 @@ def test_a_plugins_version_warning_alone_is_not_a_failure():
                           "mismatched major/minor versions:\n"
                           "INFO 05-02 10:22:18 [api_server.py:1] Starting vLLM API server on http://0.0.0.0:8000\n")
     assert report.exit_code("error") == 0
+
+
+def test_a_vllm_class_lacking_a_member_it_had_in_other_releases_is_an_api_mismatch():
+    # VllmConfig had prompt_adapter_config until prompt adapters were removed (the API history's members table)
+    report = explain_text("AttributeError: 'VllmConfig' object has no attribute 'prompt_adapter_config'\n")
+    assert report.extra["family"] == "wrapper_api_mismatch"
+    assert "prompt_adapter_config" in _text(report)
+
+
+def test_a_framework_class_or_none_lacking_a_member_is_not_claimed_by_the_history():
+    for line in ("AttributeError: 'MyPolicyActor' object has no attribute 'cached_scheduler_outputs'\n",
+                 "AttributeError: 'NoneType' object has no attribute 'prompt_adapter_config'\n"):
+        assert explain_text(line).extra["family"] != "wrapper_api_mismatch", line
