@@ -8,7 +8,6 @@ tree, and reused with no network at all.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
@@ -24,8 +23,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvdoctor.facts.probes.vllm_sources import FETCH_MARKER as MARKER
+from kvdoctor.base.wheel_record import record_hashes
 from kvdoctor.dryrun.package_index import WheelLocation, find_wheel, open_url, read_pip_settings
+from kvdoctor.facts.probes.vllm_sources import FETCH_MARKER as MARKER
 
 CACHE_SUBDIR = "vllm-kernels"
 TAIL_BYTES = 64 * 1024
@@ -167,18 +167,6 @@ def _member(reader: RangeReader, name: str, entry: _Entry) -> bytes:
     if entry.method == 8:
         return zlib.decompress(raw, -15)
     raise FetchError(f"{name} uses zip compression method {entry.method}")
-
-
-def record_hashes(text: str) -> dict[str, str]:
-    """path -> hex sha256 from a wheel's RECORD."""
-    hashes = {}
-    for line in text.splitlines():
-        path, _, rest = line.partition(",")
-        digest = rest.partition(",")[0]
-        if digest.startswith("sha256="):
-            b64 = digest[len("sha256="):]
-            hashes[path] = base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
-    return hashes
 
 
 def fetch_members(location: WheelLocation, members: tuple[str, ...], target: Path, cert: str | None = None) -> dict:

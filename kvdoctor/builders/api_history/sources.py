@@ -5,7 +5,6 @@ gives). What the network gave is cached, so a rebuild needs none.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import re
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from kvdoctor.base.versions import wheel_version
+from kvdoctor.base.wheel_record import record_hashes
 
 CACHE_SUBDIR = "api-history"
 KEYS_VERSION = 2  # raise when extract.py reads more: the cached keys of every module are then read again
@@ -83,23 +83,11 @@ def remote_release(version: str, cache_dir: Path, open_wheel: Callable[[str], Re
         hashes = json.loads(listing.read_text(encoding="utf-8"))
     else:
         record = next(n for n in wheel().names() if re.fullmatch(r"vllm-[^/]+\.dist-info/RECORD", n))
-        hashes = {p: h for p, h in _record_hashes(wheel().read(record).decode("utf-8", "replace")).items()
+        hashes = {p: h for p, h in record_hashes(wheel().read(record).decode("utf-8", "replace")).items()
                   if p.startswith("vllm/") and p.endswith(".py")}
         listing.parent.mkdir(parents=True, exist_ok=True)
         listing.write_text(json.dumps(hashes, sort_keys=True), encoding="utf-8")
     return Release(version, hashes, False, lambda path: wheel().read(path))
-
-
-def _record_hashes(text: str) -> dict[str, str]:
-    """path -> hex sha256 from a wheel's RECORD (`path,sha256=<urlsafe base64>,size`)."""
-    hashes = {}
-    for line in text.splitlines():
-        path, _, rest = line.partition(",")
-        digest = rest.partition(",")[0]
-        if digest.startswith("sha256="):
-            b64 = digest[len("sha256="):]
-            hashes[path] = base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
-    return hashes
 
 
 def _api_path(cache_dir: Path, path: str, digest: str) -> Path:
