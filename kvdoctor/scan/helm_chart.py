@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -195,13 +196,18 @@ def missing_dependencies(directory: Path, metadata: dict, values: dict) -> list[
     return missing
 
 
+@lru_cache(maxsize=None)
 def _unpacked(archive: Path) -> Path | None:
-    """A packed subchart (charts/NAME-VERSION.tgz, as `helm dependency build` leaves it) unpacked into a temporary
-    folder (data files only, nothing outside it): the chart directory inside, or None when it holds none."""
+    """A packed subchart (charts/NAME-VERSION.tgz, as `helm dependency build` leaves it) unpacked once per process
+    into a temporary folder removed at exit (data files only, nothing outside it): the chart directory inside, or
+    None when it holds none."""
+    import atexit
+    import shutil
     import tarfile
     import tempfile
 
     folder = Path(tempfile.mkdtemp(prefix="kvdoctor-subchart-"))
+    atexit.register(shutil.rmtree, folder, True)
     try:
         with tarfile.open(archive, "r:gz") as packed:
             packed.extractall(folder, filter="data")
