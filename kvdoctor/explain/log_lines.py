@@ -46,7 +46,8 @@ _OUTER = re.compile("|".join(f"(?:{p.pattern[1:]})" for p in _OUTER_PREFIXES).jo
 _LOST_ESC = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
 # "(Worker_TP1 pid=123)", Ray's "(RayWorkerWrapper pid=123, ip=10.0.0.1)" and, for an unnamed task, "(pid=123)"
 _PROCESS_TAG = re.compile(r"^\((?:([A-Za-z_][\w.\- =,]*?)\s*)?pid=(\d+)[^()]*\)\s?")
-_RANK_TAG = re.compile(r"^\[rank(\d+)\]:\s?")
+# torch's '[rank0]:', torchrun --tee's '[default0]:', Open MPI --tag-output's '[1,0]<stderr>:': one rank's line
+_RANK_TAG = re.compile(r"^\[(?:rank|default|\d+,)(\d+)\](?:<std(?:out|err)>)?:\s?")
 # vLLM's logger: "ERROR 05-02 10:22:18 [core.py:396] " (0.8+) or "INFO 11-04 10:12:40 arg_utils.py:1019] "
 _RECORD = re.compile(
     r"^(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?([\w./\-]+:\d+)\] ?"
@@ -169,7 +170,7 @@ def strip_prefixes(raw: str) -> tuple[str, str, str | None, str | None]:
             stream = f"{(inner.group(1) or '').strip()} pid={inner.group(2)}".lstrip()
             line = line[inner.end():]
     else:
-        match = _RANK_TAG.match(line) if line[:5] == "[rank" else None
+        match = _RANK_TAG.match(line) if line[:5] == "[rank" or line[:8] == "[default" or line[1:2].isdigit() else None
         if match:
             stream = f"rank{match.group(1)}"
             line = line[match.end():]
@@ -179,6 +180,10 @@ def strip_prefixes(raw: str) -> tuple[str, str, str | None, str | None]:
         if match:
             level, source = match.group(1), match.group(2)
             line = line[match.end():]
+    if level is None and line[:1] == "[" and ">> " in line[:120]:
+        match = _BRACKET_RECORD.match(line)
+        if match:  # LLaMA-Factory's "[%(levelname)s|%(asctime)s] %(name)s:%(lineno)s >> %(message)s"
+            return stream, match.group(1), match.group(2), line[match.end():]
     if level is None and " - " in line[:80]:
         match = _PY_RECORD.match(line)
         if match:  # Python logging's "%(asctime)s - %(name)s - %(levelname)s - %(message)s" (asctime stripped above)
@@ -193,6 +198,7 @@ def strip_prefixes(raw: str) -> tuple[str, str, str | None, str | None]:
     return stream, level, source, line
 
 
+_BRACKET_RECORD = re.compile(r"^\[(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\|[^\]]{0,40}\] ([\w.-]+:\d+) >> ")
 _PY_RECORD = re.compile(r"^(?:- )?([\w.]+) - (DEBUG|INFO|WARNING|ERROR|CRITICAL) - ")
 LATE_RECORD_WITHIN = 120
 """How far into a line a vLLM record header may start behind an unknown prefix."""
@@ -208,20 +214,26 @@ _LATE_RECORD = re.compile(
 # what it pastes ('【BUG】：RuntimeError: ...'). All are undone before any line is read.
 _HTML_ENTITIES = ("&quot;", "&#39;", "&#x27;", "&#34;", "&lt;", "&gt;")
 _SMART_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+# the spaces a web page or a word processor puts for ' ' (no-break, narrow, thin, ideographic)
+_ODD_SPACES = str.maketrans({"\u00a0": " ", "\u202f": " ", "\u2009": " ", "\u2007": " ", "\u3000": " "})
 _FULL_WIDTH = str.maketrans({"\uff1a": ": ", "\uff08": "(", "\uff09": ")", "\uff0c": ", ", "\uff1b": "; ",
                              "\u3010": "[", "\u3011": "]"})
 
 
 def _as_typed(text: str) -> str:
     """The log with HTML entities decoded (only when it holds one of the common ones, so a literal '&amp;' in an
-    ordinary log stays), typographic quotes made straight and full-width punctuation made ASCII."""
+    ordinary log stays), typographic quotes made straight, odd spaces plain and full-width punctuation made ASCII."""
     if "&" in text and any(entity in text for entity in _HTML_ENTITIES):
         import html  # only for such a log
 
         text = html.unescape(text)
     if any(quote in text for quote in "\u2018\u2019\u201c\u201d"):
         text = text.translate(_SMART_QUOTES)
-    if not text.isascii() and any(mark in text for mark in "\uff1a\uff08\uff09\uff0c\uff1b\u3010\u3011"):
+    if text.isascii():
+        return text
+    if any(space in text for space in "\u00a0\u202f\u2009\u2007\u3000"):
+        text = text.translate(_ODD_SPACES)
+    if any(mark in text for mark in "\uff1a\uff08\uff09\uff0c\uff1b\u3010\u3011"):
         text = text.translate(_FULL_WIDTH)
     return text
 
@@ -337,12 +349,14 @@ def unquote(raw_lines: list[str]) -> list[str]:
     return [_QUOTE.sub("", raw, count=1) for raw in raw_lines]
 
 
-# Prefixes a paste or a viewer puts on every line: a line number ('  12  ', '12: ', '12 | '), a short time of day
-# ('10:22:18.123 '), a list dash ('- '). Stripped only when nearly every non-blank line has the same one (and line
+# Prefixes a paste, a viewer or a launcher puts on every line: a line number ('  12  ', '12: ', '12 | '), a short time
+# of day ('10:22:18.123 '), a task label ('0: '), a list dash ('- '). Stripped only when nearly every non-blank line has the same one (and line
 # numbers only when they count up), so a log whose own lines start with a number keeps them.
 _LOG_WIDE = (
     ("number", re.compile(r"^\s{0,6}(\d{1,7})(?::|\s*\|)?(?=\s|$)")),
     ("clock", re.compile(r"^\d\d:\d\d:\d\d(?:[.,]\d{1,6})? ")),
+    # srun -l's task label ('0: '): the same few numbers on every line, so not line numbers
+    ("task", re.compile(r"^\d{1,4}: ")),
     ("dash", re.compile(r"^- ")),
 )
 

@@ -164,7 +164,7 @@ FOREIGN_ERROR = re.compile(
     r"|\b(?:level|lvl|severity)=\"?(?i:error|err|fatal|critical)\b"
     r"|\"(?:level|levelname|severity|log_level|lvl)\":\s*\"(?i:error|err|fatal|critical)\""
     # Python logging's default format ('CRITICAL:root:...'; 'ERROR:' is ERROR_TEXT's), Go's and Rust's panics
-    r"|^(?:CRITICAL|FATAL):\S|^panic: |\bpanicked at\b"
+    r"|^(?:CRITICAL|FATAL): ?\S|^panic: |\bpanicked at\b"
     # an OpenAI-compatible server's error body, as a client prints it (JSON or a Python dict)
     r"|[\"']object[\"']:\s*[\"']error[\"']"
     # the kernel's OOM killer (dmesg, journal), NCCL's own error records (NCCL logs errors at WARN)
@@ -201,6 +201,9 @@ FOREIGN_ERROR = re.compile(
     # one whose case a paste lost ('permissionError: ...'), and a traceback flattened onto one line by a paste
     # ('File "x.py", line 5, in f raise X(...) requests.exceptions.ConnectionError: ...')
     r"|^(?:\S{1,60}\s+){1,2}(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S|^[a-z]\w*(?:Error|Exception): \S"
+    # one a program quoted after its own words or inside a printed value ('rollout worker 3: ValueError: ...',
+    # "errors: ['ValueError: ...']")
+    r"|(?::\s|[\[(]['\"]|^['\"])(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S"
     # the lines only a traceback or an exception's report holds: Python's chaining markers, pydantic's validation
     # footer, Triton's ptxas repro line (a log cut after the exception keeps these)
     r"|^During handling of the above exception, another exception occurred:$"

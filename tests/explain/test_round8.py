@@ -1,0 +1,102 @@
+"""Round 8 of issue 28: the exit contract on log shapes no seen log taught, each a mechanism tried on synthetic
+lines written from the launchers' and frameworks' own formats (never copied from a real log)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvdoctor.explain.explain import explain_text
+
+_HEALTHY = ("INFO 06-25 16:32:00 [api_server.py:1000] vLLM API server version 0.9.2\n"
+            "INFO 06-25 16:32:01 [config.py:100] Using max model len 4096\n")
+_TRACEBACK = ("Traceback (most recent call last):\n"
+              '  File "/opt/app/train.py", line 3, in <module>\n'
+              "    main()\n"
+              "KeyError: 'model.layers.0.mlp.gate_proj.weight'\n")
+
+
+def _exit(text: str) -> int:
+    return explain_text(text).exit_code("error")
+
+
+def _each_line(prefix: str, text: str) -> str:
+    return "".join(prefix + line + "\n" for line in text.splitlines())
+
+
+@pytest.mark.parametrize("space", ["\u00a0", "\u202f", "\u2009", "\u3000"])
+@pytest.mark.parametrize("failure", [
+    "ERROR 06-25 16:32:05 [core.py:500] EngineCore failed to start.",
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+    "RuntimeError: Engine core initialization failed. See root cause above.",
+    "OSError: [Errno 28] No space left on device",
+])
+def test_a_log_whose_spaces_a_web_page_made_non_breaking_still_fails(space, failure):
+    assert _exit((_HEALTHY + failure).replace(" ", space) + "\n") == 1
+
+
+def test_a_healthy_log_with_non_breaking_spaces_stays_healthy():
+    assert _exit(_HEALTHY.replace(" ", "\u00a0")) == 0
+
+
+@pytest.mark.parametrize("prefix", ["[default0]:", "[default3]: ", "[1,0]<stderr>:", "[1,2]<stdout>: "])
+def test_a_launchers_per_rank_prefix_is_read_as_the_ranks_stream(prefix):
+    # torchrun --tee writes '[default<rank>]:', Open MPI's --tag-output '[<job>,<rank>]<stream>:'
+    assert _exit(_each_line(prefix, _HEALTHY + _TRACEBACK)) == 1
+    assert _exit(_each_line(prefix, _HEALTHY)) == 0
+
+
+@pytest.mark.parametrize("label", ["0: ", "3: "])
+def test_srun_labels_on_every_line_are_stripped(label):
+    # srun -l puts the task's number on each line: the same few numbers, not a count that rises
+    assert _exit(_each_line(label, _HEALTHY + _TRACEBACK)) == 1
+    assert _exit(_each_line(label, _HEALTHY)) == 0
+
+
+@pytest.mark.parametrize("line", [
+    "[ERROR|2024-06-25 16:32:00] llamafactory.launcher:143 >> vLLM engine failed to initialise",
+    "[CRITICAL|2024-06-25 16:32:00] trainer.rollout:12 >> the rollout engine died",
+    "2024-06-25 16:32:00 [error    ] rollout engine died",
+    "2024-06-25 16:32:00 [critical ] rollout engine died",
+    "FATAL: the model could not be loaded",
+    "CRITICAL: the model could not be loaded",
+])
+def test_other_frameworks_error_records_are_failures(line):
+    assert _exit(_HEALTHY + line + "\n") == 1
+
+
+@pytest.mark.parametrize("line", [
+    "[INFO|2024-06-25 16:32:00] llamafactory.launcher:143 >> vLLM engine started",
+    "[WARNING|2024-06-25 16:32:00] llamafactory.model:50 >> padding side set to left",
+    "2024-06-25 16:32:00 [info     ] rollout engine ready",
+])
+def test_other_frameworks_healthy_records_are_not(line):
+    assert _exit(_HEALTHY + line + "\n") == 0
+
+
+def test_a_frameworks_record_header_gives_the_level():
+    # the record's level is read, so an INFO record quoting an error word is not taken for an error line
+    assert _exit(_HEALTHY + "[INFO|2024-06-25 16:32:00] llamafactory.data:10 >> error: none\n") == 0
+
+
+@pytest.mark.parametrize("line", [
+    "rollout worker 3: ValueError: max_model_len 65536 is larger than the model's 32768",
+    "generation failed for batch 7: torch.OutOfMemoryError: CUDA out of memory.",
+    "errors: ['RuntimeError: CUDA error: device-side assert triggered']",
+    '("AssertionError: head_size must be divisible by 8",)',
+    "'KeyError: model.layers.0.mlp.gate_proj.weight'",
+])
+def test_an_exception_a_program_quoted_inside_its_own_line_is_a_failure(line):
+    assert _exit(_HEALTHY + line + "\n") == 1
+
+
+def test_an_exception_name_in_prose_without_its_colon_is_not():
+    assert _exit(_HEALTHY + "retrying after a ValueError in the tokenizer warm-up\n") == 0
+
+
+@pytest.mark.parametrize("label", ["0: ", "1: "])
+@pytest.mark.parametrize("failure", ["KeyboardInterrupt", "FATAL: the model could not be loaded",
+                                     "E0625 16:32:00.123456 1234 nccl.cc:100] NCCL failed"])
+def test_srun_labels_do_not_hide_a_failure_that_needs_column_zero(label, failure):
+    text = _HEALTHY + ('Traceback (most recent call last):\n  File "/opt/app/train.py", line 3, in <module>\n'
+                       "    main()\n" if failure == "KeyboardInterrupt" else "") + failure + "\n"
+    assert _exit(_each_line(label, text)) == 1
