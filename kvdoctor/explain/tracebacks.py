@@ -21,10 +21,10 @@ _FRAME_IN = re.compile(r'(?:^|\s)File "([^"]+)", line (\d+)(?:, in ([\w<>.]+))?'
 _LOOSE_FRAME = re.compile(r'^\s*File "(.+?)"(?:, line (\d+))?(?:, in (.+))?$')
 # Ray re-raises a task's error as `ray.exceptions.RayTaskError(ValueError): ray::f() ...`: the class in brackets
 _EXCEPTION = re.compile(r"^([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*)(?:\([\w.]+\))?(?::(?: (.*)|$)|$)")
-# A bare exception line outside a traceback must look like one: a dotted name ending in Error/Exception (or
-# Triton's OutOfResources), or Python's own `Exception: message` (raise Exception(...)).
+# A bare exception line outside a traceback must look like one: a dotted name ending in Error/Exception (a private
+# class too: torch._C._LinAlgError; or Triton's OutOfResources), or Python's own `Exception: message` (raise Exception(...)).
 _BARE_EXCEPTION = re.compile(
-    r"^((?:[a-z_][\w]*\.)*(?:[A-Z]\w*(?:Error|Exception|Interrupt|Failure|Failed)|\w*ExceptionGroup"
+    r"^((?:[a-z_][\w]*\.)*(?:_?[A-Z]\w*(?:Error|Exception|Interrupt|Failure|Failed)|\w*ExceptionGroup"
     r"|OutOfResources)|Exception(?=: \S))(?:\([\w.]+\))?"
     r"(?:: (.*)|:?$)"
 )

@@ -58,7 +58,12 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         r"|^(?:zsh|bash|sh|fish): (?:killed|segmentation fault|bus error|abort|illegal hardware instruction"
                         r"|floating point exception)\b|^\[\d+\]\s*[+-]?\s+\d+ (?:killed|segmentation fault|abort|bus error)\b"
                         r"|^Killed: 9$|\bTrace/breakpoint trap\b|\*\*\* Aborted at \d+ \(unix time\)"
-                        r"|\bterminate called without an active exception\b"
+                        r"|\bterminate called (?:without an active exception|recursively)\b"
+                        # round 8: libc++'s uncaught C++ exception, glibc's older heap-abort line, CUDA's driver API,
+                        # a runtime's or a framework's report of an exception nothing caught, a server never healthy,
+                        # a GitHub Actions step's error annotation
+                        r"|\bterminating due to uncaught exception\b|^\*\*\* Error in `|\bCUDA driver error\b"
+                        r"|\b(?:[Uu]nhandled|[Uu]ncaught) exception\b|\bdid not become (?:healthy|ready)\b|^::error\b"
                         # glibc's heap checks abort the process with one of these lines
                         r"|^(?:free|malloc|realloc|munmap_chunk|malloc_consolidate)\(\): \S|^double free or corruption\b"
                         r"|^corrupted (?:size|double-linked list)\b|^Fatal glibc error: |\bstd::bad_alloc\b"
@@ -139,6 +144,9 @@ _LATE_WORDS = ("Trace/breakpoint", "*** Aborted", "terminate called", "bad_alloc
                 "be scheduled", "k fail", "unhealthy", "out waiting", "xitcode", "by PID",
                 "by signal", "with signal", "by OOM", "by the OOM", "non-zero code", "with status", "cuInit",
                 "Speicher", "Erreur de segmentation", "Falha de", "Errore di",  # other non-ASCII words: _crash
+                # round 8's: libc++, glibc, CUDA's driver API, exceptions nothing caught, a server never healthy, CI
+                "uncaught exception", "*** Error in", "driver error", "ncaught exception", "nhandled exception",
+                "not become", "::error",
                 # round 5's: docker ps, signals, torch's NCCL watchdog and CUDA error epilogue, Ray, gcc, nvidia-smi
                 "Exited (", "xited with signal", "xited due to signal", "xited on signal", "Watchdog caught",
                 "Timeout at NCCL", "_DSA`", "kernel errors might", "For debugging consider", "pending placement",

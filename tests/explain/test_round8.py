@@ -100,3 +100,22 @@ def test_srun_labels_do_not_hide_a_failure_that_needs_column_zero(label, failure
     text = _HEALTHY + ('Traceback (most recent call last):\n  File "/opt/app/train.py", line 3, in <module>\n'
                        "    main()\n" if failure == "KeyboardInterrupt" else "") + failure + "\n"
     assert _exit(_each_line(label, text)) == 1
+
+
+@pytest.mark.parametrize("line", [
+    "torch._C._LinAlgError: linalg.cholesky: The factorization could not be completed",
+    "libc++abi: terminating due to uncaught exception of type std::runtime_error: bad shape",
+    "terminate called recursively",
+    "*** Error in `python3': double free or corruption (out): 0x00007f",
+    "CUDA driver error: invalid argument",
+    "Unhandled exception in the engine loop, shutting down",
+    "Uncaught exception: engine core died",
+    "vLLM server did not become healthy within 600 seconds",
+    "::error::the vLLM server failed its smoke test",
+])
+def test_last_words_of_runtimes_and_runners_are_failures(line):
+    assert _exit(_HEALTHY + line + "\n") == 1
+
+
+def test_an_info_record_mentioning_an_unhandled_exception_is_not():
+    assert _exit(_HEALTHY + "INFO 06-25 16:32:02 [launcher.py:1] unhandled exceptions are logged at ERROR\n") == 0
