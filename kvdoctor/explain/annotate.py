@@ -142,6 +142,11 @@ def _request_time(diagnosis: Diagnosis, families: Families, chains: list[Excepti
     if families.answered is not None and any(
             line.number == primary_line and families.answered.search(line.text) for line in lines):
         return f"{_ANSWERED} (line {primary_line}), so the server was up"
+    answer = _answered_after(lines, families, primary_line)
+    if answer is not None:
+        text = answer.text.strip()
+        request = text[text.find('"'):] if '"' in text else text  # the request and its status, not the client address
+        return f"The server answered a request with {clip(request, 120)} right after (line {answer.number})"
     exception = diagnosis.primary.exception if diagnosis.primary is not None else diagnosis.unknown
     if exception is None or families.request_frames is None:
         return None
@@ -201,6 +206,19 @@ def _healthy_notes(report: Report, lines: list[LogLine], facts: dict[str, Any]) 
         note += "; for example " + "; ".join(shown)
     extra = dict(report.extra, family=None)
     return replace(report, notes=report.notes + (note + ".",), extra=extra)
+
+
+ANSWER_WITHIN = 3
+"""How many lines after a failure the server's 5xx access-log line may come to be that failure's answer (vLLM and
+uvicorn print the exception, then log the request they answered with it)."""
+
+
+def _answered_after(lines: list[LogLine], families: Families, primary_line: int) -> LogLine | None:
+    """The access-log line of a request the server failed (5xx) just after the failure line, if any."""
+    if families.request_failed is None:
+        return None
+    following = [line for line in lines if primary_line < line.number <= primary_line + ANSWER_WITHIN]
+    return next((line for line in following if families.request_failed.search(line.text)), None)
 
 
 def _started_line(lines: list[LogLine], families: Families) -> int | None:

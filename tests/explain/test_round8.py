@@ -119,3 +119,37 @@ def test_last_words_of_runtimes_and_runners_are_failures(line):
 
 def test_an_info_record_mentioning_an_unhandled_exception_is_not():
     assert _exit(_HEALTHY + "INFO 06-25 16:32:02 [launcher.py:1] unhandled exceptions are logged at ERROR\n") == 0
+
+
+def _family(text: str) -> str | None:
+    return explain_text(text).extra.get("family")
+
+
+_REQUEST_FAILURE = ("Traceback (most recent call last):\n"
+                    '  File "/venv/lib/python3.12/site-packages/somelib/integrations/glue.py", line 5, in <module>\n'
+                    "    from otherlib.processing import OldWarper\n"
+                    "ImportError: cannot import name 'OldWarper' from 'otherlib.processing'\n")
+
+
+@pytest.mark.parametrize("access", [
+    'INFO:     10.0.0.7:51234 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error',
+    '(APIServer pid=7) INFO:     127.0.0.1:40000 - "POST /v1/completions HTTP/1.1" 500 Internal Server Error',
+    'INFO 06-25 16:32:09 [launcher.py:1] 10.0.0.7:51234 - "POST /v1/embeddings HTTP/1.0" 503 Service Unavailable',
+])
+def test_a_failure_the_server_answered_a_request_with_is_a_request_time_failure(access):
+    report = explain_text(_REQUEST_FAILURE + access + "\n")
+    assert report.extra["family"] == "first_request_failure"
+    text = " ".join(__import__("kvdoctor.report.check.text", fromlist=["render"]).render(report).split())
+    assert "right after (line 5)" in text and access.split('"')[1] in text
+
+
+def test_an_exception_under_uvicorns_asgi_header_is_a_request_time_failure():
+    assert _family(_HEALTHY + "ERROR:    Exception in ASGI application\n" + _REQUEST_FAILURE) == "first_request_failure"
+
+
+def test_a_start_up_failure_with_no_answered_request_is_not():
+    assert _family(_HEALTHY + _REQUEST_FAILURE) != "first_request_failure"
+    # a 5xx logged long after the failure is another request's
+    filler = "".join(f"INFO 06-25 16:32:{i:02d} [loader.py:1] step {i}\n" for i in range(10, 20))
+    assert _family(_REQUEST_FAILURE + filler + 'INFO:     1.2.3.4:5 - "POST /v1/x HTTP/1.1" 500 Internal Server Error\n'
+                   ) != "first_request_failure"
