@@ -370,16 +370,17 @@ def _flat_commands(script: str) -> str:
 def whole_substitutions(words: list[str]) -> list[str]:
     """The lexer's words with each $(command) / $((arithmetic)) the spaces inside it split joined back into one
     word (`$((LWS_GROUP_SIZE * DP_SIZE_LOCAL))` is one argument to the shell)."""
-    joined: list[str] = []
-    depth = 0
+    joined: list[list[str]] = []
+    depth = 0  # parentheses still open in the word being joined (counted per piece: a long script stays linear)
     for word in words:
         if depth > 0:
-            joined[-1] += " " + word
+            joined[-1].append(word)
         else:
-            joined.append(word)
+            joined.append([word])
+            depth = 0
         if depth > 0 or "$(" in word:
-            depth = joined[-1].count("(") - joined[-1].count(")")
-    return joined
+            depth += word.count("(") - word.count(")")
+    return [" ".join(pieces) for pieces in joined]
 
 
 def heredoc_bodies(script: str) -> list[tuple[int, str]]:

@@ -69,3 +69,18 @@ def test_a_workers_parallel_sizes_are_compared_with_its_services_gpus(tmp_path):
 def test_dynamos_runtime_tag_is_dynamos_release_not_vllms(tmp_path):
     report = scan([_graph(tmp_path)], tmp_path, gpu=None)
     assert {r.report.facts["vllm.version"] for r in report.workloads} == {None}  # vllm-runtime:0.4.0 is Dynamo 0.4.0
+
+
+def test_dynamos_later_options_disaggregation_mode_and_negatable_switches_are_not_vllms(tmp_path):
+    # the shape of vllm-project/aibrix brixbench's DynamoGraphDeployments (a Dynamo 1.x runtime): an exported-
+    # variable script ending in python3 -m dynamo.vllm ... --disaggregation-mode decode
+    text = GRAPH.replace("--is-prefill-worker", "--disaggregation-mode prefill --no-enable-multimodal").replace(
+        "--tensor-parallel-size 4", "--tensor-parallel-size 2 --disaggregation-mode=decode")
+    path = tmp_path / "disagg.yaml"
+    path.write_text(text)
+    report = scan([str(path)], tmp_path, gpu=None)
+    for result in report.workloads:
+        words = [t.text for t in result.workload.argv]
+        assert not [w for w in words if "disaggregation" in w or "multimodal" in w or w in ("prefill", "decode")]
+        assert result.error is None and "KVD004" not in {p.finding.rule_id for p in result.placed
+                                                          if p.finding.status == "fired"}  # fmt: skip
