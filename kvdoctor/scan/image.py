@@ -12,7 +12,9 @@ VLLM_ENTRYPOINT_IMAGES = ("vllm/vllm-openai", "lmcache/vllm-openai", "vllm-opena
 # Builds of vLLM whose tags name another project's release, never vLLM's (lmcache/vllm-openai:v0.3.1 is LMCache 0.3.1,
 # nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.4.0 is NVIDIA Dynamo 0.4.0).
 OTHER_PROJECT_TAGS = ("lmcache/vllm-openai", "ai-dynamo/vllm-runtime")
-BUILD_TAG = re.compile(r"^v?(\d+\.\d+\.\d+)(?:[-_+.].*)?$")
+# A build's tag starts with the release it builds, or names it after labels with a `v` (aibrix-kvcache-v0.8.5-20250520);
+# a bare number after a label (nixl-0.7.1) is another project's.
+BUILD_TAG = re.compile(r"^(?:v?|(?:[a-z][a-z0-9]*-)+v)(\d+\.\d+\.\d+)(?:[-_+.].*)?$", re.IGNORECASE)
 RELEASE_TAG = re.compile(r"^v?(\d+\.\d+\.\d+(?:\.\d+)?(?:(?:rc|\.post)\d+)?)(?:[-_+].*)?$")
 
 
