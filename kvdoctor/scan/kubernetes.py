@@ -70,13 +70,16 @@ def _object(file: str, root: yaml.Node, source_text: str) -> list[Workload]:
     found: list[Workload] = []
     specs = [nodes.get(root, *path) for path in POD_SPECS[kind]] if kind in POD_SPECS else pod_specs_within(root)
     provided = _group_size_env(root) if kind == "LeaderWorkerSet" else ()
+    ray_start = kind not in POD_SPECS and runs_ray_start(root)
     for spec in specs:
         if spec is None:
             continue
         selectors = pod_gpu_selectors(spec)
-        for container in nodes.items(nodes.get(spec, "containers")):
+        for index, container in enumerate(nodes.items(nodes.get(spec, "containers"))):
             if kind in IMAGE_REQUIRED and nodes.get(container, "image") is None:
                 continue  # a fragment: named by fragment_note
+            if ray_start and index == 0 and _bare(container):
+                continue  # KubeRay runs `ray start` there, not the image's entrypoint: named by ray_start_note
             workload = container_workload(
                 container, source_text, file=file, line=nodes.line(root), platform="kubernetes", kind=kind,
                 name=name, namespace=namespace, selectors=selectors, provided_env=provided,
@@ -151,6 +154,46 @@ def _names_no_model(argv: tuple[Token, ...]) -> bool:
     from kvdoctor.facts.probes.serve_args import parse_serve_command
 
     return parse_serve_command([t.text for t in argv], {}).model is None
+
+
+# KubeRay's BuildPod (ray-operator/controllers/ray/common/pod.go) gives a Ray node's first container that has no
+# command `/bin/bash -lc -- "ulimit ...; ray start ..."` unless the pod template sets this annotation to "true".
+RAY_OVERWRITE_ANNOTATION = "ray.io/overwrite-container-cmd"
+
+
+def runs_ray_start(root: yaml.Node) -> bool:
+    """Whether the object is a KubeRay cluster whose Ray containers KubeRay gives its own `ray start` command."""
+    overwritten = any(nodes.text(nodes.get(node, RAY_OVERWRITE_ANNOTATION)) in ("true", "True")
+                      for node in _mappings(root))  # fmt: skip
+    return _is_ray_cluster(root) and not overwritten
+
+
+def _bare(container: yaml.Node) -> bool:
+    return nodes.get(container, "command") is None and nodes.get(container, "args") is None
+
+
+def ray_start_note(root: yaml.Node, where: str) -> str | None:
+    """A note for a Ray cluster whose containers run KubeRay's `ray start` (no command of their own): vLLM runs
+    there only through a job or Serve application that this object does not hold."""
+    if not runs_ray_start(root):
+        return None
+    bare = [nodes.text(nodes.get(c, "name")) or "unnamed" for spec in pod_specs_within(root)
+            for c in nodes.items(nodes.get(spec, "containers"))[:1] if _bare(c)]  # fmt: skip
+    if not bare:
+        return None
+    kind = nodes.text(nodes.get(root, "kind"))
+    return (f"{where}: {kind} {nodes.text(nodes.get(root, 'metadata', 'name')) or ''}: KubeRay runs `ray start` in "
+            f"its Ray containers ({', '.join(bare)}: no command of their own, so not the image's entrypoint); vLLM "
+            "runs there only through a Ray job or Serve application not in this object: not checked")  # fmt: skip
+
+
+def _mappings(root: yaml.Node, depth: int = 0):
+    yield root
+    if depth < 12:
+        for _, _, value in nodes.pairs(root):
+            yield from _mappings(value, depth + 1)
+        for item in nodes.items(root):
+            yield from _mappings(item, depth + 1)
 
 
 def _is_ray_cluster(root: yaml.Node) -> bool:

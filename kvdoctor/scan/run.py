@@ -9,7 +9,7 @@ from kvdoctor.check.run import CheckSettings
 from pathlib import Path
 
 from kvdoctor.scan import (compose, dockerfile, dstack, dynamo, github_actions, helm_release, helm_values, kubernetes,
-                           llmaz, makefiles, nodes, python_apps, python_engine_args, scripts, serving_crds,
+                           llmaz, makefiles, nodes, python_apps, python_engine_args, ray_job, scripts, serving_crds,
                            skypilot)  # fmt: skip
 from kvdoctor.scan.chart_reader import chart_workloads
 from kvdoctor.scan.config_maps import ConfigMap, config_maps_of, with_config_maps
@@ -27,6 +27,7 @@ READERS = (
     (serving_crds.is_kubeai_vllm_model, serving_crds.kubeai_workloads),
     (serving_crds.is_ray_serve_llm, serving_crds.ray_serve_workloads),
     (llmaz.is_vllm_playground, llmaz.workloads),
+    (ray_job.is_ray_job, ray_job.workloads),
     (kubernetes.is_kubernetes, kubernetes.workloads),
     (compose.is_compose, compose.workloads),
     (helm_values.is_production_stack_values, helm_values.workloads),
@@ -151,6 +152,8 @@ def unread_kind(doc: Document) -> str | None:
     if not any("vllm" in text.lower() for text in nodes.scalars(doc.root)) and not _has_serve_flags(doc.root):
         return None
     if kind is not None and nodes.get(doc.root, "apiVersion") is not None:
+        if (ray := kubernetes.ray_start_note(doc.root, where)) is not None:
+            return ray
         if kind == "InferenceService" and nodes.get(doc.root, "spec", "predictor", "model") is not None:
             return (f"{where}: InferenceService {nodes.text(nodes.get(doc.root, 'metadata', 'name')) or ''} mentions "
                     "vLLM; its spec.predictor.model (the serving runtime's arguments) is not read by kvdoctor scan: not "
