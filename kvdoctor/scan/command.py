@@ -72,6 +72,10 @@ def only_serve_flags(args: list[Word], vllm_build: bool = False) -> bool:
     return len(vllm_own) >= (1 if vllm_build else 2) and 4 * sum(o in known for o in options) >= 3 * len(options)
 
 
+# A shell's short options with -c among them (`-c`, `-lc`, `-ec`, `-exc`): the next word is the script.
+SHELL_COMMAND_OPTION = re.compile(r"^-[A-Za-z]*c[A-Za-z]*$")
+
+
 def canonical_option(word: str) -> str:
     """'--max_model_len=8192' -> '--max-model-len' (vLLM reads _ as -)."""
     return "--" + word[2:].partition("=")[0].replace("_", "-")
@@ -87,7 +91,7 @@ def serve_argv(command: list[Word], args: list[Word], entrypoint_is_vllm: bool, 
         return found
     if words and PurePosixPath(words[0].text).name in SHELLS:
         pairs = command + args
-        flag = next((i for i, w in enumerate(words[:-1]) if w.text in ("-c", "-lc", "-ec")), None)
+        flag = next((i for i, w in enumerate(words[:-1]) if SHELL_COMMAND_OPTION.match(w.text)), None)
         after = flag + 1 + (flag + 2 < len(words) and words[flag + 1].text == "--") if flag is not None else None
         script = pairs[after] if after is not None else None  # `bash -lc -- "script"`: -- ends bash's options
         if script is not None:
@@ -217,7 +221,7 @@ def _with_positionals(argv: list[Token], positionals: list[Token]) -> list[Token
 def runs_a_shell(command: list[Word], args: list[Word]) -> bool:
     """Whether the vLLM command is inside a `sh -c` script, where the shell expands $VAR and ${VAR}."""
     words = [token.text for token, _ in command + args]
-    return bool(words) and PurePosixPath(words[0]).name in SHELLS and any(w in ("-c", "-lc", "-ec") for w in words)
+    return bool(words) and PurePosixPath(words[0]).name in SHELLS and any(SHELL_COMMAND_OPTION.match(w) for w in words)
 
 
 def expand_shell_variables(argv: list[Token], known: dict[str, str]) -> list[Token]:
@@ -347,11 +351,17 @@ def _in_script(script: Token, node: yaml.Node | None, source_text: str) -> list[
         return None
     placed = _place(words, node, source_text) if node is not None else [Token(w, script.line) for w in words]
     segment: list[Token] = []
+    positionals: list[Token] | None = None  # what `set -- WORDS` made "$@", once the script sets it
     for word in placed + [Token(";", None)]:
         if word.text in OPERATORS or (word.text and set(word.text) <= set(";&|")):  # "&;": `cmd &` ends its line
-            found = _after_launcher(segment)
-            if found is not None:
-                return found
+            if positionals is not None:
+                segment = _with_positionals(segment, positionals)
+            if [w.text for w in segment[:2]] == ["set", "--"]:  # `set -- serve "$MODEL" ...; exec vllm "$@"`
+                positionals = segment[2:]
+            else:
+                found = _after_launcher(segment)
+                if found is not None:
+                    return found
             segment = []
         else:
             segment.append(word)
