@@ -71,7 +71,9 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             found += makefiles.workloads(source)
             continue
         if scripts.is_shell_script(source):
-            found += scripts.workloads(source) + heredoc_workloads(source)
+            written, why = heredoc_workloads(source)
+            found += scripts.workloads(source) + written
+            notes += why
             continue
         if dockerfile.is_dockerfile(source):
             found += dockerfile.workloads(source)
@@ -114,18 +116,23 @@ def values_workloads(source: ChartSource) -> list[Workload]:
             for w in read(doc, text)]  # fmt: skip
 
 
-def heredoc_workloads(source: SourceFile) -> list[Workload]:
+def heredoc_workloads(source: SourceFile) -> tuple[list[Workload], list[str]]:
     """The workloads of the YAML a script writes with a here-document (`cat <<EOF > vllm.yaml` ... `EOF`, then
-    `kubectl apply -f vllm.yaml`), on the script's own lines; a body that is no YAML is no manifest."""
+    `kubectl apply -f vllm.yaml`), on the script's own lines, and the notes for its documents that mention vLLM
+    but are not read (as for a manifest file); a body that is no YAML is no manifest."""
     found: list[Workload] = []
+    notes: list[str] = []
     for first_line, body in heredoc_bodies(source.text):
         try:
             documents = compose_documents(SourceFile(source.path, "\n" * (first_line - 1) + body))
         except ManifestError:
             continue
         for doc in documents:
-            found += [replace(w, notes=w.notes + (HEREDOC_NOTE,)) for w in read_document(doc, source.text)]
-    return found
+            workloads = read_document(doc, source.text)
+            found += [replace(w, notes=w.notes + (HEREDOC_NOTE,)) for w in workloads]
+            if not workloads and kubernetes.is_kubernetes(doc.root) and (why := unread_kind(doc)):
+                notes.append(why)  # only objects: a heredoc of Python or text that names vLLM is no manifest
+    return found, notes
 
 
 def read_document(doc: Document, source_text: str) -> list[Workload]:

@@ -96,6 +96,19 @@ def test_a_here_document_that_is_no_yaml_is_no_command_either(tmp_path):
     assert find_workloads([str(_script(tmp_path, script))])[1] == []
 
 
+def test_a_here_documents_object_that_mentions_vllm_but_is_not_read_is_named(tmp_path):
+    # kserve's install/*/kserve-*-full-install-with-manifests.sh: cluster resources in a heredoc, among them
+    # LLMInferenceServiceConfig templates whose vllm serve sits behind eval (silent before)
+    script = ("cat <<EOF | kubectl apply -f -\napiVersion: serving.kserve.io/v1alpha2\nkind: LLMInferenceServiceConfig\n"
+              "metadata:\n  name: kserve-config-llm-template\nspec:\n  template:\n    containers:\n    - name: main\n"
+              "      image: ghcr.io/llm-d/llm-d-cuda:v0.6.0\n      command: [/bin/bash, -c]\n"
+              "      args: ['eval \"exec vllm serve /mnt/models\"']\nEOF\n"
+              "python3 - <<'PY'\nimport vllm\nprint(vllm.__version__)\nPY\n")
+    _, found, notes, _ = read_manifests([str(_script(tmp_path, script))])
+    assert found == []
+    assert len(notes) == 1 and ":2: LLMInferenceServiceConfig kserve-config-llm-template mentions vLLM" in notes[0]
+
+
 def test_dynamos_vllm_worker_takes_vllms_engine_args_without_its_own_options(tmp_path):
     script = ("python -m dynamo.frontend &\n"
               "python3 -m dynamo.vllm --model Qwen/Qwen3-0.6B --is-prefill-worker --connector nixl lmcache "
