@@ -12,7 +12,7 @@ from kvdoctor.data import read_data
 @dataclass(frozen=True)
 class EngineLauncher:
     module: str
-    """The Python module run with `python -m` ('dynamo.vllm')."""
+    """The Python module run with `python -m` ('dynamo.vllm'), or the image repository ('vllm/vllm-omni')."""
     name: str
     """What a report calls it."""
     switches: frozenset[str]
@@ -26,10 +26,16 @@ class EngineLauncher:
         return option in self.switches | self.valued | self.many
 
 
-_TABLE = load_yaml_cached(read_data("engine_launchers.yaml"), "engine_launchers.yaml")["launchers"]
-ENGINE_LAUNCHERS: dict[str, EngineLauncher] = {
-    entry["module"]: EngineLauncher(entry["module"], entry["name"], frozenset(entry.get("switches", ())),
-                                    frozenset(entry.get("valued", ())), frozenset(entry.get("many", ())))
-    for entry in _TABLE
-}  # fmt: skip
+_DATA = load_yaml_cached(read_data("engine_launchers.yaml"), "engine_launchers.yaml")
+
+
+def _launcher(entry: dict, key: str) -> EngineLauncher:
+    return EngineLauncher(entry[key], entry["name"], frozenset(entry.get("switches", ())),
+                          frozenset(entry.get("valued", ())), frozenset(entry.get("many", ())))  # fmt: skip
+
+
+ENGINE_LAUNCHERS: dict[str, EngineLauncher] = {entry["module"]: _launcher(entry, "module") for entry in _DATA["launchers"]}
 """Module -> the launcher."""
+IMAGE_EXTENSIONS: dict[str, EngineLauncher] = {entry["repository"]: _launcher(entry, "repository")
+                                               for entry in _DATA.get("images", ())}  # fmt: skip
+"""Image repository (without a registry host) -> the project whose `vllm serve` adds options of its own."""

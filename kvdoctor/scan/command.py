@@ -321,6 +321,11 @@ def _after_runner(words: list[Token]) -> list[Token]:
     return words[index:]
 
 
+def without_launcher_options(argv: list[Token], launcher: EngineLauncher) -> list[Token]:
+    """The words without the launcher's (or an image's extension's) own options and their values."""
+    return _without_launcher_options(argv, launcher)
+
+
 def _without_launcher_options(argv: list[Token], launcher: EngineLauncher) -> list[Token]:
     """The launcher's words without its own options (and their values): what is left are vLLM's engine args."""
     kept: list[Token] = []

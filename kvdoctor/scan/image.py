@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kvdoctor.data.engine_launchers import IMAGE_EXTENSIONS, EngineLauncher
+
 # Repositories whose tags are vLLM release versions (any registry host in front).
 VLLM_IMAGE_REPOSITORIES = ("vllm/vllm-openai", "vllm/vllm-openai-cpu", "vllm/vllm-tpu", "rocm/vllm")
 # Images whose entrypoint is vLLM's OpenAI server, so `args` alone are serve arguments.
@@ -83,3 +85,11 @@ def image_version(image: str) -> ImageVersion:
         why = f"vLLM {match.group(1)} read from the tag of {path}, a build of vLLM rather than vLLM's own image"
         return ImageVersion(repository, tag, digest, match.group(1), why)
     return ImageVersion(repository, tag, digest, match.group(1))
+
+
+def image_extension(image: str | None) -> EngineLauncher | None:
+    """The project whose image extends `vllm serve` with options of its own (vllm/vllm-omni: vLLM-Omni), or None."""
+    if not image:
+        return None
+    path = _path(split_image(image.strip())[0])
+    return next((e for r, e in IMAGE_EXTENSIONS.items() if path == r or path.endswith("/" + r)), None)

@@ -10,8 +10,9 @@ from kvdoctor.check.run import CheckSettings, run_check
 from kvdoctor.facts.collect import CheckOptions
 from kvdoctor.base.errors import KvdoctorError, ModelConfigError
 from kvdoctor.model.report import Finding, Report
-from kvdoctor.scan.command import without_unresolved
+from kvdoctor.scan.command import without_launcher_options, without_unresolved
 from kvdoctor.scan.facts import DeploymentFacts, canonical_flag, deployment_facts, is_scan_fact_name
+from kvdoctor.scan.image import image_extension
 from kvdoctor.scan.result import PlacedFinding, WorkloadResult
 from kvdoctor.scan.workload import Location, Token, Workload
 
@@ -63,6 +64,7 @@ def deploy_rules():
 
 def judge(workload: Workload, defaults: ScanDefaults, settings: CheckSettings) -> WorkloadResult:
     """A full `kvdoctor check` of the workload, its findings placed on the manifest's lines."""
+    workload = _without_extension_options(workload)
     argv, unresolved = without_unresolved(list(workload.argv))
     if unresolved:
         workload = _without_count_comparison(replace(workload, argv=tuple(argv), notes=workload.notes + tuple(unresolved)),
@@ -96,6 +98,20 @@ def judge(workload: Workload, defaults: ScanDefaults, settings: CheckSettings) -
     placed = tuple(_place(f, sources, report, workload) for f in report.sorted_findings())
     unjudged = deployment.unjudged + ((unread,) if unread else ())
     return WorkloadResult(workload, report, placed, sources, unjudged=unjudged)
+
+
+def _without_extension_options(workload: Workload) -> Workload:
+    """The workload without the options its image's project adds to `vllm serve` (vLLM-Omni's --omni), named."""
+    extension = image_extension(workload.image)
+    if extension is None:
+        return workload
+    own = [t.text for t in workload.argv if t.text.startswith("-") and extension.owns(t.text.partition("=")[0])]
+    if not own:
+        return workload
+    note = (f"image {workload.image}: {extension.name}'s own serve options are not vLLM's, left out and not judged: "
+            f"{' '.join(own)}")  # fmt: skip
+    return replace(workload, argv=tuple(without_launcher_options(list(workload.argv), extension)),
+                   notes=workload.notes + (note,))  # fmt: skip
 
 
 def _without_refused_value(workload: Workload, exc: KvdoctorError) -> Workload | None:

@@ -20,3 +20,40 @@ from kvdoctor.scan.image import image_version
 ])  # fmt: skip
 def test_the_release_a_tag_names(image, release):
     assert image_version(image).vllm_version == release
+
+
+OMNI = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: qwen2-5-omni-7b
+spec:
+  template:
+    spec:
+      containers:
+      - name: vllm-omni
+        image: {image}
+        command: [vllm, serve, Qwen/Qwen2.5-Omni-7B, --omni, --port, "8000", --stage-init-timeout, "600",
+                  --max-model-len, "8192"]
+"""
+
+
+def _refused(tmp_path, image):
+    from scan_support import scan
+
+    path = tmp_path / "omni.yaml"
+    path.write_text(OMNI.format(image=image))
+    (result,) = scan([str(path)], tmp_path, gpu="A100").workloads
+    fired = {p.finding.rule_id for p in result.placed if p.finding.status == "fired"}
+    return "KVD004" in fired, result.workload.notes
+
+
+def test_vllm_omnis_own_serve_options_are_left_out_and_named_on_its_image(tmp_path):
+    # vllm-project/aibrix samples/vllm_omni/qwen2-5-omni-7b.yaml: `vllm serve ... --omni` on vllm/vllm-omni
+    refused, notes = _refused(tmp_path, "vllm/vllm-omni:v0.20.0")
+    assert not refused
+    assert any("vLLM-Omni's own serve options" in n and "--omni --stage-init-timeout" in n for n in notes)
+
+
+def test_the_same_options_on_vllms_own_image_are_refused(tmp_path):
+    assert _refused(tmp_path, "vllm/vllm-openai:v0.20.0")[0]
