@@ -89,4 +89,17 @@ def gpu_for_node_label(key: str, value: str) -> GpuDevice | None:
     for suffix in suffixes:
         text = suffix.sub("", text)
     key_text = normalise(text)
-    return values.get(key_text) or gpu_table().get(key_text)
+    return values.get(key_text) or gpu_table().get(key_text) or _unique_by_suffix(text, values)
+
+
+def _unique_by_suffix(text: str, values: dict[str, GpuDevice]) -> GpuDevice | None:
+    """A custom label's shortened GPU name ('nvidia-2080ti', 'rtx-4090-24gb'): the one GPU whose normalised name
+    or alias ends with it (a trailing memory size dropped when nothing does), None when none or several do."""
+    names = {**gpu_table(), **values}
+    for key in dict.fromkeys((normalise(text), normalise(re.sub(r"[\s\-_]\d+\s*gb$", "", text, flags=re.I)))):
+        if len(key) < 4:
+            continue
+        devices = {device.name: device for name, device in names.items() if name.endswith(key)}
+        if len(devices) == 1:
+            return next(iter(devices.values()))
+    return None

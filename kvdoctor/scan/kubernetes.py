@@ -70,6 +70,8 @@ def _object(file: str, root: yaml.Node, source_text: str) -> list[Workload]:
     found: list[Workload] = []
     specs = [nodes.get(root, *path) for path in POD_SPECS[kind]] if kind in POD_SPECS else pod_specs_within(root)
     provided = _group_size_env(root) if kind == "LeaderWorkerSet" else ()
+    if kind == "LeaderWorkerSet" and _leader_only(root):
+        specs = specs[:1]  # a group of one pod: the leader; the worker template is never instantiated
     ray_start = kind not in POD_SPECS and runs_ray_start(root)
     for spec in specs:
         if spec is None:
@@ -114,6 +116,13 @@ def _group_size_env(root: yaml.Node) -> tuple[EnvVar, ...]:
     text = nodes.text(size) or "1"
     line = nodes.line(size) or nodes.line(root)
     return (EnvVar(LWS_GROUP_SIZE, text, line),) if text.isdigit() else ()
+
+
+def _leader_only(root: yaml.Node) -> bool:
+    """A LeaderWorkerSet whose groups are one pod (spec.leaderWorkerTemplate.size 1, the default) with a leaderTemplate
+    of its own: only the leader runs (LWS creates size - 1 workers per group)."""
+    template = nodes.get(root, "spec", "leaderWorkerTemplate")
+    return (nodes.text(nodes.get(template, "size")) or "1") == "1" and nodes.get(template, "leaderTemplate") is not None
 
 
 def pod_specs_within(root: yaml.Node) -> list[yaml.Node]:
@@ -184,7 +193,7 @@ def ray_start_note(root: yaml.Node, where: str) -> str | None:
     kind = nodes.text(nodes.get(root, "kind"))
     return (f"{where}: {kind} {nodes.text(nodes.get(root, 'metadata', 'name')) or ''}: KubeRay runs `ray start` in "
             f"its Ray containers ({', '.join(bare)}: no command of their own, so not the image's entrypoint); vLLM "
-            "runs there only through a Ray job or Serve application not in this object: not checked")  # fmt: skip
+            "runs there only through a Ray job or a Serve application whose Python is not here: not checked")  # fmt: skip
 
 
 def _mappings(root: yaml.Node, depth: int = 0):

@@ -1,6 +1,7 @@
 """Issue 27: kvdoctor scan on real public deployment files (tests/fixtures/manifests/public/, index.yaml), as they
 are, with no model config, no network and no --gpu: every workload a human reads is found and checked, no error
-the index does not list as true, every true error is found, a scan of the whole folder never aborts. The held-back
+the index does not list as true, every true error is found (one that needs the model's config.json, `needs: model
+config`, is left undecided naming --model-path), a scan of the whole folder never aborts. The held-back
 quarter (heldout: true) is measured by tools/measure_scan_public.py, never asserted on here."""
 
 from __future__ import annotations
@@ -90,8 +91,11 @@ def test_every_workload_is_found_checked_and_has_no_false_error(entry, tmp_path)
         open_ = [f for f in result.report.findings if f.status == "undecided"]
         assert all(f.decided_by for f in open_)  # nothing left open without what decides it
         assert all(any(i in u for i in DECIDING_INPUTS) for u in result.unjudged), result.unjudged
-        true = {t["rule"] for t in want.get("true_errors", ())}
+        true = {t["rule"] for t in want.get("true_errors", ()) if t.get("needs") != "model config"}
         assert _errors(result) == true, [p.finding.title for p in result.placed]
+        if any(t.get("needs") == "model config" for t in want.get("true_errors", ())):  # offline: left to the config
+            assert any("--model-path" in d for f in open_ if f.severity == "error" or f.rule_id.startswith("KVD18")
+                       for d in f.decided_by), [f.rule_id for f in open_]  # fmt: skip
         facts = result.report.facts
         if isinstance(want["tp"], int):
             assert facts["serve.tensor_parallel_size"] == want["tp"]
@@ -105,7 +109,7 @@ def test_every_workload_is_found_checked_and_has_no_false_error(entry, tmp_path)
 def test_each_true_error_points_at_its_line(tmp_path):
     for entry in SEEN:
         for want in entry["workloads"]:
-            for true in want.get("true_errors", ()):
+            for true in (t for t in want.get("true_errors", ()) if t.get("needs") != "model config"):
                 (result,) = [r for r in _scan(entry, tmp_path).workloads if r.workload.name == want["name"]
                              and r.workload.container == want["container"]]  # fmt: skip
                 placed = next(p for p in result.placed if p.finding.rule_id == true["rule"])
