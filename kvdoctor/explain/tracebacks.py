@@ -59,6 +59,8 @@ class LoggedException:
     """Line number of the 'Type: message' line (for a wrapped worker error: the wrapper's)."""
     wrapped: bool = False
     """True when recovered from inside another exception's message (`Worker failed with error '...'`)."""
+    quoted_in: str | None = None
+    """For one recovered from a message that is not vLLM's worker wrapper: the type of the exception that quoted it."""
     compile_excerpt: tuple[str, ...] = ()
     """For a Triton CompilationError: the kernel source lines it quotes, caret included."""
 
@@ -85,6 +87,8 @@ class LoggedException:
     def where(self) -> str | None:
         """'file:line in function' of the innermost frame, or None without frames."""
         if not self.frames:
+            if self.quoted_in:
+                return f"quoted in a {self.quoted_in}'s message (raised elsewhere)"
             return "a worker process (re-raised by the executor)" if self.wrapped else None
         frame = self.frames[-1]
         place = f"{frame.file}:{frame.line}" if frame.line else frame.file  # line 0: the excerpt did not show it
@@ -414,20 +418,55 @@ def _unwrap_workers(chain: ExceptionChain) -> ExceptionChain:
 
 
 def payloads(wrapper: LoggedException) -> list[LoggedException]:
-    """The errors quoted inside a wrapper's message, innermost first (empty when it quotes none)."""
+    """The errors quoted inside a wrapper's message, innermost first (empty when it quotes none): vLLM's worker
+    wrapper's payload, or an exception another program quoted in its own message; recursively (wrappers nest)."""
     found: list[LoggedException] = []
     message = wrapper.message
     for _ in range(MAX_NESTING):
         match = WORKER_WRAP.search(message)
-        if not match:
-            break
-        inner = _unescaped(match.group(1))
-        if not inner.strip():
-            break
-        recovered = _recovered(inner, wrapper)
+        if match:
+            inner = _unescaped(match.group(1))
+            if not inner.strip():
+                break
+            recovered = _recovered(inner, wrapper)
+        else:
+            recovered = _quoted(message, found[0] if found else wrapper)
+            if recovered is None:
+                break
         found.insert(0, recovered)
         message = recovered.message
     return found
+
+
+# An exception a program quoted in its own message: typed after its words or inside a printed value ('... failed:
+# ValueError: msg', '{"detail": "ValueError: msg"}'), or as a repr at its end ('... failed: ValueError("msg")').
+_QUOTED = re.compile(r"(?:(?<=: )|(?<=[ '\"(\[{]))((?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception))"
+                     r"(?:: (?=\S)|\((?=['\"].*['\"]\)\s*$))")
+MAX_QUOTING_PREFIX = 400
+
+
+def _quoted(message: str, wrapper: LoggedException) -> LoggedException | None:
+    """The exception quoted on the first line of a wrapper's message, or None (a later line is not the wrapper's
+    words: the next exception a log printed under it, a traceback's text)."""
+    message = message.split("\n", 1)[0]
+    head = message[:MAX_QUOTING_PREFIX]
+    if "rror" not in head and "xception" not in head:
+        return None
+    found = _QUOTED.search(message, 1, MAX_QUOTING_PREFIX)
+    if found is None:
+        return None
+    start = found.start()
+    opener = message[start - 1]
+    inner = message[found.end():]
+    if message[found.end() - 1] == "(":  # a repr: its quoted argument
+        inner = inner.strip()[1:].rstrip()[:-2]
+    elif opener in "'\"" and opener in inner:
+        inner = inner[:inner.rindex(opener)]  # inside a quoted value: up to its closing quote
+    inner = _unescaped(inner).strip()
+    if not inner:
+        return None
+    return LoggedException(found.group(1), inner, (), wrapper.stream, wrapper.line, wrapped=True,
+                           quoted_in=wrapper.quoted_in or wrapper.type)
 
 
 def _unescaped(payload: str) -> str:
@@ -439,6 +478,9 @@ def _unescaped(payload: str) -> str:
 
 def _recovered(inner: str, wrapper: LoggedException) -> LoggedException:
     inner = inner.strip()
+    if inner.startswith(TRACEBACK_START):  # the worker's whole traceback as text: its last exception line
+        last = [line for line in inner.splitlines() if _TYPED_MESSAGE.match(line)]
+        inner = inner[inner.index(last[-1]):] if last else inner
     type_name = "WorkerError"
     typed = _TYPED_MESSAGE.match(inner)
     if typed:

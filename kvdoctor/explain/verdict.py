@@ -63,7 +63,7 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         # a runtime's or a framework's report of an exception nothing caught, a server never healthy,
                         # a GitHub Actions step's error annotation
                         r"|\bterminating due to uncaught exception\b|^\*\*\* Error in `|\bCUDA driver error\b"
-                        r"|\b(?:[Uu]nhandled|[Uu]ncaught) exception\b|\bdid not become (?:healthy|ready)\b|^::error\b"
+                        r"|\b(?:[Uu]nhandled|[Uu]ncaught) exception\b|\bdid not become (?:healthy|ready)\b|^::error\b|^Task exception was never retrieved$"
                         # glibc's heap checks abort the process with one of these lines
                         r"|^(?:free|malloc|realloc|munmap_chunk|malloc_consolidate)\(\): \S|^double free or corruption\b"
                         r"|^corrupted (?:size|double-linked list)\b|^Fatal glibc error: |\bstd::bad_alloc\b"
@@ -146,7 +146,7 @@ _LATE_WORDS = ("Trace/breakpoint", "*** Aborted", "terminate called", "bad_alloc
                 "Speicher", "Erreur de segmentation", "Falha de", "Errore di",  # other non-ASCII words: _crash
                 # round 8's: libc++, glibc, CUDA's driver API, exceptions nothing caught, a server never healthy, CI
                 "uncaught exception", "*** Error in", "driver error", "ncaught exception", "nhandled exception",
-                "not become", "::error",
+                "not become", "::error", "never retrieved",
                 # round 5's: docker ps, signals, torch's NCCL watchdog and CUDA error epilogue, Ray, gcc, nvidia-smi
                 "Exited (", "xited with signal", "xited due to signal", "xited on signal", "Watchdog caught",
                 "Timeout at NCCL", "_DSA`", "kernel errors might", "For debugging consider", "pending placement",

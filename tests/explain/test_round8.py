@@ -153,3 +153,70 @@ def test_a_start_up_failure_with_no_answered_request_is_not():
     filler = "".join(f"INFO 06-25 16:32:{i:02d} [loader.py:1] step {i}\n" for i in range(10, 20))
     assert _family(_REQUEST_FAILURE + filler + 'INFO:     1.2.3.4:5 - "POST /v1/x HTTP/1.1" 500 Internal Server Error\n'
                    ) != "first_request_failure"
+
+
+def _primary(text: str) -> tuple[str | None, str | None]:
+    primary = explain_text(text).extra.get("primary") or {}
+    return primary.get("exception_type"), primary.get("message")
+
+
+_UNKNOWN = "The frobnicator width (48) does not divide the page size (4096)"
+
+
+@pytest.mark.parametrize("wrapper", [
+    f'RuntimeError: vLLM engine failed to initialize: ValueError("{_UNKNOWN}")',
+    f"RuntimeError: rollout init failed: ValueError('{_UNKNOWN}')",
+    'Exception: Request failed: 500, {"detail": "ValueError: ' + _UNKNOWN + '"}',
+    f"RuntimeError: generation failed: ValueError: {_UNKNOWN}",
+    "RuntimeError: Worker failed with error 'Traceback (most recent call last):\\n  File \"/v/vllm/worker.py\", "
+    f"line 5, in f\\n    raise ValueError(msg)\\nValueError: {_UNKNOWN}'",
+    "RuntimeError: outer failed: RuntimeError: Worker failed with error 'ValueError: " + _UNKNOWN + "', please check "
+    "the stack trace above for the root cause",
+])
+def test_an_exception_quoted_in_a_wrappers_message_is_the_failure(wrapper):
+    assert _primary(wrapper + "\n") == ("ValueError", _UNKNOWN)
+
+
+def test_a_quoted_exception_says_where_it_was_quoted():
+    text = " ".join(__import__("kvdoctor.report.check.text", fromlist=["render"]).render(
+        explain_text(f"RuntimeError: init failed: ValueError: {_UNKNOWN}\n")).split())
+    assert "quoted in a RuntimeError's message" in text
+
+
+def test_an_exception_printed_on_the_line_after_a_message_is_not_quoted_by_it():
+    # a continuation line is the next thing the log printed, not the wrapper's words
+    chain = ("Traceback (most recent call last):\n"
+             '  File "/v/vllm/v1/engine/core.py", line 5, in __init__\n'
+             "    x()\n"
+             "AssertionError: the setup hook variable is reserved\n"
+             "RuntimeError: Engine core initialization failed. See root cause above.\n")
+    assert _primary(chain)[0] == "AssertionError"
+
+
+def test_an_exception_name_in_prose_is_not_a_payload():
+    assert _primary(f"RuntimeError: retry the ValueError handler later, {_UNKNOWN}\n")[0] == "RuntimeError"
+
+
+def test_rays_task_error_header_is_a_wrapper_of_the_error_after_it():
+    text = ("ray.exceptions.RayTaskError(ValueError): ray::WorkerDict.actor_rollout_init_model() (pid=1, ip=10.0.0.1)\n"
+            '  File "/venv/lib/python3.12/site-packages/verl/workers/fsdp_workers.py", line 10, in init_model\n'
+            "    self.rollout = Rollout(config)\n"
+            f"ValueError: {_UNKNOWN}\n")
+    assert _primary(text) == ("ValueError", _UNKNOWN)
+
+
+def test_torch_elastics_child_failed_is_a_wrapper():
+    text = ("Traceback (most recent call last):\n  File \"/opt/app/train.py\", line 3, in <module>\n    main()\n"
+            f"ValueError: {_UNKNOWN}\n"
+            "Traceback (most recent call last):\n"
+            '  File "/venv/lib/python3.12/site-packages/torch/distributed/run.py", line 900, in elastic_launch\n'
+            "    raise ChildFailedError(\n"
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+            "============================================================\ntrain.py FAILED\n")
+    assert _primary(text) == ("ValueError", _UNKNOWN)
+
+
+def test_an_asyncio_task_whose_exception_nobody_retrieved_is_a_failure():
+    text = _HEALTHY + ("Task exception was never retrieved\n"
+                       f"future: <Task finished name='Task-3' coro=<run() done> exception=ValueError('{_UNKNOWN}')>\n")
+    assert _exit(text) == 1
