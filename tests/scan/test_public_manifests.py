@@ -77,6 +77,9 @@ def test_the_index_is_complete_and_sourced():
     s34 = sorted(e["file"] for e in INDEX if e.get("batch") == "s34")
     held = sorted(e["file"] for e in INDEX if e.get("batch") == "s34" and e["heldout"])
     assert len(s34) >= 25 and held == sorted(random.Random(34).sample(s34, math.ceil(len(s34) / 4)))
+    s37 = sorted(e["file"] for e in INDEX if e.get("batch") == "s37")  # measured whole first, then half held out
+    held = sorted(e["file"] for e in INDEX if e.get("batch") == "s37" and e["heldout"])
+    assert len(s37) >= 24 and held == sorted(random.Random(37).sample(s37, len(s37) // 2))
 
 
 @pytest.mark.parametrize("entry", _seen_params())
