@@ -57,6 +57,23 @@ def workloads(source: SourceFile) -> list[Workload]:
     return found
 
 
+def unread_notes(source: SourceFile) -> list[str]:
+    """A note for each engine the file builds from arguments it does not write (`AsyncEngineArgs(**kwargs)`, a
+    Ray Serve deployment's bind(); `AsyncEngineArgs.from_cli_args(args)`), so that its silence is never a pass."""
+    tree = parsed(source)
+    if tree is None:
+        return []
+    notes = []
+    for call in sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call)), key=lambda n: n.lineno):
+        runtime = isinstance(call.func, ast.Attribute) and call.func.attr == "from_cli_args" \
+            and getattr(call.func.value, "id", None) in ENGINE_ARGS
+        unwritten = _called(call) in ENGINE_ARGS and not any(k.arg == "model" for k in call.keywords)
+        if runtime or unwritten:
+            notes.append(f"{source.path}:{call.lineno}: {ast.unparse(call)} builds vLLM's engine from arguments given "
+                         "at run time (not written in the file): not checked")  # fmt: skip
+    return notes
+
+
 def _called(call: ast.Call) -> str | None:
     return call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", None)
 

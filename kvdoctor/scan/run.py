@@ -79,7 +79,9 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             found += dockerfile.workloads(source)
             continue
         if python_apps.is_python_app(source):
-            found += python_apps.workloads(source) + python_engine_args.workloads(source)
+            launched = python_apps.workloads(source) + python_engine_args.workloads(source)
+            found += launched
+            notes += [] if launched else python_engine_args.unread_notes(source)
             continue
         try:
             documents = compose_documents(source)

@@ -185,3 +185,36 @@ def test_a_walk_skips_a_test_suites_python(tmp_path):
     _write(tmp_path / "tests", RAY_LLM_APP, "fixtures_app.py")
     _write(tmp_path, RAY_LLM_APP, "test_serve.py")
     assert read_manifests([str(tmp_path)])[1] == []
+
+
+RUNTIME_ENGINE = '''\
+import os
+from ray import serve
+from vllm.engine.arg_utils import AsyncEngineArgs
+from vllm.engine.async_llm_engine import AsyncLLMEngine
+
+
+@serve.deployment(name="VLLMDeployment")
+class VLLMDeployment:
+    def __init__(self, **kwargs):
+        args = AsyncEngineArgs(**kwargs)
+        self.engine = AsyncLLMEngine.from_engine_args(args)
+
+
+def parse(cli_args):
+    return AsyncEngineArgs.from_cli_args(cli_args)
+
+
+model = VLLMDeployment.bind(model=os.environ["MODEL_ID"], tensor_parallel_size=int(os.environ["TP"]))
+'''
+
+
+def test_an_engine_built_from_run_time_arguments_is_named_never_silent(tmp_path):
+    # GoogleCloudPlatform/kubernetes-engine-samples ai-ml/gke-ray/rayserve/llm/serve.py and serve_chat_completion.py
+    path = tmp_path / "serve.py"
+    path.write_text(RUNTIME_ENGINE)
+    _, found, notes, _ = read_manifests([str(path)])
+    assert found == []
+    assert [n.split(": ", 1)[0].rsplit(":", 1)[1] for n in notes[:2]] == ["10", "15"]
+    assert "AsyncEngineArgs(**kwargs) builds vLLM's engine from arguments given at run time" in notes[0]
+    assert "AsyncEngineArgs.from_cli_args(cli_args)" in notes[1]
