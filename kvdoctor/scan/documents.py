@@ -6,14 +6,14 @@ import bisect
 import os
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
 
 from kvdoctor.base.errors import KvdoctorError
 from kvdoctor.base.yaml_safe import MAX_FLOW_DEPTH, safe_loader, too_deeply_nested
-from kvdoctor.scan.helm_chart import ChartSource, chart_root, is_values_file
+from kvdoctor.scan.helm_chart import ChartSource, chart_data_files, chart_root, is_values_file
 
 MAX_MANIFEST_BYTES = 8 * 1024 * 1024
 YAML_SUFFIXES = (".yaml", ".yml", ".yaml.tftpl", ".yml.tftpl")
@@ -50,6 +50,8 @@ class SourceFile:
     path: str
     """As given or found (relative to the working directory when under it); '-' for stdin is named '<stdin>'."""
     text: str
+    data_of: str | None = None
+    """The chart whose templates read this file as data (.Files.Get / .Files.Glob), when it lies in one."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,7 @@ def _or_error(read) -> SourceFile | ManifestError:
 
 def _walk(root: Path, notes: list[str]) -> list[SourceFile | ChartSource | ManifestError]:
     found: list[SourceFile | ChartSource | ManifestError] = []
+    chart_data: dict[Path, str] = {}  # a chart's data file -> the chart
     for directory, subdirs, names in os.walk(root):
         here = Path(directory)
         subdirs[:] = sorted(d for d in subdirs if d not in SKIP_DIRS and (not d.startswith(".") or d in WALKED_DOT_DIRS))
@@ -98,7 +101,11 @@ def _walk(root: Path, notes: list[str]) -> list[SourceFile | ChartSource | Manif
         if is_chart:  # rendered as a whole: its templates, its subcharts under charts/ with it
             subdirs[:] = [d for d in subdirs if d not in ("templates", "charts")]
             found.append(ChartSource(_display(here), here))
+            chart_data.update((path, _display(here)) for path in chart_data_files(here))
         for name in sorted(names):
+            if (here / name) in chart_data:
+                found.append(_or_error(lambda: replace(_read(here / name), data_of=chart_data[here / name])))
+                continue
             readable = (name.endswith(YAML_SUFFIXES + SCRIPT_SUFFIXES) or DOCKERFILE_NAMES.search(name)
                         or MAKEFILE_NAMES.search(name))
             if name.endswith(PYTHON_SUFFIX):

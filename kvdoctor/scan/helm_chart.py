@@ -256,6 +256,30 @@ def _top_level(metadata: dict, values: dict, release: str, namespace: str, direc
             "Files": chart_files(directory), "Template": {"Name": key, "BasePath": prefix + "/templates"}}
 
 
+# A quoted path or glob in a chart's templates (`.Files.Get "files/x.yaml"`, "patchGlob" "files/kserve/*-patch.yaml").
+QUOTED_PATH = re.compile(r'"([\w.\-*?\[\]]+(?:/[\w.\-*?\[\]]+)+|[\w\-*?]+\.(?:ya?ml|json|sh|tpl|txt|conf))"')
+
+
+def chart_data_files(directory: Path) -> list[Path]:
+    """The chart's files that its templates name as data (.Files.Get / .Files.Glob paths written as strings in
+    templates/): read through its render, where `tpl` fills their actions, never as manifests of their own."""
+    import fnmatch
+
+    patterns = set()
+    for template in (directory / "templates").rglob("*"):
+        if template.is_file():
+            patterns |= set(QUOTED_PATH.findall(template.read_text(encoding="utf-8", errors="replace")))
+    if not patterns:
+        return []
+    found = []
+    for path in sorted(directory.rglob("*")):
+        relative = path.relative_to(directory).as_posix()
+        if path.is_file() and relative.split("/")[0] not in ("templates", "charts") \
+                and any(fnmatch.fnmatchcase(relative, pattern) for pattern in patterns):
+            found.append(path)
+    return found
+
+
 def chart_files(directory: Path) -> GoObject:
     """.Files: the chart's files other than Chart.yaml, values*, templates/ and charts/ (Get, Glob, Lines)."""
     root = directory.resolve()

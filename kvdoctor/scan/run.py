@@ -86,7 +86,11 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
         try:
             documents = compose_documents(source)
         except ManifestError as exc:
-            unread.append(UnreadFile.of(exc))
+            if source.data_of is None:
+                unread.append(UnreadFile.of(exc))
+            else:  # its actions are filled by the chart's tpl: what it holds is read in the chart's render
+                notes.append(f"{exc.message.split(' (render it first')[0]}: data of chart {source.data_of}, which fills "
+                             "it at render: read through the chart, not on its own")  # fmt: skip
             continue
         for doc in documents:
             for name, maps in config_maps_of(doc.root, doc.file).items():

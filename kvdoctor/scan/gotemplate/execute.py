@@ -168,6 +168,8 @@ class _State:
     def range(self, node: p.Branch, dot: Any) -> None:
         pipe = node.pipe
         value = self.pipeline(p.Pipeline(pipe.commands), dot)
+        if isinstance(value, GoObject) and value.type_name == "files":
+            value = value.fields  # Helm's Files is map[string][]byte: .Files.Glob ranges over path and content
         if isinstance(value, dict):
             pairs = [(k, value[k]) for k in sorted(value, key=str)]
         elif isinstance(value, (list, tuple)):
