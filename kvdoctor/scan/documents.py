@@ -115,11 +115,26 @@ def _walk(root: Path, notes: list[str]) -> list[SourceFile | ChartSource | Manif
                 if isinstance(source, ManifestError) or PYTHON_DEPLOYMENT.search(source.text):
                     found.append(source)
                 continue
+            if name.endswith(TERRAFORM_TEMPLATE) and not readable:
+                readable = _is_kubernetes_template(here / name)
             if not readable or name == "Chart.yaml" or (is_chart and name == "values.yaml"):
                 continue
             chart = _values_chart(here / name)
             found.append(chart if chart is not None else _or_error(lambda: _read(here / name)))
     return found
+
+
+# A Kubernetes object's first lines: `apiVersion:` and `kind:` at the top level.
+KUBERNETES_HEAD = re.compile(r"^apiVersion:.*\n(?:.*\n)*?kind:|^kind:.*\n(?:.*\n)*?apiVersion:", re.MULTILINE)
+
+
+def _is_kubernetes_template(path: Path) -> bool:
+    """A Terraform template named without .yaml (vllm.tftpl) whose text is a Kubernetes manifest."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            return KUBERNETES_HEAD.search(handle.read(64 * 1024)) is not None
+    except OSError:
+        return False
 
 
 def _values_chart(path: Path) -> ChartSource | None:

@@ -53,3 +53,11 @@ def test_a_directory_walk_reads_yaml_tftpl_files(tmp_path):
     (tmp_path / "main.tf.tftpl").write_text("resource x {}\n")  # not YAML: not picked up
     files, workloads, _, unread = read_manifests([str(tmp_path)])
     assert [f.rsplit("/", 1)[-1] for f in files] == ["deploy.yaml.tftpl"] and len(workloads) == 1 and not unread
+
+
+def test_a_walk_reads_a_tftpl_without_yaml_in_its_name_when_it_is_a_kubernetes_manifest(tmp_path):
+    # GoogleCloudPlatform/ai-on-gke benchmarks/inference-server/vllm/manifest-templates/vllm.tftpl (silent before)
+    (tmp_path / "vllm.tftpl").write_text("# Copyright\n\n" + TERRAFORM_TEMPLATE)
+    (tmp_path / "startup.tftpl").write_text("#!/bin/bash\necho ${kind}: apiVersion\n")  # not a manifest
+    files, workloads, _, unread = read_manifests([str(tmp_path)])
+    assert [f.rsplit("/", 1)[-1] for f in files] == ["vllm.tftpl"] and len(workloads) == 1 and not unread
