@@ -238,12 +238,15 @@ def _frames_above(lines: list[LogLine], i: int) -> tuple[Frame, ...]:
         return _ipython_frames_above(lines, i)
     frames: list[Frame] = []
     code: str | None = None
+    level = lines[i].level  # a logger that prints each line of a traceback as a record (vLLM's) gives each its header
     j = i - 1
     while j >= 0 and i - j <= 2 * MAX_FRAMES_ABOVE:
         line = lines[j]
         text = line.text
-        # next to each other in the log (a frame or code line a hard wrap split counts as one: hard_wraps)
-        if line.level is not None or not text.strip() or lines[j + 1].number - line.number > 1 + MAX_FRAME_WRAP:
+        # next to each other in the log (a frame or code line a hard wrap split counts as one: hard_wraps), under
+        # no record header or under the exception line's own
+        if (line.level is not None and line.level != level) or not text.strip() or (
+                lines[j + 1].number - line.number > 1 + MAX_FRAME_WRAP):
             break
         match = _LOOSE_FRAME.match(text) if "File \"" in text else None
         if match:

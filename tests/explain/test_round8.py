@@ -220,3 +220,27 @@ def test_an_asyncio_task_whose_exception_nobody_retrieved_is_a_failure():
     text = _HEALTHY + ("Task exception was never retrieved\n"
                        f"future: <Task finished name='Task-3' coro=<run() done> exception=ValueError('{_UNKNOWN}')>\n")
     assert _exit(text) == 1
+
+
+def _render(text: str) -> str:
+    from kvdoctor.report.check.text import render
+
+    return " ".join(render(explain_text(text)).split())
+
+
+@pytest.mark.parametrize("header", ["ERROR 05-13 12:15:31 [core.py:387] ",
+                                    "(EngineCore_DP0 pid=9) ERROR 05-13 12:15:31 [core.py:387] "])
+def test_a_headerless_excerpt_under_error_records_keeps_its_frames(header):
+    # vLLM's logger prints each line of a traceback as its own record: an excerpt pasted without its Traceback line
+    text = "".join(header + line + "\n" for line in (
+        '  File "/venv/lib/python3.12/site-packages/vllm/v1/spec_decode/widget_proposer.py", line 14, in __init__',
+        "    self.width = vllm_config.widget_config.widget_width",
+        "AttributeError: 'NoneType' object has no attribute 'widget_width'"))
+    out = _render(text)
+    assert "widget_proposer.py:14 in __init__" in out and "widget_config.widget_width" in out
+
+
+def test_frames_under_another_level_are_not_the_exceptions():
+    text = ('WARNING 05-13 12:15:30 [x.py:1]   File "/venv/lib/python3.12/site-packages/vllm/a.py", line 3, in f\n'
+            "ERROR 05-13 12:15:31 [core.py:387] AttributeError: 'NoneType' object has no attribute 'widget_width'\n")
+    assert "a.py:3" not in _render(text)
