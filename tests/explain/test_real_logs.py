@@ -49,11 +49,8 @@ KNOWN_MISSES = frozenset({
     "wrapper_api_mismatch__unslothzoo_pr783.log",
     "first_request_failure__vllm_47761.log",  # batch 14
     "first_request_failure__vllmmetal_680.log",  # batch 14
-    "flashinfer_jit_toolkit__unsloth_4541.log",  # batch 14
-    "hf_download__openinstruct_620.log",  # batch 14
     "moe_kernel_selection__vllm_27542.log",  # batch 14
     "other__hami_1853.log",  # batch 14
-    "serve_args__recipes_51.log",  # batch 14
     "shm_too_small__gpustack_5014.log",  # batch 14
     "spec_decode_config__speculators_570.log",  # batch 14
     "turboquant__vllm_42808.log",  # batch 14

@@ -244,3 +244,60 @@ def test_frames_under_another_level_are_not_the_exceptions():
     text = ('WARNING 05-13 12:15:30 [x.py:1]   File "/venv/lib/python3.12/site-packages/vllm/a.py", line 3, in f\n'
             "ERROR 05-13 12:15:31 [core.py:387] AttributeError: 'NoneType' object has no attribute 'widget_width'\n")
     assert "a.py:3" not in _render(text)
+
+
+@pytest.mark.parametrize("line", [
+    "urllib3.exceptions.ReadTimeoutError: HTTPSConnectionPool(host='huggingface.co', port=443): Read timed out. "
+    "(read timeout=10)",
+    "requests.exceptions.ReadTimeout: HTTPSConnectionPool(host='huggingface.co', port=443): Read timed out. "
+    "(read timeout=10.0)",
+    "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='hf-mirror.com', port=443): Max retries exceeded "
+    "with url: /api/models/org/model (Caused by NewConnectionError)",
+    "urllib3.exceptions.ReadTimeoutError: HTTPSConnectionPool(host='cas-bridge.xethub.hf.co', port=443): Read timed out.",
+    "requests.exceptions.ConnectionError: ('Connection aborted.', HTTPSConnectionPool(host='huggingface.co', "
+    "port=443): Connection aborted.)",
+])
+def test_a_read_or_connection_the_hubs_hosts_dropped_is_a_failed_model_fetch(line):
+    assert _family(line + "\n") == "hf_download"
+
+
+def test_a_timeout_at_another_host_is_not_a_model_fetch():
+    assert _family("urllib3.exceptions.ReadTimeoutError: HTTPSConnectionPool(host='api.example.com', port=443): "
+                   "Read timed out. (read timeout=10)\n") != "hf_download"
+
+
+@pytest.mark.parametrize("line", [
+    "FileNotFoundError: [Errno 2] No such file or directory: 'nvcc'",
+    "FileNotFoundError: [Errno 2] No such file or directory: '/usr/local/cuda/bin/nvcc'",
+    "FileNotFoundError: [Errno 2] No such file or directory: 'ninja'",
+    "RuntimeError: FlashInfer failed to JIT-compile: ninja (build tool) not found.",
+    "(Worker_TP0 pid=4) ERROR 09-26 10:57:34 [multiproc_executor.py:671] FileNotFoundError: [Errno 2] No such file "
+    "or directory: 'nvcc'",
+])
+def test_the_jit_builds_missing_tools_are_flashinfers_toolkit(line):
+    assert _family(line + "\n") == "flashinfer_jit_toolkit"
+
+
+def test_another_missing_file_is_not_the_toolkit():
+    assert _family("FileNotFoundError: [Errno 2] No such file or directory: 'nvcc_notes.txt'\n") != "flashinfer_jit_toolkit"
+
+
+@pytest.mark.parametrize("line", [
+    "KeyError: 'invalid tool call parser: frobnitz (chose from { hermes, mistral })'",
+    "KeyError: 'invalid reasoning parser: frobnitz (chose from { deepseek_r1, qwen3 })'",
+    "(APIServer pid=9) KeyError: 'invalid tool call parser: frobnitz (chose from { hermes })'",
+])
+def test_the_api_servers_check_of_its_parsers_refuses_a_serve_argument(line):
+    report = explain_text(line + "\n")
+    assert report.extra["family"] == "serve_args"
+    assert "frobnitz" in " ".join(__import__("kvdoctor.report.check.text", fromlist=["render"]).render(report).split())
+
+
+def test_any_raise_of_the_serve_argument_checks_is_a_refused_argument():
+    # located by where vLLM raises it (the traceback's frame), whatever its words
+    text = ("Traceback (most recent call last):\n"
+            '  File "/venv/lib/python3.12/site-packages/vllm/entrypoints/openai/cli_args.py", line 300, in '
+            "validate_parsed_serve_args\n"
+            '    raise TypeError("Error: --frob requires --widget")\n'
+            "TypeError: Error: --frob requires --widget\n")
+    assert _family(text) == "serve_args"
