@@ -93,3 +93,24 @@ def image_extension(image: str | None) -> EngineLauncher | None:
         return None
     path = _path(split_image(image.strip())[0])
     return next((e for r, e in IMAGE_EXTENSIONS.items() if path == r or path.endswith("/" + r)), None)
+
+
+# Tags that follow vLLM's newest build: an image under one runs today's releases.
+FLOATING_TAGS = ("latest", "nightly", "main", "stable", "dev")
+
+
+def pins_an_unknown_build(image: str | None) -> bool:
+    """A vLLM image or build whose tag or digest pins one build of no release kvdoctor can name
+    (lmcache/vllm-openai:2025-03-10, another project's release, a digest): of any age, unlike a floating tag
+    (latest, nightly) or none, which runs today's releases."""
+    if not image or "$" in image:
+        return False
+    repository, tag, digest = split_image(image.strip())
+    path = _path(repository)
+    vllm_image = runs_vllm_entrypoint(image) or is_vllm_build(image) or \
+        any(path == r or path.endswith("/" + r) for r in VLLM_IMAGE_REPOSITORIES + OTHER_PROJECT_TAGS)
+    if not vllm_image or image_version(image).vllm_version is not None:
+        return False
+    if digest:
+        return True
+    return tag is not None and not tag.lower().startswith(FLOATING_TAGS)

@@ -12,7 +12,7 @@ from kvdoctor.base.errors import KvdoctorError, ModelConfigError
 from kvdoctor.model.report import Finding, Report
 from kvdoctor.scan.command import without_launcher_options, without_unresolved
 from kvdoctor.scan.facts import DeploymentFacts, canonical_flag, deployment_facts, is_scan_fact_name
-from kvdoctor.scan.image import image_extension
+from kvdoctor.scan.image import image_extension, pins_an_unknown_build
 from kvdoctor.scan.result import PlacedFinding, WorkloadResult
 from kvdoctor.scan.workload import Location, Token, Workload
 
@@ -75,7 +75,9 @@ def judge(workload: Workload, defaults: ScanDefaults, settings: CheckSettings) -
             serve_argv=tuple(t.text for t in _with_local_model(workload.argv, deployment)),
             gpu=deployment.gpu,
             vllm_version=deployment.vllm_version,
-            any_release=workload.image is None and deployment.vllm_version is None,  # a venv's vLLM, of any age
+            # a venv's vLLM, or an image pinned to a build of no known release: of any age
+            any_release=deployment.vllm_version is None and (workload.image is None
+                                                              or pins_an_unknown_build(workload.image)),
             serves=True,
             offline=defaults.offline,
             cache_dir=defaults.cache_dir,

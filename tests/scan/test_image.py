@@ -57,3 +57,33 @@ def test_vllm_omnis_own_serve_options_are_left_out_and_named_on_its_image(tmp_pa
 
 def test_the_same_options_on_vllms_own_image_are_refused(tmp_path):
     assert _refused(tmp_path, "vllm/vllm-openai:v0.20.0")[0]
+
+
+@pytest.mark.parametrize(("image", "unknown_build"), [
+    ("lmcache/vllm-openai:2025-03-10", True),  # vllm-project/aibrix test/regression/v0.3.0/lmcache_helm_stack.yaml
+    ("lmcache/vllm-openai:v0.3.1", True),  # LMCache's release: some vLLM of its day
+    ("vllm/vllm-openai@sha256:" + "a" * 64, True),
+    ("vllm/vllm-openai:latest", False),  # floating: today's releases
+    ("vllm/vllm-openai:nightly-2b4f0d5", False),
+    ("vllm/vllm-openai", False),
+    ("vllm/vllm-openai:v0.25.1", False),  # a release kvdoctor names
+    ("ubuntu:22.04", False),  # not a vLLM image: what it installs follows today's releases
+    ("${BASE_IMAGE}:${TAG}", False),
+])  # fmt: skip
+def test_a_vllm_image_pinned_to_a_build_of_no_known_release(image, unknown_build):
+    from kvdoctor.scan.image import pins_an_unknown_build
+
+    assert pins_an_unknown_build(image) is unknown_build
+
+
+def test_a_dated_build_is_judged_as_any_release_so_old_flags_are_undecided_not_errors(tmp_path):
+    text = OMNI.format(image="lmcache/vllm-openai:2025-03-10").replace(
+        "command: [vllm, serve, Qwen/Qwen2.5-Omni-7B, --omni, --port, \"8000\", --stage-init-timeout, \"600\",",
+        "args: [--model, Qwen/Qwen2.5-Omni-7B, --swap-space, \"0\", --disable-log-requests,")
+    from scan_support import scan
+
+    path = tmp_path / "dated.yaml"
+    path.write_text(text)
+    (result,) = scan([str(path)], tmp_path, gpu="A100").workloads
+    (kvd004,) = [p.finding for p in result.placed if p.finding.rule_id == "KVD004"]
+    assert kvd004.status == "undecided"  # was fired: judged as 0.20-0.34, which dropped both flags
