@@ -8,6 +8,8 @@ from dataclasses import replace
 
 import yaml
 
+from kvdoctor.base.yaml_safe import load_yaml_cached
+from kvdoctor.data import read_data
 from kvdoctor.scan import nodes
 from kvdoctor.scan.command import (FLAGS_ONLY_NOTE, expand_shell_variables, only_serve_flags, runs_a_shell,
                                    serve_argv, words_of)  # fmt: skip
@@ -43,6 +45,8 @@ GPU_RESOURCE = re.compile(r"^nvidia\.com/(gpu|mig-\d+g\.\d+gb)$")
 MIG_PROFILE = re.compile(r"mig-(\d+g\.\d+gb)", re.IGNORECASE)
 K8S_VARIABLE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 LWS_GROUP_SIZE = "LWS_GROUP_SIZE"
+PODLESS_KINDS = frozenset(load_yaml_cached(read_data("podless_kinds.yaml"), "podless_kinds.yaml")["kinds"])
+"""Kinds that never hold a running container (kvdoctor/data/podless_kinds.yaml)."""
 """The env var LeaderWorkerSet sets in every pod of a group to spec.leaderWorkerTemplate.size (LWS docs, "Environment
 variables": LWS_LEADER_ADDRESS, LWS_GROUP_SIZE, LWS_WORKER_INDEX); the other two differ per pod, unknown here."""
 

@@ -157,6 +157,8 @@ def unread_kind(doc: Document) -> str | None:
     """A document that mentions vLLM but is of a kind the scan does not read (an LLMInferenceService, a chart's
     raw values), named so that nobody takes its silence for a pass."""
     kind = nodes.text(nodes.get(doc.root, "kind"))
+    if kind in kubernetes.PODLESS_KINDS and nodes.get(doc.root, "apiVersion") is not None:
+        return None  # a Service named vllm, a PodMonitor of vLLM's pods: nothing runs there
     where = f"{doc.file}:{nodes.line(doc.root)}"
     if kind in SERVES_VLLM_ITSELF and nodes.get(doc.root, "apiVersion") is not None:
         return (f"{where}: {kind} {nodes.text(nodes.get(doc.root, 'metadata', 'name')) or ''} runs vLLM from its "
