@@ -151,7 +151,9 @@ def _request_time(diagnosis: Diagnosis, families: Families, chains: list[Excepti
     if exception is None or families.request_frames is None:
         return None
     for chain_frame in _chain_frames(chains, exception):
-        if chain_frame.function and families.request_frames.search(chain_frame.function):
+        if chain_frame.function and (families.request_frames.search(chain_frame.function) or (
+                families.request_places is not None
+                and families.request_places.search(f"{chain_frame.file}:{chain_frame.function}"))):
             place = f"{chain_frame.file}:{chain_frame.line}" if chain_frame.line else chain_frame.file
             return f"It was raised under {chain_frame.function} ({place})"
     # a traceback the log cut before its exception line still shows where the failure surfaced

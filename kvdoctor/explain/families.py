@@ -41,6 +41,9 @@ class Families:
     """Functions that run only while serving requests: an exception raised under one is a request-time failure."""
     request_families_kept: tuple[str, ...]
     """Families that are request-time by nature and keep their own name."""
+    request_places: re.Pattern[str] | None = None
+    """'file:function' of frames that run only while serving a request (a web framework's route, vLLM's serving
+    modules past their set-up)."""
     raise_site_names: dict[str, str] = field(default_factory=dict)
     frame_decides: frozenset[str] = frozenset()
     """Rules whose message any allocation or call can raise (a CUDA OOM): when the exception's frames are in a place
@@ -116,6 +119,7 @@ def load_families() -> Families:
         answered=re.compile("|".join(f"(?:{p})" for p in data["answered"])) if data.get("answered") else None,
         request_failed=re.compile(data["request_failed"]) if data.get("request_failed") else None,
         request_frames=re.compile(data["request_frames"]) if data.get("request_frames") else None,
+        request_places=re.compile(data["request_places"]) if data.get("request_places") else None,
         request_families_kept=tuple(data.get("request_families_kept") or ()),
         raise_site_names=_raise_site_names(data.get("raise_site_names") or {}, is_fact_name, rule_file.path),
         frame_decides=frozenset(data.get("frame_decides") or ()),

@@ -47,8 +47,6 @@ KNOWN_MISSES = frozenset({
     "wrapper_api_mismatch__sendnninference_336.log",
     "wrapper_api_mismatch__sparkvllmdocker_238.log",
     "wrapper_api_mismatch__unslothzoo_pr783.log",
-    "first_request_failure__vllm_47761.log",  # batch 14
-    "first_request_failure__vllmmetal_680.log",  # batch 14
     "moe_kernel_selection__vllm_27542.log",  # batch 14
     "other__hami_1853.log",  # batch 14
     "shm_too_small__gpustack_5014.log",  # batch 14

@@ -301,3 +301,32 @@ def test_any_raise_of_the_serve_argument_checks_is_a_refused_argument():
             '    raise TypeError("Error: --frob requires --widget")\n'
             "TypeError: Error: --frob requires --widget\n")
     assert _family(text) == "serve_args"
+
+
+def _raised_under(file: str, function: str, exception: str = "KeyError: 4711") -> str:
+    return ("Traceback (most recent call last):\n"
+            f'  File "/venv/lib/python3.12/site-packages/{file}", line 90, in {function}\n'
+            "    step = table[token_id]\n"
+            f"{exception}\n")
+
+
+@pytest.mark.parametrize("file, function", [
+    ("vllm/entrypoints/openai/completion/serving.py", "_create_completion_logprobs"),
+    ("vllm/entrypoints/openai/serving_chat.py", "chat_completion_stream_generator"),
+    ("vllm/entrypoints/serve/tokenize/serving.py", "create_tokenize"),
+    ("fastapi/routing.py", "run_endpoint_function"),
+    ("starlette/routing.py", "handle"),
+])
+def test_a_failure_under_a_request_serving_place_is_a_request_time_failure(file, function):
+    assert _family(_raised_under(file, function)) == "first_request_failure"
+
+
+@pytest.mark.parametrize("file, function", [
+    ("vllm/entrypoints/openai/serving_chat.py", "__init__"),
+    ("vllm/entrypoints/openai/serving_models.py", "init_static_loras"),
+    ("vllm/entrypoints/openai/serving_engine.py", "_load_chat_template"),
+    ("starlette/routing.py", "lifespan"),
+    ("vllm/entrypoints/openai/api_server.py", "init_app_state"),
+])
+def test_the_serving_layers_set_up_is_start_up(file, function):
+    assert _family(_raised_under(file, function)) != "first_request_failure"
