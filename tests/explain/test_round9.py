@@ -1,0 +1,86 @@
+"""Round 9 of issue 28: the mechanisms behind batch 14's seen misses, each on synthetic lines of several shapes written
+from the wordings the libraries raise (urllib3, torch, FlashInfer, HAMi-core, ptxas, Ray, vLLM), never one log's text."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvdoctor.explain.explain import explain_text
+from kvdoctor.report.check.text import render
+
+
+def _text(report) -> str:
+    return " ".join(render(report).split())
+
+
+def _family(log: str) -> str | None:
+    return explain_text(log).extra.get("family")
+
+
+# a GPU-sharing layer's own error record before the crash it causes
+@pytest.mark.parametrize("log", [
+    "[HAMI-core ERROR (pid:12 thread=140 multiprocess_memory_limit.c:900)]: Illegal device id: 4242\n"
+    "!!!!!!! Segfault encountered !!!!!!!\n",
+    "(Worker pid=3) [HAMI-core ERROR (pid:3 thread=99 libvgpu.c:120)]: cuMemCreate failed: out of device memory\n"
+    "Fatal Python error: Segmentation fault\n",
+    "[softmig ERROR (pid:8 thread=1 memory.c:77)]: Illegal device id: 9\n",
+])
+def test_a_gpu_sharing_layers_error_record_is_named_before_the_crash(log):
+    report = explain_text(log)
+    assert report.exit_code("error") == 1
+    text = _text(report)
+    assert "GPU-sharing layer" in text
+    assert ("Illegal device id" in text) or ("cuMemCreate failed" in text)
+
+
+# Ray's object store asking more of /dev/shm than the container has: a failure even as a warning record
+@pytest.mark.parametrize("log", [
+    "[2026-01-02 03:04:05,678 W 39 39] (raylet) store_runner.cc:83: System memory request exceeds memory available "
+    "in /dev/shm. The request is for 10200547328 bytes, and the amount available is 9663676416 bytes.\n",
+    "(raylet) System memory request exceeds memory available in /dev/shm. The request is for 2000 bytes, and the "
+    "amount available is 1000 bytes. You may be able to free up space by deleting files in /dev/shm.\n",
+    "W0102 03:04:05.678 39 store_runner.cc:83] System memory request exceeds memory available in /dev/shm.\n",
+])
+def test_rays_object_store_larger_than_dev_shm_fails_with_the_shm_fix(log):
+    report = explain_text(log)
+    assert report.exit_code("error") == 1
+    assert report.extra["family"] == "shm_too_small"
+    assert "--shm-size" in _text(report)
+
+
+# a parser name the release does not register (tool-call and reasoning parsers, as KeyError or in an ERROR record)
+@pytest.mark.parametrize("line, name", [
+    ("KeyError: 'invalid tool call parser: frobnicate (chose from { hermes, mistral })'", "frobnicate"),
+    ("ERROR 01-02 03:04:05 [api_server.py:1] invalid reasoning parser: think_v9 (chose from { deepseek_r1, qwen3 })",
+     "think_v9"),
+    ("TypeError: invalid tool call parser: my_parser (chose from { llama3_json })", "my_parser"),
+])
+def test_a_parser_name_the_release_lacks_is_a_serve_argument(line, name):
+    report = explain_text(line)
+    assert report.extra["family"] == "serve_args"
+    assert name in _text(report)
+
+
+# per-request logits processors a framework passes and the engine refuses (V1, V0's multi-step)
+@pytest.mark.parametrize("line", [
+    "ValueError: vLLM V1 does not support per request user provided logits processors.",
+    "ValueError: vLLM V1 does not support per request user-provided logits processors.",
+    "ValueError: Logits processors are not supported in multi-step decoding",
+    "(EngineCore pid=3) ERROR 01-02 03:04:05 [core.py:1] ValueError: Guided decoding and logits processors are not "
+    "supported in multi-step decoding",
+])
+def test_per_request_logits_processors_refused_is_a_wrapper_api_mismatch(line):
+    report = explain_text(line)
+    assert report.extra["family"] == "wrapper_api_mismatch"
+    assert "logits processor" in _text(report).lower()
+
+
+# speculative decoding with a draft model refusing a model feature (M-RoPE, multimodal) in any release's wording
+@pytest.mark.parametrize("line", [
+    "NotImplementedError: Speculative Decoding with draft models or parallel drafting does not support M-RoPE yet",
+    "NotImplementedError: Speculative Decoding with draft models does not support multimodal models yet",
+    "(Worker pid=5) ERROR 01-02 03:04:05 [multiproc_executor.py:1] NotImplementedError: Speculative Decoding with "
+    "draft models does not support M-RoPE yet",
+])
+def test_a_draft_model_refusing_a_model_feature_is_the_spec_decode_config(line):
+    assert _family(line) == "spec_decode_config"
