@@ -374,8 +374,8 @@ def _in_script(script: Token, node: yaml.Node | None, source_text: str) -> list[
 
 
 def _flat_commands(script: str) -> str:
-    """The script as one line of commands, the same length so that offsets still index the original: comments,
-    here-document bodies and redirections blanked, continuations made spaces, newlines made `;`."""
+    """The script as one line of commands: comments and redirections blanked, here-document bodies emptied,
+    continuations made spaces, newlines made `;` (its words are placed by searching the original script)."""
     flat = _without_heredoc_bodies(_without_comments(script)).replace("\\\n", "  ").replace("\n", ";")
     if re.search(r"(?<!\\)(?:\\\\)*\\$", flat):  # a continuation on the last line continues into nothing
         flat = flat[:-1] + " "
@@ -417,14 +417,15 @@ def heredoc_bodies(script: str) -> list[tuple[int, str]]:
 
 
 def _without_heredoc_bodies(script: str) -> str:
-    """The script with each here-document's body (and its closing word) blanked: data, not commands."""
+    """The script with each here-document's body (and its closing word) emptied: data, not commands (words are
+    placed by searching the original script, so the lines need not keep their length: a 1.7 MB manifest in a
+    heredoc is not lexed space by space)."""
     lines = script.split("\n")
     for start, body in heredoc_bodies(script):
         for at in range(start - 1, min(start + body.count("\n") + 1, len(lines))):
-            lines[at] = " " * len(lines[at])
+            lines[at] = ""
         if start - 1 + body.count("\n") + 1 < len(lines):
-            closing = start + body.count("\n")
-            lines[closing] = " " * len(lines[closing])
+            lines[start + body.count("\n")] = ""
     return "\n".join(lines)
 
 
@@ -433,6 +434,9 @@ def _without_comments(script: str) -> str:
     that every offset still indexes the original."""
     lines = []
     for line in script.split("\n"):
+        if "#" not in line:
+            lines.append(line)
+            continue
         quote, cut = None, None
         for at, char in enumerate(line):
             if quote:

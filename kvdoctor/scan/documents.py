@@ -12,7 +12,8 @@ from pathlib import Path
 import yaml
 
 from kvdoctor.base.errors import KvdoctorError
-from kvdoctor.base.yaml_safe import MAX_FLOW_DEPTH, safe_loader, too_deeply_nested
+from kvdoctor.base.yaml_safe import MAX_FLOW_DEPTH, load_yaml_cached, safe_loader, too_deeply_nested
+from kvdoctor.data import read_data
 from kvdoctor.scan.helm_chart import ChartSource, chart_data_files, chart_root, is_values_file
 
 MAX_MANIFEST_BYTES = 8 * 1024 * 1024
@@ -185,6 +186,7 @@ def compose_documents(source: SourceFile) -> list[Document]:
     text = source.text
     if source.path.endswith(TERRAFORM_TEMPLATE):
         text = TERRAFORM_DIRECTIVE_LINE.sub(lambda m: " " * len(m.group(0)), text)  # same offsets, same lines
+    text = _without_podless_documents(text)
     templates = [m.start() for m in TEMPLATE.finditer(text) if not _in_comment(text, m.start())]
     if too_deeply_nested(text):
         raise ManifestError(f"{source.path}: nested more than {MAX_FLOW_DEPTH} levels deep")
@@ -205,6 +207,40 @@ def compose_documents(source: SourceFile) -> list[Document]:
     if outside is not None:
         raise _template_error(source, outside)
     return [Document(source.path, i, root) for i, root in enumerate(roots) if root is not None]
+
+
+PODLESS_KINDS = frozenset(load_yaml_cached(read_data("podless_kinds.yaml"), "podless_kinds.yaml")["kinds"])
+"""Kinds that never hold a running container (kvdoctor/data/podless_kinds.yaml)."""
+DOCUMENT_SEPARATOR = re.compile(r"^---[ \t]*(?:#[^\n]*)?$", re.MULTILINE)
+TOP_LEVEL_KIND = re.compile(r"^kind:[ \t]*[\"']?([A-Za-z0-9]+)[\"']?[ \t]*(?:#[^\n]*)?$", re.MULTILINE)
+TOP_LEVEL_API_VERSION = re.compile(r"^apiVersion:", re.MULTILINE)
+NOT_NEWLINE = re.compile(r"[^\n]")
+
+
+def _without_podless_documents(text: str) -> str:
+    """The text with each document of a kind that runs nothing (a 1.5 MB CustomResourceDefinition) made a null
+    document of the same length and lines, so that it is not composed node by node; offsets and lines stay."""
+    if "\nkind:" not in text and not text.startswith("kind:"):
+        return text
+    pieces, start = [], 0
+    for separator in [*DOCUMENT_SEPARATOR.finditer(text), None]:
+        end = separator.start() if separator else len(text)
+        chunk = text[start:end]
+        kind = TOP_LEVEL_KIND.search(chunk)
+        if kind and kind.group(1) in PODLESS_KINDS and TOP_LEVEL_API_VERSION.search(chunk) and "\n..." not in chunk:
+            chunk = _null_document(chunk)
+        pieces.append(chunk)
+        if separator:
+            pieces.append(separator.group(0))
+            start = separator.end()
+    return "".join(pieces)
+
+
+def _null_document(chunk: str) -> str:
+    """A chunk of the same length and lines that is the null document `~`."""
+    blank = NOT_NEWLINE.sub(" ", chunk)
+    at = blank.find(" ")
+    return blank if at < 0 else blank[:at] + "~" + blank[at + 1 :]
 
 
 def _in_comment(text: str, offset: int) -> bool:

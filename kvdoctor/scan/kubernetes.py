@@ -8,12 +8,10 @@ from dataclasses import replace
 
 import yaml
 
-from kvdoctor.base.yaml_safe import load_yaml_cached
-from kvdoctor.data import read_data
 from kvdoctor.scan import nodes
 from kvdoctor.scan.command import (FLAGS_ONLY_NOTE, expand_shell_variables, only_serve_flags, runs_a_shell,
                                    serve_argv, words_of)  # fmt: skip
-from kvdoctor.scan.documents import Document
+from kvdoctor.scan.documents import PODLESS_KINDS, Document
 from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
 from kvdoctor.scan.workload import EnvVar, GpuSelector, Token, Workload
 
@@ -45,8 +43,7 @@ GPU_RESOURCE = re.compile(r"^nvidia\.com/(gpu|mig-\d+g\.\d+gb)$")
 MIG_PROFILE = re.compile(r"mig-(\d+g\.\d+gb)", re.IGNORECASE)
 K8S_VARIABLE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 LWS_GROUP_SIZE = "LWS_GROUP_SIZE"
-PODLESS_KINDS = frozenset(load_yaml_cached(read_data("podless_kinds.yaml"), "podless_kinds.yaml")["kinds"])
-"""Kinds that never hold a running container (kvdoctor/data/podless_kinds.yaml)."""
+
 """The env var LeaderWorkerSet sets in every pod of a group to spec.leaderWorkerTemplate.size (LWS docs, "Environment
 variables": LWS_LEADER_ADDRESS, LWS_GROUP_SIZE, LWS_WORKER_INDEX); the other two differ per pod, unknown here."""
 
@@ -69,6 +66,8 @@ def workloads(doc: Document, source_text: str) -> list[Workload]:
 
 def _object(file: str, root: yaml.Node, source_text: str) -> list[Workload]:
     kind = nodes.text(nodes.get(root, "kind")) or ""
+    if kind in PODLESS_KINDS:
+        return []  # a CRD's schema is large and runs nothing
     name = nodes.text(nodes.get(root, "metadata", "name")) or "(unnamed)"
     namespace = nodes.text(nodes.get(root, "metadata", "namespace"))
     found: list[Workload] = []

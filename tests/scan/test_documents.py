@@ -61,3 +61,19 @@ def test_a_walk_reads_a_tftpl_without_yaml_in_its_name_when_it_is_a_kubernetes_m
     (tmp_path / "startup.tftpl").write_text("#!/bin/bash\necho ${kind}: apiVersion\n")  # not a manifest
     files, workloads, _, unread = read_manifests([str(tmp_path)])
     assert [f.rsplit("/", 1)[-1] for f in files] == ["vllm.tftpl"] and len(workloads) == 1 and not unread
+
+
+def test_a_document_of_a_kind_that_runs_nothing_is_not_composed_and_the_others_keep_their_lines(tmp_path):
+    # kserve's install/*/kserve.yaml: 1.5 MB of CustomResourceDefinitions (with {{ }} in descriptions) before the
+    # objects that run containers; composing them node by node was most of a 120 s whole-repository scan
+    crd = ("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: x\nspec:\n"
+           "  description: 'use {{ .Name }}'\n  versions: [" + ", ".join(["{a: 1}"] * 50) + "\n")  # unclosed
+    deployment = TERRAFORM_TEMPLATE.split("%{")[0].replace("${namespace}", "default").rstrip() + "\n      containers:\n" \
+        "        - name: vllm\n          image: vllm/vllm-openai:v0.25.1\n          args: [--model, Qwen/Qwen3-0.6B]\n"
+    path = tmp_path / "install.yaml"
+    path.write_text(crd + "---\n" + deployment)
+    _, found, notes, unread = read_manifests([str(path)])
+    assert not unread and not notes  # the CRD (here malformed) is never composed: it cannot hide the Deployment
+    (vllm,) = found
+    assert vllm.argv[1].line == (crd + "---\n" + deployment).splitlines().index(
+        "          args: [--model, Qwen/Qwen3-0.6B]") + 1
