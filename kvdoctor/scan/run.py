@@ -14,7 +14,7 @@ from kvdoctor.scan import (compose, dockerfile, dstack, dynamo, github_actions, 
 from kvdoctor.scan.chart_reader import chart_workloads
 from kvdoctor.scan.config_maps import ConfigMap, config_maps_of, with_config_maps
 from kvdoctor.scan.command import heredoc_bodies, only_serve_flags, words_of
-from kvdoctor.scan.documents import Document, ManifestError, SourceFile, compose_documents, discover
+from kvdoctor.scan.documents import Document, ManifestError, SourceFile, compose_documents, discover, display_path
 from kvdoctor.scan.helm_chart import ChartSource
 from kvdoctor.scan.judge import ScanDefaults, judge
 from kvdoctor.scan.result import ScanReport, UnreadFile, WorkloadResult
@@ -64,7 +64,10 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             continue
         if isinstance(source, ChartSource):
             workloads, failures = chart_workloads(source, read_document, values_files)
-            found += workloads or values_workloads(source)
+            workloads = workloads or values_workloads(source)
+            found += workloads
+            if not workloads and not failures and (why := silent_chart_note(source)):
+                notes.append(why)
             unread += [f for f in failures if f.message not in {u.message for u in unread}]  # one chart, many renders
             continue
         if makefiles.is_makefile(source):
@@ -120,6 +123,23 @@ def values_workloads(source: ChartSource) -> list[Workload]:
         return []
     return [w for doc in documents for applies, read in READERS if applies in VALUES_READERS and applies(doc.root)
             for w in read(doc, text)]  # fmt: skip
+
+
+def silent_chart_note(source: ChartSource) -> str | None:
+    """A chart that rendered no vLLM workload although its values name vLLM (a runtime behind `enabled: false`,
+    values meant to be given with -f), named so that its silence is not taken for a pass."""
+    path = (source.values_files or (source.chart / "values.yaml",))[-1]
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    line = next((n for n, text in enumerate(lines, 1) if "vllm" in text.lower() and not text.lstrip().startswith("#")),
+                None)  # fmt: skip
+    if line is None:
+        return None
+    return (f"{source.path}: the chart renders no vLLM workload with these values, though they name vLLM "
+            f"({display_path(path)}:{line}): a switch off by default or values meant for -f FILE; not checked "
+            "(kvdoctor scan CHART_DIR --values FILE)")  # fmt: skip
 
 
 def heredoc_workloads(source: SourceFile) -> tuple[list[Workload], list[str]]:

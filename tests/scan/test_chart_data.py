@@ -62,3 +62,20 @@ def test_a_template_data_file_is_named_as_the_charts_data_never_unread(tmp_path)
     # a data file that is plain YAML is still read on its own too
     assert ("ClusterServingRuntime", "kserve-vllmserver") in [(w.kind, w.name) for w in found
                                                               if "rendered from Helm chart" not in " ".join(w.notes)]
+
+
+def test_a_chart_that_renders_no_vllm_workload_though_its_values_name_vllm_is_named(tmp_path):
+    # kserve's charts/kserve-runtime-configs: its vLLM ClusterServingRuntime sits behind servingruntime.enabled: false
+    chart = tmp_path / "runtime-configs"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: runtime-configs\nversion: 0.1.0\n")
+    (chart / "values.yaml").write_text("# runtimes\nservingruntime:\n  enabled: false\n  image: vllm/vllm-openai\n")
+    (chart / "templates" / "runtime.yaml").write_text(
+        "{{- if .Values.servingruntime.enabled }}\n" + RUNTIME.replace("vllm/vllm-openai:v0.25.1",
+                                                                       "{{ .Values.servingruntime.image }}")
+        + "{{- end }}\n")  # fmt: skip
+    _, found, notes, unread = read_manifests([str(chart)])
+    assert found == [] and unread == []
+    assert any("renders no vLLM workload" in n and "values.yaml:4" in n for n in notes)
+    (chart / "values.yaml").write_text("servingruntime:\n  enabled: false\n")
+    assert read_manifests([str(chart)])[2] == []  # values that name no vLLM: an unrelated chart, not named
