@@ -319,4 +319,16 @@ def _family(diagnosis: Diagnosis, families: Families, selector_errors: list[Sele
         if rule_id in rules_with_role("selector_error") and selector_errors:
             return family_for(_with_run_kv_dtype(selector_errors[0], facts or {}), families.selector_families)
         return families.family_of.get(rule_id, "other")
-    return "other" if diagnosis.unknown is not None else None
+    if diagnosis.unknown is None:
+        return None
+    return _family_by_frames(diagnosis.unknown, families) or "other"
+
+
+def _family_by_frames(exception: LoggedException, families: Families) -> str | None:
+    """The family whose own module (families.frame_families) an unknown failure's traceback passes through."""
+    for frame in exception.frames:
+        place = _package_path(frame.file)
+        for pattern, family in families.frame_families:
+            if pattern.search(place):
+                return family
+    return None

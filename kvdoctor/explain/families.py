@@ -45,6 +45,9 @@ class Families:
     """'file:function' of frames that run only while serving a request (a web framework's route, vLLM's serving
     modules past their set-up)."""
     raise_site_names: dict[str, str] = field(default_factory=dict)
+    frame_families: tuple[tuple[re.Pattern[str], str], ...] = ()
+    """(package-path regex, family): an unknown failure whose traceback passes through a module only that family's
+    feature runs (a TurboQuant attention backend) is that family's."""
     frame_decides: frozenset[str] = frozenset()
     """Rules whose message any allocation or call can raise (a CUDA OOM): when the exception's frames are in a place
     another family's `raised_in` claims, that family explains it."""
@@ -123,6 +126,7 @@ def load_families() -> Families:
         request_families_kept=tuple(data.get("request_families_kept") or ()),
         raise_site_names=_raise_site_names(data.get("raise_site_names") or {}, is_fact_name, rule_file.path),
         frame_decides=frozenset(data.get("frame_decides") or ()),
+        frame_families=tuple((re.compile(f["place"]), f["family"]) for f in data.get("frame_families") or ()),
     )
 
 

@@ -47,8 +47,6 @@ KNOWN_MISSES = frozenset({
     "wrapper_api_mismatch__sendnninference_336.log",
     "wrapper_api_mismatch__sparkvllmdocker_238.log",
     "wrapper_api_mismatch__unslothzoo_pr783.log",
-    "moe_kernel_selection__vllm_27542.log",  # batch 14
-    "turboquant__vllm_42808.log",  # batch 14
 })
 # Healthy seen logs that explain reported as a failure (exit 1) when their batch was added; the exit-0 test below
 # skips them so it stays a bar for the logs before them. Batch 10: a bare "No available shared memory broadcast

@@ -84,3 +84,49 @@ def test_per_request_logits_processors_refused_is_a_wrapper_api_mismatch(line):
 ])
 def test_a_draft_model_refusing_a_model_feature_is_the_spec_decode_config(line):
     assert _family(line) == "spec_decode_config"
+
+
+# ptxas refusing a TMA gather / scatter form on a GPU that lacks it: the Triton MoE kernel's routed-row gather
+@pytest.mark.parametrize("line", [
+    "ptxas /tmp/tmpab.ptx, line 818; error   : Feature '.tile::gather4 with destination state space as "
+    ".shared::cluster' not supported on .target 'sm_120a'",
+    "ERROR 01-02 03:04:05 [core.py:1] ptxas /tmp/x.ptx, line 3; error : Feature '.tile::scatter4' not supported on "
+    ".target 'sm_121a'",
+    "triton.runtime.errors.PTXASError: PTXAS error: Internal Triton PTX codegen error\n"
+    "ptxas /tmp/y.ptx, line 9; error   : Feature '.tile::gather4' not supported on .target 'sm_89'",
+])
+def test_a_tma_gather_the_gpu_lacks_is_the_moe_kernel_choice(line):
+    report = explain_text(line)
+    assert report.extra["family"] == "moe_kernel_selection"
+    assert "sm_1" in _text(report) or "sm_89" in _text(report)
+
+
+def test_another_ptx_feature_refusal_is_not_claimed_for_moe():
+    assert _family("ptxas /tmp/z.ptx, line 5; error : Feature 'tcgen05.mma' not supported on .target "
+                   "'sm_90a'") != "moe_kernel_selection"
+
+
+# an unknown failure raised through a family's own module (TurboQuant's backend), Windows and POSIX paths alike
+@pytest.mark.parametrize("path", [
+    "/venv/lib/python3.12/site-packages/vllm/v1/attention/backends/turboquant_attn.py",
+    "C:\\venv\\Lib\\site-packages\\vllm\\v1\\attention\\backends\\turboquant_attn.py",
+    "/venv/lib/python3.12/site-packages/vllm/v1/attention/ops/triton_turboquant_decode.py",
+])
+def test_an_unknown_failure_through_a_familys_module_takes_that_family(path):
+    log = ("Traceback (most recent call last):\n"
+           f'  File "{path}", line 400, in forward\n'
+           "    out = self._decode(q)\n"
+           '  File "/venv/lib/python3.12/site-packages/vllm/v1/worker/frobs.py", line 10, in grow\n'
+           "    raise AssertionError(msg)\n"
+           "AssertionError: frob buffer cannot grow after it is sealed\n")
+    report = explain_text(log)
+    assert report.extra["family"] == "turboquant"
+    assert "frob buffer cannot grow" in _text(report)
+
+
+def test_an_unknown_failure_elsewhere_stays_other():
+    log = ("Traceback (most recent call last):\n"
+           '  File "/venv/lib/python3.12/site-packages/vllm/v1/attention/backends/flash_attn.py", line 400, in forward\n'
+           "    out = self._decode(q)\n"
+           "AssertionError: frob buffer cannot grow after it is sealed\n")
+    assert _family(log) == "other"
