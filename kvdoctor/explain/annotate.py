@@ -64,6 +64,10 @@ def annotate(report: Report, diagnosis: Diagnosis, families: Families, facts: di
         answered_only = at_request.startswith(_ANSWERED)
         if family not in families.request_families_kept and (family == "other" or not answered_only):
             family = "first_request_failure"
+    if primary_exception is None or not primary_exception.frames:
+        cut = _cut_traceback_end(lines, chains)
+        if cut:
+            notes.append(cut)
     failed_requests = _failed_requests(lines, families)
     if failed_requests:
         notes.append(f"{len(failed_requests)} request(s) failed with HTTP 500 (first at line {failed_requests[0]}).")
@@ -176,6 +180,31 @@ def _chain_frames(chains: list[ExceptionChain], exception: LoggedException):
                 yield from member.frames
             return
     yield from exception.frames
+
+
+CUT_FRAME_TAIL = 3
+"""Lines a log may hold after a cut traceback's last frame line (its code line, carets, a blank line)."""
+
+
+def _cut_traceback_end(lines: list[LogLine], chains: list[ExceptionChain]) -> str | None:
+    """Where a log that ends inside a traceback (cut before its exception line, after every exception it shows)
+    had got to: its innermost frame and code line; None for any other log."""
+    last_exception = max((e.line for chain in chains for e in chain.exceptions), default=0)
+    frame_at = None
+    for index in range(len(lines) - 1, max(-1, len(lines) - 2 - CUT_FRAME_TAIL), -1):  # the frame, its code, carets
+        line = lines[index]
+        if line.number <= last_exception:
+            return None
+        if 'File "' in line.text and _FRAME_LINE.match(line.text):
+            frame_at = index
+            break
+    if frame_at is None:
+        return None
+    found = _FRAME_LINE.match(lines[frame_at].text)
+    below = lines[frame_at + 1].text.strip() if frame_at + 1 < len(lines) else ""
+    code = f": `{clip(below, 160)}`" if below and not below.startswith(("File ", "^", "~")) else ""
+    return (f"The log ends inside a traceback, cut before its exception line (line {lines[frame_at].number}); its "
+            f"innermost frame: {found.group(1)}:{found.group(2)} in {found.group(3)}{code}.")
 
 
 def _failed_requests(lines: list[LogLine], families: Families) -> list[int]:

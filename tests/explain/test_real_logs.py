@@ -35,7 +35,6 @@ MIN_SHARE = 0.9
 # the cut), none healthy.
 KNOWN_MISSES = frozenset({
     "chat_template_missing__agentlightning_57.log",
-    "flashinfer_jit_toolkit__flashinfer_1781.log",
     "gpu_memory_occupied__vllmomni_469.log",
     "no_gpu_visible__kserve_3769.log",
     "other__llmscaler_361.log",

@@ -330,3 +330,32 @@ def test_a_failure_under_a_request_serving_place_is_a_request_time_failure(file,
 ])
 def test_the_serving_layers_set_up_is_start_up(file, function):
     assert _family(_raised_under(file, function)) != "first_request_failure"
+
+
+_CUT = ('(Worker_TP0 pid=4) ERROR 09-26 10:57:34 [multiproc_executor.py:671]   File "/venv/lib/python3.10/site-packages/'
+        'widgetlib/sampling.py", line 980, in top_p_sample\n'
+        "(Worker_TP0 pid=4) ERROR 09-26 10:57:34 [multiproc_executor.py:671]     masked = mask_logits(logits, top_k)\n"
+        '(Worker_TP0 pid=4) ERROR 09-26 10:57:34 [multiproc_executor.py:671]   File "/venv/lib/python3.10/site-packages/'
+        'widgetlib/sampling.py", line 1300, in mask_logits\n'
+        "(Worker_TP0 pid=4) ERROR 09-26 10:57:34 [multiproc_executor.py:671]     return get_widget_module().mask(\n")
+
+
+@pytest.mark.parametrize("head", [
+    "FileNotFoundError: [Errno 2] No such file or directory: 'nvcc'\n",
+    "when running the server, FileNotFoundError: [Errno 2] No such file or directory: 'nvcc'\nlogs:\n",
+    "ERROR 09-26 10:57:30 [core.py:1] EngineCore failed to start.\n",
+])
+def test_a_log_that_ends_inside_a_traceback_names_its_innermost_frame(head):
+    out = _render(head + _CUT)
+    assert "ends inside a traceback" in out and "sampling.py:1300 in mask_logits" in out and "get_widget_module" in out
+
+
+def test_a_traceback_that_reached_its_exception_line_is_not_called_cut():
+    out = _render(_CUT + "(Worker_TP0 pid=4) ERROR 09-26 10:57:34 [multiproc_executor.py:671] "
+                  "RuntimeError: widget module failed\n")
+    assert "ends inside a traceback" not in out
+
+
+def test_frames_far_above_the_logs_end_are_not_its_end():
+    tail = "".join(f"INFO 09-26 10:58:{i:02d} [loader.py:1] step {i}\n" for i in range(6))
+    assert "ends inside a traceback" not in _render("EngineCore failed to start.\n" + _CUT + tail)
