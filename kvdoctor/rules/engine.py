@@ -133,9 +133,25 @@ def finding_for(rule: Rule, facts: dict[str, Any], status: str = "fired") -> Fin
         fixes=tuple(Fix(title=fill(f.title, facts), flag=f.flag and fill(f.flag, facts), env=f.env, version=f.version)
                     for f in offered_fixes(rule, facts)),
         references=rule.references,
-        checked_against=rule.checked_against,
+        checked_against=checked_against_text(rule.checked_against, facts),
         decided_by=decided_by,
     )
+
+
+PACK = "vllm pack"
+"""A rule's checked_against for facts read from vLLM's own code per release (kvdoctor/data/vllm_pack)."""
+
+
+def checked_against_text(checked_against: str | None, facts: dict[str, Any]) -> str | None:
+    """The rule's checked_against in words: 'vllm pack' names the release judged (or says none was named)."""
+    if not checked_against or not checked_against.startswith(PACK):
+        return checked_against
+    detail = checked_against.removeprefix(PACK)
+    version, judged = facts.get("vllm.version"), facts.get("vllm.judged")
+    if version:
+        return f"vLLM {version}'s own code, as kvdoctor's knowledge pack read it{detail}"
+    releases = str(judged).removeprefix("(version unknown: ").removesuffix(")") if judged else "read"
+    return f"the code of the vLLM releases judged ({releases}), as kvdoctor's knowledge pack read it{detail}"
 
 
 def evaluate_rules(rules: list[Rule], facts: dict[str, Any]) -> list[Finding]:
