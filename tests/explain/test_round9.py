@@ -17,6 +17,39 @@ def _family(log: str) -> str | None:
     return explain_text(log).extra.get("family")
 
 
+# the Hub unreachable: urllib3's read / connect timeouts and name resolution, on huggingface.co, its CDN or a mirror
+@pytest.mark.parametrize("line", [
+    "urllib3.exceptions.ReadTimeoutError: HTTPSConnectionPool(host='huggingface.co', port=443): Read timed out. "
+    "(read timeout=10)",
+    "requests.exceptions.ReadTimeout: (ReadTimeoutError(\"HTTPSConnectionPool(host='cdn-lfs.huggingface.co', "
+    "port=443): Read timed out. (read timeout=10)\"), '(Request ID: 1f2e)')",
+    "urllib3.exceptions.ConnectTimeoutError: (<urllib3.connection.HTTPSConnection object at 0x7f00>, "
+    "'Connection to huggingface.co timed out. (connect timeout=10)')",
+    "(Actor pid=7) requests.exceptions.ConnectionError: Failed to resolve 'hf-mirror.com' ([Errno -2] Name or "
+    "service not known)",
+])
+def test_the_hub_unreachable_by_timeout_or_name_is_a_download_failure(line):
+    assert _family(line) == "hf_download"
+
+
+def test_a_timeout_to_another_host_is_not_the_hub():
+    assert _family("urllib3.exceptions.ReadTimeoutError: HTTPSConnectionPool(host='pypi.org', port=443): Read "
+                   "timed out. (read timeout=15)") != "hf_download"
+
+
+# a JIT build without its build tool: torch's check, the subprocess that runs ninja, a wrapper's own wording
+@pytest.mark.parametrize("line", [
+    "RuntimeError: Ninja is required to load C++ extensions (pip install ninja to get it)",
+    "FileNotFoundError: [Errno 2] No such file or directory: 'ninja'",
+    "RuntimeError: Kernel JIT build failed: ninja (build tool) not found. Install it with pip.",
+    "/bin/sh: 1: ninja: not found",
+])
+def test_a_jit_build_without_ninja_is_the_jit_toolkit_family(line):
+    report = explain_text(line)
+    assert report.extra["family"] == "flashinfer_jit_toolkit"
+    assert "ninja" in _text(report)
+
+
 # a GPU-sharing layer's own error record before the crash it causes
 @pytest.mark.parametrize("log", [
     "[HAMI-core ERROR (pid:12 thread=140 multiprocess_memory_limit.c:900)]: Illegal device id: 4242\n"
