@@ -100,6 +100,17 @@ def test_a_release_not_read_takes_its_read_neighbours():
     assert read_neighbours(entries, "0.10.2") == [38]
 
 
+def test_the_v2_sampler_of_0_27_to_0_33_is_read_not_taken_from_a_neighbour():
+    """0.27.0-0.32.0's V2 dummy sampler keeps the logits as they are (2 bytes per logit); the warm-up pass that adds
+    the float32 copy and FlashInfer's buffers arrives in 0.33.0 (data/kv_memory.yaml, read from each release)."""
+    from kvdoctor.base.yaml_safe import load_yaml_cached
+    from kvdoctor.data import read_data
+
+    v2 = load_yaml_cached(read_data("kv_memory.yaml"), "kv_memory.yaml")["budget"]["profile_sampler"]["v2_bytes_per_logit"]
+    assert [max(read_neighbours(v2, v)) for v in ("0.26.0", "0.27.0", "0.30.0", "0.32.0", "0.33.0", "0.34.0")] == \
+        [2, 2, 2, 2, 14, 14]
+
+
 def test_0_10_2_widens_the_band_by_what_its_install_decides(tmp_path):
     """0.10.2 samples with FlashInfer when flashinfer is installed, else sorts: the band carries the difference; with
     VLLM_USE_FLASHINFER_SAMPLER=1 nothing is left to the install."""
