@@ -19,7 +19,10 @@ _STANDS_FOR_FAILURE = ("error level", "error text", "raise site", "failed to sta
 MAX_CANDIDATES = 50
 MAX_FRAMES = 2  # the innermost frames only: an outer frame (the engine's start-up) explains nothing
 _OTHER_DEVICE = re.compile(r"\b(NPU|XPU|HPU|MLU)(s?)\b")
-_PACKAGE_PATH = re.compile(r"(?:^|/)((?:vllm|flashinfer|triton|torch)/.*)$")
+# a package root not followed by another (a checkout's vllm/vllm/, a venv folder named vllm before site-packages/vllm)
+_PACKAGE_PATH = re.compile(r"(?:^|/)((?:vllm|flashinfer|triton|torch)/(?!(?:vllm|flashinfer|triton|torch)/).*)$")
+_INSTALLED = re.compile(r"^.*/(?:site|dist)-packages/")
+_PACKAGE_ROOT = re.compile(r"(?:vllm|flashinfer|triton|torch)/")
 
 
 @dataclass(frozen=True)
@@ -278,7 +281,11 @@ def _with_run_kv_dtype(error: SelectorError, facts: dict[str, Any]) -> SelectorE
 
 def _package_path(file: str) -> str:
     """'/usr/lib/python3/dist-packages/vllm/v1/x.py' -> 'vllm/v1/x.py' (message-index style); other paths as they are."""
-    match = _PACKAGE_PATH.search(file.replace("\\", "/"))  # a Windows path too
+    path = file.replace("\\", "/")  # a Windows path too
+    installed = _INSTALLED.sub("", path)
+    if installed != path and _PACKAGE_ROOT.match(installed):
+        return installed  # what follows the last site-packages/ is the package, whatever folders precede it
+    match = _PACKAGE_PATH.search(path)
     return match.group(1) if match else file
 
 

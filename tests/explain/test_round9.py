@@ -163,3 +163,25 @@ def test_an_unknown_failure_elsewhere_stays_other():
            "    out = self._decode(q)\n"
            "AssertionError: frob buffer cannot grow after it is sealed\n")
     assert _family(log) == "other"
+
+
+# where a frame's package starts, whatever folders precede it: a venv in a folder named vllm, a source checkout
+@pytest.mark.parametrize("root", [
+    "/home/u/vllm/.venv/lib/python3.12/site-packages/",
+    "/home/u/src/vllm/",
+    "C:\\vllm\\env\\Lib\\site-packages\\",
+])
+def test_a_frame_under_a_folder_named_vllm_is_read_from_its_package(root):
+    sep = "\\" if "\\" in root else "/"
+    place = sep.join(["vllm", "v1", "core", "kv_cache_utils.py"])
+    claimed = explain_text("Traceback (most recent call last):\n"
+                           f'  File "{root}{place}", line 900, in unify_kv_cache_spec_page_size\n'
+                           "    assert new_page_size % layer_page_size == 0\n"
+                           "AssertionError\n")
+    assert claimed.extra["family"] == "hybrid_block_size"
+    place = sep.join(["vllm", "v1", "attention", "backends", "turboquant_attn.py"])
+    unknown = explain_text("Traceback (most recent call last):\n"
+                           f'  File "{root}{place}", line 400, in forward\n'
+                           "    out = self._decode(q)\n"
+                           "AssertionError: frob buffer cannot grow after it is sealed\n")
+    assert unknown.extra["family"] == "turboquant"
