@@ -148,32 +148,27 @@ def strip_prefixes(raw: str) -> tuple[str, str, str | None, str | None]:
         match = _RECORD.match(line)
         if match:
             return "", match.group(1), match.group(2), line[match.end():]
-    # only lines that can start with an outer prefix try _OUTER (most lines of a long log cannot)
-    may_have_outer = (first in "0123456789[ |" or "|" in line[:80] or line.startswith("E   ")
-                      or (line[3:4] == " " and first.isupper() and line[1:3].islower()))
-    for _ in range(4 if may_have_outer else 0):
-        match = _OUTER.match(line)
-        if not match or not match.end():
-            break
-        line = line[match.end():]
+    line = _strip_outer(line)
     stream = ""
     match = _PROCESS_TAG.match(line) if line[:1] == "(" else None
     if match:
         stream = f"{(match.group(1) or '').strip()} pid={match.group(2)}".lstrip()
         line = line[match.end():]
         # nested tags ('(EngineCore_DP0 pid=1) (RayWorkerWrapper pid=2, ip=...) INFO ...': a Ray worker's line
-        # relayed by the engine core): the innermost process is the one that printed it
+        # relayed by the engine core): the innermost process is the one that printed it; a line relayed from a
+        # container or a logger of its own keeps that prefix behind the tag ('(pid=2) vllm-1  | (APIServer pid=1) ...')
         for _ in range(2):
+            line = _strip_outer(line)
             inner = _PROCESS_TAG.match(line) if line[:1] == "(" else None
             if inner is None:
                 break
             stream = f"{(inner.group(1) or '').strip()} pid={inner.group(2)}".lstrip()
             line = line[inner.end():]
-    else:
-        match = _RANK_TAG.match(line) if line[:5] == "[rank" or line[:8] == "[default" or line[1:2].isdigit() else None
-        if match:
-            stream = f"rank{match.group(1)}"
-            line = line[match.end():]
+    # a rank's tag, alone or behind the process that relayed the rank's output ('(TaskRunner pid=1) [rank0]: ...')
+    match = _RANK_TAG.match(line) if line[:5] == "[rank" or line[:8] == "[default" or line[1:2].isdigit() else None
+    if match:
+        stream = f"{stream} rank{match.group(1)}".lstrip()
+        line = line[match.end():]
     level = source = None
     if line[:1] in "DIWEC":
         match = _RECORD.match(line)
@@ -188,7 +183,7 @@ def strip_prefixes(raw: str) -> tuple[str, str, str | None, str | None]:
         match = _PY_RECORD.match(line)
         if match:  # Python logging's "%(asctime)s - %(name)s - %(levelname)s - %(message)s" (asctime stripped above)
             return stream, match.group(2), match.group(1), line[match.end():]
-    if level is None and not stream and any(word in line[:LATE_RECORD_WITHIN + 40] for word in _LEVEL_WORDS):
+    if level is None and any(word in line[:LATE_RECORD_WITHIN + 40] for word in _LEVEL_WORDS):
         # a record header behind a prefix no pattern knows (a log shipper's host and unit names): still the record
         match = _LATE_RECORD.search(line[:LATE_RECORD_WITHIN + 80])
         if match and match.start() <= LATE_RECORD_WITHIN:
@@ -199,6 +194,21 @@ def strip_prefixes(raw: str) -> tuple[str, str, str | None, str | None]:
 
 
 _BRACKET_RECORD = re.compile(r"^\[(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\|[^\]]{0,40}\] ([\w.-]+:\d+) >> ")
+def _strip_outer(line: str) -> str:
+    """The line less its outer prefixes (_OUTER: timestamps, container and shipper prefixes; they stack)."""
+    first = line[:1]
+    # only lines that can start with an outer prefix try _OUTER (most lines of a long log cannot)
+    if not (first in "0123456789[ |" or "|" in line[:80] or line.startswith("E   ")
+            or (line[3:4] == " " and first.isupper() and line[1:3].islower())):
+        return line
+    for _ in range(4):
+        match = _OUTER.match(line)
+        if not match or not match.end():
+            break
+        line = line[match.end():]
+    return line
+
+
 _PY_RECORD = re.compile(r"^(?:- )?([\w.]+) - (DEBUG|INFO|WARNING|ERROR|CRITICAL) - ")
 LATE_RECORD_WITHIN = 120
 """How far into a line a vLLM record header may start behind an unknown prefix."""

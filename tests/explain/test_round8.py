@@ -359,3 +359,33 @@ def test_a_traceback_that_reached_its_exception_line_is_not_called_cut():
 def test_frames_far_above_the_logs_end_are_not_its_end():
     tail = "".join(f"INFO 09-26 10:58:{i:02d} [loader.py:1] step {i}\n" for i in range(6))
     assert "ends inside a traceback" not in _render("EngineCore failed to start.\n" + _CUT + tail)
+
+
+_RELAYED_TRACEBACK = ("Traceback (most recent call last):\n"
+                      '  File "/venv/lib/python3.12/site-packages/vllm/entrypoints/openai/serving_chat.py", line 90, '
+                      "in create_chat_completion\n"
+                      "    args = json.loads(text)\n"
+                      "json.decoder.JSONDecodeError: Unterminated string starting at: line 1 column 14 (char 13)\n")
+
+
+@pytest.mark.parametrize("prefix", [
+    "(RayWorkerWrapper pid=4711) vllm-1  | (APIServer pid=1) ",
+    "(TaskRunner pid=7) 2024-06-25T16:32:00.123Z (APIServer pid=1) ",
+    "(pid=7) [2024-06-25 16:32:00] ",
+    "(TaskRunner pid=7) [rank0]: ",
+    "(TaskRunner pid=7) [default0]:",
+])
+def test_a_prefix_behind_a_process_tag_is_stripped_too(prefix):
+    report = explain_text(_each_line(prefix, _RELAYED_TRACEBACK))
+    assert report.exit_code("error") == 1
+    assert (report.extra.get("primary") or {}).get("exception_type", "").endswith("JSONDecodeError")
+
+
+def test_a_vllm_record_behind_a_tag_and_a_shippers_prefix_keeps_its_level():
+    line = ("(RayWorkerWrapper pid=4711) decode-6c8f vllm (APIServer pid=1) ERROR 10-27 22:25:30 [async_llm.py:480] "
+            "AsyncLLM output_handler failed.\n")
+    from kvdoctor.explain.log_lines import normalise
+
+    parsed = normalise(line)[0]
+    assert (parsed.stream, parsed.level) == ("APIServer pid=1", "ERROR")
+    assert _exit(_HEALTHY + line) == 1
