@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Mapping
 
 NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
@@ -26,6 +27,12 @@ class ArgvVerdict:
     """vLLM's own message for the first problem, None when the parser accepts everything."""
     closest: str | None = None
     """The nearest real flag (or choice) for the offending token."""
+
+
+@lru_cache(maxsize=1024)
+def _close_options(word: str, long_options: tuple[str, ...]) -> list[str]:
+    """The three real flags nearest a typed one (difflib is slow: a scan asks the same flag of every release)."""
+    return difflib.get_close_matches(word, long_options, n=3, cutoff=0.6)
 
 
 def judge_argv(tokens: list[str], options: Mapping[str, Any], allow_abbrev: bool = True,
@@ -70,7 +77,7 @@ def judge_argv(tokens: list[str], options: Mapping[str, Any], allow_abbrev: bool
             return bad
     if unrecognized:
         first = unrecognized[0].partition("=")[0]
-        close = difflib.get_close_matches(_normalise(first), long_options, n=3, cutoff=0.6)
+        close = _close_options(_normalise(first), tuple(long_options))
         # never the opposite setting, nor another setting that merely looks alike (--disable-log-stats)
         closest = [c for c in close if not _inverts(_normalise(first), c) and _same_words(_normalise(first), c)]
         return ArgvVerdict(
