@@ -389,3 +389,15 @@ def test_a_vllm_record_behind_a_tag_and_a_shippers_prefix_keeps_its_level():
     parsed = normalise(line)[0]
     assert (parsed.stream, parsed.level) == ("APIServer pid=1", "ERROR")
     assert _exit(_HEALTHY + line) == 1
+
+
+@pytest.mark.parametrize("line", [
+    "OSError: /models/qwen does not appear to have a file named config.json. Checkout "
+    "'https://huggingface.co//models/qwen/tree/None' for available files.",
+    "OSError: org/lora-only-repo does not appear to have a file named config.json. Checkout "
+    "'https://huggingface.co/org/lora-only-repo/tree/main' for available files.",
+    "(EngineCore pid=3) ERROR 05-02 10:22:18 [core.py:1] OSError: C:\\models\\qwen does not appear to have a file "
+    "named config.json.",
+])
+def test_transformers_words_for_a_model_without_config_json(line):
+    assert _family(line + "\n") == "model_config_missing"
