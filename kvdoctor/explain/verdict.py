@@ -63,7 +63,7 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         # a runtime's or a framework's report of an exception nothing caught, a server never healthy,
                         # a GitHub Actions step's error annotation
                         r"|\bterminating due to uncaught exception\b|^\*\*\* Error in `|\bCUDA driver error\b"
-                        r"|\b(?:[Uu]nhandled|[Uu]ncaught) exception\b|\bdid not become (?:healthy|ready)\b|^::error\b|^Task exception was never retrieved$"
+                        r"|\b(?:[Uu]nhandled|[Uu]ncaught) exception\b|\bdid not become (?:healthy|ready)\b(?! yet)|^::error\b|^Task exception was never retrieved$"
                         # glibc's heap checks abort the process with one of these lines
                         r"|^(?:free|malloc|realloc|munmap_chunk|malloc_consolidate)\(\): \S|^double free or corruption\b"
                         r"|^corrupted (?:size|double-linked list)\b|^Fatal glibc error: |\bstd::bad_alloc\b"

@@ -401,3 +401,7 @@ def test_a_vllm_record_behind_a_tag_and_a_shippers_prefix_keeps_its_level():
 ])
 def test_transformers_words_for_a_model_without_config_json(line):
     assert _family(line + "\n") == "model_config_missing"
+
+
+def test_a_wait_loop_saying_the_server_is_not_ready_yet_is_not_a_failure():
+    assert _exit(_HEALTHY + "vLLM server did not become ready yet, retrying in 5 s\n") == 0
