@@ -157,7 +157,7 @@ def _request_time(diagnosis: Diagnosis, families: Families, chains: list[Excepti
     for chain_frame in _chain_frames(chains, exception):
         if chain_frame.function and (families.request_frames.search(chain_frame.function) or (
                 families.request_places is not None
-                and families.request_places.search(f"{chain_frame.file}:{chain_frame.function}"))):
+                and families.request_places.search(f"{_posix(chain_frame.file)}:{chain_frame.function}"))):
             place = f"{chain_frame.file}:{chain_frame.line}" if chain_frame.line else chain_frame.file
             return f"It was raised under {chain_frame.function} ({place})"
     # a traceback the log cut before its exception line still shows where the failure surfaced
@@ -170,6 +170,11 @@ def _request_time(diagnosis: Diagnosis, families: Families, chains: list[Excepti
         found, number = innermost
         return f"It surfaced under {found.group(3)} ({found.group(1)}:{found.group(2)}, log line {number})"
     return None
+
+
+def _posix(file: str) -> str:
+    """A Windows path with the separators request_places is written with."""
+    return file.replace("\\", "/")
 
 
 def _chain_frames(chains: list[ExceptionChain], exception: LoggedException):

@@ -73,6 +73,9 @@ def test_a_gpu_sharing_layers_error_record_is_named_before_the_crash(log):
     "(raylet) System memory request exceeds memory available in /dev/shm. The request is for 2000 bytes, and the "
     "amount available is 1000 bytes. You may be able to free up space by deleting files in /dev/shm.\n",
     "W0102 03:04:05.678 39 store_runner.cc:83] System memory request exceeds memory available in /dev/shm.\n",
+    # the same class from NCCL and torch: a shared-memory segment that cannot grow, a worker's bus error
+    "node1:77:88 [0] misc/shmutils.cc:80 NCCL WARN Error: failed to extend /dev/shm/nccl-Ab12Cd to 9637892 bytes\n",
+    "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).\n",
 ])
 def test_rays_object_store_larger_than_dev_shm_fails_with_the_shm_fix(log):
     report = explain_text(log)
@@ -185,3 +188,12 @@ def test_a_frame_under_a_folder_named_vllm_is_read_from_its_package(root):
                            "    out = self._decode(q)\n"
                            "AssertionError: frob buffer cannot grow after it is sealed\n")
     assert unknown.extra["family"] == "turboquant"
+
+
+# a request-serving place (request_places) on a Windows install
+def test_a_request_serving_place_on_a_windows_path_is_a_request_time_failure():
+    log = ('File "C:\\py\\site-packages\\vllm\\entrypoints\\openai\\chat_completion\\serving.py", line 90, '
+           'in chat_completion_full_generator\n'
+           '    final = choices[0]\n'
+           'IndexError: list index out of range\n')
+    assert _family(log) == "first_request_failure"
