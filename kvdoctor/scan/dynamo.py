@@ -3,6 +3,7 @@ vLLM (`python3 -m dynamo.vllm ...`), named by its service; the service's `resour
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import yaml
@@ -13,6 +14,9 @@ from kvdoctor.scan.kubernetes import container_workload, pod_gpu_selectors
 from kvdoctor.scan.workload import Workload
 
 KIND = "DynamoGraphDeployment"
+SDK_SERVE = re.compile(r"\bdynamo\s+serve\s+(\S+)")
+"""Dynamo's earlier SDK (0.1-0.3): `dynamo serve graphs.disagg:Frontend` runs a graph whose vLLM arguments are in
+DYN_DEPLOYMENT_CONFIG or a config file, not in the command."""
 
 
 def is_dynamo_graph(root: yaml.Node) -> bool:
@@ -52,3 +56,15 @@ def _service_gpus(spec: yaml.Node) -> tuple[int | None, int | None]:
         if text is not None and str(text).isdigit():
             return int(str(text)), nodes.line(value)
     return None, None
+
+
+def sdk_note(root: yaml.Node, where: str) -> str | None:
+    """A note for a graph whose services run Dynamo's SDK (`dynamo serve GRAPH`) rather than `python -m dynamo.vllm`."""
+    if not is_dynamo_graph(root):
+        return None
+    graph = next((m.group(1) for text in nodes.scalars(root) if (m := SDK_SERVE.search(text))), None)
+    if graph is None:
+        return None
+    return (f"{where}: {KIND} {nodes.text(nodes.get(root, 'metadata', 'name')) or ''}: its services run Dynamo's SDK "
+            f"(`dynamo serve {graph}`), whose vLLM arguments come from DYN_DEPLOYMENT_CONFIG or a config file, not "
+            "the command: not checked")  # fmt: skip

@@ -189,6 +189,8 @@ def unread_kind(doc: Document) -> str | None:
     if kind is not None and nodes.get(doc.root, "apiVersion") is not None:
         if (ray := kubernetes.ray_start_note(doc.root, where)) is not None:
             return ray
+        if (sdk := dynamo.sdk_note(doc.root, where)) is not None:
+            return sdk
         if kind == "InferenceService" and nodes.get(doc.root, "spec", "predictor", "model") is not None:
             return (f"{where}: InferenceService {nodes.text(nodes.get(doc.root, 'metadata', 'name')) or ''} mentions "
                     "vLLM; its spec.predictor.model (the serving runtime's arguments) is not read by kvdoctor scan: not "

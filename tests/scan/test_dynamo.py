@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from scan_support import scan
 
-from kvdoctor.scan.run import find_workloads
+from kvdoctor.scan.run import find_workloads, read_manifests
 
 GRAPH = """\
 apiVersion: nvidia.com/v1alpha1
@@ -84,3 +84,17 @@ def test_dynamos_later_options_disaggregation_mode_and_negatable_switches_are_no
         assert not [w for w in words if "disaggregation" in w or "multimodal" in w or w in ("prefill", "decode")]
         assert result.error is None and "KVD004" not in {p.finding.rule_id for p in result.placed
                                                           if p.finding.status == "fired"}  # fmt: skip
+
+
+def test_a_graph_of_dynamos_earlier_sdk_is_named_as_such(tmp_path):
+    # vllm-project/aibrix test/regression/v0.4.0/dynamo/disagg.yaml: `dynamo serve graphs.disagg:Processor`, the
+    # engine arguments in DYN_DEPLOYMENT_CONFIG (was: 'kvdoctor scan does not read kind DynamoGraphDeployment')
+    text = GRAPH.replace("python3 -m dynamo.vllm --model Qwen/Qwen3-0.6B --tensor-parallel-size 4",
+                         "dynamo serve graphs.disagg:VllmWorker --service-name VllmWorker").replace(
+        "python3 -m dynamo.vllm --model Qwen/Qwen3-0.6B --is-prefill-worker", "dynamo serve graphs.disagg:PrefillWorker")
+    path = tmp_path / "disagg.yaml"
+    path.write_text(text)
+    _, found, notes, _ = read_manifests([str(path)])
+    assert found == []
+    (note,) = notes
+    assert "Dynamo's SDK (`dynamo serve graphs.disagg:VllmWorker`)" in note and "does not read kind" not in note
