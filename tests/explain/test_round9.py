@@ -73,6 +73,9 @@ def test_a_gpu_sharing_layers_error_record_is_named_before_the_crash(log):
     "(raylet) System memory request exceeds memory available in /dev/shm. The request is for 2000 bytes, and the "
     "amount available is 1000 bytes. You may be able to free up space by deleting files in /dev/shm.\n",
     "W0102 03:04:05.678 39 store_runner.cc:83] System memory request exceeds memory available in /dev/shm.\n",
+    # a terminal's hard wrap inside the path
+    "(raylet) store_runner.cc:83: System memory request exceeds memory available in /dev/sh\nm. The request is for 2000 "
+    "bytes, and the amount available is 1000 bytes.\n",
     # the same class from NCCL and torch: a shared-memory segment that cannot grow, a worker's bus error
     "node1:77:88 [0] misc/shmutils.cc:80 NCCL WARN Error: failed to extend /dev/shm/nccl-Ab12Cd to 9637892 bytes\n",
     "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).\n",
