@@ -200,11 +200,21 @@ def unread_kind(doc: Document) -> str | None:
         return (f"{where}: {kind} {nodes.text(nodes.get(doc.root, 'metadata', 'name')) or ''} mentions vLLM, but "
                 f"kvdoctor scan does not read kind {kind} (render it to the Deployment/Pod it creates)")  # fmt: skip
     if compose.is_compose(doc.root) or helm_values.is_production_stack_values(doc.root) or dstack.is_dstack_run(doc.root) \
-            or github_actions.is_github_actions(doc.root):
+            or github_actions.is_github_actions(doc.root) or _is_test_suite_or_form(doc.root):
         return None
     return (f"{where}: a YAML document that mentions vLLM but is no Kubernetes object, Compose file or "
             "production-stack values (a chart's raw values?): not read; scan it with its chart: kvdoctor scan CHART_DIR "
             "--values FILE")  # fmt: skip
+
+
+def _is_test_suite_or_form(root) -> bool:
+    """A helm-unittest suite (`suite`, `templates`, `tests`: a chart's unit tests) or a GitHub issue form (`body`, a
+    list of `type:` fields): they quote vLLM's flags, they deploy nothing."""
+    if nodes.get(root, "suite") is not None and nodes.is_seq(nodes.get(root, "tests")):
+        return True
+    body = nodes.get(root, "body")
+    return nodes.is_seq(body) and bool(nodes.items(body)) and all(nodes.get(i, "type") is not None
+                                                                  for i in nodes.items(body))  # fmt: skip
 
 
 def _has_serve_flags(root) -> bool:

@@ -43,3 +43,16 @@ def test_podless_kinds_are_not_named_but_a_configmap_and_an_unknown_kind_still_a
     assert found == []
     named = sorted(n.split(": ", 1)[1].split(" ", 1)[0] for n in notes)
     assert named == ["BackendRuntime", "ConfigMap"]  # not Service, not PodMonitor
+
+
+def test_a_helm_unittest_suite_and_an_issue_form_are_not_named(tmp_path):
+    # production-stack's helm/tests/*_test.yaml and aibrix's .github/ISSUE_TEMPLATE/200_bug_report.yml
+    (tmp_path / "deployment_test.yaml").write_text(
+        "suite: test vllm deployment\ntemplates: [templates/deployment-vllm-multi.yaml]\ntests:\n"
+        "  - it: passes flags\n    asserts:\n      - contains: {path: 'spec.template.spec.containers[0].args', "
+        "content: --enable-prefix-caching}\n        # vllm serve\n")
+    (tmp_path / "bug.yml").write_text(
+        "name: Bug report\nbody:\n  - type: textarea\n    attributes: {label: 'Your vllm serve command'}\n")
+    (tmp_path / "raw-values.yaml").write_text("engine:\n  image: vllm/vllm-openai:v0.25.1\n")
+    _, found, notes, _ = read_manifests([str(tmp_path)])
+    assert found == [] and len(notes) == 1 and "raw-values.yaml" in notes[0]  # a raw values file is still named
