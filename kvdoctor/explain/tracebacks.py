@@ -348,6 +348,8 @@ def _parse_exception(
                 break
         elif not compile_error and (_looks_like_new_output(line.text) or _FRAME_IN.search(stripped)):
             break  # a frame ends the message: the traceback pasted below its exception line (or a cut tag before it)
+        elif not compile_error and line.text[:1] not in " \t" and _NEXT_EXCEPTION.match(line.text):
+            break  # the next exception line (a wrapper's re-raise printed right under it), not this message's rest
         message.append(line.text)
         j += 1
     while message and not message[-1].strip():
@@ -361,6 +363,8 @@ def _parse_exception(
     )
 
 
+# an exception line of its own at column 0: 'RuntimeError: Engine core initialization failed ...' under a worker's error
+_NEXT_EXCEPTION = re.compile(r"(?:[a-z_]\w*\.)*_?[A-Z]\w*(?:Error|Exception)(?:\([\w.]+\))?: \S")
 MAX_CONTINUATION = 4
 
 

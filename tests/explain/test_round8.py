@@ -405,3 +405,20 @@ def test_transformers_words_for_a_model_without_config_json(line):
 
 def test_a_wait_loop_saying_the_server_is_not_ready_yet_is_not_a_failure():
     assert _exit(_HEALTHY + "vLLM server did not become ready yet, retrying in 5 s\n") == 0
+
+
+@pytest.mark.parametrize("text", [
+    "RuntimeError: Worker failed with error 'expected scalar type Widget but found Int'\n"
+    "RuntimeError: Engine core initialization failed. See root cause above.\n",
+    "ERROR 05-02 10:22:18 [core.py:1] RuntimeError: Worker failed with error 'expected scalar type Widget but found Int'\n"
+    "ERROR 05-02 10:22:18 [core.py:1] RuntimeError: Engine core initialization failed. See root cause above.\n",
+    "ValueError: expected scalar type Widget but found Int\n"
+    "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.\n",
+])
+def test_the_next_exception_line_is_not_the_rest_of_a_message(text):
+    assert _primary(text)[1] == "expected scalar type Widget but found Int"
+
+
+def test_a_messages_own_continuation_lines_stay_with_it():
+    message = _primary("ValueError: widget width 48 is invalid\nexpected a multiple of 64 for this page size\n")[1]
+    assert "multiple of 64" in message
