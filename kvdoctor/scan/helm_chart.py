@@ -274,8 +274,8 @@ def chart_data_files(directory: Path) -> list[Path]:
     found = []
     for path in sorted(directory.rglob("*")):
         relative = path.relative_to(directory).as_posix()
-        if path.is_file() and relative.split("/")[0] not in ("templates", "charts") \
-                and any(fnmatch.fnmatchcase(relative, pattern) for pattern in patterns):
+        if path.is_file() and relative.split("/")[0] not in ("templates", "charts") and relative != "Chart.yaml" \
+                and not is_values_file(path) and any(fnmatch.fnmatchcase(relative, pattern) for pattern in patterns):
             found.append(path)
     return found
 

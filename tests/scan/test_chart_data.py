@@ -3,6 +3,7 @@ kserve's charts/kserve-*-resources: files/x/resources.yaml plus files/x/*-patch.
 
 from __future__ import annotations
 
+from kvdoctor.scan.documents import discover
 from kvdoctor.scan.run import read_manifests
 
 TEMPLATE = """\
@@ -79,3 +80,12 @@ def test_a_chart_that_renders_no_vllm_workload_though_its_values_name_vllm_is_na
     assert any("renders no vLLM workload" in n and "values.yaml:4" in n for n in notes)
     (chart / "values.yaml").write_text("servingruntime:\n  enabled: false\n")
     assert read_manifests([str(chart)])[2] == []  # values that name no vLLM: an unrelated chart, not named
+
+
+def test_a_values_file_a_template_globs_stays_an_override_not_data(tmp_path):
+    repo = _chart(tmp_path)
+    chart = repo / "charts" / "runtimes"
+    (chart / "templates" / "config.yaml").write_text('{{- range $p, $_ := .Files.Glob "*.yaml" }}# {{ $p }}\n{{- end }}\n')
+    (chart / "values-prod.yaml").write_text("model: llama\n")
+    sources = discover([str(repo)])[0]
+    assert any(getattr(s, "values_files", ()) and s.values_files[-1].name == "values-prod.yaml" for s in sources)
