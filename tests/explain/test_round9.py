@@ -200,3 +200,17 @@ def test_a_request_serving_place_on_a_windows_path_is_a_request_time_failure():
            '    final = choices[0]\n'
            'IndexError: list index out of range\n')
     assert _family(log) == "first_request_failure"
+
+
+# a V0-engine request option the V1 engine refuses (the 0.8-era APIs class beside per-request logits processors)
+@pytest.mark.parametrize("log", [
+    "ValueError: V1 does not support prompt_adapter_request.\n",
+    "(EngineCore pid=3) ERROR 01-02 03:04:05 [core.py:1] ValueError: vLLM V1 does not yet support best_of.\n",
+    '  File "/venv/lib/python3.12/site-packages/vllm/v1/engine/processor.py", line 90, in process_inputs\n'
+    "    raise ValueError(\"V1 does not support prompt_adapter_request.\")\n"
+    "ValueError: V1 does not support prompt_adapter_request.\n",
+])
+def test_a_v0_request_option_the_v1_engine_refuses_is_a_wrapper_api_mismatch(log):
+    report = explain_text(log)
+    assert report.extra["family"] == "wrapper_api_mismatch"
+    assert "V0" in _text(report)
