@@ -143,7 +143,10 @@ PACK = "vllm pack"
 
 
 def checked_against_text(checked_against: str | None, facts: dict[str, Any]) -> str | None:
-    """The rule's checked_against in words: 'vllm pack' names the release judged (or says none was named)."""
+    """The rule's checked_against in words: 'vllm pack' names the release judged (or says none was named), 'any' says
+    that no release decides it."""
+    if checked_against == "any":
+        return "no particular vLLM release: the rule holds for every one"
     if not checked_against or not checked_against.startswith(PACK):
         return checked_against
     detail = checked_against.removeprefix(PACK)

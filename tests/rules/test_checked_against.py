@@ -15,6 +15,7 @@ from kvdoctor.rules.engine import checked_against_text
     ("vllm pack", {"vllm.version": None, "vllm.judged": "(version unknown: 0.20.0-0.34.0)"},
      "the code of the vLLM releases judged (0.20.0-0.34.0), as kvdoctor's knowledge pack read it"),
     ("vllm 0.20.0-0.23.0", {"vllm.version": "0.25.1"}, "vllm 0.20.0-0.23.0"),  # a range people checked: as written
+    ("any", {"vllm.version": "0.25.1"}, "no particular vLLM release: the rule holds for every one"),
     (None, {}, None),
 ])  # fmt: skip
 def test_the_knowledge_pack_is_named_with_the_release_it_judged(text, facts, said):
