@@ -158,3 +158,13 @@ def test_dates_paths_and_json_variants_render_and_helms_removed_env_stays_unknow
     with pytest.raises(TemplateError) as raised:
         render('{{ env "HOME" }}')  # Helm removes Sprig's env and expandenv
     assert raised.value.unknown == "function env"
+
+
+def test_sprig_version_and_membership_functions_charts_call_in_their_helpers():
+    # castai's webhook helpers (splitn), redhat-ai-services' validators (mustHas), a Kafka chart's minor version (semver)
+    assert render('{{ $p := splitn ":" 2 "image:tag:x" }}{{ $p._0 }} {{ $p._1 }}') == "image tag:x"
+    assert render("{{ mustHas .Values.mode (list \"a\" \"b\") }}", {"mode": "b"}) == "true"
+    assert render("{{ mustHas .Values.mode (list \"a\" \"b\") }}", {"mode": "c"}) == "false"
+    assert render('{{ $v := semver "3.7.1-rc1" }}{{ printf "%d.%d" $v.Major $v.Minor }} {{ $v.Prerelease }}') == "3.7 rc1"
+    with pytest.raises(TemplateError):
+        render('{{ semver "not-a-version" }}')

@@ -12,7 +12,7 @@ import string
 from typing import Any, Callable
 
 from kvdoctor.scan.gotemplate.gofmt import sprint, sprintf
-from kvdoctor.scan.gotemplate.semver import semver_compare
+from kvdoctor.scan.gotemplate.semver import semver, semver_compare
 from kvdoctor.scan.gotemplate.sprig_extra import SPRIG_EXTRA
 from kvdoctor.scan.gotemplate.values import compare, equal, go_format, kind, truth, type_name
 from kvdoctor.scan.gotemplate.yaml_io import from_json, from_yaml, to_json, to_yaml
@@ -143,6 +143,10 @@ def _join(separator: str, items: Any) -> str:
 
 def _split(separator: str, text: str) -> dict:
     return {f"_{i}": part for i, part in enumerate(to_string(text).split(separator))}
+
+
+def _splitn(separator: str, count: Any, text: str) -> dict:
+    return {f"_{i}": part for i, part in enumerate(to_string(text).split(separator, max(to_int(count) - 1, 0)))}
 
 
 def _index(item: Any, *keys: Any) -> Any:
@@ -371,6 +375,7 @@ SPRIG_STRINGS: dict[str, Callable[..., Any]] = {
     "snakecase": lambda s: "_".join(w.lower() for w in _case_words(s)),
     "kebabcase": lambda s: "-".join(w.lower() for w in _case_words(s)),
     "split": _split,
+    "splitn": _splitn,
     "splitList": lambda sep, s: to_string(s).split(to_string(sep)),
     "join": _join,
     "toStrings": lambda v: [to_string(x) for x in _list(v)],
@@ -415,6 +420,7 @@ SPRIG_NUMBERS: dict[str, Callable[..., Any]] = {
     "until": _until,
     "untilStep": _until_step,
     "semverCompare": semver_compare,
+    "semver": semver,
 }
 
 SPRIG_COLLECTIONS: dict[str, Callable[..., Any]] = {
@@ -450,6 +456,7 @@ SPRIG_COLLECTIONS: dict[str, Callable[..., Any]] = {
     "compact": lambda v: [x for x in _list(v) if not empty(x)],
     "without": lambda v, *x: [y for y in _list(v) if y not in x],
     "has": lambda x, v: x in _list(v),
+    "mustHas": lambda x, v: x in _list(v),
 }
 
 

@@ -22,6 +22,18 @@ def semver_compare(constraint: str, version: str) -> bool:
     return False
 
 
+def semver(text: str) -> dict:
+    """Sprig's `semver`: the version's parts by the names templates read (`$v.Major`, `$v.Minor`); ValueError as
+    Sprig's error for one that does not parse."""
+    parsed = _parse(str(text))
+    if parsed is None or None in parsed[0]:
+        raise ValueError(f"Invalid Semantic Version: {text}")
+    (major, minor, patch), pre = parsed
+    metadata = str(text).partition("+")[2]
+    return {"Major": major, "Minor": minor, "Patch": patch, "Prerelease": pre or "", "Metadata": metadata,
+            "Original": str(text)}  # fmt: skip
+
+
 def _parse(text: str):
     match = VERSION.match(text.strip())
     if match is None:
