@@ -17,6 +17,8 @@ from kvdoctor.scan.workload import GpuSelector, Token, Workload
 GPU_KEYWORD = "gpu"
 """A `gpu=` keyword (Modal's `@app.function(gpu="H100:2")`): a GPU product name with a count."""
 VLLM_PIN = re.compile(r"^vllm==([0-9][0-9A-Za-z.+-]*)$")
+SHELL_CONTINUATION = re.compile(r"\\\n")
+"""A backslash ending a line of a command written in a string: the shell joins the lines (shlex would keep a newline)."""
 GPU_SPEC = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*?)(?::(\d+))?$")
 
 
@@ -32,8 +34,9 @@ def workloads(source: SourceFile) -> list[Workload]:
     constants = module_constants(tree)
     found: list[Workload] = []
     gpu, pin = _gpu(tree, constants), vllm_pin(tree, constants)
+    pieces = _fstring_pieces(tree)
     for node in ast.walk(tree):
-        words = _launch_words(node, constants)
+        words = _launch_words(node, constants) if id(node) not in pieces else None
         argv = after_launcher(words) if words else None
         if argv is None:
             continue
@@ -103,16 +106,35 @@ def _word(node: ast.AST, constants: dict[str, object]) -> Token:
     return Token(str(value) if value is not None else f"${{{ast.unparse(node)}}}", getattr(node, "lineno", None))
 
 
+def _launch_text(node: ast.AST, constants: dict[str, object]) -> str | None:
+    """A string's text; an f-string's part that is not a constant stands as one unknown word (`${run_dummy}`)."""
+    if not isinstance(node, ast.JoinedStr):
+        return value_of(node, constants)
+    parts = []
+    for part in node.values:
+        value = value_of(part.value if isinstance(part, ast.FormattedValue) else part, constants)
+        if value is None:
+            named = isinstance(part, ast.FormattedValue) and isinstance(part.value, (ast.Name, ast.Attribute))
+            value = f"${{{ast.unparse(part.value).replace('.', '_') if named else 'VALUE'}}}"
+        parts.append(str(value))
+    return "".join(parts)
+
+
+def _fstring_pieces(tree: ast.Module) -> set[int]:
+    """The constant pieces of f-strings: part of a string, never a string of their own."""
+    return {id(part) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for part in node.values}
+
+
 def _launch_words(node: ast.AST, constants: dict[str, object]) -> list[Token] | None:
     """The words of a list literal or a string, when they start a vLLM launch."""
     if isinstance(node, ast.List) and node.elts:
         words = [_word(item, constants) for item in node.elts]
     elif isinstance(node, (ast.Constant, ast.JoinedStr)):
-        text = value_of(node, constants)
+        text = _launch_text(node, constants)
         if not isinstance(text, str) or not re.match(r"\s*(?:vllm\s+serve|python3?\s+-m\s+vllm\.)", text):
             return None
         try:
-            words = [Token(w, node.lineno) for w in shlex.split(text)]
+            words = [Token(w, node.lineno) for w in shlex.split(SHELL_CONTINUATION.sub(" ", text))]
         except ValueError:
             return None
     else:

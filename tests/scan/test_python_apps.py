@@ -218,3 +218,19 @@ def test_an_engine_built_from_run_time_arguments_is_named_never_silent(tmp_path)
     assert [n.split(": ", 1)[0].rsplit(":", 1)[1] for n in notes[:2]] == ["10", "15"]
     assert "AsyncEngineArgs(**kwargs) builds vLLM's engine from arguments given at run time" in notes[0]
     assert "AsyncEngineArgs.from_cli_args(cli_args)" in notes[1]
+
+
+def test_a_launch_written_over_lines_in_an_fstring_is_one_command_its_unknown_parts_unknown_words(tmp_path):
+    # LLMPQ's config.py: the `\\` ending each line was read as three newline arguments (a false KVD004)
+    text = (
+        'def scripts(run_dummy):\n'
+        '    return f"""\n'
+        'vllm serve my/model \\\\\n'
+        '    --tensor-parallel-size 4 \\\\\n'
+        '{"--load-format dummy" if run_dummy else ""}\n'
+        '    """.strip()\n'
+    )
+    (app,) = find_workloads([str(_app(tmp_path, text))])[1]
+    assert [t.text for t in app.argv] == ["my/model", "--tensor-parallel-size", "4", "${VALUE}"]
+    report = scan([str(_app(tmp_path, text))], tmp_path)
+    assert not [p for r in report.workloads for p in r.placed if p.finding.severity == "error"]
