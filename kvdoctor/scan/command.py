@@ -28,6 +28,8 @@ RUNNERS = {"uv", "poetry", "pipenv", "pdm", "conda", "micromamba", "rye", "hatch
 RUNNER_VALUE_OPTIONS = {"-n", "--name", "-p", "--prefix", "--with", "--python", "--env-file", "--project",
                         "--directory", "--package", "--extra", "--group"}  # fmt: skip
 FLAGS_ONLY_NOTE = "image {image} runs its own entrypoint with vLLM serve options only: read as vllm serve"
+WRAPPER_NOTE = ("image {image} runs {script} with vLLM serve options as its arguments: read as vllm serve with them "
+                "({script} itself is not read, nor what it adds, such as the model)")  # fmt: skip
 # A reference the manifest leaves to the host or a Secret: $VAR, ${VAR}, $(VAR) (Kubernetes), and a shell's
 # $(command) or $((arithmetic)) it could not evaluate: unexpanded here.
 UNRESOLVED = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*[^}]*\}|\((?:[^()]|\([^()]*\))*\))")
@@ -70,6 +72,20 @@ def only_serve_flags(args: list[Word], vllm_build: bool = False) -> bool:
     options = [canonical_option(t.text) for t, _ in args if t.text.startswith("--")]
     vllm_own = [o for o in options if o in known and o not in GENERIC_SERVER_OPTIONS]
     return len(vllm_own) >= (1 if vllm_build else 2) and 4 * sum(o in known for o in options) >= 3 * len(options)
+
+
+def wrapper_script(command: list[Word], args: list[Word], image_runs_vllm: bool) -> str | None:
+    """A command of one script (`/scripts/startup.sh`, mounted from a ConfigMap) on a vLLM image, given only vLLM's
+    serve options: a wrapper that hands them on to vLLM ("$@"). The script's path, else None."""
+    if len(command) != 1 or not image_runs_vllm:
+        return None
+    script = command[0][0].text
+    name = PurePosixPath(script).name
+    if name in SHELLS or _after_launcher([command[0][0]]) is not None:
+        return None
+    if not (script.startswith(("/", "./")) or name.endswith(".sh")):
+        return None
+    return script if only_serve_flags(args, vllm_build=True) else None
 
 
 # A shell's short options with -c among them (`-c`, `-lc`, `-ec`, `-exc`): the next word is the script.

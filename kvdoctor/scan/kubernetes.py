@@ -9,8 +9,8 @@ from dataclasses import replace
 import yaml
 
 from kvdoctor.scan import nodes
-from kvdoctor.scan.command import (FLAGS_ONLY_NOTE, expand_shell_variables, only_serve_flags, runs_a_shell,
-                                   serve_argv, words_of)  # fmt: skip
+from kvdoctor.scan.command import (FLAGS_ONLY_NOTE, WRAPPER_NOTE, expand_shell_variables, only_serve_flags,
+                                   runs_a_shell, serve_argv, words_of, wrapper_script)  # fmt: skip
 from kvdoctor.scan.documents import PODLESS_KINDS, Document
 from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
 from kvdoctor.scan.workload import EnvVar, GpuSelector, Token, Workload
@@ -250,6 +250,9 @@ def container_workload(container: yaml.Node, source_text: str, **where) -> Workl
     args = words_of(nodes.get(container, "args"), source_text)
     flags_only = not command and not runs_vllm_entrypoint(image) and only_serve_flags(args, is_vllm_build(image))
     argv = serve_argv(command, args, runs_vllm_entrypoint(image) or flags_only, source_text)
+    wrapper = wrapper_script(command, args, runs_vllm_entrypoint(image) or is_vllm_build(image)) if argv is None else None
+    if wrapper:  # the model is the script's to add: unknown here, never vLLM's default
+        argv = [Token(f"$({wrapper})", command[0][0].line)] + [token for token, _ in args]
     if argv is None:
         return None
     env, env_from = container_env(container)
@@ -274,7 +277,8 @@ def container_workload(container: yaml.Node, source_text: str, **where) -> Workl
         gpu_limit_line=limit_line,
         gpu_slice=mig_slice(container, selectors),
         expands_shell=shell,
-        notes=(FLAGS_ONLY_NOTE.format(image=image),) if flags_only else (),
+        notes=(FLAGS_ONLY_NOTE.format(image=image),) if flags_only else
+              (WRAPPER_NOTE.format(image=image, script=wrapper),) if wrapper else (),
         **where,
     )
 

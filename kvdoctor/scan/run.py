@@ -64,7 +64,8 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             continue
         if isinstance(source, ChartSource):
             workloads, failures = chart_workloads(source, read_document, values_files)
-            workloads = workloads or values_workloads(source)
+            # an object rendered without a name (a value such as the model left empty) is one Kubernetes refuses
+            workloads = [w for w in workloads if w.name != UNNAMED] or values_workloads(source)
             found += workloads
             if not workloads and not failures and (why := silent_chart_note(source)):
                 notes.append(why)
@@ -110,6 +111,10 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
                 notes.append(why)
     files = [s.path for s in sources if not isinstance(s, ManifestError)]
     return files, with_config_maps(found, config_maps), notes, unread
+
+
+UNNAMED = "(unnamed)"
+"""The name of a workload whose object has no metadata.name."""
 
 
 def values_workloads(source: ChartSource) -> list[Workload]:

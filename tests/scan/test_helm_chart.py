@@ -335,3 +335,18 @@ def test_a_dependency_from_a_chart_repository_not_in_charts_is_named_not_hidden(
     rendered = render_chart(chart)
     assert rendered.failures == []
     assert [t.text for t in rendered.templates] == ["kind: Pod\nmetadata:\n  name: vllm\nspec:\n  containers: {}\n"]
+
+
+def test_castai_vllm_chart_with_a_model_is_its_wrapper_scripts_workload_and_without_one_none(tmp_path):
+    # the default values leave service.name (the Deployment's name) and model.name empty: an object Kubernetes
+    # refuses, no workload; values like the parent chart's ci/test-values.yaml name both, and the startup script's
+    # vLLM options are checked
+    chart = tmp_path / "vllm"
+    shutil.copytree(CASTAI / "child-charts" / "vllm", chart)
+    _, workloads, notes, _ = read_manifests([str(chart)])
+    assert workloads == [] and any("renders no vLLM workload" in n for n in notes)
+    (chart / "ci").mkdir()
+    (chart / "ci" / "test-values.yaml").write_text('model:\n  name: "dummy/model"\nservice:\n  name: vllm-test\n')
+    _, workloads, _, _ = read_manifests([str(chart)])
+    (found,) = workloads
+    assert found.container == "vllm" and "--kv-cache-dtype=auto" in [t.text for t in found.argv]

@@ -261,3 +261,37 @@ def test_a_vllm_image_run_without_a_command_serves_the_releases_default_model(tm
         assert result.error is None and result.report is not None, result.error
         assert any(f"serves its parser's default, {default}" in n for n in result.workload.notes + result.report.notes)
         assert result.sources["model."].what == f"model {default} (vLLM's default)"
+
+
+WRAPPED = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: wrapped
+spec:
+  template:
+    spec:
+      containers:
+        - name: vllm
+          image: {image}
+          command: ["/scripts/startup.sh"]
+          args: ["--served-model-name=chat", "--kv-cache-dtype=fp8", "--max-model-len=8192"]
+          resources:
+            limits:
+              nvidia.com/gpu: 1
+"""
+
+
+def test_a_wrapper_script_given_vllm_options_on_a_vllm_image_is_vllm_with_its_model_unknown(tmp_path):
+    # castai's hosted-model chart: command /scripts/startup.sh (a ConfigMap's `exec vllm serve --model=X "$@"`)
+    (tmp_path / "d.yaml").write_text(WRAPPED.format(image="vllm/vllm-openai:v0.11.2"))
+    _, (wrapped,), _ = find_workloads([str(tmp_path / "d.yaml")])
+    assert [t.text for t in wrapped.argv][1:] == ["--served-model-name=chat", "--kv-cache-dtype=fp8",
+                                                 "--max-model-len=8192"]  # fmt: skip
+    assert any("runs /scripts/startup.sh with vLLM serve options" in n for n in wrapped.notes)
+    (result,) = scan([str(tmp_path / "d.yaml")], tmp_path).workloads
+    assert result.report.facts["serve.kv_cache_dtype"] == "fp8"
+    # the script names the model (unknown here), never vLLM's default (Qwen/Qwen3-0.6B for 0.11.2)
+    assert [u.split(" not read")[0] for u in result.unjudged] == ["model unknown: $(/scripts/startup.sh)"]
+    (tmp_path / "d.yaml").write_text(WRAPPED.format(image="nginx:1.27"))  # the same command on another image
+    assert find_workloads([str(tmp_path / "d.yaml")])[1] == []
