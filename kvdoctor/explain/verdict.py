@@ -25,6 +25,8 @@ ERROR_LEVELS = ("ERROR", "CRITICAL")
 # (a count or rate of none is not: 'Error rate: 0.00%', 'error: none')
 ERROR_TEXT = re.compile(r"(?i)^(?:fatal error|error)\b(?!\s*(?:rate|count)?\s*[:=]?\s*(?:0(?:\.0+)?\s*%?|none|n/a|nil)\s*$)[: ]"
                         r"|: (?:fatal )?error: |\bCUDA error\b|^\s*what\(\): "
+                        # the CUDA runtime's and driver's error names (cudaGetErrorName, cuGetErrorName) printed alone
+                        r"|\bcudaError(?!_t\b)[A-Z][A-Za-z]+\b(?!\s*=)|\bCUDA_ERROR_[A-Z_]+\b"
                         r"|^(?:ptxas|nvcc|nvlink|ld|collect2)\b.{0,20}\b(?:error|fatal)\b|\bSegmentation fault\b|\(core dumped\)|^Killed$")
 FAILED_TO_START = re.compile(r"(?i)\bfailed to start\b")
 # Crash words at any level but DEBUG (a process lost, a request the server failed: an access-log 5xx is logged at
@@ -420,12 +422,76 @@ HANG_REPEATS = 2
 
 
 def _hang(lines: list[LogLine], add: Callable[[FailureEvidence], None]) -> None:
-    """vLLM's wait notice as evidence of a hang once it repeats (the second notice is the evidence)."""
+    """vLLM's wait notice as evidence of a hang once it repeats (the second notice is the evidence); any other wait
+    notice (a process, a request or a resource still waited for) once it repeats at the log's end, nothing after it
+    but more of the same."""
     waits = [line for line in lines if "No available shared" in line.text and _SHM_WAIT.search(line.text)]
     if len(waits) >= HANG_REPEATS:
         line = waits[HANG_REPEATS - 1]
         add(FailureEvidence(line.number, "error text", f"{line.text.strip()} (printed {len(waits)} times: a hang)",
                             line.stream, line.level))
+        return
+    _waiting_at_the_end(lines, add)
+
+
+# A notice that something is still waited for: vLLM's 'Waiting for 1 local, 0 remote core engine proc(s) to start.'
+# (v1/utils.py, every 10 s), a request 'is still in WAITING_FOR_REMOTE_KVS state' (v1/core/sched/scheduler.py), Ray's
+# and Kubernetes' 'still waiting' / 'waiting for' notices, a 'not ready yet' poll.
+_WAIT_NOTICE = re.compile(r"\b(?:[Ww]aiting for\b|WAITING FOR\b|is still (?:in \w+ state|waiting|pending|loading)\b"
+                          r"|[Ss]till waiting\b|not ready yet\b)")
+_VARYING = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?|[0-9a-f]{8,}(?:-[0-9a-f]{4,})*")
+_WAIT_WORDS = ("aiting", "AITING", "still", "ready yet")
+MAX_WAIT_WRAPS = 2  # lines a hard wrap may add to one wait notice
+
+
+def _waiting_at_the_end(lines: list[LogLine], add: Callable[[FailureEvidence], None]) -> None:
+    """The log's last lines (after its last line of something else) are one wait notice, repeated: the process it
+    came from waited there until the log was cut or the process stopped (a hang), whatever its level. A notice a hard
+    wrap split is read with the lines that continue it (no header of their own, the same stream)."""
+    for stream in dict.fromkeys(line.stream for line in reversed(lines)):  # each process's own last lines
+        own = [line for line in lines if line.stream == stream]
+        if _waited_at_the_end(own, add):
+            return
+
+
+def _waited_at_the_end(lines: list[LogLine], add: Callable[[FailureEvidence], None]) -> bool:
+    notices: list[tuple[LogLine, str]] = []
+    index = len(lines) - 1
+    while index >= 0:
+        text = lines[index].text.strip()
+        if not text or set(text) <= set(".…"):  # blank lines and a paste's '...' between repeats
+            index -= 1
+            continue
+        found = _wait_notice_ending_at(lines, index)
+        if found is None:
+            break
+        first, joined = found
+        notices.append((lines[first], joined))
+        index = first - 1
+    if len(notices) < HANG_REPEATS:
+        return False
+    shapes = {_VARYING.sub("#", joined[_WAIT_NOTICE.search(joined).start():]) for _, joined in notices}
+    if len(shapes) != 1:
+        return False
+    line, joined = notices[-1]
+    add(FailureEvidence(line.number, "error text", f"{joined} (printed {len(notices)} times at the log's end: it "
+                        "waited there, a hang)", line.stream, line.level))
+    return True
+
+
+def _wait_notice_ending_at(lines: list[LogLine], index: int) -> tuple[int, str] | None:
+    """(index of its first line, its text) of the wait notice whose last line is ``index``: the line alone, or joined
+    with up to MAX_WAIT_WRAPS lines before it that it continues; None when no such notice ends there."""
+    last = lines[index]
+    for first in range(index, max(-1, index - MAX_WAIT_WRAPS - 1), -1):
+        if first < index and (lines[first + 1].level is not None or lines[first].stream != last.stream
+                              or lines[first].number + 1 != lines[first + 1].number
+                              or not lines[first].text.strip()):
+            return None
+        joined = " ".join(line.text.strip() for line in lines[first : index + 1])
+        if any(word in joined for word in _WAIT_WORDS) and _WAIT_NOTICE.search(joined) is not None:
+            return first, joined
+    return None
 
 
 def _in_release(located) -> bool:
