@@ -11,7 +11,7 @@ from pathlib import PurePosixPath
 from kvdoctor.data.engine_launchers import EngineLauncher
 from kvdoctor.scan.command import (FLAGS_ONLY_NOTE, SHELL_VARIABLE, after_launcher, branch_assignments,
                                   engine_launcher, expand_words, only_serve_flags, script_assignments,
-                                  script_commands)  # fmt: skip
+                                  script_commands, serve_argv)  # fmt: skip
 from kvdoctor.scan.documents import SCRIPT_SUFFIXES, SourceFile
 from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
 from kvdoctor.scan.workload import EnvVar, Token, Workload
@@ -135,7 +135,10 @@ def _docker_run(file: str, name: str, words: list[Token]) -> Workload | None:
         return None
     options: dict[str, list[Token]] = {}
     index = 2
-    while index < len(words) and words[index].text.startswith("-"):
+    while index < len(words) and (words[index].text.startswith("-") or _options_variable(words, index)):
+        if _options_variable(words, index):  # `docker run -d $docker_args -e X=1 IMAGE`: options, not the image
+            index += 1
+            continue
         flag, eq, inline = words[index].text.partition("=")
         if not eq and flag in DOCKER_VALUE_OPTIONS and index + 1 < len(words):
             options.setdefault(flag, []).append(words[index + 1])
@@ -149,6 +152,8 @@ def _docker_run(file: str, name: str, words: list[Token]) -> Workload | None:
     entrypoint = options.get("--entrypoint")
     command = ([Token(entrypoint[-1].text, entrypoint[-1].line)] + rest) if entrypoint else rest
     argv = after_launcher(command)
+    if argv is None:  # `IMAGE /bin/bash -c "cd / && python3 -m vllm.entrypoints.openai.api_server ..."`
+        argv = serve_argv([(t, None) for t in command], [], False, "")
     notes = (f"{words[0].text} run in a shell script: the image's server with the words after the image",)
     if argv is None and not entrypoint and runs_vllm_entrypoint(image.text):
         argv = rest
@@ -168,6 +173,12 @@ def _docker_run(file: str, name: str, words: list[Token]) -> Workload | None:
         gpu_limit=count, gpu_limit_line=gpus[-1].line if gpus else None,
         notes=notes,
     )  # fmt: skip
+
+
+def _options_variable(words: list[Token], index: int) -> bool:
+    """A lone unset variable among docker run's options, more options after it: options from the environment."""
+    return SHELL_VARIABLE.fullmatch(words[index].text) is not None and index + 1 < len(words) \
+        and words[index + 1].text.startswith("-")  # fmt: skip
 
 
 def _direct(file: str, name: str, words: list[Token]) -> Workload | None:

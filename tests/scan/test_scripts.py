@@ -241,3 +241,26 @@ def test_an_alternate_value_expansion_is_its_words_when_the_variable_is_set():
     assert [(e.name, e.line) for e in run.env] == [("VLLM_CPU_KVCACHE_SPACE", 2)]
     (bare,) = script_workloads(text, 1, "action.yml", "action", env={})
     assert [t.text for t in bare.argv] == ["--model", "org/m"] and bare.env == ()
+
+
+def test_docker_run_of_a_shell_script_on_any_image_and_options_from_an_unset_variable(tmp_path):
+    # OPEA's launch_vllm_service_openvino.sh: `$docker_args` (never set) among the options, then an image of its own
+    # whose command is `/bin/bash -c "cd / && python3 -m vllm.entrypoints.openai.api_server ..."`
+    text = (
+        'image="vllm:openvino"\n'
+        'docker run -d --rm --name="vllm-openvino-server" \\\n'
+        '  --ipc=host \\\n'
+        '  $docker_args \\\n'
+        '  -e HF_TOKEN=${HF_TOKEN} \\\n'
+        '  $image /bin/bash -c "\\\n'
+        '    cd / && \\\n'
+        '    python3 -m vllm.entrypoints.openai.api_server \\\n'
+        '      --model \\"facebook/opt-125m\\" \\\n'
+        '      --max-model-len 2048"\n'
+    )
+    (workload,) = find_workloads([str(_script(tmp_path, text))])[1]
+    assert workload.container == "vllm-openvino-server" and workload.image == "vllm:openvino"
+    assert [t.text for t in workload.argv] == ["--model", "facebook/opt-125m", "--max-model-len", "2048"]
+    # a shell script that starts no vLLM stays no workload
+    redis = _script(tmp_path, 'docker run -d $opts -e A=1 redis:7 /bin/sh -c "redis-server"\n', "redis.sh")
+    assert find_workloads([str(redis)])[1] == []
