@@ -8,10 +8,12 @@ from __future__ import annotations
 import ast
 import re
 import shlex
+from dataclasses import replace
 from pathlib import PurePosixPath
 
 from kvdoctor.scan.command import after_launcher
 from kvdoctor.scan.documents import PYTHON_SUFFIX, SourceFile
+from kvdoctor.scan.scripts import docker_run
 from kvdoctor.scan.workload import GpuSelector, Token, Workload
 
 GPU_KEYWORD = "gpu"
@@ -19,6 +21,7 @@ GPU_KEYWORD = "gpu"
 VLLM_PIN = re.compile(r"^vllm==([0-9][0-9A-Za-z.+-]*)$")
 SHELL_CONTINUATION = re.compile(r"\\\n")
 """A backslash ending a line of a command written in a string: the shell joins the lines (shlex would keep a newline)."""
+DOCKER_RUN = re.compile(r"\s*(?:sudo\s+)?(?:docker|podman|nerdctl)\s+run\s")
 GPU_SPEC = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*?)(?::(\d+))?$")
 
 
@@ -36,6 +39,9 @@ def workloads(source: SourceFile) -> list[Workload]:
     gpu, pin = _gpu(tree, constants), vllm_pin(tree, constants)
     pieces = _fstring_pieces(tree)
     for node in ast.walk(tree):
+        if id(node) not in pieces and (run := _docker_run_string(source, tree, node, constants)) is not None:
+            found.append(run)
+            continue
         words = _launch_words(node, constants) if id(node) not in pieces else None
         argv = after_launcher(words) if words else None
         if argv is None:
@@ -118,6 +124,22 @@ def _launch_text(node: ast.AST, constants: dict[str, object]) -> str | None:
             value = f"${{{ast.unparse(part.value).replace('.', '_') if named else 'VALUE'}}}"
         parts.append(str(value))
     return "".join(parts)
+
+
+def _docker_run_string(source: SourceFile, tree: ast.Module, node: ast.AST, constants: dict[str, object]):
+    """A string that is a `docker run` of vLLM (given to subprocess with shell=True), as a shell script's would be."""
+    if not isinstance(node, (ast.Constant, ast.JoinedStr)):
+        return None
+    text = _launch_text(node, constants)
+    if not isinstance(text, str) or not DOCKER_RUN.match(text):
+        return None
+    try:
+        words = [Token(w, node.lineno) for w in shlex.split(SHELL_CONTINUATION.sub(" ", text))]
+    except ValueError:
+        return None
+    run = docker_run(source.path, app_name(tree, constants) or PurePosixPath(source.path).name, words)
+    note = f"{words[0].text} run in a Python string (a shell command): the image's server with the words after the image"
+    return replace(run, notes=(note,) + run.notes[1:]) if run is not None else None
 
 
 def _fstring_pieces(tree: ast.Module) -> set[int]:

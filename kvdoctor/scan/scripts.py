@@ -68,7 +68,7 @@ def script_workloads(script: str, first_line: int, file: str, name: str,
         variants = [b for b in branches if used & set(b)] or [{}]
         for branch in variants:
             expanded = expand_words(words, known | branch)
-            workload = _docker_run(file, name, expanded) or _direct(file, name, expanded)
+            workload = docker_run(file, name, expanded) or _direct(file, name, expanded)
             if workload is None or any(_same(workload, w) for w in found):
                 continue
             if branch:
@@ -129,7 +129,8 @@ def _srun_job_name(words: list[Token]) -> str | None:
     return None
 
 
-def _docker_run(file: str, name: str, words: list[Token]) -> Workload | None:
+def docker_run(file: str, name: str, words: list[Token]) -> Workload | None:
+    """The vLLM workload of one `docker run` / `podman run` command's words (after sudo and the like), else None."""
     words, _ = _unwrapped(words)
     if len(words) < 3 or PurePosixPath(words[0].text).name not in CONTAINER_RUNNERS or words[1].text != "run":
         return None

@@ -234,3 +234,21 @@ def test_a_launch_written_over_lines_in_an_fstring_is_one_command_its_unknown_pa
     assert [t.text for t in app.argv] == ["my/model", "--tensor-parallel-size", "4", "${VALUE}"]
     report = scan([str(_app(tmp_path, text))], tmp_path)
     assert not [p for r in report.workloads for p in r.placed if p.finding.severity == "error"]
+
+
+def test_a_docker_run_string_given_to_a_shell_is_read_as_a_scripts_docker_run(tmp_path):
+    # OpenReinforcedAgent's grpo_train.py: subprocess.run(cmd, shell=True) of an f-string `docker run ... vllm-openai`
+    text = (
+        'import subprocess\n'
+        'def spawn(device, port=8000):\n'
+        '    cmd = f"""docker run -d --name vllm-server-{device} --gpus all \\\n'
+        '             vllm/vllm-openai:v0.9.2 \\\n'
+        '             --model Qwen/Qwen2.5-7B-Instruct \\\n'
+        '             --port {port} --max_model_len 2048"""\n'
+        '    subprocess.run(cmd, shell=True, check=True)\n'
+    )
+    (run,) = find_workloads([str(_app(tmp_path, text))])[1]
+    assert run.kind == "docker run" and run.image == "vllm/vllm-openai:v0.9.2"
+    assert [t.text for t in run.argv] == ["--model", "Qwen/Qwen2.5-7B-Instruct", "--port", "${port}",
+                                          "--max_model_len", "2048"]  # fmt: skip
+    assert "Python string" in run.notes[0]
