@@ -178,6 +178,14 @@ def read_document(doc: Document, source_text: str) -> list[Workload]:
 SERVES_VLLM_ITSELF = ("LLMInferenceService",)
 
 
+UNREAD_KIND_HINTS = {
+    "Kustomization": "render it first: kustomize build DIR | kvdoctor scan -",
+    "ConfigMap": "its values are read where a container's env or envFrom takes them; a script it holds is not",
+    "Secret": "its values are read where a container's env or envFrom takes them",
+}
+"""What to do about a kind scan does not read, where it is not a controller creating pods."""
+
+
 def unread_kind(doc: Document) -> str | None:
     """A document that mentions vLLM but is of a kind the scan does not read (an LLMInferenceService, a chart's
     raw values), named so that nobody takes its silence for a pass."""
@@ -202,8 +210,9 @@ def unread_kind(doc: Document) -> str | None:
                     "checked")  # fmt: skip
         if kind in kubernetes.POD_SPECS:  # a kind it reads: a fragment is named, other containers do not run vLLM
             return kubernetes.fragment_note(doc.root, where)
-        return (f"{where}: {kind} {nodes.text(nodes.get(doc.root, 'metadata', 'name')) or ''} mentions vLLM, but "
-                f"kvdoctor scan does not read kind {kind} (render it to the Deployment/Pod it creates)")  # fmt: skip
+        named = " ".join(filter(None, (kind, nodes.text(nodes.get(doc.root, "metadata", "name")))))
+        return (f"{where}: {named} mentions vLLM, but kvdoctor scan does not read kind {kind} "
+                f"({UNREAD_KIND_HINTS.get(kind, 'render it to the Deployment/Pod it creates')})")  # fmt: skip
     if compose.is_compose(doc.root) or helm_values.is_production_stack_values(doc.root) or dstack.is_dstack_run(doc.root) \
             or github_actions.is_github_actions(doc.root) or _is_test_suite_or_form(doc.root):
         return None

@@ -56,3 +56,14 @@ def test_a_helm_unittest_suite_and_an_issue_form_are_not_named(tmp_path):
     (tmp_path / "raw-values.yaml").write_text("engine:\n  image: vllm/vllm-openai:v0.25.1\n")
     _, found, notes, _ = read_manifests([str(tmp_path)])
     assert found == [] and len(notes) == 1 and "raw-values.yaml" in notes[0]  # a raw values file is still named
+
+
+def test_an_unread_kind_is_named_without_a_blank_name_and_with_what_to_do_for_its_kind(tmp_path):
+    # ycx666994/llm-inference-platform: 'Kustomization  mentions vLLM ... (render it to the Deployment/Pod it creates)'
+    (tmp_path / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [vllm-deployment.yaml]\n")
+    (tmp_path / "config.yaml").write_text(FILE.split("---\n")[2])  # the ConfigMap holding a vllm serve script
+    _, _, notes, _ = read_manifests([str(tmp_path)])
+    kustomization, config_map = (next(n for n in notes if name in n) for name in ("kustomization.yaml", "config.yaml"))
+    assert "Kustomization mentions vLLM" in kustomization and "kustomize build DIR | kvdoctor scan -" in kustomization
+    assert "ConfigMap start mentions vLLM" in config_map and "a script it holds is not" in config_map
