@@ -168,3 +168,11 @@ def test_sprig_version_and_membership_functions_charts_call_in_their_helpers():
     assert render('{{ $v := semver "3.7.1-rc1" }}{{ printf "%d.%d" $v.Major $v.Minor }} {{ $v.Prerelease }}') == "3.7 rc1"
     with pytest.raises(TemplateError):
         render('{{ semver "not-a-version" }}')
+
+
+def test_a_nil_in_parentheses_or_a_variable_has_nil_fields_as_helms_nil_safe_idiom():
+    # neuralmagic's nm-vllm-grafana-dashboards: `(((.Values.grafana).sidecar).dashboards).label` with no grafana key
+    assert render("{{ if (((.Values.grafana).sidecar).dashboards).label }}x{{ else }}none{{ end }}") == "none"
+    assert render("{{ $g := .Values.grafana }}{{ $g.sidecar }}") == "<no value>"
+    with pytest.raises(TemplateError, match="nil pointer evaluating interface {}.sidecar"):
+        render("{{ .Values.grafana.sidecar.label }}")  # one chain: the missing key is a nil pointer, as in Helm

@@ -258,7 +258,7 @@ class _State:
         if isinstance(node, p.Field):
             return self.field(node, dot, [])
         if isinstance(node, p.Variable):
-            return self.chain(self.variable(node.name), node.names, [])
+            return self.chain(self.variable(node.name), node.names, [], nil_safe=True)
         if isinstance(node, p.Pipeline):
             return self.pipeline(node, dot)
         if isinstance(node, p.Function):
@@ -267,7 +267,7 @@ class _State:
 
     def field(self, node: p.Field, dot: Any, args: list[Any]) -> Any:
         base = dot if node.base is None else self.operand(node.base, dot)
-        return self.chain(base, node.names, args)
+        return self.chain(base, node.names, args, nil_safe=node.base is not None)
 
     def variable(self, name: str) -> Any:
         for scope in reversed(self.scopes):
@@ -275,7 +275,11 @@ class _State:
                 return scope[name]
         raise TemplateError(f"undefined variable: {name}", self.line)
 
-    def chain(self, value: Any, names: tuple[str, ...], args: list[Any]) -> Any:
+    def chain(self, value: Any, names: tuple[str, ...], args: list[Any], nil_safe: bool = False) -> Any:
+        """Fields in turn. A nil from a variable or a (pipeline) is Go's invalid value, whose fields are nil: Helm's
+        `((.Values.grafana).sidecar).label` idiom; a missing key inside one chain (.Values.a.b) is a nil pointer."""
+        if value is None and nil_safe and names:
+            return None
         for at, name in enumerate(names):
             last = at == len(names) - 1
             value = self.one_field(value, name, args if last else [])
