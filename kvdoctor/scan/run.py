@@ -107,7 +107,7 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
                 continue
             workloads = read_document(doc, source.text)
             found += workloads
-            if not workloads and (why := unread_kind(doc)):
+            if not workloads and source.data_of is None and (why := unread_kind(doc)):  # data: the chart's to read
                 notes.append(why)
     files = [s.path for s in sources if not isinstance(s, ManifestError)]
     return files, with_config_maps(found, config_maps), notes, unread

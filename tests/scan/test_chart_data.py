@@ -89,3 +89,18 @@ def test_a_values_file_a_template_globs_stays_an_override_not_data(tmp_path):
     (chart / "values-prod.yaml").write_text("model: llama\n")
     sources = discover([str(repo)])[0]
     assert any(getattr(s, "values_files", ()) and s.values_files[-1].name == "values-prod.yaml" for s in sources)
+
+
+def test_a_data_file_that_runs_nothing_is_not_named_as_an_unread_document(tmp_path):
+    # neuralmagic's nm-vllm-grafana-dashboards: .Files.Glob "dashboards/*.json", a Grafana dashboard of vLLM's metrics,
+    # was named 'a YAML document that mentions vLLM ... (a chart's raw values?)'
+    chart = tmp_path / "dashboards"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "dashboards").mkdir()
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: dashboards\nversion: 0.1.0\n")
+    (chart / "templates" / "cm.yaml").write_text(
+        '{{- range $path, $_ := .Files.Glob "dashboards/*.json" }}\n---\napiVersion: v1\nkind: ConfigMap\n'
+        'metadata:\n  name: d\ndata:\n  d.json: {{ $.Files.Get $path | toJson }}\n{{- end }}\n')
+    (chart / "dashboards" / "vllm.json").write_text('{"title": "vLLM", "panels": [{"expr": "vllm:num_requests_running"}]}')
+    _, found, notes, unread = read_manifests([str(chart)])
+    assert found == [] and unread == [] and not any("vllm.json" in n for n in notes)
