@@ -213,6 +213,12 @@ def unread_kind(doc: Document) -> str | None:
         named = " ".join(filter(None, (kind, nodes.text(nodes.get(doc.root, "metadata", "name")))))
         return (f"{where}: {named} mentions vLLM, but kvdoctor scan does not read kind {kind} "
                 f"({UNREAD_KIND_HINTS.get(kind, 'render it to the Deployment/Pod it creates')})")  # fmt: skip
+    if serving_crds.is_serve_config_file(doc.root):
+        apps = ", ".join(f"{nodes.text(nodes.get(a, 'name')) or '(unnamed)'} ({nodes.text(nodes.get(a, 'import_path'))})"
+                         for a in nodes.items(nodes.get(doc.root, "applications")))  # fmt: skip
+        return (f"{where}: a Ray Serve config, application {apps}: its vLLM engine arguments are not given as data "
+                "kvdoctor reads (llm_configs, a `model` mapping in args or user_config, MODEL_ID in the app's "
+                "runtime_env): not checked")  # fmt: skip
     if compose.is_compose(doc.root) or helm_values.is_production_stack_values(doc.root) or dstack.is_dstack_run(doc.root) \
             or github_actions.is_github_actions(doc.root) or _is_test_suite_or_form(doc.root):
         return None

@@ -15,6 +15,8 @@ from kvdoctor.scan.workload import EnvVar, GpuSelector, Token, Workload
 
 KUBEAI_PROFILE = "resourceProfile"
 """KubeAI's resource profile (nvidia-gpu-l4:1): a GPU named in a profile, read as a product name."""
+RAY_SERVE_LLM = "ray.serve.llm"
+"""Ray Serve LLM's module (build_openai_app): it serves with vLLM's engine."""
 RAY_ACCELERATOR = "accelerator_type"
 """Ray Serve LLM's accelerator_type (H100, L4, L40S): a GPU product name."""
 PROFILE_PREFIXES = {KUBEAI_PROFILE: "nvidia-gpu-", RAY_ACCELERATOR: "", "accelerators": "", "flavor": "", "gpu": ""}
@@ -55,7 +57,24 @@ def _model_of(url: str) -> str:
 
 
 def is_ray_serve_llm(root: yaml.Node) -> bool:
-    return nodes.text(nodes.get(root, "kind")) == "RayService" and bool(_llm_configs(root) or _engine_args(root))
+    serves = nodes.text(nodes.get(root, "kind")) == "RayService" or is_serve_config_file(root)
+    return serves and bool(_llm_configs(root) or _engine_args(root))
+
+
+def is_serve_config_file(root: yaml.Node) -> bool:
+    """A Ray Serve config file (`serve deploy config.yaml`: top-level applications, each with an import_path) that
+    names vLLM or Ray Serve LLM (vLLM's engine): what a RayService holds in spec.serveConfigV2."""
+    apps = nodes.items(nodes.get(root, "applications"))
+    return nodes.get(root, "apiVersion") is None and bool(apps) \
+        and all(nodes.text(nodes.get(app, "import_path")) for app in apps) \
+        and any("vllm" in text.lower() or text.startswith(RAY_SERVE_LLM) for text in nodes.scalars(root))  # fmt: skip
+
+
+def _owner(doc: Document) -> tuple[str, str]:
+    """(kind, name) the workloads of a RayService or a Serve config file are titled with."""
+    if is_serve_config_file(doc.root):
+        return "Ray Serve config", doc.file.rsplit("/", 1)[-1]
+    return "RayService", nodes.text(nodes.get(doc.root, "metadata", "name")) or "(unnamed)"
 
 
 def ray_serve_workloads(doc: Document, source_text: str) -> list[Workload]:
@@ -76,9 +95,10 @@ def ray_serve_workloads(doc: Document, source_text: str) -> list[Workload]:
         accelerator = nodes.get(config, "accelerator_type")
         selectors = ((GpuSelector(RAY_ACCELERATOR, (str(nodes.text(accelerator)),), _at(accelerator, offset)),)
                      if nodes.text(accelerator) else ())  # fmt: skip
+        kind, owner = _owner(doc)
         found.append(Workload(
-            file=doc.file, line=_at(config, offset), platform="kubernetes", kind="RayService",
-            name=nodes.text(nodes.get(root, "metadata", "name")) or "(unnamed)", container=f"llm_configs {model_id}",
+            file=doc.file, line=_at(config, offset), platform="kubernetes", kind=kind,
+            name=owner, container=f"llm_configs {model_id}",
             namespace=nodes.text(nodes.get(root, "metadata", "namespace")), image=nodes.text(image_node),
             image_line=nodes.line(image_node), argv=tuple(argv), command_line=_at(config, offset), env=tuple(env),
             gpu_selectors=selectors,
@@ -108,9 +128,10 @@ def _engine_args_workload(doc: Document, root: yaml.Node, image_node, app: yaml.
     env = [EnvVar(name, nodes.text(value), _at(value, offset))
            for name, _, value in nodes.pairs(nodes.get(app, "runtime_env", "env_vars"))]  # fmt: skip
     name = nodes.text(nodes.get(app, "name")) or "(unnamed)"
+    kind, owner = _owner(doc)
     return Workload(
-        file=doc.file, line=_at(engine, offset), platform="kubernetes", kind="RayService",
-        name=nodes.text(nodes.get(root, "metadata", "name")) or "(unnamed)", container=f"serve app {name}",
+        file=doc.file, line=_at(engine, offset), platform="kubernetes", kind=kind,
+        name=owner, container=f"serve app {name}",
         namespace=nodes.text(nodes.get(root, "metadata", "namespace")), image=nodes.text(image_node),
         image_line=nodes.line(image_node), argv=tuple(argv), command_line=_at(engine, offset), env=tuple(env),
         notes=(f"Ray Serve application {name}: its own deployment class builds vLLM's engine; " + (
@@ -138,8 +159,7 @@ def _engine_args(root: yaml.Node) -> list[tuple[yaml.Node, yaml.Node, int]]:
     Serve LLM's and gives vLLM's engine arguments as data: a mapping with a string `model` key in the application's
     `args` (or one level below it) or in a deployment's `user_config` (or one level below it); or, for an app without
     args, its runtime_env variables when one names the model (MODEL_ID)."""
-    serve = nodes.get(root, "spec", "serveConfigV2")
-    inner, offset = _serve_config(serve)
+    inner, offset = _serve_config_of(root)
     found = []
     for app in nodes.items(nodes.get(inner, "applications")):
         if nodes.get(app, "args", "llm_configs") is not None:
@@ -159,6 +179,11 @@ def _engine_args(root: yaml.Node) -> list[tuple[yaml.Node, yaml.Node, int]]:
     return found
 
 
+def _serve_config_of(root: yaml.Node) -> tuple[yaml.Node | None, int]:
+    """The Serve config a document holds, and its line offset: a Serve config file is its own."""
+    return (root, 0) if is_serve_config_file(root) else _serve_config(nodes.get(root, "spec", "serveConfigV2"))
+
+
 def _serve_config(serve: yaml.Node | None) -> tuple[yaml.Node | None, int]:
     """serveConfigV2 (a YAML string) composed, and the line offset of its text in the manifest."""
     text = nodes.text(serve)
@@ -173,7 +198,7 @@ def _serve_config(serve: yaml.Node | None) -> tuple[yaml.Node | None, int]:
 
 def _llm_configs(root: yaml.Node) -> list[tuple[yaml.Node, int]]:
     """(each llm_configs entry, the line offset of the text it was composed from): serveConfigV2 is a YAML string."""
-    inner, offset = _serve_config(nodes.get(root, "spec", "serveConfigV2"))
+    inner, offset = _serve_config_of(root)
     found = []
     for app in nodes.items(nodes.get(inner, "applications")):
         configs = nodes.items(nodes.get(app, "args", "llm_configs"))

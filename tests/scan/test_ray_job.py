@@ -67,3 +67,34 @@ def test_a_ray_jobs_entrypoint_is_the_vllm_workload_with_the_head_groups_image_a
                                                               "aibrix/vllm-openai:v0.9.2-distributed")  # fmt: skip
     assert [t.text for t in job.argv][:3] == ["facebook/opt-13b", "--tensor-parallel-size", "2"]
     assert job.gpu_limit is None and job.command_line == 6
+
+
+SERVE_LLM_CONFIG = """\
+applications:
+  - name: llm_app
+    route_prefix: /
+    import_path: ray.serve.llm:build_openai_app
+    args:
+      llm_configs:
+        - model_loading_config:
+            model_id: qwen
+            model_source: Qwen/Qwen2.5-7B-Instruct
+          accelerator_type: L4
+          engine_kwargs:
+            tensor_parallel_size: 2
+            max_model_len: 8192
+"""
+
+
+def test_a_ray_serve_config_file_is_read_as_a_rayservices_serve_config_and_one_without_engine_data_named(tmp_path):
+    # `serve run config.yaml` takes what a RayService holds in spec.serveConfigV2; robbypambudi/ray-vllm-benchmark's
+    # deployer/config.yaml imports vLLM's api_server app with env vars on a deployment: named, not checked
+    (tmp_path / "serve.yaml").write_text(SERVE_LLM_CONFIG)
+    (tmp_path / "other.yaml").write_text(
+        "applications:\n  - name: vllm-gpt2\n    import_path: vllm.entrypoints.openai.api_server:app\n"
+        "    deployments:\n      - name: VLLMDeployment\n        runtime_env: {env_vars: {MODEL_NAME: gpt2}}\n")
+    _, found, notes, _ = read_manifests([str(tmp_path)])
+    (llm,) = found
+    assert (llm.kind, llm.name, llm.container) == ("Ray Serve config", "serve.yaml", "llm_configs qwen")
+    assert [t.text for t in llm.argv][:1] == ["Qwen/Qwen2.5-7B-Instruct"] and llm.line == 7
+    assert any("other.yaml:1: a Ray Serve config, application vllm-gpt2" in n for n in notes)
