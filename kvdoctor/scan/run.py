@@ -213,6 +213,9 @@ def unread_kind(doc: Document) -> str | None:
         named = " ".join(filter(None, (kind, nodes.text(nodes.get(doc.root, "metadata", "name")))))
         return (f"{where}: {named} mentions vLLM, but kvdoctor scan does not read kind {kind} "
                 f"({UNREAD_KIND_HINTS.get(kind, 'render it to the Deployment/Pod it creates')})")  # fmt: skip
+    if skypilot.is_skypilot_task(doc.root):  # `vllm bench latency` in run: vLLM's engine, but no server to check
+        return (f"{where}: SkyPilot task {nodes.text(nodes.get(doc.root, 'name')) or '(unnamed)'} mentions vLLM, "
+                "but its run script starts no vLLM server (vllm serve, vLLM's OpenAI server): not checked")
     if serving_crds.is_serve_config_file(doc.root):
         apps = ", ".join(f"{nodes.text(nodes.get(a, 'name')) or '(unnamed)'} ({nodes.text(nodes.get(a, 'import_path'))})"
                          for a in nodes.items(nodes.get(doc.root, "applications")))  # fmt: skip

@@ -76,3 +76,14 @@ def test_a_multi_node_task_does_not_compare_one_nodes_gpus(tmp_path):
 def test_a_task_without_vllm_is_no_workload(tmp_path):
     text = "resources:\n  accelerators: L4:1\nrun: |\n  python train.py --epochs 3\n"
     assert find_workloads([str(_task(tmp_path, text))])[1] == []
+
+
+def test_a_task_whose_run_starts_no_vllm_server_is_named_as_a_skypilot_task(tmp_path):
+    # nebius-ps-services' qwen72b-bench-vllm.yaml runs `vllm bench latency`: was 'a chart's raw values?'
+    from kvdoctor.scan.run import read_manifests
+
+    text = ("name: bench\nresources:\n  image_id: docker:vllm/vllm-openai:v0.11.0\n  accelerators: H200:8\n"
+            "run: |\n  vllm bench latency --model Qwen/Qwen2.5-72B-Instruct --input-len 32\n")  # fmt: skip
+    _, found, notes, _ = read_manifests([str(_task(tmp_path, text))])
+    assert found == [] and len(notes) == 1
+    assert "SkyPilot task bench mentions vLLM, but its run script starts no vLLM server" in notes[0]
