@@ -1,7 +1,8 @@
 """`kvdoctor scan` on whole repository trees (docs/scan.md, "Whole repositories"): for each tree, the exit code, wall
 seconds, files read, workloads found and checked, the fired error findings (to be judged by hand against vLLM's
 release), the files not read, and the files that plainly run vLLM (a grep) that no workload, unread entry or note
-names ("silent"; test files and library code among them are judged by hand too).
+names ("silent"; a file of a chart that a workload or unread entry names counts as named, the chart being scanned
+whole; test files and library code among them are judged by hand too).
 
     python tools/measure_scan_repos.py /tmp/h5/vllm-project+aibrix ... [--out DIR]
 """
@@ -39,6 +40,14 @@ def files_running_vllm(root: Path) -> list[str]:
     return found
 
 
+def chart_of(root: Path, file: str) -> str | None:
+    """The chart directory (the nearest one with a Chart.yaml) a file of the tree lies in, else None."""
+    for parent in Path(file).parents:
+        if parent != Path(".") and (root / parent / "Chart.yaml").is_file():
+            return parent.as_posix()
+    return None
+
+
 def measure(root: Path, out: Path | None) -> dict:
     started = time.monotonic()
     run = subprocess.run([str(KVDOCTOR), "scan", ".", "--format", "json", "--offline"], cwd=root,
@@ -64,7 +73,9 @@ def measure(root: Path, out: Path | None) -> dict:
     }  # fmt: skip
     named = {strip(w["file"]) for w in workloads} | {u[0] for u in row["unread"]}
     notes = "\n".join(report["notes"])
-    row["silent"] = [f for f in files_running_vllm(root) if f not in named and f not in notes]
+    charts = {chart_of(root, f) for f in named} - {None}  # a chart is scanned whole: its other files are named with it
+    row["silent"] = [f for f in files_running_vllm(root) if f not in named and f not in notes
+                     and chart_of(root, f) not in charts]  # fmt: skip
     return row
 
 
