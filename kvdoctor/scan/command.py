@@ -393,6 +393,8 @@ def _flat_commands(script: str) -> str:
     """The script as one line of commands: comments and redirections blanked, here-document bodies emptied,
     continuations made spaces, newlines made `;` (its words are placed by searching the original script)."""
     flat = _without_heredoc_bodies(_without_comments(script)).replace("\\\n", "  ").replace("\n", ";")
+    # `${VAR:+--flag "$VAR" --other}`: words passed only when VAR is set at run time, kept as one unknown word
+    flat = CONDITIONAL_WORDS.sub(lambda m: "${" + m.group(1) + ":+...}", flat)
     if re.search(r"(?<!\\)(?:\\\\)*\\$", flat):  # a continuation on the last line continues into nothing
         flat = flat[:-1] + " "
     return REDIRECTION.sub(lambda m: " " * len(m.group(0)), flat)

@@ -4,8 +4,13 @@ container's `$(VAR)` (and `$VAR` under `sh -c`) are expanded from them."""
 
 from __future__ import annotations
 
+import atexit
 import re
+import shutil
+import tempfile
 from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path, PurePosixPath
 
 import yaml
 
@@ -38,7 +43,42 @@ def config_maps_of(root: yaml.Node, file: str) -> dict[str, list[ConfigMap]]:
 
 
 def with_config_maps(workloads: list[Workload], maps: dict[str, list[ConfigMap]]) -> list[Workload]:
-    return [_resolved(w, maps) if w.platform == "kubernetes" and maps else w for w in workloads]
+    return [_with_config_file(_resolved(w, maps), maps) if w.platform == "kubernetes" and maps else w
+            for w in workloads]
+
+
+def config_file_option(argv: tuple[Token, ...] | list[Token]) -> tuple[int, int, str] | None:
+    """(index, tokens it takes, path) of `--config PATH` / `--config=PATH` in a serve argv, or None."""
+    for index, token in enumerate(argv):
+        if token.text.startswith("--config="):
+            return index, 1, token.text.partition("=")[2]
+        if token.text == "--config" and index + 1 < len(argv):
+            return index, 2, argv[index + 1].text
+    return None
+
+
+def _with_config_file(workload: Workload, maps: dict[str, list[ConfigMap]]) -> Workload:
+    """`vllm serve --config /etc/vllm/config.yaml` whose file a scanned ConfigMap holds (one data key of that file
+    name in the workload's namespace, as a configMap volume mounts it): the argv reads that content, written to a
+    file of kvdoctor's own (the container's path is not on this machine)."""
+    found = config_file_option(workload.argv)
+    if found is None:
+        return workload
+    index, taken, path = found
+    name = PurePosixPath(path).name
+    holders = [(map_name, config) for map_name, configs in maps.items() for config in configs
+               if name in config.values and (config.namespace is None or workload.namespace is None
+                                             or config.namespace == workload.namespace)]  # fmt: skip
+    if len(holders) != 1:
+        return workload
+    map_name, config = holders[0]
+    text, line = config.values[name]
+    copy = _copies_folder() / f"{len(list(_copies_folder().iterdir()))}-{name}"
+    copy.write_text(text, encoding="utf-8")
+    argv = list(workload.argv)
+    argv[index : index + taken] = [Token("--config", argv[index].line), Token(str(copy), argv[index].line)]
+    note = f"--config {path}: read from ConfigMap {map_name!r} key {name!r} ({config.file}:{line})"
+    return replace(workload, argv=tuple(argv), notes=workload.notes + (note,))
 
 
 def _resolved(workload: Workload, maps: dict[str, list[ConfigMap]]) -> Workload:
@@ -71,6 +111,14 @@ def _resolved(workload: Workload, maps: dict[str, list[ConfigMap]]) -> Workload:
         argv = expand_shell_variables(argv, known)
     return replace(workload, env=tuple(env), env_from=tuple(env_from), argv=tuple(argv),
                    notes=workload.notes + tuple(f"{u}: read from the scanned files" for u in used))  # fmt: skip
+
+
+@lru_cache(maxsize=1)
+def _copies_folder() -> Path:
+    """One temporary folder per process for the config files read from ConfigMaps, removed at exit."""
+    folder = Path(tempfile.mkdtemp(prefix="kvdoctor-config-"))
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
 
 
 def _config(maps: dict[str, list[ConfigMap]], name: str, namespace: str | None) -> ConfigMap | None:

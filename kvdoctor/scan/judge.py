@@ -11,6 +11,8 @@ from kvdoctor.facts.collect import CheckOptions
 from kvdoctor.base.errors import KvdoctorError, ModelConfigError
 from kvdoctor.model.report import Finding, Report
 from kvdoctor.scan.command import without_launcher_options, without_unresolved
+from kvdoctor.facts.probes.serve_args import parse_serve_command
+from kvdoctor.scan.config_maps import config_file_option
 from kvdoctor.scan.facts import DeploymentFacts, canonical_flag, deployment_facts, is_scan_fact_name
 from kvdoctor.scan.image import image_extension, pins_an_unknown_build
 from kvdoctor.scan.result import PlacedFinding, WorkloadResult
@@ -64,7 +66,7 @@ def deploy_rules():
 
 def judge(workload: Workload, defaults: ScanDefaults, settings: CheckSettings) -> WorkloadResult:
     """A full `kvdoctor check` of the workload, its findings placed on the manifest's lines."""
-    workload = _without_extension_options(workload)
+    workload = _without_extension_options(_without_unread_config_file(workload))
     argv, unresolved = without_unresolved(list(workload.argv))
     if unresolved:
         workload = _without_count_comparison(replace(workload, argv=tuple(argv), notes=workload.notes + tuple(unresolved)),
@@ -100,6 +102,21 @@ def judge(workload: Workload, defaults: ScanDefaults, settings: CheckSettings) -
     placed = tuple(_place(f, sources, report, workload) for f in report.sorted_findings())
     unjudged = deployment.unjudged + ((unread,) if unread else ())
     return WorkloadResult(workload, report, placed, sources, unjudged=unjudged)
+
+
+def _without_unread_config_file(workload: Workload) -> Workload:
+    """`--config PATH` whose file is inside the container (not on this machine, not in a scanned ConfigMap): left out
+    and named, since the flags it holds are unknown here (check would refuse a file it cannot read)."""
+    found = config_file_option(workload.argv)
+    if found is None or Path(found[2]).expanduser().is_file():
+        return workload
+    index, taken, path = found
+    argv = workload.argv[:index] + workload.argv[index + taken :]
+    note = f"--config {path}: a file inside the container, not in the scanned files: the options it sets are not judged"
+    if parse_serve_command([t.text for t in argv], {}).model is None:  # the file may name it: not vLLM's default
+        argv = (Token(f"<the model {path} names>", workload.argv[index].line),) + argv
+        note += ", nor the model it names (the command names none)"
+    return replace(workload, argv=argv, notes=workload.notes + (note,))
 
 
 def _without_extension_options(workload: Workload) -> Workload:

@@ -58,12 +58,18 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
     found: list[Workload] = []
     unread: list[UnreadFile] = []
     config_maps: dict[str, list[ConfigMap]] = {}
+
+    def read_rendered(doc, text):  # a chart's rendered document: its ConfigMaps count as the tree's
+        for name, maps in config_maps_of(doc.root, doc.file).items():
+            config_maps.setdefault(name, []).extend(maps)
+        return read_document(doc, text)
+
     for source in sources:
         if isinstance(source, ManifestError):
             unread.append(UnreadFile.of(source))
             continue
         if isinstance(source, ChartSource):
-            workloads, failures = chart_workloads(source, read_document, values_files)
+            workloads, failures = chart_workloads(source, read_rendered, values_files)
             # an object rendered without a name (a value such as the model left empty) is one Kubernetes refuses
             workloads = [w for w in workloads if w.name != UNNAMED] or values_workloads(source)
             found += workloads

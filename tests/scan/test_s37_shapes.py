@@ -99,3 +99,58 @@ def test_a_custom_gpu_label_with_a_shortened_name_decides_the_gpu(tmp_path):
     path = _deployment(tmp_path, "vllm serve Qwen/Qwen2.5-3B-Instruct", node_selector="      nodeSelector: {gpu-type: nvidia-2080ti}\n")
     result = by_name(scan([str(path)], tmp_path / "s", gpu=None))["app"]
     assert result.report.facts["gpu.name"] == "RTX 2080 Ti"
+
+
+def test_words_a_script_passes_only_when_a_variable_is_set_are_named_not_refused(tmp_path):
+    """`${TOOL_CALL_PARSER:+--tool-call-parser "$TOOL_CALL_PARSER" --enable-auto-tool-choice}` under sh -c: passed
+    only when the variable is set at run time (was read as one unrecognized argument, a false KVD004)."""
+    path = _deployment(tmp_path, 'exec vllm serve Qwen/Qwen2.5-3B-Instruct --port 8000 \\\n'
+                                 '  ${TOOL_CALL_PARSER:+--tool-call-parser "$TOOL_CALL_PARSER" --enable-auto-tool-choice}')
+    result = by_name(scan([str(path)], tmp_path / "s", gpu="A100"))["app"]
+    assert result.error is None
+    assert not [p for p in result.placed if p.finding.status == "fired" and p.finding.severity == "error"]
+    assert any("${TOOL_CALL_PARSER:+...}" in note for note in result.workload.notes)
+
+
+CONFIG_DEPLOYMENT = """apiVersion: v1
+kind: ConfigMap
+metadata: {{name: vllm-config}}
+data:
+  config.yaml: |
+    model: Qwen/Qwen2.5-3B-Instruct
+    tensor-parallel-size: {tp}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: app}}
+spec:
+  template:
+    spec:
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.25.1
+          command: ["vllm", "serve", "--config", "/etc/vllm/config.yaml"]
+          resources: {{limits: {{nvidia.com/gpu: "1"}}}}
+          volumeMounts: [{{name: cfg, mountPath: /etc/vllm}}]
+      volumes: [{{name: cfg, configMap: {{name: vllm-config}}}}]
+"""
+
+
+def test_a_config_file_a_scanned_configmap_holds_is_read(tmp_path):
+    path = tmp_path / "d.yaml"
+    path.write_text(CONFIG_DEPLOYMENT.format(tp=4))
+    result = by_name(scan([str(path)], tmp_path / "s", gpu="A100"))["app"]
+    assert result.error is None
+    assert result.report.facts["serve.tensor_parallel_size"] == 4  # from the ConfigMap's file
+    assert "KVD201" in {p.finding.rule_id for p in result.placed if p.finding.status == "fired"}  # 4 > 1 GPU
+    assert any("read from ConfigMap 'vllm-config' key 'config.yaml'" in note for note in result.workload.notes)
+
+
+def test_a_config_file_inside_the_container_is_named_and_its_model_is_unknown(tmp_path):
+    path = tmp_path / "d.yaml"
+    path.write_text(CONFIG_DEPLOYMENT.format(tp=1).split("---\n", 1)[1])  # the Deployment alone
+    result = by_name(scan([str(path)], tmp_path / "s", gpu="A100"))["app"]
+    assert result.error is None and result.report is not None  # was ERROR: "--config ...: file not found"
+    assert any("a file inside the container" in note and "nor the model it names" in note
+               for note in result.workload.notes)
+    assert "Qwen3-0.6B" not in str(result.sources)  # the file may name the model: not vLLM's default one
