@@ -8,10 +8,10 @@ from pathlib import Path
 
 from kvdoctor.check.run import CheckSettings, run_check
 from kvdoctor.facts.collect import CheckOptions
+from kvdoctor.facts.probes.serve_args import parse_serve_command
 from kvdoctor.base.errors import KvdoctorError, ModelConfigError
 from kvdoctor.model.report import Finding, Report
 from kvdoctor.scan.command import without_launcher_options, without_unresolved
-from kvdoctor.facts.probes.serve_args import parse_serve_command
 from kvdoctor.scan.config_maps import config_file_option
 from kvdoctor.scan.facts import DeploymentFacts, canonical_flag, deployment_facts, is_scan_fact_name
 from kvdoctor.scan.image import image_extension, pins_an_unknown_build
