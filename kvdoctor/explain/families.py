@@ -106,6 +106,8 @@ def load_families() -> Families:
                 if not is_fact_name(fact):
                     raise RulesFileError(f"{rule_file.path}: rule {rule.id}: only_when names {fact!r}, not a fact name")
             only_when[rule.id] = {fact: str(value) for fact, value in extra["only_when"].items()}
+    for rule_id, causes in (data.get("check_rules_explained_by") or {}).items():  # check.yaml's rules hold no explain keys
+        explained_by[rule_id] = explained_by.get(rule_id, ()) + tuple(causes)
     reasons = tuple((re.compile(r["reason"]), r["means"]) for r in data.get("selector_reasons") or [])
     started = data.get("started") or []
     return Families(

@@ -46,10 +46,7 @@ KNOWN_MISSES = frozenset({
     "wrapper_api_mismatch__sendnninference_336.log",
     "wrapper_api_mismatch__sparkvllmdocker_238.log",
     "wrapper_api_mismatch__unslothzoo_pr783.log",
-    "batched_tokens_below_max_len__vllmrecipes_441.log",  # batch 15
     "flashinfer_jit_toolkit__flashinferwindows_6.log",  # batch 15
-    "head_size_smem__1catvllm_40.log",  # batch 15
-    "lora_rank__truss_pr1752.log",  # batch 15
     "moe_kernel_selection__vllm_pr39825.log",  # batch 15
     "no_kernel_image__vllmascend_2725.log",  # batch 15
     "other__sparkvllmdocker_143.log",  # batch 15
@@ -57,9 +54,6 @@ KNOWN_MISSES = frozenset({
     "other__vediosifter_serverlog.log",  # batch 15
     "other__vllm_7201.log",  # batch 15
     "parallel_divisibility__gpustack_2259.log",  # batch 15
-    "prompt_exceeds_max_model_len__antonnew_serverlog.log",  # batch 15
-    "quant_min_capability__vllm_26431.log",  # batch 15
-    "vllm_c_abi_mismatch__projectapollo_serverlog.log",  # batch 15
     "wrapper_api_mismatch__msswift_6935.log",  # batch 15
     "wrapper_api_mismatch__nemorl_pr4058.log",  # batch 15
     "wrapper_api_mismatch__verl_pr7168.log",  # batch 15
