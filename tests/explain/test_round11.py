@@ -101,3 +101,64 @@ _STARTED = ("INFO 01-02 03:04:00 [api_server.py:1] Starting vLLM API server on h
 def test_a_prompt_over_max_model_len_at_a_running_server_keeps_its_family(error):
     log = _STARTED + error + "INFO:     127.0.0.1:5000 - \"POST /v1/chat/completions HTTP/1.1\" 400 Bad Request\n"
     assert _family(log) == "prompt_exceeds_max_model_len"
+
+
+@pytest.mark.parametrize("log, built, device", [
+    ("..[ERROR] the socversion Ascend910B1 of bin package does not match the current device socverison Ascend310P3. "
+     "Please modify default socversion in run.sh or execute run.sh with socversion parameter.", "Ascend910B1", "Ascend310P3"),
+    ("INFO 09-03 08:14:33 [model_runner_v1.py:1] Loading model weights took 14.2 GB\n"
+     "[ERROR] the socversion Ascend310P3 of bin package does not match the current device socversion Ascend910B2.\n",
+     "Ascend310P3", "Ascend910B2"),
+    ("[ERROR] the socversion Ascend910_9391 of bin package does not match the current device socverison Ascend910B4",
+     "Ascend910_9391", "Ascend910B4"),
+])  # fmt: skip
+def test_an_ascend_op_package_for_another_soc_is_no_kernel_image(log, built, device):
+    assert _family(log) == "no_kernel_image"
+    assert built in _text(log) and device in _text(log)
+
+
+@pytest.mark.parametrize("line", [
+    "nvcc fatal   : A single input file is required for a non-link phase when an outputfile is specified",
+    "nvcc fatal : Value 'c++20' is not defined for option 'std'",
+    "RuntimeError: Ninja build failed: nvcc fatal   : Unknown option '-Xcompiler=/Zc:__cplusplus'",
+])  # fmt: skip
+def test_an_nvcc_fatal_error_is_the_jit_toolkit(line):
+    assert _family(line) == "flashinfer_jit_toolkit"
+
+
+@pytest.mark.parametrize("line", [
+    "TypeError: Worker.reload_weights() got an unexpected keyword argument 'weights_iterator'",
+    "(RayWorker pid=3) TypeError: GPUModelRunner.load_model() got an unexpected keyword argument 'eep_scale_up'",
+    "TypeError: WorkerWrapperBase.update_weights_from_ipc() got an unexpected keyword argument 'peft_config'",
+])  # fmt: skip
+def test_a_keyword_a_vllm_worker_method_does_not_take_is_a_wrapper_mismatch(line):
+    assert _family(line) == "wrapper_api_mismatch"
+
+
+def _not_implemented(caller: str, raiser: str) -> str:
+    return ("Traceback (most recent call last):\n"
+            f"  File \"{caller}\", line 146, in async_llm_worker\n    result = await method(*args, **kwargs)\n"
+            f"  File \"{raiser}\", line 535, in collective_rpc_async\n    raise NotImplementedError\nNotImplementedError\n")
+
+
+@pytest.mark.parametrize("caller", ["/workspace/ms-swift/swift/llm/infer/rollout.py", "/app/openrlhf/trainer/vllm_engine.py"])
+def test_a_bare_not_implemented_in_vllm_called_by_a_framework_is_a_wrapper_mismatch(caller):
+    log = ("INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)\n"
+           "INFO:     10.0.0.1:42132 - \"POST /init_communicator/ HTTP/1.1\" 200 OK\n"
+           + _not_implemented(caller, "/opt/conda/lib/python3.10/site-packages/vllm/engine/async_llm_engine.py"))
+    assert _family(log) == "wrapper_api_mismatch"
+    assert "collective_rpc_async" in _text(log)
+
+
+def test_a_not_implemented_raised_by_the_program_itself_is_not_vllm_s():
+    log = _not_implemented("/app/trainer/rollout.py", "/app/trainer/engine.py")
+    assert _family(log) != "wrapper_api_mismatch"
+
+
+@pytest.mark.parametrize("line", [
+    "AssertionError: RowParallelLinear already registered!",
+    "AssertionError: <class 'vllm.model_executor.layers.fused_moe.layer.FusedMoE'> already registered!",
+    "ValueError: QKVParallelLinear is already registered",
+])  # fmt: skip
+def test_a_vllm_layer_registered_twice_by_a_plugin_is_a_wrapper_mismatch(line):
+    assert _family(line) == "wrapper_api_mismatch"
