@@ -96,3 +96,40 @@ def _flow_depth(text: str) -> int:
         elif char in "]}" and depth:
             depth -= 1
     return deepest
+
+
+MAX_EXPANDED_NODES = 2_000_000  # the largest real manifest seen has ~200,000 nodes; billion-laughs aliases far more
+ALIAS = re.compile(r"(?:^|[\s\[{,:-])\*[^\s\[\]{},]")
+
+
+def expands_too_far(roots: list) -> bool:
+    """True when YAML aliases (*name) make the composed node trees, read out in full, larger than
+    MAX_EXPANDED_NODES: a 'billion laughs' document is a few lines whose expansion never ends."""
+    sizes: dict[int, int] = {}
+
+    def size(node) -> int:
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        sizes[id(node)] = 1  # a recursive alias counts once
+        value = node.value
+        total = 1
+        if isinstance(value, list):
+            for item in value:
+                total += sum(size(part) for part in item) if isinstance(item, tuple) else size(item)
+                if total > MAX_EXPANDED_NODES:
+                    break
+        sizes[id(node)] = total
+        return total
+
+    total = 0
+    for root in roots:
+        total += size(root) if root is not None else 0
+        if total > MAX_EXPANDED_NODES:
+            return True
+    return False
+
+
+def has_aliases(text: str) -> bool:
+    """A cheap first look: only a text with an alias can expand beyond its own size."""
+    return "*" in text and ALIAS.search(text) is not None

@@ -27,6 +27,14 @@ def _split(text: Optional[str]) -> tuple[str, ...]:
     return tuple(part.strip() for part in (text or "").split(",") if part.strip())
 
 
+def _given_not_empty(flag: str, text: Optional[str]) -> None:
+    """A list given but naming nothing (`--gpus ""`, `--gpus ,`) is bad input, not the default list."""
+    from kvdoctor.base.errors import UsageError
+
+    if text is not None and not _split(text):
+        raise UsageError(f"{flag} names nothing ({text!r}): give a comma-separated list, or leave the flag out")
+
+
 def default_gpus() -> tuple[str, ...]:
     """Every GPU in the bundled table, weakest first."""
     from kvdoctor.data.gpus import gpu_table
@@ -117,6 +125,8 @@ def _request(model, gpus, kv_cache_dtypes, vllm_source, vllm_version, dtype, ten
     # a bad value fails here, once, not in every cell
     validate_check_inputs(dtype=dtype, tensor_parallel_size=tensor_parallel_size, vllm_version=vllm_version,
                           vllm_source=vllm_source, compile_timeout=compile_timeout)  # fmt: skip
+    _given_not_empty("--gpus", gpus)
+    _given_not_empty("--kv-cache-dtypes", kv_cache_dtypes)
     gpu_list = _split(gpus) or default_gpus()
     for gpu in gpu_list:
         validate_check_inputs(gpu=gpu)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import os
 import re
+import stat
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -12,7 +13,8 @@ from pathlib import Path
 import yaml
 
 from kvdoctor.base.errors import KvdoctorError
-from kvdoctor.base.yaml_safe import MAX_FLOW_DEPTH, load_yaml_cached, safe_loader, too_deeply_nested
+from kvdoctor.base.yaml_safe import (MAX_EXPANDED_NODES, MAX_FLOW_DEPTH, expands_too_far, has_aliases,
+                                     load_yaml_cached, safe_loader, too_deeply_nested)
 from kvdoctor.data import read_data
 from kvdoctor.scan.helm_chart import ChartSource, chart_data_files, chart_root, is_values_file
 
@@ -80,6 +82,8 @@ def discover(paths: list[str]) -> tuple[list[SourceFile | ChartSource | Manifest
             files.append(chart)
         elif path.is_file():
             files.append(_or_error(lambda: _read(path)))
+        elif path.exists():  # a FIFO, a socket, a device: named, never read
+            raise ManifestError(f"{given}: not a regular file ({_file_kind(path.stat().st_mode)})")
         else:
             raise ManifestError(f"{given}: no such file or directory")
     return files, notes
@@ -159,10 +163,19 @@ def _display(path: Path) -> str:
         return str(path)
 
 
+def _file_kind(mode: int) -> str:
+    kinds = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"))
+    return next((name for test, name in kinds if test(mode)), "not a file")
+
+
 def _read(path: Path) -> SourceFile:
     shown = _display(path)
     try:
-        if path.stat().st_size > MAX_MANIFEST_BYTES:
+        status = path.stat()
+        if not stat.S_ISREG(status.st_mode):  # a FIFO or a device would block the read or never end
+            raise ManifestError(f"{shown}: not a regular file ({_file_kind(status.st_mode)}), not read")
+        if status.st_size > MAX_MANIFEST_BYTES:
             raise ManifestError(f"{shown}: over {MAX_MANIFEST_BYTES // 2**20} MiB, not read")
         raw = path.read_bytes()
     except OSError as exc:
@@ -203,6 +216,9 @@ def compose_documents(source: SourceFile) -> list[Document]:
         if templates:
             raise _template_error(source, templates[0]) from None
         raise ManifestError(f"{source.path}: malformed YAML ({type(exc).__name__})") from None
+    if has_aliases(text) and expands_too_far(roots):
+        raise ManifestError(f"{source.path}: YAML aliases expand past {MAX_EXPANDED_NODES:,} nodes (a 'billion"
+                            " laughs' document?), not read")
     outside = _outside_strings(templates, roots)
     if outside is not None:
         raise _template_error(source, outside)

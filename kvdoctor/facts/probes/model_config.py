@@ -19,11 +19,19 @@ from kvdoctor.facts.probes.layer_features import logits_soft_cap, uses_alibi
 from kvdoctor.facts.probes.model_source import ConfigLocation
 
 MAX_CONFIG_BYTES = 5 * 1024 * 1024
+MAX_CONFIG_INTEGER = 2**31 - 1  # a size vLLM keeps in an int32 tensor index; larger is a corrupt config
+MORE_SIZES = ("vocab_size",)
+"""Sizes read elsewhere (model_memory) that must also be positive integers when given."""
 MAX_SAFETENSORS_HEADER = 100 * 1024 * 1024
 SUB_CONFIGS = ("text_config", "language_config", "llm_config", "thinker_config", "encoder_config", "vision_config")
 SINK_FLAGS = ("add_swa_attention_sink_bias", "add_full_attention_sink_bias", "use_sink", "attention_sink")
 EXPERT_COUNTS = ("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts")
 NON_ATTENTION_LAYERS = ("mamba", "linear", "conv", "ssm", "recurrent", "deltanet")
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def read_model_facts(location: ConfigLocation) -> ModelFacts:
@@ -37,11 +45,14 @@ def read_model_facts(location: ConfigLocation) -> ModelFacts:
             for name in names:
                 if name in scope and scope[name] is not None:
                     value = scope[name]
-                    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                        raise ModelConfigError(f"{where}: '{name}' must be a positive integer, got {value!r}")
+                    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_CONFIG_INTEGER:
+                        raise ModelConfigError(f"{where}: '{name}' must be a positive integer below 2**31,"
+                                               f" got {_shown(value)}")
                     return value
         return None
 
+    for size in MORE_SIZES:
+        integer(size)
     heads = integer("num_attention_heads", "n_head", "num_heads", "n_heads")  # n_heads: MPT
     hidden = integer("hidden_size", "n_embd", "n_embed", "d_model")  # n_embed: BLOOM(Z)
     kv_lora_rank = integer("kv_lora_rank")

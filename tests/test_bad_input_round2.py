@@ -1,0 +1,86 @@
+"""Bad input, round 2 (H10): shapes real users hit that round 1 (test_bad_input_corpus.py) did not try.
+
+Each class is fixed by mechanism; each case runs the real CLI in a subprocess and must end in exit 2 with one
+clear stderr line, no traceback, within the subprocess timeout (a FIFO or a YAML bomb used to hang scan).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import EXAMPLE_MODEL
+
+MODEL = str(EXAMPLE_MODEL)
+QUICK = ["--gpu", "A100", "--vllm-version", "0.25.1", "--no-compile"]
+
+
+def model_with(tmp: Path, **changes) -> str:
+    config = json.loads(EXAMPLE_MODEL.joinpath("config.json").read_text())
+    config.update(changes)
+    directory = tmp / "model"
+    directory.mkdir()
+    (directory / "config.json").write_text(json.dumps(config))
+    return str(directory)
+
+
+def fifo_dir(tmp: Path) -> Path:
+    directory = tmp / "deploy"
+    directory.mkdir()
+    os.mkfifo(directory / "pipe.yaml")
+    return directory
+
+
+def billion_laughs(tmp: Path) -> str:
+    lines, previous = ['a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]'], "a"
+    for name in "bcdefghij":
+        lines.append(f"{name}: &{name} [" + ", ".join([f"*{previous}"] * 9) + "]")
+        previous = name
+    path = tmp / "bomb.yaml"
+    path.write_text("\n".join(lines) + "\nkind: Deployment\n")
+    return str(path)
+
+
+CASES = [
+    # scan: a file that is not a regular file is named, never read (reading a FIFO blocks for ever)
+    ("scan-fifo-in-dir", lambda t: ["scan", str(fifo_dir(t))], "not a regular file (a FIFO)"),
+    ("scan-fifo-given", lambda t: ["scan", str(fifo_dir(t) / "pipe.yaml")], "not a regular file (a FIFO)"),
+    # scan: aliases whose expansion never ends
+    ("scan-billion-laughs", lambda t: ["scan", billion_laughs(t)], "YAML aliases expand past"),
+    # check: config.json sizes past any real model (MemoryError / OverflowError, exit 3, before)
+    ("layers-1e12", lambda t: ["check", "--model", model_with(t, num_hidden_layers=10**12), *QUICK],
+     "'num_hidden_layers' must be a positive integer below 2**31"),
+    ("layers-1e30", lambda t: ["check", "--model", model_with(t, num_hidden_layers=10**30), *QUICK],
+     "'num_hidden_layers' must be a positive integer below 2**31"),
+    # check: a negative vocabulary was a PASS
+    ("vocab-negative", lambda t: ["check", "--model", model_with(t, vocab_size=-1), *QUICK], "'vocab_size' must be"),
+    # matrix: a list flag that names nothing was every GPU, exit 0
+    ("matrix-gpus-empty", lambda t: ["matrix", "--model", MODEL, "--no-compile", "--gpus", ""], "--gpus names nothing"),
+    ("matrix-gpus-commas", lambda t: ["matrix", "--model", MODEL, "--no-compile", "--gpus", " , "],
+     "--gpus names nothing"),
+    ("matrix-dtypes-empty", lambda t: ["matrix", "--model", MODEL, "--no-compile", "--kv-cache-dtypes", ","],
+     "--kv-cache-dtypes names nothing"),
+]
+
+
+@pytest.mark.parametrize("build, expected", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_exits_2_with_one_clear_line(run_cli, tmp_path, build, expected):
+    result = run_cli(*build(tmp_path))
+    assert result.code == 2, (result.code, result.stdout[-500:], result.stderr[-2000:])
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.strip().splitlines() if line.startswith("kvdoctor: error: ")]
+    assert len(lines) == 1 and expected in lines[0], result.stderr
+
+
+def test_a_real_alias_is_still_read(tmp_path):
+    """Anchors and aliases of an ordinary size (a shared env list) are not a bomb."""
+    import yaml
+
+    from kvdoctor.base.yaml_safe import expands_too_far, has_aliases
+
+    text = "env: &env [{name: A, value: '1'}]\nx: {env: *env}\ny: {env: *env}\n"
+    assert has_aliases(text) and not expands_too_far(list(yaml.compose_all(text)))
+    assert not has_aliases("args: ['--x', '*']\n# a * b\n")
