@@ -3,6 +3,7 @@ the log's facts imply, and the notes (the primary cause, why the last error line
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import replace
 from typing import Any
@@ -15,6 +16,10 @@ from kvdoctor.explain.tracebacks import ExceptionChain, LoggedException
 from kvdoctor.model.report import Finding, Report
 from kvdoctor.rules.engine import evaluate_rules, finding_for
 from kvdoctor.rules.loader import Rule
+
+# a helper that only checks a call's status and raises (NCCL_CHECK, CUDA_CHECK, _check_error): the call it checked,
+# one frame out, is what failed
+_STATUS_CHECKER = re.compile(r"^_?(?:[A-Z]+_CHECK|(?:[a-z]+_)*check(?:_[a-z]+)*)$")
 
 MAX_EVIDENCE = 6
 MAX_EXCEPTIONS = 20
@@ -149,6 +154,14 @@ def _matched_finding(match: SignatureMatch, group: list[SignatureMatch], facts: 
     return replace(base, evidence=tuple(evidence))
 
 
+def _checked_call(exception: LoggedException) -> str | None:
+    """'function (file:line)' of the call a status-checking helper checked, when the innermost frame is one."""
+    if len(exception.frames) < 2 or not _STATUS_CHECKER.match(exception.frames[-1].function or ""):
+        return None
+    caller = exception.frames[-2]
+    return f"{caller.function} ({caller.file}:{caller.line})"
+
+
 def unknown_finding(rule: Rule, exception: LoggedException, facts: dict[str, Any], only_wrappers: bool = False
                     ) -> Finding:
     """The finding for a failure no rule knows: what failed, where, and what kvdoctor could not find."""
@@ -160,6 +173,9 @@ def unknown_finding(rule: Rule, exception: LoggedException, facts: dict[str, Any
         f"raised at {exception.where or 'unknown (no traceback frames in the log)'}",
         f"log line {exception.line}" + (f" [{exception.stream}]" if exception.stream else ""),
     ]
+    checked = _checked_call(exception)
+    if checked:
+        evidence.insert(3, f"checking the call in {checked}")
     if only_wrappers:
         cause = (f"{base.cause} The log holds only a wrapper line (line {exception.line}: "
                  f"{clip(exception.message, 160).rstrip('.')}): the error of the process that failed is not in this log. "
@@ -167,6 +183,7 @@ def unknown_finding(rule: Rule, exception: LoggedException, facts: dict[str, Any
     else:
         cause = f"{base.cause} The failure: {clip(exception.summary, 200).rstrip('.')}"
         cause += f", raised at {exception.where}" if exception.where else ""
+        cause += f" checking the call in {checked}" if checked else ""
         code = exception.frames[-1].code if exception.frames else None
         # the line that failed says which value was wrong when the message is Python's own ('int' * 'NoneType')
         cause += f", in `{clip(code, 160)}`." if code else "."

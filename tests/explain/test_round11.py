@@ -162,3 +162,55 @@ def test_a_not_implemented_raised_by_the_program_itself_is_not_vllm_s():
 ])  # fmt: skip
 def test_a_vllm_layer_registered_twice_by_a_plugin_is_a_wrapper_mismatch(line):
     assert _family(line) == "wrapper_api_mismatch"
+
+
+@pytest.mark.parametrize("frames, checked", [
+    (("pynccl_wrapper.py", 257, "ncclAllReduce", "self.NCCL_CHECK(self._funcs['ncclAllReduce'](sendbuff))"),
+     ("pynccl_wrapper.py", 223, "NCCL_CHECK", "raise RuntimeError(f'NCCL error: {error_str}')")),
+    (("cuda_wrapper.py", 150, "cudaIpcOpenMemHandle", "self.CUDART_CHECK(self.funcs['cudaIpcOpenMemHandle'](ptr))"),
+     ("cuda_wrapper.py", 120, "CUDART_CHECK", "raise RuntimeError(f'CUDART error: {error_str}')")),
+    (("custom_all_reduce.py", 90, "register_buffer", "_check_error(ops.register_buffer(ptr))"),
+     ("custom_all_reduce.py", 40, "_check_error", "raise RuntimeError('frobnicated status 7')")),
+])  # fmt: skip
+def test_an_unknown_failure_raised_by_a_status_checker_names_the_call_it_checked(frames, checked):
+    caller, raiser = frames, checked
+    log = "Traceback (most recent call last):\n" + "".join(
+        f"  File \"/venv/lib/python3.12/site-packages/vllm/distributed/{f}\", line {n}, in {fn}\n    {code}\n"
+        for f, n, fn, code in (caller, raiser)) + "RuntimeError: frobnicated status 7 (qux)\n"
+    assert f"checking the call in {caller[2]}" in _text(log)
+
+
+def test_an_unknown_failure_raised_in_an_ordinary_function_names_no_checked_call():
+    log = ("Traceback (most recent call last):\n  File \"/venv/vllm/a.py\", line 3, in load\n    frob()\n"
+           "  File \"/venv/vllm/b.py\", line 9, in frob\n    raise RuntimeError('frobnicated status 7')\n"
+           "RuntimeError: frobnicated status 7 (qux)\n")
+    assert "checking the call" not in _text(log)
+
+
+_DIED = "(APIServer pid=5) ERROR 04-27 18:09:47 [core_client.py:600] Engine core proc {} died unexpectedly, shutting down client.\n"
+_DEAD = ("(APIServer pid=5) ERROR 04-27 18:09:47 [async_llm.py:546] vllm.v1.engine.exceptions.EngineDeadError: EngineCore "
+         "encountered an issue. See stack trace (above) for the root cause.\n")
+
+
+@pytest.mark.parametrize("proc", ["EngineCore_DP0", "EngineCore_DP3", "EngineCore"])
+def test_an_engine_core_that_died_with_no_error_of_its_own_was_killed(proc):
+    log = _DIED.format(proc) + _DEAD
+    assert f"Engine core proc {proc} died unexpectedly" in _text(log)
+    assert "killed" in _text(log)
+
+
+def test_an_engine_core_that_logged_its_own_failure_is_explained_by_that_failure():
+    log = ("(EngineCore_DP0 pid=6) ERROR 04-27 18:09:40 [core.py:1] EngineCore encountered a fatal error.\n"
+           "(EngineCore_DP0 pid=6) ValueError: frobnicated status 7 (qux)\n" + _DIED.format("EngineCore_DP0") + _DEAD)
+    assert "something killed it" not in _text(log)
+
+
+@pytest.mark.parametrize("log, arch", [
+    ("This kernel only supports sm120.\ncudaErrorLaunchFailure: unspecified launch failure\n", "120"),
+    ("(EngineCore_DP0 pid=7) This kernel only supports sm100.\nRuntimeError: CUDA error: an illegal instruction was encountered\n", "100"),
+    ("This kernel only supports sm90a.\n", "90"),
+])  # fmt: skip
+def test_a_kernel_arch_guard_names_the_architecture_it_was_built_for(log, arch):
+    assert _family(log) == "no_kernel_image"
+    assert f"This kernel only supports sm{arch}" in _text(log)
+    assert f"built for sm{arch} only" in _text(log)
