@@ -419,6 +419,10 @@ def failure_evidence(
 # waited: one is a slow step (compilation, a long load), a repeat is a hang.
 _SHM_WAIT = re.compile(r"\bNo available shared memory broadcast block found in \d+ seconds?\b")
 HANG_REPEATS = 2
+# a line reporting that a step finished (the worker's 'Initial profiling/warmup run took 107.62 s', 'Application startup
+# complete'): after the last wait notice it says the wait ended, the notices were a slow step
+_STEP_DONE = re.compile(r"\btook \d+(?:\.\d+)? ?(?:s\b|sec|second)|\b(?:[Ss]tartup|[Cc]apturing|[Cc]ompil\w+|[Ww]arm(?:ing)?[- ]?up)"
+                        r"\b[^\n]{0,40}\b(?:complete[d]?|finished|done)\b")
 
 
 def _hang(lines: list[LogLine], add: Callable[[FailureEvidence], None]) -> None:
@@ -426,7 +430,8 @@ def _hang(lines: list[LogLine], add: Callable[[FailureEvidence], None]) -> None:
     notice (a process, a request or a resource still waited for) once it repeats at the log's end, nothing after it
     but more of the same."""
     waits = [line for line in lines if "No available shared" in line.text and _SHM_WAIT.search(line.text)]
-    if len(waits) >= HANG_REPEATS:
+    if len(waits) >= HANG_REPEATS and not any(
+            line.number > waits[-1].number and _STEP_DONE.search(line.text) for line in lines):
         line = waits[HANG_REPEATS - 1]
         add(FailureEvidence(line.number, "error text", f"{line.text.strip()} (printed {len(waits)} times: a hang)",
                             line.stream, line.level))

@@ -55,9 +55,7 @@ KNOWN_MISSES = frozenset({
 # block found in 60 seconds" wait notice (exit 1, KVD399); round 6 counts the notice only once it repeats (a hang) and
 # drops it. Batch 11: a 400 Bad Request after a 200 at a running server (exit 1, first_request_failure); round 6
 # dropped it (a 4xx at an endpoint that already served is the request's fault). Drop a name once explain exits 0 on it.
-KNOWN_HEALTHY_MISSES: frozenset[str] = frozenset({
-    "healthy_other__vllm_pr39910.log",  # batch 15
-})
+KNOWN_HEALTHY_MISSES: frozenset[str] = frozenset()
 
 
 def _measure():

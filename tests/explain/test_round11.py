@@ -214,3 +214,21 @@ def test_a_kernel_arch_guard_names_the_architecture_it_was_built_for(log, arch):
     assert _family(log) == "no_kernel_image"
     assert f"This kernel only supports sm{arch}" in _text(log)
     assert f"built for sm{arch} only" in _text(log)
+
+
+_SHM = ("(EngineCore pid=127) INFO 04-15 13:42:25 [shm_broadcast.py:681] No available shared memory broadcast block "
+        "found in 60 seconds. This typically happens when some processes are hanging or doing some time-consuming work.\n")
+
+
+@pytest.mark.parametrize("done", [
+    "(Worker pid=185) INFO 04-15 13:43:42 [monitor.py:76] Initial profiling/warmup run took 107.62 s\n",
+    "(EngineCore pid=127) INFO 04-15 13:44:00 [core.py:1] init engine (profile, create kv cache, warmup model) took 140.2 seconds\n",
+    "(APIServer pid=1) INFO:     Application startup complete.\n",
+])  # fmt: skip
+def test_repeated_shm_waits_followed_by_a_finished_step_are_a_slow_step_not_a_hang(done):
+    assert explain_text(_SHM * 2 + done).exit_code("error") == 0
+
+
+def test_repeated_shm_waits_with_no_finished_step_after_them_stay_a_hang():
+    log = "(Worker pid=185) INFO 04-15 13:41:24 [cpu_model_runner.py:116] Warming up model for the compilation...\n"
+    assert explain_text(log + _SHM * 2).exit_code("error") == 1
