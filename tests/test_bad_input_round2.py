@@ -84,3 +84,39 @@ def test_a_real_alias_is_still_read(tmp_path):
     text = "env: &env [{name: A, value: '1'}]\nx: {env: *env}\ny: {env: *env}\n"
     assert has_aliases(text) and not expands_too_far(list(yaml.compose_all(text)))
     assert not has_aliases("args: ['--x', '*']\n# a * b\n")
+
+
+PASTED = ["check", *QUICK, "--"]
+CASES_PASTED = [
+    # one quoted string that no shell would run (was 'model path not found: vllm serve ...')
+    ("one-string-open-quote", lambda t: [*PASTED, f"vllm serve {MODEL} --served-model-name 'abc"], "no closing quotation"),
+    ("one-string-trailing-backslash", lambda t: [*PASTED, f"vllm serve {MODEL} \\"], "no escaped character"),
+    # another program (was 'python: config.json is not in the local Hugging Face cache')
+    ("another-program", lambda t: [*PASTED, "python", "train.py", "--epochs", "3"], "runs `python train.py`"),
+    ("docker-run", lambda t: [*PASTED, "docker", "run", "vllm/vllm-openai", "--model", MODEL], "runs `docker run`"),
+    ("vllm-bench", lambda t: [*PASTED, "vllm", "bench", "latency", "--model", MODEL], "runs `vllm bench`"),
+]
+
+
+@pytest.mark.parametrize("build, expected", [c[1:] for c in CASES_PASTED], ids=[c[0] for c in CASES_PASTED])
+def test_a_pasted_command_that_is_no_vllm_serve(run_cli, tmp_path, build, expected):
+    test_bad_input_exits_2_with_one_clear_line(run_cli, tmp_path, build, expected)
+
+
+@pytest.mark.parametrize("pasted", [
+    [f"VLLM_USE_V1=1 vllm serve {MODEL} \\\n  --max-model-len 4096"],  # one string, as copied from a README
+    ["env", "VLLM_USE_V1=1", "vllm", "serve", MODEL, "--max-model-len", "4096"],
+])
+def test_a_pasted_command_as_one_string_or_with_env_is_read(run_cli, pasted):
+    result = run_cli("check", *QUICK, "--format", "json", "--", *pasted)
+    assert result.code == 0, result.stderr
+    assert json.loads(result.stdout)["facts"]["serve.max_model_len"] == 4096
+
+
+@pytest.mark.parametrize("url", ["not a url", "http://host:8000/v1 x", "http://host\t:8000"])
+def test_verify_url_with_spaces_is_bad_input(run_cli, url):
+    """http.client refused it mid-request: exit 3 'internal error: InvalidURL', before."""
+    result = run_cli("verify", url, "--model", MODEL, "--kv-cache-dtype", "auto", "--gpu", "A100")
+    assert result.code == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [line for line in result.stderr.strip().splitlines()
+                                                  if "not a server URL" in line]

@@ -80,11 +80,13 @@ def register(app: typer.Typer) -> None:
         own_flags = tuple(sorted(o for p in ctx.command.params for o in (*p.opts, *p.secondary_opts) if o.startswith("-")))
 
         def work():
+            from kvdoctor.inputs.pasted_command import typed_command
+
             validate_check_inputs(fail_on=fail_on, compile_timeout=compile_timeout)
             named = named_vllm_release(vllm_version) if vllm_version is not None else None
             options = CheckOptions(
                 model=model,
-                serve_argv=tuple(pasted),
+                serve_argv=tuple(typed_command(pasted)),
                 loose_flags=tuple(loose),
                 own_flags=own_flags,
                 kv_cache_dtype=kv_cache_dtype,

@@ -100,7 +100,9 @@ def _checked(report: Path | None, flags: dict, pasted: list[str], loose: list[st
     from kvdoctor.check.run import CheckSettings, run_check
     from kvdoctor.facts.collect import CheckOptions
 
-    options = CheckOptions(serve_argv=tuple(pasted), loose_flags=tuple(loose), own_flags=own_flags,
+    from kvdoctor.inputs.pasted_command import typed_command
+
+    options = CheckOptions(serve_argv=tuple(typed_command(pasted)), loose_flags=tuple(loose), own_flags=own_flags,
                            cache_dir=default_cache_dir(), resolve_kernels=False, **flags)  # fmt: skip
     checked = run_check(options, CheckSettings(compile=False))
     return from_facts(checked.facts, "kvdoctor check on the given flags (no compile)", checked.verdict)

@@ -178,6 +178,9 @@ def base_url(url: str) -> str:
     parts = urllib.parse.urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError(f"not a server URL: {url!r}", "e.g. http://vllm.default.svc:8000")
+    if any(char.isspace() or ord(char) < 32 or ord(char) == 127 for char in text):  # http.client refuses these
+        raise UsageError(f"not a server URL: {url!r} (a space or control character inside)",
+                         "e.g. http://vllm.default.svc:8000")
     try:
         parts.port
     except ValueError:
