@@ -47,7 +47,6 @@ KNOWN_MISSES = frozenset({
     "wrapper_api_mismatch__sparkvllmdocker_238.log",
     "wrapper_api_mismatch__unslothzoo_pr783.log",
     "moe_kernel_selection__vllm_pr39825.log",  # batch 15
-    "other__sparkvllmdocker_227.log",  # batch 15
     "parallel_divisibility__gpustack_2259.log",  # batch 15
 })
 # Healthy seen logs that explain reported as a failure (exit 1) when their batch was added; the exit-0 test below

@@ -232,3 +232,17 @@ def test_repeated_shm_waits_followed_by_a_finished_step_are_a_slow_step_not_a_ha
 def test_repeated_shm_waits_with_no_finished_step_after_them_stay_a_hang():
     log = "(Worker pid=185) INFO 04-15 13:41:24 [cpu_model_runner.py:116] Warming up model for the compilation...\n"
     assert explain_text(log + _SHM * 2).exit_code("error") == 1
+
+
+@pytest.mark.parametrize("line", [
+    "specs=[{'GPU': 1.0, 'node:192.168.50.192': 0.001}, {'GPU': 1.0}] (PACK)",
+    "INFO 01-02 03:04:05 [ray_utils.py:1] pending: specs=[{'GPU': 1.0, 'node:10.0.0.7': 0.001}, {'GPU': 1.0}, {'GPU': 1.0}] (STRICT_PACK)",
+    "(raylet) specs=[{'node:172.16.0.2': 0.001, 'GPU': 1.0}] (SPREAD)",
+])  # fmt: skip
+def test_a_pending_placement_group_anchored_to_a_node_is_device_placement(line):
+    assert _family(line) == "device_placement"
+    assert "node:" in _text(line) and "(" in _text(line)
+
+
+def test_bundle_specs_without_a_strategy_are_no_failure():
+    assert explain_text("INFO 01-02 03:04:05 [ray_utils.py:1] bundles: [{'GPU': 1.0, 'node:10.0.0.7': 0.001}]").exit_code("error") == 0
