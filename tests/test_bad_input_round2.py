@@ -120,3 +120,29 @@ def test_verify_url_with_spaces_is_bad_input(run_cli, url):
     assert result.code == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines() == [line for line in result.stderr.strip().splitlines()
                                                   if "not a server URL" in line]
+
+
+def test_explain_of_a_fifo_nobody_writes_to_ends(run_cli, tmp_path):
+    """A plain read of such a FIFO blocked for ever (the probe's 10 s timeout killed it)."""
+    os.mkfifo(tmp_path / "vllm.log")
+    result = run_cli("explain", str(tmp_path / "vllm.log"))
+    assert result.code == 2 and "is a FIFO that nothing wrote to within" in result.stderr, result.stderr
+
+
+def test_explain_of_a_fifo_with_a_writer_reads_it(run_cli, tmp_path):
+    """`kvdoctor explain <(kubectl logs POD)`: the writer's lines are read, even once it has closed its end."""
+    import subprocess
+    import sys
+
+    os.mkfifo(tmp_path / "vllm.log")
+    writer = subprocess.Popen([sys.executable, "-c", "import time, sys; time.sleep(1); "
+                               "open(sys.argv[1], 'w').write('INFO start\\nRuntimeError: boom\\n')",
+                               str(tmp_path / "vllm.log")])  # fmt: skip
+    result = run_cli("explain", str(tmp_path / "vllm.log"))
+    writer.wait(timeout=30)
+    assert result.code == 1 and "FAIL" in result.stdout, (result.stdout, result.stderr)
+
+
+def test_explain_of_a_device_is_bad_input(run_cli):
+    result = run_cli("explain", "/dev/zero")  # a read that never ends
+    assert result.code == 2 and "is a character device, not a log file" in result.stderr

@@ -26,7 +26,18 @@ def register(app: typer.Typer) -> None:
         def work():
             from kvdoctor.explain.explain import explain_log
 
+            from kvdoctor.base.errors import UsageError
+            from kvdoctor.inputs.special_files import FIFO_WAIT_S, fifo_as_stdin, special_kind
+
             validate_check_inputs(fail_on=fail_on)
+            kind = special_kind(log) if log != "-" else None
+            if kind == "a FIFO" and fifo_as_stdin(log):  # read as a pipe: kvdoctor explain <(kubectl logs POD)
+                return explain_log("-", tuple(rules))
+            if kind == "a FIFO":  # a plain read would wait for a writer for ever
+                raise UsageError(f"{log} is a FIFO that nothing wrote to within {FIFO_WAIT_S:g} s",
+                                 "pass the log file, or pipe it: ... | kvdoctor explain -")
+            if kind and kind != "a FIFO":  # a socket or a device: reading it would block or never end
+                raise UsageError(f"{log} is {kind}, not a log file", "pass the log file, or pipe it: ... | kvdoctor explain -")
             return explain_log(log, tuple(rules))
 
         run_and_exit(work, CHECK, output_format, output, fail_on, verbose, debug)

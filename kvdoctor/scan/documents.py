@@ -5,7 +5,6 @@ from __future__ import annotations
 import bisect
 import os
 import re
-import stat
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -16,6 +15,7 @@ from kvdoctor.base.errors import KvdoctorError
 from kvdoctor.base.yaml_safe import (MAX_EXPANDED_NODES, MAX_FLOW_DEPTH, expands_too_far, has_aliases,
                                      load_yaml_cached, safe_loader, too_deeply_nested)
 from kvdoctor.data import read_data
+from kvdoctor.inputs.special_files import special_kind
 from kvdoctor.scan.helm_chart import ChartSource, chart_data_files, chart_root, is_values_file
 
 MAX_MANIFEST_BYTES = 8 * 1024 * 1024
@@ -82,8 +82,8 @@ def discover(paths: list[str]) -> tuple[list[SourceFile | ChartSource | Manifest
             files.append(chart)
         elif path.is_file():
             files.append(_or_error(lambda: _read(path)))
-        elif path.exists():  # a FIFO, a socket, a device: named, never read
-            raise ManifestError(f"{given}: not a regular file ({_file_kind(path.stat().st_mode)})")
+        elif kind := special_kind(path):  # a FIFO, a socket, a device: named, never read
+            raise ManifestError(f"{given}: not a regular file ({kind})")
         else:
             raise ManifestError(f"{given}: no such file or directory")
     return files, notes
@@ -163,19 +163,12 @@ def _display(path: Path) -> str:
         return str(path)
 
 
-def _file_kind(mode: int) -> str:
-    kinds = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-             (stat.S_ISBLK, "a block device"))
-    return next((name for test, name in kinds if test(mode)), "not a file")
-
-
 def _read(path: Path) -> SourceFile:
     shown = _display(path)
     try:
-        status = path.stat()
-        if not stat.S_ISREG(status.st_mode):  # a FIFO or a device would block the read or never end
-            raise ManifestError(f"{shown}: not a regular file ({_file_kind(status.st_mode)}), not read")
-        if status.st_size > MAX_MANIFEST_BYTES:
+        if kind := special_kind(path):  # a FIFO or a device would block the read or never end
+            raise ManifestError(f"{shown}: not a regular file ({kind}), not read")
+        if path.stat().st_size > MAX_MANIFEST_BYTES:
             raise ManifestError(f"{shown}: over {MAX_MANIFEST_BYTES // 2**20} MiB, not read")
         raw = path.read_bytes()
     except OSError as exc:
