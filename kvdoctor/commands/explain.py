@@ -27,7 +27,7 @@ def register(app: typer.Typer) -> None:
             from kvdoctor.explain.explain import explain_log
 
             from kvdoctor.base.errors import UsageError
-            from kvdoctor.inputs.special_files import FIFO_WAIT_S, fifo_as_stdin, special_kind
+            from kvdoctor.base.special_files import FIFO_WAIT_S, fifo_as_stdin, special_kind
 
             validate_check_inputs(fail_on=fail_on)
             kind = special_kind(log) if log != "-" else None

@@ -15,7 +15,7 @@ from kvdoctor.base.errors import KvdoctorError
 from kvdoctor.base.yaml_safe import (MAX_EXPANDED_NODES, MAX_FLOW_DEPTH, expands_too_far, has_aliases,
                                      load_yaml_cached, safe_loader, too_deeply_nested)
 from kvdoctor.data import read_data
-from kvdoctor.inputs.special_files import special_kind
+from kvdoctor.base.special_files import special_kind
 from kvdoctor.scan.helm_chart import ChartSource, chart_data_files, chart_root, is_values_file
 
 MAX_MANIFEST_BYTES = 8 * 1024 * 1024
