@@ -34,7 +34,8 @@ def kv_dtype_facts(kv_cache_dtype: str, releases: Candidates | str | None) -> di
         releases = candidates(releases)
     accepted = agree(releases.releases, lambda r: kv_cache_dtype in r.kv_cache_dtypes)
     pool = list(dict.fromkeys(v for r in reversed(releases.releases) for v in r.kv_cache_dtypes))
-    closest = difflib.get_close_matches(kv_cache_dtype, pool, n=1, cutoff=0.4)
+    typed = kv_cache_dtype.strip().lower()  # 'FP8', 'fp8 ': the value meant, in vLLM's spelling
+    closest = [typed] if typed in pool else difflib.get_close_matches(typed, pool, n=1, cutoff=0.4)
     accepting = [r.version for r in releases.releases if kv_cache_dtype in r.kv_cache_dtypes]
     return {
         "kv.accepted": accepted.value,

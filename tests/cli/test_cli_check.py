@@ -78,7 +78,16 @@ def test_unknown_kv_dtype_gets_vllms_wording_and_closest(run_cli):
     finding = next(f for f in result.json()["findings"] if f["rule_id"] == "KVD001")
     # vLLM's own parser refuses it first (--kv-cache-dtype has choices, vllm/engine/arg_utils.py)
     assert "argument --kv-cache-dtype: invalid choice: 'fp8_e4m3fn'" in finding["cause"]
-    assert "closest valid value is fp8_e4m3" in finding["cause"]
+    assert "Closest valid value: fp8_e4m3." in finding["cause"]
+
+
+@pytest.mark.parametrize(("typed", "closest"), [("FP8", "fp8"), ("fp8 ", "fp8"), ("Auto", "auto"),
+                                                ("zzzzqq", "none of them is close")])
+def test_an_unknown_kv_dtype_gets_the_value_meant_as_its_closest(run_cli, typed, closest):
+    result = run_cli("check", "--model", str(EXAMPLE_MODEL), "--gpu", "H100", "--vllm-version", "0.25.1", "--no-compile",
+                     "--kv-cache-dtype", typed, "--format", "json")
+    finding = next(f for f in result.json()["findings"] if f["rule_id"] == "KVD001")
+    assert f"Closest valid value: {closest}." in finding["cause"]
 
 
 def test_no_gpu_no_flag_says_what_would_decide(run_cli, report_schema):
