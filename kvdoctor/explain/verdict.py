@@ -453,9 +453,11 @@ def _waiting_at_the_end(lines: list[LogLine], add: Callable[[FailureEvidence], N
     """The log's last lines (after its last line of something else) are one wait notice, repeated: the process it
     came from waited there until the log was cut or the process stopped (a hang), whatever its level. A notice a hard
     wrap split is read with the lines that continue it (no header of their own, the same stream)."""
+    by_stream: dict[object, list[LogLine]] = {}
+    for line in lines:
+        by_stream.setdefault(line.stream, []).append(line)
     for stream in dict.fromkeys(line.stream for line in reversed(lines)):  # each process's own last lines
-        own = [line for line in lines if line.stream == stream]
-        if _waited_at_the_end(own, add):
+        if _waited_at_the_end(by_stream[stream], add):
             return
 
 
