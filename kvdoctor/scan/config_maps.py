@@ -5,6 +5,7 @@ container's `$(VAR)` (and `$VAR` under `sh -c`) are expanded from them."""
 from __future__ import annotations
 
 import atexit
+import os
 import re
 import shutil
 import tempfile
@@ -73,8 +74,10 @@ def _with_config_file(workload: Workload, maps: dict[str, list[ConfigMap]]) -> W
         return workload
     map_name, config = holders[0]
     text, line = config.values[name]
-    copy = _copies_folder() / f"{len(list(_copies_folder().iterdir()))}-{name}"
-    copy.write_text(text, encoding="utf-8")
+    handle, copy_name = tempfile.mkstemp(dir=_copies_folder(), suffix=f"-{name}")
+    copy = Path(copy_name)
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        out.write(text)
     argv = list(workload.argv)
     argv[index : index + taken] = [Token("--config", argv[index].line), Token(str(copy), argv[index].line)]
     note = f"--config {path}: read from ConfigMap {map_name!r} key {name!r} ({config.file}:{line})"
@@ -111,6 +114,11 @@ def _resolved(workload: Workload, maps: dict[str, list[ConfigMap]]) -> Workload:
         argv = expand_shell_variables(argv, known)
     return replace(workload, env=tuple(env), env_from=tuple(env_from), argv=tuple(argv),
                    notes=workload.notes + tuple(f"{u}: read from the scanned files" for u in used))  # fmt: skip
+
+
+def is_scanned_copy(path: str) -> bool:
+    """Whether a --config path is kvdoctor's copy of a scanned ConfigMap's file (not a path of this machine)."""
+    return _copies_folder.cache_info().currsize > 0 and Path(path).parent == _copies_folder()
 
 
 @lru_cache(maxsize=1)

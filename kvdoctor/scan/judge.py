@@ -12,7 +12,7 @@ from kvdoctor.facts.probes.serve_args import parse_serve_command
 from kvdoctor.base.errors import KvdoctorError, ModelConfigError
 from kvdoctor.model.report import Finding, Report
 from kvdoctor.scan.command import without_launcher_options, without_unresolved
-from kvdoctor.scan.config_maps import config_file_option
+from kvdoctor.scan.config_maps import config_file_option, is_scanned_copy
 from kvdoctor.scan.facts import DeploymentFacts, canonical_flag, deployment_facts, is_scan_fact_name
 from kvdoctor.scan.image import image_extension, pins_an_unknown_build
 from kvdoctor.scan.result import PlacedFinding, WorkloadResult
@@ -105,10 +105,10 @@ def judge(workload: Workload, defaults: ScanDefaults, settings: CheckSettings) -
 
 
 def _without_unread_config_file(workload: Workload) -> Workload:
-    """`--config PATH` whose file is inside the container (not on this machine, not in a scanned ConfigMap): left out
-    and named, since the flags it holds are unknown here (check would refuse a file it cannot read)."""
+    """`--config PATH` whose file is inside the container (no scanned ConfigMap holds it): left out and named, since
+    the flags it holds are unknown here; a file of the same path on this machine is not the container's."""
     found = config_file_option(workload.argv)
-    if found is None or Path(found[2]).expanduser().is_file():
+    if found is None or is_scanned_copy(found[2]):
         return workload
     index, taken, path = found
     argv = workload.argv[:index] + workload.argv[index + taken :]
