@@ -1,10 +1,10 @@
 """On this machine: kvdoctor's predictions for fit_grid.py's cases (made BEFORE the GPU run), and their comparison
 with what real vLLM logged there.
 
-    python -m gpu_verify.startups.fit_compare predict --version 0.25.1 [--parts cd] --out docs/real-startup-results/fit-predictions.json
+    python -m gpu_verify.startups.fit_compare predict --version 0.25.1 [--parts cd] [--gpu H100] --out docs/real-startup-results/fit-predictions.json
     python -m gpu_verify.startups.fit_compare compare --predictions P.json --results R.json [R2.json ...] --out MD
 
-A prediction is `kvdoctor check --no-compile --gpu H200 --vllm-version V --format json -- vllm serve DIR FLAGS`
+A prediction is `kvdoctor check --no-compile --gpu GPU (H200 unless --gpu) --vllm-version V --format json -- vllm serve DIR FLAGS`
 on the case's config (weights estimated from config.json, as for any checkpoint kvdoctor cannot read). A tiny
 model's config exists only on the GPU machine: it is predicted afterwards from the config the run sent back, and
 marked so.
@@ -24,11 +24,10 @@ from pathlib import Path
 from gpu_verify.startups.fit_grid import CONFIGS, grid
 
 REPO = Path(__file__).resolve().parents[2]
-H200_GIB = 143771 / 1024  # nvidia-smi's memory.total, MiB
 KEEP = ("memory.", "context.", "quant.", "model.weights")
 
 
-def predict_one(case: dict, version: str, config: dict | None = None) -> dict:
+def predict_one(case: dict, version: str, config: dict | None = None, gpu: str = "H200") -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp) / case["id"]
         d.mkdir()
@@ -37,7 +36,7 @@ def predict_one(case: dict, version: str, config: dict | None = None) -> dict:
         else:
             shutil.copy(REPO / CONFIGS[case["model"]], d / "config.json")
         dummy = [] if case["model"].startswith("tiny:") else ["--load-format", "dummy"]
-        argv = [sys.executable, "-m", "kvdoctor", "check", "--no-compile", "--gpu", "H200", "--vllm-version", version,
+        argv = [sys.executable, "-m", "kvdoctor", "check", "--no-compile", "--gpu", gpu, "--vllm-version", version,
                 "--format", "json", "--", "vllm", "serve", str(d), *dummy, *case["flags"]]
         env = dict(os.environ, HF_HUB_OFFLINE="1")
         p = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, env=env, timeout=300)
@@ -50,14 +49,14 @@ def predict_one(case: dict, version: str, config: dict | None = None) -> dict:
     return {"exit": p.returncode, "verdict": report["verdict"], "rules": rules, "facts": facts}
 
 
-def predict(version: str, out: Path, parts: str = "ab") -> None:
-    doc = {"version": version, "gpu": "H200", "cases": {}}
+def predict(version: str, out: Path, parts: str = "ab", gpu: str = "H200") -> None:
+    doc = {"version": version, "gpu": gpu, "cases": {}}
     for part in parts:
         for case in grid(part):
             if case["model"].startswith("tiny:"):
                 doc["cases"][case["id"]] = {"predicted_after": "tiny model: config made on the GPU machine"}
                 continue
-            doc["cases"][case["id"]] = predict_one(case, version)
+            doc["cases"][case["id"]] = predict_one(case, version, gpu=gpu)
             print(case["id"], doc["cases"][case["id"]].get("verdict"), doc["cases"][case["id"]].get("rules"), flush=True)
     out.write_text(json.dumps(doc, indent=1, sort_keys=True))
 
@@ -96,8 +95,9 @@ def fit_outcome(r: dict) -> str | None:
 def compare(predictions: Path, results: list[Path], out: Path) -> None:
     pred = json.loads(predictions.read_text())
     rows, machine = merged(results)
-    lines = [f"# kvdoctor's fit and quantization verdicts against real vLLM {pred['version']} start-ups on an H200",
-             "", f"Machine: {json.dumps(machine)}", "",
+    gpu = f"{machine.get('gpu')} ({machine.get('gpu_memory')})" if machine else pred.get("gpu", "H200")
+    lines = [f"# kvdoctor's fit and quantization verdicts against real vLLM {pred['version']} start-ups on {gpu}",
+             "", f"Machine: {json.dumps(machine)}", f"Predicted for: {pred.get('gpu', 'H200')}", "",
              "Predictions were written before the GPU run (`fit_compare predict`, committed first); weights are",
              "estimated from config.json (the servers ran `--load-format dummy`: random weights of the real size).",
              "`sized` = vLLM logged its KV cache size (its fit check passed) but the server was not ready within the",
@@ -157,13 +157,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--version", required=True)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--parts", default="ab", help="fit_grid parts to predict, e.g. cd")
+    p.add_argument("--gpu", default="H200", help="the GPU kvdoctor predicts for (a name or alias in gpus.yaml)")
     c = sub.add_parser("compare")
     c.add_argument("--predictions", type=Path, required=True)
     c.add_argument("--results", type=Path, nargs="+", required=True)
     c.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
     if args.cmd == "predict":
-        predict(args.version, args.out, args.parts)
+        predict(args.version, args.out, args.parts, args.gpu)
     else:
         compare(args.predictions, args.results, args.out)
     return 0
