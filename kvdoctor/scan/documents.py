@@ -223,6 +223,11 @@ PODLESS_KINDS = frozenset(load_yaml_cached(read_data("podless_kinds.yaml"), "pod
 DOCUMENT_SEPARATOR = re.compile(r"^---[ \t]*(?:#[^\n]*)?$", re.MULTILINE)
 TOP_LEVEL_KIND = re.compile(r"^kind:[ \t]*[\"']?([A-Za-z0-9]+)[\"']?[ \t]*(?:#[^\n]*)?$", re.MULTILINE)
 TOP_LEVEL_API_VERSION = re.compile(r"^apiVersion:", re.MULTILINE)
+POD_TEMPLATE_API_GROUPS = ("serving.knative.dev/",)
+"""API groups whose `kind: Service` holds a pod template (a Knative Service: Cloud Run's service YAML, KServe's
+serverless mode), unlike core v1's Service, which runs nothing."""
+TOP_LEVEL_POD_TEMPLATE_API = re.compile(r"^apiVersion:[ \t]*[\"']?(?:" + "|".join(map(re.escape, POD_TEMPLATE_API_GROUPS))
+                                        + ")", re.MULTILINE)  # fmt: skip
 
 
 def _without_podless_documents(text: str) -> str:
@@ -235,7 +240,8 @@ def _without_podless_documents(text: str) -> str:
         end = separator.start() if separator else len(text)
         chunk = text[start:end]
         kind = TOP_LEVEL_KIND.search(chunk)
-        if kind and kind.group(1) in PODLESS_KINDS and TOP_LEVEL_API_VERSION.search(chunk) and "\n..." not in chunk:
+        if kind and kind.group(1) in PODLESS_KINDS and TOP_LEVEL_API_VERSION.search(chunk) and "\n..." not in chunk \
+                and not TOP_LEVEL_POD_TEMPLATE_API.search(chunk):
             chunk = _null_document(chunk)
         pieces.append(chunk)
         if separator:

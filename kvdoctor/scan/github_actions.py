@@ -12,7 +12,7 @@ import yaml
 
 from kvdoctor.scan import nodes
 from kvdoctor.scan.documents import Document
-from kvdoctor.scan.scripts import script_workloads
+from kvdoctor.scan.scripts import script_workloads, unseen_commands
 from kvdoctor.scan.workload import Workload
 
 EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
@@ -30,9 +30,20 @@ def is_github_actions(root: yaml.Node) -> bool:
 
 
 def workloads(doc: Document, source_text: str) -> list[Workload]:
-    root = doc.root
-    name = nodes.text(nodes.get(root, "name")) or "(unnamed)"
-    found: list[Workload] = []
+    name = nodes.text(nodes.get(doc.root, "name")) or "(unnamed)"
+    return [replace(w, notes=w.notes + (STEP_NOTE,)) for script, first, env in _step_scripts(doc.root)
+            for w in script_workloads(script, first, doc.file, name, env)]  # fmt: skip
+
+
+def unseen_notes(doc: Document) -> list[str]:
+    """Notes for steps that deploy vLLM with a command kvdoctor cannot see (`gcloud run deploy` of an image built
+    elsewhere)."""
+    return [note for script, first, env in _step_scripts(doc.root) for note in unseen_commands(script, first, doc.file, env)]
+
+
+def _step_scripts(root: yaml.Node) -> list[tuple[str, int, dict[str, str]]]:
+    """(each step's `run:` script with ${{ }} made variables, its first line, the literal env it runs with)."""
+    found = []
     for step, env in _steps(root):
         run = nodes.get(step, "run")
         text = nodes.text(run)
@@ -40,8 +51,7 @@ def workloads(doc: Document, source_text: str) -> list[Workload]:
             continue
         first = (nodes.line(run) or 1) + (1 if run.style in ("|", ">") else 0)
         script = EXPRESSION.sub(lambda m: "${" + (re.sub(r"\W+", "_", m.group(1)).strip("_") or "expr") + "}", text)
-        known = env | _literal_env(nodes.get(step, "env"))
-        found += [replace(w, notes=w.notes + (STEP_NOTE,)) for w in script_workloads(script, first, doc.file, name, known)]
+        found.append((script, first, env | _literal_env(nodes.get(step, "env"))))
     return found
 
 

@@ -11,7 +11,7 @@ import yaml
 from kvdoctor.scan import nodes
 from kvdoctor.scan.command import (FLAGS_ONLY_NOTE, WRAPPER_NOTE, expand_shell_variables, only_serve_flags,
                                    runs_a_shell, serve_argv, words_of, wrapper_script)  # fmt: skip
-from kvdoctor.scan.documents import PODLESS_KINDS, Document
+from kvdoctor.scan.documents import PODLESS_KINDS, POD_TEMPLATE_API_GROUPS, Document
 from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
 from kvdoctor.scan.workload import EnvVar, GpuSelector, Token, Workload
 
@@ -48,6 +48,22 @@ LWS_GROUP_SIZE = "LWS_GROUP_SIZE"
 variables": LWS_LEADER_ADDRESS, LWS_GROUP_SIZE, LWS_WORKER_INDEX); the other two differ per pod, unknown here."""
 
 
+KNATIVE_POD_SPEC = (("spec", "template", "spec"),)
+"""Where a Knative Service (Cloud Run's service YAML) keeps its pod spec: containers, nodeSelector
+(run.googleapis.com/accelerator on Cloud Run), like a Deployment's."""
+
+
+def has_pod_template(root: yaml.Node) -> bool:
+    """Whether a kind that is podless in core Kubernetes (Service) is here one that runs pods (a Knative Service)."""
+    api = nodes.text(nodes.get(root, "apiVersion")) or ""
+    return api.startswith(POD_TEMPLATE_API_GROUPS)
+
+
+def pod_spec_paths(root: yaml.Node, kind: str) -> tuple[tuple[str, ...], ...] | None:
+    """The key paths to the object's pod specs where its layout is known, else None."""
+    return KNATIVE_POD_SPEC if has_pod_template(root) else POD_SPECS.get(kind)
+
+
 def is_kubernetes(root: yaml.Node) -> bool:
     return nodes.text(nodes.get(root, "kind")) is not None and nodes.get(root, "apiVersion") is not None
 
@@ -66,16 +82,17 @@ def workloads(doc: Document, source_text: str) -> list[Workload]:
 
 def _object(file: str, root: yaml.Node, source_text: str) -> list[Workload]:
     kind = nodes.text(nodes.get(root, "kind")) or ""
-    if kind in PODLESS_KINDS:
+    if kind in PODLESS_KINDS and not has_pod_template(root):
         return []  # a CRD's schema is large and runs nothing
     name = nodes.text(nodes.get(root, "metadata", "name")) or "(unnamed)"
     namespace = nodes.text(nodes.get(root, "metadata", "namespace"))
     found: list[Workload] = []
-    specs = [nodes.get(root, *path) for path in POD_SPECS[kind]] if kind in POD_SPECS else pod_specs_within(root)
+    paths = pod_spec_paths(root, kind)
+    specs = [nodes.get(root, *path) for path in paths] if paths is not None else pod_specs_within(root)
     provided = _group_size_env(root) if kind == "LeaderWorkerSet" else ()
     if kind == "LeaderWorkerSet" and _leader_only(root):
         specs = specs[:1]  # a group of one pod: the leader; the worker template is never instantiated
-    ray_start = kind not in POD_SPECS and runs_ray_start(root)
+    ray_start = paths is None and runs_ray_start(root)
     for spec in specs:
         if spec is None:
             continue
@@ -94,7 +111,7 @@ def _object(file: str, root: yaml.Node, source_text: str) -> list[Workload]:
     if kind == "LeaderWorkerSet":
         group = leader_worker_gpus(root)
         found = [replace(w, group_gpus=group) if group and w.gpu_limit is not None else w for w in found]
-    if kind not in POD_SPECS:
+    if paths is None:
         found = [_of_unlisted_kind(w, root, kind) for w in found]
     return found
 

@@ -30,6 +30,11 @@ def workloads(source: SourceFile) -> list[Workload]:
     return found
 
 
+def unseen_notes(source: SourceFile) -> list[str]:
+    """Notes for recipes that deploy vLLM with a command kvdoctor cannot see (scripts.unseen_commands)."""
+    return [note for _, recipe in _recipes(source.text) for note in scripts.unseen_commands(recipe, 1, source.path)]
+
+
 def _recipes(text: str) -> list[tuple[str, str]]:
     """(target, its recipe as a script of the Makefile's length: other lines blank, `$$` made `$`)."""
     lines = text.split("\n")

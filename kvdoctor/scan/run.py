@@ -79,11 +79,12 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             continue
         if makefiles.is_makefile(source):
             found += makefiles.workloads(source)
+            notes += makefiles.unseen_notes(source)
             continue
         if scripts.is_shell_script(source):
             written, why = heredoc_workloads(source)
             found += scripts.workloads(source) + written
-            notes += why
+            notes += why + scripts.unseen_notes(source)
             continue
         if dockerfile.is_dockerfile(source):
             found += dockerfile.workloads(source)
@@ -113,6 +114,8 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
                 continue
             workloads = read_document(doc, source.text)
             found += workloads
+            if github_actions.is_github_actions(doc.root):
+                notes += github_actions.unseen_notes(doc)
             if not workloads and source.data_of is None and (why := unread_kind(doc)):  # data: the chart's to read
                 notes.append(why)
     files = [s.path for s in sources if not isinstance(s, ManifestError)]
@@ -196,7 +199,8 @@ def unread_kind(doc: Document) -> str | None:
     """A document that mentions vLLM but is of a kind the scan does not read (an LLMInferenceService, a chart's
     raw values), named so that nobody takes its silence for a pass."""
     kind = nodes.text(nodes.get(doc.root, "kind"))
-    if kind in kubernetes.PODLESS_KINDS and nodes.get(doc.root, "apiVersion") is not None:
+    if kind in kubernetes.PODLESS_KINDS and nodes.get(doc.root, "apiVersion") is not None \
+            and not kubernetes.has_pod_template(doc.root):
         return None  # a Service named vllm, a PodMonitor of vLLM's pods: nothing runs there
     where = f"{doc.file}:{nodes.line(doc.root)}"
     if kind in SERVES_VLLM_ITSELF and nodes.get(doc.root, "apiVersion") is not None:

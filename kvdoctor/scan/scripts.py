@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import PurePosixPath
 
 from kvdoctor.data.engine_launchers import EngineLauncher
+from kvdoctor.scan import cloud_run
 from kvdoctor.scan.command import (FLAGS_ONLY_NOTE, SHELL_VARIABLE, after_launcher, branch_assignments,
                                   engine_launcher, expand_words, only_serve_flags, script_assignments,
                                   script_commands, serve_argv)  # fmt: skip
@@ -54,6 +55,11 @@ def workloads(source: SourceFile) -> list[Workload]:
     return script_workloads(text, 1, source.path, PurePosixPath(source.path).name)
 
 
+def unseen_notes(source: SourceFile) -> list[str]:
+    """Notes for the script's commands that deploy vLLM with a command kvdoctor cannot see."""
+    return unseen_commands(source.text, 1, source.path)
+
+
 def script_workloads(script: str, first_line: int, file: str, name: str,
                      env: dict[str, str] | None = None) -> list[Workload]:  # fmt: skip
     """The workloads of a shell script whose first line is `first_line` of `file`, its words expanded from its
@@ -68,7 +74,8 @@ def script_workloads(script: str, first_line: int, file: str, name: str,
         variants = [b for b in branches if used & set(b)] or [{}]
         for branch in variants:
             expanded = expand_words(words, known | branch)
-            workload = docker_run(file, name, expanded) or _direct(file, name, expanded)
+            workload = docker_run(file, name, expanded) or cloud_run.workload(file, name, expanded) \
+                or _direct(file, name, expanded)
             if workload is None or any(_same(workload, w) for w in found):
                 continue
             if branch:
@@ -77,6 +84,25 @@ def script_workloads(script: str, first_line: int, file: str, name: str,
                     + ", ".join(f"{k}={v}" for k, v in sorted(branch.items())),))  # fmt: skip
             found.append(workload)
     return found
+
+
+UNSEEN_NOTE = ("{file}:{line}: {what} runs an image whose command kvdoctor cannot see ({image}: its vLLM command is "
+               "built elsewhere, e.g. a Dockerfile or the image's entrypoint): not checked; scan the Dockerfile too, or "
+               "give the command (--args / --command)")  # fmt: skip
+
+
+def unseen_commands(script: str, first_line: int, file: str, env: dict[str, str] | None = None) -> list[str]:
+    """Notes for the commands of a script that deploy vLLM with a command kvdoctor cannot see (`gcloud run deploy
+    vllm-svc --image IMAGE` of an image built elsewhere), so that their silence is not taken for a pass."""
+    known = script_assignments(script, dict(env or {}))
+    notes = []
+    for words in script_commands(alternate_values(script, known), first_line):
+        expanded = expand_words(words, known)
+        if cloud_run.workload(file, "", expanded) is None and (found := cloud_run.unseen(expanded)) is not None:
+            service, image, first = found
+            notes.append(UNSEEN_NOTE.format(file=file, line=first.line, what=f"Cloud Run service {service}",
+                                            image=image or "no --image"))  # fmt: skip
+    return list(dict.fromkeys(notes))
 
 
 ALTERNATE_VALUE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):?\+((?:[^{}\n]|\{[^{}\n]*\})*)\}")
