@@ -12,5 +12,7 @@ explain (the flow, `explain_log` / `explain_text`):
      texts filled with only the values the log gave)
   -> annotate (family, where the message comes from, the selector's reasons with backend_advice from the pack,
      request-time failures, a healthy log's warnings)
-  -> verdict.uphold (a log with failure evidence always exits 1).
+  -> verdict.uphold (a log with failure evidence always exits 1)
+  -> verdict.cite_failure_lines + similar_reports (a failure no rule knows: its other failure lines quoted, and the
+     seen real logs that read like it cited with their threads; the closest one's family as the likely one).
 """

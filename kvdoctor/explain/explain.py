@@ -8,15 +8,17 @@ from typing import Any
 
 from kvdoctor.explain.annotate import annotate
 from kvdoctor.explain.command_line import DEFAULTS as COMMAND_DEFAULTS, command_facts
-from kvdoctor.explain.diagnosis import diagnose, message_origin
+from kvdoctor.explain.diagnosis import diagnose, message_origin, unknown_failure_rule
 from kvdoctor.explain.families import Families, load_families
 from kvdoctor.explain.findings import build_report, unknown_finding
 from kvdoctor.explain.log_facts import read_facts
 from kvdoctor.explain.log_lines import normalise, read_log, signal_lines
 from kvdoctor.explain.selector import SelectorError, parse_selector_errors
 from kvdoctor.explain.signatures import SignatureMatch, match_signatures
+from kvdoctor.explain.similar_reports import with_similar_reports
 from kvdoctor.explain.tracebacks import parse_chains, without_ignored
-from kvdoctor.explain.verdict import FailureEvidence, as_exception, failure_evidence, uphold
+from kvdoctor.explain.verdict import (FailureEvidence, as_exception, cite_failure_lines, failure_evidence,
+                                      uphold)
 from kvdoctor.model.report import Report
 
 
@@ -48,12 +50,13 @@ def explain_text(text: str, rules_files: tuple[Path, ...] = ()) -> Report:
     diagnosis = diagnose(matches, chains, rules, families, facts, selector_errors, evidence)
     report = build_report(rules, facts, fact_lines, chains, diagnosis)
     report = annotate(report, diagnosis, families, facts, selector_errors, lines, chains)
-    return uphold(report, evidence, lambda line: _failure_finding(rules, line, facts))
+    report = uphold(report, evidence, lambda line: _failure_finding(rules, line, facts))
+    report = cite_failure_lines(report, evidence, unknown_failure_rule())
+    return with_similar_reports(report, chains, evidence, unknown_failure_rule())
 
 
 def _failure_finding(rules: list, line: FailureEvidence, facts: dict[str, Any]):
     """The unknown-failure finding for an evidence line the diagnosis did not turn into a failing finding."""
-    from kvdoctor.explain.diagnosis import unknown_failure_rule
     from kvdoctor.model.report import Finding
 
     rule = next((r for r in rules if r.id == unknown_failure_rule()), None)

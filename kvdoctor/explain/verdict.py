@@ -651,3 +651,21 @@ def uphold(report: Report, evidence: tuple[FailureEvidence, ...], failure_findin
     # a failure no family names is the family 'other', as every unknown failure is
     extra = dict(extra, family=extra.get("family") or "other")
     return replace(report, findings=(failure_finding(best),) + report.findings, extra=extra)
+
+
+CITED_LINES = 4  # failure lines quoted under an unknown failure, besides the one it is reported by
+
+
+def cite_failure_lines(report: Report, evidence: tuple[FailureEvidence, ...], unknown_rule: str) -> Report:
+    """A failure no rule knows is told in the log's own words: its other failure lines (the ERROR records, failing
+    calls and messages around it, which name the values that failed) are quoted under it, in log order."""
+    if not report.findings or report.findings[0].rule_id != unknown_rule:
+        return report
+    finding = report.findings[0]
+    shown = " ".join(finding.evidence)
+    quoted = [e for e in sorted(evidence, key=lambda e: e.line)
+              if e.kind != "wrapper" and f"log line {e.line}" not in shown and e.text.strip()[:80] not in shown]
+    if not quoted:
+        return report
+    lines = tuple(f"failure line {e.line} ({e.kind}): {e.text.strip()[:300]}" for e in quoted[:CITED_LINES])
+    return replace(report, findings=(replace(finding, evidence=finding.evidence + lines),) + report.findings[1:])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from kvdoctor.explain.explain import explain_text
 from kvdoctor.explain.log_lines import normalise
+from kvdoctor.explain.similar_reports import rules_family
 from kvdoctor.report.check.text import render
 
 
@@ -69,7 +70,7 @@ def test_an_error_the_server_answered_a_client_with_is_a_request_time_failure():
         assert "server's error answer" in _text(report)
     # a start-up failure a client never saw stays a start-up failure
     report = explain_text("ValueError: frobnication is not available for this model\n")
-    assert report.extra["family"] == "other"
+    assert rules_family(report) == "other"  # a similar report may still name a likely family, said as likely
 
 
 def test_a_function_claimed_by_a_family_claims_only_that_familys_checks():

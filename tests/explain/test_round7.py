@@ -4,6 +4,7 @@ from the wordings of Python and vLLM (never copied from a real log)."""
 from __future__ import annotations
 
 from kvdoctor.explain.explain import explain_text
+from kvdoctor.explain.similar_reports import rules_family
 from kvdoctor.report.check.text import render
 
 
@@ -90,4 +91,4 @@ def test_a_vllm_class_lacking_a_member_it_had_in_other_releases_is_an_api_mismat
 def test_a_framework_class_or_none_lacking_a_member_is_not_claimed_by_the_history():
     for line in ("AttributeError: 'MyPolicyActor' object has no attribute 'cached_scheduler_outputs'\n",
                  "AttributeError: 'NoneType' object has no attribute 'prompt_adapter_config'\n"):
-        assert explain_text(line).extra["family"] != "wrapper_api_mismatch", line
+        assert rules_family(explain_text(line)) != "wrapper_api_mismatch", line

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kvdoctor.explain.explain import explain_text
+from kvdoctor.explain.similar_reports import rules_family
 
 _HEALTHY = ("INFO 06-25 16:32:00 [api_server.py:1000] vLLM API server version 0.9.2\n"
             "INFO 06-25 16:32:01 [config.py:100] Using max model len 4096\n")
@@ -122,7 +123,8 @@ def test_an_info_record_mentioning_an_unhandled_exception_is_not():
 
 
 def _family(text: str) -> str | None:
-    return explain_text(text).extra.get("family")
+    """The family the rules give (a similar report may name a likely one on top: similar_reports.py)."""
+    return rules_family(explain_text(text))
 
 
 _REQUEST_FAILURE = ("Traceback (most recent call last):\n"

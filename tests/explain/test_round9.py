@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kvdoctor.explain.explain import explain_text
+from kvdoctor.explain.similar_reports import rules_family
 from kvdoctor.report.check.text import render
 
 
@@ -14,7 +15,8 @@ def _text(report) -> str:
 
 
 def _family(log: str) -> str | None:
-    return explain_text(log).extra.get("family")
+    """The family the rules give (a similar report may name a likely one on top: similar_reports.py)."""
+    return rules_family(explain_text(log))
 
 
 # the Hub unreachable: urllib3's read / connect timeouts and name resolution, on huggingface.co, its CDN or a mirror

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from kvdoctor.explain.explain import explain_text
 from kvdoctor.explain.log_lines import normalise
+from kvdoctor.explain.similar_reports import rules_family
 from kvdoctor.explain.tracebacks import continued, parse_chains
 from kvdoctor.report.check.text import render
 
@@ -26,7 +27,7 @@ def test_an_exception_message_wrapped_over_two_lines_is_located_joined():
     assert explain_text("ValueError: Placement group bundle cannot have more than 1\n").extra["family"] == \
         "device_placement"
     single = explain_text("ValueError: Placement group bundle\n")  # too little of the literal to place it
-    assert single.extra["family"] == "other"  # the mechanism, not the rule, makes the difference
+    assert rules_family(single) == "other"  # the mechanism, not the rule, makes the difference
 
 
 def test_a_signature_that_stays_on_one_line_sees_the_wrapped_message_joined():
@@ -95,7 +96,7 @@ def test_a_bare_keyerror_is_placed_by_its_innermost_vllm_frame_under_helper_fram
 
 def test_a_drafter_weight_keyerror_needs_speculative_decoding_in_the_log():
     # KVD394's context: without a speculative config the same KeyError is not the drafter's
-    assert explain_text("KeyError: 'embed_tokens.weight'\n").extra["family"] == "other"
+    assert rules_family(explain_text("KeyError: 'embed_tokens.weight'\n")) == "other"
     report = explain_text("--speculative-config '{\"method\": \"eagle3\", \"num_speculative_tokens\": 3}'\n"
                           "KeyError: 'embed_tokens.weight'\n")
     assert report.extra["family"] == "spec_draft_kv"
