@@ -22,6 +22,8 @@ MAX_MANIFEST_BYTES = 8 * 1024 * 1024
 YAML_SUFFIXES = (".yaml", ".yml", ".yaml.tftpl", ".yml.tftpl")
 SCRIPT_SUFFIXES = (".sh", ".bash", ".ps1")  # a PowerShell script's docker run reads as a shell's
 PYTHON_SUFFIX = ".py"
+HCL_SUFFIXES = (".tf", ".nomad", ".hcl")
+"""Terraform and Nomad job files (HCL); a walk reads those that name vLLM, the rest are infrastructure."""
 # A Python file a walk reads: one that names vLLM or Ray Serve LLM (a Modal / Ray Serve app); the rest of a tree's
 # Python is code, not deployment, and is skipped without a word.
 PYTHON_DEPLOYMENT = re.compile(r"vllm|ray\.serve\.llm", re.IGNORECASE)
@@ -116,6 +118,11 @@ def _walk(root: Path, notes: list[str]) -> list[SourceFile | ChartSource | Manif
             if name.endswith(PYTHON_SUFFIX):
                 if PYTHON_TESTS.search(name) or TEST_DIRS & set(here.relative_to(root).parts):
                     continue  # a test suite's Python, not a deployment
+                source = _or_error(lambda: _read(here / name))
+                if isinstance(source, ManifestError) or PYTHON_DEPLOYMENT.search(source.text):
+                    found.append(source)
+                continue
+            if name.endswith(HCL_SUFFIXES):
                 source = _or_error(lambda: _read(here / name))
                 if isinstance(source, ManifestError) or PYTHON_DEPLOYMENT.search(source.text):
                     found.append(source)

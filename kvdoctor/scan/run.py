@@ -8,13 +8,14 @@ from typing import Callable
 from kvdoctor.check.run import CheckSettings
 from pathlib import Path
 
-from kvdoctor.scan import (compose, dockerfile, dstack, dynamo, github_actions, helm_release, helm_values, kubernetes,
-                           llmaz, makefiles, nodes, python_apps, python_engine_args, ray_job, scripts, serving_crds,
-                           skypilot)  # fmt: skip
+from kvdoctor.scan import (compose, dockerfile, dstack, dynamo, github_actions, hcl, helm_release, helm_values,
+                           kubernetes, llmaz, makefiles, nodes, nomad, python_apps, python_engine_args, ray_job, scripts,
+                           serving_crds, skypilot, terraform)  # fmt: skip
 from kvdoctor.scan.chart_reader import chart_workloads
 from kvdoctor.scan.config_maps import ConfigMap, config_maps_of, with_config_maps
 from kvdoctor.scan.command import heredoc_bodies, only_serve_flags, words_of
-from kvdoctor.scan.documents import Document, ManifestError, SourceFile, compose_documents, discover, display_path
+from kvdoctor.scan.documents import (HCL_SUFFIXES, Document, ManifestError, SourceFile, compose_documents, discover,
+                                     display_path)  # fmt: skip
 from kvdoctor.scan.helm_chart import ChartSource
 from kvdoctor.scan.judge import ScanDefaults, judge
 from kvdoctor.scan.result import ScanReport, UnreadFile, WorkloadResult
@@ -88,6 +89,16 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             continue
         if dockerfile.is_dockerfile(source):
             found += dockerfile.workloads(source)
+            continue
+        if source.path.endswith(HCL_SUFFIXES):
+            try:
+                root = hcl.parse(source.text, source.path)
+            except hcl.HclError as exc:
+                unread.append(UnreadFile.of(exc))
+                continue
+            found += nomad.workloads(root, source.path) + terraform.workloads(root, source.path, source.text,
+                                                                              read_document)  # fmt: skip
+            notes += terraform.notes(root, source.path)
             continue
         if python_apps.is_python_app(source):
             launched = python_apps.workloads(source) + python_engine_args.workloads(source)

@@ -1,0 +1,155 @@
+"""Terraform, written from the providers' documentation: the Kubernetes provider's kubernetes_deployment(_v1) nested
+blocks (container, env, value_from, resources.limits, node_selector), kubernetes_manifest, Google's Cloud Run v2
+service (template.containers, node_selector.accelerator), nomad_job's jobspec heredoc, and helm_release."""
+
+from __future__ import annotations
+
+from scan_support import by_name, scan
+
+DEPLOYMENT = """resource "kubernetes_deployment_v1" "vllm" {{
+  metadata {{
+    name      = "vllm"
+    namespace = "llm"
+  }}
+  spec {{
+    replicas = 1
+    selector {{ match_labels = {{ app = "vllm" }} }}
+    template {{
+      metadata {{ labels = {{ app = "vllm" }} }}
+      spec {{
+        node_selector = {{
+          "cloud.google.com/gke-accelerator" = "nvidia-l4"
+        }}
+        container {{
+          name  = "vllm"
+          image = "{image}"
+          args  = ["--model", var.model, "--tensor-parallel-size", "{tp}"]
+          env {{
+            name  = "VLLM_ATTENTION_BACKEND"
+            value = "FLASHINFER"
+          }}
+          env {{
+            name = "HF_TOKEN"
+            value_from {{
+              secret_key_ref {{
+                name = "hf"
+                key  = "token"
+              }}
+            }}
+          }}
+          resources {{
+            limits = {{ "nvidia.com/gpu" = 2 }}
+          }}
+        }}
+        container {{
+          name  = "metrics"
+          image = "prom/statsd-exporter:v0.26.0"
+        }}
+      }}
+    }}
+  }}
+}}
+"""
+VARIABLES = 'variable "model" {\n  type    = string\n  default = "Qwen/Qwen2.5-7B-Instruct"\n}\n'
+
+
+def _module(tmp_path, image: str = "vllm/vllm-openai:v0.10.2", tp: int = 2):
+    (tmp_path / "main.tf").write_text(DEPLOYMENT.format(image=image, tp=tp))
+    (tmp_path / "variables.tf").write_text(VARIABLES)
+    return tmp_path / "main.tf"
+
+
+def test_kubernetes_deployment_blocks_are_the_deployment(tmp_path):
+    result = by_name(scan([str(_module(tmp_path))], tmp_path / "s", gpu=None))["vllm"]
+    workload = result.workload
+    assert (workload.kind, workload.namespace, workload.container) == ("Deployment", "llm", "vllm")
+    assert [t.text for t in workload.argv] == ["--model", "Qwen/Qwen2.5-7B-Instruct", "--tensor-parallel-size", "2"]
+    assert any("variables" not in n and "var.model" in n for n in workload.notes)  # the default, said so
+    assert {e.name: (e.value, e.source) for e in workload.env} == {
+        "VLLM_ATTENTION_BACKEND": ("FLASHINFER", None), "HF_TOKEN": (None, "Secret 'hf' key 'token'")}
+    assert (workload.gpu_limit, workload.gpu_limit_line) == (2, 33)
+    assert result.report.facts["gpu.name"] == "L4"
+
+
+def test_too_few_gpus_in_a_deployment_block(tmp_path):
+    result = by_name(scan([str(_module(tmp_path, tp=4))], tmp_path / "s"))["vllm"]
+    assert next(p for p in result.placed if p.finding.rule_id == "KVD201").finding.status == "fired"
+
+
+def test_a_deployment_block_without_vllm_is_not_a_workload(tmp_path):
+    (tmp_path / "main.tf").write_text(DEPLOYMENT.format(image="ghcr.io/acme/web:1", tp=1).replace(
+        '["--model", var.model, "--tensor-parallel-size", "1"]', '["--port", "8080"]') + "# serves vllm's clients\n")
+    report = scan([str(tmp_path)], tmp_path / "s")
+    assert report.workloads == () and report.unread == ()
+
+
+def test_cloud_run_v2_service_and_kubernetes_manifest(tmp_path):
+    (tmp_path / "run.tf").write_text("""resource "google_cloud_run_v2_service" "gemma" {
+  name     = "vllm-gemma"
+  location = "us-central1"
+  template {
+    containers {
+      image = "vllm/vllm-openai:v0.10.2"
+      args  = ["--model=google/gemma-3-4b-it", "--max-model-len=8192"]
+      resources {
+        limits = { cpu = "8", memory = "32Gi", "nvidia.com/gpu" = "1" }
+      }
+    }
+    node_selector {
+      accelerator = "nvidia-l4"
+    }
+  }
+}
+
+resource "kubernetes_manifest" "pod" {
+  manifest = {
+    apiVersion = "v1"
+    kind       = "Pod"
+    metadata   = { name = "vllm-pod" }
+    spec = {
+      containers = [{
+        name  = "vllm"
+        image = "vllm/vllm-openai:v0.10.2"
+        args  = ["Qwen/Qwen2.5-7B-Instruct"]
+      }]
+    }
+  }
+}
+""")
+    found = by_name(scan([str(tmp_path / "run.tf")], tmp_path / "s", gpu=None))
+    assert set(found) == {"vllm-gemma", "vllm-pod"}
+    gemma = found["vllm-gemma"]
+    assert gemma.workload.gpu_limit == 1 and gemma.report.facts["gpu.name"] == "L4"
+    assert found["vllm-pod"].workload.kind == "Pod"
+
+
+def test_nomad_job_heredoc_and_helm_release(tmp_path):
+    (tmp_path / "nomad.tf").write_text("""resource "nomad_job" "vllm" {
+  jobspec = <<EOT
+job "vllm" {
+  group "g" {
+    task "server" {
+      driver = "docker"
+      config {
+        image = "vllm/vllm-openai:v0.10.2"
+        args  = ["--model", "Qwen/Qwen2.5-7B-Instruct"]
+      }
+      resources {
+        device "nvidia/gpu" { count = 1 }
+      }
+    }
+  }
+}
+EOT
+}
+
+resource "helm_release" "stack" {
+  name       = "vllm"
+  repository = "https://vllm-project.github.io/production-stack"
+  chart      = "vllm-stack"
+}
+""")
+    report = scan([str(tmp_path / "nomad.tf")], tmp_path / "s")
+    (result,) = report.workloads
+    assert (result.workload.kind, result.workload.container, result.workload.command_line) == ("Nomad task", "server", 9)
+    assert any("nomad.tf:20: Terraform helm_release stack installs chart vllm-stack" in n for n in report.notes)
