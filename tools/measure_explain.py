@@ -33,11 +33,14 @@ def judge(entry: dict, alter=None, strict: bool = False) -> tuple[bool, str]:
     from kvdoctor.explain.explain import explain_log, explain_text
     from kvdoctor.report.check.text import render
 
-    if alter is None:
-        report = explain_log(str(LOGS / entry["file"]))
-    else:
-        text = (LOGS / entry["file"]).read_text(errors="replace")
-        report = explain_text("\n".join(alter(line) for line in text.splitlines()) + "\n")
+    from kvdoctor.explain.similar_reports import leaving_out
+
+    with leaving_out(entry["file"]):  # a seen log is in the similar-reports data: it is never its own neighbour
+        if alter is None:
+            report = explain_log(str(LOGS / entry["file"]))
+        else:
+            text = (LOGS / entry["file"]).read_text(errors="replace")
+            report = explain_text("\n".join(alter(line) for line in text.splitlines()) + "\n")
     code = report.exit_code("error")
     output = " ".join(render(report).split()).lower()
     family = report.extra.get("family")

@@ -13,6 +13,7 @@ import json
 import math
 import re
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
@@ -34,6 +35,19 @@ _TERM = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 _STOP = frozenset("the and for with this that from not are was has have but you your its can".split())
 _PACKAGE = re.compile(r"(?:^|/)((?:vllm\w*|flashinfer|triton|torch|transformers|ray|xformers|\w+)/.*)$")
 _INSTALLED = re.compile(r"^.*/(?:site|dist)-packages/")
+
+
+_left_out: set[str] = set()  # corpus files not cited (a measure of the corpus leaves each log out of its own)
+
+
+@contextmanager
+def leaving_out(file: str):
+    """While inside, the corpus log ``file`` is not a similar report (tools/measure_explain.py on a seen log)."""
+    _left_out.add(file)
+    try:
+        yield
+    finally:
+        _left_out.discard(file)
 
 
 @dataclass(frozen=True)
@@ -102,6 +116,8 @@ def similar_reports(terms: Counter, limit: int = 3) -> list[SimilarReport]:
     vector = weights(terms, data["document_frequency"], data["documents"])
     scored = []
     for log in data["logs"]:
+        if log["file"] in _left_out:
+            continue
         similarity = sum(x * log["terms"].get(word, 0.0) for word, x in vector.items())
         if similarity >= CITED:
             scored.append(SimilarReport(round(similarity, 2), log["family"], log["source"], log["cause"], log["fix"]))

@@ -58,9 +58,11 @@ def _unaltered_exit(name: str) -> int:
 
 def _judge(entry, text: str) -> tuple[bool, int]:
     from kvdoctor.explain.explain import explain_text
+    from kvdoctor.explain.similar_reports import leaving_out
     from kvdoctor.report.check.text import render
 
-    report = explain_text(text)
+    with leaving_out(entry["file"]):  # the log is in the similar-reports data: never its own neighbour
+        report = explain_text(text)
     code = report.exit_code("error")
     if not entry.get("failure", True):
         return code == 0, code
