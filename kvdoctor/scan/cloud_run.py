@@ -10,6 +10,7 @@ from pathlib import PurePosixPath
 
 from kvdoctor.scan.command import FLAGS_ONLY_NOTE, only_serve_flags, serve_argv
 from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
+from kvdoctor.scan.kubernetes import env_built
 from kvdoctor.scan.workload import EnvVar, GpuSelector, Token, Workload
 
 ACCELERATOR_LABEL = "run.googleapis.com/accelerator"
@@ -90,17 +91,21 @@ def workload(file: str, name: str, words: list[Token]) -> Workload | None:
         argv, notes = args, notes + (FLAGS_ONLY_NOTE.format(image=image_text),)
     else:
         argv = None
-    if argv is None:
-        return None
     gpus = options.get("--gpu", [])
     gpu_types = options.get("--gpu-type", [])
+    count = int(gpus[-1].text) if gpus and gpus[-1].text.isdigit() else None
+    built = None if argv is not None or command else env_built(image_text, _env(options), count, words[0].line)
+    if built is not None:
+        argv, notes = built[0], notes + tuple(built[1])
+    if argv is None:
+        return None
     return Workload(
         file=file, line=words[0].line, platform="script", kind="Cloud Run service", name=name,
         container=service or "(unnamed)", image=image_text, image_line=image.line if image is not None else None,
         argv=tuple(argv), command_line=(command or args or words)[0].line, env=tuple(_env(options)),
         env_from=tuple(f"env vars file {t.text!r}" for t in options.get("--env-vars-file", [])),
         gpu_selectors=tuple(GpuSelector(ACCELERATOR_LABEL, (t.text,), t.line) for t in gpu_types[-1:]),
-        gpu_limit=int(gpus[-1].text) if gpus and gpus[-1].text.isdigit() else None,
+        gpu_limit=count,
         gpu_limit_line=gpus[-1].line if gpus else None, notes=notes,
     )  # fmt: skip
 

@@ -10,6 +10,8 @@ from kvdoctor.scan import nodes
 from kvdoctor.scan.command import FLAGS_ONLY_NOTE, only_serve_flags, serve_argv, words_of
 from kvdoctor.scan.documents import Document
 from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
+from kvdoctor.scan.image_entrypoints import names_vllm, unread_release, unseen_note
+from kvdoctor.scan.kubernetes import env_built
 from kvdoctor.scan.workload import EnvVar, Token, Workload
 
 INTERPOLATION = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?[-?]([^}]*))?\}")
@@ -36,18 +38,35 @@ def _service(file: str, name: str, key: yaml.Node, service: yaml.Node, source_te
     command = words_of(nodes.get(service, "command"), source_text, split=True)
     flags_only = not entrypoint and not runs_vllm_entrypoint(image) and only_serve_flags(command, is_vllm_build(image))
     argv = serve_argv(entrypoint, command, runs_vllm_entrypoint(image) or flags_only, source_text)
-    if argv is None:
-        return None
     env, env_from = _environment(service)
     count, count_line = _gpu_count(service)
+    built = None if argv is not None or entrypoint else env_built(image, env, count, nodes.line(key))
+    if built is not None:
+        argv, built_notes = built
+    if argv is None:
+        return None
     first = (entrypoint or command or [(Token("", nodes.line(service)), None)])[0][0]
     return Workload(
         file=file, line=nodes.line(key), platform="compose", kind="service", name=name, container=name,
         image=image, image_line=nodes.line(nodes.get(service, "image")),
         argv=tuple(Token(_interpolate(t.text), t.line) for t in argv), command_line=first.line,
         env=tuple(env), env_from=tuple(env_from), gpu_limit=count, gpu_limit_line=count_line,
-        notes=(FLAGS_ONLY_NOTE.format(image=image),) if flags_only else (),
+        notes=(FLAGS_ONLY_NOTE.format(image=image),) if flags_only else tuple(built[1]) if built is not None else (),
     )  # fmt: skip
+
+
+def unseen_notes(doc: Document, read: list[Workload]) -> list[str]:
+    """Notes for services that give no entrypoint and run an image named for vLLM (or of a release whose entrypoint
+    kvdoctor did not read) and were not read as a workload."""
+    seen = {w.container for w in read}
+    notes = []
+    for name, key, service in nodes.pairs(nodes.get(doc.root, "services")):
+        image = nodes.text(nodes.get(service, "image"))
+        image = _interpolate(image) if image else None
+        if name in seen or nodes.get(service, "entrypoint") is not None or not (names_vllm(image) or unread_release(image)):
+            continue
+        notes.append(unseen_note(f"{doc.file}:{nodes.line(nodes.get(service, 'image'))}", f"service {name}", image))
+    return notes
 
 
 def _interpolate(text: str) -> str:

@@ -13,6 +13,8 @@ from kvdoctor.scan.command import (FLAGS_ONLY_NOTE, WRAPPER_NOTE, expand_shell_v
                                    runs_a_shell, serve_argv, words_of, wrapper_script)  # fmt: skip
 from kvdoctor.scan.documents import PODLESS_KINDS, POD_TEMPLATE_API_GROUPS, Document
 from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
+from kvdoctor.scan.image_entrypoints import (entrypoint_for, entrypoint_note, env_argv, names_vllm, unread_release,
+                                            unseen_note)  # fmt: skip
 from kvdoctor.scan.workload import EnvVar, GpuSelector, Token, Workload
 
 # kind -> key paths to its pod specs (LeaderWorkerSet: leader and workers; KServe: the predictor).
@@ -114,6 +116,30 @@ def _object(file: str, root: yaml.Node, source_text: str) -> list[Workload]:
     if paths is None:
         found = [_of_unlisted_kind(w, root, kind) for w in found]
     return found
+
+
+def unseen_notes(root: yaml.Node, file: str, read: list[Workload]) -> list[str]:
+    """Notes for containers that give no command and run an image named for vLLM (or of a release whose entrypoint
+    kvdoctor did not read) and were not read as a workload: their command is built where kvdoctor cannot see it."""
+    kind = nodes.text(nodes.get(root, "kind")) or ""
+    if kind in PODLESS_KINDS and not has_pod_template(root):
+        return []
+    paths = pod_spec_paths(root, kind)
+    if paths is None:
+        return []  # a kind without a known layout: named by unread_kind when it mentions vLLM (Ray's `ray start`...)
+    specs = [nodes.get(root, *path) for path in paths]
+    seen = {w.container for w in read}
+    notes = []
+    for spec in specs:
+        for container in nodes.items(nodes.get(spec, "containers")):
+            image = nodes.text(nodes.get(container, "image"))
+            name = nodes.text(nodes.get(container, "name")) or "(unnamed)"
+            if name in seen or nodes.get(container, "command") is not None:
+                continue
+            if names_vllm(image) or unread_release(image):
+                what = f"{kind} {nodes.text(nodes.get(root, 'metadata', 'name')) or ''} (container {name})"
+                notes.append(unseen_note(f"{file}:{nodes.line(nodes.get(container, 'image'))}", what, image))
+    return notes
 
 
 def fragment_note(root: yaml.Node, where: str) -> str | None:
@@ -270,15 +296,18 @@ def container_workload(container: yaml.Node, source_text: str, **where) -> Workl
     wrapper = wrapper_script(command, args, runs_vllm_entrypoint(image) or is_vllm_build(image)) if argv is None else None
     if wrapper:  # the model is the script's to add: unknown here, never vLLM's default
         argv = [Token(f"$({wrapper})", command[0][0].line)] + [token for token, _ in args]
-    if argv is None:
-        return None
     env, env_from = container_env(container)
     env = list(where.pop("provided_env", ())) + env  # the container's own env wins over what its controller sets
+    limit, limit_line = gpu_limit(container)
+    built = None if argv is not None or command else env_built(image, env, limit, nodes.line(container))
+    if built is not None:
+        argv, built_notes = built
+    if argv is None:
+        return None
     argv = _expand_variables(argv, env)
     shell = runs_a_shell(command, args)
     if shell:
         argv = expand_shell_variables(argv, {e.name: e.value for e in env if e.value is not None})
-    limit, limit_line = gpu_limit(container)
     selectors = where.pop("selectors")
     first = (command or args or [(Token("", nodes.line(container)), None)])[0][0]
     return Workload(
@@ -295,9 +324,21 @@ def container_workload(container: yaml.Node, source_text: str, **where) -> Workl
         gpu_slice=mig_slice(container, selectors),
         expands_shell=shell,
         notes=(FLAGS_ONLY_NOTE.format(image=image),) if flags_only else
-              (WRAPPER_NOTE.format(image=image, script=wrapper),) if wrapper else (),
+              (WRAPPER_NOTE.format(image=image, script=wrapper),) if wrapper else
+              tuple(built[1]) if built is not None else (),
         **where,
     )
+
+
+def env_built(image: str | None, env: list[EnvVar], gpus: int | None,
+              line: int | None) -> tuple[list[Token], list[str]] | None:  # fmt: skip
+    """The argv an image's entrypoint builds from the env (kvdoctor/data/image_entrypoints.yaml) and its notes, for a
+    container that gives no command of its own; None for an image no row describes."""
+    entry = entrypoint_for(image)
+    if entry is None:
+        return None
+    argv, notes = env_argv(entry, env, gpus, line)
+    return argv, [entrypoint_note(entry)] + notes
 
 
 def container_env(container: yaml.Node) -> tuple[list[EnvVar], list[str]]:

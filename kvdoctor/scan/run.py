@@ -125,8 +125,7 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
                 continue
             workloads = read_document(doc, source.text)
             found += workloads
-            if github_actions.is_github_actions(doc.root):
-                notes += github_actions.unseen_notes(doc)
+            notes += unseen_notes(doc, workloads)
             if not workloads and source.data_of is None and (why := unread_kind(doc)):  # data: the chart's to read
                 notes.append(why)
     files = [s.path for s in sources if not isinstance(s, ManifestError)]
@@ -184,6 +183,19 @@ def heredoc_workloads(source: SourceFile) -> tuple[list[Workload], list[str]]:
             if not workloads and kubernetes.is_kubernetes(doc.root) and (why := unread_kind(doc)):
                 notes.append(why)  # only objects: a heredoc of Python or text that names vLLM is no manifest
     return found, notes
+
+
+def unseen_notes(doc: Document, read: list[Workload]) -> list[str]:
+    """Notes for what in a document deploys vLLM with a command kvdoctor cannot see (an image whose entrypoint builds
+    it, a gcloud run deploy of an image built elsewhere)."""
+    if github_actions.is_github_actions(doc.root):
+        return github_actions.unseen_notes(doc)
+    if compose.is_compose(doc.root):
+        return compose.unseen_notes(doc, read)
+    reader = next((read_with for applies, read_with in READERS if applies(doc.root)), None)
+    if reader is kubernetes.workloads:  # not the kinds other readers take (Dynamo graphs, KubeAI models, ...)
+        return kubernetes.unseen_notes(doc.root, doc.file, read)
+    return []
 
 
 def read_document(doc: Document, source_text: str) -> list[Workload]:

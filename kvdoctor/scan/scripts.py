@@ -15,6 +15,8 @@ from kvdoctor.scan.command import (FLAGS_ONLY_NOTE, SHELL_VARIABLE, after_launch
                                   script_commands, serve_argv)  # fmt: skip
 from kvdoctor.scan.documents import SCRIPT_SUFFIXES, SourceFile
 from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
+from kvdoctor.scan.image_entrypoints import names_vllm, unread_release, unseen_note
+from kvdoctor.scan.kubernetes import env_built
 from kvdoctor.scan.workload import EnvVar, Token, Workload
 
 SHEBANG = re.compile(r"^#!\s*\S*(?:/|env\s+)(?:ba|da|z)?sh\b")
@@ -86,11 +88,6 @@ def script_workloads(script: str, first_line: int, file: str, name: str,
     return found
 
 
-UNSEEN_NOTE = ("{file}:{line}: {what} runs an image whose command kvdoctor cannot see ({image}: its vLLM command is "
-               "built elsewhere, e.g. a Dockerfile or the image's entrypoint): not checked; scan the Dockerfile too, or "
-               "give the command (--args / --command)")  # fmt: skip
-
-
 def unseen_commands(script: str, first_line: int, file: str, env: dict[str, str] | None = None) -> list[str]:
     """Notes for the commands of a script that deploy vLLM with a command kvdoctor cannot see (`gcloud run deploy
     vllm-svc --image IMAGE` of an image built elsewhere), so that their silence is not taken for a pass."""
@@ -100,8 +97,11 @@ def unseen_commands(script: str, first_line: int, file: str, env: dict[str, str]
         expanded = expand_words(words, known)
         if cloud_run.workload(file, "", expanded) is None and (found := cloud_run.unseen(expanded)) is not None:
             service, image, first = found
-            notes.append(UNSEEN_NOTE.format(file=file, line=first.line, what=f"Cloud Run service {service}",
-                                            image=image or "no --image"))  # fmt: skip
+            notes.append(unseen_note(f"{file}:{first.line}", f"Cloud Run service {service}", image))
+        parts = _docker_parts(expanded)
+        if parts is not None and docker_run(file, "", expanded) is None and not parts[0].get("--entrypoint") \
+                and (names_vllm(parts[1].text) or unread_release(parts[1].text)):
+            notes.append(unseen_note(f"{file}:{parts[1].line}", "docker run", parts[1].text))
     return list(dict.fromkeys(notes))
 
 
@@ -157,6 +157,42 @@ def _srun_job_name(words: list[Token]) -> str | None:
 
 def docker_run(file: str, name: str, words: list[Token]) -> Workload | None:
     """The vLLM workload of one `docker run` / `podman run` command's words (after sudo and the like), else None."""
+    parts = _docker_parts(words)
+    if parts is None:
+        return None
+    options, image, rest = parts
+    words, _ = _unwrapped(words)
+    entrypoint = options.get("--entrypoint")
+    command = ([Token(entrypoint[-1].text, entrypoint[-1].line)] + rest) if entrypoint else rest
+    argv = after_launcher(command)
+    if argv is None:  # `IMAGE /bin/bash -c "cd / && python3 -m vllm.entrypoints.openai.api_server ..."`
+        argv = serve_argv([(t, None) for t in command], [], False, "")
+    notes = (f"{words[0].text} run in a shell script: the image's server with the words after the image",)
+    if argv is None and not entrypoint and runs_vllm_entrypoint(image.text):
+        argv = rest
+    elif argv is None and not entrypoint and only_serve_flags([(t, None) for t in rest], is_vllm_build(image.text)):
+        argv, notes = rest, notes + (FLAGS_ONLY_NOTE.format(image=image.text),)  # $VLLM_IMAGE, a local build
+    env = [_env(t) for flag in ("-e", "--env") for t in options.get(flag, [])]
+    gpus = options.get("--gpus", [])
+    count = _gpu_count(gpus[-1].text) if gpus else None
+    built = None if argv is not None or entrypoint else env_built(image.text, env, count, words[0].line)
+    if built is not None:
+        argv, notes = built[0], (notes[0],) + tuple(built[1])
+    if argv is None:
+        return None
+    container = options.get("--name", [None])[-1]
+    return Workload(
+        file=file, line=words[0].line, platform="script", kind="docker run", name=name,
+        container=container.text if container is not None else "docker run", image=image.text,
+        image_line=image.line, argv=tuple(argv), command_line=words[0].line, env=tuple(env),
+        env_from=tuple(f"env file {t.text!r}" for t in options.get("--env-file", [])),
+        gpu_limit=count, gpu_limit_line=gpus[-1].line if gpus else None,
+        notes=notes,
+    )  # fmt: skip
+
+
+def _docker_parts(words: list[Token]) -> tuple[dict[str, list[Token]], Token, list[Token]] | None:
+    """(options, image, the words after it) of a `docker run` / `podman run` (after sudo and the like), else None."""
     words, _ = _unwrapped(words)
     if len(words) < 3 or PurePosixPath(words[0].text).name not in CONTAINER_RUNNERS or words[1].text != "run":
         return None
@@ -175,31 +211,7 @@ def docker_run(file: str, name: str, words: list[Token]) -> Workload | None:
             index += 1
     if index >= len(words):
         return None
-    image, rest = words[index], words[index + 1 :]
-    entrypoint = options.get("--entrypoint")
-    command = ([Token(entrypoint[-1].text, entrypoint[-1].line)] + rest) if entrypoint else rest
-    argv = after_launcher(command)
-    if argv is None:  # `IMAGE /bin/bash -c "cd / && python3 -m vllm.entrypoints.openai.api_server ..."`
-        argv = serve_argv([(t, None) for t in command], [], False, "")
-    notes = (f"{words[0].text} run in a shell script: the image's server with the words after the image",)
-    if argv is None and not entrypoint and runs_vllm_entrypoint(image.text):
-        argv = rest
-    elif argv is None and not entrypoint and only_serve_flags([(t, None) for t in rest], is_vllm_build(image.text)):
-        argv, notes = rest, notes + (FLAGS_ONLY_NOTE.format(image=image.text),)  # $VLLM_IMAGE, a local build
-    if argv is None:
-        return None
-    env = [_env(t) for flag in ("-e", "--env") for t in options.get(flag, [])]
-    gpus = options.get("--gpus", [])
-    count = _gpu_count(gpus[-1].text) if gpus else None
-    container = options.get("--name", [None])[-1]
-    return Workload(
-        file=file, line=words[0].line, platform="script", kind="docker run", name=name,
-        container=container.text if container is not None else "docker run", image=image.text,
-        image_line=image.line, argv=tuple(argv), command_line=words[0].line, env=tuple(env),
-        env_from=tuple(f"env file {t.text!r}" for t in options.get("--env-file", [])),
-        gpu_limit=count, gpu_limit_line=gpus[-1].line if gpus else None,
-        notes=notes,
-    )  # fmt: skip
+    return options, words[index], words[index + 1 :]
 
 
 def _options_variable(words: list[Token], index: int) -> bool:
