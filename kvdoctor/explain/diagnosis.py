@@ -103,7 +103,7 @@ def diagnose(
     # a failure line with no exception around it (an ERROR record, a bare message) is placed by the index too
     if not diagnosis.only_wrappers:  # a wrapper's line is not where the failure was raised
         diagnosis = _by_location(diagnosis, rules, families, facts)
-    diagnosis = _by_changed_member(diagnosis, rules)
+    diagnosis = _by_interface_drift(diagnosis, rules, families, chains, evidence, facts)
     return replace(diagnosis, family=_family(diagnosis, families, selector_errors, facts))
 
 
@@ -182,37 +182,34 @@ def _by_location(diagnosis: Diagnosis, rules: list[Rule], families: Families, fa
     return diagnosis
 
 
-_NO_ATTRIBUTE = re.compile(r"'(?!NoneType')(?P<owner>[A-Z]\w*)' object has no attribute '(?P<name>\w+)'")
-
-
-_ENGINE_OBJECT_PROBE = "'LLMEngine' object has no attribute 'model_executor'"
-
-
-def _by_changed_member(diagnosis: Diagnosis, rules: list[Rule]) -> Diagnosis:
-    """A vLLM class's object lacking an attribute that vLLM's API history shows that class having in some releases
-    only is a program written for another vLLM release. Read only when no rule and no raise site explained it (a
-    framework's own class lacking one of vLLM's member names is not claimed: on the held-out logs that cost more
-    than it gained)."""
+def _by_interface_drift(diagnosis: Diagnosis, rules: list[Rule], families: Families, chains: list[ExceptionChain],
+                        evidence: tuple[FailureEvidence, ...], facts: dict[str, Any]) -> Diagnosis:
+    """An unexplained failure that is a caller and a callee of different releases disagreeing on vLLM's (or a vLLM
+    plugin's) interface (explain/interface_drift.py) is wrapper_api_mismatch. Read only when no rule, raise site or
+    module of a family's own feature explained it: every specific family wins."""
     exception = diagnosis.unknown
-    found = _NO_ATTRIBUTE.search(exception.message) if diagnosis.primary is None and exception is not None else None
-    # the rule that explains one of vLLM's engine objects lacking an attribute ({module}, {name}) explains this too
-    rule = next((r for r in rules if any("(?P<module>" in sig.source and sig.pattern.search(_ENGINE_OBJECT_PROBE)
-                                         for sig in r.signatures)), None)
-    # vLLM's own code reading it (innermost frame in vllm/): a broken install or vLLM's bug, not a program on top
-    in_vllm = bool(exception and exception.frames) and _package_path(exception.frames[-1].file).startswith("vllm/")
-    if found is None or rule is None or in_vllm:
+    rule = next((r for r in rules if r.id == families.interface_drift_rule), None)
+    if diagnosis.primary is not None or exception is None or rule is None or not _DRIFT_WORDS.search(exception.message):
         return diagnosis
-    from kvdoctor.explain.api_history import changed_member_owners  # the history is read only for this shape
+    if _family_by_frames(exception, families):
+        return diagnosis
+    from kvdoctor.explain.interface_drift import all_drifts, match_values, read_drift
 
-    own = [q for q in changed_member_owners(found["name"]) if q.rpartition(".")[2] == found["owner"]]
-    if not own:
+    first = read_drift(exception.joined, exception.frames, families.interface_drift_libraries)
+    if first is None:
         return diagnosis
-    owner = found["owner"]
-    signature = Signature(source=_NO_ATTRIBUTE.pattern, role="root",
-                          note=f"matched by vLLM's API history: {owner}.{found['name']} came or went between releases")
-    match = SignatureMatch(rule, signature, exception.line, exception.summary, exception, 0,
-                           (("module", owner), ("name", found["name"])))
+    texts = [(e.joined, e.frames) for chain in chains for e in chain.exceptions]
+    texts += [(e.text, ()) for e in evidence if _DRIFT_WORDS.search(e.text)]
+    values = match_values(first, all_drifts(texts, families.interface_drift_libraries))
+    signature = Signature(source=re.escape(first.detail), role="root",
+                          note="matched as interface drift: Python's words for a caller and a callee of different releases")
+    match = SignatureMatch(rule, signature, exception.line, exception.summary, exception, 0, values)
     return replace(diagnosis, primary=match, unknown=None, by_rule={**diagnosis.by_rule, rule.id: [match]})
+
+
+_DRIFT_WORDS = re.compile(r"unexpected keyword argument|required (?:positional |keyword-only )?argument|positional[ -]"
+                          r"(?:arguments? but|only arguments)|multiple values for argument|has no attribute|cannot "
+                          r"import name|No module named|instantiate abstract class")
 
 
 # Python's own exception wordings: a template that says nothing more is raised by any attribute access or call

@@ -51,6 +51,10 @@ class Families:
     frame_decides: frozenset[str] = frozenset()
     """Rules whose message any allocation or call can raise (a CUDA OOM): when the exception's frames are in a place
     another family's `raised_in` claims, that family explains it."""
+    interface_drift_rule: str = ""
+    """The rule for a caller and a callee of different releases disagreeing on vLLM's interface (interface_drift.py)."""
+    interface_drift_libraries: frozenset[str] = frozenset()
+    """Top-level packages whose own code raising such an error means the interface is theirs, not vLLM's."""
     """A name vLLM's raise sites use (in a condition or an interpolated expression) -> the kvdoctor fact it is."""
 
 
@@ -129,6 +133,8 @@ def load_families() -> Families:
         raise_site_names=_raise_site_names(data.get("raise_site_names") or {}, is_fact_name, rule_file.path),
         frame_decides=frozenset(data.get("frame_decides") or ()),
         frame_families=tuple((re.compile(f["place"]), f["family"]) for f in data.get("frame_families") or ()),
+        interface_drift_rule=str((data.get("interface_drift") or {}).get("rule") or ""),
+        interface_drift_libraries=frozenset((data.get("interface_drift") or {}).get("other_packages") or ()),
     )
 
 

@@ -30,8 +30,10 @@ def family_values(family: str | None, values: dict[str, Any], facts: dict[str, A
         out["archs"] = facts["logged.torch_archs"]  # torch's warning wraps: its second line, read as a fact
     elif family in ("wrapper_api_mismatch", "serve_args"):
         from kvdoctor.explain.api_history import api_values  # loads data/api_history.json.gz: only here
+        from kvdoctor.explain.interface_drift import drift_texts
 
         out.update(api_values(values, facts))
+        out.update(drift_texts(values, facts))
     return out
 
 

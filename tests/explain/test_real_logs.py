@@ -42,9 +42,6 @@ KNOWN_MISSES = frozenset({
     "other__vllm_49920.log",
     "pp_unsupported__vllmascend_2712.log",
     "wrapper_api_mismatch__arcticinference_pr48.log",
-    "wrapper_api_mismatch__chatlearn_179.log",
-    "wrapper_api_mismatch__sendnninference_336.log",
-    "wrapper_api_mismatch__sparkvllmdocker_238.log",
     "wrapper_api_mismatch__unslothzoo_pr783.log",
     "moe_kernel_selection__vllm_pr39825.log",  # batch 15
     "parallel_divisibility__gpustack_2259.log",  # batch 15
