@@ -13,6 +13,7 @@ from dataclasses import replace
 import yaml
 
 from kvdoctor.scan import hcl, nodes
+from kvdoctor.scan.image_entrypoints import names_vllm, unread_release, unseen_note
 from kvdoctor.scan.kubernetes import container_workload
 from kvdoctor.scan.workload import EnvVar, GpuSelector, Workload
 
@@ -41,6 +42,26 @@ def workloads(root: yaml.Node, file: str) -> list[Workload]:
                     note = f"Nomad job {name}, group {group_labels[0] if group_labels else '(unnamed)'}"
                     found.append(replace(workload, notes=workload.notes + (note,)))
     return found
+
+
+def unseen_notes(root: yaml.Node, file: str, read: list[Workload]) -> list[str]:
+    """Notes for tasks that give no command and run an image named for vLLM (or of a release whose entrypoint
+    kvdoctor did not read) and were not read as a workload."""
+    seen = {(w.name, w.container) for w in read}
+    notes = []
+    for job_labels, job in hcl.blocks(root, "job"):
+        name = job_labels[0] if job_labels else "(unnamed)"
+        for _, group in hcl.blocks(job, "group"):
+            for task_labels, task in hcl.blocks(group, "task"):
+                task_name = task_labels[0] if task_labels else "(unnamed)"
+                config = nodes.get(task, "config")
+                image = nodes.text(nodes.get(config, "image"))
+                if (name, task_name) in seen or nodes.get(config, "command") is not None \
+                        or nodes.get(config, "entrypoint") is not None or not (names_vllm(image) or unread_release(image)):
+                    continue
+                notes.append(unseen_note(f"{file}:{nodes.line(nodes.get(config, 'image'))}",
+                                         f"Nomad job {name} (task {task_name})", image))  # fmt: skip
+    return notes
 
 
 def task_workload(task: yaml.Node, task_name: str, file: str, job: str) -> Workload | None:

@@ -92,13 +92,12 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             continue
         if source.path.endswith(HCL_SUFFIXES):
             try:
-                root = hcl.parse(source.text, source.path)
+                workloads, why = hcl_workloads(source)
             except hcl.HclError as exc:
                 unread.append(UnreadFile.of(exc))
                 continue
-            found += nomad.workloads(root, source.path) + terraform.workloads(root, source.path, source.text,
-                                                                              read_document)  # fmt: skip
-            notes += terraform.notes(root, source.path)
+            found += workloads
+            notes += why
             continue
         if python_apps.is_python_app(source):
             launched = python_apps.workloads(source) + python_engine_args.workloads(source)
@@ -164,6 +163,19 @@ def silent_chart_note(source: ChartSource) -> str | None:
     return (f"{source.path}: the chart renders no vLLM workload with these values, though they name vLLM "
             f"({display_path(path)}:{line}): a switch off by default or values meant for -f FILE; not checked "
             "(kvdoctor scan CHART_DIR --values FILE)")  # fmt: skip
+
+
+def hcl_workloads(source: SourceFile) -> tuple[list[Workload], list[str]]:
+    """The workloads of a Terraform or Nomad file and the notes on what it deploys unchecked; raises HclError."""
+    root = hcl.parse(source.text, source.path)
+    found: list[Workload] = []
+    notes: list[str] = []
+    for doc, defaults_note in terraform.documents(root, source.path):
+        workloads = read_document(doc, source.text)
+        found += [replace(w, notes=w.notes + (defaults_note,)) if defaults_note else w for w in workloads]
+        notes += unseen_notes(doc, workloads)
+    tasks = nomad.workloads(root, source.path) + terraform.nomad_workloads(root, source.path)
+    return found + tasks, notes + nomad.unseen_notes(root, source.path, tasks) + terraform.notes(root, source.path)
 
 
 def heredoc_workloads(source: SourceFile) -> tuple[list[Workload], list[str]]:

@@ -9,9 +9,7 @@ services (a Knative Service). `helm_release` of a chart vLLM runs in is named in
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from pathlib import Path
-from typing import Callable
 
 import yaml
 
@@ -38,28 +36,30 @@ LIST_BLOCKS = {
 """Nested block types that repeat: each block one entry of the object's list of that name."""
 VERSION_SUFFIX = re.compile(r"_v[0-9]+$")
 CLOUD_RUN = {"google_cloud_run_service", "google_cloud_run_v2_service"}
-ReadDocument = Callable[[Document, str], list[Workload]]
 
 
 def is_terraform(root: yaml.Node) -> bool:
     return bool(hcl.blocks(root, "resource"))
 
 
-def workloads(root: yaml.Node, file: str, source_text: str, read_document: ReadDocument) -> list[Workload]:
-    """The vLLM workloads of every resource the readers know, `${var.x}` / `${local.x}` given the literal default
-    of the file's `variable` / `locals` (what runs unless a .tfvars or -var overrides it, noted)."""
-    found: list[Workload] = []
+def documents(root: yaml.Node, file: str) -> list[tuple[Document, str | None]]:
+    """The objects the resources create, each with the note naming the Terraform defaults filled into it (None when
+    none were): `${var.x}` / `${local.x}` take the literal default of the module's `variable` / `locals` (what runs
+    unless a .tfvars or -var overrides it)."""
+    found: list[tuple[Document, str | None]] = []
     defaults = _module_defaults(file) | _defaults(root)
     for labels, body in hcl.blocks(root, "resource"):
         resource, name = (labels + ["", ""])[:2]
         used = _substitute(body, defaults)
-        for doc in _objects(resource, name, body, file):
-            read = read_document(doc, source_text)
-            found += [replace(w, notes=w.notes + (DEFAULTS_NOTE.format(", ".join(sorted(used))),)) if used else w
-                      for w in read]  # fmt: skip
-        if resource == "nomad_job" and (spec := nodes.get(body, "jobspec")) is not None and nodes.text(spec):
-            found += _heredoc_nomad(spec, file)
+        note = DEFAULTS_NOTE.format(", ".join(sorted(used))) if used else None
+        found += [(doc, note) for doc in _objects(resource, name, body, file)]
     return found
+
+
+def nomad_workloads(root: yaml.Node, file: str) -> list[Workload]:
+    """The workloads of the job files `nomad_job` resources hold in a heredoc."""
+    return [w for labels, body in hcl.blocks(root, "resource") if labels[:1] == ["nomad_job"]
+            and nodes.text(spec := nodes.get(body, "jobspec")) for w in _heredoc_nomad(spec, file)]  # fmt: skip
 
 
 def notes(root: yaml.Node, file: str) -> list[str]:

@@ -142,3 +142,10 @@ def test_hcl_literals_and_expressions():
                       "f": "line one\n  two\n", "g": 'esc"aped\n', "h": "${x ? 1 : 2}",
                       "i": "${[for s in xs : upper(s)]}", "j": "${literal}"}
     assert nodes.line(nodes.get(root, "h")) == 11
+
+
+def test_a_task_of_an_image_whose_command_is_unseen_is_named(tmp_path):
+    path = _job(tmp_path, "", image="registry.example/acme/vllm-server:2")
+    report = scan([str(path)], tmp_path / "s")
+    assert report.workloads == ()
+    assert [n for n in report.notes if "llm.nomad:9: Nomad job llm (task vllm) runs an image whose command" in n]

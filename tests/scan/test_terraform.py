@@ -153,3 +153,12 @@ resource "helm_release" "stack" {
     (result,) = report.workloads
     assert (result.workload.kind, result.workload.container, result.workload.command_line) == ("Nomad task", "server", 9)
     assert any("nomad.tf:20: Terraform helm_release stack installs chart vllm-stack" in n for n in report.notes)
+
+
+def test_a_deployment_block_of_an_image_whose_command_is_unseen_is_named(tmp_path):
+    (tmp_path / "main.tf").write_text(DEPLOYMENT.format(image="${var.registry}/llm/vllm-release-guard:0.5.2", tp=1)
+                                      .replace('args  = ["--model", var.model, "--tensor-parallel-size", "1"]',
+                                               'env { \n name = "MODEL1"\n value = "/workspace/x" \n}'))  # fmt: skip
+    report = scan([str(tmp_path / "main.tf")], tmp_path / "s")
+    assert report.workloads == ()
+    assert [n for n in report.notes if "main.tf:17: Deployment vllm (container vllm) runs an image whose command" in n]
