@@ -41,6 +41,7 @@ _BUILTIN_OWNERS = frozenset({
 # methods every framework's abstract classes declare: one of them missing says nothing about vLLM's interface
 _GENERIC_METHODS = frozenset({"forward", "run", "main", "build", "__call__", "__iter__", "__len__", "__getitem__"})
 _CARRIES_VLLM = re.compile(r"vllm", re.IGNORECASE)
+_PLUGIN_CHECKOUT = re.compile(r"vllm_[a-z]\w*")  # a plugin's package in a source checkout (vllm-ascend/vllm_ascend/)
 _LAYERS = "vllm.model_executor.layers."
 _VENDORED = "vllm.third_party."  # other projects' code vLLM ships: not vLLM's interface
 _INSTALLED = re.compile(r"^.*[/\\](?:site|dist)-packages[/\\]")
@@ -92,10 +93,14 @@ def _vllm_side(shape: str, values: dict[str, str], frames: tuple[Frame, ...], ot
     if shape == "abstract":  # the base class declaring the method is vLLM's when one of its classes has it
         vllms = values["member"] not in _GENERIC_METHODS and _vllm_classes_with(values["member"])
         return caller if vllms or _CARRIES_VLLM.search(owner) else None
+    plugins = [_top(f.file) for side, f in sides if side == "plugin"]
+    if plugins and any(side == "vllm" for side, _ in sides):
+        values["plugin"] = plugins[-1]  # the traceback crosses between vLLM and a plugin: their interface
+        return caller
     only_vllm = bool(sides) and all(side == "vllm" for side, _ in sides)
     known = _vllm_defines(owner)
     if shape == "attribute":
-        if known and not _member_came_or_went(known, values["member"]) and (not caller or only_vllm):
+        if known and not caller and not _member_came_or_went(known, values["member"]):
             return None  # a member no release of the class has (or every one has), read by vLLM's own code: a value
         if only_vllm and not _CARRIES_VLLM.search(owner):
             return None
@@ -115,17 +120,22 @@ def _owner_of(callee: str) -> str:
     return parts[-2] if len(parts) >= 2 else parts[0]
 
 
+def _top(file: str, other_packages: frozenset[str] = frozenset()) -> str:
+    """The installed package a frame's file belongs to ('' for a script or a checkout of another name)."""
+    path = file.replace("\\", "/")
+    installed = _INSTALLED.sub("", path)
+    if installed != path:
+        return installed.split("/")[0]
+    return next((part for part in path.split("/") if part == "vllm" or part in other_packages
+                 or _PLUGIN_CHECKOUT.fullmatch(part)), "")
+
+
 def _side(file: str, other_packages: frozenset[str]) -> str:
     """'vllm', 'plugin' (a package carrying vllm's name), 'library' (another library, the standard library) or
     'program' (anything else: a framework, a script, a plugin of another name)."""
-    path = file.replace("\\", "/")
-    if _STDLIB.search(path):
+    if _STDLIB.search(file.replace("\\", "/")):
         return "library"
-    installed = _INSTALLED.sub("", path)
-    if installed != path:
-        top = installed.split("/")[0]
-    else:
-        top = next((part for part in path.split("/") if part == "vllm" or part in other_packages), "")
+    top = _top(file, other_packages)
     if top == "vllm":
         return "vllm"
     if top in other_packages:
@@ -238,7 +248,8 @@ def drift_texts(values: dict[str, Any], facts: dict[str, Any]) -> dict[str, str]
     shape = next((name for name, pattern in SHAPES if pattern.fullmatch(detail)), None)
     if shape is None:
         return {}
-    drift = Drift(shape, detail, {k: str(v) for k, v in values.items() if k in ("owner", "callee", "member", "module")},
+    drift = Drift(shape, detail, {k: str(v) for k, v in values.items()
+                                  if k in ("owner", "callee", "member", "module", "plugin")},
                   str(values.get("caller") or ""))
     out = {"sides": _sides(drift)}
     owner = drift.values.get("owner") or _owner_of(drift.values.get("callee", ""))
@@ -273,12 +284,15 @@ def _sides(drift: Drift) -> str:
     if drift.shape in ("import", "module_attribute", "submodule"):
         return f" `{values['module']}` is a module of the vLLM plugin `{values['module'].split('.')[0]}`.{caller}"
     owner = values.get("owner") or _owner_of(values.get("callee", ""))
+    known = _vllm_defines(owner)
+    if values.get("plugin") and not known and not _CARRIES_VLLM.search(owner):
+        return (f" The traceback runs between vLLM's code and the vLLM plugin `{values['plugin']}`: `{owner}` is on "
+                f"their interface.{caller}")
     if drift.shape == "abstract":
         return (f" `{owner}` (a subclass the program or a plugin defines) lacks `{values['member']}`, a method its base "
                 f"class in vLLM declares abstract in the installed release.{caller}")
     role = "The object's class" if drift.shape == "attribute" else "The callee's class" if "." in values.get(
         "callee", "") else "The callee"
-    known = _vllm_defines(owner)
     whose = (f"is vLLM's ({known} in kvdoctor's API history)" if known else
              "carries vLLM's name (a plugin's or a framework's class built on vLLM's)")
     return f" {role}, `{owner}`, {whose}.{caller}"

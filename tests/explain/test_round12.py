@@ -47,6 +47,9 @@ def _report(log: str):
     # a plugin calls vLLM's scheduler method with an argument more than the installed release takes
     (_traceback(_PLUGIN) + "TypeError: Scheduler.schedule() takes 1 positional argument but 2 were given",
      ["Scheduler.schedule", "vllm_acme"]),
+    # a plugin's own class, raised in the plugin under vLLM's call: the traceback crosses their interface
+    (_traceback(_VLLM, _PLUGIN) + "AttributeError: 'NPUModelRunner' object has no attribute 'kv_cache_config'",
+     ["NPUModelRunner", "kv_cache_config", "vllm_acme"]),
     # a plugin's submodule the installed plugin release does not have
     ("ModuleNotFoundError: No module named 'vllm_acme.ops.rotary_embedding'", ["vllm_acme.ops.rotary_embedding"]),
 ])  # fmt: skip
@@ -69,6 +72,9 @@ def test_every_mismatch_the_log_shows_is_named():
     # a value that is missing, not an interface
     _traceback(_PROGRAM, _VLLM) + "AttributeError: 'NoneType' object has no attribute 'prompt_lookup_min'",
     _traceback(_PROGRAM) + "AttributeError: 'str' object has no attribute 'items'",
+    _traceback(_VLLM, _PLUGIN) + "AttributeError: 'NoneType' object has no attribute 'kv_cache_config'",
+    # a program's own class, under vLLM's frames: no plugin, no vLLM name, no class vLLM defines
+    _traceback(_PROGRAM, _VLLM) + "AttributeError: 'RewardModel' object has no attribute 'score_head'",
     # vLLM's own code treating its config object as a dict: no release has the member, every frame is vLLM's
     _traceback(_VLLM) + "AttributeError: 'CacheConfig' object has no attribute 'get'",
     # transformers' and torch's interfaces, raised in their own code
