@@ -5,7 +5,8 @@ wrapper_api_mismatch when the interface is vLLM's or a vLLM plugin's.
 Whose interface it is comes from what the log gives, in this order: the traceback's frames (raised inside another
 library's code: not vLLM's; vLLM's code throughout reading its own object: a value, not an interface), then vLLM's
 API history (a class or function vLLM releases define; for a missing member, one the history shows that class
-having in other releases), then a name that carries vllm (a plugin, a framework's subclass of vLLM's engine).
+having in other releases), then a name that carries vllm (a plugin, a framework's subclass of vLLM's engine). A
+traceback that runs between vLLM's frames and a vLLM plugin's is their interface whatever the class.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class Drift:
     detail: str
     """The exception's own words."""
     values: dict[str, str]
-    """owner / callee / member / module: the names the log gave."""
+    """owner / callee / member / module / plugin: the names the log gave."""
     caller: str
     """The caller's frame ('file:line in function') outside vLLM, '' when the log shows none."""
 
@@ -104,6 +105,8 @@ def _vllm_side(shape: str, values: dict[str, str], frames: tuple[Frame, ...], ot
             return None  # a member no release of the class has (or every one has), read by vLLM's own code: a value
         if only_vllm and not _CARRIES_VLLM.search(owner):
             return None
+    elif only_vllm and "." not in values.get("callee", "."):
+        return None  # vLLM calling a bare function: torch's or another library's of the same name as well as its own
     return caller if known or _CARRIES_VLLM.search(owner or "") else None
 
 

@@ -83,6 +83,8 @@ def test_every_mismatch_the_log_shows_is_named():
     "AttributeError: 'PreTrainedTokenizerFast' object has no attribute 'chat_template_kwargs'",
     _traceback(_PROGRAM, _TORCH) + "TypeError: Linear.forward() got an unexpected keyword argument 'lora_mapping'",
     "TypeError: Tensor.view() takes 2 positional arguments but 3 were given",
+    # vLLM's code calling a bare function (torch's softmax; vLLM has one of that name too) with a keyword it lacks
+    _traceback(_VLLM) + "TypeError: softmax() got an unexpected keyword argument 'dtype_out'",
     "ImportError: cannot import name 'LogitsWarper' from 'transformers.generation.logits_process'",
     "ModuleNotFoundError: No module named 'vllm_acme'",
 ])  # fmt: skip
