@@ -29,7 +29,8 @@ class Families:
     """Rule id -> the check.yaml rule whose finding it rewrites with the log's values when both match one line."""
     explained_by: dict[str, tuple[str, ...]]
     """Rule id -> rules that cause it: when one of them matched anywhere in the log, it is the primary cause."""
-    selector_reasons: tuple[tuple[re.Pattern[str], str], ...]
+    selector_reasons: tuple[tuple[re.Pattern[str], str, str | None], ...]
+    """(reason pattern, what it means, what to say instead when the log lacks a value it names)."""
     selector_families: tuple[dict[str, str], ...]
     started: re.Pattern[str] | None
     """Lines that show the server had started (a later failure happened at a request)."""
@@ -112,7 +113,8 @@ def load_families() -> Families:
             only_when[rule.id] = {fact: str(value) for fact, value in extra["only_when"].items()}
     for rule_id, causes in (data.get("check_rules_explained_by") or {}).items():  # check.yaml's rules hold no explain keys
         explained_by[rule_id] = explained_by.get(rule_id, ()) + tuple(causes)
-    reasons = tuple((re.compile(r["reason"]), r["means"]) for r in data.get("selector_reasons") or [])
+    reasons = tuple((re.compile(r["reason"]), r["means"], r.get("unknown"))
+                    for r in data.get("selector_reasons") or [])
     started = data.get("started") or []
     return Families(
         rules=tuple(rules),

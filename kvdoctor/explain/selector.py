@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
+import string
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -151,33 +152,36 @@ def _dedupe(found: list[SelectorError]) -> list[SelectorError]:
     return unique
 
 
-def explain_reasons(error: SelectorError, meanings: tuple[tuple[re.Pattern[str], str], ...],
+def explain_reasons(error: SelectorError, meanings: tuple[tuple[re.Pattern[str], str, str | None], ...],
                     capability: float | None) -> list[str]:
-    """One sentence per distinct reason, naming the backends that gave it and the config's values."""
+    """One sentence per distinct reason, naming the backends that gave it and the config's values; where the log
+    lacks a value the meaning names, the meaning's words for an unknown value (or the reason as vLLM gave it)."""
     by_reason: dict[str, list[str]] = {}
     for backend, reasons in error.reasons.items():
         for reason in reasons:
             by_reason.setdefault(reason, []).append(backend)
-    values = {k: v for k, v in error.config.items()}
+    values = {k: v for k, v in error.config.items() if v not in (None, "", "None")}
     values["capability_text"] = f" (SM {capability:.1f})" if capability is not None else ""
     sentences = []
     for reason, backends in by_reason.items():
         names = ", ".join(backends)
-        meaning = next((text for pattern, text in meanings if pattern.search(reason)), None)
+        meaning, unknown = next(((text, other) for pattern, text, other in meanings if pattern.search(reason)),
+                                (None, None))
+        fields = dict(values, backends=names, reason=reason)
+        if meaning is not None and not set(_placeholders(meaning)) <= set(fields):
+            meaning = unknown
         if meaning is None:
             sentences.append(f"{names}: {reason}")
             continue
-        fields = dict(values, backends=names, reason=reason)
-        fields.setdefault("kv_cache_dtype", "this")
-        fields.setdefault("head_size", "this")
-        fields.setdefault("dtype", "this")
-        fields.setdefault("block_size", "this")
-        fields.setdefault("attn_type", "this")
         try:
             sentences.append(f"{meaning.format(**fields)} ('{reason}')")
         except (KeyError, IndexError, ValueError):
             sentences.append(f"{names}: {reason}")
     return sentences
+
+
+def _placeholders(text: str) -> list[str]:
+    return [name for _, name, _, _ in string.Formatter().parse(text) if name]
 
 
 def family_for(error: SelectorError, rules: tuple[dict[str, str], ...]) -> str:

@@ -85,3 +85,19 @@ def test_explain_writes_the_reasons_into_the_cause():
 
 def test_a_log_line_that_mentions_backends_is_not_a_selector_error():
     assert _parse("INFO 05-02 10:22:18 [cuda.py:1] Using FLASH_ATTN backend; no valid reason to change.") == []
+
+
+def test_a_value_the_log_does_not_give_is_said_so_never_filled_with_a_placeholder():
+    """'Reason: [...]' without the selector's config line: no value to put into 'cannot store a {kv_cache_dtype} KV
+    cache'; the sentence says which value the log lacks (issue 28: never 'a this KV cache')."""
+    from kvdoctor.explain.selector import SelectorError
+
+    error = SelectorError("selected_invalid", 1, None, {}, {"TRITON_ATTN": ("kv_cache_dtype not supported",
+                                                                         "head_size not supported")})
+    sentences = " ".join(explain_reasons(error, load_families().selector_reasons, None))
+    assert "a this" not in sentences and " this KV cache" not in sentences and "{" not in sentences
+    assert "the log does not name it" in sentences and "the log does not give it" in sentences
+    error = SelectorError("selected_invalid", 1, None, {"kv_cache_dtype": "fp8", "head_size": "80"},
+                          error.reasons)
+    sentences = " ".join(explain_reasons(error, load_families().selector_reasons, None))
+    assert "cannot store a fp8 KV cache" in sentences and "head size 80" in sentences
