@@ -50,7 +50,7 @@ def build_report(
     primary_summary = _primary_summary(diagnosis, findings[0].title if diagnosis.primary and findings else None)
     if primary_summary:
         notes.append(primary_summary["note"])
-    misleading = _misleading(chains, diagnosis)
+    misleading = _misleading(chains, diagnosis, findings[0].title if diagnosis.primary and findings else None)
     if misleading:
         notes.append(misleading)
     hidden_note = _hidden_note(diagnosis, hidden)
@@ -263,13 +263,14 @@ def _chain_data(chain: ExceptionChain) -> dict[str, Any]:
     }
 
 
-def _misleading(chains: list[ExceptionChain], diagnosis: Diagnosis) -> str | None:
-    """Why the last error lines of the log are not the failure, when they are not."""
+def _misleading(chains: list[ExceptionChain], diagnosis: Diagnosis, primary_title: str | None = None) -> str | None:
+    """Why the last error lines of the log are not the failure, when they are not (the primary named by its finding's
+    title, filled with the log's values)."""
     if not chains or (diagnosis.primary is None and diagnosis.unknown is None):
         return None
     primary = diagnosis.primary
     primary_line = primary.line if primary else diagnosis.unknown.line
-    real = f"{primary.rule.id} ({primary.rule.title})" if primary else "the innermost exception named above"
+    real = f"{primary.rule.id} ({primary_title or primary.rule.title})" if primary else "the innermost exception named above"
     last = max(chains, key=lambda c: c.outermost.line).outermost
     wrapper_matches = sorted(
         (m for group in diagnosis.by_rule.values() for m in group

@@ -153,7 +153,8 @@ def with_similar_reports(report: Report, chains: list[ExceptionChain], evidence:
         if closest.fix:
             fixes = (Fix(f"What fixed the closest reported failure ({closest.source}): {closest.fix}"),) + fixes
     evidence_lines = finding.evidence + tuple(
-        f"similar report ({r.similarity:.2f}{', ' + r.family if r.family != 'other' else ''}): {r.source}" for r in found)
+        f"similar report ({r.similarity:.2f}{', ' + r.family if r.family != 'other' else ''}): {r.source}"
+        for r in found)
     findings = (replace(finding, cause=cause, fixes=fixes, evidence=evidence_lines),) + report.findings[1:]
     extra = dict(report.extra, similar_reports=[
         {"similarity": r.similarity, "family": r.family, "source": r.source, "cause": r.cause, "fix": r.fix}

@@ -101,3 +101,4 @@ def test_a_value_the_log_does_not_give_is_said_so_never_filled_with_a_placeholde
                           error.reasons)
     sentences = " ".join(explain_reasons(error, load_families().selector_reasons, None))
     assert "cannot store a fp8 KV cache" in sentences and "head size 80" in sentences
+

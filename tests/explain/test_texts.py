@@ -65,3 +65,18 @@ def test_a_sentence_keeps_its_clauses_before_the_first_one_that_needs_a_missing_
     # a first clause that needs one drops the whole sentence
     assert fill_known("{log.a} is wrong: fix it. Then rerun.", {}) == "Then rerun."
     assert fill_known("No check guards it, so on {gpu.name} it crashes.", {}) == "No check guards it."
+
+
+def test_the_note_on_misleading_last_lines_names_the_failure_with_the_logs_values():
+    """'The failure underneath is KVD315 (...)': the title as the finding has it, filled (was the rule's template,
+    '{log.batched}')."""
+    log = ('Traceback (most recent call last):\n'
+           '  File "/usr/lib/python3/dist-packages/vllm/config/scheduler.py", line 280, in _verify_args\n'
+           '    raise ValueError(\n'
+           'ValueError: max_num_batched_tokens (2048) is smaller than max_model_len (8192). This effectively limits '
+           'the maximum sequence length to max_num_batched_tokens and makes vLLM reject longer sequences.\n'
+           'Traceback (most recent call last):\n'
+           '  File "/usr/lib/python3/dist-packages/vllm/v1/engine/core_client.py", line 90, in make_client\n'
+           'RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n')
+    note = next(n for n in explain_text(log).notes if "failure underneath" in n)
+    assert "{log." not in note and "max_num_batched_tokens (2048)" in note
