@@ -10,6 +10,7 @@ from pathlib import PurePosixPath
 
 from kvdoctor.scan.command import FLAGS_ONLY_NOTE, only_serve_flags, serve_argv
 from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
+from kvdoctor.scan.image_entrypoints import names_vllm
 from kvdoctor.scan.kubernetes import env_built
 from kvdoctor.scan.workload import EnvVar, GpuSelector, Token, Workload
 
@@ -124,14 +125,13 @@ def _env(options: dict[str, list[Token]]) -> list[EnvVar]:
 
 def unseen(words: list[Token]) -> tuple[str, str | None, Token] | None:
     """(service, image, first word) of a `gcloud run deploy` whose command kvdoctor cannot see (an image built
-    elsewhere, `--source .`), when the service or image names vLLM; else None."""
+    elsewhere, `--source .`), when the service or the image's own name names vLLM; else None."""
     if not is_deploy(words):
         return None
     service, options = deploy_options(words)
     image = options.get("--image", [None])[-1]
     source = options.get("--source", [None])[-1]
-    where = " ".join(t.text for t in (image, source) if t is not None)
-    if "vllm" not in f"{service or ''} {where}".lower():
+    if "vllm" not in (service or "").lower() and not names_vllm(image.text if image is not None else None):
         return None
     return service or "(unnamed)", image.text if image is not None else (f"built from --source {source.text}"
                                                                           if source is not None else None), words[0]

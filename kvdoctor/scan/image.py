@@ -49,6 +49,11 @@ def _path(repository: str) -> str:
     return "/".join(parts)
 
 
+def repository_path(image: str) -> str:
+    """The image's repository without its registry host and tag: 'ghcr.io/acme/vllm-server:1' -> 'acme/vllm-server'."""
+    return _path(split_image(image.strip())[0])
+
+
 def is_vllm_build(image: str | None) -> bool:
     """An image named for vLLM that is not vLLM's own (opea/vllm-gaudi, aibrix/vllm-openai, .../vllm-openai-ubi9)."""
     if not image:

@@ -11,7 +11,7 @@ from functools import lru_cache
 
 from kvdoctor.base.yaml_safe import load_yaml_cached
 from kvdoctor.data import read_data
-from kvdoctor.scan.image import _path, split_image
+from kvdoctor.scan.image import repository_path, split_image
 from kvdoctor.scan.workload import EnvVar, Token
 
 TRUE_VALUES = {"true", "1", "yes", "on"}
@@ -60,8 +60,8 @@ def _family(image: str | None) -> tuple[EnvEntrypoint | None, str]:
     """The row whose repository the image is (any registry host before it), and the image's tag."""
     if not image:
         return None, ""
-    repository, tag, _ = split_image(image.strip())
-    path = _path(repository).lower()
+    tag = split_image(image.strip())[1]
+    path = repository_path(image).lower()
     row = next((e for e in entrypoints() if path == e.repository or path.endswith("/" + e.repository)), None)
     return row, tag or "latest"
 
@@ -81,8 +81,9 @@ def unread_release(image: str | None) -> str | None:
 
 
 def names_vllm(image: str | None) -> bool:
-    """An image whose name says it runs vLLM (a command kvdoctor cannot see, where no row reads its entrypoint)."""
-    return bool(image) and "vllm" in _path(split_image(image.strip())[0]).lower()
+    """An image whose own name (not its registry or organisation: ghcr.io/vllm-project/semantic-router) says it runs
+    vLLM (a command kvdoctor cannot see, where no row reads its entrypoint)."""
+    return bool(image) and "vllm" in repository_path(image).rsplit("/", 1)[-1].lower()
 
 
 def env_argv(entry: EnvEntrypoint, env: list[EnvVar], gpu_count: int | None,

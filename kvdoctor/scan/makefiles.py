@@ -20,19 +20,17 @@ def is_makefile(source: SourceFile) -> bool:
     return bool(MAKEFILE_NAMES.search(PurePosixPath(source.path).name))
 
 
-def workloads(source: SourceFile) -> list[Workload]:
-    """The vLLM workloads of each target's recipe; a recipe line keeps its line number in the Makefile."""
-    found = []
+def read(source: SourceFile) -> tuple[list[Workload], list[str]]:
+    """The vLLM workloads of each target's recipe (a recipe line keeps its line number in the Makefile), and the notes
+    on what the recipes deploy with a command kvdoctor cannot see."""
+    found, notes = [], []
     for target, recipe in _recipes(source.text):
-        for workload in scripts.workloads(SourceFile(source.path, recipe)):
+        workloads, unseen = scripts.script_findings(recipe, 1, source.path, PurePosixPath(source.path).name)
+        notes += unseen
+        for workload in workloads:
             found.append(replace(workload, kind="Makefile target", container=target,
                                  notes=workload.notes + (f"the recipe of make target {target!r}",)))  # fmt: skip
-    return found
-
-
-def unseen_notes(source: SourceFile) -> list[str]:
-    """Notes for recipes that deploy vLLM with a command kvdoctor cannot see (scripts.unseen_commands)."""
-    return [note for _, recipe in _recipes(source.text) for note in scripts.unseen_commands(recipe, 1, source.path)]
+    return found, notes
 
 
 def _recipes(text: str) -> list[tuple[str, str]]:

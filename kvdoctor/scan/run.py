@@ -8,7 +8,7 @@ from typing import Callable
 from kvdoctor.check.run import CheckSettings
 from pathlib import Path
 
-from kvdoctor.scan import (compose, dockerfile, dstack, dynamo, github_actions, hcl, helm_release, helm_values,
+from kvdoctor.scan import (cloud_build, compose, dockerfile, dstack, dynamo, github_actions, hcl, helm_release, helm_values,
                            kubernetes, llmaz, makefiles, nodes, nomad, python_apps, python_engine_args, ray_job, scripts,
                            serving_crds, skypilot, terraform)  # fmt: skip
 from kvdoctor.scan.chart_reader import chart_workloads
@@ -36,6 +36,7 @@ READERS = (
     (skypilot.is_skypilot_task, skypilot.workloads),
     (dstack.is_dstack_run, dstack.workloads),
     (github_actions.is_github_actions, github_actions.workloads),
+    (cloud_build.is_cloud_build, cloud_build.workloads),
 )
 
 
@@ -79,13 +80,15 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             unread += [f for f in failures if f.message not in {u.message for u in unread}]  # one chart, many renders
             continue
         if makefiles.is_makefile(source):
-            found += makefiles.workloads(source)
-            notes += makefiles.unseen_notes(source)
+            workloads, unseen = makefiles.read(source)
+            found += workloads
+            notes += unseen
             continue
         if scripts.is_shell_script(source):
             written, why = heredoc_workloads(source)
-            found += scripts.workloads(source) + written
-            notes += why + scripts.unseen_notes(source)
+            workloads, unseen = scripts.read(source)
+            found += workloads + written
+            notes += why + unseen
             continue
         if dockerfile.is_dockerfile(source):
             found += dockerfile.workloads(source)
@@ -202,6 +205,8 @@ def unseen_notes(doc: Document, read: list[Workload]) -> list[str]:
     it, a gcloud run deploy of an image built elsewhere)."""
     if github_actions.is_github_actions(doc.root):
         return github_actions.unseen_notes(doc)
+    if cloud_build.is_cloud_build(doc.root):
+        return cloud_build.unseen_notes(doc)
     if compose.is_compose(doc.root):
         return compose.unseen_notes(doc, read)
     reader = next((read_with for applies, read_with in READERS if applies(doc.root)), None)
@@ -268,7 +273,8 @@ def unread_kind(doc: Document) -> str | None:
                 "kvdoctor reads (llm_configs, a `model` mapping in args or user_config, MODEL_ID in the app's "
                 "runtime_env): not checked")  # fmt: skip
     if compose.is_compose(doc.root) or helm_values.is_production_stack_values(doc.root) or dstack.is_dstack_run(doc.root) \
-            or github_actions.is_github_actions(doc.root) or _is_test_suite_or_form(doc.root):
+            or github_actions.is_github_actions(doc.root) or cloud_build.is_cloud_build(doc.root) \
+            or _is_test_suite_or_form(doc.root):
         return None
     return (f"{where}: a YAML document that mentions vLLM but is no Kubernetes object, Compose file or "
             "production-stack values (a chart's raw values?): not read; scan it with its chart: kvdoctor scan CHART_DIR "

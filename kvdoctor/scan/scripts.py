@@ -50,27 +50,36 @@ def is_shell_script(source: SourceFile) -> bool:
     return source.path.endswith(SCRIPT_SUFFIXES) or bool(SHEBANG.match(source.text))
 
 
-def workloads(source: SourceFile) -> list[Workload]:
+def read(source: SourceFile) -> tuple[list[Workload], list[str]]:
+    """A script file's workloads and the notes on what it deploys with a command kvdoctor cannot see."""
     text = source.text
     if source.path.endswith(".ps1"):  # PowerShell continues a line with a backtick where a shell has a backslash
         text = POWERSHELL_CONTINUATION.sub("\\\n", text)
-    return script_workloads(text, 1, source.path, PurePosixPath(source.path).name)
-
-
-def unseen_notes(source: SourceFile) -> list[str]:
-    """Notes for the script's commands that deploy vLLM with a command kvdoctor cannot see."""
-    return unseen_commands(source.text, 1, source.path)
+    return script_findings(text, 1, source.path, PurePosixPath(source.path).name)
 
 
 def script_workloads(script: str, first_line: int, file: str, name: str,
                      env: dict[str, str] | None = None) -> list[Workload]:  # fmt: skip
+    return script_findings(script, first_line, file, name, env)[0]
+
+
+def unseen_commands(script: str, first_line: int, file: str, env: dict[str, str] | None = None) -> list[str]:
+    return script_findings(script, first_line, file, "", env)[1]
+
+
+def script_findings(script: str, first_line: int, file: str, name: str,
+                    env: dict[str, str] | None = None) -> tuple[list[Workload], list[str]]:  # fmt: skip
     """The workloads of a shell script whose first line is `first_line` of `file`, its words expanded from its
-    top-level assignments (and `env`). A command whose variables an `if` / `elif` branch sets is one workload per
-    such branch (`VLLM_ARGS=...` per `$VLLM_MODE`), each with the branch's values and a note saying which."""
+    top-level assignments (and `env`), and notes for its commands that deploy vLLM with a command kvdoctor cannot
+    see (`gcloud run deploy vllm-svc --image IMAGE` of an image built elsewhere). A command whose variables an `if` /
+    `elif` branch sets is one workload per such branch (`VLLM_ARGS=...` per `$VLLM_MODE`), each with the branch's
+    values and a note saying which."""
     known = script_assignments(script, dict(env or {}))
     script = alternate_values(script, known)
     branches = branch_assignments(script)
+    look_unseen = "vllm" in script.lower()  # a note names a service or image named for vLLM
     found: list[Workload] = []
+    notes: list[str] = []
     for words in script_commands(script, first_line):
         used = {m.group(1) or m.group(2) for w in words for m in SHELL_VARIABLE.finditer(w.text)}
         variants = [b for b in branches if used & set(b)] or [{}]
@@ -78,6 +87,8 @@ def script_workloads(script: str, first_line: int, file: str, name: str,
             expanded = expand_words(words, known | branch)
             workload = docker_run(file, name, expanded) or cloud_run.workload(file, name, expanded) \
                 or _direct(file, name, expanded)
+            if workload is None and look_unseen:
+                notes += _unseen(file, expanded)
             if workload is None or any(_same(workload, w) for w in found):
                 continue
             if branch:
@@ -85,24 +96,20 @@ def script_workloads(script: str, first_line: int, file: str, name: str,
                     "one workload per `if` branch that sets its variables: this one with "
                     + ", ".join(f"{k}={v}" for k, v in sorted(branch.items())),))  # fmt: skip
             found.append(workload)
-    return found
+    return found, list(dict.fromkeys(notes))
 
 
-def unseen_commands(script: str, first_line: int, file: str, env: dict[str, str] | None = None) -> list[str]:
-    """Notes for the commands of a script that deploy vLLM with a command kvdoctor cannot see (`gcloud run deploy
-    vllm-svc --image IMAGE` of an image built elsewhere), so that their silence is not taken for a pass."""
-    known = script_assignments(script, dict(env or {}))
-    notes = []
-    for words in script_commands(alternate_values(script, known), first_line):
-        expanded = expand_words(words, known)
-        if cloud_run.workload(file, "", expanded) is None and (found := cloud_run.unseen(expanded)) is not None:
-            service, image, first = found
-            notes.append(unseen_note(f"{file}:{first.line}", f"Cloud Run service {service}", image))
-        parts = _docker_parts(expanded)
-        if parts is not None and docker_run(file, "", expanded) is None and not parts[0].get("--entrypoint") \
-                and (names_vllm(parts[1].text) or unread_release(parts[1].text)):
-            notes.append(unseen_note(f"{file}:{parts[1].line}", "docker run", parts[1].text))
-    return list(dict.fromkeys(notes))
+def _unseen(file: str, words: list[Token]) -> list[str]:
+    """The note for a command (not read as a workload) that deploys an image named for vLLM whose command is built
+    where kvdoctor cannot see it: a gcloud run deploy of an image built elsewhere, a docker run with no command."""
+    if (found := cloud_run.unseen(words)) is not None:
+        service, image, first = found
+        return [unseen_note(f"{file}:{first.line}", f"Cloud Run service {service}", image)]
+    parts = _docker_parts(words)
+    if parts is not None and not parts[0].get("--entrypoint") and not parts[2] \
+            and (names_vllm(parts[1].text) or unread_release(parts[1].text)):
+        return [unseen_note(f"{file}:{parts[1].line}", "docker run", parts[1].text)]
+    return []
 
 
 ALTERNATE_VALUE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):?\+((?:[^{}\n]|\{[^{}\n]*\})*)\}")

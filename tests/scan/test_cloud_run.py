@@ -153,3 +153,45 @@ def test_a_malformed_service_yaml_is_one_line_exit_2(tmp_path):
                          capture_output=True, text=True, cwd=REPO)  # fmt: skip
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert any("service.yaml:" in line and "malformed YAML" in line for line in run.stderr.splitlines())
+
+
+CLOUD_BUILD = """substitutions:
+  _SERVICE: vllm-gemma
+steps:
+  - name: gcr.io/cloud-builders/docker
+    args: [build, -t, gcr.io/$PROJECT_ID/web:$SHORT_SHA, .]
+  - name: gcr.io/google.com/cloudsdktool/cloud-sdk
+    entrypoint: gcloud
+    args:
+      - run
+      - deploy
+      - ${_SERVICE}
+      - --image=vllm/vllm-openai:v0.10.2
+      - --args=--model,google/gemma-3-4b-it,--tensor-parallel-size,2
+      - --gpu=1
+      - --gpu-type=nvidia-l4
+  - name: gcr.io/cloud-builders/gcloud
+    args: ['run', 'deploy', 'vllm-app', '--image=gcr.io/$PROJECT_ID/vllm-app:$SHORT_SHA', '--gpu=1']
+  - name: gcr.io/cloud-builders/gcloud
+    args: ['run', 'deploy', 'web', '--image=ghcr.io/vllm-project/semantic-router/extproc:1']
+  - name: gcr.io/google.com/cloudsdktool/cloud-sdk:slim
+    entrypoint: bash
+    args:
+      - -c
+      - |
+        gcloud run deploy vllm-small --image vllm/vllm-openai:v0.10.2 \\
+          --args=Qwen/Qwen2.5-0.5B-Instruct --gpu 1 --gpu-type nvidia-l4
+"""
+
+
+def test_cloud_build_steps_that_deploy_to_cloud_run(tmp_path):
+    path = tmp_path / "cloudbuild.yaml"
+    path.write_text(CLOUD_BUILD)
+    report = scan([str(path)], tmp_path / "s", gpu=None)
+    found = {r.workload.container: r for r in report.workloads}
+    assert set(found) == {"vllm-gemma", "vllm-small"}  # the substitution's default names the service
+    gemma = found["vllm-gemma"]
+    assert next(p for p in gemma.placed if p.finding.rule_id == "KVD201").location.line == 14
+    assert found["vllm-small"].workload.line == 25  # the gcloud line of the step's script
+    unseen = [n for n in report.notes if "cannot see" in n]
+    assert len(unseen) == 1 and "cloudbuild.yaml:16" in unseen[0] and "vllm-app" in unseen[0]  # not the org's name
