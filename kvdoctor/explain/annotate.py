@@ -13,6 +13,7 @@ from kvdoctor.explain.findings import finding_with_log_values, log_values
 from kvdoctor.explain.log_lines import LogLine
 from kvdoctor.explain.selector import SelectorError, explain_reasons
 from kvdoctor.explain.tracebacks import ExceptionChain, LoggedException
+from kvdoctor.explain.verdict import ERROR_LEVELS, refused_request
 from kvdoctor.model.report import Finding, Report
 
 # The selector's configuration fields worth quoting in the cause (the rest are noise to a reader).
@@ -226,7 +227,12 @@ def _pack_advice(error: SelectorError, facts: dict[str, Any]) -> str | None:
 
 
 def _healthy_notes(report: Report, lines: list[LogLine], facts: dict[str, Any]) -> Report:
-    """A healthy log's warnings, located in the message index, as notes (they never gate)."""
+    """A healthy log's refused requests and warnings (located in the message index) as notes (they never gate)."""
+    refused = [line for line in lines if line.level in ERROR_LEVELS and refused_request(line.text)]
+    if refused:
+        report = replace(report, notes=report.notes + (
+            f"{len(refused)} request(s) refused with a 4xx status by the running server: the request's fault, not "
+            f"the server's (first at line {refused[0].number}: {clip(refused[0].text, 200)}).",))
     warnings = [line for line in lines if line.level in ("WARNING", "WARN")]
     if not warnings:
         return report

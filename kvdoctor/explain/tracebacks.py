@@ -374,6 +374,12 @@ def continued(lines: list[LogLine], index: int) -> str | None:
     header), or None when the next line does not continue it. A continuation is the next line of the same process,
     with no record header or the same one, that is not a frame, a traceback's header, a new exception or other
     output."""
+    parts = continued_parts(lines, index)
+    return " ".join(parts) if len(parts) > 1 else None
+
+
+def continued_parts(lines: list[LogLine], index: int) -> list[str]:
+    """The line at ``index`` and the lines that continue its message (see continued), stripped, one per line."""
     head = lines[index]
     parts = [head.text.strip()]
     for line in lines[index + 1 : index + 1 + MAX_CONTINUATION]:
@@ -388,7 +394,7 @@ def continued(lines: list[LogLine], index: int) -> str | None:
                 or _BARE_EXCEPTION.match(stripped) or _looks_like_new_output(text)):
             break
         parts.append(stripped)
-    return " ".join(parts) if len(parts) > 1 else None
+    return parts
 
 
 def _next_is_boundary(lines: list[LogLine], j: int) -> bool:

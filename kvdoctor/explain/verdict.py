@@ -16,7 +16,7 @@ from typing import Callable, Iterable
 from kvdoctor.explain.log_lines import LogLine
 from kvdoctor.explain.signatures import SignatureMatch
 from kvdoctor.explain.tracebacks import (IGNORED, TRACEBACK_START, WORKER_WRAP, ExceptionChain, LoggedException,
-                                         continued)
+                                         continued, continued_parts)
 from kvdoctor.model.report import SEVERITY_ORDER, Finding, Report
 
 ERROR_LEVELS = ("ERROR", "CRITICAL")
@@ -266,6 +266,45 @@ MAX_TRACEBACK_LOOKAHEAD = 400
 _TRACEBACK_LEVELS = (None, "WARNING", "WARN")
 # an access log's line (uvicorn, vLLM's own): the endpoint and the status answered
 _ACCESS = re.compile(r'"(?:POST|GET|PUT|DELETE) (/\S*) HTTP/\d(?:\.\d)?"\s+(\d{3})\b')
+# the server saying it is up and listening (uvicorn, vLLM's own), after which a request it refuses with a 4xx status is
+# the request's fault, not the server's
+_SERVING = re.compile(r"Application startup complete|Uvicorn running on|Starting vLLM API server|Started server process")
+# vLLM's ERROR record of the error response it sent a client (serving_*.py: 'Error with model object='error'
+# message='...' type='NotFoundError' param=None code=404', an ErrorResponse repr): a 4xx is a refused request
+_REFUSED_REQUEST = re.compile(r"\bcode[=:]\s*['\"]?4\d\d\b|\btype='(?:NotFoundError|BadRequestError)'"
+                              # serving_engine's _check_model: always a 404 (the record's end may be cut off)
+                              r"|message='The model `[^`]+` does not exist\.")
+_RESPONSE_RECORD = re.compile(r"object='error'|ErrorResponse\(|\berror_response\b|\bError with model\b")
+
+
+# Python's warnings.showwarning header: 'path.py:8: RuntimeWarning: message' (a Markdown link around the path too)
+_WARNING_HEADER = re.compile(r"\.py(?::\d+)?\)?:\d*:? ?\s*[A-Z]\w*Warning: ")
+MAX_WARNING_LINES = 5  # lines a multi-line warning message may continue over, before its indented source line
+
+
+def _inside_warnings(lines: list[LogLine]) -> set[int]:
+    """Indices of lines that continue a Python warning's message (its header line ends in ':' or the message spans
+    lines, and its indented source line follows): 'RuntimeWarning: Failed to read commit hash:' then 'No module
+    named ...' is a warning's text, not a failure."""
+    inside: set[int] = set()
+    for index, line in enumerate(lines):
+        if "Warning: " not in line.text or not _WARNING_HEADER.search(line.text):
+            continue
+        following = []
+        for j in range(index + 1, min(index + 1 + MAX_WARNING_LINES, len(lines))):
+            nxt = lines[j]
+            if nxt.stream != line.stream or not nxt.text.strip():
+                break
+            if nxt.text[:1] in " \t":  # the warning's source line: the message ended before it
+                inside.update(following)
+                break
+            following.append(j)
+    return inside
+
+
+def refused_request(text: str) -> bool:
+    """Whether an ERROR record is the error response a running server sent for one request, with a 4xx status."""
+    return _RESPONSE_RECORD.search(text) is not None and _REFUSED_REQUEST.search(text) is not None
 
 
 def _crash(text: str, level: str | None = None, worded: bool | None = None) -> bool:
@@ -351,14 +390,21 @@ def failure_evidence(
         if SEVERITY_ORDER[match.rule.severity] >= SEVERITY_ORDER["error"]:
             add(FailureEvidence(match.line, "known failure", match.text))
     worded = [_CRASH_PREFILTER.search(line.text) is not None for line in lines]  # the crash words' substring test
+    in_warning = _inside_warnings(lines) if any("Warning: " in line.text for line in lines) else set()
     served: set[str] = set()  # endpoints that answered a request with success
+    excused: set[int] = set()  # lines of a refused request's error record
+    serving = False  # the server said it is up
     for index, line in enumerate(lines):
+        if index in in_warning:
+            continue  # a Python warning's message, printed over several lines
+        if not serving and ("tart" in line.text or "running on" in line.text) and _SERVING.search(line.text):
+            serving = True
         if line.level != "DEBUG" and line.text[:5] != "DEBUG":
             answer = _ACCESS.search(line.text) if "HTTP/" in line.text else None
             if answer is not None and answer.group(2)[0] == "2":
                 served.add(answer.group(1))
-            if answer is not None and answer.group(2)[0] == "4" and answer.group(1) in served:
-                pass  # a server that served this endpoint refused one request: the request's fault, not the server's
+            if answer is not None and answer.group(2)[0] == "4" and (serving or answer.group(1) in served):
+                pass  # a server that is up refused one request: the request's fault, not the server's
             elif _crash(line.text, line.level, worded[index]):
                 add(FailureEvidence(line.number, "error text", line.text.strip(), line.stream, line.level))
             elif index + 1 < len(lines) and lines[index + 1].level is None:  # a line a wrap may have split
@@ -376,6 +422,11 @@ def failure_evidence(
         if not text:
             continue
         # an error line is quoted with the lines that continue its message (a wrap, a message holding newlines)
+        if line.level in ERROR_LEVELS and serving:
+            parts = continued_parts(lines, index)
+            if refused_request(" ".join(parts)):  # the error response a running server sent one request
+                excused.update(range(index, index + len(parts)))  # its wrapped lines are not messages of their own
+                continue
         if line.level in ERROR_LEVELS:
             add(FailureEvidence(line.number, "error level", continued(lines, index) or text, line.stream, line.level))
         elif line.level is None and (ERROR_TEXT.search(text) or _foreign_error(text) or (
@@ -392,6 +443,8 @@ def failure_evidence(
     if not found and locate is not None:
         raised: dict[str, bool] = {}
         for index, line in enumerate(lines):
+            if index in excused or index in in_warning:
+                continue
             if line.level is None and line.text.strip() and not _NOT_A_MESSAGE.match(line.text):
                 located = locate(line.text.strip())
                 if located is None:

@@ -72,6 +72,11 @@ def _judge(entry, text: str) -> tuple[bool, int]:
     return ok, code
 
 
+# logs whose deciding words lie past what the alteration keeps: a Python warning's header whose 'RuntimeWarning:' comes
+# after a 200-character Markdown link (its next line, 'No module named ...', then reads as a failure)
+DECIDED_PAST_THE_CUT = {"cut at 200": ("healthy_other__verl_393.log",)}
+
+
 @pytest.mark.skipif(not _seen(), reason="no real-log fixtures")
 @pytest.mark.parametrize("variant, share", [("hard wrap at 80", 0.9), ("interleaved", 0.95), ("cut at 200", 0.88)])
 def test_seen_logs_altered_keep_their_verdict_and_mostly_their_family(variant, share):
@@ -94,7 +99,8 @@ def test_seen_logs_altered_keep_their_verdict_and_mostly_their_family(variant, s
         expected = 1 if entry.get("failure", True) else 0
         # an alteration must not change a right verdict; a log explain gets wrong unaltered is test_real_logs' known
         # miss, not this test's
-        if code != expected and _unaltered_exit(entry["file"]) == expected:
+        if (code != expected and _unaltered_exit(entry["file"]) == expected
+                and entry["file"] not in DECIDED_PAST_THE_CUT.get(variant, ())):
             wrong_exit.append(entry["file"])
     assert not wrong_exit, wrong_exit
     # the share counts the logs outside test_real_logs' known misses (a new batch's logs no family knows yet are
@@ -105,7 +111,7 @@ def test_seen_logs_altered_keep_their_verdict_and_mostly_their_family(variant, s
 # failing seen logs cut to their last 3 / last 1 non-blank lines that may exit 0 (round 6, issue 28: 24 -> 10 and
 # 47 -> 42 of 242; batch 13's seen logs, measured as they came, add 2 and 5, batch 14's 3 and 13 (3-line tails back
 # to 14 after rounds 8-10), batch 15's 5 and 10); lower them as mechanisms land
-MAX_TAIL_AT_EXIT_0 = {3: 19, 1: 70}
+MAX_TAIL_AT_EXIT_0 = {3: 19, 1: 74}  # batch 16's seen logs add 0 and 4
 
 
 @pytest.mark.skipif(not _seen(), reason="no real-log fixtures")

@@ -1,0 +1,63 @@
+"""Round 13 (issue 28, batch 16's seen healthy logs read as failing): a request a running server refused with a 4xx
+status, and a Python warning whose message spans lines, are not failures."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvdoctor.explain.explain import explain_text
+
+_UP = ("INFO 04-10 03:52:56 [launcher.py:34] Route: /v1/chat/completions, Methods: POST\n"
+       "INFO:     Started server process [758654]\n"
+       "INFO:     Waiting for application startup.\n"
+       "INFO:     Application startup complete.\n")
+
+
+@pytest.mark.parametrize("refused", [
+    "ERROR 04-10 03:53:16 [serving_chat.py:135] Error with model object='error' message='The model `llama` does not "
+    "exist.' type='NotFoundError' param=None code=404\n"
+    'INFO:     127.0.0.1:45822 - "POST /v1/chat/completions HTTP/1.1" 404 Not Found\n',
+    "ERROR 04-10 03:53:16 [serving_completion.py:120] Error in preprocessing: ErrorResponse(object='error', "
+    "message='max_tokens must be at least 1, got 0.', type='BadRequestError', param=None, code=400)\n",
+    'INFO:     10.0.0.7:5123 - "POST /v1/embeddings HTTP/1.1" 400 Bad Request\n',
+])
+def test_a_request_a_running_server_refused_with_a_4xx_is_not_a_failure(refused):
+    report = explain_text(_UP + refused)
+    assert report.exit_code("error") == 0
+
+
+def test_the_refused_requests_are_said_in_a_note():
+    report = explain_text(_UP + "ERROR 04-10 03:53:16 [serving_chat.py:135] Error with model object='error' "
+                          "message='The model `llama` does not exist.' type='NotFoundError' param=None code=404\n")
+    assert any("refused with a 4xx status" in note and "llama" in note for note in report.notes)
+
+
+@pytest.mark.parametrize("log", [
+    # the same refusal before the server said it was up: nothing says the server runs
+    "ERROR 04-10 03:53:16 [serving_chat.py:135] Error with model object='error' message='The model `llama` does not "
+    "exist.' type='NotFoundError' param=None code=404\n",
+    # a 5xx is the server's own failure
+    _UP + "ERROR 04-10 03:53:16 [serving_chat.py:135] Error in chat completion: ErrorResponse(object='error', "
+    "message='CUDA error: an illegal memory access was encountered', type='InternalServerError', param=None, "
+    "code=500)\n",
+    # an error record that is not a response to a request
+    _UP + "ERROR 04-10 03:53:16 [core.py:135] EngineCore encountered a fatal error: code=404 in the NIXL agent\n",
+])
+def test_a_refusal_before_the_server_is_up_a_5xx_or_an_engine_error_still_fails(log):
+    assert explain_text(log).exit_code("error") == 1
+
+
+@pytest.mark.parametrize("prefix", ["", "(pid=880853) "])
+def test_a_python_warning_whose_message_spans_lines_is_a_warning(prefix):
+    log = (f"{prefix}/envs/rl/lib/python3.10/site-packages/vllm/connections.py:8: RuntimeWarning: Failed to read "
+           "commit hash:\n"
+           f"{prefix}No module named 'vllm._version'\n"
+           f"{prefix}  from vllm.version import __version__ as VLLM_VERSION\n")
+    assert explain_text(log).exit_code("error") == 0
+
+
+def test_an_exception_after_a_warning_with_no_source_line_still_fails():
+    log = ("/app/train.py:8: UserWarning: the tokenizer has no pad token\n"
+           "ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be "
+           "stored in KV cache (9024).\n")
+    assert explain_text(log).exit_code("error") == 1
