@@ -9,7 +9,7 @@ from kvdoctor.check.run import CheckSettings
 from pathlib import Path
 
 from kvdoctor.scan import (cloud_build, compose, dockerfile, dstack, dynamo, github_actions, hcl, helm_release, helm_values,
-                           kubernetes, llmaz, makefiles, nodes, nomad, python_apps, python_engine_args, ray_job, scripts,
+                           kubernetes, llmaz, makefiles, markdown, nodes, nomad, python_apps, python_engine_args, ray_job, scripts,
                            serving_crds, skypilot, terraform)  # fmt: skip
 from kvdoctor.scan.chart_reader import chart_workloads
 from kvdoctor.scan.config_maps import ConfigMap, config_maps_of, with_config_maps
@@ -78,6 +78,11 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             if not workloads and not failures and (why := silent_chart_note(source)):
                 notes.append(why)
             unread += [f for f in failures if f.message not in {u.message for u in unread}]  # one chart, many renders
+            continue
+        if markdown.is_markdown(source):
+            workloads, unseen = markdown.read(source, read_document)
+            found += workloads
+            notes += unseen
             continue
         if makefiles.is_makefile(source):
             workloads, unseen = makefiles.read(source)
