@@ -25,8 +25,11 @@ STEP_NOTE = "a Cloud Build step (cloudbuild.yaml): its args are the builder's co
 
 def is_cloud_build(root: yaml.Node) -> bool:
     steps = nodes.get(root, "steps")
-    return (nodes.is_map(root) and nodes.get(root, "apiVersion") is None and nodes.is_seq(steps)
-            and bool(nodes.items(steps)) and all(nodes.get(s, "name") is not None for s in nodes.items(steps)))  # fmt: skip
+    items = nodes.items(steps)
+    # each step names its builder image; Drone / Woodpecker steps name themselves and give `image` and `commands`
+    builders = bool(items) and all(nodes.get(s, "name") is not None and nodes.get(s, "image") is None
+                                   and nodes.get(s, "commands") is None for s in items)  # fmt: skip
+    return nodes.is_map(root) and nodes.get(root, "apiVersion") is None and builders
 
 
 def workloads(doc: Document, source_text: str) -> list[Workload]:

@@ -63,7 +63,8 @@ def unseen_notes(doc: Document, read: list[Workload]) -> list[str]:
     for name, key, service in nodes.pairs(nodes.get(doc.root, "services")):
         image = nodes.text(nodes.get(service, "image"))
         image = _interpolate(image) if image else None
-        if name in seen or nodes.get(service, "entrypoint") is not None or not (names_vllm(image) or unread_release(image)):
+        own_command = nodes.get(service, "entrypoint") is not None
+        if name in seen or own_command or not (names_vllm(image) or unread_release(image)):
             continue
         notes.append(unseen_note(f"{doc.file}:{nodes.line(nodes.get(service, 'image'))}", f"service {name}", image))
     return notes

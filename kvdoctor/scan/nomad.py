@@ -56,8 +56,8 @@ def unseen_notes(root: yaml.Node, file: str, read: list[Workload]) -> list[str]:
                 task_name = task_labels[0] if task_labels else "(unnamed)"
                 config = nodes.get(task, "config")
                 image = nodes.text(nodes.get(config, "image"))
-                if (name, task_name) in seen or nodes.get(config, "command") is not None \
-                        or nodes.get(config, "entrypoint") is not None or not (names_vllm(image) or unread_release(image)):
+                own_command = nodes.get(config, "command") is not None or nodes.get(config, "entrypoint") is not None
+                if (name, task_name) in seen or own_command or not (names_vllm(image) or unread_release(image)):
                     continue
                 notes.append(unseen_note(f"{file}:{nodes.line(nodes.get(config, 'image'))}",
                                          f"Nomad job {name} (task {task_name})", image))  # fmt: skip
@@ -117,7 +117,8 @@ def _env(task: yaml.Node) -> list[EnvVar]:
         if key == hcl.LABELS:
             continue
         if text is None or INTERPOLATION.search(text):
-            env.append(EnvVar(key, None, nodes.line(value), f"Nomad's interpolation {text}" if text else "an expression"))
+            why = f"Nomad's interpolation {text}" if text else "an expression"
+            env.append(EnvVar(key, None, nodes.line(value), why))
         else:
             env.append(EnvVar(key, text, nodes.line(value)))
     return env

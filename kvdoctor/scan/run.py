@@ -8,9 +8,9 @@ from typing import Callable
 from kvdoctor.check.run import CheckSettings
 from pathlib import Path
 
-from kvdoctor.scan import (cloud_build, compose, dockerfile, dstack, dynamo, github_actions, hcl, helm_release, helm_values,
-                           kubernetes, llmaz, makefiles, markdown, nodes, nomad, python_apps, python_engine_args, ray_job, scripts,
-                           serving_crds, skypilot, terraform)  # fmt: skip
+from kvdoctor.scan import (cloud_build, compose, dockerfile, dstack, dynamo, github_actions, hcl, helm_release,
+                           helm_values, kubernetes, llmaz, makefiles, markdown, nodes, nomad, python_apps,
+                           python_engine_args, ray_job, scripts, serving_crds, skypilot, terraform)  # fmt: skip
 from kvdoctor.scan.chart_reader import chart_workloads
 from kvdoctor.scan.config_maps import ConfigMap, config_maps_of, with_config_maps
 from kvdoctor.scan.command import heredoc_bodies, only_serve_flags, words_of

@@ -70,7 +70,8 @@ def notes(root: yaml.Node, file: str) -> list[str]:
             continue
         chart = nodes.text(nodes.get(body, "chart")) or "?"
         repository = nodes.text(nodes.get(body, "repository"))
-        found.append(f"{file}:{nodes.line(body)}: Terraform helm_release {labels[1] if len(labels) > 1 else ''} installs "
+        release = labels[1] if len(labels) > 1 else ""
+        found.append(f"{file}:{nodes.line(body)}: Terraform helm_release {release} installs "
                      f"chart {chart}" + (f" from {repository}" if repository else "") + " and names vLLM: "
                      "not rendered here (helm template RELEASE CHART -f VALUES | kvdoctor scan -, or scan the chart "
                      "directory with --values)")  # fmt: skip

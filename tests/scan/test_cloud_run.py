@@ -195,3 +195,13 @@ def test_cloud_build_steps_that_deploy_to_cloud_run(tmp_path):
     assert found["vllm-small"].workload.line == 25  # the gcloud line of the step's script
     unseen = [n for n in report.notes if "cannot see" in n]
     assert len(unseen) == 1 and "cloudbuild.yaml:16" in unseen[0] and "vllm-app" in unseen[0]  # not the org's name
+
+
+def test_a_drone_pipeline_is_not_a_cloud_build_config(tmp_path):
+    from kvdoctor.scan.cloud_build import is_cloud_build
+    from kvdoctor.scan.documents import SourceFile, compose_documents
+
+    drone = "kind: pipeline\nsteps:\n  - name: serve\n    image: vllm/vllm-openai:v0.10.2\n    commands: [vllm serve x]\n"
+    (doc,) = compose_documents(SourceFile("drone.yml", drone))
+    (build,) = compose_documents(SourceFile("cloudbuild.yaml", CLOUD_BUILD))
+    assert not is_cloud_build(doc.root) and is_cloud_build(build.root)
