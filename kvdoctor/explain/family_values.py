@@ -95,6 +95,8 @@ def _clauses(values: dict[str, Any]) -> dict[str, Any]:
         out["expected_text"] = f" The backends it tried: {values['candidates']}."
     if values.get("wanted"):
         out["wanted_text"] = f" ({values['wanted']})"
+    if values.get("detail"):
+        out["detail_text"] = f" with the engine's error {values['detail']}"
     if values.get("target"):
         out["target_text"] = f" ({values['target']})"
     if values.get("what"):

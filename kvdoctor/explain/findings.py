@@ -186,7 +186,11 @@ def unknown_finding(rule: Rule, exception: LoggedException, facts: dict[str, Any
         cause += f" checking the call in {checked}" if checked else ""
         code = exception.frames[-1].code if exception.frames else None
         # the line that failed says which value was wrong when the message is Python's own ('int' * 'NoneType')
-        cause += f", in `{clip(code, 160)}`." if code else "."
+        cause += f", in `{clip(code, 160)}`" if code else ""
+        caller = exception.frames[-2] if len(exception.frames) >= 2 and not exception.message.strip() else None
+        if caller is not None and caller.code:  # a bare exception ('TimeoutError'): the call it was raised under
+            cause += f", called from {caller.function or 'its caller'}: `{clip(caller.code, 160)}`"
+        cause += "."
     missing = ["the failing process's own error"] if only_wrappers else ["a rule whose signature matches it"]
     if not exception.where and not only_wrappers:
         missing.append("traceback frames (where it was raised)")

@@ -15,8 +15,8 @@ from typing import Callable, Iterable
 
 from kvdoctor.explain.log_lines import LogLine
 from kvdoctor.explain.signatures import SignatureMatch
-from kvdoctor.explain.tracebacks import (IGNORED, TRACEBACK_START, WORKER_WRAP, ExceptionChain, LoggedException,
-                                         continued, continued_parts)
+from kvdoctor.explain.tracebacks import (CAUSE, CONTEXT, IGNORED, TRACEBACK_START, WORKER_WRAP, ExceptionChain,
+                                         LoggedException, continued, continued_parts)
 from kvdoctor.model.report import SEVERITY_ORDER, Finding, Report
 
 ERROR_LEVELS = ("ERROR", "CRITICAL")
@@ -302,6 +302,19 @@ def _inside_warnings(lines: list[LogLine]) -> set[int]:
     return inside
 
 
+def _c10_message(lines: list[LogLine], index: int) -> str | None:
+    """torch's C++ errors (c10::Error) print their message, then 'Exception raised from FN at FILE:N (most recent
+    call first):' and the C++ frames: the message is the line above, and it is the failure's words."""
+    text = lines[index].text
+    if not text.startswith("Exception raised from ") or not index:
+        return None
+    above = lines[index - 1]
+    message = above.text.strip()
+    if not message or above.stream != lines[index].stream or message.startswith("frame #"):
+        return None
+    return f"{message} ({text.strip()})"
+
+
 def refused_request(text: str) -> bool:
     """Whether an ERROR record is the error response a running server sent for one request, with a 4xx status."""
     return _RESPONSE_RECORD.search(text) is not None and _REFUSED_REQUEST.search(text) is not None
@@ -431,8 +444,8 @@ def failure_evidence(
             add(FailureEvidence(line.number, "error level", continued(lines, index) or text, line.stream, line.level))
         elif line.level is None and (ERROR_TEXT.search(text) or _foreign_error(text) or (
                 line.text[:1] in " \t" and _INDENTED_EXCEPTION.match(text))):
-            add(FailureEvidence(line.number, "error text", _flattened_exception(continued(lines, index) or text),
-                                line.stream))
+            add(FailureEvidence(line.number, "error text", _c10_message(lines, index)
+                                or _flattened_exception(continued(lines, index) or text), line.stream))
         if ("tart" in text or "TART" in text) and FAILED_TO_START.search(text):
             add(FailureEvidence(line.number, "failed to start", text, line.stream, line.level))
         if "Worker failed with error '" in text and WORKER_WRAP.search(text):
@@ -716,8 +729,11 @@ def cite_failure_lines(report: Report, evidence: tuple[FailureEvidence, ...], un
         return report
     finding = report.findings[0]
     shown = " ".join(finding.evidence)
+    frame_lines = {e.line for e in evidence if e.text.lstrip().startswith('File "')}
     quoted = [e for e in sorted(evidence, key=lambda e: e.line)
-              if e.kind != "wrapper" and f"log line {e.line}" not in shown and e.text.strip()[:80] not in shown]
+              if e.kind != "wrapper" and f"log line {e.line}" not in shown and e.text.strip()[:80] not in shown
+              # a traceback's frames and code lines, and the line joining two exceptions, are not failure lines
+              and e.line not in frame_lines and e.line - 1 not in frame_lines and e.text.strip() not in (CAUSE, CONTEXT)]
     if not quoted:
         return report
     lines = tuple(f"failure line {e.line} ({e.kind}): {e.text.strip()[:300]}" for e in quoted[:CITED_LINES])
