@@ -128,6 +128,8 @@ def decode_log(data: bytes, where: str) -> str:
         text = data.decode("utf-16", errors="replace")
     else:
         text = data.decode("utf-8", errors="replace")
+    if "\0" in text:  # a log file truncated under a process still writing at its old offset: a hole of NUL bytes
+        text = text.replace("\0", "")
     if not text.strip():
         raise LogInputError(f"log on {where} is empty", "pass the log of a vLLM start-up")
     sample = text[:BINARY_SAMPLE]

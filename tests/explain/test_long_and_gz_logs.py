@@ -101,3 +101,15 @@ def test_a_failure_after_100k_lines_of_chatter_is_found():
     report = explain_text(text)
     assert report.extra["primary"]["rule_id"] == "KVD101"
     assert report.exit_code("error") == 1
+
+
+def test_a_log_with_a_hole_of_nul_bytes_is_read(tmp_path):
+    """A log file truncated while its writer kept its offset has a hole of NUL bytes (here 1 MB after the failure, as
+    a real vLLM server log had): read as the text around it, not refused as binary."""
+    from kvdoctor.explain.explain import explain_log
+
+    log = tmp_path / "vllm.log"
+    log.write_bytes(b"(APIServer pid=1) INFO 01-12 01:42:14 [api_server.py:1351] vLLM API server version 0.13.0\n"
+                    b"(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. "
+                    b"Failed core proc(s): {}\n" + b"\0" * 1_000_000)
+    assert explain_log(str(log)).exit_code("error") == 1
