@@ -263,7 +263,8 @@ def unread_kind(doc: Document) -> str | None:
             return (f"{where}: InferenceService {nodes.text(nodes.get(doc.root, 'metadata', 'name')) or ''} mentions "
                     "vLLM; its spec.predictor.model (the serving runtime's arguments) is not read by kvdoctor scan: not "
                     "checked")  # fmt: skip
-        if kind in kubernetes.POD_SPECS:  # a kind it reads: a fragment is named, other containers do not run vLLM
+        # a kind it reads (a Knative Service too): a fragment is named, other containers do not run vLLM
+        if kind in kubernetes.POD_SPECS or kubernetes.has_pod_template(doc.root):
             return kubernetes.fragment_note(doc.root, where)
         named = " ".join(filter(None, (kind, nodes.text(nodes.get(doc.root, "metadata", "name")))))
         return (f"{where}: {named} mentions vLLM, but kvdoctor scan does not read kind {kind} "

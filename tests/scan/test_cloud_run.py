@@ -205,3 +205,12 @@ def test_a_drone_pipeline_is_not_a_cloud_build_config(tmp_path):
     (doc,) = compose_documents(SourceFile("drone.yml", drone))
     (build,) = compose_documents(SourceFile("cloudbuild.yaml", CLOUD_BUILD))
     assert not is_cloud_build(doc.root) and is_cloud_build(build.root)
+
+
+def test_a_cloud_run_service_of_an_image_built_elsewhere_is_named_once(tmp_path):
+    path = tmp_path / "service.yaml"
+    path.write_text(SERVICE_YAML.format(name="llm", image="us-docker.pkg.dev/p/r/vllm-gemma:1", args="[]"))
+    report = scan([str(path)], tmp_path / "s")
+    assert report.workloads == ()
+    named = [n for n in report.notes if "service.yaml:" in n]
+    assert len(named) == 1 and "service.yaml:15: Service llm (container (unnamed)) runs an image whose command" in named[0]
