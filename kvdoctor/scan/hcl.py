@@ -35,9 +35,22 @@ class HclError(KvdoctorError):
     """HCL that cannot be read; the message names the line."""
 
 
+PACK_TEMPLATE = re.compile(r"\[\[-?\s*(?:\.|template\b|range\b|if\b|end\b|with\b|define\b|include\b|\$)")
+"""A Nomad Pack / Levant template action (`[[ .vllm.model ]]`, `[[ template "job_name" . ]]`): not HCL until rendered."""
+
+
 def parse(text: str, name: str = "<hcl>") -> yaml.MappingNode:
-    """The file's body as a mapping node; raises HclError with the line of the problem."""
-    return _Parser(text, name).document()
+    """The file's body as a mapping node; raises HclError with the line of the problem (a Nomad Pack or Levant
+    template that does not parse is named as one, with how to render it)."""
+    try:
+        return _Parser(text, name).document()
+    except HclError:
+        action = PACK_TEMPLATE.search(text)
+        if action is None:
+            raise
+        line = text.count("\n", 0, action.start()) + 1
+        raise HclError(f"{name}:{line}: Nomad Pack / Levant template syntax ([[ ]]), not HCL yet",
+                       "render it first: nomad-pack render PACK -o DIR (or levant render), then kvdoctor scan DIR") from None
 
 
 def blocks(body: yaml.Node | None, block_type: str) -> list[tuple[list[str], yaml.Node]]:

@@ -149,3 +149,13 @@ def test_a_task_of_an_image_whose_command_is_unseen_is_named(tmp_path):
     report = scan([str(path)], tmp_path / "s")
     assert report.workloads == ()
     assert [n for n in report.notes if "llm.nomad:9: Nomad job llm (task vllm) runs an image whose command" in n]
+
+
+def test_a_nomad_pack_template_is_named_as_one(tmp_path):
+    path = tmp_path / "vllm.nomad.hcl"
+    path.write_text('job [[ template "job_name" . ]] {\n  group "g" {\n    task "t" {\n      driver = "docker"\n'
+                    '      config { image = "vllm/vllm-openai:[[ .vllm.version ]]" }\n    }\n  }\n}\n')
+    report = scan([str(path)], tmp_path / "s")
+    (unread,) = report.unread
+    assert unread.message.endswith("vllm.nomad.hcl:1: Nomad Pack / Levant template syntax ([[ ]]), not HCL yet")
+    assert "nomad-pack render" in unread.hint
