@@ -95,9 +95,9 @@ def workload(file: str, name: str, words: list[Token]) -> Workload | None:
     gpus = options.get("--gpu", [])
     gpu_types = options.get("--gpu-type", [])
     count = int(gpus[-1].text) if gpus and gpus[-1].text.isdigit() else None
-    built = None if argv is not None or command else env_built(image_text, _env(options), count, words[0].line)
-    if built is not None:
-        argv, notes = built[0], notes + tuple(built[1])
+    built = None if command else env_built(image_text, _env(options), count, words[0].line, args)
+    if built is not None:  # an entrypoint that builds the command from env never reads --args
+        argv, notes = built[0], (DEPLOY_NOTE,) + tuple(built[1])
     if argv is None:
         return None
     return Workload(

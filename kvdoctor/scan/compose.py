@@ -40,7 +40,7 @@ def _service(file: str, name: str, key: yaml.Node, service: yaml.Node, source_te
     argv = serve_argv(entrypoint, command, runs_vllm_entrypoint(image) or flags_only, source_text)
     env, env_from = _environment(service)
     count, count_line = _gpu_count(service)
-    built = None if argv is not None or entrypoint else env_built(image, env, count, nodes.line(key))
+    built = None if entrypoint else env_built(image, env, count, nodes.line(key), [token for token, _ in command])
     if built is not None:
         argv, built_notes = built
     if argv is None:
@@ -51,7 +51,7 @@ def _service(file: str, name: str, key: yaml.Node, service: yaml.Node, source_te
         image=image, image_line=nodes.line(nodes.get(service, "image")),
         argv=tuple(Token(_interpolate(t.text), t.line) for t in argv), command_line=first.line,
         env=tuple(env), env_from=tuple(env_from), gpu_limit=count, gpu_limit_line=count_line,
-        notes=(FLAGS_ONLY_NOTE.format(image=image),) if flags_only else tuple(built[1]) if built is not None else (),
+        notes=tuple(built[1]) if built is not None else (FLAGS_ONLY_NOTE.format(image=image),) if flags_only else (),
     )  # fmt: skip
 
 

@@ -299,7 +299,8 @@ def container_workload(container: yaml.Node, source_text: str, **where) -> Workl
     env, env_from = container_env(container)
     env = list(where.pop("provided_env", ())) + env  # the container's own env wins over what its controller sets
     limit, limit_line = gpu_limit(container)
-    built = None if argv is not None or command else env_built(image, env, limit, nodes.line(container))
+    # an entrypoint that builds the command from env wins over reading args alone as vLLM's (it never reads them)
+    built = None if command else env_built(image, env, limit, nodes.line(container), [token for token, _ in args])
     if built is not None:
         argv, built_notes = built
     if argv is None:
@@ -323,21 +324,24 @@ def container_workload(container: yaml.Node, source_text: str, **where) -> Workl
         gpu_limit_line=limit_line,
         gpu_slice=mig_slice(container, selectors),
         expands_shell=shell,
-        notes=(FLAGS_ONLY_NOTE.format(image=image),) if flags_only else
-              (WRAPPER_NOTE.format(image=image, script=wrapper),) if wrapper else
-              tuple(built[1]) if built is not None else (),
+        notes=tuple(built[1]) if built is not None else (FLAGS_ONLY_NOTE.format(image=image),) if flags_only else
+              (WRAPPER_NOTE.format(image=image, script=wrapper),) if wrapper else (),
         **where,
     )
 
 
-def env_built(image: str | None, env: list[EnvVar], gpus: int | None,
-              line: int | None) -> tuple[list[Token], list[str]] | None:  # fmt: skip
+def env_built(image: str | None, env: list[EnvVar], gpus: int | None, line: int | None,
+              args: list[Token] = ()) -> tuple[list[Token], list[str]] | None:  # fmt: skip
     """The argv an image's entrypoint builds from the env (kvdoctor/data/image_entrypoints.yaml) and its notes, for a
-    container that gives no command of its own; None for an image no row describes."""
+    container that gives no command of its own (its `args`, which that entrypoint never reads, named); None for an
+    image no row describes."""
     entry = entrypoint_for(image)
     if entry is None:
         return None
     argv, notes = env_argv(entry, env, gpus, line)
+    if args:
+        notes.append(f"the container's arguments ({' '.join(t.text for t in args)[:80]}) are not read by that "
+                     "entrypoint, which builds the command from env only: left out")  # fmt: skip
     return argv, [entrypoint_note(entry)] + notes
 
 

@@ -182,8 +182,8 @@ def docker_run(file: str, name: str, words: list[Token]) -> Workload | None:
     env = [_env(t) for flag in ("-e", "--env") for t in options.get(flag, [])]
     gpus = options.get("--gpus", [])
     count = _gpu_count(gpus[-1].text) if gpus else None
-    built = None if argv is not None or entrypoint else env_built(image.text, env, count, words[0].line)
-    if built is not None:
+    built = None if entrypoint else env_built(image.text, env, count, words[0].line, rest)
+    if built is not None:  # an entrypoint that builds the command from env never reads the words after the image
         argv, notes = built[0], (notes[0],) + tuple(built[1])
     if argv is None:
         return None

@@ -120,3 +120,11 @@ def test_the_table_is_sourced_and_its_flags_are_vllms():
             assert row.kind == "removed" or row.flag in known, (entry.name, row.flag)
     assert entrypoint_for("docker.io/substratusai/vllm:v0.6.2") and not entrypoint_for("substratusai/vllm:v0.6.3")
     assert entrypoint_for("runpod/worker-v1-vllm") and not entrypoint_for("runpod/worker-v1-vllm:v2.23.1")
+
+
+def test_args_the_entrypoint_never_reads_are_named(tmp_path):
+    path = _deployment(tmp_path, "substratusai/vllm:v0.5.4", {"MODEL": "mistralai/Mistral-7B-Instruct-v0.3"})
+    path.write_text(path.read_text().replace("          env:\n", "          args: [--max-model-len, '4096']\n          env:\n"))
+    result = by_name(scan([str(path)], tmp_path / "s"))["app"]
+    assert "--max-model-len" not in _argv(result)
+    assert any("arguments (--max-model-len 4096) are not read by that entrypoint" in n for n in result.workload.notes)
