@@ -13,7 +13,7 @@ from kvdoctor.explain.findings import finding_with_log_values, log_values
 from kvdoctor.explain.log_lines import LogLine
 from kvdoctor.explain.selector import SelectorError, explain_reasons
 from kvdoctor.explain.tracebacks import ExceptionChain, LoggedException
-from kvdoctor.explain.verdict import ERROR_LEVELS, refused_request
+from kvdoctor.explain.verdict import ERROR_LEVELS, ready_after, refused_request
 from kvdoctor.model.report import Finding, Report
 
 # The selector's configuration fields worth quoting in the cause (the rest are noise to a reader).
@@ -156,7 +156,9 @@ def _request_time(diagnosis: Diagnosis, families: Families, chains: list[Excepti
     if exception is None or families.request_frames is None:
         return None
     for chain_frame in _chain_frames(chains, exception):
-        if chain_frame.function and (families.request_frames.search(chain_frame.function) or (
+        # a request-serving function of vLLM's own code (torch Inductor's codegen has a `generate` too)
+        if chain_frame.function and ((families.request_frames.search(chain_frame.function)
+                                      and _in_vllm(chain_frame.file)) or (
                 families.request_places is not None
                 and families.request_places.search(f"{_posix(chain_frame.file)}:{chain_frame.function}"))):
             place = f"{chain_frame.file}:{chain_frame.line}" if chain_frame.line else chain_frame.file
@@ -165,12 +167,18 @@ def _request_time(diagnosis: Diagnosis, families: Families, chains: list[Excepti
     innermost = None
     for line in lines[primary_line: primary_line + MAX_FOLLOWING_FRAMES]:
         found = _FRAME_LINE.match(line.text)
-        if found and families.request_frames.search(found.group(3)):
+        if found and families.request_frames.search(found.group(3)) and _in_vllm(found.group(1)):
             innermost = (found, line.number)
     if innermost:
         found, number = innermost
         return f"It surfaced under {found.group(3)} ({found.group(1)}:{found.group(2)}, log line {number})"
     return None
+
+
+def _in_vllm(file: str) -> bool:
+    """Whether a frame's file may be vLLM's own code: under a vllm/ folder, or a bare file name a paste kept."""
+    path = _posix(file)
+    return "vllm/" in path or "/" not in path
 
 
 def _posix(file: str) -> str:
@@ -228,6 +236,12 @@ def _pack_advice(error: SelectorError, facts: dict[str, Any]) -> str | None:
 
 def _healthy_notes(report: Report, lines: list[LogLine], facts: dict[str, Any]) -> Report:
     """A healthy log's refused requests and warnings (located in the message index) as notes (they never gate)."""
+    errors = [line for line in lines if line.level in ERROR_LEVELS and not refused_request(line.text)]
+    ready = ready_after(lines, errors[-1].number) if errors else None
+    if ready is not None:
+        report = replace(report, notes=report.notes + (
+            f"{len(errors)} ERROR record(s), after which the server came up (line {ready.number}): errors it went on "
+            f"from, not a failure (first at line {errors[0].number}: {clip(errors[0].text, 200)}).",))
     refused = [line for line in lines if line.level in ERROR_LEVELS and refused_request(line.text)]
     if refused:
         report = replace(report, notes=report.notes + (

@@ -302,6 +302,24 @@ def _inside_warnings(lines: list[LogLine]) -> set[int]:
     return inside
 
 
+# the server saying it is ready for requests (not 'Started server process', which comes before the app's start-up)
+_READY = re.compile(r"Application startup complete|Uvicorn running on|Starting vLLM API server on")
+
+
+def _survived(lines: list[LogLine], found: dict[int, FailureEvidence]) -> bool:
+    """Whether the log's only failure evidence is ERROR records the server came up after: a retry's error ('Error
+    retrieving safetensors ..., retrying 1 of 2'), a probe that failed and was worked around. No exception, no
+    crash words, no known failure; the ready line after the last of them says the start-up went on."""
+    if any(evidence.kind != "error level" for evidence in found.values()):
+        return False
+    return ready_after(lines, max(found)) is not None
+
+
+def ready_after(lines: list[LogLine], number: int) -> LogLine | None:
+    """The first line after line ``number`` where the server says it is ready for requests."""
+    return next((line for line in lines if line.number > number and _READY.search(line.text)), None)
+
+
 def _c10_message(lines: list[LogLine], index: int) -> str | None:
     """torch's C++ errors (c10::Error) print their message, then 'Exception raised from FN at FILE:N (most recent
     call first):' and the C++ frames: the message is the line above, and it is the failure's words."""
@@ -410,6 +428,9 @@ def failure_evidence(
     for index, line in enumerate(lines):
         if index in in_warning:
             continue  # a Python warning's message, printed over several lines
+        if "egister" in line.text and _GLOG_HEAD.match(line.text.lstrip()) and _IMPORT_NOISE.search(
+                " ".join(continued_parts(lines, index)[:2])):
+            continue  # TensorFlow's / JAX's glog noise at import (read with its next line: a wrap may cut it)
         if not serving and ("tart" in line.text or "running on" in line.text) and _SERVING.search(line.text):
             serving = True
         if line.level != "DEBUG" and line.text[:5] != "DEBUG":
@@ -451,6 +472,8 @@ def failure_evidence(
         if "Worker failed with error '" in text and WORKER_WRAP.search(text):
             add(FailureEvidence(line.number, "wrapper", text, line.stream, line.level))
     _hang(lines, add)
+    if found and _survived(lines, found):
+        return ()
     if not found:
         _last_words(lines, add)
     if not found and locate is not None:

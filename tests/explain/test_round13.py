@@ -61,3 +61,18 @@ def test_an_exception_after_a_warning_with_no_source_line_still_fails():
            "ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be "
            "stored in KV cache (9024).\n")
     assert explain_text(log).exit_code("error") == 1
+
+
+def test_a_frame_named_like_a_request_function_outside_vllm_is_not_request_time():
+    """torch Inductor's codegen has a `generate`: an OOM while compiling at start-up is not a request's failure."""
+    log = ("Traceback (most recent call last):\n"
+           '  File "/usr/local/lib/python3.12/dist-packages/torch/_inductor/codegen/wrapper.py", line 1716, in generate\n'
+           "    return self._generate(is_inference)\n"
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.02 GiB. GPU 0 has a total capacity of "
+           "14.74 GiB of which 111.81 MiB is free.\n")
+    report = explain_text(log)
+    assert report.extra["family"] != "first_request_failure"
+    assert not any("while serving a request" in note for note in report.notes)
+    served = log.replace("/usr/local/lib/python3.12/dist-packages/torch/_inductor/codegen/wrapper.py",
+                         "/usr/local/lib/python3.12/dist-packages/vllm/engine/async_llm_engine.py")
+    assert any("while serving a request" in note for note in explain_text(served).notes)

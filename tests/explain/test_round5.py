@@ -150,7 +150,7 @@ SIBLING_WORDINGS = [
     ("ValueError: Weight input_size_per_partition = 1376 is not divisible by group_size = 128. Consider reducing "
      "tensor_parallel_size or running with --quantization gptq.", "parallel_divisibility", "group_size = 128"),
     ("ValueError: DeepseekV4 packed KV layouts only support fp8 kv-cache, got bfloat16.", "mla_sparse", "bfloat16"),
-    ("ValueError: the supplied chat template path doesn't exist", "chat_template_missing", "chat template"),
+    ("ValueError: the supplied chat template path doesn't exist", "serve_args", "chat template"),  # the flag's value (KVD423)
 ]
 
 
