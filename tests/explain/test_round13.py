@@ -76,3 +76,30 @@ def test_a_frame_named_like_a_request_function_outside_vllm_is_not_request_time(
     served = log.replace("/usr/local/lib/python3.12/dist-packages/torch/_inductor/codegen/wrapper.py",
                          "/usr/local/lib/python3.12/dist-packages/vllm/engine/async_llm_engine.py")
     assert any("while serving a request" in note for note in explain_text(served).notes)
+
+
+_RETRY = ("ERROR 10-14 19:21:52 [config.py:120] Error retrieving safetensors: 'gpt-oss-120b' is not a safetensors repo. "
+          "Couldn't find 'model.safetensors.index.json' or 'model.safetensors' files., retrying 1 of 2\n")
+
+
+def test_error_records_the_server_came_up_after_are_not_the_failure():
+    log = _RETRY + "INFO 10-14 19:25:01 [gpu_worker.py:1] Model loading took 65.97 GiB\n" + _UP
+    report = explain_text(log)
+    assert report.exit_code("error") == 0
+    assert any("after which the server came up" in note and "safetensors" in note for note in report.notes)
+
+
+@pytest.mark.parametrize("after", [
+    "",  # the log ends on the error: nothing says start-up went on
+    "Traceback (most recent call last):\n  File \"/x/vllm/worker.py\", line 1, in load\nRuntimeError: boom\n" + _UP,
+])
+def test_an_error_record_with_no_ready_line_after_or_with_an_exception_still_fails(after):
+    assert explain_text(_RETRY + after).exit_code("error") == 1
+
+
+def test_tensorflow_import_noise_cut_by_a_wrap_is_not_a_failure():
+    log = ("E0000 00:00:1760469722.892123    4394 cuda_dnn.cc:8579] Unable to register cuDNN\n"
+           " factory: Attempting to register factory for plugin cuDNN when one has already\n"
+           "been registered\n"
+           "INFO 10-14 19:25:01 [api_server.py:1] vLLM API server version 0.11.0\n")
+    assert explain_text(log).exit_code("error") == 0
