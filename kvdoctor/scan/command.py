@@ -32,7 +32,10 @@ WRAPPER_NOTE = ("image {image} runs {script} with vLLM serve options as its argu
                 "({script} itself is not read, nor what it adds, such as the model)")  # fmt: skip
 # A reference the manifest leaves to the host or a Secret: $VAR, ${VAR}, $(VAR) (Kubernetes), and a shell's
 # $(command) or $((arithmetic)) it could not evaluate: unexpanded here.
-UNRESOLVED = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*[^}]*\}|\((?:[^()]|\([^()]*\))*\))")
+# a variable the shell fills at run time: $VAR, ${VAR...}, $(command), and a script's positional parameters ($1, ${2},
+# "$@"), which only its caller knows
+UNRESOLVED = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|[0-9@*]|\{(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*])[^}]*\}"
+                        r"|\((?:[^()]|\([^()]*\))*\))")
 # $((expression)): the shell's integer arithmetic, evaluated when every variable in it is known.
 ARITHMETIC = re.compile(r"\$\(\(((?:[^()]|\([^()]*\))*)\)\)")
 ARITHMETIC_NAME = re.compile(r"\$?\b([A-Za-z_][A-Za-z0-9_]*)\b")

@@ -17,6 +17,7 @@ from kvdoctor.scan.documents import SCRIPT_SUFFIXES, SourceFile
 from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
 from kvdoctor.scan.image_entrypoints import names_vllm, unread_release, unseen_note
 from kvdoctor.scan.kubernetes import env_built
+from kvdoctor.scan.shell_arrays import expand_arrays, script_arrays
 from kvdoctor.scan.workload import EnvVar, Token, Workload
 
 SHEBANG = re.compile(r"^#!\s*\S*(?:/|env\s+)(?:ba|da|z)?sh\b")
@@ -77,10 +78,12 @@ def script_findings(script: str, first_line: int, file: str, name: str,
     known = script_assignments(script, dict(env or {}))
     script = alternate_values(script, known)
     branches = branch_assignments(script)
+    arrays = script_arrays(script, first_line) if "=(" in script else {}
     look_unseen = "vllm" in script.lower()  # a note names a service or image named for vLLM
     found: list[Workload] = []
     notes: list[str] = []
     for words in script_commands(script, first_line):
+        words = expand_arrays(words, arrays)
         used = {m.group(1) or m.group(2) for w in words for m in SHELL_VARIABLE.finditer(w.text)}
         variants = [b for b in branches if used & set(b)] or [{}]
         for branch in variants:

@@ -1,0 +1,66 @@
+"""Bash arrays of arguments (`ARGS=(...)`, `ARGS+=(...)`, `vllm serve "${ARGS[@]}"`) and a script's positional
+parameters ($1, $2, "$@"): the array's words are the command's, each on its own line; a positional parameter is a
+value only the script's caller knows, never judged (issue 27, manifest batch s39)."""
+
+from __future__ import annotations
+
+from kvdoctor.check.run import CheckSettings
+from kvdoctor.scan.judge import ScanDefaults
+from kvdoctor.scan.run import find_workloads, run_scan
+
+ARRAY_SCRIPT = """\
+#!/bin/bash
+MODEL=Qwen/Qwen2.5-7B-Instruct
+ARGS=(
+  --model "$MODEL"   # the model
+  --tensor-parallel-size 4
+  --max-model-len 8192
+)
+if [ -n "$EAGER" ]; then
+  ARGS+=(--enforce-eager)
+fi
+docker run --gpus all vllm/vllm-openai:v0.25.1 "${ARGS[@]}"
+"""
+
+
+def _scan(path, tmp_path):
+    defaults = ScanDefaults(gpu="A100", vllm_version="0.25.1", offline=True, cache_dir=tmp_path / "cache")
+    return run_scan([str(path)], defaults, CheckSettings(compile=False))
+
+
+def _script(tmp_path, text: str, name: str = "serve.sh"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_an_arrays_words_are_the_commands_each_on_its_line(tmp_path):
+    (run,) = find_workloads([str(_script(tmp_path, ARRAY_SCRIPT))])[1]
+    assert [t.text for t in run.argv] == ["--model", "Qwen/Qwen2.5-7B-Instruct", "--tensor-parallel-size", "4",
+                                          "--max-model-len", "8192", "--enforce-eager"]
+    assert [t.line for t in run.argv][:4] == [4, 4, 5, 5] and run.argv[-1].line == 9
+
+
+def test_vllm_serve_of_an_array_and_a_flag_the_release_refuses_is_found_at_its_line(tmp_path):
+    text = ("ARGS=(--model m --tensor-parallel-size 2)\n"
+            "ARGS+=(--swap-space 4)\n"
+            "vllm serve \"${ARGS[@]}\"\n")
+    report = _scan(_script(tmp_path, text), tmp_path)
+    (run,) = report.workloads
+    refused = [p for p in run.placed if p.finding.rule_id == "KVD004" and p.finding.status == "fired"]
+    assert refused and refused[0].location.line == 2
+
+
+def test_an_array_that_does_not_close_or_is_not_referenced_changes_nothing(tmp_path):
+    text = "ARGS=(--model m\nvllm serve m --max-model-len 4096\n"
+    (run,) = find_workloads([str(_script(tmp_path, text))])[1]
+    assert [t.text for t in run.argv] == ["m", "--max-model-len", "4096"]
+
+
+def test_a_positional_parameter_as_a_flags_value_is_not_judged(tmp_path):
+    text = "#!/bin/bash\nmodel_name=$1\nvllm serve $model_name --port $2 --tensor-parallel-size ${3}\n"
+    report = _scan(_script(tmp_path, text), tmp_path)
+    (run,) = report.workloads
+    assert not [p for p in run.placed if p.finding.severity == "error" and p.finding.status == "fired"]
+    said = " ".join(run.workload.notes + run.unjudged + run.report.notes)
+    assert "--port takes its value from $2" in said and "${3}" in said
