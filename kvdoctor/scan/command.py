@@ -71,10 +71,21 @@ def only_serve_flags(args: list[Word], vllm_build: bool = False) -> bool:
     and three in four of all options vLLM's."""
     from kvdoctor.vllm_pack.candidates import all_serve_options
 
+    if args and _runs_a_program(args[0][0].text):
+        return False  # `IMAGE python3 bench.py --model M`: another program's options, not the entrypoint's
     known = all_serve_options()
     options = [canonical_option(t.text) for t, _ in args if t.text.startswith("--")]
     vllm_own = [o for o in options if o in known and o not in GENERIC_SERVER_OPTIONS]
     return len(vllm_own) >= (1 if vllm_build else 2) and 4 * sum(o in known for o in options) >= 3 * len(options)
+
+
+PROGRAM = re.compile(r"^(?:python[0-9.]*|pypy3?|uv|torchrun|accelerate|deepspeed|ray|bash|sh|zsh|dash|exec|env)$"
+                     r"|\.(?:py|sh|bash)$")
+
+
+def _runs_a_program(word: str) -> bool:
+    """Whether a command's first word runs a program (python3, bash, ./bench.py), not an option or a model name."""
+    return PROGRAM.search(PurePosixPath(word).name) is not None
 
 
 def wrapper_script(command: list[Word], args: list[Word], image_runs_vllm: bool) -> str | None:
@@ -196,6 +207,8 @@ def expand_words(argv: list[Token], known: dict[str, str]) -> list[Token]:
     out: list[Token] = []
     for token, expanded in zip(argv, expand_shell_variables(argv, known)):
         value = expanded.text.strip()
+        if SHELL_VARIABLE.fullmatch(token.text) and not value:
+            continue  # a variable set to nothing: the shell's word splitting leaves no word ($tool_choice="")
         if SHELL_VARIABLE.fullmatch(token.text) and value.startswith("-") and len(value.split()) > 1:
             out += [Token(w, token.line) for w in (_split(value))]
         else:
@@ -313,6 +326,9 @@ def _after_launcher(words: list[Token]) -> list[Token] | None:
     if len(rest) >= 2 and PurePosixPath(rest[0].text).name == "vllm" and rest[1].text == "serve":
         return env + rest[2:]
     module = python_module_at(rest)
+    if module is not None and rest[module].text == "vllm.entrypoints.cli.main":  # the `vllm` command as a module
+        after = rest[module + 1 :]
+        return env + after[1:] if after and after[0].text == "serve" else None  # bench, chat, run-batch: no server
     if module is not None and rest[module].text.startswith("vllm.entrypoints."):
         return env + rest[module + 1 :]
     if module is not None and rest[module].text in ENGINE_LAUNCHERS:
@@ -544,7 +560,11 @@ def without_unresolved(argv: list[Token]) -> tuple[list[Token], list[str]]:
             index += 1 if inline else 2
             continue
         positional = not token.text.startswith("-") and not ASSIGNMENT.match(token.text)
-        if positional and UNRESOLVED.fullmatch(token.text) and any(_is_positional(t, kept) for t in kept):
+        # a variable word after the model, or (not a flag's value) beside a --model flag: arguments the environment
+        # supplies
+        after_flag = index > 0 and argv[index - 1].text.startswith("-") and "=" not in argv[index - 1].text
+        if positional and UNRESOLVED.fullmatch(token.text) and (any(_is_positional(t, kept) for t in kept) or (
+                not after_flag and any(canonical_option(t.text) == "--model" for t in argv))):
             notes.append(f"{token.text} (arguments the manifest leaves to the environment) is unknown here: not judged")
             index += 1
             continue

@@ -3,7 +3,7 @@ from the image tag, the GPU from node labels, GPU counts, the model path and the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +11,7 @@ from kvdoctor.base.errors import KvdoctorError
 from kvdoctor.data.fact_names import fact_registry
 from kvdoctor.facts.collect import release_default_model
 from kvdoctor.facts.probes.serve_args import parse_serve_command
+from kvdoctor.scan.command import UNRESOLVED
 from kvdoctor.scan.image import image_version
 from kvdoctor.scan.serving_crds import PROFILE_PREFIXES
 from kvdoctor.scan.workload import Location, Workload
@@ -247,10 +248,14 @@ def _environ(workload: Workload, settings, values, sources, notes) -> dict[str, 
     unknown = []
     for var in workload.env:
         sources[f"env.{var.name}"] = workload.at(var.line, f"{var.name}={var.value if var.value is not None else '?'}")
-        if var.value is not None:
+        # a value holding a shell variable the file does not set (-e VLLM_ATTENTION_BACKEND=$BACKEND) is unknown too
+        variable = UNRESOLVED.search(var.value) if var.value is not None else None
+        if var.value is not None and variable is None:
             environ[var.name] = var.value
         elif var.name.startswith("VLLM_"):
             environ.pop(var.name, None)
+            if variable is not None:
+                var = replace(var, source=f"the shell variable {variable.group(0)}")
             if var.name in read:
                 unknown.append(var)
             else:

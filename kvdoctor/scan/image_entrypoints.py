@@ -81,9 +81,14 @@ def unread_release(image: str | None) -> str | None:
 
 
 def names_vllm(image: str | None) -> bool:
-    """An image whose own name (not its registry or organisation: ghcr.io/vllm-project/semantic-router) says it runs
-    vLLM (a command kvdoctor cannot see, where no row reads its entrypoint)."""
-    return bool(image) and "vllm" in repository_path(image).rsplit("/", 1)[-1].lower()
+    """An image whose own name or tag (not its registry or organisation: ghcr.io/vllm-project/semantic-router) says
+    it runs vLLM (a command kvdoctor cannot see, where no row reads its entrypoint): acme/llm-serving-vllm,
+    acme/learn-english:vllm-1.0.0."""
+    if not image:
+        return False
+    last = image.split("@", 1)[0].rsplit("/", 1)[-1]
+    tag = last.partition(":")[2]
+    return "vllm" in repository_path(image).rsplit("/", 1)[-1].lower() or "vllm" in tag.lower()
 
 
 def env_argv(entry: EnvEntrypoint, env: list[EnvVar], gpu_count: int | None,

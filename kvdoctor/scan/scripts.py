@@ -99,7 +99,38 @@ def script_findings(script: str, first_line: int, file: str, name: str,
                     "one workload per `if` branch that sets its variables: this one with "
                     + ", ".join(f"{k}={v}" for k, v in sorted(branch.items())),))  # fmt: skip
             found.append(workload)
+    for offset, body in shell_heredocs(script):  # `ssh host bash <<EOF` ... `EOF`: a script the shell runs
+        inner, inner_notes = script_findings(body, first_line + offset, file, name, known)
+        found += [w for w in inner if not any(_same(w, other) for other in found)]
+        notes += inner_notes
     return found, list(dict.fromkeys(notes))
+
+
+SHELL_HEREDOC = re.compile(r"\b(?:ba|z|k|da)?sh\b[^<\n]*<<(-?)\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2")
+"""A here-document fed to a shell (`bash <<EOF`, `ssh host bash <<'EOF'`, `ssh host <<EOF`: the remote login shell)."""
+
+
+def shell_heredocs(script: str) -> list[tuple[int, str]]:
+    """(offset of its first line in the script, body) of each here-document a shell runs; an unquoted delimiter's
+    body as the shell hands it on (`\\$` is `$`, `\\``` is a backquote), a quoted one's as written."""
+    lines = script.split("\n")
+    bodies: list[tuple[int, str]] = []
+    index = 0
+    while index < len(lines):
+        opened = SHELL_HEREDOC.search(lines[index])
+        index += 1
+        if opened is None:
+            continue
+        strip_tabs, quoted, delimiter = opened.group(1) == "-", opened.group(2), opened.group(3)
+        start = index
+        while index < len(lines) and (lines[index].lstrip("\t") if strip_tabs else lines[index]).strip() != delimiter:
+            index += 1
+        body = "\n".join(lines[start:index])
+        if not quoted:
+            body = body.replace("\\$", "$").replace("\\`", "`")
+        bodies.append((start, body))
+        index += 1
+    return bodies
 
 
 def _unseen(file: str, words: list[Token]) -> list[str]:

@@ -64,3 +64,59 @@ def test_a_positional_parameter_as_a_flags_value_is_not_judged(tmp_path):
     assert not [p for p in run.placed if p.finding.severity == "error" and p.finding.status == "fired"]
     said = " ".join(run.workload.notes + run.unjudged + run.report.notes)
     assert "--port takes its value from $2" in said and "${3}" in said
+
+
+def test_a_script_a_shell_runs_from_a_here_document_is_read(tmp_path):
+    """`ssh host bash <<EOF` (unquoted: `\\$` is the remote shell's `$`) and `bash <<'EOF'` (quoted: as written)."""
+    for opener, dollar in (("ssh -p 2222 deploy@gpu-host bash << DEPLOY", "\\$"), ("bash <<'EOF'", "$")):
+        delimiter = opener.rsplit(" ", 1)[-1].strip("'<")
+        text = (f"#!/bin/bash\n{opener}\n"
+                f"ARGS=(--model Qwen/Qwen2.5-7B-Instruct)\n"
+                f"ARGS+=(--max-model-len 4096)\n"
+                f"docker run -d --gpus all vllm/vllm-openai:v0.25.1 \"{dollar}{{ARGS[@]}}\"\n"
+                f"{delimiter}\n")
+        (run,) = find_workloads([str(_script(tmp_path, text))])[1]
+        assert [t.text for t in run.argv] == ["--model", "Qwen/Qwen2.5-7B-Instruct", "--max-model-len", "4096"]
+        assert run.argv[2].line == 4
+
+
+def test_a_here_document_that_is_data_is_no_script(tmp_path):
+    text = "#!/bin/bash\ncat <<EOF > notes.txt\nvllm serve m --max-model-len 4096\nEOF\n"
+    assert find_workloads([str(_script(tmp_path, text))])[1] == []
+
+
+def test_an_image_whose_tag_names_vllm_without_a_command_is_named_not_skipped(tmp_path):
+    text = "#!/bin/bash\ndocker run -d --gpus all -e CONFIG=prod acme/learn-english:vllm-1.0.0\n"
+    report = _scan(_script(tmp_path, text), tmp_path)
+    assert not report.workloads
+    assert any("acme/learn-english:vllm-1.0.0" in note and "cannot see" in note for note in report.notes)
+
+
+# Found on 951 real shell scripts that mention vLLM (the repositories' snapshots): each was a false error or a false
+# workload before.
+def test_vllms_cli_module_runs_a_server_only_for_serve(tmp_path):
+    text = ("python3 -m vllm.entrypoints.cli.main bench serve --model m --ignore-eos\n"
+            "python3 -m vllm.entrypoints.cli.main serve m --max-model-len 4096\n")
+    (run,) = find_workloads([str(_script(tmp_path, text))])[1]
+    assert [t.text for t in run.argv] == ["m", "--max-model-len", "4096"]
+
+
+def test_another_program_run_in_a_vllm_build_image_is_no_workload(tmp_path):
+    text = "docker run --gpus all rocm/vllm-dev:rocm7.2_vllm_0.14.0rc0 python3 bench.py --model m --max-model-len 4096\n"
+    assert find_workloads([str(_script(tmp_path, text))])[1] == []
+
+
+def test_a_variable_set_to_nothing_leaves_no_word_and_an_env_value_from_a_variable_is_unknown(tmp_path):
+    text = ('tool_choice=""\n'
+            "docker run --gpus all -e VLLM_ATTENTION_BACKEND=$BACKEND vllm/vllm-openai:v0.25.1 --model m $tool_choice\n")
+    report = _scan(_script(tmp_path, text), tmp_path)
+    (run,) = report.workloads
+    assert [t.text for t in run.workload.argv] == ["--model", "m"]
+    assert not [p for p in run.placed if p.finding.severity == "error" and p.finding.status == "fired"]
+
+
+def test_a_variable_word_beside_a_model_flag_is_the_environments_arguments(tmp_path):
+    text = 'vllm serve --model "$MODEL_PATH" --port 8000 "$1"\n'
+    report = _scan(_script(tmp_path, text), tmp_path)
+    (run,) = report.workloads
+    assert not [p for p in run.placed if p.finding.severity == "error" and p.finding.status == "fired"]
