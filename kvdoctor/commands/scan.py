@@ -85,7 +85,7 @@ def register(app: typer.Typer) -> None:
 
                 raise UsageError(f"--values {missing[0]}: no such file", "give a Helm values file (YAML)")
             return with_note(run_scan(list(paths), defaults, settings, allow_none=allow_no_workload,
-                                      values_files=tuple(values)),
+                                      values_files=tuple(values), debug=debug),
                              named.note if named else None)  # fmt: skip
 
         _run_and_exit(work, chosen["output_format"], output, chosen["fail_on"], chosen["verbose"], debug)

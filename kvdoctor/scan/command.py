@@ -390,6 +390,10 @@ def _in_script(script: Token, node: yaml.Node | None, source_text: str) -> list[
     except ValueError:
         return None
     placed = _place(words, node, source_text) if node is not None else [Token(w, script.line) for w in words]
+    if "=(" in script.text:  # `ARGS=(...); vllm serve m "${ARGS[@]}"` inside the one string
+        from kvdoctor.scan.shell_arrays import expand_arrays, script_arrays
+
+        placed = expand_arrays(placed, script_arrays(script.text, script.line or 1))
     segment: list[Token] = []
     positionals: list[Token] | None = None  # what `set -- WORDS` made "$@", once the script sets it
     for word in placed + [Token(";", None)]:

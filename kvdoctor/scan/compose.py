@@ -34,8 +34,8 @@ def workloads(doc: Document, source_text: str) -> list[Workload]:
 def _service(file: str, name: str, key: yaml.Node, service: yaml.Node, source_text: str) -> Workload | None:
     image = nodes.text(nodes.get(service, "image"))
     image = _interpolate(image) if image else None
-    entrypoint = words_of(nodes.get(service, "entrypoint"), source_text, split=True)
-    command = words_of(nodes.get(service, "command"), source_text, split=True)
+    entrypoint = _unescaped(words_of(nodes.get(service, "entrypoint"), source_text, split=True))
+    command = _unescaped(words_of(nodes.get(service, "command"), source_text, split=True))
     flags_only = not entrypoint and not runs_vllm_entrypoint(image) and only_serve_flags(command, is_vllm_build(image))
     argv = serve_argv(entrypoint, command, runs_vllm_entrypoint(image) or flags_only, source_text)
     env, env_from = _environment(service)
@@ -68,6 +68,12 @@ def unseen_notes(doc: Document, read: list[Workload]) -> list[str]:
             continue
         notes.append(unseen_note(f"{doc.file}:{nodes.line(nodes.get(service, 'image'))}", f"service {name}", image))
     return notes
+
+
+def _unescaped(words: list) -> list:
+    """Compose's `$$` is a literal `$` for the container (`bash -c "...$${ARGS[@]}"` hands the shell `${ARGS[@]}`)."""
+    return [(Token(token.text.replace("$$", "$"), token.line), node) if "$$" in token.text else (token, node)
+            for token, node in words]
 
 
 def _interpolate(text: str) -> str:

@@ -34,6 +34,8 @@ class WorkloadResult:
     """Why the workload could not be checked (an input problem, e.g. a model kvdoctor cannot find); with a report,
     what was left out of it (a flag value kvdoctor refuses: the rest was checked without that flag)."""
     error_location: Location | None = None
+    internal: bool = False
+    """True when judging it hit a kvdoctor bug (its error says which): exit 3, the other workloads still judged."""
     unjudged: tuple[str, ...] = ()
     """What the check could not judge and why (the model not read here, no GPU named), each naming the flag that
     supplies it: only what does not depend on those was checked, and the verdict is never a PASS then."""
@@ -47,6 +49,8 @@ class WorkloadResult:
         return self.report.verdict
 
     def exit_code(self, fail_on: str) -> int:
+        if self.internal:
+            return 3
         return 2 if self.report is None or self.error is not None else self.report.exit_code(fail_on)
 
 
@@ -93,6 +97,8 @@ class ScanReport:
         """2 when a file could not be read, a workload could not be checked or nothing was found to check (unless
         allowed), else 1 when a workload reaches ``fail_on``, else 0."""
         codes = [w.exit_code(fail_on) for w in self.workloads]
+        if 3 in codes:
+            return 3  # a kvdoctor bug in one workload: said as such, not as the user's input
         if self.unread or self.verdict == "NONE":
             return 2
         return 2 if 2 in codes else max(codes, default=0)

@@ -312,11 +312,20 @@ def _has_serve_flags(root) -> bool:
 
 def run_scan(paths: list[str], defaults: ScanDefaults, settings: CheckSettings,
              on_workload: Callable[[WorkloadResult], None] | None = None,
-             allow_none: bool = False, values_files: tuple[Path, ...] = ()) -> ScanReport:  # fmt: skip
+             allow_none: bool = False, values_files: tuple[Path, ...] = (), debug: bool = False) -> ScanReport:  # fmt: skip
+    """Every workload of the files judged; a kvdoctor bug while judging one is that workload's error (exit 3), and the
+    others are still judged (with ``debug`` it is raised, for its traceback)."""
     files, workloads, notes, unread = read_manifests(paths, values_files)
     results = []
     for workload in workloads:
-        result = judge(workload, defaults, settings)
+        try:
+            result = judge(workload, defaults, settings)
+        except Exception as exc:  # noqa: BLE001 - one workload's bug never hides the others
+            if debug:
+                raise
+            result = WorkloadResult(workload, None, error=f"kvdoctor internal error: {type(exc).__name__}: "
+                                    f"{' '.join(str(exc).split())[:300]} (a kvdoctor bug: rerun with --debug for the "
+                                    "traceback and report it)", internal=True)
         results.append(result)
         if on_workload is not None:
             on_workload(result)

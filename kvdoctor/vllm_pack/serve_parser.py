@@ -40,6 +40,7 @@ def judge_argv(tokens: list[str], options: Mapping[str, Any], allow_abbrev: bool
     """Parse `tokens` (serve flags, no `vllm serve` prefix) against `options` (option string -> ServeArg);
     `flexible`: vLLM's FlexibleArgumentParser (`_` read as `-`), False for the plain argparse of releases before 0.5."""
     long_options = sorted(o for o in options if o.startswith("--"))
+    tokens = _optimization_flags(tokens, options) if flexible else tokens
     unrecognized: list[str] = []
     positionals = 0
     index = 0
@@ -84,6 +85,24 @@ def judge_argv(tokens: list[str], options: Mapping[str, Any], allow_abbrev: bool
             f"unrecognized arguments: {' '.join(unrecognized)}", closest=closest[0] if closest else None
         )
     return ArgvVerdict(None)
+
+
+def _optimization_flags(tokens: list[str], options: Mapping[str, Any]) -> list[str]:
+    """FlexibleArgumentParser's `-O3` / `-O=3` / `-Odecode` (and `-O 3`): `--optimization-level VALUE` where the
+    release has that option (0.11+, utils/argparse_utils.py), else `-O VALUE` where `-O` is an option of its own (the
+    compilation config's alias before)."""
+    target = "--optimization-level" if "--optimization-level" in options else "-O" if "-O" in options else None
+    if target is None:
+        return tokens
+    out: list[str] = []
+    for index, token in enumerate(tokens):
+        if token.startswith("-O") and token != "-O" and not token.startswith("--"):
+            out += [target, token[3:] if token[2] == "=" else token[2:]]
+        elif token == "-O" and index + 1 < len(tokens) and tokens[index + 1] in {"0", "1", "2", "3"}:
+            out.append(target)
+        else:
+            out.append(token)
+    return out
 
 
 def _inverts(typed: str, option: str) -> bool:

@@ -120,3 +120,17 @@ def test_a_variable_word_beside_a_model_flag_is_the_environments_arguments(tmp_p
     report = _scan(_script(tmp_path, text), tmp_path)
     (run,) = report.workloads
     assert not [p for p in run.placed if p.finding.severity == "error" and p.finding.status == "fired"]
+
+
+def test_compose_dollar_dollar_is_the_containers_dollar(tmp_path):
+    """`$$` in a Compose file is a literal `$`: the shell in the container reads `${SPEC_ARGS[@]}` (a real file's
+    'unrecognized arguments: $${SPEC_ARGS[@]}' was a false error)."""
+    path = tmp_path / "compose.yaml"
+    path.write_text("services:\n  vllm:\n    image: vllm/vllm-openai:v0.25.1\n    entrypoint: [\"/bin/bash\", \"-c\"]\n"
+                    "    command:\n      - |\n        SPEC_ARGS=(--max-num-seqs 8)\n"
+                    "        exec vllm serve Qwen/Qwen2.5-7B-Instruct --max-model-len 4096 \"$${SPEC_ARGS[@]}\" $$@\n")
+    report = _scan(path, tmp_path)
+    (run,) = report.workloads
+    assert [t.text for t in run.workload.argv][:5] == ["Qwen/Qwen2.5-7B-Instruct", "--max-model-len", "4096",
+                                                     "--max-num-seqs", "8"]
+    assert not [p for p in run.placed if p.finding.severity == "error" and p.finding.status == "fired"]

@@ -55,7 +55,12 @@ def _locate_on_hub(repo_id: str, *, revision: str | None, offline: bool, downloa
     hf_constants.HF_HUB_DISABLE_TELEMETRY = True
 
     for cache_dir in (None, download_dir):
-        cached = huggingface_hub.try_to_load_from_cache(repo_id, "config.json", cache_dir=cache_dir, revision=revision)
+        try:
+            cached = huggingface_hub.try_to_load_from_cache(repo_id, "config.json", cache_dir=cache_dir,
+                                                            revision=revision)
+        except hf_errors.HFValidationError as exc:  # a name the hub refuses (letters outside ASCII, '--', ...)
+            raise ModelConfigError(f"{repo_id!r} is not a Hugging Face model id ({str(exc).split(':')[0]})",
+                                   "pass the model's id (org/name, ASCII letters, digits, - _ .) or a local path") from None
         if isinstance(cached, str):
             return ConfigLocation(Path(cached), f"hf-cache:{repo_id}", repo_id, Path(cached).parent)
     if offline:
