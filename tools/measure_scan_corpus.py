@@ -1,0 +1,71 @@
+"""`kvdoctor scan` on every file of a kind that runs vLLM in many repository snapshots at once: the fired error
+findings listed for judging by hand, and the scan's exit code (a whole-folder scan must never stop on one file).
+
+    .venv/bin/python tools/measure_scan_corpus.py MIRRORS_DIR --kind scripts|yaml [--out DIR]
+
+MIRRORS_DIR holds bare git repositories (`fetch`'s snapshots: OWNER+NAME/repo); each HEAD's files whose name
+and text match the kind are copied flat into DIR (default /tmp/kvd-scan-corpus-KIND) as OWNER+NAME__PATH, then the
+folder is scanned offline with no --gpu / --vllm-version, as a CI job on them would be.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+KINDS = {
+    "scripts": (re.compile(r"\.(?:sh|bash)$"), re.compile(r"vllm|VLLM")),
+    "yaml": (re.compile(r"\.ya?ml$"), re.compile(r"vllm serve|vllm/vllm-openai|vllm\.entrypoints")),
+}
+SKIPPED_PATHS = re.compile(r"templates/|\.github/ISSUE|test")  # chart templates are read through their chart
+MAX_FILES_PER_REPO = 400
+
+
+def collect(mirrors: Path, kind: str, out: Path) -> int:
+    names, text = KINDS[kind]
+    out.mkdir(parents=True, exist_ok=True)
+    count = 0
+    for git_dir in sorted(mirrors.glob("*/repo")):
+        owner = git_dir.parent.name
+        listed = subprocess.run(["git", f"--git-dir={git_dir}", "ls-tree", "-r", "HEAD", "--name-only"],
+                                capture_output=True, text=True).stdout.splitlines()
+        paths = [p for p in listed if names.search(p) and (kind == "scripts" or not SKIPPED_PATHS.search(p))]
+        for path in paths[:MAX_FILES_PER_REPO]:
+            shown = subprocess.run(["git", f"--git-dir={git_dir}", "show", f"HEAD:{path}"], capture_output=True)
+            if shown.returncode == 0 and text.search(shown.stdout.decode("utf-8", "replace")):
+                (out / f"{owner}__{path.replace('/', '_')}").write_bytes(shown.stdout)
+                count += 1
+    return count
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("mirrors", type=Path)
+    parser.add_argument("--kind", choices=sorted(KINDS), required=True)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    out = args.out or Path(f"/tmp/kvd-scan-corpus-{args.kind}")
+    files = collect(args.mirrors, args.kind, out)
+    run = subprocess.run([sys.executable, "-m", "kvdoctor", "scan", str(out), "--format", "json", "--offline",
+                          "--allow-no-workload"], capture_output=True, text=True)
+    report = json.loads(run.stdout) if run.stdout.strip() else {"workloads": []}
+    errors = Counter()
+    for workload in report["workloads"]:
+        for finding in workload.get("findings", []):
+            if finding["severity"] == "error" and finding["status"] == "fired":
+                errors[finding["rule_id"]] += 1
+                print(f"{Path(workload['file']).name}: {finding['rule_id']} {finding['title'][:140]}")
+        if workload.get("error"):
+            print(f"{Path(workload['file']).name}: ERROR {workload['error'][:160]}")
+    print(f"{files} files, {len(report['workloads'])} workloads, fired errors {sum(errors.values())} {dict(errors)}, "
+          f"unread {len(report.get('unread', []))}, exit {run.returncode}"
+          + (f" ({run.stderr.strip().splitlines()[-1][:160]})" if run.returncode in (2, 3) and run.stderr.strip() else ""))
+
+
+if __name__ == "__main__":
+    main()
