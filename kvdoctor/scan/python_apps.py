@@ -187,17 +187,29 @@ def vllm_pin(tree: ast.Module, constants: dict[str, object]) -> tuple[str, int] 
 
 
 def app_name(tree: ast.Module, constants: dict[str, object]) -> str | None:
-    """The name given to an `App("name")` / `Stub("name")` call, if any."""
+    """The name given to Modal's `App("name")` / `Stub("name")` or BentoML's `@bentoml.service(name="name")`, if any."""
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and node.args:
-            func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
-            if func in ("App", "Stub") and isinstance(value := value_of(node.args[0], constants), str):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+        if func in ("App", "Stub") and node.args and isinstance(value := value_of(node.args[0], constants), str):
+            return value
+        if func == "service" and isinstance(node.func, ast.Attribute) and getattr(node.func.value, "id", "") == "bentoml":
+            named = next((k.value for k in node.keywords if k.arg == "name"), None)
+            if named is not None and isinstance(value := value_of(named, constants), str):
                 return value
+            # no name: BentoML names the service after the class it decorates
+            decorated = next((c for c in ast.walk(tree) if isinstance(c, ast.ClassDef) and node in c.decorator_list), None)
+            if decorated is not None:
+                return decorated.name
     return None
 
 
 def _enclosing_function(tree: ast.Module, target: ast.AST) -> str | None:
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(n is target for n in ast.walk(node)):
+    """The outermost function or class the launch is written in: a Modal `@app.cls` class (its container), else the
+    function (`@app.function`)."""
+    for node in ast.walk(tree):  # breadth first: the outermost first
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and any(
+                n is target for n in ast.walk(node)):
             return node.name
     return None

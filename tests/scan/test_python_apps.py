@@ -252,3 +252,29 @@ def test_a_docker_run_string_given_to_a_shell_is_read_as_a_scripts_docker_run(tm
     assert [t.text for t in run.argv] == ["--model", "Qwen/Qwen2.5-7B-Instruct", "--port", "${port}",
                                           "--max_model_len", "2048"]  # fmt: skip
     assert "Python string" in run.notes[0]
+
+
+def test_a_launch_in_a_modal_class_method_is_the_classs_container(tmp_path):
+    """`@app.cls` is Modal's container: a launch written in one of its methods is named by the class."""
+    from kvdoctor.scan.run import find_workloads
+
+    path = tmp_path / "server.py"
+    path.write_text('import modal\napp = modal.App("vllm-service")\n\n@app.cls(gpu="L4")\nclass VLLMServer:\n'
+                    '    @modal.enter()\n    def launch(self):\n        import subprocess\n'
+                    '        subprocess.Popen(["vllm", "serve", "Qwen/Qwen2.5-7B-Instruct", "--max-model-len", "4096"])\n')
+    (run,) = find_workloads([str(path)])[1]
+    assert (run.name, run.container) == ("vllm-service", "VLLMServer")
+
+
+def test_a_bentoml_service_is_named_by_its_decorator(tmp_path):
+    from kvdoctor.scan.run import find_workloads
+
+    path = tmp_path / "service.py"
+    path.write_text('import bentoml\n\n@bentoml.service(name="vllm-llm", resources={"gpu": 1})\nclass VLLM:\n'
+                    '    def __init__(self):\n        from vllm import AsyncEngineArgs\n'
+                    '        self.args = AsyncEngineArgs(model="Qwen/Qwen2.5-7B-Instruct", max_model_len=4096)\n')
+    (run,) = find_workloads([str(path)])[1]
+    assert (run.name, run.container) == ("vllm-llm", "VLLM")
+    path.write_text(path.read_text().replace('name="vllm-llm", ', ""))  # no name: BentoML takes the class's
+    (run,) = find_workloads([str(path)])[1]
+    assert (run.name, run.container) == ("VLLM", "VLLM")
