@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 import yaml
@@ -439,9 +440,22 @@ def whole_substitutions(words: list[str]) -> list[str]:
     return [" ".join(pieces) for pieces in joined]
 
 
-def heredoc_bodies(script: str) -> list[tuple[int, str]]:
-    """Each here-document's body (`cat <<EOF > x.yaml` ... `EOF`) with the 1-based line it starts on."""
-    bodies: list[tuple[int, str]] = []
+@dataclass(frozen=True)
+class Heredoc:
+    """One here-document of a script."""
+
+    opener: str
+    """The line that opens it (`cat <<EOF > x.yaml`, `ssh host bash <<'EOF'`)."""
+    first_line: int
+    """The 1-based line of its body's first line."""
+    body: str
+    quoted: bool
+    """Whether its delimiter is quoted (<<'EOF'): the body is taken as written, no expansion."""
+
+
+def heredocs(script: str) -> list[Heredoc]:
+    """Each here-document of the script, in order."""
+    found: list[Heredoc] = []
     lines = script.split("\n")
     index = 0
     while index < len(lines):
@@ -452,9 +466,14 @@ def heredoc_bodies(script: str) -> list[tuple[int, str]]:
         start = index
         while index < len(lines) and lines[index].strip() != opened.group(2):
             index += 1
-        bodies.append((start + 1, "\n".join(lines[start:index])))
+        found.append(Heredoc(lines[start - 1], start + 1, "\n".join(lines[start:index]), bool(opened.group(1))))
         index += 1
-    return bodies
+    return found
+
+
+def heredoc_bodies(script: str) -> list[tuple[int, str]]:
+    """Each here-document's body (`cat <<EOF > x.yaml` ... `EOF`) with the 1-based line it starts on."""
+    return [(heredoc.first_line, heredoc.body) for heredoc in heredocs(script)]
 
 
 def _without_heredoc_bodies(script: str) -> str:

@@ -11,8 +11,8 @@ from pathlib import PurePosixPath
 from kvdoctor.data.engine_launchers import EngineLauncher
 from kvdoctor.scan import cloud_run
 from kvdoctor.scan.command import (FLAGS_ONLY_NOTE, SHELL_VARIABLE, after_launcher, branch_assignments,
-                                  engine_launcher, expand_words, only_serve_flags, script_assignments,
-                                  script_commands, serve_argv)  # fmt: skip
+                                  engine_launcher, expand_words, heredocs, only_serve_flags,
+                                  script_assignments, script_commands, serve_argv)  # fmt: skip
 from kvdoctor.scan.documents import SCRIPT_SUFFIXES, SourceFile
 from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
 from kvdoctor.scan.image_entrypoints import names_vllm, unread_release, unseen_note
@@ -106,31 +106,16 @@ def script_findings(script: str, first_line: int, file: str, name: str,
     return found, list(dict.fromkeys(notes))
 
 
-SHELL_HEREDOC = re.compile(r"\b(?:ba|z|k|da)?sh\b[^<\n]*<<(-?)\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2")
+SHELL_HEREDOC = re.compile(r"\b(?:ba|z|k|da)?sh\b[^<\n]*<<")
 """A here-document fed to a shell (`bash <<EOF`, `ssh host bash <<'EOF'`, `ssh host <<EOF`: the remote login shell)."""
 
 
 def shell_heredocs(script: str) -> list[tuple[int, str]]:
     """(offset of its first line in the script, body) of each here-document a shell runs; an unquoted delimiter's
     body as the shell hands it on (`\\$` is `$`, `\\``` is a backquote), a quoted one's as written."""
-    lines = script.split("\n")
-    bodies: list[tuple[int, str]] = []
-    index = 0
-    while index < len(lines):
-        opened = SHELL_HEREDOC.search(lines[index])
-        index += 1
-        if opened is None:
-            continue
-        strip_tabs, quoted, delimiter = opened.group(1) == "-", opened.group(2), opened.group(3)
-        start = index
-        while index < len(lines) and (lines[index].lstrip("\t") if strip_tabs else lines[index]).strip() != delimiter:
-            index += 1
-        body = "\n".join(lines[start:index])
-        if not quoted:
-            body = body.replace("\\$", "$").replace("\\`", "`")
-        bodies.append((start, body))
-        index += 1
-    return bodies
+    return [(heredoc.first_line - 1, heredoc.body if heredoc.quoted
+             else heredoc.body.replace("\\$", "$").replace("\\`", "`"))
+            for heredoc in heredocs(script) if SHELL_HEREDOC.search(heredoc.opener)]
 
 
 def _unseen(file: str, words: list[Token]) -> list[str]:
