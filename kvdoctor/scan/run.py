@@ -325,7 +325,7 @@ def run_scan(paths: list[str], defaults: ScanDefaults, settings: CheckSettings,
                 raise
             result = WorkloadResult(workload, None, error=f"kvdoctor internal error: {type(exc).__name__}: "
                                     f"{' '.join(str(exc).split())[:300]} (a kvdoctor bug: rerun with --debug for the "
-                                    "traceback and report it)", internal=True)
+                                    "traceback and report it)", error_location=workload.at(workload.line), internal=True)
         results.append(result)
         if on_workload is not None:
             on_workload(result)

@@ -4,6 +4,8 @@ its workload (a real Compose file wrote 'HuggingFaceAdı/ModelAdı': it aborted 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from kvdoctor.check.run import CheckSettings
 from kvdoctor.scan import run as scan_run
 from kvdoctor.scan.judge import ScanDefaults
@@ -39,6 +41,14 @@ def test_a_bug_in_one_workload_is_its_error_and_the_others_are_judged(tmp_path, 
     assert first.internal and "kvdoctor internal error: ZeroDivisionError" in first.error
     assert second.report is not None and second.error is None
     assert report.exit_code("error") == 3
+    import json
+
+    import jsonschema
+
+    from kvdoctor.report.scan.json import render
+
+    schema = Path(__file__).resolve().parents[2] / "kvdoctor" / "schemas" / "scan.schema.json"
+    jsonschema.validate(json.loads(render(report)), json.loads(schema.read_text()))
 
 
 def test_with_debug_the_bug_is_raised_for_its_traceback(tmp_path, monkeypatch):
