@@ -1,10 +1,10 @@
 """`kvdoctor scan` on every file of a kind that runs vLLM in many repository snapshots at once: the fired error
 findings listed for judging by hand, and the scan's exit code (a whole-folder scan must never stop on one file).
 
-    .venv/bin/python tools/measure_scan_corpus.py MIRRORS_DIR --kind scripts|yaml [--out DIR]
+    .venv/bin/python tools/measure_scan_corpus.py MIRRORS_DIR --kind scripts|yaml|python|build [--out DIR]
 
 MIRRORS_DIR holds bare git repositories (`fetch`'s snapshots: OWNER+NAME/repo); each HEAD's files whose name
-and text match the kind are copied flat into DIR (default /tmp/kvd-scan-corpus-KIND) as OWNER+NAME__PATH, then the
+and text match the kind are copied into DIR (default /tmp/kvd-scan-corpus-KIND) as OWNER+NAME/PATH, then the
 folder is scanned offline with no --gpu / --vllm-version, as a CI job on them would be.
 """
 
@@ -21,6 +21,9 @@ from pathlib import Path
 KINDS = {
     "scripts": (re.compile(r"\.(?:sh|bash)$"), re.compile(r"vllm|VLLM")),
     "yaml": (re.compile(r"\.ya?ml$"), re.compile(r"vllm serve|vllm/vllm-openai|vllm\.entrypoints")),
+    "python": (re.compile(r"\.py$"), re.compile(r"[\"']vllm[\"'],\s*[\"']serve|vllm serve|AsyncEngineArgs|modal\.App|bentoml")),
+    "build": (re.compile(r"(?:^|/)(?:Dockerfile[^/]*|Makefile|[^/]*\.mk|justfile|Procfile)$"),
+              re.compile(r"vllm serve|vllm/vllm-openai|vllm\.entrypoints")),
 }
 SKIPPED_PATHS = re.compile(r"templates/|\.github/ISSUE|test")  # chart templates are read through their chart
 MAX_FILES_PER_REPO = 400
@@ -34,11 +37,13 @@ def collect(mirrors: Path, kind: str, out: Path) -> int:
         owner = git_dir.parent.name
         listed = subprocess.run(["git", f"--git-dir={git_dir}", "ls-tree", "-r", "HEAD", "--name-only"],
                                 capture_output=True, text=True).stdout.splitlines()
-        paths = [p for p in listed if names.search(p) and (kind == "scripts" or not SKIPPED_PATHS.search(p))]
+        paths = [p for p in listed if names.search(p) and (kind != "yaml" or not SKIPPED_PATHS.search(p))]
         for path in paths[:MAX_FILES_PER_REPO]:
             shown = subprocess.run(["git", f"--git-dir={git_dir}", "show", f"HEAD:{path}"], capture_output=True)
             if shown.returncode == 0 and text.search(shown.stdout.decode("utf-8", "replace")):
-                (out / f"{owner}__{path.replace('/', '_')}").write_bytes(shown.stdout)
+                target = out / owner / path  # the file's own name kept: Dockerfiles and Makefiles are known by it
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(shown.stdout)
                 count += 1
     return count
 
@@ -61,7 +66,7 @@ def main() -> None:
                 errors[finding["rule_id"]] += 1
                 print(f"{Path(workload['file']).name}: {finding['rule_id']} {finding['title'][:140]}")
         if workload.get("error"):
-            print(f"{Path(workload['file']).name}: ERROR {workload['error'][:160]}")
+            print(f"{Path(workload['file']).name}: ERROR {str(workload['error'].get('message'))[:160]}")
     print(f"{files} files, {len(report['workloads'])} workloads, fired errors {sum(errors.values())} {dict(errors)}, "
           f"unread {len(report.get('unread', []))}, exit {run.returncode}"
           + (f" ({run.stderr.strip().splitlines()[-1][:160]})" if run.returncode in (2, 3) and run.stderr.strip() else ""))

@@ -31,6 +31,8 @@ def workloads(source: SourceFile) -> list[Workload]:
         elif keyword in ("ENTRYPOINT", "CMD"):
             form = _form(value, line)
             entrypoint, cmd = (form, None) if keyword == "ENTRYPOINT" else (entrypoint, form)
+    if entrypoint is None and cmd is None:
+        return []  # an image built on vLLM's that sets no command: whoever runs it gives one (not seen here)
     known = {e.name: e.value for e in env if e.value is not None}
     notes: list[str] = []
     command, args, where = _command(entrypoint, cmd, known, notes)

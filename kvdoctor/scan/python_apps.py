@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import ast
 import re
-import shlex
 from dataclasses import replace
 from pathlib import PurePosixPath
 
-from kvdoctor.scan.command import after_launcher
+from kvdoctor.scan.command import after_launcher, script_commands
 from kvdoctor.scan.documents import PYTHON_SUFFIX, SourceFile
 from kvdoctor.scan.scripts import docker_run
 from kvdoctor.scan.workload import GpuSelector, Token, Workload
@@ -19,8 +18,6 @@ from kvdoctor.scan.workload import GpuSelector, Token, Workload
 GPU_KEYWORD = "gpu"
 """A `gpu=` keyword (Modal's `@app.function(gpu="H100:2")`): a GPU product name with a count."""
 VLLM_PIN = re.compile(r"^vllm==([0-9][0-9A-Za-z.+-]*)$")
-SHELL_CONTINUATION = re.compile(r"\\\n")
-"""A backslash ending a line of a command written in a string: the shell joins the lines (shlex would keep a newline)."""
 DOCKER_RUN = re.compile(r"\s*(?:sudo\s+)?(?:docker|podman|nerdctl)\s+run\s")
 GPU_SPEC = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*?)(?::(\d+))?$")
 
@@ -133,13 +130,19 @@ def _docker_run_string(source: SourceFile, tree: ast.Module, node: ast.AST, cons
     text = _launch_text(node, constants)
     if not isinstance(text, str) or not DOCKER_RUN.match(text):
         return None
-    try:
-        words = [Token(w, node.lineno) for w in shlex.split(SHELL_CONTINUATION.sub(" ", text))]
-    except ValueError:
+    words = _shell_words(text, node.lineno)
+    if not words:
         return None
     run = docker_run(source.path, app_name(tree, constants) or PurePosixPath(source.path).name, words)
     note = f"{words[0].text} run in a Python string (a shell command): the image's server with the words after the image"
     return replace(run, notes=(note,) + run.notes[1:]) if run is not None else None
+
+
+def _shell_words(text: str, line: int) -> list[Token]:
+    """The first command of a string a shell runs (os.system, shell=True): its words without the shell's own
+    redirections and `&` (`vllm serve M ... > vllm.log 2>&1 &`), each on the string's first line."""
+    commands = script_commands(text, line)
+    return [Token(word.text, line) for word in commands[0]] if commands else []
 
 
 def _fstring_pieces(tree: ast.Module) -> set[int]:
@@ -155,9 +158,8 @@ def _launch_words(node: ast.AST, constants: dict[str, object]) -> list[Token] | 
         text = _launch_text(node, constants)
         if not isinstance(text, str) or not re.match(r"\s*(?:vllm\s+serve|python3?\s+-m\s+vllm\.)", text):
             return None
-        try:
-            words = [Token(w, node.lineno) for w in shlex.split(SHELL_CONTINUATION.sub(" ", text))]
-        except ValueError:
+        words = _shell_words(text, node.lineno)
+        if not words:
             return None
     else:
         return None

@@ -52,3 +52,12 @@ def test_an_image_that_does_not_run_vllm_is_no_workload_and_a_walk_reads_dockerf
     _dockerfile(tmp_path, SHELL_FORM, "Containerfile")
     files, found, _, unread = read_manifests([str(tmp_path)])
     assert len(files) == 2 and not unread and [w.name for w in found] == ["Containerfile"]
+
+
+def test_an_image_built_on_vllms_that_sets_no_command_is_no_workload(tmp_path):
+    """Its command comes from where the image is run (a real Dockerfile was an input error, 'no model given', exit 2)."""
+    from kvdoctor.scan.run import find_workloads
+
+    path = tmp_path / "Dockerfile"
+    path.write_text("FROM vllm/vllm-openai:v0.5.0\nENV HF_HUB_ENABLE_HF_TRANSFER 1\nRUN pip install hf_transfer\n")
+    assert find_workloads([str(path)])[1] == []

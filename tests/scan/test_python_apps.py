@@ -278,3 +278,15 @@ def test_a_bentoml_service_is_named_by_its_decorator(tmp_path):
     path.write_text(path.read_text().replace('name="vllm-llm", ', ""))  # no name: BentoML takes the class's
     (run,) = find_workloads([str(path)])[1]
     assert (run.name, run.container) == ("VLLM", "VLLM")
+
+
+def test_a_launch_string_given_to_a_shell_loses_the_shells_redirections(tmp_path):
+    """`os.system("vllm serve M ... > vllm.log 2>&1 &")`: the redirection and `&` are the shell's, not vLLM's (a real
+    script's were a false 'unrecognized arguments: > vllm.log 2>&1 &')."""
+    from kvdoctor.scan.run import find_workloads
+
+    path = tmp_path / "run.py"
+    path.write_text('import os\nos.system("vllm serve Qwen2-7B-Instruct --port 8081 --tensor-parallel-size 2 '
+                    '> vllm.log 2>&1 &")\n')
+    (run,) = find_workloads([str(path)])[1]
+    assert [t.text for t in run.argv] == ["Qwen2-7B-Instruct", "--port", "8081", "--tensor-parallel-size", "2"]
