@@ -89,7 +89,8 @@ def _vllm_side(shape: str, values: dict[str, str], frames: tuple[Frame, ...], ot
     caller = next((_place(f) for side, f in reversed(sides) if side in ("program", "plugin")), "")
     if shape in ("import", "module_attribute", "submodule"):
         package = values["module"].split(".")[0]
-        # vLLM's own modules: KVD403 / KVD405 judge them, with the release checks they need
+        # vLLM's own modules: the API-history rules (cannot import name, module has no attribute) judge them,
+        # with the release checks they need
         return caller if _CARRIES_VLLM.search(package) and package != "vllm" else None
     if shape == "abstract":  # the base class declaring the method is vLLM's when one of its classes has it
         vllms = values["member"] not in _GENERIC_METHODS and _vllm_classes_with(values["member"])
@@ -244,7 +245,7 @@ def match_values(first: Drift, others: list[Drift]) -> tuple[tuple[str, str], ..
 
 def drift_texts(values: dict[str, Any], facts: dict[str, Any]) -> dict[str, str]:
     """`sides` (which side of the interface is whose), `api_text` / `api_fix` (the releases that have the name, from
-    the API history) and `also` for KVD422's cause, from its match values; {} for another rule's."""
+    the API history) and `also` for the interface-drift rule's cause, from its match values; {} for another rule's."""
     from kvdoctor.explain.api_history import api_values
 
     detail = str(values.get("detail") or "")

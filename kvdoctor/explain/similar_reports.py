@@ -1,5 +1,5 @@
-"""Reported failures that read like this one: for a failure no rule knows (KVD399), the closest real logs of
-kvdoctor's corpus (tests/fixtures/logs_real, the entries not held out), by the words of the log's failure lines,
+"""Reported failures that read like this one: for a failure no rule knows, the closest real logs of kvdoctor's
+corpus (tests/fixtures/logs_real, the entries not held out), by the words of the log's failure lines,
 exceptions and innermost frames (TF-IDF cosine). The closest one's thread, its cause and the fix that worked there
 are cited; when it is close enough and belongs to a family, the failure is given that family as the likely one.
 
