@@ -108,12 +108,19 @@ def _argument_releases(facts: Facts, releases: Candidates) -> Candidates:
     return Candidates(read, exact=False, note=releases.note) if read else releases
 
 
+def _json_dicts(version: str) -> bool:
+    """Whether this release's dict-valued options take JSON only (0.10.0+; 0.9 still read key=value)."""
+    from packaging.version import Version
+
+    return Version(version) >= Version("0.10.0")
+
+
 def serve_args_facts(argv: tuple[str, ...], releases: Candidates) -> dict[str, Any]:
     """serve.args_accepted/_error/_closest/_rejected_by: what each release's own parser makes of the arguments."""
     from kvdoctor.vllm_pack.serve_parser import judge_argv
 
-    verdicts = {r.version: judge_argv(list(argv), r.serve_args, r.allow_abbrev, r.flexible_parser)
-                for r in releases.releases}
+    verdicts = {r.version: judge_argv(list(argv), r.serve_args, r.allow_abbrev, r.flexible_parser,
+                                      json_dicts=_json_dicts(r.version)) for r in releases.releases}
     rejected = [version for version, verdict in verdicts.items() if verdict.error]
     newest_error = next((verdicts[v] for v in reversed(rejected)), None)
     accepted = agree(releases.releases, lambda r: verdicts[r.version].error is None).value

@@ -9,6 +9,7 @@ get vLLM's own words ("unrecognized arguments: ...", "ambiguous option: ...", "i
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -36,9 +37,11 @@ def _close_options(word: str, long_options: tuple[str, ...]) -> list[str]:
 
 
 def judge_argv(tokens: list[str], options: Mapping[str, Any], allow_abbrev: bool = True,
-               flexible: bool = True) -> ArgvVerdict:
+               flexible: bool = True, json_dicts: bool = False) -> ArgvVerdict:
     """Parse `tokens` (serve flags, no `vllm serve` prefix) against `options` (option string -> ServeArg);
-    `flexible`: vLLM's FlexibleArgumentParser (`_` read as `-`), False for the plain argparse of releases before 0.5."""
+    `flexible`: vLLM's FlexibleArgumentParser (`_` read as `-`), False for the plain argparse of releases before 0.5;
+    `json_dicts`: a dict-valued option takes JSON only (0.10+: engine/arg_utils.py parse_type(json.loads); 0.9 still
+    read `image=1` as key=value)."""
     long_options = sorted(o for o in options if o.startswith("--"))
     tokens = _optimization_flags(tokens, options) if flexible else tokens
     unrecognized: list[str] = []
@@ -73,7 +76,8 @@ def judge_argv(tokens: list[str], options: Mapping[str, Any], allow_abbrev: bool
         values, index = _values(spec, token, has_inline, tokens, index, is_subkey=base != name)
         if isinstance(values, ArgvVerdict):
             return values
-        bad = (None if base != name else _bad_type(spec, spec_name, values)) or _bad_choice(spec, spec_name, values)
+        bad = (None if base != name else _bad_type(spec, spec_name, values, json_dicts)) or _bad_choice(spec, spec_name,
+                                                                                                       values)
         if bad is not None:
             return bad
     if unrecognized:
@@ -205,8 +209,16 @@ _PLAIN_TYPES = {"int": int, "float": float}
 """argparse `type` callables replayed (0.7-0.9 read --max-model-len as a plain int: '32k' is refused there)."""
 
 
-def _bad_type(spec: Any, spec_name: str, values: list[str]) -> ArgvVerdict | None:
+def _bad_type(spec: Any, spec_name: str, values: list[str], json_dicts: bool = False) -> ArgvVerdict | None:
     """argparse's own refusal of a value its `type` callable cannot convert (before choices, as argparse does)."""
+    if json_dicts and getattr(spec, "type_name", None) == "_parse_type" and spec.default in ({}, "{}"):
+        for value in values:  # a dict-valued option: parse_type(json.loads)
+            try:
+                json.loads(value)
+            except ValueError:
+                return ArgvVerdict(f"argument {_display(spec, spec_name)}: Value {value} cannot be converted to "
+                                   "<function loads>. (it takes JSON, e.g. '{\"image\": 1}')")
+        return None
     convert = _PLAIN_TYPES.get(getattr(spec, "type_name", None) or "")
     if convert is None:
         return None
