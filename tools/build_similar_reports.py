@@ -28,26 +28,14 @@ OUT = ROOT / "kvdoctor" / "data" / sr.DATA
 
 
 def failure_terms(text: str) -> Counter:
-    """The terms explain_text gives with_similar_reports for this log (the same reading steps, in its order)."""
-    from kvdoctor.explain.diagnosis import message_origin
-    from kvdoctor.explain.explain import _in_context
+    """The terms explain_text gives with_similar_reports for this log (read by the same function)."""
+    from kvdoctor.explain.explain import read_log_text
     from kvdoctor.explain.families import load_families
-    from kvdoctor.explain.log_facts import read_facts
-    from kvdoctor.explain.log_lines import normalise, signal_lines
-    from kvdoctor.explain.signatures import match_signatures
-    from kvdoctor.explain.tracebacks import parse_chains, without_ignored
-    from kvdoctor.explain.verdict import failure_evidence
     from kvdoctor.rules import load_all_rules
 
     families = load_families()
-    rules = load_all_rules([]) + list(families.rules)
-    lines = normalise(text)
-    signal = signal_lines(lines)
-    chains = without_ignored(parse_chains(lines), lines)
-    facts, _ = read_facts(signal)
-    matches = _in_context(match_signatures([r for r in rules if r.signatures], chains, signal), families, text, facts)
-    evidence = failure_evidence(lines, chains, matches, lambda line: message_origin(line, facts.get("vllm.version")))
-    return sr.log_terms(chains, evidence)
+    reading = read_log_text(text, load_all_rules([]) + list(families.rules), families)
+    return sr.log_terms(reading.chains, reading.evidence)
 
 
 def seen_entries() -> list[dict]:

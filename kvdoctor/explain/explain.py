@@ -3,6 +3,7 @@ lives in its own module, listed in kvdoctor/explain/__init__.py)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,11 +13,11 @@ from kvdoctor.explain.diagnosis import diagnose, message_origin, unknown_failure
 from kvdoctor.explain.families import Families, load_families
 from kvdoctor.explain.findings import build_report, unknown_finding
 from kvdoctor.explain.log_facts import read_facts
-from kvdoctor.explain.log_lines import normalise, read_log, signal_lines
+from kvdoctor.explain.log_lines import LogLine, normalise, read_log, signal_lines
 from kvdoctor.explain.selector import SelectorError, parse_selector_errors
 from kvdoctor.explain.signatures import SignatureMatch, match_signatures
 from kvdoctor.explain.similar_reports import with_similar_reports
-from kvdoctor.explain.tracebacks import parse_chains, without_ignored
+from kvdoctor.explain.tracebacks import ExceptionChain, parse_chains, without_ignored
 from kvdoctor.explain.verdict import (FailureEvidence, as_exception, cite_failure_lines, failure_evidence,
                                       uphold)
 from kvdoctor.model.report import Report
@@ -27,13 +28,22 @@ def explain_log(path: str, rules_files: tuple[Path, ...] = ()) -> Report:
     return explain_text(read_log(path), rules_files)
 
 
-def explain_text(text: str, rules_files: tuple[Path, ...] = ()) -> Report:
-    """Explain the failure in a log's text: the primary cause, the other matches, the facts, the notes."""
-    from kvdoctor.rules import load_all_rules
+@dataclass(frozen=True)
+class LogReading:
+    """What a log says before any diagnosis: its lines, exception chains, facts, signature matches and failure lines."""
 
-    families = load_families()
+    lines: list[LogLine]
+    chains: list[ExceptionChain]
+    facts: dict[str, Any]
+    fact_lines: list[str]
+    selector_errors: list[SelectorError]
+    matches: list[SignatureMatch]
+    evidence: tuple[FailureEvidence, ...]
+
+
+def read_log_text(text: str, rules: list, families: Families) -> LogReading:
+    """The log read as explain reads it (tools/build_similar_reports.py reads the corpus through this too)."""
     lines = normalise(text)
-    rules = load_all_rules(list(rules_files)) + list(families.rules)
     signal = signal_lines(lines)  # a long log's INFO chatter (request logs, throughput) matches no rule
     chains = without_ignored(parse_chains(lines), lines)
     facts, fact_lines = read_facts(signal)
@@ -47,9 +57,20 @@ def explain_text(text: str, rules_files: tuple[Path, ...] = ()) -> Report:
     facts.update(_kv_facts(facts))
     matches = _in_context(match_signatures([r for r in rules if r.signatures], chains, signal), families, text, facts)
     evidence = failure_evidence(lines, chains, matches, lambda text: message_origin(text, facts.get("vllm.version")))
-    diagnosis = diagnose(matches, chains, rules, families, facts, selector_errors, evidence)
-    report = build_report(rules, facts, fact_lines, chains, diagnosis)
-    report = annotate(report, diagnosis, families, facts, selector_errors, lines, chains)
+    return LogReading(lines, chains, facts, fact_lines, selector_errors, matches, evidence)
+
+
+def explain_text(text: str, rules_files: tuple[Path, ...] = ()) -> Report:
+    """Explain the failure in a log's text: the primary cause, the other matches, the facts, the notes."""
+    from kvdoctor.rules import load_all_rules
+
+    families = load_families()
+    rules = load_all_rules(list(rules_files)) + list(families.rules)
+    read = read_log_text(text, rules, families)
+    lines, chains, facts, evidence = read.lines, read.chains, read.facts, read.evidence
+    diagnosis = diagnose(read.matches, chains, rules, families, facts, read.selector_errors, evidence)
+    report = build_report(rules, facts, read.fact_lines, chains, diagnosis)
+    report = annotate(report, diagnosis, families, facts, read.selector_errors, lines, chains)
     report = uphold(report, evidence, lambda line: _failure_finding(rules, line, facts))
     report = cite_failure_lines(report, evidence, unknown_failure_rule())
     return with_similar_reports(report, chains, evidence, unknown_failure_rule())

@@ -12,6 +12,7 @@ import yaml
 
 from kvdoctor.data.engine_launchers import ENGINE_LAUNCHERS, EngineLauncher
 from kvdoctor.scan import nodes
+from kvdoctor.scan.shell_arrays import expand_arrays, script_arrays
 from kvdoctor.scan.workload import Token
 
 SHELLS = {"sh", "bash", "dash", "ash", "zsh"}
@@ -392,8 +393,6 @@ def _in_script(script: Token, node: yaml.Node | None, source_text: str) -> list[
         return None
     placed = _place(words, node, source_text) if node is not None else [Token(w, script.line) for w in words]
     if "=(" in script.text:  # `ARGS=(...); vllm serve m "${ARGS[@]}"` inside the one string
-        from kvdoctor.scan.shell_arrays import expand_arrays, script_arrays
-
         placed = expand_arrays(placed, script_arrays(script.text, script.line or 1))
     segment: list[Token] = []
     positionals: list[Token] | None = None  # what `set -- WORDS` made "$@", once the script sets it
