@@ -537,7 +537,8 @@ def after_launcher(words: list[Token]) -> list[Token] | None:
 def _place(words: list[str], node: yaml.Node, source_text: str) -> list[Token]:
     """Give each word the line it is written on, found in the node's source text in order."""
     start = node.start_mark
-    raw = source_text[start.index : node.end_mark.index] if source_text else ""
+    text = start.buffer if isinstance(start.buffer, str) else source_text  # a node of a Kustomize patch: its own file
+    raw = text[start.index : node.end_mark.index] if text else ""
     return _place_in(words, raw, start.line + 1)
 
 

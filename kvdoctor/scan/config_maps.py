@@ -17,7 +17,7 @@ import yaml
 
 from kvdoctor.scan import nodes
 from kvdoctor.scan.command import expand_shell_variables
-from kvdoctor.scan.workload import EnvVar, Token, Workload
+from kvdoctor.scan.workload import EnvVar, Token, Workload, file_line
 
 KEY_REF = re.compile(r"^ConfigMap '(?P<name>[^']*)' key '(?P<key>[^']*)'$")
 WHOLE_REF = re.compile(r"^ConfigMap '(?P<name>[^']*)'$")
@@ -30,9 +30,14 @@ class ConfigMap:
     namespace: str | None
     values: dict[str, tuple[str, int | None]]
     """key -> (value, line)"""
+    line_files: tuple[str, ...] = ()
+    """Other files its values are written in (a Kustomize generator's env file): see workload.LINE_FILE_STRIDE."""
+
+    def where(self, line: int | None) -> tuple[str, int | None]:
+        return file_line(self.file, self.line_files, line)
 
 
-def config_maps_of(root: yaml.Node, file: str) -> dict[str, list[ConfigMap]]:
+def config_maps_of(root: yaml.Node, file: str, line_files: tuple[str, ...] = ()) -> dict[str, list[ConfigMap]]:
     """A ConfigMap document's data by its name (none for any other document)."""
     if nodes.text(nodes.get(root, "kind")) != "ConfigMap" or nodes.get(root, "apiVersion") is None:
         return {}
@@ -40,7 +45,7 @@ def config_maps_of(root: yaml.Node, file: str) -> dict[str, list[ConfigMap]]:
     values = {key: (text, nodes.line(value)) for key, _, value in nodes.pairs(nodes.get(root, "data"))
               if (text := nodes.text(value)) is not None}  # fmt: skip
     namespace = nodes.text(nodes.get(root, "metadata", "namespace"))
-    return {name: [ConfigMap(file, namespace, values)]} if name else {}
+    return {name: [ConfigMap(file, namespace, values, line_files)]} if name else {}
 
 
 def with_config_maps(workloads: list[Workload], maps: dict[str, list[ConfigMap]]) -> list[Workload]:
@@ -80,7 +85,7 @@ def _with_config_file(workload: Workload, maps: dict[str, list[ConfigMap]]) -> W
         out.write(text)
     argv = list(workload.argv)
     argv[index : index + taken] = [Token("--config", argv[index].line), Token(str(copy), argv[index].line)]
-    note = f"--config {path}: read from ConfigMap {map_name!r} key {name!r} ({config.file}:{line})"
+    note = f"--config {path}: read from ConfigMap {map_name!r} key {name!r} ({':'.join(map(str, config.where(line)))})"
     return replace(workload, argv=tuple(argv), notes=workload.notes + (note,))
 
 
@@ -92,8 +97,10 @@ def _resolved(workload: Workload, maps: dict[str, list[ConfigMap]]) -> Workload:
         config = _config(maps, found.group("name"), workload.namespace) if found else None
         if config is not None and found.group("key") in config.values:
             value, line = config.values[found.group("key")]
-            env.append(EnvVar(var.name, value, line))
-            used.append(f"{var.name} from ConfigMap {found.group('name')!r} ({config.file}:{line})")
+            file, line = config.where(line)
+            workload, placed = workload.line_in(file, line)  # a ConfigMap of another file: its line in that file
+            env.append(EnvVar(var.name, value, placed))
+            used.append(f"{var.name} from ConfigMap {found.group('name')!r} ({file}:{line})")
         else:
             env.append(var)
     env_from = []
@@ -104,7 +111,12 @@ def _resolved(workload: Workload, maps: dict[str, list[ConfigMap]]) -> Workload:
             env_from.append(whole)
             continue
         defined = {e.name for e in env}
-        env = [EnvVar(key, value, line) for key, (value, line) in config.values.items() if key not in defined] + env
+        taken = []
+        for key, (value, line) in config.values.items():
+            if key not in defined:
+                workload, placed = workload.line_in(*config.where(line))
+                taken.append(EnvVar(key, value, placed))
+        env = taken + env
         used.append(f"envFrom ConfigMap {found.group('name')!r} ({config.file})")
     if not used:
         return workload

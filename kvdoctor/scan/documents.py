@@ -44,6 +44,8 @@ TEMPLATE = re.compile(
     r"|tpl|printf|quote|nindent|indent)\b)"
 )
 STDIN = "-"
+KUSTOMIZATION_WITHOUT_SUFFIX = "Kustomization"
+"""The one kustomization file name without .yaml (kubectl kustomize reads it too)."""
 
 
 class ManifestError(KvdoctorError):
@@ -65,6 +67,8 @@ class Document:
     index: int
     """0-based position in a multi-document file."""
     root: yaml.Node
+    line_files: tuple[str, ...] = ()
+    """Other files some of its nodes are written in (a Kustomize render): see workload.LINE_FILE_STRIDE."""
 
 
 def discover(paths: list[str]) -> tuple[list[SourceFile | ChartSource | ManifestError], list[str]]:
@@ -114,7 +118,7 @@ def _walk(root: Path, notes: list[str]) -> list[SourceFile | ChartSource | Manif
                 found.append(_or_error(lambda: replace(_read(here / name), data_of=chart_data[here / name])))
                 continue
             readable = (name.endswith(YAML_SUFFIXES + SCRIPT_SUFFIXES) or DOCKERFILE_NAMES.search(name)
-                        or MAKEFILE_NAMES.search(name))
+                        or MAKEFILE_NAMES.search(name) or name == KUSTOMIZATION_WITHOUT_SUFFIX)
             if name.endswith(PYTHON_SUFFIX):
                 if PYTHON_TESTS.search(name) or TEST_DIRS & set(here.relative_to(root).parts):
                     continue  # a test suite's Python, not a deployment
@@ -168,6 +172,11 @@ def _display(path: Path) -> str:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
+
+
+def read_source(path: Path) -> SourceFile:
+    """A file's text as scan reads it; raises ManifestError (too large, not UTF-8, not a regular file)."""
+    return _read(path)
 
 
 def _read(path: Path) -> SourceFile:

@@ -100,7 +100,7 @@ def judge(workload: Workload, defaults: ScanDefaults, settings: CheckSettings) -
         report = on_a_mig_slice(report, workload.gpu_slice)
     sources = deployment.sources | flag_sources(workload)
     placed = tuple(_place(f, sources, report, workload) for f in report.sorted_findings())
-    unjudged = deployment.unjudged + ((unread,) if unread else ())
+    unjudged = deployment.unjudged + ((unread,) if unread else ()) + workload.undecided
     return WorkloadResult(workload, report, placed, sources, unjudged=unjudged)
 
 

@@ -9,7 +9,7 @@ from kvdoctor.check.run import CheckSettings
 from pathlib import Path
 
 from kvdoctor.scan import (cloud_build, compose, dockerfile, dstack, dynamo, github_actions, hcl, helm_release,
-                           helm_values, kubernetes, llmaz, makefiles, markdown, nodes, nomad, python_apps,
+                           helm_values, kserve_runtimes, kubernetes, llmaz, makefiles, markdown, nodes, nomad, python_apps,
                            python_engine_args, ray_job, scripts, serving_crds, skypilot, terraform)  # fmt: skip
 from kvdoctor.scan.chart_reader import chart_workloads
 from kvdoctor.scan.config_maps import ConfigMap, config_maps_of, with_config_maps
@@ -17,7 +17,10 @@ from kvdoctor.scan.command import heredoc_bodies, only_serve_flags, words_of
 from kvdoctor.scan.documents import (HCL_SUFFIXES, Document, ManifestError, SourceFile, compose_documents, discover,
                                      display_path)  # fmt: skip
 from kvdoctor.scan.helm_chart import ChartSource
+from kvdoctor.scan.kustomize import KustomizationSource, rendered_instead
+from kvdoctor.scan.kustomize import workloads_of as kustomized_workloads
 from kvdoctor.scan.judge import ScanDefaults, judge
+from kvdoctor.scan.marks import marked, placed_document
 from kvdoctor.scan.result import ScanReport, UnreadFile, WorkloadResult
 from kvdoctor.scan.workload import Workload
 
@@ -29,6 +32,7 @@ READERS = (
     (serving_crds.is_ray_serve_llm, serving_crds.ray_serve_workloads),
     (llmaz.is_vllm_playground, llmaz.workloads),
     (ray_job.is_ray_job, ray_job.workloads),
+    (kserve_runtimes.has_lone_container, kserve_runtimes.lone_container_workloads),
     (kubernetes.is_kubernetes, kubernetes.workloads),
     (compose.is_compose, compose.workloads),
     (helm_values.is_production_stack_values, helm_values.workloads),
@@ -57,6 +61,7 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
     set aside with its one-line reason, never stopping the others; Helm charts are rendered, `values_files` over
     each chart's values (helm -f). Raises ManifestError for a missing path."""
     sources, notes = discover(paths)
+    sources = rendered_instead(sources)
     found: list[Workload] = []
     unread: list[UnreadFile] = []
     config_maps: dict[str, list[ConfigMap]] = {}
@@ -66,9 +71,41 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             config_maps.setdefault(name, []).extend(maps)
         return read_document(doc, text)
 
+    rendered_files: list[str] = []  # the files a kustomization takes in, read through it
+
+    runtimes: list[kserve_runtimes.Runtime] = []  # KServe serving runtimes, for the models that run on them
+    on_runtimes: list[tuple[Document, str, tuple[str, ...], tuple[str, ...]]] = []
+
+    def read_object(doc, text, undecided=(), with_notes=(), name_unread=True):
+        """A file's (or a kustomization's rendered) object: its workloads (with what its render left ``undecided``)
+        and notes; a KServe model is read once every serving runtime of the tree is known."""
+        for name, maps in config_maps_of(doc.root, doc.file, doc.line_files).items():
+            config_maps.setdefault(name, []).extend(maps)
+        runtimes.extend(kserve_runtimes.runtimes_of(doc, text))
+        if kserve_runtimes.runs_on_a_runtime(doc.root):
+            on_runtimes.append((doc, text, undecided, with_notes))
+            return [], []
+        if helm_release.is_helm_release(doc.root):  # an Argo CD Application / Flux HelmRelease: its chart rendered
+            own = placed_document(marked(doc.root, doc.file, text), doc.index)  # in its own file, not a render's
+            workloads, failures, why = helm_release.release_workloads(own, read_document)
+            unread.extend(failures)
+            return with_context(workloads, undecided, with_notes), why
+        workloads = with_context(read_document(doc, text), undecided, with_notes)
+        why = unseen_notes(doc, workloads)
+        if not workloads and name_unread and (unread_why := unread_kind(doc)):
+            why.append(unread_why)
+        return workloads, why
+
     for source in sources:
         if isinstance(source, ManifestError):
             unread.append(UnreadFile.of(source))
+            continue
+        if isinstance(source, KustomizationSource):
+            workloads, failures, why, taken_in = kustomized_workloads(source, read_object)
+            rendered_files += [f for f in taken_in if f not in rendered_files]
+            found += workloads
+            unread += failures
+            notes += why
             continue
         if isinstance(source, ChartSource):
             workloads, failures = chart_workloads(source, read_rendered, values_files)
@@ -122,21 +159,24 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
                              "it at render: read through the chart, not on its own")  # fmt: skip
             continue
         for doc in documents:
-            for name, maps in config_maps_of(doc.root, doc.file).items():
-                config_maps.setdefault(name, []).extend(maps)
-            if helm_release.is_helm_release(doc.root):
-                workloads, failures, why = helm_release.release_workloads(doc, read_document)
-                found += workloads
-                unread += failures
-                notes += why
-                continue
-            workloads = read_document(doc, source.text)
+            workloads, why = read_object(doc, source.text, name_unread=source.data_of is None)  # data: the chart's
             found += workloads
-            notes += unseen_notes(doc, workloads)
-            if not workloads and source.data_of is None and (why := unread_kind(doc)):  # data: the chart's to read
-                notes.append(why)
+            notes += why
+    for doc, text, undecided, with_notes in on_runtimes:
+        workloads = with_context(kserve_runtimes.model_workloads(doc, text, runtimes, read_document), undecided, with_notes)
+        found += workloads
+        if not workloads and (why := unread_kind(doc)):
+            notes.append(why)
     files = [s.path for s in sources if not isinstance(s, ManifestError)]
+    files += [f for f in rendered_files if f not in files]
     return files, with_config_maps(found, config_maps), notes, unread
+
+
+def with_context(workloads: list[Workload], undecided: tuple[str, ...], notes: tuple[str, ...]) -> list[Workload]:
+    """The workloads with what their render left undecided and its notes (a kustomization's)."""
+    if not undecided and not notes:
+        return workloads
+    return [replace(w, undecided=w.undecided + undecided, notes=w.notes + notes) for w in workloads]
 
 
 UNNAMED = "(unnamed)"

@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+LINE_FILE_STRIDE = 100_000_000
+"""A workload read from several files (a Kustomize base and its overlay's patch) keeps one line number per value:
+a line at or over this stride is in ``Workload.line_files[line // STRIDE - 1]``, at ``line % STRIDE``. A file kvdoctor
+reads is at most 8 MiB, so no real line reaches it."""
+
+
+def file_line(file: str, line_files: tuple[str, ...], line: int | None) -> tuple[str, int | None]:
+    """(file, line) of a line kept for a node of ``file`` whose object has values from ``line_files`` too."""
+    if line is None or line < LINE_FILE_STRIDE:
+        return file, line
+    index, real = divmod(line, LINE_FILE_STRIDE)
+    return (line_files[index - 1], real) if index <= len(line_files) else (file, real)
 
 
 @dataclass(frozen=True)
@@ -88,6 +101,11 @@ class Workload:
     expands_shell: bool = False
     """The command runs under `sh -c`: the shell expands $VAR and ${VAR} from the environment too."""
     notes: tuple[str, ...] = ()
+    line_files: tuple[str, ...] = ()
+    """The other files its lines are in (see LINE_FILE_STRIDE): a Kustomize overlay's patches, a generator's env file."""
+    undecided: tuple[str, ...] = ()
+    """What the deployment's own files leave unknown or the platform would not run as written (a Kustomize base fetched
+    from the network, a helmCharts field, a field KServe does not have): judged as far as it is read, never a PASS."""
 
     @property
     def title(self) -> str:
@@ -100,4 +118,16 @@ class Workload:
         return f"{self.kind}/{name} (container {self.container})"
 
     def at(self, line: int | None, what: str | None = None) -> Location:
-        return Location(self.file, line if line is not None else self.line, what)
+        file, line = self.where(line if line is not None else self.line)
+        return Location(file, line, what)
+
+    def where(self, line: int | None) -> tuple[str, int | None]:
+        """(file, line) of one of the workload's lines."""
+        return file_line(self.file, self.line_files, line)
+
+    def line_in(self, file: str, line: int | None) -> tuple["Workload", int | None]:
+        """The workload (with ``file`` among its files) and the line that stands for ``line`` of ``file``."""
+        if file == self.file or line is None:
+            return self, line
+        files = self.line_files if file in self.line_files else self.line_files + (file,)
+        return replace(self, line_files=files), (files.index(file) + 1) * LINE_FILE_STRIDE + line

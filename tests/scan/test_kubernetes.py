@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from scan_support import by_name, finding, line_of, rel, scan
 
@@ -237,7 +239,8 @@ def test_env_from_a_config_map_in_another_scanned_file_gives_its_values_on_its_l
     assert any("--max-model-len takes its value from $LEN" in n for n in result.report.notes)  # not in the ConfigMap
     (short,) = [p for p in result.placed if p.finding.rule_id == "KVD201"]  # TP 2 (the ConfigMap's) on 1 GPU
     tp = next(e for e in result.workload.env if e.name == "TP")
-    assert (tp.value, tp.line) == ("2", 6)  # config.yaml's line, where the value is written
+    file, line = result.workload.where(tp.line)
+    assert (tp.value, Path(file).name, line) == ("2", "config.yaml", 6)  # config.yaml's line, where it is written
     alone = scan([str(tmp_path / "deploy.yaml")], tmp_path, gpu="L4").workloads[0]  # the ConfigMap not scanned
     assert not [p for p in alone.placed if p.finding.rule_id == "KVD201"]
     assert any("--tensor-parallel-size takes its value from $(TP)" in n for n in alone.report.notes)
