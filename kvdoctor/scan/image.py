@@ -104,6 +104,19 @@ def image_extension(image: str | None) -> EngineLauncher | None:
 FLOATING_TAGS = ("latest", "nightly", "main", "stable", "dev")
 
 
+HOST_VARIABLE = re.compile(r"\$(?:\{?[A-Za-z_]|\()")
+"""A shell, Compose or Kubernetes variable ($VLLM_IMAGE, ${TAG}, $(IMAGE)) left in an image: the manifest does not set it."""
+
+
+def chosen_by_the_host(image: str | None) -> bool:
+    """An image whose repository or tag is a variable the manifest does not set ($VLLM_IMAGE, vllm/vllm-openai:${TAG}):
+    which build runs, hence which vLLM release, is the host's choice, of any age as with no image at all."""
+    if not image:
+        return False
+    repository, tag, _ = split_image(image.strip())
+    return HOST_VARIABLE.search(repository) is not None or (tag is not None and HOST_VARIABLE.search(tag) is not None)
+
+
 def pins_an_unknown_build(image: str | None) -> bool:
     """A vLLM image or build whose tag or digest pins one build of no release kvdoctor can name
     (lmcache/vllm-openai:2025-03-10, another project's release, a digest): of any age, unlike a floating tag

@@ -14,7 +14,7 @@ from kvdoctor.model.report import Finding, Report
 from kvdoctor.scan.command import without_launcher_options, without_unresolved
 from kvdoctor.scan.config_maps import config_file_option, is_scanned_copy
 from kvdoctor.scan.facts import DeploymentFacts, canonical_flag, deployment_facts, is_scan_fact_name
-from kvdoctor.scan.image import image_extension, pins_an_unknown_build
+from kvdoctor.scan.image import chosen_by_the_host, image_extension, pins_an_unknown_build
 from kvdoctor.scan.result import PlacedFinding, WorkloadResult
 from kvdoctor.scan.workload import Location, Token, Workload
 
@@ -77,9 +77,9 @@ def judge(workload: Workload, defaults: ScanDefaults, settings: CheckSettings) -
             serve_argv=tuple(t.text for t in _with_local_model(workload.argv, deployment)),
             gpu=deployment.gpu,
             vllm_version=deployment.vllm_version,
-            # a venv's vLLM, or an image pinned to a build of no known release: of any age
-            any_release=deployment.vllm_version is None and (workload.image is None
-                                                              or pins_an_unknown_build(workload.image)),
+            # a venv's vLLM, an image pinned to a build of no known release or left to the host: of any age
+            any_release=deployment.vllm_version is None and (workload.image is None or chosen_by_the_host(workload.image)
+                                                              or pins_an_unknown_build(workload.image)),  # fmt: skip
             serves=True,
             offline=defaults.offline,
             cache_dir=defaults.cache_dir,

@@ -87,3 +87,30 @@ def test_a_dated_build_is_judged_as_any_release_so_old_flags_are_undecided_not_e
     (result,) = scan([str(path)], tmp_path, gpu="A100").workloads
     (kvd004,) = [p.finding for p in result.placed if p.finding.rule_id == "KVD004"]
     assert kvd004.status == "undecided"  # was fired: judged as 0.20-0.34, which dropped both flags
+
+
+@pytest.mark.parametrize(("image", "host"), [
+    ("$VLLM_IMAGE", True),  # AMD-melliott/ai-infra-summit docker-compose.vllm.yaml: set in an .env not in the tree
+    ("vllm/vllm-openai:${VLLM_TAG}", True),
+    ("${REGISTRY}/vllm-openai:v0.25.1", True),
+    ("vllm/vllm-openai:v0.25.1", False),
+    ("vllm/vllm-openai:latest", False),  # floating, but named: today's releases
+])  # fmt: skip
+def test_an_image_left_to_a_variable_is_the_hosts_choice(image, host):
+    from kvdoctor.scan.image import chosen_by_the_host
+
+    assert chosen_by_the_host(image) is host
+
+
+def test_a_compose_image_from_an_unset_variable_is_judged_as_any_release(tmp_path):
+    from scan_support import scan
+
+    path = tmp_path / "compose.yaml"
+    path.write_text("services:\n  vllm:\n    image: $VLLM_IMAGE\n    command: python -m vllm.entrypoints.openai.api_server"
+                    " --model Qwen/Qwen3-4B --enable-reasoning --reasoning-parser deepseek_r1\n")  # fmt: skip
+    (result,) = scan([str(path)], tmp_path, gpu="A100").workloads
+    (kvd004,) = [p.finding for p in result.placed if p.finding.rule_id == "KVD004"]
+    assert kvd004.status == "undecided"  # 0.20+ dropped --enable-reasoning; the host's image may be older
+    path.write_text(path.read_text().replace("$VLLM_IMAGE", "vllm/vllm-openai:latest"))
+    (result,) = scan([str(path)], tmp_path, gpu="A100").workloads
+    assert [p.finding.status for p in result.placed if p.finding.rule_id == "KVD004"] == ["fired"]  # named: today's

@@ -323,3 +323,11 @@ def test_an_argo_cd_application_a_kustomization_takes_in_still_renders_its_chart
     (result,) = [r for r in report.workloads if r.workload.name == "granite-nm-vllm"]  # (the chart alone: nm-vllm)
     assert result.workload.file.endswith("templates/deployment.yaml") and not report.unread
     assert any("by Argo CD Application granite" in n and "application.yaml:1" in n for n in result.workload.notes)
+
+
+@pytest.mark.parametrize("name", ["kustomization.yaml", "kustomization.yml", "Kustomization"])
+def test_each_file_name_kubectl_reads_is_a_kustomization(tmp_path, name):
+    base(tmp_path)
+    write(tmp_path, {f"overlay/{name}": "resources: [../base]\nnamePrefix: x-\n"})
+    (result,) = scan([str(tmp_path)], tmp_path).workloads
+    assert result.workload.name == "x-vllm" and result.workload.file.endswith(f"overlay/{name}")
