@@ -574,6 +574,9 @@ def workloads_of(source: KustomizationSource, read: ReadRendered
         found += [replace(w, line=KUSTOMIZATION_LINE, line_files=doc.line_files,
                           notes=tuple(_decoded(n, doc) for n in w.notes) + (_written_at(w, doc),))
                   if w.file == doc.file else w for w in workloads]  # fmt: skip
+    if found:  # the files it read, each deployed through it (none is checked alone)
+        notes.append(f"{source.path}: its vLLM workloads rendered from {len(rendered.files)} file(s): "
+                     f"{', '.join(rendered.files)}")  # fmt: skip
     if rendered.undecided:
         notes.append(f"{source.path}: kustomization rendered without what kvdoctor does not read "
                      f"({'; '.join(rendered.undecided)}): its workloads are not fully known")  # fmt: skip

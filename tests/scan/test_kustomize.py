@@ -331,3 +331,11 @@ def test_each_file_name_kubectl_reads_is_a_kustomization(tmp_path, name):
     write(tmp_path, {f"overlay/{name}": "resources: [../base]\nnamePrefix: x-\n"})
     (result,) = scan([str(tmp_path)], tmp_path).workloads
     assert result.workload.name == "x-vllm" and result.workload.file.endswith(f"overlay/{name}")
+
+
+def test_the_files_a_rendered_workload_comes_from_are_named_in_the_notes(tmp_path):
+    base(tmp_path)
+    write(tmp_path, {"overlay/kustomization.yaml": "resources: [../base]\npatches: [{path: p.yaml}]\n",
+                     "overlay/p.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: vllm}\nspec: {replicas: 2}\n"})
+    (note,) = [n for n in scan([str(tmp_path)], tmp_path).notes if "rendered from" in n]
+    assert "4 file(s)" in note and all(name in note for name in ("base/deployment.yaml", "overlay/p.yaml"))
