@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 import yaml
 
 from kvdoctor.scan import nodes
-from kvdoctor.scan.command import expand_shell_variables
+from kvdoctor.scan.command import expand_words
 from kvdoctor.scan.workload import EnvVar, Token, Workload, file_line
 
 KEY_REF = re.compile(r"^ConfigMap '(?P<name>[^']*)' key '(?P<key>[^']*)'$")
@@ -122,8 +122,8 @@ def _resolved(workload: Workload, maps: dict[str, list[ConfigMap]]) -> Workload:
         return workload
     known = {e.name: e.value for e in env if e.value is not None}
     argv = [Token(K8S_VARIABLE.sub(lambda m: known.get(m.group(1), m.group(0)), t.text), t.line) for t in workload.argv]
-    if workload.expands_shell:
-        argv = expand_shell_variables(argv, known)
+    if workload.expands_shell:  # under sh -c an unquoted $EXTRA_ARGS is split into its words
+        argv = expand_words(argv, known)
     return replace(workload, env=tuple(env), env_from=tuple(env_from), argv=tuple(argv),
                    notes=workload.notes + tuple(f"{u}: read from the scanned files" for u in used))  # fmt: skip
 

@@ -9,8 +9,8 @@ from dataclasses import replace
 import yaml
 
 from kvdoctor.scan import nodes
-from kvdoctor.scan.command import (FLAGS_ONLY_NOTE, WRAPPER_NOTE, expand_shell_variables, only_serve_flags,
-                                   runs_a_shell, serve_argv, words_of, wrapper_script)  # fmt: skip
+from kvdoctor.scan.command import (FLAGS_ONLY_NOTE, WRAPPER_NOTE, expand_words, only_serve_flags, runs_a_shell,
+                                   serve_argv, words_of, wrapper_script)  # fmt: skip
 from kvdoctor.scan.documents import PODLESS_KINDS, POD_TEMPLATE_API_GROUPS, Document
 from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
 from kvdoctor.scan.image_entrypoints import (entrypoint_for, entrypoint_note, env_argv, names_vllm, unread_release,
@@ -308,7 +308,7 @@ def container_workload(container: yaml.Node, source_text: str, **where) -> Workl
     argv = _expand_variables(argv, env)
     shell = runs_a_shell(command, args)
     if shell:
-        argv = expand_shell_variables(argv, {e.name: e.value for e in env if e.value is not None})
+        argv = expand_words(argv, {e.name: e.value for e in env if e.value is not None})  # $EXTRA_ARGS: its words
     selectors = where.pop("selectors")
     first = (command or args or [(Token("", nodes.line(container)), None)])[0][0]
     return Workload(

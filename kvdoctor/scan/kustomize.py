@@ -16,6 +16,7 @@ import yaml
 
 from kvdoctor.base.yaml_safe import safe_loader
 from kvdoctor.scan import nodes
+from kvdoctor.scan.config_maps import ConfigMap, config_maps_of, with_config_maps
 from kvdoctor.scan.documents import Document, ManifestError, SourceFile, compose_documents, display_path, read_source
 from kvdoctor.scan.kustomize_patches import (KUSTOMIZE, MAP, PatchError, copied, json_patch, mapping_at, scalar,
                                              set_key, strategic_merge)  # fmt: skip
@@ -574,6 +575,7 @@ def workloads_of(source: KustomizationSource, read: ReadRendered
         found += [replace(w, line=KUSTOMIZATION_LINE, line_files=doc.line_files,
                           notes=tuple(_decoded(n, doc) for n in w.notes) + (_written_at(w, doc),))
                   if w.file == doc.file else w for w in workloads]  # fmt: skip
+    found = with_config_maps(found, _config_maps(rendered))  # its own ConfigMaps first (another overlay's differ)
     if found:  # the files it read, each deployed through it (none is checked alone)
         notes.append(f"{source.path}: its vLLM workloads rendered from {len(rendered.files)} file(s): "
                      f"{', '.join(rendered.files)}")  # fmt: skip
@@ -581,6 +583,14 @@ def workloads_of(source: KustomizationSource, read: ReadRendered
         notes.append(f"{source.path}: kustomization rendered without what kvdoctor does not read "
                      f"({'; '.join(rendered.undecided)}): its workloads are not fully known")  # fmt: skip
     return found, [UnreadFile.of(e) for e in rendered.errors], notes, rendered.files
+
+
+def _config_maps(rendered: Rendered) -> dict[str, list[ConfigMap]]:
+    maps: dict[str, list[ConfigMap]] = {}
+    for doc in rendered.documents:
+        for name, found in config_maps_of(doc.root, doc.file, doc.line_files).items():
+            maps.setdefault(name, []).extend(found)
+    return maps
 
 
 KUSTOMIZATION_LINE = 1

@@ -298,3 +298,16 @@ def test_a_wrapper_script_given_vllm_options_on_a_vllm_image_is_vllm_with_its_mo
     assert [u.split(" not read")[0] for u in result.unjudged] == ["model unknown: $(/scripts/startup.sh)"]
     (tmp_path / "d.yaml").write_text(WRAPPED.format(image="nginx:1.27"))  # the same command on another image
     assert find_workloads([str(tmp_path / "d.yaml")])[1] == []
+
+
+def test_an_unquoted_variable_of_options_under_sh_c_is_split_into_its_words(tmp_path):
+    # take566/kubernetes' cpu overlay: exec python3 -m vllm.entrypoints.openai.api_server ... ${VLLM_EXTRA_ARGS}
+    path = tmp_path / "d.yaml"
+    path.write_text("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: v}\nspec:\n  template:\n    spec:\n"
+                    "      containers:\n      - name: vllm\n        image: vllm/vllm-openai:v0.10.2\n"
+                    "        command: [sh, -c, 'exec vllm serve \"$MODEL\" ${EXTRA}']\n"
+                    "        env: [{name: MODEL, value: facebook/opt-125m},"
+                    " {name: EXTRA, value: '--max-model-len 1024 --enforce-eager'}]\n")  # fmt: skip
+    (result,) = scan([str(path)], tmp_path).workloads
+    assert [t.text for t in result.workload.argv] == ["facebook/opt-125m", "--max-model-len", "1024", "--enforce-eager"]
+    assert result.error is None and not [p for p in result.placed if p.finding.rule_id == "KVD004"]

@@ -339,3 +339,28 @@ def test_the_files_a_rendered_workload_comes_from_are_named_in_the_notes(tmp_pat
                      "overlay/p.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: vllm}\nspec: {replicas: 2}\n"})
     (note,) = [n for n in scan([str(tmp_path)], tmp_path).notes if "rendered from" in n]
     assert "4 file(s)" in note and all(name in note for name in ("base/deployment.yaml", "overlay/p.yaml"))
+
+
+def test_each_overlay_reads_its_own_patched_config_map(tmp_path):
+    """take566/kubernetes: base's ConfigMap vllm-config patched per overlay (VLLM_MODEL, VLLM_EXTRA_ARGS) and read with
+    envFrom under sh -c; scanned together, each render's env comes from its own ConfigMap, not an ambiguous pool."""
+    user = BASE_DEPLOYMENT.replace(
+        "          args:\n            - --model\n            - Qwen/Qwen2.5-7B-Instruct\n            - --tensor-parallel-size\n"
+        "            - \"1\"\n",
+        "          command: [sh, -c, 'exec vllm serve \"$VLLM_MODEL\" $VLLM_EXTRA_ARGS']\n"
+        "          envFrom: [{configMapRef: {name: vllm-config}}]\n")  # fmt: skip
+    base(tmp_path, user, "  - config.yaml\n")
+    write(tmp_path, {"base/config.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: vllm-config}\n"
+                                         "data: {VLLM_MODEL: facebook/opt-125m}\n"})  # fmt: skip
+    for name, extra in (("small", "--max-model-len 1024 --enforce-eager"), ("big", "--tensor-parallel-size 2")):
+        write(tmp_path, {f"{name}/kustomization.yaml": f"resources: [../base]\nnameSuffix: -{name}\npatches: [{{path: cm.yaml}}]\n",
+                         f"{name}/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: vllm-config}\n"
+                                            f"data:\n  VLLM_EXTRA_ARGS: {extra}\n"})  # fmt: skip
+    report = scan([str(tmp_path)], tmp_path)
+    argv = {r.workload.name: [t.text for t in r.workload.argv] for r in report.workloads}
+    assert argv == {"vllm-small": ["facebook/opt-125m", "--max-model-len", "1024", "--enforce-eager"],  # split, as sh does
+                    "vllm-big": ["facebook/opt-125m", "--tensor-parallel-size", "2"]}  # fmt: skip
+    big = next(r for r in report.workloads if r.workload.name == "vllm-big")
+    assert located(big, "KVD201") == ("deployment.yaml", 20)  # TP 2 (big/cm.yaml's) on the base's one GPU
+    extra = big.sources["env.VLLM_EXTRA_ARGS"]  # the value's own line, in the overlay's patch
+    assert (Path(extra.file).parent.name, Path(extra.file).name, extra.line) == ("big", "cm.yaml", 5)
