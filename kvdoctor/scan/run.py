@@ -299,10 +299,13 @@ def unread_kind(doc: Document) -> str | None:
             return ray
         if (sdk := dynamo.sdk_note(doc.root, where)) is not None:
             return sdk
-        if kind == "InferenceService" and nodes.get(doc.root, "spec", "predictor", "model") is not None:
+        if kind == "InferenceService" and (model := nodes.get(doc.root, "spec", "predictor", "model")) is not None:
+            runtime = nodes.text(nodes.get(model, "runtime")) or \
+                f"the runtime of model format {nodes.text(nodes.get(model, 'modelFormat', 'name'))}"
             return (f"{where}: InferenceService {nodes.text(nodes.get(doc.root, 'metadata', 'name')) or ''} mentions "
-                    "vLLM; its spec.predictor.model (the serving runtime's arguments) is not read by kvdoctor scan: not "
-                    "checked")  # fmt: skip
+                    f"vLLM; its spec.predictor.model runs on {runtime}, which is not in the scanned files (a KServe "
+                    "built-in or the cluster's ServingRuntime): not read, not checked (scan it with the runtime's "
+                    "manifest)")  # fmt: skip
         # a kind it reads (a Knative Service too): a fragment is named, other containers do not run vLLM
         if kind in kubernetes.POD_SPECS or kubernetes.has_pod_template(doc.root):
             return kubernetes.fragment_note(doc.root, where)
