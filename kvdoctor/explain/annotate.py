@@ -29,7 +29,7 @@ def annotate(report: Report, diagnosis: Diagnosis, families: Families, facts: di
     primary = diagnosis.primary
     exception = diagnosis.unknown
     if primary is None and exception is None:
-        return _healthy_notes(report, lines, facts)
+        return _healthy_notes(report, lines, facts, chains)
     family = diagnosis.family
     primary_line = primary.line if primary is not None else exception.line
     primary_exception = primary.exception if primary is not None else exception
@@ -234,14 +234,18 @@ def _pack_advice(error: SelectorError, facts: dict[str, Any]) -> str | None:
     return advise(error, facts)
 
 
-def _healthy_notes(report: Report, lines: list[LogLine], facts: dict[str, Any]) -> Report:
+def _healthy_notes(report: Report, lines: list[LogLine], facts: dict[str, Any], chains: list[ExceptionChain]
+                   ) -> Report:
     """A healthy log's refused requests and warnings (located in the message index) as notes (they never gate)."""
-    errors = [line for line in lines if line.level in ERROR_LEVELS and not refused_request(line.text)]
-    ready = ready_after(lines, errors[-1].number) if errors else None
+    errors = [(line.number, line.text) for line in lines if line.level in ERROR_LEVELS and not refused_request(line.text)]
+    errors = sorted(errors + [(chain.exceptions[-1].line, chain.exceptions[-1].summary) for chain in chains
+                              if chain.exceptions])
+    ready = ready_after(lines, errors[-1][0]) if errors else None
     if ready is not None:
+        first_line, first_text = errors[0]
         report = replace(report, notes=report.notes + (
-            f"{len(errors)} ERROR record(s), after which the server came up (line {ready.number}): errors it went on "
-            f"from, not a failure (first at line {errors[0].number}: {clip(errors[0].text, 200)}).",))
+            f"{len(errors)} ERROR record(s) or exception(s), after which the server came up (line {ready.number}): "
+            f"errors it went on from, not a failure (first at line {first_line}: {clip(first_text, 200)}).",))
     refused = [line for line in lines if line.level in ERROR_LEVELS and refused_request(line.text)]
     if refused:
         report = replace(report, notes=report.notes + (

@@ -19,7 +19,7 @@ from kvdoctor.explain.signatures import SignatureMatch, match_signatures
 from kvdoctor.explain.similar_reports import with_similar_reports
 from kvdoctor.explain.tracebacks import ExceptionChain, parse_chains, without_ignored
 from kvdoctor.explain.verdict import (FailureEvidence, as_exception, cite_failure_lines, failure_evidence,
-                                      uphold)
+                                      survived, uphold)
 from kvdoctor.model.report import Report
 
 
@@ -39,6 +39,8 @@ class LogReading:
     selector_errors: list[SelectorError]
     matches: list[SignatureMatch]
     evidence: tuple[FailureEvidence, ...]
+    survived: tuple[FailureEvidence, ...] = ()
+    """Failure lines the server came up after, in the same run (then ``evidence`` is empty and nothing gates)."""
 
 
 def read_log_text(text: str, rules: list, families: Families) -> LogReading:
@@ -57,6 +59,8 @@ def read_log_text(text: str, rules: list, families: Families) -> LogReading:
     facts.update(_kv_facts(facts))
     matches = _in_context(match_signatures([r for r in rules if r.signatures], chains, signal), families, text, facts)
     evidence = failure_evidence(lines, chains, matches, lambda text: message_origin(text, facts.get("vllm.version")))
+    if survived(lines, evidence):  # the server came up after every failure line: errors it went on from
+        return LogReading(lines, chains, facts, fact_lines, selector_errors, matches, (), evidence)
     return LogReading(lines, chains, facts, fact_lines, selector_errors, matches, evidence)
 
 
@@ -68,7 +72,8 @@ def explain_text(text: str, rules_files: tuple[Path, ...] = ()) -> Report:
     rules = load_all_rules(list(rules_files)) + list(families.rules)
     read = read_log_text(text, rules, families)
     lines, chains, facts, evidence = read.lines, read.chains, read.facts, read.evidence
-    diagnosis = diagnose(read.matches, chains, rules, families, facts, read.selector_errors, evidence)
+    diagnosed = [] if read.survived else chains  # exceptions the server came up after are not the failure
+    diagnosis = diagnose(read.matches, diagnosed, rules, families, facts, read.selector_errors, evidence)
     report = build_report(rules, facts, read.fact_lines, chains, diagnosis)
     report = annotate(report, diagnosis, families, facts, read.selector_errors, lines, chains)
     report = uphold(report, evidence, lambda line: _failure_finding(rules, line, facts))

@@ -13,6 +13,7 @@ and tracebacks.continued join those.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 FRAME_START = 'File "'
 _WHOLE_FRAME = re.compile(r'File "[^"]+", line \d+, in [\w<>.]+\s*$')
@@ -82,3 +83,83 @@ def _may_be_rest(raw: str) -> bool:
 
 def _indent(raw: str) -> int:
     return len(raw) - len(raw.lstrip(" \t"))
+
+
+# A line that opens something of its own, never the wrapped rest of the line above: a process or rank tag, a record
+# header or timestamp, a traceback's parts, an exception line ('torch.OutOfMemoryError: ...'), a list or shell line,
+# a paste's elision ('...').
+_OPENS_LINE = re.compile(
+    r"^(?:\((?:[\w.\- =,]*?\s*)?pid=\d|\[|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\b|\d{2,}[-:/ T]|[A-Z][a-z]{2} [ \d]\d |Traceback|"
+    r"File \"|During handling|The above exception|\.\.\.|\u2026|[\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b[:(]?|[$#>+*-] )")
+_HEADER_OR_TAG = re.compile(r"^(?:\((?:[\w.\- =,]*?\s*)?pid=\d|\[|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b|\d{2,}[-:/ T])")
+# a line that is only a record's header: the wrap put its whole message, whatever it looks like, on the next line
+_BARE_HEADER = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+:\d+\]\s*$")
+WRAP_NARROWEST = 60  # a log whose widest line is narrower was not wrapped
+WRAP_WIDEST = 400  # nor one with a line wider than this (a terminal or mail client wraps well before it)
+WRAP_SLACK = 12  # a word wrap leaves a line at most about a word short of its width
+WRAP_MIN_CUTS = 2  # lines that go on in the next (cut where their next word would pass the widest) in a wrapped log
+WRAP_SHARE = 0.6  # ... and the share of lines at (or a word short of) the widest that go on
+
+
+def wrap_width(raw_lines: list[str], outer: Callable[[str], str] = str) -> int | None:
+    """The column a terminal or a paste hard-wrapped the whole log at, or None when it was not wrapped: no line is
+    wider, and most lines that reach it (or come a word short of it) go on in the next line, several times (an
+    unwrapped log's long lines differ in length and are followed by lines of their own)."""
+    lengths = [len(raw.rstrip()) for raw in raw_lines]  # a screen's lines padded with spaces end where the padding starts
+    widest = max(lengths, default=0)
+    if not WRAP_NARROWEST <= widest <= WRAP_WIDEST:
+        return None
+    at_width = went_on = wrapped = 0
+    for raw, length, following in zip(raw_lines, lengths, raw_lines[1:]):
+        goes_on = _continues(raw, following, widest, outer)
+        wrapped += goes_on
+        if length >= widest - WRAP_SLACK or _BARE_HEADER.search(raw):
+            at_width += 1
+            went_on += goes_on
+    return widest if wrapped >= WRAP_MIN_CUTS and went_on and went_on >= WRAP_SHARE * at_width else None
+
+
+def rejoin_wrapped_lines(physical: list[str], lines: list[str | None], outer: Callable[[str], str] = str
+                         ) -> list[str | None]:
+    """``lines`` (``physical`` after rejoin_wrapped_frames) with, in a log hard-wrapped at one width, each line that
+    goes on from a line cut at that width joined onto it (None in its place, so every line keeps its number). A log
+    whose every cut line fills the width was cut at the column and joins as is; a word wrap that dropped the space it
+    broke at gets one back. A log that was not wrapped is returned as it is. ``outer`` takes a line's outer prefixes
+    off (a container's name, a timestamp): a line that has one is a line of its own, never a wrapped rest."""
+    width = wrap_width(physical, outer)
+    if width is None:
+        return lines
+    rests = [i for i in range(1, len(lines)) if lines[i] is not None and lines[i - 1] is not None
+             and _continues(physical[i - 1], lines[i], width, outer)]
+    at_column = all(len(physical[i - 1]) == width for i in rests)
+    out = list(lines)
+    head = 0  # index of the line the current wrapped line started on
+    for i in range(len(lines)):
+        if i not in rests:
+            head = i
+            continue
+        if _WHOLE_FRAME.search(out[head]):
+            head = i
+            continue
+        previous, rest = physical[i - 1], lines[i]
+        kept_space = previous[-1:] in (" ", "\t", "-") or rest[:1] in (" ", "\t")  # or it broke after a hyphen
+        out[head] = out[head] + ("" if kept_space or at_column else " ") + rest
+        out[i] = None
+    return out
+
+
+def _continues(previous: str, raw: str, width: int, outer: Callable[[str], str]) -> bool:
+    """Whether ``raw`` is the wrapped rest of the physical line before it: that line was only a record's header
+    (the wrap moved its whole message, whatever it looks like), or it was cut at the width (``raw``'s first word
+    would have taken it past it: a cut at the column, or a long path or URL moved whole) and ``raw`` opens nothing
+    of its own."""
+    stripped = raw.lstrip()
+    if not stripped or previous.endswith("  ") or outer(stripped) != stripped or stripped == previous.strip():
+        return False  # padded with spaces: it ended there; a container's prefix: a line of its own; a repeat
+    if _BARE_HEADER.search(previous):
+        return not _HEADER_OR_TAG.match(stripped)
+    if _OPENS_LINE.match(stripped):
+        return False
+    length = len(previous.rstrip())
+    first = stripped.split(None, 1)[0]
+    return length + 1 + len(first) > width

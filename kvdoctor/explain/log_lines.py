@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kvdoctor.base.errors import LogInputError
-from kvdoctor.explain.hard_wraps import rejoin_wrapped_frames
+from kvdoctor.explain.hard_wraps import rejoin_wrapped_frames, rejoin_wrapped_lines
 
 MAX_LOG_BYTES = 200 * 1024 * 1024
 """The most log text explain reads, uncompressed (a .gz log is measured after decompression)."""
@@ -275,7 +275,8 @@ def normalise(text: str) -> list[LogLine]:
     """Every line of the log, normalised. Handles CRLF, lone CR (progress bars) and truncated lines, a log
     indented as a whole (pasted into a Markdown code block or an e-mail quote: `dedent`), and JSON records, whose
     message (and a traceback it holds) becomes the line or lines, under the record's line number."""
-    raw_lines = rejoin_wrapped_frames(dedent(unquote(unprefix(_as_typed(text).splitlines()))))
+    physical = dedent(unquote(unprefix(_as_typed(text).splitlines())))
+    raw_lines = rejoin_wrapped_lines(physical, rejoin_wrapped_frames(physical), _strip_outer)
     out = []
     wrapped_from, wrapped_len = "", 0  # the process of a tagged line (a hard wrap's next line continues it), its length
     widest = max(map(len, filter(None, raw_lines)), default=0)  # a hard-wrapped log has no line wider than its wrap

@@ -306,13 +306,24 @@ def _inside_warnings(lines: list[LogLine]) -> set[int]:
 _READY = re.compile(r"Application startup complete|Uvicorn running on|Starting vLLM API server on")
 
 
-def _survived(lines: list[LogLine], found: dict[int, FailureEvidence]) -> bool:
-    """Whether the log's only failure evidence is ERROR records the server came up after: a retry's error ('Error
-    retrieving safetensors ..., retrying 1 of 2'), a probe that failed and was worked around. No exception, no
-    crash words, no known failure; the ready line after the last of them says the start-up went on."""
-    if any(evidence.kind != "error level" for evidence in found.values()):
+# a start-up beginning: after a failure, it is another run (a restart, the user's next attempt), not the same one going on
+# (the version line is a run's first; the engine's and the args' lines come after early errors of the same run)
+_RUN_START = re.compile(r"vLLM API server version ")
+# evidence a server never comes up after in the same run: the start-up said it failed, a rule knows the failure
+_FATAL_KINDS = ("failed to start", "known failure", "wrapper")
+
+
+def survived(lines: list[LogLine], evidence: tuple[FailureEvidence, ...]) -> bool:
+    """Whether the log's failure evidence all came before the server said it was ready, in the same run: a retry's
+    error ('Error retrieving safetensors ..., retrying 1 of 2'), a probe that failed and was worked around, a
+    traceback an optional import or a fallback printed. Not when the start-up said it failed or a rule knows the
+    failure, nor when a new run starts between the last failure line and the ready line."""
+    if not evidence or any(line.kind in _FATAL_KINDS for line in evidence):
         return False
-    return ready_after(lines, max(found)) is not None
+    last = max(line.line for line in evidence)
+    ready = ready_after(lines, last)
+    return ready is not None and not any(
+        last < line.number < ready.number and _RUN_START.search(line.text) for line in lines)
 
 
 def ready_after(lines: list[LogLine], number: int) -> LogLine | None:
@@ -472,8 +483,6 @@ def failure_evidence(
         if "Worker failed with error '" in text and WORKER_WRAP.search(text):
             add(FailureEvidence(line.number, "wrapper", text, line.stream, line.level))
     _hang(lines, add)
-    if found and _survived(lines, found):
-        return ()
     if not found:
         _last_words(lines, add)
     if not found and locate is not None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import textwrap
 
 from kvdoctor.explain.explain import explain_text
-from kvdoctor.explain.hard_wraps import rejoin_wrapped_frames
-from kvdoctor.explain.log_lines import normalise
+from kvdoctor.explain.hard_wraps import rejoin_wrapped_frames, rejoin_wrapped_lines
+from kvdoctor.explain.log_lines import _strip_outer, normalise
 from kvdoctor.explain.selector import parse_selector_errors
 from kvdoctor.explain.tracebacks import parse_chains
 from kvdoctor.report.check.text import render
@@ -126,3 +126,51 @@ def test_a_line_that_matches_one_rule_alone_is_still_joined_for_the_others():
     # it the MoE grouped GEMM's (KVD338), whose family wins
     log = "No compiled cutlass_scaled_mm for CUDA device capability: 120. Required \ncapability: 90 or 100\n"
     assert explain_text(log).extra["family"] == "moe_kernel_selection"
+
+
+# Whole-log wraps (rejoin_wrapped_lines): a log copied from a terminal, `fold` or a mail client is cut at one width
+# everywhere, not only in tracebacks; the rest of each cut line is joined back before the log is read.
+RECORD = ("(EngineCore_DP0 pid=7) ERROR 05-02 10:22:18 [core.py:708] ValueError: The model's max seq len (131072) is "
+          "larger than the maximum number of tokens that can be stored in KV cache (53248). Try increasing "
+          "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
+HEALTHY = ("(APIServer pid=1) INFO 05-02 10:22:30 [api_server.py:1880] Starting vLLM API server 0 on "
+           "http://0.0.0.0:8000 and waiting for the engine core to be ready")
+
+
+def _cut(text: str, width: int) -> str:
+    """A terminal's hard wrap: every line cut at the column, nothing dropped."""
+    return "\n".join(line[i:i + width] for line in text.splitlines() for i in range(0, max(len(line), 1), width))
+
+
+def test_a_log_cut_at_the_column_or_word_wrapped_reads_as_its_whole_lines():
+    log = "\n".join([HEALTHY, RECORD, HEALTHY]) + "\n"
+    whole = [line.text for line in normalise(log)]
+    for wrapped in (_cut(log, 80), _cut(log, 100), _wrap(log, 80), _wrap(log, 120), _wrap(log, 80, True)):
+        lines = normalise(wrapped)
+        texts = [line.text for line in lines]
+        assert texts == whole, wrapped
+        assert [line.number for line in lines][1] == 1 + wrapped.splitlines().index(
+            next(raw for raw in wrapped.splitlines() if "ERROR" in raw)), "a joined line keeps its first line's number"
+
+
+def test_a_record_header_wrapped_alone_takes_the_exception_line_after_it():
+    header = "(RayWorkerVllm pid=4028887) ERROR 03-28 21:38:23 ray_utils.py:44] "
+    log = (header + "\ntorch.distributed.DistBackendError: NCCL error in: \n"
+           "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1333, unhandled cuda error \n"
+           "(run with NCCL_DEBUG=INFO for details), NCCL version 2.18.1\n"
+           + header + "\nncclUnhandledCudaError: Call to CUDA function failed.\n")
+    texts = [line.text for line in normalise(log)]
+    assert texts[0] == ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+                        "ProcessGroupNCCL.cpp:1333, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL "
+                        "version 2.18.1")
+    assert texts[1] == "ncclUnhandledCudaError: Call to CUDA function failed."
+
+
+def test_lines_of_their_own_are_never_joined_in_a_log_that_was_not_wrapped():
+    padded = "\n".join(line.ljust(120) for line in (">>> import vllm; vllm.__version__", "'0.9.1'", ">>> x", "1"))
+    repeated = "\n".join(["...", "DEBUG 10-09 19:47:51 [scheduler.py:345] cmpl-c7da02 is still in "
+                                 "WAITING_FOR_REMOTE_KVS state."] * 2 + ["..."])
+    prefixed = "\n".join(f"vllm-1  | {line}" for line in (RECORD[:90], RECORD[:90], "next line", RECORD[:90], "x"))
+    for log in (padded, repeated, prefixed, "\n".join([RECORD, "Traceback (most recent call last):", RECORD])):
+        raw = log.splitlines()
+        assert rejoin_wrapped_lines(raw, list(raw), _strip_outer) == raw, log

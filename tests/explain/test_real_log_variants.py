@@ -78,7 +78,7 @@ DECIDED_PAST_THE_CUT = {"cut at 200": ("healthy_other__verl_393.log",)}
 
 
 @pytest.mark.skipif(not _seen(), reason="no real-log fixtures")
-@pytest.mark.parametrize("variant, share", [("hard wrap at 80", 0.9), ("interleaved", 0.95), ("cut at 200", 0.88)])
+@pytest.mark.parametrize("variant, share", [("hard wrap at 80", 0.94), ("interleaved", 0.95), ("cut at 200", 0.88)])
 def test_seen_logs_altered_keep_their_verdict_and_mostly_their_family(variant, share):
     measure = _measure()
     alter = {

@@ -89,11 +89,25 @@ def test_error_records_the_server_came_up_after_are_not_the_failure():
     assert any("after which the server came up" in note and "safetensors" in note for note in report.notes)
 
 
+_FALLBACK = ("Traceback (most recent call last):\n  File \"/x/vllm/model_executor/layers/fused_moe/x.py\", line 1, in "
+             "probe\nImportError: cannot import name 'deep_gemm' from 'vllm.third_party'\n")
+
+
+def test_an_exception_the_same_run_came_up_after_is_not_the_failure():
+    """A traceback an optional import or a fallback printed, then the server's ready line in the same run."""
+    report = explain_text(_RETRY + _FALLBACK + _UP)
+    assert report.exit_code("error") == 0
+    assert any("2 ERROR record(s) or exception(s), after which the server came up" in note and "safetensors" in note
+               for note in report.notes)
+
+
 @pytest.mark.parametrize("after", [
     "",  # the log ends on the error: nothing says start-up went on
-    "Traceback (most recent call last):\n  File \"/x/vllm/worker.py\", line 1, in load\nRuntimeError: boom\n" + _UP,
+    _FALLBACK + "INFO 10-14 19:30:00 [api_server.py:1] vLLM API server version 0.11.0\n" + _UP,  # another run came up
+    _FALLBACK + "ERROR 10-14 19:30:00 [core.py:1] EngineCore failed to start.\n" + _UP,  # the start-up said it failed
+    _UP + _FALLBACK,  # the exception came after the server was up
 ])
-def test_an_error_record_with_no_ready_line_after_or_with_an_exception_still_fails(after):
+def test_an_error_with_no_ready_line_after_or_one_from_another_run_still_fails(after):
     assert explain_text(_RETRY + after).exit_code("error") == 1
 
 
