@@ -99,6 +99,7 @@ WRAP_WIDEST = 400  # nor one with a line wider than this (a terminal or mail cli
 WRAP_SLACK = 12  # a word wrap leaves a line at most about a word short of its width
 WRAP_MIN_CUTS = 2  # lines that go on in the next (cut where their next word would pass the widest) in a wrapped log
 WRAP_SHARE = 0.6  # ... and the share of lines at (or a word short of) the widest that go on
+WRAP_SAMPLE = 200  # lines at the widest asked, at most
 
 
 def wrap_width(raw_lines: list[str], outer: Callable[[str], str] = str) -> int | None:
@@ -109,14 +110,13 @@ def wrap_width(raw_lines: list[str], outer: Callable[[str], str] = str) -> int |
     widest = max(lengths, default=0)
     if not WRAP_NARROWEST <= widest <= WRAP_WIDEST:
         return None
-    at_width = went_on = wrapped = 0
-    for raw, length, following in zip(raw_lines, lengths, raw_lines[1:]):
-        goes_on = _continues(raw, following, widest, outer)
-        wrapped += goes_on
-        if length >= widest - WRAP_SLACK or _BARE_HEADER.search(raw):
-            at_width += 1
-            went_on += goes_on
-    return widest if wrapped >= WRAP_MIN_CUTS and went_on and went_on >= WRAP_SHARE * at_width else None
+    at_width = [i for i, length in enumerate(lengths[:-1]) if length >= widest - WRAP_SLACK or (
+        raw_lines[i][length - 1:length] == "]" and _BARE_HEADER.search(raw_lines[i]))][:WRAP_SAMPLE]  # the first ones
+    went_on = sum(_continues(raw_lines[i], raw_lines[i + 1], widest, outer) for i in at_width)
+    if not went_on or went_on < WRAP_SHARE * len(at_width):
+        return None
+    wrapped = sum(_continues(raw, following, widest, outer) for raw, following in zip(raw_lines, raw_lines[1:]))
+    return widest if wrapped >= WRAP_MIN_CUTS else None
 
 
 def rejoin_wrapped_lines(physical: list[str], lines: list[str | None], outer: Callable[[str], str] = str
