@@ -6,6 +6,11 @@ findings listed for judging by hand, and the scan's exit code (a whole-folder sc
 MIRRORS_DIR holds bare git repositories (`fetch`'s snapshots: OWNER+NAME/repo); each HEAD's files whose name
 and text match the kind are copied into DIR (default /tmp/kvd-scan-corpus-KIND) as OWNER+NAME/PATH, then the
 folder is scanned offline with no --gpu / --vllm-version, as a CI job on them would be.
+
+Repositories a held-out manifest batch is being gathered from are left out (`--held-out DIR`, default
+/work/staging: any OWNER__NAME folder under its manifests_*/files/), and so is any snapshot fetched after the
+session's measure began (`--fetched-before HH:MM` today, UTC): a gatherer fetches into the same mirror, and a
+measure that scans its repositories would show their output before the batch is measured.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import re
 import subprocess
 import sys
 from collections import Counter
+from datetime import datetime, timezone
 from pathlib import Path
 
 KINDS = {
@@ -29,12 +35,19 @@ SKIPPED_PATHS = re.compile(r"templates/|\.github/ISSUE|test")  # chart templates
 MAX_FILES_PER_REPO = 400
 
 
-def collect(mirrors: Path, kind: str, out: Path) -> int:
+def held_out_repos(staging: Path) -> set[str]:
+    """OWNER+NAME of each repository a staged manifest batch holds files of (its files/OWNER__NAME folders)."""
+    return {folder.name.replace("__", "+", 1) for folder in staging.glob("manifests_*/files/*") if folder.is_dir()}
+
+
+def collect(mirrors: Path, kind: str, out: Path, skipped: set[str] = frozenset(), before: float | None = None) -> int:
     names, text = KINDS[kind]
     out.mkdir(parents=True, exist_ok=True)
     count = 0
     for git_dir in sorted(mirrors.glob("*/repo")):
         owner = git_dir.parent.name
+        if owner in skipped or (before is not None and git_dir.parent.stat().st_mtime >= before):
+            continue  # a held-out batch's repository, or one fetched since the measure began
         listed = subprocess.run(["git", f"--git-dir={git_dir}", "ls-tree", "-r", "HEAD", "--name-only"],
                                 capture_output=True, text=True).stdout.splitlines()
         paths = [p for p in listed if names.search(p) and (kind != "yaml" or not SKIPPED_PATHS.search(p))]
@@ -53,9 +66,15 @@ def main() -> None:
     parser.add_argument("mirrors", type=Path)
     parser.add_argument("--kind", choices=sorted(KINDS), required=True)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--held-out", type=Path, default=Path("/work/staging"))
+    parser.add_argument("--fetched-before", default="09:00", help="HH:MM today (UTC); 'any' keeps every snapshot")
     args = parser.parse_args()
     out = args.out or Path(f"/tmp/kvd-scan-corpus-{args.kind}")
-    files = collect(args.mirrors, args.kind, out)
+    before = None
+    if args.fetched_before != "any":
+        hour, minute = map(int, args.fetched_before.split(":"))
+        before = datetime.now(timezone.utc).replace(hour=hour, minute=minute, second=0, microsecond=0).timestamp()
+    files = collect(args.mirrors, args.kind, out, held_out_repos(args.held_out), before)
     run = subprocess.run([sys.executable, "-m", "kvdoctor", "scan", str(out), "--format", "json", "--offline",
                           "--allow-no-workload"], capture_output=True, text=True)
     report = json.loads(run.stdout) if run.stdout.strip() else {"workloads": []}
