@@ -54,7 +54,8 @@ def takes_in(kustomization: Path) -> tuple[set[Path], set[Path]]:
 def _local_entries(data: dict) -> list[str]:
     """Every local path a kustomization names: resources, bases, components, patch and generator files."""
     found: list[str] = []
-    for key in ("resources", "bases", "components", "patchesStrategicMerge", "crds"):
+    for key in ("resources", "bases", "components", "patchesStrategicMerge", "crds", "configurations", "generators",
+                "transformers", "validators"):
         found += [e for e in data.get(key) or [] if isinstance(e, str) and "\n" not in e and not is_remote(e)]
     for key in ("patches", "patchesJson6902"):
         found += [e["path"] for e in data.get(key) or [] if isinstance(e, dict) and isinstance(e.get("path"), str)]
@@ -66,7 +67,8 @@ def _local_entries(data: dict) -> list[str]:
 
 
 ReadRendered = Callable[[Document, str, tuple[str, ...], tuple[str, ...]], tuple[list[Workload], list[str]]]
-"""(document, its text, what the render left undecided, notes for its workloads) -> (workloads, notes)."""
+"""(document, its text, what the render left out (kustomize_render.Unrendered), notes for its workloads) ->
+(workloads, notes)."""
 
 
 def rendered_instead(sources: list) -> list:
@@ -104,8 +106,8 @@ def workloads_of(source: KustomizationSource, read: ReadRendered
     """The vLLM workloads of a root kustomization's render (each placed on the files and lines that wrote its values),
     what Kustomize would refuse, notes, and the files read; what is not rendered is each workload's undecided."""
     rendered = render(source.directory)
-    undecided = tuple(f"not rendered here: {why}; what it changes in this workload is unknown"
-                      for why in rendered.undecided)  # fmt: skip
+    undecided = tuple(replace(u, why=f"not rendered here: {u.why}; what it changes in this workload is unknown")
+                      for u in rendered.undecided)  # fmt: skip
     note = f"rendered from kustomization {source.path} (as kubectl kustomize {display_path(source.directory)} renders it)"
     found: list[Workload] = []
     notes: list[str] = []
@@ -120,9 +122,10 @@ def workloads_of(source: KustomizationSource, read: ReadRendered
     if found:  # the files it read, each deployed through it (none is checked alone)
         notes.append(f"{source.path}: its vLLM workloads rendered from {len(rendered.files)} file(s): "
                      f"{', '.join(rendered.files)}")  # fmt: skip
-    if rendered.undecided:
+    if rendered.undecided or rendered.unmatched:
         notes.append(f"{source.path}: kustomization rendered without what kvdoctor does not read "
-                     f"({'; '.join(rendered.undecided)}): its workloads are not fully known")  # fmt: skip
+                     f"({'; '.join([u.why for u in rendered.undecided] + rendered.unmatched)}): its workloads may "
+                     "not all be known")  # fmt: skip
     return found, [UnreadFile.of(e) for e in rendered.errors], notes, rendered.files
 
 

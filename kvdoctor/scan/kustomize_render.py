@@ -14,12 +14,14 @@ from pathlib import Path
 import yaml
 
 from kvdoctor.scan import nodes
-from kvdoctor.scan.documents import Document, ManifestError, SourceFile, compose_documents, display_path, read_source
+from kvdoctor.scan.documents import (PODLESS_KINDS, Document, ManifestError, SourceFile, compose_documents, display_path,
+                                     read_source)  # fmt: skip
 from kvdoctor.scan.kustomize_patches import (KUSTOMIZE, MAP, PatchError, copied, json_patch, mapping_at, scalar,
                                              set_key, strategic_merge)  # fmt: skip
 from kvdoctor.scan.kustomize_transforms import (Resource, described, kind_of, rename, same_object, set_image,
                                                 set_namespace, set_replicas, targets)  # fmt: skip
 from kvdoctor.scan.marks import marked, placed_document
+from kvdoctor.scan.workload import Workload
 
 KUSTOMIZATION_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 RENDERED_FIELDS = frozenset(KUSTOMIZE["rendered_fields"])
@@ -27,6 +29,29 @@ UNRENDERED_FIELDS: dict[str, str] = KUSTOMIZE["unrendered_fields"]
 # A resource Kustomize fetches (a git repository, an HTTP URL): kvdoctor reads no network.
 REMOTE = re.compile(r"^(?:[a-z][a-z0-9+.-]*://|git@|github\.com/|gitlab\.com/|bitbucket\.org/)|\?ref=|\.git(?:$|//)")
 HINT = "kvdoctor renders kustomizations itself; check it with: kubectl kustomize DIR"
+NAME_SPEC_FIELDS = frozenset(KUSTOMIZE["name_spec_fields"])
+
+
+@dataclass(frozen=True)
+class Unrendered:
+    """A part of a kustomization kvdoctor does not render, and which workloads it may change."""
+
+    why: str
+    """FILE:LINE: what it is."""
+    selects: tuple[tuple[str | None, str | None], ...] | None = None
+    """(kind, name) of the objects it may change (a replacement's targets; none for a configuration of name and var
+    paths); None: any."""
+    variables: tuple[str, ...] = ()
+    """vars: it changes only the words that name one of these as $(NAME)."""
+
+    def may_change(self, workload: Workload) -> bool:
+        if self.variables:
+            words = [t.text for t in workload.argv] + [e.value or "" for e in workload.env]
+            return any(f"$({name})" in word for name in self.variables for word in words)
+        if self.selects is None:
+            return True
+        return any((kind is None or kind == workload.kind) and (name is None or name in workload.name)
+                   for kind, name in self.selects)  # fmt: skip
 
 
 @dataclass
@@ -35,10 +60,12 @@ class Rendered:
     workload.LINE_FILE_STRIDE), what was not rendered ("FILE:LINE: why"), and what Kustomize would refuse."""
 
     documents: list[Document] = field(default_factory=list)
-    undecided: list[str] = field(default_factory=list)
+    undecided: list[Unrendered] = field(default_factory=list)
     errors: list[ManifestError] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     """Every file read, as scan shows it."""
+    unmatched: list[str] = field(default_factory=list)
+    """Patches that match no object rendered (of a kind that may run a pod): a base kvdoctor could not read?"""
 
 
 def kustomization_file(directory: Path) -> Path | None:
@@ -57,7 +84,8 @@ class _Render:
     """One root's render: what it read, what it could not render (undecided) and what Kustomize would refuse."""
 
     def __init__(self) -> None:
-        self.undecided: list[str] = []
+        self.undecided: list[Unrendered] = []
+        self.unmatched: list[str] = []
         self.errors: list[ManifestError] = []
         self.texts: dict[str, str] = {}
 
@@ -96,7 +124,7 @@ class _Render:
         if not nodes.is_map(root):
             return inherited
         shown = display_path(kustomization)
-        self._name_unrendered(root, shown)
+        self._name_unrendered(root, shown, kustomization)
         resources = list(inherited)
         for entry in nodes.items(nodes.get(root, "resources")) + nodes.items(nodes.get(root, "bases")):
             resources += self._resource(entry, kustomization, shown, chain)
@@ -105,20 +133,34 @@ class _Render:
         resources = self._generated(root, kustomization, resources)
         return self._transformed(root, kustomization, shown, resources)
 
-    def _name_unrendered(self, root: yaml.Node, shown: str) -> None:
-        for key, key_node, _ in nodes.pairs(root):
+    def _name_unrendered(self, root: yaml.Node, shown: str, kustomization: Path) -> None:
+        for key, key_node, value in nodes.pairs(root):
             if key in RENDERED_FIELDS:
                 continue
             why = UNRENDERED_FIELDS.get(key, "a field kvdoctor's Kustomize reader does not know")
-            self.undecided.append(f"{shown}:{nodes.line(key_node)}: {key} ({why}) is not rendered by kvdoctor")
+            selects = _selects(key, value)
+            if key == "configurations" and self._only_name_specs(value, kustomization):
+                selects = ()  # no container value: where vars go matters only with vars, named on their own
+            self.undecided.append(Unrendered(f"{shown}:{nodes.line(key_node)}: {key} ({why}) is not rendered by kvdoctor",
+                                             selects, _variables(key, value)))  # fmt: skip
+
+    def _only_name_specs(self, files: yaml.Node, kustomization: Path) -> bool:
+        """Whether every transformer configuration file lists only where names, namespaces, labels and vars go
+        (nameReference, varReference...), none of the image or container fields the checks read."""
+        for entry in nodes.items(files):
+            path = _beside(kustomization, nodes.text(entry) or "")
+            roots = self.documents(path) if path.is_file() else []
+            if not roots or not all(key in NAME_SPEC_FIELDS for root in roots for key, _, _ in nodes.pairs(root)):
+                return False
+        return True
 
     def _resource(self, entry: yaml.Node, kustomization: Path, shown: str, chain) -> list[Resource]:
         name = nodes.text(entry)
         if name is None:
             return []
         if is_remote(name):
-            self.undecided.append(f"{shown}:{nodes.line(entry)}: resource {name} is fetched from the network, not "
-                                  "read by kvdoctor")  # fmt: skip
+            self.undecided.append(Unrendered(f"{shown}:{nodes.line(entry)}: resource {name} is fetched from the "
+                                             "network, not read by kvdoctor"))  # fmt: skip
             return []
         path = _beside(kustomization, name)
         if path.is_dir():
@@ -141,8 +183,8 @@ class _Render:
     def _component(self, entry: yaml.Node, kustomization: Path, shown: str, chain, resources) -> list[Resource]:
         name = nodes.text(entry) or ""
         if is_remote(name):
-            self.undecided.append(f"{shown}:{nodes.line(entry)}: component {name} is fetched from the network, not "
-                                  "read by kvdoctor")  # fmt: skip
+            self.undecided.append(Unrendered(f"{shown}:{nodes.line(entry)}: component {name} is fetched from the "
+                                             "network, not read by kvdoctor"))  # fmt: skip
             return resources
         inner = kustomization_file(_beside(kustomization, name))
         if inner is None:
@@ -247,8 +289,8 @@ class _Render:
         if not nodes.is_map(patch):
             return
         matched = [r for r in resources if (targets(r, target) if target is not None else same_object(r, patch))]
-        if not matched:
-            self.undecided.append(f"{shown}:{nodes.line(patch)}: a patch that matches no resource kvdoctor rendered "
+        if not matched and kind_of(patch) not in PODLESS_KINDS:  # a patch of no rendered object changes none of them
+            self.unmatched.append(f"{shown}:{nodes.line(patch)}: a patch that matches no resource kvdoctor rendered "
                                   f"({described(patch, target)})")  # fmt: skip
         for resource in matched:
             merged = strategic_merge(resource.root, copied(patch))
@@ -261,9 +303,9 @@ class _Render:
             self.errors.append(ManifestError(f"{where}: a JSON 6902 patch without a target", HINT))
             return
         matched = [r for r in resources if targets(r, target)]
-        if not matched:
-            self.undecided.append(f"{shown}:{nodes.line(target)}: a JSON 6902 patch whose target matches no resource "
-                                  "kvdoctor rendered")  # fmt: skip
+        if not matched and nodes.text(nodes.get(target, "kind")) not in PODLESS_KINDS:
+            self.unmatched.append(f"{shown}:{nodes.line(target)}: a JSON 6902 patch whose target matches no resource "
+                                  f"kvdoctor rendered ({described(patch, target)})")  # fmt: skip
         for resource in matched:
             try:
                 resource.root = json_patch(resource.root, copied(patch), where)
@@ -282,13 +324,32 @@ def render(directory: Path) -> Rendered:
     home = display_path(kustomization)  # what kubectl apply -k deploys: each object is the kustomization's
     for index, resource in enumerate(resources):
         documents.append(placed_document(resource.root, index, home))
-    return Rendered(documents, state.undecided, state.errors, list(state.texts))
+    return Rendered(documents, state.undecided, state.errors, list(state.texts), state.unmatched)
 
 
 def object_text(document: Document) -> str:
     """The text of the file a rendered document's object is written in."""
     buffer = document.root.start_mark.buffer
     return buffer if isinstance(buffer, str) else ""
+
+
+def _selects(key: str, value: yaml.Node) -> tuple[tuple[str | None, str | None], ...] | None:
+    """The (kind, name) of every object a `replacements` list writes into; None (any) for other fields, or when a
+    target selects by other means."""
+    if key != "replacements":
+        return None
+    chosen = [nodes.get(target, "select") for entry in nodes.items(value) for target in nodes.items(nodes.get(entry, "targets"))]
+    if not chosen or any(nodes.text(nodes.get(c, "kind")) is None and nodes.text(nodes.get(c, "name")) is None
+                         for c in chosen):  # fmt: skip
+        return None
+    return tuple((nodes.text(nodes.get(c, "kind")), nodes.text(nodes.get(c, "name"))) for c in chosen)
+
+
+def _variables(key: str, value: yaml.Node) -> tuple[str, ...]:
+    """The names a `vars` list declares: Kustomize substitutes only $(NAME) words that use one."""
+    if key != "vars":
+        return ()
+    return tuple(name for entry in nodes.items(value) if (name := nodes.text(nodes.get(entry, "name"))))
 
 
 def _beside(kustomization: Path, name: str) -> Path:

@@ -172,11 +172,13 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
     return files, with_config_maps(found, config_maps), notes, unread
 
 
-def with_context(workloads: list[Workload], undecided: tuple[str, ...], notes: tuple[str, ...]) -> list[Workload]:
-    """The workloads with what their render left undecided and its notes (a kustomization's)."""
-    if not undecided and not notes:
+def with_context(workloads: list[Workload], unrendered: tuple, notes: tuple[str, ...]) -> list[Workload]:
+    """The workloads with what their render left out that may change each (kustomize_render.Unrendered) as
+    undecided, and the render's notes (a kustomization's)."""
+    if not unrendered and not notes:
         return workloads
-    return [replace(w, undecided=w.undecided + undecided, notes=w.notes + notes) for w in workloads]
+    return [replace(w, undecided=w.undecided + tuple(u.why for u in unrendered if u.may_change(w)), notes=w.notes + notes)
+            for w in workloads]  # fmt: skip
 
 
 UNNAMED = "(unnamed)"
