@@ -40,7 +40,7 @@ IMAGE_REQUIRED = {"Pod", "PodTemplate", "Deployment", "StatefulSet", "DaemonSet"
 """Kinds whose containers the API server refuses without an image: one without is a fragment (a Kustomize patch,
 an overlay), checked only once built with its base."""
 FRAGMENT_NOTE = ("{where}: {kind} {name} has a container without an image ({container}): a fragment such as a "
-                 "Kustomize patch, not checked on its own (kustomize build DIR | kvdoctor scan -)")
+                 "Kustomize patch, not checked on its own (scan the kustomization's folder: kvdoctor scan DIR renders it)")
 GPU_RESOURCE = re.compile(r"^nvidia\.com/(gpu|mig-\d+g\.\d+gb)$")
 MIG_PROFILE = re.compile(r"mig-(\d+g\.\d+gb)", re.IGNORECASE)
 K8S_VARIABLE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")

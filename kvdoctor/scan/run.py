@@ -275,7 +275,7 @@ SERVES_VLLM_ITSELF = ("LLMInferenceService",)
 
 
 UNREAD_KIND_HINTS = {
-    "Kustomization": "render it first: kustomize build DIR | kvdoctor scan -",
+    "Kustomization": "scan its folder, kvdoctor scan DIR, which renders it with the files it names",
     "ConfigMap": "its values are read where a container's env or envFrom takes them; a script it holds is not",
     "Secret": "its values are read where a container's env or envFrom takes them",
 }
