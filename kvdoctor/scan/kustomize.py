@@ -13,7 +13,7 @@ import yaml
 
 from kvdoctor.base.yaml_safe import safe_loader
 from kvdoctor.scan.config_maps import ConfigMap, config_maps_of, with_config_maps
-from kvdoctor.scan.documents import Document, SourceFile, display_path
+from kvdoctor.scan.documents import Document, SourceFile, display_path, read_source
 from kvdoctor.scan.kustomize_render import Rendered, is_kustomization_name, is_remote, kustomization_file, object_text, render
 from kvdoctor.scan.result import UnreadFile
 from kvdoctor.scan.workload import Workload, file_line
@@ -94,6 +94,45 @@ def rendered_instead(sources: list) -> list:
         elif not (isinstance(source, SourceFile) and Path(source.path).resolve() in taken_files):
             kept.append(source)
     return kept
+
+
+def through_their_kustomization(sources: list, given: list[str]) -> tuple[list, list[str]]:
+    """Each file given by path (the pre-commit hook passes the changed files) that a kustomization in its folder or a
+    folder above takes in is replaced by that kustomization, rendered, as kubectl deploys it (a patch alone is no
+    workload); and a note saying so."""
+    wanted = {Path(p).resolve() for p in given if Path(p).is_file() and not is_kustomization_name(Path(p).name)}
+    if not wanted:
+        return sources, []
+    kept: list = []
+    notes: list[str] = []
+    added: set[Path] = set()
+    for source in sources:
+        path = Path(source.path).resolve() if isinstance(source, SourceFile) else None
+        kustomization = _taking_in(path) if path in wanted else None
+        if kustomization is None:
+            kept.append(source)
+            continue
+        notes.append(f"{source.path}: taken in by {display_path(kustomization)}: checked as it renders it")
+        if kustomization.resolve() not in added:
+            added.add(kustomization.resolve())
+            kept.append(read_source(kustomization))
+    return kept, notes
+
+
+MAX_FOLDERS_UP = 8
+
+
+def _taking_in(path: Path) -> Path | None:
+    """The nearest kustomization, in the file's folder or one above (not above the working directory when the file
+    is under it), that takes the file in."""
+    top = Path.cwd().resolve()
+    for folder in list(path.parents)[:MAX_FOLDERS_UP]:
+        kustomization = kustomization_file(folder)
+        if kustomization is not None and path in takes_in(kustomization)[1]:
+            return kustomization
+        if folder == top:
+            return None
+    return None
 
 
 FLUX_API = re.compile(r"^apiVersion:\s*['\"]?kustomize\.toolkit\.fluxcd\.io/", re.MULTILINE)

@@ -17,7 +17,7 @@ from kvdoctor.scan.command import heredoc_bodies, only_serve_flags, words_of
 from kvdoctor.scan.documents import (HCL_SUFFIXES, Document, ManifestError, SourceFile, compose_documents, discover,
                                      display_path)  # fmt: skip
 from kvdoctor.scan.helm_chart import ChartSource
-from kvdoctor.scan.kustomize import KustomizationSource, rendered_instead
+from kvdoctor.scan.kustomize import KustomizationSource, rendered_instead, through_their_kustomization
 from kvdoctor.scan.kustomize import workloads_of as kustomized_workloads
 from kvdoctor.scan.judge import ScanDefaults, judge
 from kvdoctor.scan.marks import marked, placed_document
@@ -61,7 +61,9 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
     set aside with its one-line reason, never stopping the others; Helm charts are rendered, `values_files` over
     each chart's values (helm -f). Raises ManifestError for a missing path."""
     sources, notes = discover(paths)
+    sources, through = through_their_kustomization(sources, paths)
     sources = rendered_instead(sources)
+    notes += through
     found: list[Workload] = []
     unread: list[UnreadFile] = []
     config_maps: dict[str, list[ConfigMap]] = {}

@@ -416,3 +416,21 @@ def test_a_transformer_configuration_of_names_and_vars_only_leaves_no_container_
                      "overlay/conf.yaml": config})
     (result,) = scan([str(tmp_path)], tmp_path).workloads
     assert any("configurations" in u for u in result.unjudged) is undecided
+
+
+def test_a_patch_given_alone_is_checked_as_its_kustomization_renders_it(tmp_path, monkeypatch):
+    """The pre-commit hook passes the changed files: an overlay's patch alone is a fragment, so the overlay that takes
+    it in is rendered in its place (a file no kustomization takes in is read alone, as before)."""
+    base(tmp_path)
+    write(tmp_path, {"overlay/kustomization.yaml": "resources: [../base]\npatches: [{path: tp.yaml}]\n",
+                     "overlay/tp.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: vllm}\nspec:\n"
+                                        "  template:\n    spec:\n      containers:\n        - name: vllm\n"
+                                        "          args: [--model, Qwen/Qwen2.5-7B-Instruct, --tensor-parallel-size, '2']\n",
+                     "alone.yaml": BASE_DEPLOYMENT.replace("name: vllm\nspec", "name: other\nspec")})  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    report = scan(["overlay/tp.yaml", "alone.yaml"], tmp_path)
+    assert sorted((r.workload.name, Path(r.workload.file).name) for r in report.workloads) == [
+        ("other", "alone.yaml"), ("vllm", "kustomization.yaml")]  # fmt: skip
+    rendered = next(r for r in report.workloads if r.workload.name == "vllm")
+    assert located(rendered, "KVD201") == ("deployment.yaml", 23)  # the patch's TP 2 on the base's one GPU
+    assert any("overlay/tp.yaml: taken in by overlay/kustomization.yaml" in n for n in report.notes)
