@@ -11,6 +11,7 @@ supportedModelFormats lists the model format with autoSelect."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Callable
 
 import yaml
 
@@ -65,7 +66,8 @@ def runs_on_a_runtime(root: yaml.Node) -> bool:
             and nodes.is_map(nodes.get(root, "spec", "predictor", "model")))  # fmt: skip
 
 
-def model_workloads(doc: Document, text: str, runtimes: list[Runtime], read) -> list[Workload]:
+def model_workloads(doc: Document, text: str, runtimes: list[Runtime],
+                    read: Callable[[Document, str], list[Workload]]) -> list[Workload]:  # fmt: skip
     """The workloads of the predictor pod KServe builds from the InferenceService and its runtime, placed on both
     files' lines; none when its runtime is not in the scanned files."""
     root = marked(doc.root, doc.file, text)
