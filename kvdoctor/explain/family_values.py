@@ -72,6 +72,9 @@ def _fact_clauses(family: str | None, facts: dict[str, Any]) -> dict[str, Any]:
         else:
             count = len([d for d in visible.split(",") if d.strip()])
             out["visible_text"] = f" The log sets CUDA_VISIBLE_DEVICES={visible} ({count} GPU{'s' if count != 1 else ''})."
+        if str(facts.get("logged.active_drivers")) == "0":
+            out["visible_text"] += (" Triton found 0 active driver(s) when vLLM imported it: no GPU driver was "
+                                    "reachable from this process at all.")
     return out
 
 

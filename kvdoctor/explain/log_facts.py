@@ -62,11 +62,13 @@ _TOOLCHAIN = (  # (a literal the line must hold, the pattern, the fact)
      re.compile(r"The current PyTorch install supports CUDA capabilities ((?:sm_\w+ ?)+)"), "logged.torch_archs"),
     ("CUDA_VISIBLE_DEVICES", re.compile(r"\bCUDA_VISIBLE_DEVICES['\"]?\s*[=:]\s*['\"]?(\d+(?:\s*,\s*\d+)*|GPU-[\w-]+(?:,GPU-[\w-]+)*|(?=['\"]?(?:\s|$)))"),
      "logged.cuda_visible_devices"),
+    # Triton's own probe at import (vllm/triton_utils/importing.py): how many GPU drivers this process can reach
+    ("active driver", re.compile(r"\b(\d+) active driver\(s\) found"), "logged.active_drivers"),
 )
 # Lines worth the fact regexes; everything else (throughput stats, request logs) is skipped in one search.
 _KEYWORDS = re.compile(
     r"version|Version|args|with config:|capability|capabilities|GPU models|GPU 0|gpu-name|backend|BACKEND|\[pip|\[conda|"
-    r"NVIDIA|\|\s+\d+\s+NVIDIA|CUDA"
+    r"NVIDIA|\|\s+\d+\s+NVIDIA|CUDA|active driver"
 )
 
 

@@ -21,12 +21,13 @@ from typing import Any, Iterator
 # One search decides whether a line can hold a memory fact (most lines cannot).
 HINT = re.compile(r"GiB|KV cache size|concurrency for|GPU blocks")
 _NUMBER = r"(\d[\d,]*(?:\.\d+)?)"
+_SIGNED = r"(-?\d[\d,]*(?:\.\d+)?)"  # what is left for the KV cache goes below zero when the rest took more than the share
 _PATTERNS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = (
     (re.compile(r"Model loading took " + _NUMBER + r" ?GiB"), ("weights_gib",)),
     (re.compile(r"model weights take " + _NUMBER + r" ?GiB"), ("weights_gib",)),
     (re.compile(r"weights memory: " + _NUMBER + r" ?GiB"), ("weights_gib",)),
-    (re.compile(r"Available KV cache memory: " + _NUMBER + r" ?GiB"), ("available_kv_gib",)),
-    (re.compile(r"the rest of the memory reserved for KV Cache is " + _NUMBER + r" ?GiB"), ("available_kv_gib",)),
+    (re.compile(r"Available KV cache memory: " + _SIGNED + r" ?GiB"), ("available_kv_gib",)),
+    (re.compile(r"the rest of the memory reserved for KV Cache is " + _SIGNED + r" ?GiB"), ("available_kv_gib",)),
     (re.compile(r"KV cache size: " + _NUMBER + r" tokens"), ("kv_cache_tokens",)),
     (re.compile(r"Maximum concurrency for " + _NUMBER + r" tokens per request: " + _NUMBER + r"x"),
      ("concurrency_len", "max_concurrency")),
@@ -111,6 +112,9 @@ def kv_fit_values(values: dict[str, Any], facts: dict[str, Any]) -> dict[str, An
     graphs = _float(facts.get("logged.cuda_graph_gib"))
     if graphs is not None:
         parts.append(f"CUDA graphs took {graphs:g} GiB")
+    if available is not None and available <= 0:  # vLLM logs what was left below zero: how far over the share it went
+        parts.append(f"what was left for the KV cache was {available:g} GiB (Available KV cache memory), so the rest "
+                     f"took {-available:g} GiB more than the share")
     if parts:
         out["fit_text"] = " From the log's memory lines: " + "; ".join(parts) + "."
     return out

@@ -27,7 +27,8 @@ ERROR_TEXT = re.compile(r"(?i)^(?:fatal error|error)\b(?!\s*(?:rate|count)?\s*[:
                         r"|: (?:fatal )?error: |\bCUDA error\b|^\s*what\(\): "
                         # the CUDA runtime's and driver's error names (cudaGetErrorName, cuGetErrorName) printed alone
                         r"|\bcudaError(?!_t\b)[A-Z][A-Za-z]+\b(?!\s*=)|\bCUDA_ERROR_[A-Z_]+\b"
-                        r"|^(?:ptxas|nvcc|nvlink|ld|collect2)\b.{0,20}\b(?:error|fatal)\b|\bSegmentation fault\b|\(core dumped\)|^Killed$")
+                        r"|^(?:ptxas|nvcc|nvlink|ld|collect2)\b.{0,20}\b(?:error|fatal)\b|\bSegmentation fault\b|\(core dumped\)|^Killed$"
+                        r"|^LLVM ERROR: ")  # LLVM's fatal error (Triton's MLIR lowering): the process aborts
 FAILED_TO_START = re.compile(r"(?i)\bfailed to start\b")
 # Crash words at any level but DEBUG (a process lost, a request the server failed: an access-log 5xx is logged at
 # INFO by uvicorn), each the kind of line a failing log may hold and a healthy start-up never does.
@@ -518,9 +519,11 @@ def failure_evidence(
 _SHM_WAIT = re.compile(r"\bNo available shared memory broadcast block found in \d+ seconds?\b")
 HANG_REPEATS = 2
 # a line reporting that a step finished (the worker's 'Initial profiling/warmup run took 107.62 s', 'Application startup
-# complete'): after the last wait notice it says the wait ended, the notices were a slow step
+# complete', a JIT build's '[aiter] finish build [module_moe_asm], cost 44.9s'): after the last wait notice it says the
+# wait ended, the notices were a slow step
 _STEP_DONE = re.compile(r"\btook \d+(?:\.\d+)? ?(?:s\b|sec|second)|\b(?:[Ss]tartup|[Cc]apturing|[Cc]ompil\w+|[Ww]arm(?:ing)?[- ]?up)"
-                        r"\b[^\n]{0,40}\b(?:complete[d]?|finished|done)\b")
+                        r"\b[^\n]{0,40}\b(?:complete[d]?|finished|done)\b"
+                        r"|\b[Ff]inish(?:ed)? (?:build|building|compil\w+)\b|\bcost \d+(?:\.\d+)? ?s(?:ec(?:onds?)?)?\b")
 
 
 def _hang(lines: list[LogLine], add: Callable[[FailureEvidence], None]) -> None:
@@ -575,11 +578,22 @@ def _waited_at_the_end(lines: list[LogLine], add: Callable[[FailureEvidence], No
         index = first - 1
     if len(notices) < HANG_REPEATS:
         return False
-    shapes = {_VARYING.sub("#", joined[_WAIT_NOTICE.search(joined).start():]) for _, joined in notices}
-    if len(shapes) != 1:
+    shapes = [_VARYING.sub("#", joined[_WAIT_NOTICE.search(joined).start():]) for _, joined in notices]
+    if len(set(shapes)) != 1:
+        return False
+    # one printing echoed by two handlers ('[aiter] waiting for X' then '[2026-...] INFO file_baton.py:48: waiting for
+    # X'): the same notice behind two different heads, one after the other, is one wait, not a repeat
+    parts = [(joined[:at], joined[at:]) for _, joined in notices[::-1]
+             for at in [_WAIT_NOTICE.search(joined).start()]]  # (head, notice) in log order
+    printings, index = 0, 0
+    while index < len(parts):
+        echo = index + 1 < len(parts) and parts[index + 1][1] == parts[index][1] and parts[index + 1][0] != parts[index][0]
+        printings += 1
+        index += 2 if echo else 1
+    if printings < HANG_REPEATS:
         return False
     line, joined = notices[-1]
-    add(FailureEvidence(line.number, "error text", f"{joined} (printed {len(notices)} times at the log's end: it "
+    add(FailureEvidence(line.number, "error text", f"{joined} (printed {printings} times at the log's end: it "
                         "waited there, a hang)", line.stream, line.level))
     return True
 
