@@ -4,7 +4,8 @@ blocks are the object in snake_case blocks (registry.terraform.io/providers/hash
 Blocks"): `container` blocks are `containers`, `env { name value }` entries, `node_selector` is `nodeSelector`.
 `kubernetes_manifest.manifest` is the object itself; `kubectl_manifest.yaml_body` and a `nomad_job.jobspec` heredoc
 are the YAML or job file they hold. Google's `google_cloud_run_service` / `google_cloud_run_v2_service` are Cloud Run
-services (a Knative Service). `helm_release` of a chart vLLM runs in is named in the notes, not rendered."""
+services (a Knative Service). The Docker provider's `docker_container` is the Compose service that runs the same
+container. `helm_release` of a chart vLLM runs in is named in the notes, not rendered."""
 
 from __future__ import annotations
 
@@ -132,7 +133,26 @@ def _objects(resource: str, name: str, body: yaml.Node, file: str) -> list[Docum
         return _heredoc_yaml(yaml_body, file)
     if resource in CLOUD_RUN:
         return [Document(file, 0, _cloud_run(resource, name, body))]
+    if resource == "docker_container":
+        return [Document(file, 0, _compose_service(name, body))]
     return []
+
+
+# The Docker provider's container attributes that are a Compose service's (registry.terraform.io/providers/
+# kreuzwerker/docker, docker_container: `command` is the image's CMD, `entrypoint` its ENTRYPOINT, `env` "K=V" items)
+DOCKER_CONTAINER_KEYS = {"image": "image", "command": "command", "entrypoint": "entrypoint", "env": "environment"}
+
+
+def _compose_service(name: str, body: yaml.Node) -> yaml.MappingNode:
+    """A `docker_container` as the one-service Compose file that runs the same container, named by its `name`."""
+    named = nodes.text(nodes.get(body, "name"))
+    service = yaml.MappingNode("tag:yaml.org,2002:map", [
+        (_renamed(key_node, DOCKER_CONTAINER_KEYS[key]), value) for key, key_node, value in nodes.pairs(body)
+        if key in DOCKER_CONTAINER_KEYS], body.start_mark, body.end_mark)  # fmt: skip
+    services = yaml.MappingNode("tag:yaml.org,2002:map", [(_str(named if named and not hcl.is_unknown(named) else name,
+                                                                body), service)], body.start_mark, body.end_mark)
+    return yaml.MappingNode("tag:yaml.org,2002:map", [(_str("services", body), services)], body.start_mark,
+                            body.end_mark)
 
 
 def _k8s_shape(node: yaml.Node) -> yaml.Node:

@@ -162,3 +162,45 @@ def test_a_deployment_block_of_an_image_whose_command_is_unseen_is_named(tmp_pat
     report = scan([str(tmp_path / "main.tf")], tmp_path / "s")
     assert report.workloads == ()
     assert [n for n in report.notes if "main.tf:17: Deployment vllm (container vllm) runs an image whose command" in n]
+
+
+DOCKER_CONTAINER = """resource "docker_image" "vllm" {{
+  name = "{image}"
+}}
+
+resource "docker_container" "vllm" {{
+  name    = "llm-server"
+  image   = docker_image.vllm.image_id
+  runtime = "nvidia"
+  command = ["--model", "/models/tinyllama", "--max-model-len", "2048", "{flag}"]
+  env     = ["NVIDIA_VISIBLE_DEVICES=all", "VLLM_ATTENTION_BACKEND=FLASHINFER"]
+  ports {{
+    internal = 8000
+    external = 8000
+  }}
+}}
+"""
+
+
+def test_a_docker_container_resource_is_the_compose_service_it_runs(tmp_path):
+    """The Docker provider (kreuzwerker/docker): `command` is the image's CMD, `env` "K=V" items, `name` the
+    container's name."""
+    (tmp_path / "main.tf").write_text(DOCKER_CONTAINER.format(image="vllm/vllm-openai:v0.25.1", flag="--enforce-eager")
+                                      .replace("docker_image.vllm.image_id", '"vllm/vllm-openai:v0.25.1"'))
+    result = by_name(scan([str(tmp_path / "main.tf")], tmp_path / "s"))["llm-server"]
+    assert [t.text for t in result.workload.argv][-4:] == ["/models/tinyllama", "--max-model-len", "2048",
+                                                           "--enforce-eager"]
+    assert {e.name: e.value for e in result.workload.env}["VLLM_ATTENTION_BACKEND"] == "FLASHINFER"
+    assert result.report.facts["vllm.version"] == "0.25.1"
+    refused = by_name(scan([str((tmp_path / "main.tf").write_text(
+        DOCKER_CONTAINER.format(image="x", flag="--no-such-flag").replace("docker_image.vllm.image_id",
+                                                                          '"vllm/vllm-openai:v0.25.1"')) and
+        tmp_path / "main.tf")], tmp_path / "s2"))["llm-server"]
+    assert any(p.finding.status == "fired" and p.finding.severity == "error" and p.location.line == 9
+               for p in refused.placed)  # the refused flag, at its own line
+
+
+def test_a_docker_container_resource_without_vllm_is_not_a_workload(tmp_path):
+    (tmp_path / "main.tf").write_text(DOCKER_CONTAINER.format(image="x", flag="--verbose").replace(
+        "docker_image.vllm.image_id", '"postgres:16"').replace('"--model", "/models/tinyllama", ', ""))
+    assert scan([str(tmp_path)], tmp_path / "s").workloads == ()
