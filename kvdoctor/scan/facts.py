@@ -55,6 +55,8 @@ class DeploymentFacts:
     notes: tuple[str, ...] = ()
     unjudged: tuple[str, ...] = ()
     """What the manifest leaves unknown that some checks need (no GPU named), each with the flag that supplies it."""
+    gpus_ceiling: bool = False
+    """deploy.gpu_limit is a Ray cluster's most GPUs: fewer than needed is judged, more is not (other engines, Ray)."""
 
     def flat(self, check_facts: dict[str, Any]) -> dict[str, Any]:
         """deploy.* facts, GPU counts compared with the parallel sizes the check read."""
@@ -66,7 +68,7 @@ class DeploymentFacts:
             values["deploy.gpus_needed"] = needed
             if isinstance(limit, int) and limit > 0:
                 values["deploy.gpus_short"] = limit < needed
-                values["deploy.gpus_idle"] = limit > needed
+                values["deploy.gpus_idle"] = limit > needed and not self.gpus_ceiling
         return values
 
 
@@ -80,9 +82,9 @@ def deployment_facts(workload: Workload, defaults, settings) -> DeploymentFacts:
     gpu = _gpu(workload, defaults, values, sources, notes, unjudged)
     environ = _environ(workload, settings, values, sources, notes)
     model, model_path = _model(workload, version, defaults, sources, notes)
-    _gpu_count(workload, values, sources, notes)
+    ceiling = _gpu_count(workload, values, sources, notes)
     return DeploymentFacts(gpu, version, environ, model, model_path, _data_parallel(workload), values, sources,
-                           tuple(notes), tuple(unjudged))  # fmt: skip
+                           tuple(notes), tuple(unjudged), gpus_ceiling=ceiling)  # fmt: skip
 
 
 def _model(workload: Workload, version: str | None, defaults, sources, notes) -> tuple[str | None, str | None]:
@@ -110,14 +112,25 @@ def _model(workload: Workload, version: str | None, defaults, sources, notes) ->
     return model, local
 
 
-def _gpu_count(workload: Workload, values, sources, notes) -> None:
+PARALLEL_FLAGS = ("--tensor-parallel-size", "--pipeline-parallel-size")
+
+
+def _gpu_count(workload: Workload, values, sources, notes) -> bool:
+    """deploy.gpu_limit and its resource from the workload's GPUs; True when it is a Ray cluster's ceiling."""
+    if workload.cluster_gpus is not None:  # a shortfall is the engine's to fix: placed on its parallel sizes' line
+        values["deploy.gpu_limit"], across = workload.cluster_gpus
+        values["deploy.gpu_resource"] = f"nvidia.com/gpu {across}"
+        sizes = [t for t in workload.argv if canonical_flag(t.text.partition("=")[0]) in PARALLEL_FLAGS]
+        if sizes:
+            sources["deploy.gpus_short"] = workload.at(sizes[0].line, sizes[0].text)
+        return True
     if workload.gpu_limit is None:
-        return
+        return False
     spans = _spans_nodes(workload)
     if workload.group_gpus is None and spans:  # vLLM's workers on other pods too: this pod's GPUs are not all of them
         notes.append(f"{spans}: vLLM's workers span several pods, so this pod's {workload.gpu_limit} GPU(s) are not "
                      "compared with -tp x -pp")  # fmt: skip
-        return
+        return False
     resource, limit = GPU_RESOURCE.get(workload.kind, GPU_RESOURCE[workload.platform]), workload.gpu_limit
     where = workload.at(workload.gpu_limit_line, f"{resource}: {limit}")
     if workload.group_gpus is not None:  # multi-node: vLLM's workers span every pod of the group
@@ -127,6 +140,7 @@ def _gpu_count(workload: Workload, values, sources, notes) -> None:
     values["deploy.gpu_resource"] = resource
     for name in ("deploy.gpu_limit", "deploy.gpus_short", "deploy.gpus_idle"):
         sources[name] = where
+    return False
 
 
 def _spans_nodes(workload: Workload) -> str | None:

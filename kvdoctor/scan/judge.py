@@ -50,11 +50,12 @@ def _parallel_sizes(argv) -> set[str]:
 def _without_count_comparison(workload: Workload, unknown: set[str]) -> Workload:
     """A parallel size whose value is unknown here leaves the GPUs vLLM needs unknown: the pod's count is not
     compared (a default of 1 in its place would be a false finding)."""
-    if not unknown or (workload.gpu_limit is None and workload.group_gpus is None):
+    if not unknown or (workload.gpu_limit is None and workload.group_gpus is None and workload.cluster_gpus is None):
         return workload
     note = (f"the GPU count is not compared with -tp x -pp x -dp: {', '.join(sorted(unknown))} "
             "takes its value from a variable unknown here")  # fmt: skip
-    return replace(workload, gpu_limit=None, gpu_limit_line=None, group_gpus=None, notes=workload.notes + (note,))
+    return replace(workload, gpu_limit=None, gpu_limit_line=None, group_gpus=None, cluster_gpus=None,
+                   notes=workload.notes + (note,))
 
 
 def deploy_rules():

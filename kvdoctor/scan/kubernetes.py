@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import yaml
 
-from kvdoctor.scan import nodes
+from kvdoctor.scan import nodes, ray_cluster_gpus
 from kvdoctor.scan.command import (FLAGS_ONLY_NOTE, WRAPPER_NOTE, expand_words, only_serve_flags, runs_a_shell,
                                    serve_argv, words_of, wrapper_script)  # fmt: skip
 from kvdoctor.scan.documents import PODLESS_KINDS, POD_TEMPLATE_API_GROUPS, Document
@@ -192,10 +192,13 @@ def _of_unlisted_kind(workload: Workload, root: yaml.Node, kind: str) -> Workloa
     """What a kind without a listed layout adds: a Ray cluster spans pods (its GPUs are not one container's), and an
     LLMInferenceService without a command serves spec.model.uri the way its config template does."""
     notes = list(workload.notes) + [f"kind {kind}: its pod templates read as pods (containers that run vLLM)"]
-    if _is_ray_cluster(root) and workload.gpu_limit is not None:
-        notes.append(f"{kind} is a Ray cluster: vLLM's workers span its pods, so the container's "
-                     f"{workload.gpu_limit} GPU(s) are not compared with -tp x -pp")  # fmt: skip
-        workload = replace(workload, gpu_limit=None, gpu_limit_line=None)
+    if _is_ray_cluster(root):
+        cluster = ray_cluster_gpus.cluster_gpus(root)
+        if workload.gpu_limit is not None:
+            notes.append(f"{kind} is a Ray cluster: vLLM's workers span its pods, so the container's "
+                         f"{workload.gpu_limit} GPU(s) are not compared with -tp x -pp"
+                         + (f"; the cluster's {cluster[0]} GPU(s) at most are, for a shortfall" if cluster else ""))
+        workload = replace(workload, gpu_limit=None, gpu_limit_line=None, cluster_gpus=cluster)
     uri = nodes.get(root, "spec", "model", "uri")
     if kind == "LLMInferenceService" and nodes.text(uri) and _names_no_model(workload.argv):
         model = str(nodes.text(uri)).split("://", 1)[-1]

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import yaml
 
-from kvdoctor.scan import kubernetes, nodes
+from kvdoctor.scan import kubernetes, nodes, ray_cluster_gpus
 from kvdoctor.scan.command import expand_shell_variables, run_script
 from kvdoctor.scan.documents import Document
 from kvdoctor.scan.workload import Workload
 
 ENTRYPOINT_NOTE = ("RayJob: spec.entrypoint, submitted to the Ray cluster (the head group's image and env); vLLM's "
-                   "workers span the cluster's pods, so GPUs are not compared with -tp x -pp")  # fmt: skip
+                   "workers span the cluster's pods, so only the cluster's most GPUs are compared with -tp x -pp (a shortfall)")  # fmt: skip
 
 
 def is_ray_job(root: yaml.Node) -> bool:
@@ -38,5 +38,5 @@ def workloads(doc: Document, source_text: str) -> list[Workload]:
         namespace=nodes.text(nodes.get(doc.root, "metadata", "namespace")), container="entrypoint",
         image=nodes.text(image_node), image_line=nodes.line(image_node), argv=tuple(argv),
         command_line=argv[0].line if argv else nodes.line(entrypoint), env=tuple(env), env_from=tuple(env_from),
-        gpu_selectors=kubernetes.pod_gpu_selectors(head) if head is not None else (), notes=(ENTRYPOINT_NOTE,),
+        gpu_selectors=kubernetes.pod_gpu_selectors(head) if head is not None else (), notes=(ENTRYPOINT_NOTE,), cluster_gpus=ray_cluster_gpus.cluster_gpus(doc.root),
     )]  # fmt: skip

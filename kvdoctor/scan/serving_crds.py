@@ -8,7 +8,7 @@ from __future__ import annotations
 import yaml
 
 from kvdoctor.base.yaml_safe import safe_loader
-from kvdoctor.scan import nodes
+from kvdoctor.scan import nodes, ray_cluster_gpus
 from kvdoctor.scan.documents import Document
 from kvdoctor.scan.engine_kwargs import flag_words
 from kvdoctor.scan.workload import EnvVar, GpuSelector, Token, Workload
@@ -101,9 +101,8 @@ def ray_serve_workloads(doc: Document, source_text: str) -> list[Workload]:
             name=owner, container=f"llm_configs {model_id}",
             namespace=nodes.text(nodes.get(root, "metadata", "namespace")), image=nodes.text(image_node),
             image_line=nodes.line(image_node), argv=tuple(argv), command_line=_at(config, offset), env=tuple(env),
-            gpu_selectors=selectors,
-            notes=("Ray Serve LLM: vLLM's engine arguments from engine_kwargs, read as vllm serve flags; Ray "
-                   "places its workers on the cluster's GPU workers, so GPU counts are not compared with -tp x -pp",),
+            gpu_selectors=selectors, cluster_gpus=ray_cluster_gpus.cluster_gpus(root),
+            notes=("Ray Serve LLM: vLLM's engine arguments from engine_kwargs, read as vllm serve flags; " + RAY_PLACES,),
         ))  # fmt: skip
     return found + [_engine_args_workload(doc, root, image_node, *found_args) for found_args in _engine_args(root)]
 
@@ -138,11 +137,13 @@ def _engine_args_workload(doc: Document, root: yaml.Node, image_node, app: yaml.
             "its code is not in this file: runtime_env variables named after vLLM's engine arguments (MODEL_ID, "
             "MAX_MODEL_LEN, TENSOR_PARALLEL_SIZE, ...) are read as those arguments, by that common convention"
             if from_env else "the mapping with a `model` key in its args / user_config is read as vLLM's engine "
-            "arguments (vllm serve flags of the same names)") + "; Ray places the replicas, so GPU counts are not "
-            "compared with -tp x -pp",),
+            "arguments (vllm serve flags of the same names)") + "; " + RAY_PLACES,),
+        cluster_gpus=ray_cluster_gpus.cluster_gpus(root),
     )  # fmt: skip
 
 
+RAY_PLACES = ("Ray places its workers anywhere in the cluster, so only the cluster's most GPUs are compared with "
+              "-tp x -pp: fewer than one engine needs cannot be placed")
 MODEL_ENV = ("MODEL_ID", "MODEL_NAME", "MODEL")
 """Environment variables a Ray Serve vLLM app conventionally reads its model from (os.environ['MODEL_ID'])."""
 

@@ -95,6 +95,9 @@ class Workload:
     group_gpus: tuple[int, str] | None = None
     """A multi-node group's GPUs (LeaderWorkerSet: the leader's + (size - 1) x the worker's) and how they add up;
     vLLM's parallel sizes span the group, so this is what they are compared with."""
+    cluster_gpus: tuple[int, str] | None = None
+    """A Ray cluster's most GPUs and how they add up (scan/ray_cluster_gpus.py): Ray places vLLM's workers anywhere
+    in it, so only a shortfall (fewer than one engine's -tp x -pp) is judged against it."""
     vllm_pin: str | None = None
     """A vLLM release the workload's build pins (a Python app's `pip install vllm==X`) when no image tag names one."""
     vllm_pin_line: int | None = None

@@ -177,7 +177,9 @@ def test_kubeai_models_and_ray_serve_llm_configs_are_read_as_vllm_serve(tmp_path
     (llm,) = _one("ray-service.deepseek.yaml", tmp_path)
     argv = {t.text: t.line for t in llm.workload.argv}
     assert argv["--pipeline-parallel-size"] == 23 and argv["--enable-chunked-prefill"] == 28  # lines of the file
-    assert llm.report.facts["gpu.name"] == "H100 80GB" and llm.report.facts["deploy.gpu_limit"] is None
+    # the cluster's most GPUs (head 0 + gpu-group 8 x replicas 2) = tp 8 x pp 2: placeable, no finding either way
+    assert llm.report.facts["gpu.name"] == "H100 80GB" and llm.report.facts["deploy.gpu_limit"] == 16
+    assert not {"KVD201", "KVD202"} & {p.finding.rule_id for p in llm.placed}
 
 
 def test_a_ray_serve_app_of_its_own_reads_the_engine_arguments_its_config_gives(tmp_path):
