@@ -72,12 +72,12 @@ def model_workloads(doc: Document, text: str, runtimes: list[Runtime],
     files' lines; none when its runtime is not in the scanned files."""
     root = marked(doc.root, doc.file, text)
     model = nodes.get(root, "spec", "predictor", "model")
-    runtime = _runtime_for(model, nodes.text(nodes.get(root, "metadata", "namespace")), runtimes)
+    runtime = runtime_for(model, nodes.text(nodes.get(root, "metadata", "namespace")), runtimes)
     containers = nodes.items(nodes.get(runtime.root, "spec", "containers")) if runtime else []
     if not containers:
         return []
     base = next((c for c in containers if nodes.text(nodes.get(c, "name")) == RUNTIME_CONTAINER), containers[0])
-    pod = _predictor_pod(root, model, base, runtime)
+    pod = predictor_pod(root, model, base, runtime)
     placed = placed_document(pod)
     where = f"{runtime.root.start_mark.name}:{nodes.line(runtime.root)}"
     note = (f"spec.predictor.model runs on {runtime.kind} {runtime.name} ({where}): read as the pod KServe builds from "
@@ -87,7 +87,7 @@ def model_workloads(doc: Document, text: str, runtimes: list[Runtime],
     return [replace(w, line_files=placed.line_files, notes=w.notes + (note,)) for w in read(placed, text)]
 
 
-def _runtime_for(model: yaml.Node, namespace: str | None, runtimes: list[Runtime]) -> Runtime | None:
+def runtime_for(model: yaml.Node, namespace: str | None, runtimes: list[Runtime]) -> Runtime | None:
     wanted = nodes.text(nodes.get(model, "runtime"))
     if wanted is not None:
         named = [r for r in runtimes if r.name == wanted and (r.kind == "ClusterServingRuntime" or r.namespace is None
@@ -98,7 +98,7 @@ def _runtime_for(model: yaml.Node, namespace: str | None, runtimes: list[Runtime
     return serving[0] if len(serving) == 1 else None
 
 
-def _predictor_pod(isvc: yaml.Node, model: yaml.Node, base: yaml.Node, runtime: Runtime) -> yaml.Node:
+def predictor_pod(isvc: yaml.Node, model: yaml.Node, base: yaml.Node, runtime: Runtime) -> yaml.Node:
     """The InferenceService with its predictor's containers the merged container, and the runtime's pod fields where
     the predictor sets none."""
     name = nodes.text(nodes.get(isvc, "metadata", "name")) or ""

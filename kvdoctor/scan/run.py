@@ -9,8 +9,9 @@ from kvdoctor.check.run import CheckSettings
 from pathlib import Path
 
 from kvdoctor.scan import (cloud_build, compose, dockerfile, dstack, dynamo, github_actions, hcl, helm_release,
-                           helm_values, kserve_runtimes, kubernetes, llmaz, makefiles, markdown, nodes, nomad, python_apps,
-                           python_engine_args, ray_job, scripts, serving_crds, skypilot, terraform)  # fmt: skip
+                           helm_values, kserve_huggingface, kserve_runtimes, kubernetes, llmaz, makefiles, markdown, nodes,
+                           nomad, python_apps, python_engine_args, ray_job, scripts, serving_crds, skypilot,
+                           terraform)  # fmt: skip
 from kvdoctor.scan.chart_reader import chart_workloads
 from kvdoctor.scan.config_maps import ConfigMap, config_maps_of, with_config_maps
 from kvdoctor.scan.command import heredoc_bodies, only_serve_flags, words_of
@@ -165,7 +166,9 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             found += workloads
             notes += why
     for doc, text, undecided, with_notes in on_runtimes:
-        workloads = with_context(kserve_runtimes.model_workloads(doc, text, runtimes, read_document), undecided, with_notes)
+        read = kserve_runtimes.model_workloads(doc, text, runtimes, read_document) \
+            or kserve_huggingface.model_workloads(doc, text, runtimes)  # the runtime KServe serves huggingface with
+        workloads = with_context(read, undecided, with_notes)
         found += workloads
         if not workloads and (why := unread_kind(doc)):
             notes.append(why)
