@@ -6,6 +6,7 @@ unknown when no image of a listed tag is in the scanned files."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import yaml
@@ -23,6 +24,10 @@ from kvdoctor.scan.workload import Workload
 
 HF = load_yaml_cached(read_data("kserve_huggingface.yaml"), "kserve_huggingface.yaml")
 RELEASES = {row["tag"]: row for row in HF["vllm_releases"]}
+SERVER_MODULE = "huggingfaceserver"
+SHELLS = ("bash", "sh")
+SCRIPT_RUNS_SERVER = re.compile(r"-m\s+huggingfaceserver\s+\"?\$@")
+"""A shell script that hands its arguments to the server (a runtime that warms the model files up first)."""
 SEQ, STR = "tag:yaml.org,2002:seq", "tag:yaml.org,2002:str"
 
 
@@ -46,9 +51,10 @@ def model_workloads(doc: Document, text: str, runtimes: list[Runtime]) -> list[W
     placed = placed_document(predictor_pod(root, model, base, base_runtime))
     predictor = nodes.get(placed.root, "spec", "predictor")
     container = nodes.items(nodes.get(predictor, "containers"))[0]
-    if nodes.get(container, "command") is not None:
-        return []  # a command of its own replaces the server: read as any container
-    split = _split_args(words_of(nodes.get(container, "args"), text))
+    server_args = _server_args(container, text)
+    if server_args is None:
+        return []  # a command of its own that does not run the server: read as any container
+    split = _split_args(server_args)
     if split is None:
         return []  # --backend=huggingface: transformers serves, not vLLM
     own, engine, model_word, backend = split
@@ -68,6 +74,23 @@ def model_workloads(doc: Document, text: str, runtimes: list[Runtime]) -> list[W
     return [_with_release(found, runtime)]
 
 
+def _server_args(container: yaml.Node, text: str) -> list | None:
+    """The words huggingfaceserver gets: the args under the image's own entrypoint, or those after `python -m
+    huggingfaceserver` in a command, or a shell script's "$@" (`bash -c '...; python3 -m huggingfaceserver "$@"' -- ARGS`,
+    the words after $0); None when the command runs something else."""
+    command, args = words_of(nodes.get(container, "command"), text), words_of(nodes.get(container, "args"), text)
+    if not command:
+        return args
+    words = command + args
+    texts = [token.text for token, _ in words]
+    for index in range(len(texts) - 1):
+        if texts[index] == "-m" and texts[index + 1] == SERVER_MODULE:
+            return words[index + 2 :]
+    if len(texts) > 2 and texts[0].rsplit("/", 1)[-1] in SHELLS and texts[1] == "-c" and SCRIPT_RUNS_SERVER.search(texts[2]):
+        return words[4:]  # words[3] is the script's $0
+    return None
+
+
 def _runs_huggingfaceserver(runtime: Runtime) -> bool:
     images = [nodes.text(nodes.get(c, "image")) or "" for c in nodes.items(nodes.get(runtime.root, "spec", "containers"))]
     return runtime.name == HF["runtime"] or any(repository_path(i) == HF["repository"] for i in images if i)
@@ -79,7 +102,7 @@ def _empty(near: yaml.Node) -> yaml.Node:
 
 def _split_args(words) -> tuple[list[str], list[yaml.Node], yaml.Node | None, str] | None:
     """(KServe's own options as written, vLLM's option nodes, the --model_id value node, the backend); None when the
-    backend turns vLLM off."""
+    backend (or a predictive task) turns vLLM off."""
     own, engine, model, backend = [], [], None, "auto"
     index = 0
     while index < len(words):
@@ -95,6 +118,8 @@ def _split_args(words) -> tuple[list[str], list[yaml.Node], yaml.Node | None, st
                 model = yaml.ScalarNode(STR, text, value.start_mark, value.end_mark)
             if flag == HF["backend_option"]:
                 backend = text.lower()
+            if flag == HF["task_option"] and text.lower() in HF["off_tasks"]:
+                backend = "huggingface"  # a predictive task: the transformers backend serves it
             index += 1 if eq else 2
             continue
         elif flag in HF["switches"]:

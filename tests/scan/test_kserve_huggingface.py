@@ -91,10 +91,11 @@ def test_too_few_gpus_for_the_tensor_parallel_size_is_kvd201(tmp_path):
 
 def test_the_huggingface_backend_and_other_runtimes_are_not_vllm(tmp_path):
     off = _write(tmp_path, backend="        - --backend=huggingface\n", name="off.yaml")
+    task = _write(tmp_path, backend="        - --task=fill_mask\n", name="task.yaml")
     other = _write(tmp_path, runtime="      runtime: my-triton\n", name="other.yaml")
     sklearn = tmp_path / "sklearn.yaml"
     sklearn.write_text(ISVC.format(runtime="", image="", backend="", gpus="1").replace("name: huggingface", "name: sklearn"))
-    for path in (off, other, sklearn):
+    for path in (off, task, other, sklearn):
         assert read_manifests([str(path)])[1] == [], path.name
 
 
@@ -102,3 +103,36 @@ def test_a_path_that_is_not_there_is_one_line_and_exit_2(tmp_path):
     run = subprocess.run([sys.executable, "-m", "kvdoctor", "scan", str(tmp_path / "isvc-missing.yaml"), "--offline"],
                          capture_output=True, text=True)  # fmt: skip
     assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
+
+
+WRAPPER_RUNTIME = """\
+apiVersion: serving.kserve.io/v1alpha1
+kind: ClusterServingRuntime
+metadata:
+  name: warm-huggingfaceserver
+spec:
+  supportedModelFormats:
+    - name: huggingface
+      autoSelect: true
+  containers:
+    - name: kserve-container
+      image: kserve/huggingfaceserver:v0.16.0
+      command: ["/bin/bash"]
+      args:
+        - "-c"
+        - |
+          cat /mnt/models/* > /dev/null
+          python3 -m huggingfaceserver "$@"
+        - "--"
+        - --model_name={{.Name}}
+"""
+
+
+def test_a_runtime_whose_shell_script_hands_its_arguments_to_the_server_is_read(tmp_path):
+    (tmp_path / "runtime.yaml").write_text(WRAPPER_RUNTIME)
+    _write(tmp_path)
+    (workload,) = read_manifests([str(tmp_path)])[1]
+    assert [t.text for t in workload.argv][:2] == ["meta-llama/meta-llama-3-8b-instruct", "--tensor-parallel-size=2"]
+    assert workload.vllm_pin == "0.9.2"
+    (tmp_path / "runtime.yaml").write_text(WRAPPER_RUNTIME.replace('python3 -m huggingfaceserver "$@"', "sleep 1"))
+    assert read_manifests([str(tmp_path)])[1] == []  # a script that runs something else: not the server
