@@ -72,6 +72,11 @@ def annotate(report: Report, diagnosis: Diagnosis, families: Families, facts: di
     failed_requests = _failed_requests(lines, families)
     if failed_requests:
         notes.append(f"{len(failed_requests)} request(s) failed with HTTP 500 (first at line {failed_requests[0]}).")
+    if at_request:
+        notes.extend(_refused_requests(lines))
+    waited = _wait_given_up(lines, primary_line, primary_text)
+    if waited:
+        notes.append(waited)
     findings = _refined(list(report.findings), diagnosis, families, facts)
     for i, finding in enumerate(findings):
         if finding.rule_id == rule_id:
@@ -225,6 +230,46 @@ def _failed_requests(lines: list[LogLine], families: Families) -> list[int]:
     if families.request_failed is None:
         return []
     return [line.number for line in lines if " 50" in line.text and families.request_failed.search(line.text)]
+
+
+# a failure that is a waiter giving up ('failed to start within timeout', 'Timed out waiting for ...'), and the line
+# where the waiter said how long it would wait ('Waiting for vllm-server to be ready (timeout: 0s)...', 'timeout=600')
+_GAVE_UP = re.compile(r"(?i)\bwithin (?:the )?timeout\b|\btimed? ?out\b|\btimeout (?:reached|expired|exceeded)\b")
+_WAIT_LIMIT = re.compile(r"(?i)\btime ?out\s*[:=]?\s*(?P<value>\d+(?:\.\d+)?)\s*(?P<unit>ms|s|sec|seconds?|m|min|minutes?)?\b")
+MAX_WAIT_LOOKBACK = 200  # lines above the failure where the waiter may have said its limit
+
+
+def _wait_given_up(lines: list[LogLine], failure_line: int, failure_text: str) -> str | None:
+    """When the failure is a waiter giving up, the limit it said it would wait, quoted; a limit of 0 said outright."""
+    if not _GAVE_UP.search(failure_text):
+        return None
+    above = [line for line in lines if failure_line - MAX_WAIT_LOOKBACK <= line.number <= failure_line]
+    for line in reversed(above):
+        found = _WAIT_LIMIT.search(line.text)
+        if found is None or found.group(0) in failure_text:
+            continue
+        limit = f"{found.group('value')}{found.group('unit') or ''}"
+        note = f"The wait that gave up said its limit at line {line.number}: {clip(line.text, 200)}"
+        if float(found.group("value")) == 0:
+            note += f" (timeout: {limit}: a limit of zero gives up the moment the wait starts, whatever the server does)"
+        return note + "."
+    return None
+
+
+# uvicorn's access line of a refused request: '"POST /v1/chat/completions HTTP/1.1" 400 Bad Request'
+_REFUSED_ANSWER = re.compile(r'"(?:POST|GET|PUT|DELETE|PATCH) (/\S*) HTTP/\d(?:\.\d)?"\s+(4\d\d(?: [A-Z][A-Za-z ]*[a-z])?)\s*$')
+
+
+def _refused_requests(lines: list[LogLine]) -> list[str]:
+    """What the clients were answered when the failure is a request's: the 4xx access lines, one note per answer."""
+    answers: dict[tuple[str, str], list[int]] = {}
+    for line in lines:
+        if "HTTP/" in line.text and '" 4' in line.text:
+            found = _REFUSED_ANSWER.search(line.text)
+            if found:
+                answers.setdefault((found.group(1), found.group(2)), []).append(line.number)
+    return [f"{len(numbers)} request(s) to {path} were answered {status} (first at line {numbers[0]})."
+            for (path, status), numbers in answers.items()]
 
 
 def _pack_advice(error: SelectorError, facts: dict[str, Any]) -> str | None:

@@ -17,9 +17,9 @@ from kvdoctor.explain.log_lines import LogLine, normalise, read_log, signal_line
 from kvdoctor.explain.selector import SelectorError, parse_selector_errors
 from kvdoctor.explain.signatures import SignatureMatch, match_signatures
 from kvdoctor.explain.similar_reports import with_similar_reports
-from kvdoctor.explain.tracebacks import ExceptionChain, parse_chains, without_ignored
+from kvdoctor.explain.tracebacks import ExceptionChain, parse_chains, with_torchscript_originals, without_ignored
 from kvdoctor.explain.verdict import (FailureEvidence, as_exception, cite_failure_lines, failure_evidence,
-                                      survived, uphold)
+                                      ready_after, survived, uphold)
 from kvdoctor.model.report import Report
 
 
@@ -47,7 +47,7 @@ def read_log_text(text: str, rules: list, families: Families) -> LogReading:
     """The log read as explain reads it (tools/build_similar_reports.py reads the corpus through this too)."""
     lines = normalise(text)
     signal = signal_lines(lines)  # a long log's INFO chatter (request logs, throughput) matches no rule
-    chains = without_ignored(parse_chains(lines), lines)
+    chains = with_torchscript_originals(without_ignored(parse_chains(lines), lines))
     facts, fact_lines = read_facts(signal)
     for name, value in command_facts(signal).items():  # vLLM's own start-up lines win over the command it was given
         if name not in facts:
@@ -58,6 +58,7 @@ def read_log_text(text: str, rules: list, families: Families) -> LogReading:
     facts.update(_selector_facts(facts, selector_errors))
     facts.update(_kv_facts(facts))
     matches = _in_context(match_signatures([r for r in rules if r.signatures], chains, signal), families, text, facts)
+    matches = _without_warnings_run_past(matches, lines, chains)
     evidence = failure_evidence(lines, chains, matches, lambda text: message_origin(text, facts.get("vllm.version")))
     if survived(lines, evidence):  # the server came up after every failure line: errors it went on from
         return LogReading(lines, chains, facts, fact_lines, selector_errors, matches, (), evidence)
@@ -132,6 +133,22 @@ def _in_context(matches: list[SignatureMatch], families: Families, text: str,
                 continue
         kept.append(match)
     return kept
+
+
+_NOT_FAILING_LEVELS = ("WARNING", "WARN", "INFO")
+
+
+def _without_warnings_run_past(matches: list[SignatureMatch], lines: list[LogLine],
+                               chains: list[ExceptionChain]) -> list[SignatureMatch]:
+    """A warning the server came up after (its model ran the profiling pass past it) is not why it crashed later:
+    when an exception follows the ready line, rules matched only on warning or info records before it do not count
+    (vllm-neuron warns 'Failed to import from vllm._C' on every start, then serves)."""
+    ready = ready_after(lines, 0) if matches and chains else None
+    if ready is None or not any(e.line > ready.number for chain in chains for e in chain.exceptions):
+        return matches
+    early = {m.line for m in matches if m.exception is None and m.line < ready.number}
+    levels = {line.number: line.level for line in lines if line.number in early}
+    return [m for m in matches if m.line not in early or levels.get(m.line) not in _NOT_FAILING_LEVELS]
 
 
 def _release_has_it(match: SignatureMatch, facts: dict[str, Any]) -> bool:

@@ -123,6 +123,33 @@ class ExceptionChain:
         return self.exceptions[-1]
 
 
+# torch's error from a scripted or traced module (torch.jit, Neuron's NxD models): its message quotes the scripted
+# code's tracebacks and ends with the original exception, which the log shows as a frameless 'Type: message' line
+TORCHSCRIPT_WRAP = "The following operation failed in the TorchScript interpreter"
+MAX_TORCHSCRIPT_LINES = 200  # lines the scripted tracebacks may span between the wrapper and its original error
+
+
+def with_torchscript_originals(chains: list[ExceptionChain]) -> list[ExceptionChain]:
+    """The chains with each TorchScript interpreter error replaced by the original exception its message ends with
+    (keeping the Python frames it was raised through); the original's own frameless chain is dropped."""
+    if not any(e.message.startswith(TORCHSCRIPT_WRAP) for chain in chains for e in chain.exceptions):
+        return chains
+    folded: list[ExceptionChain] = []
+    taken: set[int] = set()
+    for index, chain in enumerate(chains):
+        if index in taken:
+            continue
+        head = chain.innermost
+        after = chains[index + 1] if index + 1 < len(chains) else None
+        if (head.message.startswith(TORCHSCRIPT_WRAP) and after is not None and after.stream == chain.stream
+                and not after.innermost.frames and 0 < after.innermost.line - head.line <= MAX_TORCHSCRIPT_LINES):
+            original = replace(after.innermost, frames=head.frames)
+            chain = ExceptionChain((original,) + chain.exceptions[1:], chain.stream)
+            taken.add(index + 1)
+        folded.append(chain)
+    return folded
+
+
 IGNORED = "Exception ignored in"  # Python's header for an exception it reports and drops (a __del__ at shutdown)
 MAX_IGNORED_TRACEBACK = 80
 

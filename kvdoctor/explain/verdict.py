@@ -181,6 +181,8 @@ FOREIGN_ERROR = re.compile(
     # the kernel's OOM killer (dmesg, journal), NCCL's own error records (NCCL logs errors at WARN)
     r"|\bOut of memory: Kill(?:ed)? process\b|\boom-kill:|\bMemory cgroup out of memory\b"
     r"|\bNCCL WARN\b.{0,200}\b(?:[Ff]ailure|failed|[Ee]rror)\b"
+    # a C library's own record under its bracketed name: HAMi-core's '[HAMI-core ERROR (utils.c:160)]: ...'
+    r"|^\[[\w.-]{2,40} (?:ERROR|FATAL)\b[^\]\n]{0,80}\]:? \S"
     # glog's and torch c10's 'E0822 16:31:16' ('[E822 16:31:16.131931664 ProcessGroupNCCL.cpp:632]': c10 drops the 0)
     r"|^\[?[EF]\d{3,4} \d\d:\d\d:\d\d|^\[[EF] [\w.]+:\d+\]"
     # Ray's C++ components (raylet, core worker, GCS): '[2024-06-25 16:32:00,123 E 4711 4711] file.cc:1: ...'
@@ -304,7 +306,7 @@ def _inside_warnings(lines: list[LogLine]) -> set[int]:
 
 
 # the server saying it is ready for requests (not 'Started server process', which comes before the app's start-up)
-_READY = re.compile(r"Application startup complete|Uvicorn running on|Starting vLLM API server on")
+_READY = re.compile(r"Application startup complete|Uvicorn running on|Starting vLLM API server (?:\d+ )?on")
 
 
 # a start-up beginning: after a failure, it is another run (a restart, the user's next attempt), not the same one going on
@@ -343,6 +345,20 @@ def _c10_message(lines: list[LogLine], index: int) -> str | None:
     if not message or above.stream != lines[index].stream or message.startswith("frame #"):
         return None
     return f"{message} ({text.strip()})"
+
+
+def _llvm_diagnostic(lines: list[LogLine], index: int, quoted: str) -> str | None:
+    """LLVM's fatal error (report_fatal_error) often follows the pass's own diagnostic, printed bare to stderr just
+    before it ('Unsupported conversion from f16 to f16' above 'LLVM ERROR: Unsupported rounding mode ...'): the
+    diagnostic names what failed, so it is quoted first."""
+    if not lines[index].text.startswith("LLVM ERROR: ") or not index:
+        return None
+    above = lines[index - 1]
+    message = above.text.strip()
+    if (not message or above.level is not None or above.stream != lines[index].stream or len(message) > 300
+            or message.startswith("LLVM ERROR") or _NOT_A_MESSAGE.match(above.text)):
+        return None
+    return f"{message}; {quoted}"
 
 
 def refused_request(text: str) -> bool:
@@ -477,8 +493,9 @@ def failure_evidence(
             add(FailureEvidence(line.number, "error level", continued(lines, index) or text, line.stream, line.level))
         elif line.level is None and (ERROR_TEXT.search(text) or _foreign_error(text) or (
                 line.text[:1] in " \t" and _INDENTED_EXCEPTION.match(text))):
-            add(FailureEvidence(line.number, "error text", _c10_message(lines, index)
-                                or _flattened_exception(continued(lines, index) or text), line.stream))
+            quoted = _c10_message(lines, index) or _flattened_exception(continued(lines, index) or text)
+            add(FailureEvidence(line.number, "error text", _llvm_diagnostic(lines, index, quoted) or quoted,
+                                line.stream))
         if ("tart" in text or "TART" in text) and FAILED_TO_START.search(text):
             add(FailureEvidence(line.number, "failed to start", text, line.stream, line.level))
         if "Worker failed with error '" in text and WORKER_WRAP.search(text):
@@ -765,22 +782,51 @@ def uphold(report: Report, evidence: tuple[FailureEvidence, ...], failure_findin
     return replace(report, findings=(failure_finding(best),) + report.findings, extra=extra)
 
 
+# an error's hint where its details are printed -> the mark of those lines (NCCL's checks end 'run with NCCL_DEBUG=INFO
+# for details'; with it set, NCCL prints why as 'NCCL WARN' lines)
+_DETAILS_AT = (("NCCL_DEBUG=INFO for details", "NCCL WARN"),)
 CITED_LINES = 4  # failure lines quoted under an unknown failure, besides the one it is reported by
+
+
+CITED_COMPONENT_LINES = 2  # other components' error records quoted under a failure a rule knows
+# another component's error record in vLLM's process (a GPU-sharing shim, a C library): '[HAMI-core ERROR (...)]: ...'
+_COMPONENT_RECORD = re.compile(r"^\[[\w.-]{2,40} (?:ERROR|FATAL)\b[^\]\n]{0,80}\]:? \S")
 
 
 def cite_failure_lines(report: Report, evidence: tuple[FailureEvidence, ...], unknown_rule: str) -> Report:
     """A failure no rule knows is told in the log's own words: its other failure lines (the ERROR records, failing
-    calls and messages around it, which name the values that failed) are quoted under it, in log order."""
-    if not report.findings or report.findings[0].rule_id != unknown_rule:
+    calls and messages around it, which name the values that failed) are quoted under it, in log order. Under one a
+    rule knows, another component's own error records are quoted (what it said may be why vLLM saw what it saw)."""
+    if not report.findings:
         return report
+    if report.findings[0].rule_id != unknown_rule:
+        return _cite_component_records(report, evidence)
     finding = report.findings[0]
     shown = " ".join(finding.evidence)
     frame_lines = {e.line for e in evidence if e.text.lstrip().startswith('File "')}
     quoted = [e for e in sorted(evidence, key=lambda e: e.line)
               if e.kind != "wrapper" and f"log line {e.line}" not in shown and e.text.strip()[:80] not in shown
               # a traceback's frames and code lines, and the line joining two exceptions, are not failure lines
-              and e.line not in frame_lines and e.line - 1 not in frame_lines and e.text.strip() not in (CAUSE, CONTEXT)]
+              and e.line not in frame_lines and e.line - 1 not in frame_lines and e.text.strip() not in (CAUSE, CONTEXT)
+              # nor its header and caret lines (logger.exception prints each line of a traceback as an ERROR record)
+              and not e.text.lstrip().startswith(TRACEBACK_START) and not _CARETS.match(" " + e.text.strip())]
     if not quoted:
         return report
+    # an error that says where its details are ('run with NCCL_DEBUG=INFO for details'): those lines first
+    pointed = next((mark for hint, mark in _DETAILS_AT if hint in shown), None)
+    if pointed is not None:
+        quoted.sort(key=lambda e: pointed not in e.text)
     lines = tuple(f"failure line {e.line} ({e.kind}): {e.text.strip()[:300]}" for e in quoted[:CITED_LINES])
+    return replace(report, findings=(replace(finding, evidence=finding.evidence + lines),) + report.findings[1:])
+
+
+def _cite_component_records(report: Report, evidence: tuple[FailureEvidence, ...]) -> Report:
+    finding = report.findings[0]
+    shown = " ".join(finding.evidence)
+    records = [e for e in evidence if e.level is None and _COMPONENT_RECORD.match(e.text.strip())
+               and e.text.strip()[:80] not in shown]
+    if not records:
+        return report
+    lines = tuple(f"another component's error record, line {e.line}: {e.text.strip()[:300]}"
+                  for e in records[:CITED_COMPONENT_LINES])
     return replace(report, findings=(replace(finding, evidence=finding.evidence + lines),) + report.findings[1:])

@@ -45,19 +45,13 @@ KNOWN_MISSES = frozenset({
     "wrapper_api_mismatch__unslothzoo_pr783.log",
     "moe_kernel_selection__vllm_pr39825.log",  # batch 15
     "parallel_divisibility__gpustack_2259.log",  # batch 15
-    "other__nixamdai_68.log",  # batch 16: the value ('timeout: 0s') is on an INFO line, not a failure line
     "other__vllm_12936.log",  # batch 16: the class name is only in the model file's name (deepseek_v2.py)
-    "other__hami_1381.log",  # batch 17
     "other__dgxsparklocalllm_vllmrun1oom.log",  # batch 17: OOM killer; the log just stops during torch.compile
     "quant_kernel_scheme__dgxsparkbenchmarks_qwen3627bfp8.log",  # batch 17
-    "gloo_network_iface__vllmcluster_nccldebugerror.log",  # batch 17: NCCL, not Gloo, on a multi-homed node
     "head_size_smem__exactijcnn_vllmserverlog.log",  # batch 17
     "wrapper_api_mismatch__verl_pr6393.log",  # batch 17
-    "chat_template_missing__korgym_snakellama3170b.log",  # batch 18: the 400s are the client's; the template's lack
     "gpu_memory_occupied__superaiss6level2hack4_llm.log",  # batch 18 (label inferred from the repository's notes)
     "host_memory__gpullminferenceplatform_vllmcrash.log",  # batch 18 (label inferred from the repository's notes)
-    "other__gemma4tipsaws_dockerlogsvllm.log",  # batch 18: Neuron runtime's status line is not read as the failure
-    "other__vllmqwen3vlcu118t4_verifyqwen3vlflex.log",  # batch 18: the MLIR diagnostic is the line above LLVM ERROR
 })
 # Healthy seen logs that explain reported as a failure (exit 1) when their batch was added; the exit-0 test below
 # skips them so it stays a bar for the logs before them. Batch 10: a bare "No available shared memory broadcast
