@@ -150,3 +150,44 @@ def test_a_path_that_is_not_there_is_one_line_and_exit_2(tmp_path):
     run = subprocess.run([sys.executable, "-m", "kvdoctor", "scan", str(tmp_path / "ray-missing.yaml"), "--offline"],
                          capture_output=True, text=True)  # fmt: skip
     assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
+
+
+
+RAY_JOB = """\
+apiVersion: ray.io/v1
+kind: RayJob
+metadata:
+  name: opt
+spec:
+  entrypoint: vllm serve facebook/opt-13b --tensor-parallel-size 8 --distributed-executor-backend ray
+  rayClusterSpec:
+    headGroupSpec:
+      rayStartParams: {}
+      template:
+        spec:
+          containers:
+          - name: ray-head
+            image: vllm/vllm-openai:v0.9.2
+    workerGroupSpecs:
+    - groupName: gpus
+      replicas: 3
+      rayStartParams: {}
+      template:
+        spec:
+          containers:
+          - name: ray-worker
+            image: vllm/vllm-openai:v0.9.2
+            resources:
+              limits:
+                nvidia.com/gpu: "2"
+"""
+
+
+def test_a_rayjobs_entrypoint_is_compared_with_its_clusters_most_gpus(tmp_path):
+    path = tmp_path / "job.yaml"
+    path.write_text(RAY_JOB)  # head 0 + 2 x replicas 3 = 6 < 8
+    (result,) = scan([str(path)], tmp_path).workloads  # the Ray containers run KubeRay's `ray start`
+    assert (result.workload.container, result.workload.cluster_gpus[0]) == ("entrypoint", 6)
+    assert "KVD201" in _rules(result)
+    path.write_text(RAY_JOB.replace("replicas: 3", "replicas: 4"))
+    assert "KVD201" not in _rules(scan([str(path)], tmp_path).workloads[0])
