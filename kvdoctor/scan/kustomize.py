@@ -9,9 +9,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-import yaml
 
-from kvdoctor.base.yaml_safe import safe_loader
+from kvdoctor.base.yaml_safe import YAMLError, load_yaml
 from kvdoctor.scan.config_maps import ConfigMap, config_maps_of, with_config_maps
 from kvdoctor.scan.documents import Document, SourceFile, display_path, read_source
 from kvdoctor.scan.kustomize_render import Rendered, is_kustomization_name, is_remote, kustomization_file, object_text, render
@@ -38,8 +37,8 @@ def takes_in(kustomization: Path) -> tuple[set[Path], set[Path]]:
         current = pending.pop()
         files.add(current.resolve())
         try:
-            data = yaml.load(current.read_text(encoding="utf-8"), Loader=safe_loader())
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            data = load_yaml(current.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, YAMLError):
             continue
         for entry in _local_entries(data if isinstance(data, dict) else {}):
             path = (current.parent / entry).resolve()
