@@ -9,7 +9,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-
 from kvdoctor.base.yaml_safe import YAMLError, load_yaml
 from kvdoctor.scan.config_maps import ConfigMap, config_maps_of, with_config_maps
 from kvdoctor.scan.documents import Document, SourceFile, display_path, read_source
