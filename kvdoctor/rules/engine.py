@@ -196,6 +196,24 @@ def fold_superseded(findings: list[Finding], rules: list[Rule]) -> list[Finding]
     return kept
 
 
+def _not_read(version: str) -> str:
+    """'is outside that range' for a release beyond the pack's span; for one inside it that the pack lacks, 'is not
+    one of them (the nearest releases read: 0.10.2 and 0.11.2)'."""
+    from kvdoctor.vllm_pack.candidates import pep440_order
+    from kvdoctor.vllm_pack.store import pack_releases
+
+    try:
+        wanted = pep440_order(version)
+        read = sorted(pack_releases(), key=pep440_order)
+    except ValueError:
+        return "is outside that range"
+    below = [r for r in read if pep440_order(r) < wanted]
+    above = [r for r in read if pep440_order(r) > wanted]
+    if not below or not above:
+        return "is outside that range"
+    return f"is not one of them (the nearest releases read: {below[-1]} and {above[0]})"
+
+
 def _outside_checked_range(rule: Rule, version: str | None) -> str | None:
     """Why the rule cannot judge this vLLM release (it was checked against others), or None."""
     if rule.vllm_range is None or version is None:
@@ -208,8 +226,8 @@ def _outside_checked_range(rule: Rule, version: str | None) -> str | None:
         return None
     if low == "pack":
         return (f"vllm.version, the vLLM release: this rule was checked against the releases kvdoctor read "
-                f"({describe_range(pack_releases())}); {version} is outside that range: kvdoctor did not read it, "
-                "so the rule is not applied there (name a release kvdoctor read with --vllm-version, or read "
+                f"({describe_range(pack_releases())}); {version} {_not_read(version)}: kvdoctor did not read it, so "
+                "the rule is not applied there (name a release kvdoctor read with --vllm-version, or read "
                 f"{version} into the pack: docs/vllm-pack.md)")  # fmt: skip
     span = low if low == high else f"{low}-{high}"
     return (f"vllm.version, the vLLM release: this rule was checked against vLLM {span}; {version} is outside that "

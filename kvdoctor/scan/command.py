@@ -28,7 +28,10 @@ HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
 # that take a value as the next word.
 RUNNERS = {"uv", "poetry", "pipenv", "pdm", "conda", "micromamba", "rye", "hatch"}
 RUNNER_VALUE_OPTIONS = {"-n", "--name", "-p", "--prefix", "--with", "--python", "--env-file", "--project",
-                        "--directory", "--package", "--extra", "--group"}  # fmt: skip
+                        "--directory", "--package", "--extra", "--group", "--from", "--spec", "--index-url",
+                        "--pip-args"}  # fmt: skip
+# a tool runner's package pin: `uvx vllm@0.11.0`, `uvx --from vllm==0.11.0 vllm`, `pipx run --spec vllm==0.11.0 vllm`
+TOOL_PIN = re.compile(r"^vllm(?:\[[\w,-]+\])?(?:@|==)v?(\d+\.\d+\.\d+(?:\.post\d+)?)$")
 FLAGS_ONLY_NOTE = "image {image} runs its own entrypoint with vLLM serve options only: read as vllm serve"
 WRAPPER_NOTE = ("image {image} runs {script} with vLLM serve options as its arguments: read as vllm serve with them "
                 "({script} itself is not read, nor what it adds, such as the model)")  # fmt: skip
@@ -325,7 +328,8 @@ def _after_launcher(words: list[Token]) -> list[Token] | None:
         index += 1
     env = [w for w in words[:index] if ASSIGNMENT.match(w.text)]
     rest = _after_runner(words[index:])
-    if len(rest) >= 2 and PurePosixPath(rest[0].text).name == "vllm" and rest[1].text == "serve":
+    if len(rest) >= 2 and (PurePosixPath(rest[0].text).name == "vllm" or TOOL_PIN.match(rest[0].text)) \
+            and rest[1].text == "serve":
         return env + rest[2:]
     module = python_module_at(rest)
     if module is not None and rest[module].text == "vllm.entrypoints.cli.main":  # the `vllm` command as a module
@@ -348,11 +352,20 @@ def engine_launcher(words: list[Token]) -> EngineLauncher | None:
 
 
 def _after_runner(words: list[Token]) -> list[Token]:
-    """The words after `uv run` / `poetry run` / `conda run -n ENV` and the runner's options (the words themselves
-    when they start with no runner)."""
-    if len(words) < 2 or PurePosixPath(words[0].text).name not in RUNNERS or words[1].text != "run":
+    """The words after `uv run` / `poetry run` / `conda run -n ENV` / a tool runner (`uvx`, `uv tool run`, `pipx
+    run`) and the runner's options (the words themselves when they start with no runner)."""
+    program = PurePosixPath(words[0].text).name if words else ""
+    texts = [w.text for w in words[:3]]
+    if program == "uvx":
+        index = 1
+    elif program == "uv" and texts[1:3] == ["tool", "run"]:
+        index = 3
+    elif program == "pipx" and texts[1:2] == ["run"]:
+        index = 2
+    elif len(words) >= 2 and program in RUNNERS and words[1].text == "run":
+        index = 2
+    else:
         return words
-    index = 2
     while index < len(words) and words[index].text.startswith("-"):
         index += 2 if words[index].text in RUNNER_VALUE_OPTIONS else 1
     return words[index:]
@@ -526,6 +539,20 @@ def script_commands(script: str, first_line: int) -> list[list[Token]]:
         else:
             commands[-1].append(word)
     return [c for c in commands if c]
+
+
+def tool_pin(words: list[Token]) -> tuple[str, Token] | None:
+    """The vLLM release a tool runner installs to run the command (`uvx vllm@0.11.0 serve`, `--from vllm==X`), and
+    the word that pins it."""
+    runner = False
+    for word in words:
+        if word.text == "serve":
+            return None
+        runner = runner or PurePosixPath(word.text).name in ("uvx", "uv", "pipx")
+        found = TOOL_PIN.match(word.text) if runner else None
+        if found:
+            return found.group(1), word
+    return None
 
 
 def after_launcher(words: list[Token]) -> list[Token] | None:

@@ -12,7 +12,7 @@ from kvdoctor.data.engine_launchers import EngineLauncher
 from kvdoctor.scan import cloud_run
 from kvdoctor.scan.command import (FLAGS_ONLY_NOTE, SHELL_VARIABLE, after_launcher, branch_assignments,
                                   engine_launcher, expand_words, heredocs, only_serve_flags,
-                                  script_assignments, script_commands, serve_argv)  # fmt: skip
+                                  script_assignments, script_commands, serve_argv, tool_pin)  # fmt: skip
 from kvdoctor.scan.documents import SCRIPT_SUFFIXES, SourceFile
 from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
 from kvdoctor.scan.image_entrypoints import names_vllm, unread_release, unseen_note
@@ -254,17 +254,24 @@ def _direct(file: str, name: str, words: list[Token]) -> Workload | None:
         return None
     launcher = engine_launcher(words)
     release = _environment_release(words)
-    notes = (f"vLLM run from an environment named for vLLM {release[0].group(1)} ({release[1].text}): read as that "
-             "release" if release else "vLLM run directly by a shell script: the version is the environment's, "
-             "unknown here",)  # fmt: skip
+    pinned = tool_pin(words) if release is None else None
+    if release:
+        notes = (f"vLLM run from an environment named for vLLM {release[0].group(1)} ({release[1].text}): read as "
+                 "that release",)
+    elif pinned:
+        notes = (f"vLLM run by a tool runner that installs vLLM {pinned[0]} for it ({pinned[1].text}): read as that "
+                 "release",)
+    else:
+        notes = ("vLLM run directly by a shell script: the version is the environment's, unknown here",)
     if launcher is not None:
         notes += (f"{launcher.name} (python -m {launcher.module}): vLLM's engine arguments, its own options "
                   f"({', '.join(sorted(launcher.switches | launcher.valued | launcher.many))}) left out",)  # fmt: skip
     return Workload(
         file=file, line=words[0].line, platform="script", kind="script", name=name,
         container=wrapper or (_launcher_words(words, launcher) if launcher else "vllm serve"), argv=tuple(argv),
-        command_line=words[0].line, notes=notes, vllm_pin=release[0].group(1) if release else None,
-        vllm_pin_line=release[1].line if release else None,
+        command_line=words[0].line, notes=notes,
+        vllm_pin=release[0].group(1) if release else pinned[0] if pinned else None,
+        vllm_pin_line=release[1].line if release else pinned[1].line if pinned else None,
     )  # fmt: skip
 
 

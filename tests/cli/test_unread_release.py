@@ -49,7 +49,8 @@ def test_release_not_read_is_undecided_never_pass(run_cli, version):
     # nor does kvdoctor's own `--dtype auto` reading speak for it ("casts to float16" on a T4)
     assert document["facts"].get("model.dtype") is None and by_id(document).get("KVD122", {}).get("status") != "fired"
     (line,) = finding["decided_by"]  # only the release decides it
-    assert line.startswith("vllm.version, the vLLM release:") and f"{version} is outside that range" in line
+    assert line.startswith("vllm.version, the vLLM release:") and (
+        f"{version} is outside that range" in line or f"{version} is not one of them (the nearest releases read" in line)
     assert "kvdoctor did not read it" in line and "--vllm-version" in line
     assert result.code == 0  # undecided never gates by default ...
     gated = run_cli("check", "--model", MODEL, "--no-compile", "--gpu", "T4", "--vllm-version", version,
@@ -491,3 +492,12 @@ def test_old_release_judges_a_pasted_command_with_its_own_parser(run_cli):
         new = run_cli("check", "--no-compile", "--gpu", "A100", "--vllm-version", "0.25.1", "-f", "json", "--",
                       "vllm", "serve", MODEL, *args, env=NO_GPU)
         assert "KVD004" not in by_id(new.json()) or by_id(new.json())["KVD004"]["status"] != "fired"
+
+
+def test_an_unread_release_inside_the_packs_span_names_the_nearest_releases_read():
+    """vLLM 0.11.0 lies between releases the pack read (0.10.2, 0.11.2): 'outside that range' would be false."""
+    from kvdoctor.rules.engine import _not_read
+
+    assert "0.11.0" not in pack_releases() and {"0.10.2", "0.11.2"} <= set(pack_releases())
+    assert _not_read("0.11.0").startswith("is not one of them (the nearest releases read: ")
+    assert _not_read("0.2.0") == _not_read("99.0.0") == "is outside that range"

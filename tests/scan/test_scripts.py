@@ -264,3 +264,21 @@ def test_docker_run_of_a_shell_script_on_any_image_and_options_from_an_unset_var
     # a shell script that starts no vLLM stays no workload
     redis = _script(tmp_path, 'docker run -d $opts -e A=1 redis:7 /bin/sh -c "redis-server"\n', "redis.sh")
     assert find_workloads([str(redis)])[1] == []
+
+
+def test_a_tool_runner_that_installs_vllm_names_its_release(tmp_path):
+    """uv's `uvx` / `uv tool run` take `vllm@X` (or `--from vllm==X`), pipx `run --spec vllm==X`: they install that
+    release to run the command (docs.astral.sh/uv/guides/tools, pipx.pypa.io)."""
+    for line, pinned in (("uv tool run vllm@v0.25.1 serve /m/qwen --port 8091", "0.25.1"),
+                         ("uvx vllm@0.25.1 serve /m/qwen --port 8091", "0.25.1"),
+                         ("uvx --from vllm==0.26.0 vllm serve /m/qwen --port 8091", "0.26.0"),
+                         ("pipx run --spec vllm==0.26.0 vllm serve /m/qwen --port 8091", "0.26.0"),
+                         ("uvx vllm serve /m/qwen --port 8091", None)):  # no pin: the release uv resolves today
+        (run,) = find_workloads([str(_script(tmp_path, f"#!/bin/bash\n{line}\n", "llm.sh"))])[1]
+        assert [t.text for t in run.argv] == ["/m/qwen", "--port", "8091"], line
+        assert (run.vllm_pin, run.vllm_pin_line) == ((pinned, 2) if pinned else (None, None)), line
+    report = scan([str(_script(tmp_path, "uvx vllm@0.25.1 serve /m/qwen --no-such-flag\n", "bad.sh"))], tmp_path)
+    (run,) = report.workloads
+    assert run.report.facts["vllm.version"] == "0.25.1"
+    assert any(p.finding.rule_id == "KVD004" and p.finding.status == "fired" for p in run.placed)
+    assert find_workloads([str(_script(tmp_path, "uvx ruff check .\n", "lint.sh"))])[1] == []
