@@ -63,7 +63,8 @@ def annotate(report: Report, diagnosis: Diagnosis, families: Families, facts: di
                      "check would not have shown it.")
         # a client's print of the answer says only that the server was up: a family the message names stays
         answered_only = at_request.startswith(_ANSWERED)
-        if family not in families.request_families_kept and (family == "other" or not answered_only):
+        kept = family in families.request_families_kept or rule_id in families.request_rules_kept
+        if not kept and (family == "other" or not answered_only):
             family = "first_request_failure"
     if primary_exception is None or not primary_exception.frames:
         cut = _cut_traceback_end(lines, chains)

@@ -56,6 +56,8 @@ class Families:
     """The rule for a caller and a callee of different releases disagreeing on vLLM's interface (interface_drift.py)."""
     interface_drift_libraries: frozenset[str] = frozenset()
     """Top-level packages whose own code raising such an error means the interface is theirs, not vLLM's."""
+    request_rules_kept: frozenset[str] = frozenset()
+    """Rules whose failure can only come after start-up (waking from sleep mode): their family stays at request time."""
     """A name vLLM's raise sites use (in a condition or an interpolated expression) -> the kvdoctor fact it is."""
 
 
@@ -137,6 +139,7 @@ def load_families() -> Families:
         frame_families=tuple((re.compile(f["place"]), f["family"]) for f in data.get("frame_families") or ()),
         interface_drift_rule=str((data.get("interface_drift") or {}).get("rule") or ""),
         interface_drift_libraries=frozenset((data.get("interface_drift") or {}).get("other_packages") or ()),
+        request_rules_kept=frozenset(data.get("request_rules_kept") or ()),
     )
 
 

@@ -821,12 +821,17 @@ def cite_failure_lines(report: Report, evidence: tuple[FailureEvidence, ...], un
 
 
 def _cite_component_records(report: Report, evidence: tuple[FailureEvidence, ...]) -> Report:
+    """Under a failure a rule knows: another component's error records, and the log's first exception when the rule
+    matched a plain line and no exception is shown (a framework's RPC failed: the exception inside it says why)."""
     finding = report.findings[0]
     shown = " ".join(finding.evidence)
     records = [e for e in evidence if e.level is None and _COMPONENT_RECORD.match(e.text.strip())
                and e.text.strip()[:80] not in shown]
-    if not records:
+    exceptions = [e for e in evidence if e.kind == "exception"]
+    unshown = [] if any(e.text.strip()[:80] in shown for e in exceptions) else exceptions[:1]
+    if not records and not unshown:
         return report
     lines = tuple(f"another component's error record, line {e.line}: {e.text.strip()[:300]}"
                   for e in records[:CITED_COMPONENT_LINES])
+    lines += tuple(f"exception in the log, line {e.line}: {e.text.strip()[:300]}" for e in unshown)
     return replace(report, findings=(replace(finding, evidence=finding.evidence + lines),) + report.findings[1:])

@@ -47,10 +47,7 @@ KNOWN_MISSES = frozenset({
     "parallel_divisibility__gpustack_2259.log",  # batch 15
     "other__vllm_12936.log",  # batch 16: the class name is only in the model file's name (deepseek_v2.py)
     "other__dgxsparklocalllm_vllmrun1oom.log",  # batch 17: OOM killer; the log just stops during torch.compile
-    "quant_kernel_scheme__dgxsparkbenchmarks_qwen3627bfp8.log",  # batch 17
     "head_size_smem__exactijcnn_vllmserverlog.log",  # batch 17
-    "wrapper_api_mismatch__verl_pr6393.log",  # batch 17
-    "gpu_memory_occupied__superaiss6level2hack4_llm.log",  # batch 18 (label inferred from the repository's notes)
     "host_memory__gpullminferenceplatform_vllmcrash.log",  # batch 18 (label inferred from the repository's notes)
 })
 # Healthy seen logs that explain reported as a failure (exit 1) when their batch was added; the exit-0 test below
