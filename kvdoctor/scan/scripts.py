@@ -84,6 +84,12 @@ def script_findings(script: str, first_line: int, file: str, name: str,
     notes: list[str] = []
     for words in script_commands(script, first_line):
         words = expand_arrays(words, arrays)
+        typed = _typed_keys(words)
+        if typed is not None:  # `tmux send-keys -t S "vllm serve ..." C-m`: a command typed into a shell
+            inner, inner_notes = script_findings(typed.text, typed.line or first_line, file, name, known)
+            found += [w for w in inner if not any(_same(w, other) for other in found)]
+            notes += inner_notes
+            continue
         used = {m.group(1) or m.group(2) for w in words for m in SHELL_VARIABLE.finditer(w.text)}
         variants = [b for b in branches if used & set(b)] or [{}]
         for branch in variants:
@@ -104,6 +110,28 @@ def script_findings(script: str, first_line: int, file: str, name: str,
         found += [w for w in inner if not any(_same(w, other) for other in found)]
         notes += inner_notes
     return found, list(dict.fromkeys(notes))
+
+
+# tmux's `send-keys` / screen's `-X stuff`: the string typed into a terminal's shell, which runs it; tmux's key names
+# (C-m, Enter) press keys, its -t / -N options take a value (man tmux, "send-keys"; man screen, "stuff")
+TMUX_KEY_NAMES = re.compile(r"^(?:C-[a-zA-Z]|M-[a-zA-Z]|Enter|KPEnter|Escape|Space|Tab|BSpace)$")
+TMUX_VALUE_OPTIONS = {"-t", "-N", "-S", "-L", "-f"}
+
+
+def _typed_keys(words: list[Token]) -> Token | None:
+    """The command string a `tmux ... send-keys` or `screen ... -X stuff` types into a terminal's shell, or None."""
+    program = PurePosixPath(words[0].text).name if words else ""
+    texts = [w.text for w in words]
+    if program == "tmux" and ("send-keys" in texts or "send" in texts):
+        index = texts.index("send-keys" if "send-keys" in texts else "send") + 1
+        while index < len(words) and words[index].text.startswith("-") and len(words[index].text) > 1:
+            index += 2 if words[index].text in TMUX_VALUE_OPTIONS else 1
+        typed = [w for w in words[index:] if not TMUX_KEY_NAMES.match(w.text)]
+        return typed[0] if typed else None
+    if program == "screen" and "stuff" in texts and texts.index("stuff") + 1 < len(words):
+        typed = words[texts.index("stuff") + 1]
+        return Token(typed.text.replace("\\n", "\n").replace("^M", "\n"), typed.line)
+    return None
 
 
 SHELL_HEREDOC = re.compile(r"\b(?:ba|z|k|da)?sh\b[^<\n]*<<")

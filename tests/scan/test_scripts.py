@@ -282,3 +282,15 @@ def test_a_tool_runner_that_installs_vllm_names_its_release(tmp_path):
     assert run.report.facts["vllm.version"] == "0.25.1"
     assert any(p.finding.rule_id == "KVD004" and p.finding.status == "fired" for p in run.placed)
     assert find_workloads([str(_script(tmp_path, "uvx ruff check .\n", "lint.sh"))])[1] == []
+
+
+def test_a_command_typed_into_a_terminal_by_tmux_or_screen_is_read(tmp_path):
+    """`tmux send-keys -t S "CMD" C-m` and `screen -S s -X stuff "CMD\\n"` type CMD into a shell, which runs it."""
+    text = ("#!/bin/bash\nMODEL=/m/qwen\ntmux new-session -d -s llm\n"
+            'tmux send-keys -t llm:0.0 "export CUDA_VISIBLE_DEVICES=0" C-m\n'
+            'tmux send-keys -t llm:0.0 "vllm serve $MODEL --port 8000 --tensor-parallel-size 2" Enter\n'
+            'screen -S other -X stuff "vllm serve $MODEL --port 8001\\n"\n')
+    runs = find_workloads([str(_script(tmp_path, text, "tmux.sh"))])[1]
+    assert [([t.text for t in r.argv], r.line) for r in runs] == [
+        (["/m/qwen", "--port", "8000", "--tensor-parallel-size", "2"], 5), (["/m/qwen", "--port", "8001"], 6)]
+    assert find_workloads([str(_script(tmp_path, 'tmux send-keys -t x "htop" C-m\n', "other.sh"))])[1] == []
