@@ -229,6 +229,8 @@ def _split(value: str) -> list[str]:
 
 
 CONDITIONAL_WORDS = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):?\+([^{}]*)\}")
+# `${VAR:?message}`: VAR's value, or the shell stops with the message (its words are never arguments)
+REQUIRED_VALUE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):?\?[^{}]*\}")
 
 
 def conditional_words(script: str, known: dict[str, str]) -> tuple[str, list[str]]:
@@ -431,6 +433,7 @@ def _flat_commands(script: str) -> str:
     flat = _without_heredoc_bodies(_without_comments(script)).replace("\\\n", "  ").replace("\n", ";")
     # `${VAR:+--flag "$VAR" --other}`: words passed only when VAR is set at run time, kept as one unknown word
     flat = CONDITIONAL_WORDS.sub(lambda m: "${" + m.group(1) + ":+...}", flat)
+    flat = REQUIRED_VALUE.sub(lambda m: "${" + m.group(1) + "}", flat)
     if re.search(r"(?<!\\)(?:\\\\)*\\$", flat):  # a continuation on the last line continues into nothing
         flat = flat[:-1] + " "
     return REDIRECTION.sub(lambda m: " " * len(m.group(0)), flat)

@@ -53,7 +53,7 @@ def is_shell_script(source: SourceFile) -> bool:
 
 def read(source: SourceFile) -> tuple[list[Workload], list[str]]:
     """A script file's workloads and the notes on what it deploys with a command kvdoctor cannot see."""
-    text = source.text
+    text = source.text.replace("\r\n", "\n")  # a script saved with Windows line ends, read as written
     if source.path.endswith(".ps1"):  # PowerShell continues a line with a backtick where a shell has a backslash
         text = POWERSHELL_CONTINUATION.sub("\\\n", text)
     return script_findings(text, 1, source.path, PurePosixPath(source.path).name)
@@ -246,12 +246,17 @@ def docker_run(file: str, name: str, words: list[Token]) -> Workload | None:
 
 
 def _docker_parts(words: list[Token]) -> tuple[dict[str, list[Token]], Token, list[Token]] | None:
-    """(options, image, the words after it) of a `docker run` / `podman run` (after sudo and the like), else None."""
+    """(options, image, the words after it) of a `docker run` / `podman run` / `docker create` (after sudo and the
+    like), else None."""
     words, _ = _unwrapped(words)
-    if len(words) < 3 or PurePosixPath(words[0].text).name not in CONTAINER_RUNNERS or words[1].text != "run":
+    if len(words) < 3 or PurePosixPath(words[0].text).name not in CONTAINER_RUNNERS:
+        return None
+    # `docker run`, `docker create` (the container `docker start` runs, with run's options) and their `docker
+    # container run|create` spellings
+    index = 3 if words[1].text == "container" else 2
+    if words[index - 1].text not in ("run", "create"):
         return None
     options: dict[str, list[Token]] = {}
-    index = 2
     while index < len(words) and (words[index].text.startswith("-") or _options_variable(words, index)):
         if _options_variable(words, index):  # `docker run -d $docker_args -e X=1 IMAGE`: options, not the image
             index += 1

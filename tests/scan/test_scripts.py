@@ -294,3 +294,19 @@ def test_a_command_typed_into_a_terminal_by_tmux_or_screen_is_read(tmp_path):
     assert [([t.text for t in r.argv], r.line) for r in runs] == [
         (["/m/qwen", "--port", "8000", "--tensor-parallel-size", "2"], 5), (["/m/qwen", "--port", "8001"], 6)]
     assert find_workloads([str(_script(tmp_path, 'tmux send-keys -t x "htop" C-m\n', "other.sh"))])[1] == []
+
+
+def test_docker_create_a_required_variable_and_windows_line_ends(tmp_path):
+    """`docker create` takes run's options (the container `docker start` runs); `${HF_TOKEN:?message}` is HF_TOKEN's
+    value or the shell stops, its message never a word; a script saved with CRLF line ends continues its lines."""
+    text = ("#!/bin/bash\r\ndocker create --name llm --gpus all -p 8002:8000 \\\r\n"
+            "  -e HF_TOKEN=${HF_TOKEN:?Set HF_TOKEN environment variable} \\\r\n"
+            "  vllm/vllm-openai:v0.25.1 \\\r\n  --model Qwen/Qwen2.5-14B-Instruct-AWQ --max-model-len 6144\r\n"
+            "docker container create --name other vllm/vllm-openai:v0.25.1 --model m\r\n")
+    path = tmp_path / "recreate.sh"
+    path.write_bytes(text.encode())
+    first, second = find_workloads([str(path)])[1]
+    assert (first.container, first.image, first.line) == ("llm", "vllm/vllm-openai:v0.25.1", 2)
+    assert [t.text for t in first.argv] == ["--model", "Qwen/Qwen2.5-14B-Instruct-AWQ", "--max-model-len", "6144"]
+    assert [(e.name, e.value) for e in first.env] == [("HF_TOKEN", "${HF_TOKEN}")]
+    assert (second.container, [t.text for t in second.argv]) == ("other", ["--model", "m"])
