@@ -325,7 +325,16 @@ def _family(diagnosis: Diagnosis, families: Families, selector_errors: list[Sele
         return families.family_of.get(rule_id, "other")
     if diagnosis.unknown is None:
         return None
-    return _family_by_frames(diagnosis.unknown, families) or "other"
+    return _family_by_frames(diagnosis.unknown, families) or _family_by_words(diagnosis.unknown, families) or "other"
+
+
+def _family_by_words(exception: LoggedException, families: Families) -> str | None:
+    """The family whose feature an unknown failure's own words name (families.word_families)."""
+    if not families.word_families:
+        return None
+    text = " ".join([exception.type or "", exception.message or ""] + [
+        f"{frame.file} in {frame.function} {frame.code or ''}" for frame in exception.frames])
+    return next((family for pattern, family in families.word_families if pattern.search(text)), None)
 
 
 def _family_by_frames(exception: LoggedException, families: Families) -> str | None:

@@ -47,6 +47,9 @@ class Families:
     modules past their set-up)."""
     raise_site_names: dict[str, str] = field(default_factory=dict)
     frame_families: tuple[tuple[re.Pattern[str], str], ...] = ()
+    word_families: tuple[tuple[re.Pattern[str], str], ...] = ()
+    """(regex, family): an unknown failure whose own words (its type, message and frames as the log prints them) name
+    a feature only that family concerns (sparse MLA, TurboQuant, a FlashInfer JIT module build)."""
     """(package-path regex, family): an unknown failure whose traceback passes through a module only that family's
     feature runs (a TurboQuant attention backend) is that family's."""
     frame_decides: frozenset[str] = frozenset()
@@ -137,6 +140,7 @@ def load_families() -> Families:
         raise_site_names=_raise_site_names(data.get("raise_site_names") or {}, is_fact_name, rule_file.path),
         frame_decides=frozenset(data.get("frame_decides") or ()),
         frame_families=tuple((re.compile(f["place"]), f["family"]) for f in data.get("frame_families") or ()),
+        word_families=tuple((re.compile(f["words"]), f["family"]) for f in data.get("word_families") or ()),
         interface_drift_rule=str((data.get("interface_drift") or {}).get("rule") or ""),
         interface_drift_libraries=frozenset((data.get("interface_drift") or {}).get("other_packages") or ()),
         request_rules_kept=frozenset(data.get("request_rules_kept") or ()),

@@ -57,3 +57,24 @@ def test_a_kv_cache_left_below_zero_is_read_and_said():
            "`gpu_memory_utilization` when initializing the engine.\n")
     text = _text(explain_text(log))
     assert "what was left for the KV cache was -2.14 GiB" in text and "2.14 GiB more than the share" in text
+
+
+def test_an_unknown_failure_whose_words_name_one_familys_feature_is_that_family():
+    """explain.yaml word_families: sparse MLA, TurboQuant, a FlashInfer JIT module build; nothing for other words."""
+    sparse = ("Check failed: num_tokens > 64 (7 vs. 64) : Decode (num_tokens <= 64) must go through "
+              "sparse_mla_sm120_decode_dsv4; got num_tokens=7\nUnsupported sparse-MLA prefill configuration: "
+              "model=DSV4 num_heads=32 topk=256\n")
+    def by_rules(report):  # the family kvdoctor's rules give, before a similar report's likely one
+        return report.extra.get("family_by_rules", report.extra["family"])
+
+    assert by_rules(explain_text(sparse)) == "mla_sparse"
+    build = ("Traceback (most recent call last):\n"
+             '  File "/usr/local/lib/python3.12/dist-packages/flashinfer/fused_moe/core.py", line 1018, in cutlass_fused_moe\n'
+             "    return get_cutlass_fused_moe_module(device_arch).cutlass_fused_moe(\n"
+             '  File "/usr/local/lib/python3.12/dist-packages/flashinfer/fused_moe/core.py", line 278, in '
+             "get_cutlass_fused_moe_module\n"
+             "    module = gen_cutlass_fused_moe_sm120_module(use_fast_build).build_and_load()\n"
+             "RuntimeError: Ninja build failed.\n")
+    assert by_rules(explain_text(build)) == "flashinfer_jit_toolkit"
+    other = explain_text("Check failed: num_tokens > 64 (7 vs. 64) : Decode must go through x\n")
+    assert by_rules(other) == "other"
