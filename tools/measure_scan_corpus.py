@@ -130,7 +130,8 @@ def main() -> None:
     parser.add_argument("--kind", choices=sorted(KINDS), required=True)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--held-out", type=Path, default=Path("/work/staging"))
-    parser.add_argument("--fetched-before", default="09:00", help="HH:MM today (UTC); 'any' keeps every snapshot")
+    parser.add_argument("--fetched-before", default="any", help="HH:MM today (UTC): leave out snapshots fetched since "
+                        "(a session's gatherers fetch into the same mirror); 'any' (the default) keeps every one")
     args = parser.parse_args()
     out = args.out or Path(f"/tmp/kvd-scan-corpus-{args.kind}")
     before = None
