@@ -129,8 +129,8 @@ def rejoin_wrapped_lines(physical: list[str], lines: list[str | None], outer: Ca
     width = wrap_width(physical, outer)
     if width is None:
         return lines
-    rests = [i for i in range(1, len(lines)) if lines[i] is not None and lines[i - 1] is not None
-             and _continues(physical[i - 1], lines[i], width, outer)]
+    rests = {i for i in range(1, len(lines)) if lines[i] is not None and lines[i - 1] is not None
+             and _continues(physical[i - 1], lines[i], width, outer)}
     at_column = all(len(physical[i - 1]) == width for i in rests)
     out = list(lines)
     head = 0  # index of the line the current wrapped line started on
