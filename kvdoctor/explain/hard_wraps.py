@@ -88,12 +88,15 @@ def _indent(raw: str) -> int:
 # A line that opens something of its own, never the wrapped rest of the line above: a process or rank tag, a record
 # header or timestamp, a traceback's parts, an exception line ('torch.OutOfMemoryError: ...'), a list or shell line,
 # a paste's elision ('...').
+_HEADER_OR_TAG = re.compile(r"^(?:\((?:[\w.\- =,]*?\s*)?pid=\d|\[|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b"
+                            r"|\d{2,}[-:/ T])")
 _OPENS_LINE = re.compile(
-    r"^(?:\((?:[\w.\- =,]*?\s*)?pid=\d|\[|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\b|\d{2,}[-:/ T]|[A-Z][a-z]{2} [ \d]\d |Traceback|"
-    r"File \"|During handling|The above exception|\.\.\.|\u2026|[\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b[:(]?|[$#>+*-] )")
-_HEADER_OR_TAG = re.compile(r"^(?:\((?:[\w.\- =,]*?\s*)?pid=\d|\[|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b|\d{2,}[-:/ T])")
+    r"^(?:\((?:[\w.\- =,]*?\s*)?pid=\d|\[|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\b|\d{2,}[-:/ T]"
+    r"|[A-Z][a-z]{2} [ \d]\d |Traceback|File \"|During handling|The above exception|\.\.\.|\u2026"
+    r"|[\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b[:(]?|[$#>+*-] )")
 # a line that is only a record's header: the wrap put its whole message, whatever it looks like, on the next line
-_BARE_HEADER = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+:\d+\]\s*$")
+_BARE_HEADER = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
+                          r"\[?[\w./-]+:\d+\]\s*$")
 WRAP_NARROWEST = 60  # a log whose widest line is narrower was not wrapped
 WRAP_WIDEST = 400  # nor one with a line wider than this (a terminal or mail client wraps well before it)
 WRAP_SLACK = 12  # a word wrap leaves a line at most about a word short of its width

@@ -3,6 +3,8 @@ InferenceService and its ServingRuntime) keeps each value's own file and line, r
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import yaml
 
 from kvdoctor.scan.documents import Document
@@ -14,14 +16,8 @@ def marked(node: yaml.Node, file: str, text: str) -> yaml.Node:
     already marked with its file (one ``placed_document`` moved) keeps that file and gets its real line back."""
     if isinstance(node.start_mark.buffer, str) and node.start_mark.name != file or node.start_mark.line >= LINE_FILE_STRIDE:
         file, text = node.start_mark.name, node.start_mark.buffer
-    start = _mark(node.start_mark, file, text)
-    end = _mark(node.end_mark, file, text)
-    if isinstance(node, yaml.MappingNode):
-        return yaml.MappingNode(node.tag, [(marked(k, file, text), marked(v, file, text)) for k, v in node.value],
-                                start, end, node.flow_style)  # fmt: skip
-    if isinstance(node, yaml.SequenceNode):
-        return yaml.SequenceNode(node.tag, [marked(v, file, text) for v in node.value], start, end, node.flow_style)
-    return yaml.ScalarNode(node.tag, node.value, start, end, node.style)
+    start, end = _mark(node.start_mark, file, text), _mark(node.end_mark, file, text)
+    return _rebuilt(node, lambda inner: marked(inner, file, text), start, end)
 
 
 def _mark(mark: yaml.Mark, file: str, text: str) -> yaml.Mark:
@@ -47,9 +43,13 @@ def _encoded(node: yaml.Node, home: str, others: list[str]) -> yaml.Node:
         start = yaml.Mark(mark.name, mark.index, mark.line + shift, mark.column, mark.buffer, None)
         end = yaml.Mark(mark.name, node.end_mark.index, node.end_mark.line + shift, node.end_mark.column,
                         node.end_mark.buffer, None)  # fmt: skip
+    return _rebuilt(node, lambda inner: _encoded(inner, home, others), start, end)
+
+
+def _rebuilt(node: yaml.Node, child: Callable[[yaml.Node], yaml.Node], start: yaml.Mark, end: yaml.Mark) -> yaml.Node:
+    """The node with new marks, its children each made by ``child``."""
     if isinstance(node, yaml.MappingNode):
-        return yaml.MappingNode(node.tag, [(_encoded(k, home, others), _encoded(v, home, others)) for k, v in node.value],
-                                start, end, node.flow_style)  # fmt: skip
+        return yaml.MappingNode(node.tag, [(child(k), child(v)) for k, v in node.value], start, end, node.flow_style)
     if isinstance(node, yaml.SequenceNode):
-        return yaml.SequenceNode(node.tag, [_encoded(v, home, others) for v in node.value], start, end, node.flow_style)
+        return yaml.SequenceNode(node.tag, [child(v) for v in node.value], start, end, node.flow_style)
     return yaml.ScalarNode(node.tag, node.value, start, end, node.style)
