@@ -10,6 +10,7 @@ from pathlib import PurePosixPath
 
 from kvdoctor.data.engine_launchers import EngineLauncher
 from kvdoctor.scan import cloud_run
+from kvdoctor.scan.assigned_commands import unwrapped_assignments
 from kvdoctor.scan.command import (FLAGS_ONLY_NOTE, SHELL_VARIABLE, after_launcher, branch_assignments,
                                   engine_launcher, expand_words, heredocs, only_serve_flags,
                                   script_assignments, script_commands, serve_argv, tool_pin)  # fmt: skip
@@ -38,6 +39,11 @@ DOCKER_VALUE_OPTIONS = {
     "--volumes-from", "-w", "--workdir", "--cap-add", "--cap-drop", "--group-add", "--memory-swap", "--stop-signal",
     "--stop-timeout", "--tmpfs", "--userns", "--uts", "--health-cmd", "--cgroupns", "--storage-opt", "--sysctl",
 }  # fmt: skip
+# docker run's switches (docs.docker.com/reference/cli/docker/container/run), short ones combinable (-dit)
+DOCKER_SWITCHES = {"-d", "--detach", "-i", "--interactive", "-t", "--tty", "--rm", "--privileged", "--init", "-P",
+                   "--publish-all", "--read-only", "--sig-proxy", "--no-healthcheck", "--oom-kill-disable", "-q",
+                   "--quiet", "--disable-content-trust"}  # fmt: skip
+SHORT_SWITCHES = re.compile(r"^-[dit]+$")
 # srun options that take a value as the next word (short ones; long ones are written --opt=value).
 # A vLLM (or python) executable inside an environment named for its release: a conda env or venv such as
 # /home/u/miniconda3/envs/vllm-0.9.0/bin/vllm or ~/venvs/vllm_0.10.1/bin/python; read as that release.
@@ -82,7 +88,7 @@ def script_findings(script: str, first_line: int, file: str, name: str,
     look_unseen = "vllm" in script.lower()  # a note names a service or image named for vLLM
     found: list[Workload] = []
     notes: list[str] = []
-    for words in script_commands(script, first_line):
+    for words in script_commands(unwrapped_assignments(script), first_line):  # ID=$(docker run ...) runs it
         words = expand_arrays(words, arrays)
         typed = _typed_keys(words)
         if typed is not None:  # `tmux send-keys -t S "vllm serve ..." C-m`: a command typed into a shell
@@ -274,9 +280,15 @@ def _docker_parts(words: list[Token]) -> tuple[dict[str, list[Token]], Token, li
 
 
 def _options_variable(words: list[Token], index: int) -> bool:
-    """A lone unset variable among docker run's options, more options after it: options from the environment."""
+    """A lone unset variable among docker run's options, more of docker's options after it: options from the
+    environment (a variable followed by vLLM's `--model` is the image, its serve options after it)."""
     return SHELL_VARIABLE.fullmatch(words[index].text) is not None and index + 1 < len(words) \
-        and words[index + 1].text.startswith("-")  # fmt: skip
+        and _docker_option(words[index + 1].text)  # fmt: skip
+
+
+def _docker_option(word: str) -> bool:
+    flag = word.partition("=")[0]
+    return flag in DOCKER_VALUE_OPTIONS or flag in DOCKER_SWITCHES or bool(SHORT_SWITCHES.match(flag))
 
 
 def _direct(file: str, name: str, words: list[Token]) -> Workload | None:
