@@ -6,28 +6,37 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from dataclasses import replace
 from pathlib import PurePosixPath
 
 from kvdoctor.scan.command import conditional_words, expand_shell_variables, serve_argv
-from kvdoctor.scan.documents import DOCKERFILE_NAMES, SourceFile
+from kvdoctor.scan.documents import DOCKERFILE_NAMES, YAML_SUFFIXES, SourceFile
 from kvdoctor.scan.image import runs_vllm_entrypoint
 from kvdoctor.scan.workload import EnvVar, Token, Workload
 
 INSTRUCTION = re.compile(r"^\s*([A-Za-z]+)\s+(.*)$", re.DOTALL)
+DOCKERFILE_VARIABLE = re.compile(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:[-+])([^}]*))?\})")
 
 
 def is_dockerfile(source: SourceFile) -> bool:
-    return bool(DOCKERFILE_NAMES.search(PurePosixPath(source.path).name))
+    name = PurePosixPath(source.path).name
+    return bool(DOCKERFILE_NAMES.search(name)) and not name.endswith(YAML_SUFFIXES)  # Dockerfile-x.yaml is YAML
 
 
 def workloads(source: SourceFile) -> list[Workload]:
     image, image_line, env, entrypoint, cmd = None, None, [], None, None
+    global_args: dict[str, str | None] = {}  # ARGs before the first FROM: only FROM lines see them
+    stage_args: dict[str, str | None] | None = None
     for line, keyword, value in _instructions(source.text):
-        if keyword == "FROM":
-            words = [w for w in value.split() if not w.startswith("--")]
+        if keyword == "ARG":
+            _declare(value, stage_args if stage_args is not None else global_args, global_args)
+        elif keyword == "FROM":
+            words = [w for w in substituted(value, global_args).split() if not w.startswith("--")]
             image, image_line, env, entrypoint, cmd = (words[0] if words else None), line, [], None, None
+            stage_args = {}
         elif keyword == "ENV":
-            env += _env(value, line)
+            known = (stage_args or {}) | {e.name: e.value for e in env}  # ENV overrides an ARG of the same name
+            env += [replace(e, value=substituted(e.value, known)) if e.value else e for e in _env(value, line)]
         elif keyword in ("ENTRYPOINT", "CMD"):
             form = _form(value, line)
             entrypoint, cmd = (form, None) if keyword == "ENTRYPOINT" else (entrypoint, form)
@@ -65,6 +74,34 @@ def _instructions(text: str):
         if found:
             yield start, found.group(1).upper(), found.group(2).strip()
         pending, start = "", None
+
+
+def _declare(value: str, args: dict[str, str | None], global_args: dict[str, str | None]) -> None:
+    """ARG NAME=default (several on one line too); a bare ARG NAME inside a stage takes the global default."""
+    try:
+        words = shlex.split(value, comments=True)
+    except ValueError:
+        return
+    for word in words:
+        name, eq, default = word.partition("=")
+        args[name] = default if eq else global_args.get(name)
+
+
+def substituted(value: str, known: dict[str, str | None]) -> str:
+    """Dockerfile environment replacement (FROM, ENV...: not CMD / ENTRYPOINT, whose shell form the container's
+    shell expands): $NAME, ${NAME}, ${NAME:-word}, ${NAME:+word} from the ARG / ENV values known (`:-` takes its
+    word when the value is not); a name without a known value (an ARG given by --build-arg) stays as written."""
+
+    def replaced(match: re.Match[str]) -> str:
+        name, operator, word = match.group(1) or match.group(2), match.group(3), match.group(4)
+        have = known.get(name)
+        if operator == ":-":
+            return have if have else word
+        if have is None:
+            return match.group(0)
+        return (word if have else "") if operator == ":+" else have
+
+    return DOCKERFILE_VARIABLE.sub(replaced, value)
 
 
 def _env(value: str, line: int) -> list[EnvVar]:

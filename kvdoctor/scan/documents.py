@@ -30,7 +30,8 @@ PYTHON_DEPLOYMENT = re.compile(r"vllm|ray\.serve\.llm", re.IGNORECASE)
 PYTHON_TESTS = re.compile(r"^(?:test_.*|.*_test|conftest)\.py$")
 TEST_DIRS = {"test", "tests", "testing"}
 MAKEFILE_NAMES = re.compile(r"^(?:GNUmakefile|[Mm]akefile)(?:\..+)?$|\.mk$")
-DOCKERFILE_NAMES = re.compile(r"^(?:Dockerfile|Containerfile)(?:\..+)?$|\.(?:Dockerfile|Containerfile)$")
+# Dockerfile, Containerfile, Dockerfile.gpu, vllm.Dockerfile and the -/_ spellings: Dockerfile-cuda, vllm_Containerfile
+DOCKERFILE_NAMES = re.compile(r"^(?:Dockerfile|Containerfile)(?:[._-].+)?$|[._-](?:Dockerfile|Containerfile)$")
 TERRAFORM_TEMPLATE = ".tftpl"
 # A Terraform templatefile() directive alone on its line (%{ for x in xs ~}, %{ endfor }): it repeats or drops the
 # lines around it, so it is read as a blank line and the ${...} interpolations stay variables, unknown here.
