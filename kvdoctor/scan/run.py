@@ -10,7 +10,7 @@ from pathlib import Path
 
 from kvdoctor.scan import (cloud_build, compose, dockerfile, dstack, dynamo, github_actions, hcl, helm_release,
                            helm_values, kserve_huggingface, kserve_runtimes, kubernetes, llmaz, makefiles, markdown, nodes,
-                           nomad, python_apps, python_engine_args, ray_job, scripts, serving_crds, skypilot,
+                           nomad, python_apps, python_engine_args, ray_job, scripts, serving_crds, sibling_runtimes, skypilot,
                            terraform)  # fmt: skip
 from kvdoctor.scan.chart_reader import chart_workloads
 from kvdoctor.scan.config_maps import ConfigMap, config_maps_of, with_config_maps
@@ -167,7 +167,8 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             notes += why
     for doc, text, undecided, with_notes in on_runtimes:
         read = kserve_runtimes.model_workloads(doc, text, runtimes, read_document) \
-            or kserve_huggingface.model_workloads(doc, text, runtimes)  # the runtime KServe serves huggingface with
+            or kserve_huggingface.model_workloads(doc, text, runtimes) \
+            or beside_it(doc, text, {s.path for s in sources if not isinstance(s, ManifestError)})
         workloads = with_context(read, undecided, with_notes)
         found += workloads
         if not workloads and (why := unread_kind(doc)):
@@ -175,6 +176,15 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
     files = [s.path for s in sources if not isinstance(s, ManifestError)]
     files += [f for f in rendered_files if f not in files]
     return files, with_config_maps(found, config_maps), notes, unread
+
+
+def beside_it(doc: Document, text: str, scanned: set[str]) -> list[Workload]:
+    """A KServe model whose runtime is in no scanned file, read on the runtime a YAML file beside it holds."""
+    runtime = sibling_runtimes.sibling_runtime(doc.file, *sibling_runtimes.model_of(doc.root), scanned)
+    if runtime is None:
+        return []
+    note = sibling_runtimes.SIBLING_NOTE.format(kind=runtime.kind, name=runtime.name, file=runtime.root.start_mark.name)
+    return [replace(w, notes=w.notes + (note,)) for w in kserve_runtimes.model_workloads(doc, text, [runtime], read_document)]
 
 
 def with_context(workloads: list[Workload], unrendered: tuple, notes: tuple[str, ...]) -> list[Workload]:
