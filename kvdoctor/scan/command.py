@@ -135,6 +135,11 @@ def serve_argv(command: list[Word], args: list[Word], entrypoint_is_vllm: bool, 
     return None
 
 
+def script_argv(script: str, first_line: int) -> list[Token] | None:
+    """The argv of the vLLM launcher in a script file's text (each word on its line), or None."""
+    return _in_script(Token(script, first_line), None, "")
+
+
 def run_script(node: yaml.Node | None, source_text: str) -> list[Token] | None:
     """The argv of the vLLM launcher in a shell script held as one YAML string (SkyPilot's `run:`), or None."""
     text = nodes.text(node)
@@ -326,8 +331,9 @@ def python_module_at(words: list[Token]) -> int | None:
 
 def _after_launcher(words: list[Token]) -> list[Token] | None:
     index = 0
-    while index < len(words) and (words[index].text in PREFIX_WORDS or ASSIGNMENT.match(words[index].text)):
-        index += 1
+    while index < len(words) and (words[index].text in PREFIX_WORDS or ASSIGNMENT.match(words[index].text)
+                                  or PurePosixPath(words[index].text).name == "timeout"):  # fmt: skip
+        index = _after_timeout(words, index) if PurePosixPath(words[index].text).name == "timeout" else index + 1
     env = [w for w in words[:index] if ASSIGNMENT.match(w.text)]
     rest = _after_runner(words[index:])
     if len(rest) >= 2 and (PurePosixPath(rest[0].text).name == "vllm" or TOOL_PIN.match(rest[0].text)) \
@@ -342,6 +348,17 @@ def _after_launcher(words: list[Token]) -> list[Token] | None:
     if module is not None and rest[module].text in ENGINE_LAUNCHERS:
         return env + _without_launcher_options(rest[module + 1 :], ENGINE_LAUNCHERS[rest[module].text])
     return None
+
+
+TIMEOUT_VALUE_OPTIONS = {"-s", "--signal", "-k", "--kill-after"}
+
+
+def _after_timeout(words: list[Token], index: int) -> int:
+    """The index of the command `timeout [OPTION] DURATION COMMAND` runs (coreutils timeout(1))."""
+    index += 1
+    while index < len(words) and words[index].text.startswith("-"):
+        index += 2 if words[index].text in TIMEOUT_VALUE_OPTIONS else 1
+    return index + 1  # the duration
 
 
 def engine_launcher(words: list[Token]) -> EngineLauncher | None:
@@ -406,7 +423,7 @@ def _in_script(script: Token, node: yaml.Node | None, source_text: str) -> list[
         words = whole_substitutions(list(lexer))
     except ValueError:
         return None
-    placed = _place(words, node, source_text) if node is not None else [Token(w, script.line) for w in words]
+    placed = _place(words, node, source_text) if node is not None else _place_in(words, script.text, script.line or 1)
     if "=(" in script.text:  # `ARGS=(...); vllm serve m "${ARGS[@]}"` inside the one string
         placed = expand_arrays(placed, script_arrays(script.text, script.line or 1))
     segment: list[Token] = []

@@ -6,10 +6,12 @@ commands' top-level assignments, `image`, and the GPU name and count of `resourc
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import yaml
 
 from kvdoctor.scan import nodes
+from kvdoctor.scan.called_scripts import called_argv, called_script, placed_in
 from kvdoctor.scan.command import expand_shell_variables, run_script, script_assignments
 from kvdoctor.scan.documents import Document
 from kvdoctor.scan.workload import EnvVar, GpuSelector, Workload
@@ -40,22 +42,27 @@ def workloads(doc: Document, source_text: str) -> list[Workload]:
     if count is not None and not spans:
         known[GPUS_NUM] = str(count)
     for command in nodes.items(nodes.get(root, "commands")):
-        argv = run_script(command, source_text)
+        argv, called = run_script(command, source_text), None
+        if argv is None:  # `- bash serve.sh`: the command is in a file of the repository
+            called = called_script(nodes.text(command) or "", nodes.line(command) or 1, Path(doc.file).parent)
+            argv = called_argv(called, script_assignments(nodes.text(command) or "", known)) if called else None
+        else:
+            argv = expand_shell_variables(argv, script_assignments(nodes.text(command) or "", known))
         if argv is None:
             continue
-        argv = expand_shell_variables(argv, script_assignments(nodes.text(command) or "", known))
         image_node = nodes.get(root, "image")
         notes = [f"dstack {nodes.text(nodes.get(root, 'type'))}: vLLM from `commands`, with `env` and {GPUS_NUM}"]
         if spans:
             notes.append(f"nodes {nodes_count}: the GPUs of one node are not compared with -tp x -pp")
-        return [Workload(
+        workload = Workload(
             file=doc.file, line=nodes.line(root), platform="dstack", kind=f"dstack {nodes.text(nodes.get(root, 'type'))}",
             name=nodes.text(nodes.get(root, "name")) or "(unnamed)", container="commands",
             image=nodes.text(image_node), image_line=nodes.line(image_node), argv=tuple(argv),
             command_line=argv[0].line if argv else nodes.line(command), env=tuple(env),
             gpu_selectors=(GpuSelector(GPU_KEY, names, nodes.line(gpu_node)),) if names else (),
             gpu_limit=None if spans else count, gpu_limit_line=nodes.line(gpu_node), notes=tuple(notes),
-        )]  # fmt: skip
+        )  # fmt: skip
+        return [placed_in(workload, called) if called else workload]
     return []
 
 

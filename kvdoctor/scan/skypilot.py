@@ -5,10 +5,12 @@ script's own top-level assignments (NUM_SHARDS=${SKYPILOT_NUM_GPUS_PER_NODE:-1})
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import yaml
 
 from kvdoctor.scan import nodes
+from kvdoctor.scan.called_scripts import called_argv, called_script, placed_in
 from kvdoctor.scan.command import expand_shell_variables, run_script, script_assignments
 from kvdoctor.scan.documents import Document
 from kvdoctor.scan.workload import EnvVar, GpuSelector, Workload
@@ -40,9 +42,14 @@ def workloads(doc: Document, source_text: str) -> list[Workload]:
     if num_nodes.isdigit():
         known["SKYPILOT_NUM_NODES"] = num_nodes  # SkyPilot sets it too (its docs: environment variables)
     argv = run_script(run, source_text)
+    called = None
+    if argv is None:  # `run: bash scripts/serve.sh`: the command is in a file of the workdir
+        called = called_script(nodes.text(run) or "", nodes.line(run) or 1, _workdir(doc.file, root))
+        argv = called_argv(called, script_assignments(nodes.text(run) or "", known)) if called else None
+    else:
+        argv = expand_shell_variables(argv, script_assignments(nodes.text(run) or "", known))
     if argv is None:
         return []
-    argv = expand_shell_variables(argv, script_assignments(nodes.text(run) or "", known))
     spans = num_nodes.isdigit() and int(num_nodes) > 1
     image_node = nodes.get(resources, "image_id")
     image = (nodes.text(image_node) or "").removeprefix("docker:") or None
@@ -55,13 +62,21 @@ def workloads(doc: Document, source_text: str) -> list[Workload]:
     env = [EnvVar(name, nodes.text(node), nodes.line(node)) for name, _, node in nodes.pairs(nodes.get(root, "envs"))]
     env += [EnvVar(name, None, nodes.line(node), "a SkyPilot secret")
             for name, _, node in nodes.pairs(nodes.get(root, "secrets"))]  # fmt: skip
-    return [Workload(
+    workload = Workload(
         file=doc.file, line=nodes.line(root), platform="skypilot", kind="SkyPilot task",
         name=nodes.text(nodes.get(root, "name")) or "(unnamed)", container="run", image=image,
         image_line=nodes.line(image_node), argv=tuple(argv), command_line=argv[0].line if argv else nodes.line(run),
         env=tuple(env), gpu_selectors=selectors, gpu_limit=None if spans else per_node,
         gpu_limit_line=nodes.line(accel_node), notes=tuple(notes),
-    )]  # fmt: skip
+    )  # fmt: skip
+    return [placed_in(workload, called) if called else workload]
+
+
+def _workdir(file: str, root: yaml.Node) -> Path:
+    """The task's `workdir` (relative to the task file's folder), else that folder: where `run` runs."""
+    folder = Path(file).parent
+    workdir = nodes.text(nodes.get(root, "workdir"))
+    return folder / workdir if workdir and not workdir.startswith(("/", "~")) and "://" not in workdir else folder
 
 
 def _accelerators(node: yaml.Node | None) -> list[tuple[str, int | None]]:
