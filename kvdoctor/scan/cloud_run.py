@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
+from kvdoctor.scan.built_images import Deploy
 from kvdoctor.scan.command import FLAGS_ONLY_NOTE, only_serve_flags, serve_argv
 from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
 from kvdoctor.scan.image_entrypoints import names_vllm
@@ -108,6 +109,25 @@ def workload(file: str, name: str, words: list[Token]) -> Workload | None:
         gpu_selectors=tuple(GpuSelector(ACCELERATOR_LABEL, (t.text,), t.line) for t in gpu_types[-1:]),
         gpu_limit=count,
         gpu_limit_line=gpus[-1].line if gpus else None, notes=notes,
+    )  # fmt: skip
+
+
+def deploy_of(words: list[Token]) -> Deploy | None:
+    """What a `gcloud run deploy --image IMAGE` without --command gives the container (for an image built here)."""
+    if not is_deploy(words):
+        return None
+    service, options = deploy_options(words)
+    image = options.get("--image", [None])[-1]
+    if image is None or options.get("--command"):
+        return None
+    gpus, gpu_types = options.get("--gpu", []), options.get("--gpu-type", [])
+    return Deploy(
+        kind="Cloud Run service", container=service or "(unnamed)", image=image, env=tuple(_env(options)),
+        args=tuple(t for v in options.get("--args", []) for t in gcloud_list(v)), first=words[0],
+        gpu_limit=int(gpus[-1].text) if gpus and gpus[-1].text.isdigit() else None,
+        gpu_limit_line=gpus[-1].line if gpus else None,
+        gpu_selectors=tuple(GpuSelector(ACCELERATOR_LABEL, (t.text,), t.line) for t in gpu_types[-1:]),
+        env_from=tuple(f"env vars file {t.text!r}" for t in options.get("--env-vars-file", [])),
     )  # fmt: skip
 
 

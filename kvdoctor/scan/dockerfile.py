@@ -9,7 +9,7 @@ import shlex
 from dataclasses import replace
 from pathlib import PurePosixPath
 
-from kvdoctor.scan.command import conditional_words, expand_shell_variables, serve_argv
+from kvdoctor.scan.command import conditional_words, expand_words, serve_argv
 from kvdoctor.scan.documents import DOCKERFILE_NAMES, YAML_SUFFIXES, SourceFile
 from kvdoctor.scan.image import runs_vllm_entrypoint
 from kvdoctor.scan.workload import EnvVar, Token, Workload
@@ -24,6 +24,13 @@ def is_dockerfile(source: SourceFile) -> bool:
 
 
 def workloads(source: SourceFile) -> list[Workload]:
+    return image_command(source)
+
+
+def image_command(source: SourceFile, run_env: dict[str, str] | None = None,
+                  run_args: list[Token] | None = None) -> list[Workload]:  # fmt: skip
+    """The Dockerfile's image's vLLM command; run with `run_env` over its ENV and `run_args` in place of its CMD
+    (docker run IMAGE ARGS, gcloud run deploy --args) when a deploy of the image gives them."""
     image, image_line, env, entrypoint, cmd = None, None, [], None, None
     global_args: dict[str, str | None] = {}  # ARGs before the first FROM: only FROM lines see them
     stage_args: dict[str, str | None] | None = None
@@ -40,16 +47,18 @@ def workloads(source: SourceFile) -> list[Workload]:
         elif keyword in ("ENTRYPOINT", "CMD"):
             form = _form(value, line)
             entrypoint, cmd = (form, None) if keyword == "ENTRYPOINT" else (entrypoint, form)
+    if run_args:
+        cmd = ("exec", run_args)
     if entrypoint is None and cmd is None:
         return []  # an image built on vLLM's that sets no command: whoever runs it gives one (not seen here)
-    known = {e.name: e.value for e in env if e.value is not None}
+    known = {e.name: e.value for e in env if e.value is not None} | (run_env or {})
     notes: list[str] = []
     command, args, where = _command(entrypoint, cmd, known, notes)
     argv = serve_argv([(t, None) for t in command], [(t, None) for t in args],
                       entrypoint is None and runs_vllm_entrypoint(image), "")  # fmt: skip
     if argv is None:
         return []
-    argv = expand_shell_variables(argv, known)
+    argv = expand_words(argv, known)  # an unquoted $EXTRA_ARGS of several options: its words
     notes.append(f"Dockerfile: the image's {where} with its ENV; ${{VAR:-default}} takes its default")
     return [Workload(
         file=source.path, line=image_line, platform="dockerfile", kind="Dockerfile",

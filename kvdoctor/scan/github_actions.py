@@ -12,7 +12,8 @@ import yaml
 
 from kvdoctor.scan import nodes
 from kvdoctor.scan.documents import Document
-from kvdoctor.scan.scripts import script_workloads, unseen_commands
+from kvdoctor.scan.built_images import Build
+from kvdoctor.scan.scripts import script_builds, script_workloads, unseen_commands
 from kvdoctor.scan.workload import Workload
 
 EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
@@ -31,14 +32,23 @@ def is_github_actions(root: yaml.Node) -> bool:
 
 def workloads(doc: Document, source_text: str) -> list[Workload]:
     name = nodes.text(nodes.get(doc.root, "name")) or "(unnamed)"
-    return [replace(w, notes=w.notes + (STEP_NOTE,)) for script, first, env in _step_scripts(doc.root)
-            for w in script_workloads(script, first, doc.file, name, env)]  # fmt: skip
+    steps = _step_scripts(doc.root)
+    builds = _builds(steps)
+    return [replace(w, notes=w.notes + (STEP_NOTE,)) for script, first, env in steps
+            for w in script_workloads(script, first, doc.file, name, env, builds)]  # fmt: skip
 
 
 def unseen_notes(doc: Document) -> list[str]:
     """Notes for steps that deploy vLLM with a command kvdoctor cannot see (`gcloud run deploy` of an image built
     elsewhere)."""
-    return [note for script, first, env in _step_scripts(doc.root) for note in unseen_commands(script, first, doc.file, env)]
+    steps = _step_scripts(doc.root)
+    builds = _builds(steps)
+    return [note for script, first, env in steps for note in unseen_commands(script, first, doc.file, env, builds)]
+
+
+def _builds(steps: list[tuple[str, int, dict[str, str]]]) -> list[Build]:
+    """The images the workflow's steps build: one step builds, a later one deploys."""
+    return [build for script, first, env in steps for build in script_builds(script, first, env)]
 
 
 def _step_scripts(root: yaml.Node) -> list[tuple[str, int, dict[str, str]]]:

@@ -11,6 +11,7 @@ from pathlib import PurePosixPath
 from kvdoctor.data.engine_launchers import EngineLauncher
 from kvdoctor.scan import cloud_run
 from kvdoctor.scan.assigned_commands import unwrapped_assignments
+from kvdoctor.scan.built_images import Build, Deploy, built_workload, image_builds, roots_of
 from kvdoctor.scan.command import (FLAGS_ONLY_NOTE, SHELL_VARIABLE, after_launcher, branch_assignments,
                                   engine_launcher, expand_words, heredocs, only_serve_flags,
                                   script_assignments, script_commands, serve_argv, tool_pin)  # fmt: skip
@@ -65,23 +66,33 @@ def read(source: SourceFile) -> tuple[list[Workload], list[str]]:
     return script_findings(text, 1, source.path, PurePosixPath(source.path).name)
 
 
-def script_workloads(script: str, first_line: int, file: str, name: str,
-                     env: dict[str, str] | None = None) -> list[Workload]:  # fmt: skip
-    return script_findings(script, first_line, file, name, env)[0]
+def script_workloads(script: str, first_line: int, file: str, name: str, env: dict[str, str] | None = None,
+                     builds: list[Build] | None = None) -> list[Workload]:  # fmt: skip
+    return script_findings(script, first_line, file, name, env, builds)[0]
 
 
-def unseen_commands(script: str, first_line: int, file: str, env: dict[str, str] | None = None) -> list[str]:
-    return script_findings(script, first_line, file, "", env)[1]
+def unseen_commands(script: str, first_line: int, file: str, env: dict[str, str] | None = None,
+                    builds: list[Build] | None = None) -> list[str]:  # fmt: skip
+    return script_findings(script, first_line, file, "", env, builds)[1]
 
 
-def script_findings(script: str, first_line: int, file: str, name: str,
-                    env: dict[str, str] | None = None) -> tuple[list[Workload], list[str]]:  # fmt: skip
+def script_builds(script: str, first_line: int, env: dict[str, str] | None = None) -> list[Build]:
+    """The images a script builds (`docker build -t TAG ...`), their words expanded from its assignments."""
+    if "build" not in script:
+        return []
+    known = script_assignments(script, dict(env or {}))
+    return image_builds([expand_words(words, known) for words in script_commands(script, first_line)])
+
+
+def script_findings(script: str, first_line: int, file: str, name: str, env: dict[str, str] | None = None,
+                    builds: list[Build] | None = None) -> tuple[list[Workload], list[str]]:  # fmt: skip
     """The workloads of a shell script whose first line is `first_line` of `file`, its words expanded from its
     top-level assignments (and `env`), and notes for its commands that deploy vLLM with a command kvdoctor cannot
     see (`gcloud run deploy vllm-svc --image IMAGE` of an image built elsewhere). A command whose variables an `if` /
     `elif` branch sets is one workload per such branch (`VLLM_ARGS=...` per `$VLLM_MODE`), each with the branch's
     values and a note saying which."""
     known = script_assignments(script, dict(env or {}))
+    builds = (builds or []) + script_builds(script, first_line, env)  # an image built here, deployed below
     script = alternate_values(script, known)
     branches = branch_assignments(script)
     arrays = script_arrays(script, first_line) if "=(" in script else {}
@@ -101,7 +112,7 @@ def script_findings(script: str, first_line: int, file: str, name: str,
         for branch in variants:
             expanded = expand_words(words, known | branch)
             workload = docker_run(file, name, expanded) or cloud_run.workload(file, name, expanded) \
-                or _direct(file, name, expanded)
+                or _direct(file, name, expanded) or _built(file, name, expanded, builds)
             if workload is None and look_unseen:
                 notes += _unseen(file, expanded)
             if workload is None or any(_same(workload, w) for w in found):
@@ -174,6 +185,29 @@ def alternate_values(script: str, known: dict[str, str]) -> str:
     environment (even to a value unknown here, like a workflow's ${{ inputs.x }}), else nothing; so an optional
     `--env ...` before a docker run's image no longer reads as the image."""
     return ALTERNATE_VALUE.sub(lambda m: m.group(2) if known.get(m.group(1)) else "", script)
+
+
+def _built(file: str, name: str, words: list[Token], builds: list[Build]) -> Workload | None:
+    """A docker run / gcloud run deploy of an image the script (or its workflow) builds from a Dockerfile here."""
+    if not builds:
+        return None
+    deploy = _docker_deploy(words) or cloud_run.deploy_of(words)
+    return built_workload(file, name, deploy, builds, roots_of(file)) if deploy else None
+
+
+def _docker_deploy(words: list[Token]) -> Deploy | None:
+    parts = _docker_parts(words)
+    if parts is None or parts[0].get("--entrypoint"):
+        return None
+    options, image, rest = parts
+    gpus, name = options.get("--gpus", []), options.get("--name", [None])[-1]
+    return Deploy(
+        kind="docker run", container=name.text if name is not None else "docker run", image=image,
+        env=tuple(_env(t) for flag in ("-e", "--env") for t in options.get(flag, [])), args=tuple(rest),
+        first=_unwrapped(words)[0][0], gpu_limit=_gpu_count(gpus[-1].text) if gpus else None,
+        gpu_limit_line=gpus[-1].line if gpus else None,
+        env_from=tuple(f"env file {t.text!r}" for t in options.get("--env-file", [])),
+    )  # fmt: skip
 
 
 def _same(one: Workload, other: Workload) -> bool:
