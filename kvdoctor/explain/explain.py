@@ -17,6 +17,7 @@ from kvdoctor.explain.log_lines import LogLine, normalise, read_log, signal_line
 from kvdoctor.explain.selector import SelectorError, parse_selector_errors
 from kvdoctor.explain.signatures import SignatureMatch, match_signatures
 from kvdoctor.explain.similar_reports import with_similar_reports
+from kvdoctor.explain.start_up_shown import with_start_up_shown
 from kvdoctor.explain.tracebacks import ExceptionChain, parse_chains, with_torchscript_originals, without_ignored
 from kvdoctor.explain.verdict import (FailureEvidence, as_exception, cite_failure_lines, failure_evidence,
                                       ready_after, survived, uphold)
@@ -79,7 +80,8 @@ def explain_text(text: str, rules_files: tuple[Path, ...] = ()) -> Report:
     report = annotate(report, diagnosis, families, facts, read.selector_errors, lines, chains)
     report = uphold(report, evidence, lambda line: _failure_finding(rules, line, facts))
     report = cite_failure_lines(report, evidence, unknown_failure_rule())
-    return with_similar_reports(report, chains, evidence, unknown_failure_rule())
+    report = with_similar_reports(report, chains, evidence, unknown_failure_rule())
+    return with_start_up_shown(report, lines, rules)  # no failure: PASS only on a line that shows vLLM up
 
 
 def _failure_finding(rules: list, line: FailureEvidence, facts: dict[str, Any]):

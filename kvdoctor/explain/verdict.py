@@ -334,6 +334,24 @@ def ready_after(lines: list[LogLine], number: int) -> LogLine | None:
     return next((line for line in lines if line.number > number and _READY.search(line.text)), None)
 
 
+# lines only a server or engine that is up prints: uvicorn's and vLLM's ready lines, the engine's periodic stats
+# (logged by the running engine loop, 'Avg prompt throughput: 0.0 tokens/s' included), an offline LLM.generate's
+# progress bar and its engine's 'init engine (profile, create kv cache, warmup model) took 12.3 seconds'
+_UP = re.compile(_READY.pattern + r"|Avg prompt throughput: |Processed prompts: |\binit engine \(profile, create kv cache")
+
+
+def came_up(lines: list[LogLine]) -> LogLine | None:
+    """The first line that shows the server or engine up: a ready line, a request answered 2xx, the engine's stats."""
+    for line in lines:
+        if line.level == "DEBUG":
+            continue
+        if _UP.search(line.text):
+            return line
+        if "HTTP/" in line.text and (answer := _ACCESS.search(line.text)) and answer.group(2)[0] == "2":
+            return line
+    return None
+
+
 def _c10_message(lines: list[LogLine], index: int) -> str | None:
     """torch's C++ errors (c10::Error) print their message, then 'Exception raised from FN at FILE:N (most recent
     call first):' and the C++ frames: the message is the line above, and it is the failure's words."""

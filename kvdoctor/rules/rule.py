@@ -27,6 +27,7 @@ EXPLAIN_ROLES = {
     "unknown_failure": "the finding for a failure no signature matched",
     "wrapper": "an error line that re-raises a failure from another process",
     "selector_error": "vLLM's attention-selector error, explained reason by reason",
+    "start_up_not_shown": "the finding for a log that shows no failure and no start-up that finished either",
 }
 RULE_KEYS = {
     "id", "title", "severity", "when", "cause", "fixes", "references", "checked_against",
