@@ -86,14 +86,15 @@ def _instructions(text: str):
 
 
 def _declare(value: str, args: dict[str, str | None], global_args: dict[str, str | None]) -> None:
-    """ARG NAME=default (several on one line too); a bare ARG NAME inside a stage takes the global default."""
+    """ARG NAME=default (several on one line too); a bare ARG NAME inside a stage takes the global default; an empty
+    default (`ARG MODEL_NAME=`) is a placeholder for --build-arg, unknown here."""
     try:
         words = shlex.split(value, comments=True)
     except ValueError:
         return
     for word in words:
         name, eq, default = word.partition("=")
-        args[name] = default if eq else global_args.get(name)
+        args[name] = (default or None) if eq else global_args.get(name)  # `ARG X=`: a --build-arg to give
 
 
 def substituted(value: str, known: dict[str, str | None]) -> str:

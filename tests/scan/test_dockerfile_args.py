@@ -15,9 +15,11 @@ FROM docker.io/vllm/vllm-openai:${VLLM_VERSION} AS serve
 ARG MODEL
 ARG MAX_LEN=4096
 ARG REVISION
+ARG TOKENIZER=
 ENV MODEL_NAME=${MODEL} \\
     MAX_MODEL_LEN=$MAX_LEN \\
-    MODEL_REVISION=${REVISION}
+    MODEL_REVISION=${REVISION} \\
+    TOKENIZER=$TOKENIZER
 CMD vllm serve $MODEL_NAME --max-model-len ${MAX_MODEL_LEN} --tensor-parallel-size ${TP:-2}
 """
 
@@ -33,7 +35,9 @@ def test_arg_defaults_fill_from_and_env_and_the_shell_form_cmd_reads_the_env(tmp
     assert image.image == "docker.io/vllm/vllm-openai:v0.25.1"  # the release is the tag the ARG names
     env = {e.name: e.value for e in image.env}
     # MODEL redeclared in the stage takes its global default; REVISION has none (a --build-arg): it stays as written
-    assert env == {"MODEL_NAME": "Qwen/Qwen2.5-7B-Instruct", "MAX_MODEL_LEN": "4096", "MODEL_REVISION": "${REVISION}"}
+    # (an empty default, `ARG TOKENIZER=`, is a placeholder for --build-arg: the same)
+    assert env == {"MODEL_NAME": "Qwen/Qwen2.5-7B-Instruct", "MAX_MODEL_LEN": "4096", "MODEL_REVISION": "${REVISION}",
+                   "TOKENIZER": "$TOKENIZER"}
     assert [t.text for t in image.argv] == ["Qwen/Qwen2.5-7B-Instruct", "--max-model-len", "4096",
                                             "--tensor-parallel-size", "2"]  # fmt: skip
 
