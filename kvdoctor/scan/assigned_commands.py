@@ -10,19 +10,21 @@ ASSIGNED_SUBSTITUTION = re.compile(
     r"[A-Za-z_][A-Za-z0-9_]*=(\"?)\$\((?!\()"
 )
 """`NAME=$(`, `NAME="$(`, `local NAME=$(` at a word's start; `$((` is arithmetic, not a command."""
+WORD_ENDS = {"", " ", "\t", "\n", ";", "&", "|", ")"}
+"""What may follow a substitution that is a whole value (`ID=$(...)` then a space, `;`, a newline or the end)."""
 
 
 def unwrapped_assignments(script: str) -> str:
-    """The script with each `NAME=$(` ... `)` of an assignment blanked (spaces, newlines kept), so that the command
-    inside reads as a command of the script at its own offsets and lines."""
+    """The script with each `NAME=$(` ... `)` of an assignment whose whole value it is blanked (spaces, newlines
+    kept), so that the command inside reads as a command of the script at its own offsets and lines."""
     chars = list(script)
     for found in ASSIGNED_SUBSTITUTION.finditer(script):
         close = _closing_parenthesis(script, found.end())
-        if close is None:
-            continue
-        ends = [close]
-        if found.group(1) and close + 1 < len(script) and script[close + 1] == '"':
-            ends.append(close + 1)  # NAME="$(...)": its closing quote
+        after = close + 1 + bool(found.group(1)) if close is not None else None
+        if close is None or (found.group(1) and script[close + 1 : close + 2] != '"') \
+                or script[after : after + 1] not in WORD_ENDS:
+            continue  # `DIR="$(dirname "$0")/.."`: the substitution is part of a word, its command a helper's
+        ends = [close, close + 1] if found.group(1) else [close]  # NAME="$(...)": its closing quote too
         for at in [*range(found.start(), found.end()), *ends]:
             chars[at] = " "
     return "".join(chars)

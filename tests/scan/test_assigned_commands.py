@@ -66,6 +66,16 @@ def test_assigned_commands_that_run_no_vllm_and_arithmetic_are_no_workload(tmp_p
     assert len(unwrapped_assignments(text)) == len(text)
 
 
+def test_a_substitution_that_is_part_of_a_value_is_left_as_written_and_the_script_still_read(tmp_path):
+    # `ENV_FILE="$(dirname "$0")/../.env"`: blanking it would leave an unmatched quote and lose the script's commands
+    text = ('ENV_FILE="$(dirname "$0")/../.env"\n'
+            'BASE=$(pwd)/models\n'
+            'exec python -m vllm.entrypoints.openai.api_server --model "${MODEL:-org/m}" --max-model-len 2048\n')
+    assert unwrapped_assignments(text) == text
+    (script,) = find_workloads([_script(tmp_path, text)])[1]
+    assert [t.text for t in script.argv] == ["--model", "org/m", "--max-model-len", "2048"]
+
+
 def test_an_image_variable_before_vllm_options_is_the_image_not_docker_options(tmp_path):
     # `"$IMAGE" --model "$MODEL" --port 8000`: a variable followed by vLLM's options is the image; one followed by
     # docker's own options (-e, --rm, -it) is options from the environment
