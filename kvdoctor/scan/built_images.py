@@ -150,4 +150,5 @@ def _adopted(image: Workload, file: str, name: str, deploy: Deploy, dockerfile_p
             f"command ({image.container}) with the deploy's env over its ENV, on vLLM's base image {image.image}")
     return replace(workload, image=image.image, image_line=image_line, argv=tuple(argv),
                    command_line=argv[0].line if argv else workload.command_line, env=deploy.env + tuple(env),
-                   notes=(note,) + tuple(n for n in image.notes if not n.startswith("Dockerfile: ")))  # fmt: skip
+                   notes=(note,) + tuple(n for n in image.notes if not n.startswith("Dockerfile: ")),
+                   read_through=(dockerfile_path,))  # fmt: skip

@@ -66,4 +66,4 @@ def placed_in(workload: Workload, called: CalledScript) -> Workload:
     note = (f"the vLLM command is in {called.word.text} (line {called.word.line} runs it), read from {called.path} with "
             "the task's environment")  # fmt: skip
     return replace(workload, argv=tuple(argv), command_line=argv[0].line if argv else workload.command_line,
-                   notes=workload.notes + (note,))  # fmt: skip
+                   notes=workload.notes + (note,), read_through=(str(called.path),))  # fmt: skip

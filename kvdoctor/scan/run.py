@@ -175,7 +175,28 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             notes.append(why)
     files = [s.path for s in sources if not isinstance(s, ManifestError)]
     files += [f for f in rendered_files if f not in files]
-    return files, with_config_maps(found, config_maps), notes, unread
+    found, through = not_alone(found)
+    return files, with_config_maps(found, config_maps), notes + through, unread
+
+
+READ_THROUGH_PLATFORMS = ("script", "dockerfile")
+
+
+def not_alone(found: list[Workload]) -> tuple[list[Workload], list[str]]:
+    """The workloads without a script's or Dockerfile's own reading when another workload of the scan runs that file
+    (a SkyPilot task's `bash serve.sh`, a deploy of the image it builds), and a note for each file so read."""
+    through = {str(Path(path).resolve()): w for w in found for path in w.read_through}
+    if not through:
+        return found, []
+    kept, notes = [], []
+    for workload in found:
+        runner = through.get(str(Path(workload.file).resolve())) if workload.platform in READ_THROUGH_PLATFORMS else None
+        if runner is None:
+            kept.append(workload)
+        else:
+            notes.append(f"{workload.file}: read through {runner.title} ({runner.file}), which runs its command, "
+                         "not alone")  # fmt: skip
+    return kept, list(dict.fromkeys(notes))
 
 
 def beside_it(doc: Document, text: str, scanned: set[str]) -> list[Workload]:

@@ -109,6 +109,9 @@ class Workload:
     undecided: tuple[str, ...] = ()
     """What the deployment's own files leave unknown or the platform would not run as written (a Kustomize base fetched
     from the network, a helmCharts field, a field KServe does not have): judged as far as it is read, never a PASS."""
+    read_through: tuple[str, ...] = ()
+    """Files whose command this workload runs (a task's script file, the Dockerfile of an image built and deployed
+    here): in the same scan they are read through it, not alone."""
 
     @property
     def title(self) -> str:

@@ -108,3 +108,13 @@ def test_a_bad_flag_the_deploy_adds_is_one_line_at_its_line_exit_2(run_cli, tmp_
     (line,) = result.stderr.splitlines()
     # the words of $EXTRA_ARGS stand where the Dockerfile's command expands it
     assert line.startswith(f"kvdoctor: error: {tree / 'deploy' / 'Dockerfile.vllm'}:4:") and "--dtype" in line
+
+
+def test_in_a_walk_the_dockerfile_of_a_deployed_image_is_read_through_the_deploy_not_alone(tmp_path):
+    tree = _tree(tmp_path, {".github/workflows/deploy.yml": WORKFLOW, "deploy/Dockerfile.vllm": DOCKERFILE,
+                            "serve/Dockerfile": DOCKERFILE})  # fmt: skip
+    files, found, notes = find_workloads([str(tree)])
+    assert sorted((w.kind, w.container) for w in found) == [("Cloud Run service", "vllm-routing"),
+                                                            ("Dockerfile", "ENTRYPOINT")]  # fmt: skip
+    assert next(w for w in found if w.kind == "Dockerfile").file.endswith("serve/Dockerfile")  # deployed by nothing
+    assert any("Dockerfile.vllm: read through" in n for n in notes)

@@ -88,3 +88,10 @@ def test_a_bad_flag_in_the_called_script_is_one_line_at_that_files_line_exit_2(r
     assert result.code == 2 and "Traceback" not in result.stderr
     (line,) = result.stderr.splitlines()
     assert line.startswith(f"kvdoctor: error: {tree / 'scripts' / 'serve.sh'}:6:") and "--dtype" in line
+
+
+def test_in_a_walk_the_called_script_is_read_through_the_task_not_alone(tmp_path):
+    tree = _tree(tmp_path, {"serve.yaml": TASK, "scripts/serve.sh": SERVE, "other.sh": "vllm serve org/other\n"})
+    files, found, notes = find_workloads([str(tree)])
+    assert sorted((w.kind, w.name) for w in found) == [("SkyPilot task", "serve"), ("script", "other.sh")]
+    assert any(n.startswith(f"{tree / 'scripts' / 'serve.sh'}: read through SkyPilot task/serve") for n in notes)
