@@ -12,7 +12,8 @@ import yaml
 
 from kvdoctor.scan import nodes
 from kvdoctor.scan.documents import Document
-from kvdoctor.scan.built_images import Build
+from kvdoctor.scan.built_images import Build, roots_of
+from kvdoctor.scan.called_scripts import called_script
 from kvdoctor.scan.scripts import script_builds, script_workloads, unseen_commands
 from kvdoctor.scan.workload import Workload
 
@@ -34,8 +35,16 @@ def workloads(doc: Document, source_text: str) -> list[Workload]:
     name = nodes.text(nodes.get(doc.root, "name")) or "(unnamed)"
     steps = _step_scripts(doc.root)
     builds = _builds(steps)
-    return [replace(w, notes=w.notes + (STEP_NOTE,)) for script, first, env in steps
-            for w in script_workloads(script, first, doc.file, name, env, builds)]  # fmt: skip
+    found = []
+    for script, first, env, folder in steps:
+        read = script_workloads(script, first, doc.file, name, env, builds)
+        called = called_script(script, first, roots_of(doc.file)[0] / folder) if not read else None
+        if called is not None:  # `run: bash scripts/deploy.sh`: the step's command is in a file of the repository
+            note = f"run by the step at {doc.file}:{called.word.line} ({called.word.text}), with its env"
+            read = [replace(w, notes=w.notes + (note,), read_through=(str(called.path),))
+                    for w in script_workloads(called.text, 1, str(called.path), name, env, builds)]  # fmt: skip
+        found += [replace(w, notes=w.notes + (STEP_NOTE,)) for w in read]
+    return found
 
 
 def unseen_notes(doc: Document) -> list[str]:
@@ -43,16 +52,17 @@ def unseen_notes(doc: Document) -> list[str]:
     elsewhere)."""
     steps = _step_scripts(doc.root)
     builds = _builds(steps)
-    return [note for script, first, env in steps for note in unseen_commands(script, first, doc.file, env, builds)]
+    return [note for script, first, env, _ in steps for note in unseen_commands(script, first, doc.file, env, builds)]
 
 
-def _builds(steps: list[tuple[str, int, dict[str, str]]]) -> list[Build]:
+def _builds(steps: list[tuple[str, int, dict[str, str], str]]) -> list[Build]:
     """The images the workflow's steps build: one step builds, a later one deploys."""
-    return [build for script, first, env in steps for build in script_builds(script, first, env)]
+    return [build for script, first, env, _ in steps for build in script_builds(script, first, env)]
 
 
-def _step_scripts(root: yaml.Node) -> list[tuple[str, int, dict[str, str]]]:
-    """(each step's `run:` script with ${{ }} made variables, its first line, the literal env it runs with)."""
+def _step_scripts(root: yaml.Node) -> list[tuple[str, int, dict[str, str], str]]:
+    """(each step's `run:` script with ${{ }} made variables, its first line, the literal env it runs with, its
+    working-directory in the repository: "." unless the step names one)."""
     found = []
     for step, env in _steps(root):
         run = nodes.get(step, "run")
@@ -61,7 +71,9 @@ def _step_scripts(root: yaml.Node) -> list[tuple[str, int, dict[str, str]]]:
             continue
         first = (nodes.line(run) or 1) + (1 if run.style in ("|", ">") else 0)
         script = EXPRESSION.sub(lambda m: "${" + (re.sub(r"\W+", "_", m.group(1)).strip("_") or "expr") + "}", text)
-        found.append((script, first, env | _literal_env(nodes.get(step, "env"))))
+        folder = nodes.text(nodes.get(step, "working-directory")) or "."
+        folder = "." if folder.startswith("/") or EXPRESSION.search(folder) else folder
+        found.append((script, first, env | _literal_env(nodes.get(step, "env")), folder))
     return found
 
 

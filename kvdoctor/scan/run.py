@@ -191,7 +191,7 @@ def not_alone(found: list[Workload]) -> tuple[list[Workload], list[str]]:
     kept, notes = [], []
     for workload in found:
         runner = through.get(str(Path(workload.file).resolve())) if workload.platform in READ_THROUGH_PLATFORMS else None
-        if runner is None:
+        if runner is None or runner is workload or workload.read_through:  # a workflow's reading of the file is kept
             kept.append(workload)
         else:
             notes.append(f"{workload.file}: read through {runner.title} ({runner.file}), which runs its command, "

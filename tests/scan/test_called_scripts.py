@@ -95,3 +95,16 @@ def test_in_a_walk_the_called_script_is_read_through_the_task_not_alone(tmp_path
     files, found, notes = find_workloads([str(tree)])
     assert sorted((w.kind, w.name) for w in found) == [("SkyPilot task", "serve"), ("script", "other.sh")]
     assert any(n.startswith(f"{tree / 'scripts' / 'serve.sh'}: read through SkyPilot task/serve") for n in notes)
+
+
+def test_a_workflow_step_that_runs_a_repository_script_reads_it_with_the_steps_env_and_names_it_by_the_workflow(tmp_path):
+    workflow = ("name: Deploy\non: push\njobs:\n  deploy:\n    runs-on: self-hosted\n    env:\n      MODEL: org/m\n"
+                "    steps:\n      - uses: actions/checkout@v4\n      - run: ./deploy.sh\n        working-directory: ops\n")
+    deploy = "#!/bin/bash\ndocker run -d --gpus 1 --name vllm vllm/vllm-openai:v0.25.1 --model $MODEL --max-model-len 4096\n"
+    tree = _tree(tmp_path, {".github/workflows/deploy.yml": workflow, "ops/deploy.sh": deploy})
+    (run,) = find_workloads([str(tree / ".github/workflows/deploy.yml")])[1]
+    assert (run.name, run.container, run.file) == ("Deploy", "vllm", str(tree / "ops" / "deploy.sh"))
+    assert [t.text for t in run.argv][:2] == ["--model", "org/m"] and run.argv[0].line == 2
+    assert any("run by the step at" in n and "./deploy.sh" in n for n in run.notes)
+    files, found, notes = find_workloads([str(tree)])  # a walk: the script is read through the workflow only
+    assert [(w.name, [t.text for t in w.argv][1]) for w in found] == [("Deploy", "org/m")]
