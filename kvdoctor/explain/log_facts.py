@@ -21,6 +21,12 @@ _VERSION_PATTERNS = (
     # a framework's version gate (TRL: 'supports vLLM version `0.10.2`. You have version 0.12.0 installed.')
     re.compile(r"\bvLLM version\b.{0,40}?\bYou have version v?(\d+\.\d+\.\d+[\w.+-]*) installed"),
 )
+# a reporter's shell asking for vLLM's version, the answer on the next line: `python -c "import vllm;
+# print(vllm.__version__)"`, `vllm --version`, `pip show vllm` ('Name: vllm' then 'Version: 0.3.3')
+_ASKS_VERSION = re.compile(r"\bvllm\.__version__|\bvllm (?:--version|-v)\s*$|^Name: vllm\s*$")
+_ANSWERED_VERSION = re.compile(r"^(?:Version: )?v?(\d+\.\d+\.\d+[\w.+-]*)\s*$")
+# pip freeze's and pip list's own lines ('vllm==0.3.3', 'vllm        0.3.3')
+_PIP_LINE = re.compile(r"^vllm(?:==|\s{2,})(\d+\.\d+\.\d+[\w.+-]*)\s*$")
 _PIP = re.compile(r"^\[(?:pip3?|conda)\]\s+(triton|torch|flashinfer-python)[= ]+=?\s*(\d+\.\d+[\w.+-]*)")
 _ARGS = re.compile(r"non-default args: (\{.*\})\s*$")
 _CONFIG_LINE = "with config:"
@@ -84,8 +90,17 @@ def read_facts(lines: Iterable[LogLine]) -> tuple[dict[str, Any], list[str]]:
         facts[name] = value
         evidence[name] = f"{name} = {value!r} (log line {line.number})"
 
+    asked = False  # the line before asked for vLLM's version
     for line in lines:
         text = line.text
+        if asked and text.strip():
+            answer = _ANSWERED_VERSION.match(text.strip())
+            if answer:
+                put("vllm.version", answer.group(1), line)
+        asked = bool(text.strip()) and ("__version__" in text or "ersion" in text or "Name: vllm" in text) and (
+            _ASKS_VERSION.search(text.strip()) is not None) or (asked and not text.strip())
+        if text[:4] == "vllm" and (pip := _PIP_LINE.match(text)):
+            put("vllm.version", pip.group(1), line)
         if MEMORY_HINT.search(text):
             for name, value in memory_facts(text):
                 put(name, value, line, overwrite=True)  # the last engine start's numbers

@@ -192,7 +192,8 @@ def family_for(error: SelectorError, rules: tuple[dict[str, str], ...]) -> str:
         for key, wanted in rule.items():
             if key == "family":
                 continue
-            have = all_reasons if key == "reason" else error.config.get(key, "")
+            have = (all_reasons if key == "reason" else " | ".join(error.reasons) if key == "backend"
+                    else error.config.get(key, ""))
             if not re.search(wanted, have or ""):
                 ok = False
                 break
