@@ -10,11 +10,14 @@ from dataclasses import replace
 from pathlib import PurePosixPath
 
 from kvdoctor.scan.command import conditional_words, expand_words, serve_argv
+from kvdoctor.scan.copied_scripts import Copy, copied_script, copy_of, script_command
 from kvdoctor.scan.documents import DOCKERFILE_NAMES, YAML_SUFFIXES, SourceFile
 from kvdoctor.scan.image import runs_vllm_entrypoint
 from kvdoctor.scan.workload import EnvVar, Token, Workload
 
 INSTRUCTION = re.compile(r"^\s*([A-Za-z]+)\s+(.*)$", re.DOTALL)
+HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
+"""A here-document a RUN / COPY opens (the Dockerfile reference, "Here-Documents"; BuildKit's dockerfile:1.4)."""
 DOCKERFILE_VARIABLE = re.compile(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:[-+])([^}]*))?\})")
 
 
@@ -32,6 +35,8 @@ def image_command(source: SourceFile, run_env: dict[str, str] | None = None,
     """The Dockerfile's image's vLLM command; run with `run_env` over its ENV and `run_args` in place of its CMD
     (docker run IMAGE ARGS, gcloud run deploy --args) when a deploy of the image gives them."""
     image, image_line, env, entrypoint, cmd = None, None, [], None, None
+    copies: list[Copy] = []
+    workdir = "/"
     global_args: dict[str, str | None] = {}  # ARGs before the first FROM: only FROM lines see them
     stage_args: dict[str, str | None] | None = None
     for line, keyword, value in _instructions(source.text):
@@ -40,7 +45,12 @@ def image_command(source: SourceFile, run_env: dict[str, str] | None = None,
         elif keyword == "FROM":
             words = [w for w in substituted(value, global_args).split() if not w.startswith("--")]
             image, image_line, env, entrypoint, cmd = (words[0] if words else None), line, [], None, None
-            stage_args = {}
+            stage_args, copies, workdir = {}, [], "/"
+        elif keyword == "WORKDIR":
+            known = (stage_args or {}) | {e.name: e.value for e in env}
+            workdir = str(PurePosixPath(workdir) / substituted(value, known))
+        elif keyword in ("COPY", "ADD") and (copied := copy_of(value, workdir)) is not None:
+            copies.append(copied)
         elif keyword == "ENV":
             known = (stage_args or {}) | {e.name: e.value for e in env}  # ENV overrides an ARG of the same name
             env += [replace(e, value=substituted(e.value, known)) if e.value else e for e in _env(value, line)]
@@ -56,21 +66,43 @@ def image_command(source: SourceFile, run_env: dict[str, str] | None = None,
     command, args, where = _command(entrypoint, cmd, known, notes)
     argv = serve_argv([(t, None) for t in command], [(t, None) for t in args],
                       entrypoint is None and runs_vllm_entrypoint(image), "")  # fmt: skip
-    if argv is None:
+    script = copied_script(command or args, copies, workdir, source.path) if argv is None else None
+    if argv is None and script is None:
         return []
-    argv = expand_words(argv, known)  # an unquoted $EXTRA_ARGS of several options: its words
     notes.append(f"Dockerfile: the image's {where} with its ENV; ${{VAR:-default}} takes its default")
-    return [Workload(
+    workload = Workload(
         file=source.path, line=image_line, platform="dockerfile", kind="Dockerfile",
         name=PurePosixPath(source.path).name, container=where, image=image, image_line=image_line,
-        argv=tuple(argv), command_line=argv[0].line if argv else None, env=tuple(env), notes=tuple(notes),
-    )]  # fmt: skip
+        env=tuple(env), notes=tuple(notes),
+    )  # fmt: skip
+    if script is not None:  # ENTRYPOINT ["/srv/start.sh"], COPY'd from the build context: its vllm serve
+        return _run_script(workload, script, known)
+    argv = expand_words(argv, known)  # an unquoted $EXTRA_ARGS of several options: its words
+    return [replace(workload, argv=tuple(argv), command_line=argv[0].line if argv else None)]
+
+
+def _run_script(workload: Workload, script: tuple, known: dict[str, str]) -> list[Workload]:
+    """The workload of a Dockerfile whose command runs a script it copies in, its argv on the script's lines."""
+    path, word = script
+    found = script_command(path, known)
+    if found is None:
+        return []
+    argv = []
+    for token in found:
+        workload, line = workload.line_in(str(path), token.line)
+        argv.append(Token(token.text, line))
+    note = f"{workload.container} runs {word.text} (line {word.line}), copied into the image from {path}: its command"
+    return [replace(workload, argv=tuple(argv), command_line=argv[0].line if argv else None,
+                    notes=workload.notes + (note,), read_through=(str(path),))]  # fmt: skip
 
 
 def _instructions(text: str):
     """(line, KEYWORD, value) of each instruction, continuation lines joined and comment lines dropped."""
-    pending, start = "", None
+    pending, start, heredoc = "", None, None
     for number, line in enumerate(text.splitlines(), 1):
+        if heredoc is not None:  # a here-document's body (RUN python3 - <<'PY' ... PY): data, not instructions
+            heredoc = None if line.strip() == heredoc else heredoc
+            continue
         if not pending and (not line.strip() or line.lstrip().startswith("#")):
             continue
         if pending and line.lstrip().startswith("#"):
@@ -82,6 +114,8 @@ def _instructions(text: str):
         found = INSTRUCTION.match(pending + line)
         if found:
             yield start, found.group(1).upper(), found.group(2).strip()
+            opened = HEREDOC.search(line)
+            heredoc = opened.group(2) if opened else None
         pending, start = "", None
 
 
