@@ -3,7 +3,7 @@ lives in its own module, listed in kvdoctor/explain/__init__.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from kvdoctor.explain.similar_reports import with_similar_reports
 from kvdoctor.explain.start_up_shown import with_start_up_shown
 from kvdoctor.explain.tracebacks import ExceptionChain, parse_chains, with_torchscript_originals, without_ignored
 from kvdoctor.explain.verdict import (FailureEvidence, as_exception, cite_failure_lines, failure_evidence,
-                                      ready_after, survived, uphold)
+                                      ready_after, requested_shutdown, survived, uphold)
 from kvdoctor.model.report import Report
 
 
@@ -41,7 +41,10 @@ class LogReading:
     matches: list[SignatureMatch]
     evidence: tuple[FailureEvidence, ...]
     survived: tuple[FailureEvidence, ...] = ()
-    """Failure lines the server came up after, in the same run (then ``evidence`` is empty and nothing gates)."""
+    """Failure lines the server came up after, in the same run, or that a requested shutdown's teardown printed (then
+    ``evidence`` is empty and nothing gates)."""
+    shutdown_line: int | None = None
+    """The line of the shutdown request the failure lines came after (its teardown's errors)."""
 
 
 def read_log_text(text: str, rules: list, families: Families) -> LogReading:
@@ -63,6 +66,10 @@ def read_log_text(text: str, rules: list, families: Families) -> LogReading:
     evidence = failure_evidence(lines, chains, matches, lambda text: message_origin(text, facts.get("vllm.version")))
     if survived(lines, evidence):  # the server came up after every failure line: errors it went on from
         return LogReading(lines, chains, facts, fact_lines, selector_errors, matches, (), evidence)
+    stop = requested_shutdown(lines, evidence)
+    if stop is not None:  # every failure line came after a shutdown the running server was asked for: its teardown
+        before = [match for match in matches if match.line < stop.number]
+        return LogReading(lines, chains, facts, fact_lines, selector_errors, before, (), evidence, stop.number)
     return LogReading(lines, chains, facts, fact_lines, selector_errors, matches, evidence)
 
 
@@ -81,6 +88,11 @@ def explain_text(text: str, rules_files: tuple[Path, ...] = ()) -> Report:
     report = uphold(report, evidence, lambda line: _failure_finding(rules, line, facts))
     report = cite_failure_lines(report, evidence, unknown_failure_rule())
     report = with_similar_reports(report, chains, evidence, unknown_failure_rule())
+    if read.shutdown_line is not None:
+        first = read.survived[0]
+        report = replace(report, notes=report.notes + (
+            f"{len(read.survived)} failure line(s) after the shutdown the running server was asked for (line "
+            f"{read.shutdown_line}): its teardown, not a failure (first at line {first.line}: {first.text[:160]}).",))
     return with_start_up_shown(report, lines, rules)  # no failure: PASS only on a line that shows vLLM up
 
 

@@ -232,6 +232,23 @@ _FULL_WIDTH = str.maketrans({"\uff1a": ": ", "\uff08": "(", "\uff09": ")", "\uff
                              "\u3010": "[", "\u3011": "]"})
 
 
+def physical_lines(text: str) -> list[str]:
+    """The log's lines as an editor and `grep -n` number them (split at newlines only). A progress bar redrawn with
+    carriage returns is the state a terminal last showed: the last non-blank part of a line its CRs split."""
+    lines = text.split("\n") if "\n" in text else text.split("\r")  # an old Mac's CR-only line ends
+    if lines and lines[-1] == "":
+        lines.pop()
+    if "\r" not in text:
+        return lines
+    out = []
+    for line in lines:
+        if "\r" in line:
+            parts = [part for part in line.split("\r") if part.strip()]
+            line = parts[-1] if parts else ""
+        out.append(line)
+    return out
+
+
 def _as_typed(text: str) -> str:
     """The log with HTML entities decoded (only when it holds one of the common ones, so a literal '&amp;' in an
     ordinary log stays), typographic quotes made straight, odd spaces plain and full-width punctuation made ASCII."""
@@ -275,7 +292,7 @@ def normalise(text: str) -> list[LogLine]:
     """Every line of the log, normalised. Handles CRLF, lone CR (progress bars) and truncated lines, a log
     indented as a whole (pasted into a Markdown code block or an e-mail quote: `dedent`), and JSON records, whose
     message (and a traceback it holds) becomes the line or lines, under the record's line number."""
-    physical = dedent(unquote(unprefix(_as_typed(text).splitlines())))
+    physical = dedent(unquote(unprefix(physical_lines(_as_typed(text)))))
     raw_lines = rejoin_wrapped_lines(physical, rejoin_wrapped_frames(physical), _strip_outer)
     out = []
     wrapped_from, wrapped_len = "", 0  # the process of a tagged line (a hard wrap's next line continues it), its length

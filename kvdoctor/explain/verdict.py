@@ -28,7 +28,9 @@ ERROR_TEXT = re.compile(r"(?i)^(?:fatal error|error)\b(?!\s*(?:rate|count)?\s*[:
                         # the CUDA runtime's and driver's error names (cudaGetErrorName, cuGetErrorName) printed alone
                         r"|\bcudaError(?!_t\b)[A-Z][A-Za-z]+\b(?!\s*=)|\bCUDA_ERROR_[A-Z_]+\b"
                         r"|^(?:ptxas|nvcc|nvlink|ld|collect2)\b.{0,20}\b(?:error|fatal)\b|\bSegmentation fault\b|\(core dumped\)|^Killed$"
-                        r"|^LLVM ERROR: ")  # LLVM's fatal error (Triton's MLIR lowering): the process aborts
+                        r"|^LLVM ERROR: "  # LLVM's fatal error (Triton's MLIR lowering): the process aborts
+                        # a C++ compiler's diagnostic without its 'file(line): error:' head (nvcc/EDG)
+                        r"|^namespace ['\"][\w:]+['\"] has no member ['\"]\w+['\"]")
 FAILED_TO_START = re.compile(r"(?i)\bfailed to start\b")
 # Crash words at any level but DEBUG (a process lost, a request the server failed: an access-log 5xx is logged at
 # INFO by uvicorn), each the kind of line a failing log may hold and a healthy start-up never does.
@@ -327,6 +329,25 @@ def survived(lines: list[LogLine], evidence: tuple[FailureEvidence, ...]) -> boo
     ready = ready_after(lines, last)
     return ready is not None and not any(
         last < line.number < ready.number and _RUN_START.search(line.text) for line in lines)
+
+
+# a shutdown the server was asked for: vLLM's '[shutdown] API server: shutdown triggered' and 'received signal=SIGTERM'
+# records (0.2x), uvicorn's 'Shutting down', a signal handler's 'Received SIGTERM'
+_SHUTDOWN = re.compile(r"\[shutdown\] |\bShutting down\b|\breceived signal[= ]SIG(?:TERM|INT)\b|\bReceived SIG(?:TERM|INT)\b")
+
+
+def requested_shutdown(lines: list[LogLine], evidence: tuple[FailureEvidence, ...]) -> LogLine | None:
+    """The shutdown request that every failure line came after, when vLLM was up before it: the errors are its
+    teardown's (the engine's output handler losing the engine it stopped, EngineDeadError), not a failure. Not when a
+    start-up said it failed."""
+    if not evidence or any(line.kind == "failed to start" for line in evidence):
+        return None
+    first = min(line.line for line in evidence)
+    up = came_up(lines)
+    if up is None or up.number >= first:
+        return None
+    return next((line for line in lines if up.number < line.number < first and line.level not in ERROR_LEVELS
+                 and ("hut" in line.text or "SIG" in line.text) and _SHUTDOWN.search(line.text)), None)
 
 
 def ready_after(lines: list[LogLine], number: int) -> LogLine | None:

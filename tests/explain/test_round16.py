@@ -58,3 +58,52 @@ def test_an_out_of_bounds_assert_under_the_long_length_override_is_the_derived_l
 def test_the_same_assert_without_the_override_is_not_claimed():
     report = explain_text("vllm serve Qwen/Qwen3-32B-FP8 --max-model-len 32768\n" + ASSERT)
     assert report.exit_code("error") == 1 and report.findings[0].rule_id != "KVD428"
+
+
+UP = ("(APIServer pid=1) INFO 08-21 09:51:50 [core.py:337] init engine (profile, create kv cache, warmup model) took 162.10 s\n"
+      '(APIServer pid=1) INFO:     127.0.0.1:58220 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n')
+TEARDOWN = ("(APIServer pid=1) ERROR 08-21 10:24:34 [async_llm.py:704] AsyncLLM output_handler failed.\n"
+            "(APIServer pid=1) ERROR 08-21 10:24:34 [async_llm.py:704] vllm.v1.engine.exceptions.EngineDeadError: "
+            "EngineCore encountered an issue. See stack trace (above) for the root cause.\n")
+
+
+@pytest.mark.parametrize("shutdown", [
+    "(APIServer pid=1) INFO 08-21 10:24:34 [launcher.py:100] [shutdown] API server: shutdown triggered\n",
+    "(EngineCore pid=2) INFO 08-21 10:24:34 [core.py:1214] [shutdown] EngineCore: trigger received signal=SIGTERM\n",
+    "INFO:     Shutting down\n",
+])
+def test_errors_of_a_requested_shutdowns_teardown_are_not_a_failure(shutdown):
+    report = explain_text(UP + shutdown + TEARDOWN)
+    assert report.exit_code("error") == 0, report.findings
+    assert any("after the shutdown the running server was asked for" in note for note in report.notes)
+
+
+def test_a_failure_before_the_shutdown_or_a_shutdown_before_vllm_was_up_still_fails():
+    crash = "(EngineCore pid=2) ERROR 08-21 10:24:30 [core.py:1] RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    shutdown = "INFO:     Shutting down\n"
+    assert explain_text(UP + crash + shutdown + TEARDOWN).exit_code("error") == 1
+    assert explain_text(shutdown + TEARDOWN).exit_code("error") == 1
+
+
+def test_line_numbers_are_the_files_own_with_progress_bars_redrawn_by_carriage_returns():
+    text = ("Loading safetensors checkpoint shards:   0% Completed | 0/4\rLoading safetensors checkpoint shards: "
+            "100% Completed | 4/4\n"
+            "INFO 08-21 09:51:50 [core.py:337] init engine (profile, create kv cache, warmup model) took 12.1 s\n"
+            "RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    report = explain_text(text)
+    assert report.exit_code("error") == 1
+    assert report.extra["failure_evidence"][0]["line"] == 3  # `grep -n` says 3; the CR does not make a line
+    lines = normalise(text)
+    assert [line.number for line in lines] == [1, 2, 3] and "100% Completed" in lines[0].text
+
+
+def test_a_log_with_carriage_returns_only_is_still_read_line_by_line():
+    lines = normalise("INFO 08-21 09:51:50 [core.py:337] one\rRuntimeError: two\r")
+    assert [line.text for line in lines][-1].startswith("RuntimeError: two")
+
+
+def test_waking_from_sleep_without_memory_is_told_by_the_message_whatever_its_path():
+    line = ('"error":{"message":"Call to wake_up method failed: CUDA Error: out of memory at <path>:163",'
+            '"type":"InternalServerError","param":null,"code":500}}\n')
+    report = explain_text(line)
+    assert report.findings[0].rule_id == "KVD426" and report.extra["family"] == "gpu_memory_occupied"
