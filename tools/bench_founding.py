@@ -91,7 +91,8 @@ def main() -> None:
                 run_env = {**env, "KVDOCTOR_CACHE_DIR": cache, "KVDOCTOR_TRACE": "1"}
                 proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "kvdoctor", *FOUNDING], env=run_env,
                                       cwd=REPO, capture_output=True, text=True)  # fmt: skip
-                imports = [line for line in proc.stderr.splitlines() if line.startswith("import time:")]
+                imports = [line for line in proc.stderr.splitlines() if line.startswith("import time:")
+                           and line.split("|")[1].strip().isdigit()]  # not the header line
                 heavy = sorted(imports, key=lambda line: -int(line.split("|")[1]))[:15]
                 print("\n".join(heavy))
                 print("\n".join(line for line in proc.stderr.splitlines() if line.startswith("kvdoctor-trace")))
