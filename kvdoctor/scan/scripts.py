@@ -329,6 +329,8 @@ def _direct(file: str, name: str, words: list[Token]) -> Workload | None:
     name = _srun_job_name(words) or name
     words, wrapper = _unwrapped(words)
     argv = after_launcher(words)
+    if argv is None and wrapper is not None:  # `apptainer exec IMG bash -lc "...; vllm serve ..."`: the shell's script
+        argv = serve_argv([(t, None) for t in words], [], False, "")
     if argv is None:
         return None
     launcher = engine_launcher(words)

@@ -310,3 +310,22 @@ def test_docker_create_a_required_variable_and_windows_line_ends(tmp_path):
     assert [t.text for t in first.argv] == ["--model", "Qwen/Qwen2.5-14B-Instruct-AWQ", "--max-model-len", "6144"]
     assert [(e.name, e.value) for e in first.env] == [("HF_TOKEN", "${HF_TOKEN}")]
     assert (second.container, [t.text for t in second.argv]) == ("other", ["--model", "m"])
+
+
+def test_a_shell_script_string_run_inside_an_apptainer_container_or_srun_is_read(tmp_path):
+    """`apptainer exec --nv IMG.sif bash -lc "...; python3 -m vllm.entrypoints.openai.api_server ..."` (Apptainer's
+    exec runs the command given after the image; bash -c runs its string): the server inside the string is the
+    workload, the outer script's variables expanded where the outer shell expands them, `\\$` left to the inner one."""
+    text = ('#!/bin/bash\nTP="${SLURM_JOB_GPUS_PER_NODE:-2}"\n'
+            'apptainer exec --nv --cleanenv --bind "$HF_HOME":/root/.cache/huggingface --env PATH="$PATH" \\\n'
+            '  "$IMG_FILE" \\\n  bash -lc "\n    set -euo pipefail\n    mkdir -p \\"\\$PYDEPS\\"\n'
+            '    python3 -m vllm.entrypoints.openai.api_server \\\n      --model openai/gpt-oss-120b \\\n'
+            '      --tensor-parallel-size \\"$TP\\" --port 8000\n  "\n')
+    (run,) = find_workloads([str(_script(tmp_path, text, "serve.sbatch"))])[1]
+    assert run.container == "apptainer"
+    assert [t.text for t in run.argv] == ["--model", "openai/gpt-oss-120b", "--tensor-parallel-size", "2", "--port", "8000"]
+    srun = "srun -N 1 --gres=gpu:1 sh -c 'vllm serve org/m --max-model-len 4096'\n"
+    (run,) = find_workloads([str(_script(tmp_path, srun, "job.sh"))])[1]
+    assert [t.text for t in run.argv] == ["org/m", "--max-model-len", "4096"]
+    plain = "bash -lc 'echo vllm serve is not run here'\n"  # a shell -c string with no launcher is no workload
+    assert find_workloads([str(_script(tmp_path, "apptainer exec x.sif " + plain, "none.sh"))])[1] == []
