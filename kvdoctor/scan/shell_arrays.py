@@ -31,7 +31,8 @@ def script_arrays(script: str, first_line: int) -> dict[str, list[Token]]:
             continue
         words, last = body
         name = found.group(1)
-        placed = [Token(text, first_line + number) for number, text in words]
+        # bash expands an array named inside the body at assignment: `ARGS=(--rm "${MOUNTS[@]}" IMAGE)`
+        placed = expand_arrays([Token(text, first_line + number) for number, text in words], arrays)
         arrays[name] = arrays.get(name, []) + placed if found.group(2) else placed
         index = last + 1
     return arrays

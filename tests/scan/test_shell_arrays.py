@@ -134,3 +134,14 @@ def test_compose_dollar_dollar_is_the_containers_dollar(tmp_path):
     assert [t.text for t in run.workload.argv][:5] == ["Qwen/Qwen2.5-7B-Instruct", "--max-model-len", "4096",
                                                      "--max-num-seqs", "8"]
     assert not [p for p in run.placed if p.finding.severity == "error" and p.finding.status == "fired"]
+
+
+def test_an_array_named_inside_another_arrays_body_is_expanded_there(tmp_path):
+    """bash expands `"${MOUNTS[@]}"` inside `DOCKER_ARGS=(...)` when DOCKER_ARGS is assigned, so the docker run
+    options an array holds may come from another array; the image after them is still the image."""
+    text = ("MOUNTS=(\n  -v /ckpt:/ckpt\n)\n"
+            "DOCKER_ARGS=(\n  --rm --name srv\n  \"${MOUNTS[@]}\"\n  -e HIP_VISIBLE_DEVICES=0\n  vllm/vllm-openai:v0.25.1\n)\n"
+            "docker run \"${DOCKER_ARGS[@]}\" --model org/m --max-model-len 4096\n")
+    (run,) = find_workloads([str(_script(tmp_path, text))])[1]
+    assert (run.image, run.container) == ("vllm/vllm-openai:v0.25.1", "srv")
+    assert [t.text for t in run.argv] == ["--model", "org/m", "--max-model-len", "4096"]
