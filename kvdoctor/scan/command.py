@@ -20,7 +20,8 @@ PREFIX_WORDS = {"exec", "nohup", "time", "env", "stdbuf"}
 OPERATORS = {"&&", "||", ";", "|", "&", ";;", "|&"}
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 # $VAR, ${VAR}, ${VAR:-default}; a script's positional ${2:-default} too (its default is what runs without arguments).
-SHELL_VARIABLE = re.compile(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*|[0-9]+)(?::-([^}]*))?\})")
+# $VAR, ${VAR}, ${VAR:-default}, the default holding one level of ${...} (`${SERVED:-${MODEL}}`)
+SHELL_VARIABLE = re.compile(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*|[0-9]+)(?::-((?:[^{}]|\$\{[^{}]*\})*))?\})")
 # A redirection (> log, 2>&1, >>file, &>file, < in, <<EOF) after a word boundary: the shell's, never a vLLM argument.
 REDIRECTION = re.compile(r"(?<![^\s;&|])(?:[0-9]*|&)(?:>>?|<<-?|<)(?:&[0-9-]+|\s*(?:'[^']*'|\"[^\"]*\"|[^\s;&|<>'\"]+))")
 HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
@@ -272,16 +273,19 @@ def expand_shell_variables(argv: list[Token], known: dict[str, str]) -> list[Tok
     """$VAR, ${VAR} and ${VAR:-default} as the shell expands them from the container's literal env; others stay."""
 
     def value(match: re.Match[str]) -> str:
-        name = match.group(1) or match.group(2)
-        if name in known:
+        name, default = match.group(1) or match.group(2), match.group(3)
+        if name in known and (known[name] or default is None):  # `:-` takes the default for an empty value too
             return known[name]
-        return match.group(3) if match.group(3) is not None else match.group(0)
+        return SHELL_VARIABLE.sub(value, default) if default is not None else match.group(0)
 
     def arithmetic(match: re.Match[str]) -> str:
         result = evaluate_arithmetic(SHELL_VARIABLE.sub(value, match.group(1)), known)
         return str(result) if result is not None else match.group(0)
 
-    return [Token(ARITHMETIC.sub(arithmetic, SHELL_VARIABLE.sub(value, t.text)), t.line) for t in argv]
+    def expanded(text: str) -> str:  # `${VAR:?message}` is VAR's value (the message only when it is unset)
+        return ARITHMETIC.sub(arithmetic, SHELL_VARIABLE.sub(value, REQUIRED_VALUE.sub(r"${\1}", text)))
+
+    return [Token(expanded(t.text), t.line) for t in argv]
 
 
 def evaluate_arithmetic(expression: str, known: dict[str, str]) -> int | None:

@@ -7,14 +7,17 @@ import re
 import yaml
 
 from kvdoctor.scan import nodes
+from kvdoctor.scan.called_scripts import called_argv, placed_in
 from kvdoctor.scan.command import FLAGS_ONLY_NOTE, only_serve_flags, serve_argv, words_of
 from kvdoctor.scan.documents import Document
 from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
 from kvdoctor.scan.image_entrypoints import names_vllm, unread_release, unseen_note
 from kvdoctor.scan.kubernetes import env_built
+from kvdoctor.scan.mounted_scripts import mounted_script
 from kvdoctor.scan.workload import EnvVar, Token, Workload
 
-INTERPOLATION = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?[-?]([^}]*))?\}")
+# ${VAR}, ${VAR:-default} / ${VAR-default}, ${VAR:?message} / ${VAR?message} (Compose's interpolation)
+INTERPOLATION = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*)|:?\?[^}]*)?\}")
 
 
 def is_compose(root: yaml.Node) -> bool:
@@ -43,16 +46,22 @@ def _service(file: str, name: str, key: yaml.Node, service: yaml.Node, source_te
     built = None if entrypoint else env_built(image, env, count, nodes.line(key), [token for token, _ in command])
     if built is not None:
         argv, built_notes = built
+    mounted = None
+    if argv is None:  # an entrypoint script bind-mounted from the project: its vLLM command, with the service's env
+        mounted = mounted_script([t for t, _ in entrypoint or command], nodes.get(service, "volumes"), file)
+        known = {e.name: e.value for e in env if e.value is not None and "$" not in e.value}
+        argv = called_argv(mounted, known) if mounted is not None else None
     if argv is None:
         return None
     first = (entrypoint or command or [(Token("", nodes.line(service)), None)])[0][0]
-    return Workload(
+    workload = Workload(
         file=file, line=nodes.line(key), platform="compose", kind="service", name=name, container=name,
         image=image, image_line=nodes.line(nodes.get(service, "image")),
         argv=tuple(Token(_interpolate(t.text), t.line) for t in argv), command_line=first.line,
         env=tuple(env), env_from=tuple(env_from), gpu_limit=count, gpu_limit_line=count_line,
         notes=tuple(built[1]) if built is not None else (FLAGS_ONLY_NOTE.format(image=image),) if flags_only else (),
     )  # fmt: skip
+    return placed_in(workload, mounted) if mounted is not None else workload
 
 
 def unseen_notes(doc: Document, read: list[Workload]) -> list[str]:
@@ -77,8 +86,9 @@ def _unescaped(words: list) -> list:
 
 
 def _interpolate(text: str) -> str:
-    """${VAR:-default} takes its default; ${VAR} alone stays (the host's value is unknown here)."""
-    return INTERPOLATION.sub(lambda m: m.group(2) if m.group(2) is not None else m.group(0), text)
+    """${VAR:-default} takes its default; ${VAR} and a required ${VAR:?message} are ${VAR}: the host's value,
+    unknown here (the message is what Compose says when it is unset, never a value)."""
+    return INTERPOLATION.sub(lambda m: m.group(2) if m.group(2) is not None else "${" + m.group(1) + "}", text)
 
 
 def _environment(service: yaml.Node) -> tuple[list[EnvVar], list[str]]:
