@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from kvdoctor.data.engine_launchers import IMAGE_EXTENSIONS, EngineLauncher
 
@@ -129,6 +130,15 @@ def pins_an_unknown_build(image: str | None) -> bool:
         any(path == r or path.endswith("/" + r) for r in VLLM_IMAGE_REPOSITORIES + OTHER_PROJECT_TAGS)
     if not vllm_image or image_version(image).vllm_version is not None:
         return False
-    if digest:
+    if digest or path in fork_images():  # a fork's latest is its newest build, not today's vLLM
         return True
     return tag is not None and not tag.lower().startswith(FLOATING_TAGS)
+
+
+@lru_cache(maxsize=1)
+def fork_images() -> frozenset[str]:
+    """Repositories of images built from a fork of vLLM (kvdoctor/data/vllm_forks.yaml)."""
+    from kvdoctor.base.yaml_safe import load_yaml_cached
+    from kvdoctor.data import read_data
+
+    return frozenset(f["image"] for f in load_yaml_cached(read_data("vllm_forks.yaml"), "vllm_forks.yaml")["forks"])

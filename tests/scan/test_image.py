@@ -114,3 +114,30 @@ def test_a_compose_image_from_an_unset_variable_is_judged_as_any_release(tmp_pat
     path.write_text(path.read_text().replace("$VLLM_IMAGE", "vllm/vllm-openai:latest"))
     (result,) = scan([str(path)], tmp_path, gpu="A100").workloads
     assert [p.finding.status for p in result.placed if p.finding.rule_id == "KVD004"] == ["fired"]  # named: today's
+
+
+def test_a_forks_floating_tag_is_of_any_age_an_upstream_builds_is_todays():
+    """opea/vllm-gaudi is built from HabanaAI/vllm-fork (kvdoctor/data/vllm_forks.yaml): its :latest runs the fork's
+    newest build, whose parser may be a v0.6-era vLLM's, so it is judged as any release; opea/vllm-rocm, built from
+    upstream vLLM, and vLLM's own :latest stay today's releases."""
+    from kvdoctor.scan.image import pins_an_unknown_build
+
+    assert pins_an_unknown_build("opea/vllm-gaudi:latest")
+    assert pins_an_unknown_build("docker.io/opea/vllm-gaudi")
+    assert not pins_an_unknown_build("opea/vllm-rocm:latest")
+    assert not pins_an_unknown_build("vllm/vllm-openai:latest")
+
+
+def test_a_flag_only_old_releases_accept_on_a_forks_latest_is_undecided_not_refused(tmp_path):
+    """--max-seq-len-to-capture left vLLM's parser in 0.11; on HabanaAI's fork (opea/vllm-gaudi:latest) it may be
+    accepted, so no release's refusal is an error there, while vLLM's own :latest refuses it."""
+    from scan_support import scan
+
+    def kvd004(image: str) -> str:
+        path = tmp_path / f"{image.split('/')[0]}.sh"
+        path.write_text(f"docker run -d --name srv {image} --model org/m --max-seq-len-to-capture 2048\n")
+        (result,) = scan([str(path)], tmp_path).workloads
+        return next(p.finding.status for p in result.placed if p.finding.rule_id == "KVD004")
+
+    assert kvd004("opea/vllm-gaudi:latest") == "undecided"
+    assert kvd004("vllm/vllm-openai:latest") == "fired"

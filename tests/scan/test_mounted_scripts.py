@@ -67,3 +67,9 @@ def test_a_script_inside_a_mounted_folder_run_by_a_shell_is_read(tmp_path):
     (tmp_path / "scripts" / "serve.sh").write_text("vllm serve org/m --tensor-parallel-size 2\n")
     (run,) = find_workloads([_project(tmp_path, compose, None)])[1]
     assert [t.text for t in run.argv] == ["org/m", "--tensor-parallel-size", "2"]
+
+
+def test_the_mounted_script_is_read_through_the_service_only_when_the_folder_is_scanned(tmp_path):
+    _project(tmp_path)
+    (run,) = find_workloads([str(tmp_path)])[1]
+    assert run.platform == "compose"  # entrypoint.sh alone is not a second workload
