@@ -34,7 +34,36 @@ def family_values(family: str | None, values: dict[str, Any], facts: dict[str, A
 
         out.update(api_values(values, facts))
         out.update(drift_texts(values, facts))
+        if family == "serve_args":
+            out.update(_bare_option_words(values))
     return out
+
+
+_UNRECOGNIZED = re.compile(r"unrecognized arguments: (.+)")
+_TRUE = ("true", "1", "yes")
+
+
+def _bare_option_words(values: dict[str, Any]) -> dict[str, Any]:
+    """The fix for words argparse refused that are vLLM options written without their dashes, as a config file or a
+    Python call spells them (`trust_remote_code=True`, `max_model_len=8192`): the flag they mean, by every option
+    string of the releases the pack read."""
+    found = _UNRECOGNIZED.search(str(values.get("detail") or ""))
+    if not found:
+        return {}
+    from kvdoctor.vllm_pack.candidates import all_serve_options  # the pack's serve options: only here
+
+    spelled = []
+    for word in found.group(1).split():
+        name, equals, value = word.strip("'\"").partition("=")
+        option = "--" + name.replace("_", "-")
+        if name.startswith("-") or not name or option not in all_serve_options():
+            continue
+        spelled.append(f"`{word}` is `{option}`" if not equals or value.lower() in _TRUE
+                       else f"`{word}` is `{option} {value}`")
+    if not spelled:
+        return {}
+    return {"api_fix": "Write vLLM's options as flags, with two dashes (a switch takes no value): "
+                       + "; ".join(spelled)}
 
 
 _TOOLCHAIN_FAMILIES = frozenset({"ptx_newer_than_driver", "driver_too_old", "no_kernel_image", "triton_ptxas_too_old",

@@ -554,7 +554,8 @@ def failure_evidence(
                     located = locate(joined) if joined is not None else None
                     if located is not None and not _opens_on(located, line.text):
                         located = None  # a message that starts on a later line is that line's, not this one's
-                if located is not None and all(loc.kind in FAILING_KINDS for loc in located.locations):
+                if located is not None and (all(loc.kind in FAILING_KINDS for loc in located.locations)
+                                            or _condition_holds(located, line.text.strip())):
                     add(FailureEvidence(line.number, "raise site", line.text.strip(), line.stream))
             elif line.level == "WARNING" and line.text.strip() and not line.text.rstrip().endswith(("...", "\u2026")):
                 # a WARNING record whose message vLLM only ever raises (an exception a caller caught and logged
@@ -667,6 +668,50 @@ def _wait_notice_ending_at(lines: list[LogLine], index: int) -> tuple[int, str] 
         if any(word in joined for word in _WAIT_WORDS) and _WAIT_NOTICE.search(joined) is not None:
             return first, joined
     return None
+
+
+_COMPARISON = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(<=|<|>=|>|==|!=)\s*(-?\d+(?:\.\d+)?)\s*$")
+_COMPARE = {"<=": lambda a, b: a <= b, "<": lambda a, b: a < b, ">=": lambda a, b: a >= b, ">": lambda a, b: a > b,
+            "==": lambda a, b: a == b, "!=": lambda a, b: a != b}
+
+
+_VALUE_AFTER = re.compile(r"\s*(-?[\w.]+)")
+
+
+def _condition_holds(located, text: str) -> bool:
+    """Whether the log's own values make a raise site's condition true (a message vLLM both logs as a warning and
+    raises, 'max_num_scheduled_tokens is set to -1792 ...' under `max_num_scheduled_tokens <= 0`): then the line is
+    the raise. Only a plain comparison of numbers once the values are put in is judged. A line whose wording differs
+    from the template later on (another release's, a paste's cut) gives each value found right after its literal."""
+    from kvdoctor.explain.raise_site import substituted
+
+    for location in located.locations:
+        if location.kind not in FAILING_KINDS or not location.condition:
+            continue
+        values = {name: str(value) for name, value in located.named_values(location).items()}
+        if not values:
+            values = _values_after_literals(located.template.parts, location.names, text)
+        found = _COMPARISON.match(substituted(location.condition, values)) if values else None
+        if found and _COMPARE[found.group(2)](float(found.group(1)), float(found.group(3))):
+            return True
+    return False
+
+
+def _values_after_literals(parts: tuple, names: tuple, text: str) -> dict[str, str]:
+    """Each placeholder's value taken as the word right after the literal before it, where that literal is in the
+    line (placeholders are the template's None parts, in the order of ``names``)."""
+    values: dict[str, str] = {}
+    placeholder = 0
+    for index, part in enumerate(parts):
+        if part is not None:
+            continue
+        literal = parts[index - 1] if index else None
+        name = names[placeholder] if placeholder < len(names) else None
+        placeholder += 1
+        at = text.find(literal) if literal else -1
+        if name and at >= 0 and (found := _VALUE_AFTER.match(text, at + len(literal))):
+            values[name] = found.group(1).rstrip(".,")
+    return values
 
 
 def _in_release(located) -> bool:
