@@ -20,7 +20,7 @@ from kvdoctor.model.report import Finding, Report
 _SHOWN_CONFIG = ("head_size", "dtype", "kv_cache_dtype", "block_size", "use_mla", "has_sink", "use_sparse", "attn_type")
 MAX_FOLLOWING_FRAMES = 200
 _ANSWERED = "A client printed it as the server's error answer"
-_FRAME_LINE = re.compile(r'^\s+File "(.+?)", line (\d+), in (\w+)')
+_FRAME_LINE = re.compile(r'^\s*File "(.+?)", line (\d+), in (\w+)')  # a paste may lose the indentation
 
 
 def annotate(report: Report, diagnosis: Diagnosis, families: Families, facts: dict[str, Any],

@@ -67,9 +67,6 @@ KNOWN_MISSES = frozenset({
     "moe_kernel_selection__dsparkgx10_phasec_head.log",
     "libcuda_missing__vllm_30392.log",
     "other__qwen3vlcu118t4_verifyptxas118.log",
-    # batch 22: the excerpt ends inside a traceback whose frames lost their indentation; the framework's frame
-    # (verl's vllm_async_server.py collective_rpc) is not quoted
-    "wrapper_api_mismatch__verl_3271.log",
 })
 # Healthy seen logs that explain reported as a failure (exit 1) when their batch was added; the exit-0 test below
 # skips them so it stays a bar for the logs before them. Batch 10: a bare "No available shared memory broadcast

@@ -140,3 +140,16 @@ def test_an_option_written_without_its_dashes_is_named_as_the_flag(word, flag):
 def test_an_unknown_word_gets_no_flag_spelling():
     report = explain_text("vllm: error: unrecognized arguments: frobnicate=3\n")
     assert not any("two dashes" in fix.title for fix in report.findings[0].fixes)
+
+
+def test_a_traceback_cut_before_its_exception_names_its_innermost_frame_even_unindented():
+    text = ("ERROR 08-29 10:18:10 [core.py:459] Invocation of wake_up method failed\n"
+            "ERROR 08-29 10:18:10 [core.py:459] Traceback (most recent call last):\n"
+            'ERROR 08-29 10:18:10 [core.py:459] File "/usr/lib/python3/dist-packages/vllm/v1/engine/core.py", line 456, '
+            "in _handle_client_request\n"
+            "ERROR 08-29 10:18:10 [core.py:459] output.result = method(\n"
+            'ERROR 08-29 10:18:10 [core.py:459] File "/usr/lib/python3/dist-packages/verl/workers/rollout/'
+            'vllm_rollout/vllm_async_server.py", line 98, in collective_rpc\n')
+    report = explain_text(text)
+    assert any("ends inside a traceback" in note and "vllm_async_server.py:98 in collective_rpc" in note
+               for note in report.notes), report.notes
