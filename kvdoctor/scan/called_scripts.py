@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
-from kvdoctor.scan.command import (expand_shell_variables, script_argv, script_assignments,
+from kvdoctor.scan.command import (expand_words, script_argv, script_assignments,
                                    script_commands)  # fmt: skip
 from kvdoctor.scan.workload import Token, Workload
 
@@ -54,7 +54,8 @@ def _named_file(words: list[Token]) -> Token | None:
 def called_argv(called: CalledScript, known: dict[str, str]) -> list[Token] | None:
     """The vLLM argv in the called file (its lines), expanded from the task's environment and its own assignments."""
     argv = script_argv(called.text, 1)
-    return None if argv is None else expand_shell_variables(argv, script_assignments(called.text, known))
+    # as the shell runs them: an unquoted $ARGS split into its words, a variable set to nothing no word at all
+    return None if argv is None else expand_words(argv, script_assignments(called.text, known))
 
 
 def placed_in(workload: Workload, called: CalledScript) -> Workload:

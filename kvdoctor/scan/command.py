@@ -10,7 +10,7 @@ from pathlib import PurePosixPath
 
 import yaml
 
-from kvdoctor.data.engine_launchers import ENGINE_LAUNCHERS, EngineLauncher
+from kvdoctor.data.engine_launchers import ENGINE_LAUNCHERS, EXTENSION_PROGRAMS, EngineLauncher
 from kvdoctor.scan import nodes
 from kvdoctor.scan.shell_arrays import expand_arrays, script_arrays
 from kvdoctor.scan.workload import Token
@@ -41,7 +41,9 @@ WRAPPER_NOTE = ("image {image} runs {script} with vLLM serve options as its argu
 # a variable the shell fills at run time: $VAR, ${VAR...}, $(command), and a script's positional parameters ($1, ${2},
 # "$@"), which only its caller knows
 UNRESOLVED = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|[0-9@*]|\{(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*])[^}]*\}"
-                        r"|\((?:[^()]|\([^()]*\))*\))")
+                        r"|\((?:[^()]|\([^()]*\))*\))"
+                        # a template's placeholder that a deploy step replaces (sed 's/__MODEL__/.../'): __MODEL__
+                        r"|\b__[A-Z][A-Z0-9_]*__\b")
 # $((expression)): the shell's integer arithmetic, evaluated when every variable in it is known.
 ARITHMETIC = re.compile(r"\$\(\(((?:[^()]|\([^()]*\))*)\)\)")
 ARITHMETIC_NAME = re.compile(r"\$?\b([A-Za-z_][A-Za-z0-9_]*)\b")
@@ -79,6 +81,8 @@ def only_serve_flags(args: list[Word], vllm_build: bool = False) -> bool:
 
     if args and _runs_a_program(args[0][0].text):
         return False  # `IMAGE python3 bench.py --model M`: another program's options, not the entrypoint's
+    if args and _after_launcher([token for token, _ in args]) is not None:
+        return False  # `vllm serve M ...`, `vllm-omni serve M ...`: a whole command, not the entrypoint's flags
     known = all_serve_options()
     options = [canonical_option(t.text) for t, _ in args if t.text.startswith("--")]
     vllm_own = [o for o in options if o in known and o not in GENERIC_SERVER_OPTIONS]
@@ -198,7 +202,11 @@ def branch_assignments(script: str) -> list[dict[str, str]]:
         elif depth == 1 and branches and (found := SCRIPT_ASSIGNMENT.match(line)):
             word = _one_word(found.group(2))
             if word is not None:
-                branches[-1][1][found.group(1)] = word
+                assigned = branches[-1][1]
+                if found.group(1) in assigned:  # ARGS="$ARGS --more" again in the same branch: it adds on
+                    (word,) = (t.text for t in expand_shell_variables([Token(word, None)],
+                                                                      {found.group(1): assigned[found.group(1)]}))
+                assigned[found.group(1)] = word
     return [tested | assigned for tested, assigned in branches if assigned]
 
 
@@ -343,6 +351,9 @@ def _after_launcher(words: list[Token]) -> list[Token] | None:
     if len(rest) >= 2 and (PurePosixPath(rest[0].text).name == "vllm" or TOOL_PIN.match(rest[0].text)) \
             and rest[1].text == "serve":
         return env + rest[2:]
+    extension = EXTENSION_PROGRAMS.get(PurePosixPath(rest[0].text).name) if len(rest) >= 2 else None
+    if extension is not None and rest[1].text == "serve":  # `vllm-omni serve MODEL`: vLLM's serve with its options
+        return env + _without_launcher_options(rest[2:], extension)
     module = python_module_at(rest)
     if module is not None and rest[module].text == "vllm.entrypoints.cli.main":  # the `vllm` command as a module
         after = rest[module + 1 :]

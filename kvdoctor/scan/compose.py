@@ -8,7 +8,7 @@ import yaml
 
 from kvdoctor.scan import nodes
 from kvdoctor.scan.called_scripts import called_argv, placed_in
-from kvdoctor.scan.command import FLAGS_ONLY_NOTE, only_serve_flags, serve_argv, words_of
+from kvdoctor.scan.command import FLAGS_ONLY_NOTE, SHELL_VARIABLE, only_serve_flags, serve_argv, words_of
 from kvdoctor.scan.documents import Document
 from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
 from kvdoctor.scan.image_entrypoints import names_vllm, unread_release, unseen_note
@@ -37,8 +37,8 @@ def workloads(doc: Document, source_text: str) -> list[Workload]:
 def _service(file: str, name: str, key: yaml.Node, service: yaml.Node, source_text: str) -> Workload | None:
     image = nodes.text(nodes.get(service, "image"))
     image = _interpolate(image) if image else None
-    entrypoint = _unescaped(words_of(nodes.get(service, "entrypoint"), source_text, split=True))
-    command = _unescaped(words_of(nodes.get(service, "command"), source_text, split=True))
+    entrypoint = _alternates(_unescaped(words_of(nodes.get(service, "entrypoint"), source_text, split=True)))
+    command = _alternates(_unescaped(words_of(nodes.get(service, "command"), source_text, split=True)))
     flags_only = not entrypoint and not runs_vllm_entrypoint(image) and only_serve_flags(command, is_vllm_build(image))
     argv = serve_argv(entrypoint, command, runs_vllm_entrypoint(image) or flags_only, source_text)
     env, env_from = _environment(service)
@@ -57,7 +57,10 @@ def _service(file: str, name: str, key: yaml.Node, service: yaml.Node, source_te
     workload = Workload(
         file=file, line=nodes.line(key), platform="compose", kind="service", name=name, container=name,
         image=image, image_line=nodes.line(nodes.get(service, "image")),
-        argv=tuple(Token(_interpolate(t.text), t.line) for t in argv), command_line=first.line,
+        # a word that is only a variable interpolated to nothing (`${FLAG:-}`) leaves no word, as in the shell
+        argv=tuple(Token(_interpolate(t.text), t.line) for t in argv
+                   if _interpolate(t.text).strip() or not SHELL_VARIABLE.fullmatch(t.text.strip())),
+        command_line=first.line,
         env=tuple(env), env_from=tuple(env_from), gpu_limit=count, gpu_limit_line=count_line,
         notes=tuple(built[1]) if built is not None else (FLAGS_ONLY_NOTE.format(image=image),) if flags_only else (),
     )  # fmt: skip
@@ -83,6 +86,48 @@ def _unescaped(words: list) -> list:
     """Compose's `$$` is a literal `$` for the container (`bash -c "...$${ARGS[@]}"` hands the shell `${ARGS[@]}`)."""
     return [(Token(token.text.replace("$$", "$"), token.line), node) if "$$" in token.text else (token, node)
             for token, node in words]
+
+
+ALTERNATE_OPEN = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):?\+")
+
+
+def _alternates(words: list) -> list:
+    """Compose's `${VAR:+replacement}` (the replacement when VAR is set, else nothing), split into words by the
+    command's spaces: joined back and kept as `${VAR}`, the host's choice, unknown here (its words are not judged)."""
+    if not any("+" in token.text and ALTERNATE_OPEN.search(token.text) for token, _ in words):
+        return words
+    out: list = []
+    index = 0
+    while index < len(words):
+        token, node = words[index]
+        if ALTERNATE_OPEN.search(token.text) is None:
+            out.append((token, node))
+            index += 1
+            continue
+        if token.text.count("{") <= token.text.count("}"):  # whole in this word (a `sh -c` script): in place
+            out.append((Token(_without_alternates(token.text), token.line), node))
+            index += 1
+            continue
+        text, end = token.text, index
+        while text.count("{") > text.count("}") and end + 1 < len(words):  # the words its spaces split off
+            end += 1
+            text += " " + words[end][0].text
+        out += [(Token(word, token.line), node) for word in _without_alternates(text).split()]
+        index = end + 1
+    return out
+
+
+def _without_alternates(text: str) -> str:
+    """Each `${VAR:+...}` (nested braces included) as `${VAR}`."""
+    while (opened := ALTERNATE_OPEN.search(text)) is not None:
+        depth, close = 0, len(text) - 1
+        for at in range(opened.start() + 1, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[at], 0)
+            if depth == 0:
+                close = at
+                break
+        text = text[:opened.start()] + "${" + opened.group(1) + "}" + text[close + 1:]
+    return text
 
 
 def _interpolate(text: str) -> str:

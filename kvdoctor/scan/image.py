@@ -93,12 +93,24 @@ def image_version(image: str) -> ImageVersion:
     return ImageVersion(repository, tag, digest, match.group(1))
 
 
+def is_vllms_own_image(image: str | None) -> bool:
+    """Whether the image is one vLLM publishes itself (vllm/vllm-openai, ...): stock vLLM, no plugin added."""
+    if not image:
+        return False
+    path = _path(split_image(image.strip())[0])
+    return any(path == r or path.endswith("/" + r) for r in VLLM_IMAGE_REPOSITORIES)
+
+
 def image_extension(image: str | None) -> EngineLauncher | None:
     """The project whose image extends `vllm serve` with options of its own (vllm/vllm-omni: vLLM-Omni), or None."""
     if not image:
         return None
     path = _path(split_image(image.strip())[0])
-    return next((e for r, e in IMAGE_EXTENSIONS.items() if path == r or path.endswith("/" + r)), None)
+    found = next((e for r, e in IMAGE_EXTENSIONS.items() if path == r or path.endswith("/" + r)), None)
+    if found is None:  # a local build named for it (rocm_gfx1151_vllm-omni): the project's program in its name
+        name = path.rsplit("/", 1)[-1]
+        found = next((e for e in IMAGE_EXTENSIONS.values() if e.program and name.endswith(e.program)), None)
+    return found
 
 
 # Tags that follow vLLM's newest build: an image under one runs today's releases.

@@ -13,7 +13,7 @@ from kvdoctor.scan import cloud_run
 from kvdoctor.scan.assigned_commands import unwrapped_assignments
 from kvdoctor.scan.built_images import Build, Deploy, built_workload, image_builds, roots_of
 from kvdoctor.scan.command import (FLAGS_ONLY_NOTE, SHELL_VARIABLE, after_launcher, branch_assignments,
-                                  engine_launcher, expand_words, heredocs, only_serve_flags,
+                                  engine_launcher, expand_shell_variables, expand_words, heredocs, only_serve_flags,
                                   script_assignments, script_commands, serve_argv, tool_pin)  # fmt: skip
 from kvdoctor.scan.documents import SCRIPT_SUFFIXES, SourceFile
 from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
@@ -110,6 +110,8 @@ def script_findings(script: str, first_line: int, file: str, name: str, env: dic
         used = {m.group(1) or m.group(2) for w in words for m in SHELL_VARIABLE.finditer(w.text)}
         variants = [b for b in branches if used & set(b)] or [{}]
         for branch in variants:
+            # a branch's value that adds on to the variable (ARGS="$ARGS --enable-lora") starts from its value before
+            branch = {name: expand_shell_variables([Token(value, None)], known)[0].text for name, value in branch.items()}
             expanded = expand_words(words, known | branch)
             workload = docker_run(file, name, expanded) or cloud_run.workload(file, name, expanded) \
                 or _direct(file, name, expanded) or _built(file, name, expanded, builds)
