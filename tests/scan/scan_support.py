@@ -32,3 +32,12 @@ def by_name(report) -> dict:
 
 def finding(result, rule_id: str):
     return next(p for p in result.placed if p.finding.rule_id == rule_id)
+
+
+def write_tree(root: Path, files: dict[str, str]) -> Path:
+    """A repository's files (path -> text) written under ``root``, folders made; ``root`` back."""
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root

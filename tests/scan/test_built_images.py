@@ -8,6 +8,7 @@ from __future__ import annotations
 from kvdoctor.scan.built_images import image_builds
 from kvdoctor.scan.run import find_workloads
 from kvdoctor.scan.workload import Token
+from scan_support import write_tree
 
 DOCKERFILE = """\
 FROM vllm/vllm-openai:v0.25.1
@@ -40,16 +41,8 @@ jobs:
 """
 
 
-def _tree(tmp_path, files: dict[str, str]):
-    for name, text in files.items():
-        path = tmp_path / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return tmp_path
-
-
 def test_a_workflow_that_builds_then_deploys_to_cloud_run_runs_the_dockerfiles_command_with_the_deploys_env(tmp_path):
-    tree = _tree(tmp_path, {".github/workflows/deploy.yml": WORKFLOW, "deploy/Dockerfile.vllm": DOCKERFILE})
+    tree = write_tree(tmp_path, {".github/workflows/deploy.yml": WORKFLOW, "deploy/Dockerfile.vllm": DOCKERFILE})
     (service,) = find_workloads([str(tree / ".github/workflows/deploy.yml")])[1]
     assert (service.kind, service.name, service.container) == ("Cloud Run service", "Deploy vLLM", "vllm-routing")
     assert [t.text for t in service.argv] == ["--model", "/mnt/models/qwen", "--max-model-len", "16384",
@@ -67,7 +60,7 @@ def test_a_script_that_builds_then_runs_the_image_with_args_in_place_of_its_cmd(
               "docker run -d --gpus 2 --name app -e MAX_MODEL_LEN=2048 $IMAGE\n"
               "docker run -d --gpus 2 --name app-args $IMAGE python3 -m vllm.entrypoints.openai.api_server "
               "--model org/m -tp 2\n")  # fmt: skip
-    tree = _tree(tmp_path, {"app/run.sh": script, "app/Dockerfile": DOCKERFILE})
+    tree = write_tree(tmp_path, {"app/run.sh": script, "app/Dockerfile": DOCKERFILE})
     by_container = {w.container: w for w in find_workloads([str(tree / "app" / "run.sh")])[1]}
     app = by_container["app"]
     # $EXTRA_ARGS, set by no deploy here, stays a variable (unknown here, not judged)
@@ -94,14 +87,14 @@ def test_builds_are_read_from_docker_podman_buildah_and_gcloud_builds_submit():
 def test_an_image_built_here_that_runs_no_vllm_or_a_dockerfile_not_in_the_tree_is_no_workload(tmp_path):
     web = "FROM python:3.12\nCMD [\"python\", \"-m\", \"http.server\"]\n"
     script = "docker build -t web:dev .\ndocker run -d --name web web:dev\n"
-    tree = _tree(tmp_path, {"a/run.sh": script, "a/Dockerfile": web, "b/run.sh": script.replace("web", "vllm")})
+    tree = write_tree(tmp_path, {"a/run.sh": script, "a/Dockerfile": web, "b/run.sh": script.replace("web", "vllm")})
     assert find_workloads([str(tree / "a" / "run.sh")])[1] == []
     files, found, notes = find_workloads([str(tree / "b" / "run.sh")])
     assert found == [] and any("cannot see" in n for n in notes)  # still named, never silently skipped
 
 
 def test_a_bad_flag_the_deploy_adds_is_one_line_at_its_line_exit_2(run_cli, tmp_path):
-    tree = _tree(tmp_path, {".github/workflows/deploy.yml": WORKFLOW.replace("--max-num-seqs 4", "--dtype bf16"),
+    tree = write_tree(tmp_path, {".github/workflows/deploy.yml": WORKFLOW.replace("--max-num-seqs 4", "--dtype bf16"),
                             "deploy/Dockerfile.vllm": DOCKERFILE})  # fmt: skip
     result = run_cli("scan", str(tree / ".github/workflows/deploy.yml"), "--no-compile")
     assert result.code == 2 and "Traceback" not in result.stderr
@@ -111,7 +104,7 @@ def test_a_bad_flag_the_deploy_adds_is_one_line_at_its_line_exit_2(run_cli, tmp_
 
 
 def test_in_a_walk_the_dockerfile_of_a_deployed_image_is_read_through_the_deploy_not_alone(tmp_path):
-    tree = _tree(tmp_path, {".github/workflows/deploy.yml": WORKFLOW, "deploy/Dockerfile.vllm": DOCKERFILE,
+    tree = write_tree(tmp_path, {".github/workflows/deploy.yml": WORKFLOW, "deploy/Dockerfile.vllm": DOCKERFILE,
                             "serve/Dockerfile": DOCKERFILE})  # fmt: skip
     files, found, notes = find_workloads([str(tree)])
     assert sorted((w.kind, w.container) for w in found) == [("Cloud Run service", "vllm-routing"),

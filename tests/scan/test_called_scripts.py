@@ -5,6 +5,7 @@ syncs `workdir` to the cluster and runs `run` there: docs.skypilot.co, "YAML spe
 from __future__ import annotations
 
 from kvdoctor.scan.run import find_workloads
+from scan_support import write_tree
 
 TASK = """\
 name: serve
@@ -33,16 +34,8 @@ timeout -k 30 $((MAX_HOURS * 3600)) vllm serve "$MODEL" \\
 """
 
 
-def _tree(tmp_path, files: dict[str, str]):
-    for name, text in files.items():
-        path = tmp_path / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return tmp_path
-
-
 def test_a_skypilot_run_that_runs_a_workdir_script_reads_its_vllm_serve_with_the_tasks_envs(tmp_path):
-    tree = _tree(tmp_path, {"serve.yaml": TASK, "scripts/serve.sh": SERVE, "scripts/setup.sh": "pip install vllm\n"})
+    tree = write_tree(tmp_path, {"serve.yaml": TASK, "scripts/serve.sh": SERVE, "scripts/setup.sh": "pip install vllm\n"})
     (task,) = find_workloads([str(tree / "serve.yaml")])[1]
     assert (task.kind, task.name, task.container, task.gpu_limit) == ("SkyPilot task", "serve", "run", 2)
     assert [t.text for t in task.argv] == ["Qwen/Qwen2.5-7B-Instruct", "--tensor-parallel-size", "2",
@@ -54,7 +47,7 @@ def test_a_skypilot_run_that_runs_a_workdir_script_reads_its_vllm_serve_with_the
 
 def test_a_workdir_folder_and_a_dstack_command_running_a_script_file(tmp_path):
     task = TASK.replace("workdir: .", "workdir: app")
-    tree = _tree(tmp_path, {"sky/serve.yaml": task, "sky/app/scripts/serve.sh": SERVE,
+    tree = write_tree(tmp_path, {"sky/serve.yaml": task, "sky/app/scripts/serve.sh": SERVE,
                             "ds/.dstack.yml": "type: service\nname: qwen\nenv:\n  - MODEL=org/m\n  - MAX_HOURS=1\n"
                                               "commands:\n  - pip install vllm\n  - ./serve.sh\nport: 8000\n"
                                               "resources:\n  gpu: A100:2\n",
@@ -66,7 +59,7 @@ def test_a_workdir_folder_and_a_dstack_command_running_a_script_file(tmp_path):
 
 
 def test_a_called_script_without_vllm_a_missing_one_or_a_host_path_is_no_workload(tmp_path):
-    tree = _tree(tmp_path, {"a/serve.yaml": TASK, "a/scripts/serve.sh": "python -m http.server 8000\n",
+    tree = write_tree(tmp_path, {"a/serve.yaml": TASK, "a/scripts/serve.sh": "python -m http.server 8000\n",
                             "b/serve.yaml": TASK,
                             "c/serve.yaml": TASK.replace("bash scripts/serve.sh", "bash /opt/serve.sh"),
                             "c/opt/serve.sh": SERVE})  # fmt: skip
@@ -75,15 +68,15 @@ def test_a_called_script_without_vllm_a_missing_one_or_a_host_path_is_no_workloa
 
 
 def test_timeout_before_vllm_serve_in_a_script_is_the_command_it_runs(tmp_path):
-    tree = _tree(tmp_path, {"run.sh": "timeout --signal=INT 2h vllm serve org/m --max-model-len 4096\n"})
+    tree = write_tree(tmp_path, {"run.sh": "timeout --signal=INT 2h vllm serve org/m --max-model-len 4096\n"})
     (script,) = find_workloads([str(tree / "run.sh")])[1]
     assert [t.text for t in script.argv] == ["org/m", "--max-model-len", "4096"]
-    other = _tree(tmp_path, {"other.sh": "timeout 60 python -m http.server\n"})
+    other = write_tree(tmp_path, {"other.sh": "timeout 60 python -m http.server\n"})
     assert find_workloads([str(other / "other.sh")])[1] == []
 
 
 def test_a_bad_flag_in_the_called_script_is_one_line_at_that_files_line_exit_2(run_cli, tmp_path):
-    tree = _tree(tmp_path, {"serve.yaml": TASK, "scripts/serve.sh": SERVE.replace("8192", "8192 --dtype bf16")})
+    tree = write_tree(tmp_path, {"serve.yaml": TASK, "scripts/serve.sh": SERVE.replace("8192", "8192 --dtype bf16")})
     result = run_cli("scan", str(tree / "serve.yaml"), "--no-compile")
     assert result.code == 2 and "Traceback" not in result.stderr
     (line,) = result.stderr.splitlines()
@@ -91,7 +84,7 @@ def test_a_bad_flag_in_the_called_script_is_one_line_at_that_files_line_exit_2(r
 
 
 def test_in_a_walk_the_called_script_is_read_through_the_task_not_alone(tmp_path):
-    tree = _tree(tmp_path, {"serve.yaml": TASK, "scripts/serve.sh": SERVE, "other.sh": "vllm serve org/other\n"})
+    tree = write_tree(tmp_path, {"serve.yaml": TASK, "scripts/serve.sh": SERVE, "other.sh": "vllm serve org/other\n"})
     files, found, notes = find_workloads([str(tree)])
     assert sorted((w.kind, w.name) for w in found) == [("SkyPilot task", "serve"), ("script", "other.sh")]
     assert any(n.startswith(f"{tree / 'scripts' / 'serve.sh'}: read through SkyPilot task/serve") for n in notes)
@@ -101,7 +94,7 @@ def test_a_workflow_step_that_runs_a_repository_script_reads_it_with_the_steps_e
     workflow = ("name: Deploy\non: push\njobs:\n  deploy:\n    runs-on: self-hosted\n    env:\n      MODEL: org/m\n"
                 "    steps:\n      - uses: actions/checkout@v4\n      - run: ./deploy.sh\n        working-directory: ops\n")
     deploy = "#!/bin/bash\ndocker run -d --gpus 1 --name vllm vllm/vllm-openai:v0.25.1 --model $MODEL --max-model-len 4096\n"
-    tree = _tree(tmp_path, {".github/workflows/deploy.yml": workflow, "ops/deploy.sh": deploy})
+    tree = write_tree(tmp_path, {".github/workflows/deploy.yml": workflow, "ops/deploy.sh": deploy})
     (run,) = find_workloads([str(tree / ".github/workflows/deploy.yml")])[1]
     assert (run.name, run.container, run.file) == ("Deploy", "vllm", str(tree / "ops" / "deploy.sh"))
     assert [t.text for t in run.argv][:2] == ["--model", "org/m"] and run.argv[0].line == 2

@@ -5,6 +5,7 @@ here-document (BuildKit's dockerfile:1.4 `RUN python3 - <<'PY' ... PY`) whose bo
 from __future__ import annotations
 
 from kvdoctor.scan.run import find_workloads
+from scan_support import write_tree
 
 DOCKERFILE = """\
 # syntax=docker/dockerfile:1.4
@@ -30,16 +31,8 @@ exec python3 -m vllm.entrypoints.openai.api_server \\
 """
 
 
-def _tree(tmp_path, files: dict[str, str]):
-    for name, text in files.items():
-        path = tmp_path / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return tmp_path
-
-
 def test_an_entrypoint_copied_from_the_build_context_is_read_with_the_images_env_on_its_own_lines(tmp_path):
-    tree = _tree(tmp_path, {"vllm/Dockerfile": DOCKERFILE, "vllm/entrypoint.sh": ENTRYPOINT})
+    tree = write_tree(tmp_path, {"vllm/Dockerfile": DOCKERFILE, "vllm/entrypoint.sh": ENTRYPOINT})
     (image,) = find_workloads([str(tree / "vllm" / "Dockerfile")])[1]
     # the here-document's `from huggingface_hub import ...` is no FROM: the image stays vLLM's
     assert (image.image, image.container) == ("vllm/vllm-openai:v0.25.1", "ENTRYPOINT")
@@ -52,14 +45,14 @@ def test_an_entrypoint_copied_from_the_build_context_is_read_with_the_images_env
 def test_a_shell_form_entrypoint_and_a_copy_into_a_folder(tmp_path):
     text = ("FROM vllm/vllm-openai:v0.25.1\nCOPY start.sh config.json /app/\n"
             "ENTRYPOINT /app/start.sh --extra\n")  # fmt: skip
-    tree = _tree(tmp_path, {"Dockerfile": text, "start.sh": ENTRYPOINT, "config.json": "{}"})
+    tree = write_tree(tmp_path, {"Dockerfile": text, "start.sh": ENTRYPOINT, "config.json": "{}"})
     (image,) = find_workloads([str(tree / "Dockerfile")])[1]
     assert [t.text for t in image.argv][:2] == ["--model", "/model-cache/default"]
 
 
 def test_a_copied_script_without_vllm_one_from_another_stage_or_one_not_in_the_context_is_no_workload(tmp_path):
     web = "#!/bin/sh\nexec gunicorn app:app\n"
-    tree = _tree(tmp_path, {
+    tree = write_tree(tmp_path, {
         "a/Dockerfile": "FROM python:3.12\nCOPY run.sh /run.sh\nENTRYPOINT [\"/run.sh\"]\n", "a/run.sh": web,
         "b/Dockerfile": "FROM vllm/vllm-openai:v0.25.1 AS base\nCOPY --from=build /out/run.sh /run.sh\n"
                         "ENTRYPOINT [\"/run.sh\"]\n", "b/run.sh": ENTRYPOINT,
@@ -70,7 +63,7 @@ def test_a_copied_script_without_vllm_one_from_another_stage_or_one_not_in_the_c
 
 
 def test_a_bad_flag_in_the_copied_script_is_one_line_at_the_scripts_line_exit_2(run_cli, tmp_path):
-    tree = _tree(tmp_path, {"vllm/Dockerfile": DOCKERFILE,
+    tree = write_tree(tmp_path, {"vllm/Dockerfile": DOCKERFILE,
                             "vllm/entrypoint.sh": ENTRYPOINT.replace('"${MAX_MODEL_LEN:-4096}"', "4096 --dtype bf16")})
     result = run_cli("scan", str(tree / "vllm" / "Dockerfile"), "--gpu", "A100", "--no-compile")
     assert result.code == 2 and "Traceback" not in result.stderr
