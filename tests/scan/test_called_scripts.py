@@ -35,7 +35,8 @@ timeout -k 30 $((MAX_HOURS * 3600)) vllm serve "$MODEL" \\
 
 
 def test_a_skypilot_run_that_runs_a_workdir_script_reads_its_vllm_serve_with_the_tasks_envs(tmp_path):
-    tree = write_tree(tmp_path, {"serve.yaml": TASK, "scripts/serve.sh": SERVE, "scripts/setup.sh": "pip install vllm\n"})
+    tree = write_tree(tmp_path, {"serve.yaml": TASK, "scripts/serve.sh": SERVE,
+                                 "scripts/setup.sh": "pip install vllm\n"})
     (task,) = find_workloads([str(tree / "serve.yaml")])[1]
     assert (task.kind, task.name, task.container, task.gpu_limit) == ("SkyPilot task", "serve", "run", 2)
     assert [t.text for t in task.argv] == ["Qwen/Qwen2.5-7B-Instruct", "--tensor-parallel-size", "2",
