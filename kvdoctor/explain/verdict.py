@@ -9,6 +9,7 @@ diagnosis found none, so no failing log ever reads as healthy.
 
 from __future__ import annotations
 
+import operator
 import re
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable
@@ -671,10 +672,7 @@ def _wait_notice_ending_at(lines: list[LogLine], index: int) -> tuple[int, str] 
 
 
 _COMPARISON = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(<=|<|>=|>|==|!=)\s*(-?\d+(?:\.\d+)?)\s*$")
-_COMPARE = {"<=": lambda a, b: a <= b, "<": lambda a, b: a < b, ">=": lambda a, b: a >= b, ">": lambda a, b: a > b,
-            "==": lambda a, b: a == b, "!=": lambda a, b: a != b}
-
-
+_COMPARE = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt, "==": operator.eq, "!=": operator.ne}
 _VALUE_AFTER = re.compile(r"\s*(-?[\w.]+)")
 
 
