@@ -97,8 +97,8 @@ def read_facts(lines: Iterable[LogLine]) -> tuple[dict[str, Any], list[str]]:
             answer = _ANSWERED_VERSION.match(text.strip())
             if answer:
                 put("vllm.version", answer.group(1), line)
-        asked = bool(text.strip()) and ("__version__" in text or "ersion" in text or "Name: vllm" in text) and (
-            _ASKS_VERSION.search(text.strip()) is not None) or (asked and not text.strip())
+        if text.strip():  # a blank line between the question and its answer keeps it asked
+            asked = ("ersion" in text or "Name: vllm" in text) and _ASKS_VERSION.search(text.strip()) is not None
         if text[:4] == "vllm" and (pip := _PIP_LINE.match(text)):
             put("vllm.version", pip.group(1), line)
         if MEMORY_HINT.search(text):
