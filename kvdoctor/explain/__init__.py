@@ -15,7 +15,7 @@ explain (the flow, `explain_log` / `explain_text`):
   -> verdict.uphold (a log with failure evidence always exits 1)
   -> verdict.cite_failure_lines + similar_reports (a failure no rule knows: its other failure lines quoted, and the
      seen real logs that read like it cited with their threads; the closest one's family as the likely one)
-  -> start_up_shown (no failure: a PASS only on a line that shows vLLM up, else the undecided KVD427).
+  -> start_up_shown (no failure: a PASS only on a line that shows vLLM up, else the undecided start_up_not_shown).
 Before the diagnosis, verdict.survived and verdict.requested_shutdown set aside failure lines the server came up
 after, or that a shutdown it was asked for printed.
 """
