@@ -7,8 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
-from kvdoctor.scan.command import (expand_words, script_argv, script_assignments,
-                                   script_commands)  # fmt: skip
+from kvdoctor.scan.command import SHELLS, expand_words, script_argv, script_assignments, script_commands
 from kvdoctor.scan.workload import Token, Workload
 
 RUNNERS = {"bash", "sh", "zsh", "source", "."}
@@ -53,9 +52,21 @@ def _named_file(words: list[Token]) -> Token | None:
 
 def called_argv(called: CalledScript, known: dict[str, str]) -> list[Token] | None:
     """The vLLM argv in the called file (its lines), expanded from the task's environment and its own assignments."""
-    argv = script_argv(called.text, 1)
-    # as the shell runs them: an unquoted $ARGS split into its words, a variable set to nothing no word at all
-    return None if argv is None else expand_words(argv, script_assignments(called.text, known))
+    return argv_in_script(called.text, known)
+
+
+def argv_in_script(text: str, known: dict[str, str]) -> list[Token] | None:
+    """The vLLM argv of a script file's text (its own lines), expanded from `known` and the script's assignments as
+    the shell runs them: an unquoted $ARGS split into its words, a variable set to nothing no word at all."""
+    argv = script_argv(text, 1)
+    return None if argv is None else expand_words(argv, script_assignments(text, known))
+
+
+def script_word(command: list[Token]) -> Token | None:
+    """The word of a command that names the script it runs: its first word, or a shell's script argument
+    (`sh -c "/srv/start.sh --x"`: the caller takes that word's first part)."""
+    return next((word for word in command[:3] if PurePosixPath(word.text).name not in SHELLS
+                 and not word.text.startswith("-") and word.text.strip()), None)
 
 
 def placed_in(workload: Workload, called: CalledScript) -> Workload:

@@ -9,12 +9,11 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from kvdoctor.scan.command import expand_words, script_argv, script_assignments
+from kvdoctor.scan.called_scripts import argv_in_script, script_word
 from kvdoctor.scan.workload import Token
 
 MAX_PARENTS = 3
 """How far above the Dockerfile its build context is looked for (a Dockerfile in vllm/ built from the repository)."""
-SHELLS = {"sh", "bash", "dash", "zsh"}
 
 
 @dataclass(frozen=True)
@@ -40,16 +39,15 @@ def copy_of(value: str, workdir: str) -> Copy | None:
 
 def copied_script(command: list[Token], copies: list[Copy], workdir: str, dockerfile: str) -> tuple[Path, Token] | None:
     """The build-context file the command runs (its first word, or a shell's script argument), and that word."""
-    for word in command[:3]:
-        if PurePosixPath(word.text).name in SHELLS or word.text.startswith("-") or not word.text.strip():
-            continue
-        path = str(PurePosixPath(workdir) / word.text.split()[0])  # sh -c "/srv/start.sh --x": its first word
-        for copy in reversed(copies):  # the last COPY to a path is the file there
-            source = _source_for(copy, path)
-            found = source and _in_context(source, Path(dockerfile).parent)
-            if found:
-                return found, word
+    word = script_word(command)
+    if word is None:
         return None
+    path = str(PurePosixPath(workdir) / word.text.split()[0])  # sh -c "/srv/start.sh --x": its first word
+    for copy in reversed(copies):  # the last COPY to a path is the file there
+        source = _source_for(copy, path)
+        found = source and _in_context(source, Path(dockerfile).parent)
+        if found:
+            return found, word
     return None
 
 
@@ -76,5 +74,4 @@ def script_command(path: Path, known: dict[str, str]) -> list[Token] | None:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None
-    argv = script_argv(text, 1)
-    return None if argv is None else expand_words(argv, script_assignments(text, dict(known)))
+    return argv_in_script(text, known)

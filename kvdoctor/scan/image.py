@@ -113,6 +113,16 @@ def image_extension(image: str | None) -> EngineLauncher | None:
     return found
 
 
+def command_extension(image: str | None, words: list[str]) -> EngineLauncher | None:
+    """The project whose options the command's `vllm serve` takes: the image's (image_extension), or, on an image vLLM
+    does not publish itself (a local build may add the plugin), the one whose switch the command gives (--omni); on
+    vLLM's own image that switch is refused like any unknown flag."""
+    found = image_extension(image)
+    if found is not None or is_vllms_own_image(image):
+        return found
+    return next((e for e in IMAGE_EXTENSIONS.values() if e.marker and e.marker in words), None)
+
+
 # Tags that follow vLLM's newest build: an image under one runs today's releases.
 FLOATING_TAGS = ("latest", "nightly", "main", "stable", "dev")
 

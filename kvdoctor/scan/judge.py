@@ -14,8 +14,7 @@ from kvdoctor.model.report import Finding, Report
 from kvdoctor.scan.command import without_launcher_options, without_unresolved
 from kvdoctor.scan.config_maps import config_file_option, is_scanned_copy
 from kvdoctor.scan.facts import DeploymentFacts, canonical_flag, deployment_facts, is_scan_fact_name
-from kvdoctor.scan.image import chosen_by_the_host, image_extension, is_vllms_own_image, pins_an_unknown_build
-from kvdoctor.data.engine_launchers import IMAGE_EXTENSIONS
+from kvdoctor.scan.image import chosen_by_the_host, command_extension, pins_an_unknown_build
 from kvdoctor.scan.result import PlacedFinding, WorkloadResult
 from kvdoctor.scan.workload import Location, Token, Workload
 
@@ -123,10 +122,7 @@ def _without_unread_config_file(workload: Workload) -> Workload:
 
 def _without_extension_options(workload: Workload) -> Workload:
     """The workload without the options its image's project adds to `vllm serve` (vLLM-Omni's --omni), named."""
-    # or, on an image vLLM does not publish itself (a local build may add the plugin), the switch that hands
-    # `vllm serve` to the project (--omni); on vLLM's own image that switch is refused like any unknown flag
-    extension = image_extension(workload.image) or (None if is_vllms_own_image(workload.image) else next(
-        (e for e in IMAGE_EXTENSIONS.values() if e.marker and any(t.text == e.marker for t in workload.argv)), None))
+    extension = command_extension(workload.image, [t.text for t in workload.argv])
     if extension is None:
         return workload
     own = [t.text for t in workload.argv if t.text.startswith("-") and extension.owns(t.text.partition("=")[0])]

@@ -11,8 +11,7 @@ from pathlib import Path, PurePosixPath
 import yaml
 
 from kvdoctor.scan import nodes
-from kvdoctor.scan.called_scripts import CalledScript
-from kvdoctor.scan.command import SHELLS
+from kvdoctor.scan.called_scripts import CalledScript, script_word
 from kvdoctor.scan.workload import Token
 
 
@@ -22,17 +21,13 @@ def mounted_script(command: list[Token], volumes: yaml.Node | None, compose_file
     mounts = bind_mounts(volumes)
     if not mounts:
         return None
-    folder = Path(compose_file).parent
-    for word in command[:3]:
-        if PurePosixPath(word.text).name in SHELLS or word.text.startswith("-") or not word.text.strip():
-            continue
-        source = _host_source(word.text.split()[0], mounts)  # sh -c "/srv/start.sh --x": its first word
-        path = folder / source if source else None
-        try:
-            if path is not None and path.is_file():
-                return CalledScript(path, path.read_text(encoding="utf-8"), word)
-        except (OSError, UnicodeDecodeError):
-            return None
+    word = script_word(command)
+    source = _host_source(word.text.split()[0], mounts) if word else None  # sh -c "/srv/start.sh --x": its first word
+    path = Path(compose_file).parent / source if source else None
+    try:
+        if path is not None and path.is_file():
+            return CalledScript(path, path.read_text(encoding="utf-8"), word)
+    except (OSError, UnicodeDecodeError):
         return None
     return None
 
