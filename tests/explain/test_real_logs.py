@@ -67,15 +67,17 @@ KNOWN_MISSES = frozenset({
     "moe_kernel_selection__dsparkgx10_phasec_head.log",
     "libcuda_missing__vllm_30392.log",
     "other__qwen3vlcu118t4_verifyptxas118.log",
-    # batch 23, measured at the stop's end (no round on them yet): a permission error under an llm-d KV-cache
-    # connector's own words; a shared-memory broadcast wait excerpt on Ascend whose notice is not in the report; an OOM
-    # at profiling read as another process holding the GPU, and the reverse (the label from the thread); the CUDA 12.8
-    # a FlashInfer JIT needs, named only in the thread
-    "cache_dir_permission__llmdkvcache_565.log",
+    # batch 23, measured at the stop's end: a shared-memory broadcast wait excerpt on Ascend whose notice is not in
+    # the report; an OOM at profiling read as another process holding the GPU, and the reverse (the label from the
+    # thread); the CUDA 12.8 a FlashInfer JIT needs, named only in the thread
     "other__vllmascend_10591.log",
     "oom_profiling__vllm_42147.log",
     "flashinfer_jit_toolkit__flashinfer_3674.log",
     "gpu_memory_occupied__vllm_2248.log",
+    # thread-labelled: the selector's refusal names the backend but the log never names the KV dtype the thread
+    # requested (nvfp4 on SM120; turboquant_k8v4 under Gemma-4's forced TRITON_ATTN), so its family cannot be read
+    "nvfp4_kv__vllm_pr49818.log",
+    "turboquant__vllm_40094.log",
 })
 # Healthy seen logs that explain reported as a failure (exit 1) when their batch was added; the exit-0 test below
 # skips them so it stays a bar for the logs before them. Batch 10: a bare "No available shared memory broadcast
