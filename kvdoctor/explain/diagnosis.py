@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
-from kvdoctor.explain.families import Families, load_families
+from kvdoctor.explain.families import Families, derived_values, load_families
 from kvdoctor.explain.selector import SelectorError, family_for
 from kvdoctor.explain.signatures import SignatureMatch
 from kvdoctor.explain.tracebacks import ExceptionChain, LoggedException
@@ -322,10 +322,23 @@ def _family(diagnosis: Diagnosis, families: Families, selector_errors: list[Sele
         rule_id = diagnosis.primary.rule.id
         if rule_id in rules_with_role("selector_error") and selector_errors:
             return family_for(_with_run_kv_dtype(selector_errors[0], facts or {}), families.selector_families)
-        return families.family_of.get(rule_id, "other")
+        return _family_by_values(diagnosis, families) or families.family_of.get(rule_id, "other")
     if diagnosis.unknown is None:
         return None
     return _family_by_frames(diagnosis.unknown, families) or _family_by_words(diagnosis.unknown, families) or "other"
+
+
+def _family_by_values(diagnosis: Diagnosis, families: Families) -> str | None:
+    """The family the primary match belongs to by what the values on its line show (families.value_families): the
+    values of every rule of the entry matched there (a check.yaml rule and the explain rule that refines it)."""
+    primary = diagnosis.primary
+    for rule_ids, value, family in families.value_families:
+        if primary.rule.id not in rule_ids:
+            continue
+        on_its_line = [m for rule_id in rule_ids for m in diagnosis.by_rule.get(rule_id, ()) if m.line == primary.line]
+        if any(derived_values(dict(m.values)).get(value) for m in on_its_line):
+            return family
+    return None
 
 
 def _family_by_words(exception: LoggedException, families: Families) -> str | None:

@@ -46,12 +46,16 @@ class Families:
     """'file:function' of frames that run only while serving a request (a web framework's route, vLLM's serving
     modules past their set-up)."""
     raise_site_names: dict[str, str] = field(default_factory=dict)
+    """A name vLLM's raise sites use (in a condition or an interpolated expression) -> the kvdoctor fact it is."""
     frame_families: tuple[tuple[re.Pattern[str], str], ...] = ()
+    """(package-path regex, family): an unknown failure whose traceback passes through a module only that family's
+    feature runs (a TurboQuant attention backend) is that family's."""
     word_families: tuple[tuple[re.Pattern[str], str], ...] = ()
     """(regex, family): an unknown failure whose own words (its type, message and frames as the log prints them) name
     a feature only that family concerns (sparse MLA, TurboQuant, a FlashInfer JIT module build)."""
-    """(package-path regex, family): an unknown failure whose traceback passes through a module only that family's
-    feature runs (a TurboQuant attention backend) is that family's."""
+    value_families: tuple[tuple[frozenset[str], str, str], ...] = ()
+    """(rule ids, derived value, family): a match of one of those rules whose values give that derived value (an OOM
+    whose numbers show other processes holding most of the GPU: others_hold_most) belongs to that family."""
     frame_decides: frozenset[str] = frozenset()
     """Rules whose message any allocation or call can raise (a CUDA OOM): when the exception's frames are in a place
     another family's `raised_in` claims, that family explains it."""
@@ -61,7 +65,6 @@ class Families:
     """Top-level packages whose own code raising such an error means the interface is theirs, not vLLM's."""
     request_rules_kept: frozenset[str] = frozenset()
     """Rules whose failure can only come after start-up (waking from sleep mode): their family stays at request time."""
-    """A name vLLM's raise sites use (in a condition or an interpolated expression) -> the kvdoctor fact it is."""
 
 
 def flexible_spaces(pattern: str) -> str:
@@ -141,6 +144,7 @@ def load_families() -> Families:
         frame_decides=frozenset(data.get("frame_decides") or ()),
         frame_families=tuple((re.compile(f["place"]), f["family"]) for f in data.get("frame_families") or ()),
         word_families=tuple((re.compile(f["words"]), f["family"]) for f in data.get("word_families") or ()),
+        value_families=tuple((frozenset(f["rules"]), f["value"], f["family"]) for f in data.get("value_families") or ()),
         interface_drift_rule=str((data.get("interface_drift") or {}).get("rule") or ""),
         interface_drift_libraries=frozenset((data.get("interface_drift") or {}).get("other_packages") or ()),
         request_rules_kept=frozenset(data.get("request_rules_kept") or ()),
@@ -177,6 +181,11 @@ def derived_values(values: dict[str, Any]) -> dict[str, Any]:
     if values.get("total"):
         free = f" with {values['free']} free" if values.get("free") else ""
         derived["total_text"] = f" on a GPU of {values['total']}{free}"
+    others = _held_by_others_gib(values)
+    if others is not None:
+        derived["others_text"] = f"; other processes held {others:.2f} GiB of it"
+        if others > _gib(values["total"]) / 2:
+            derived["others_hold_most"] = "true"
     if values.get("ptx") and values.get("current"):
         derived["ptx_text"] = f" (Triton emitted PTX ISA {values['ptx']}; this ptxas reads up to {values['current']})"
     backend = values.get("backend")
@@ -185,3 +194,28 @@ def derived_values(values: dict[str, Any]) -> dict[str, Any]:
 
         derived["backend_flag"] = backend_enum_name(backend)
     return derived
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B)?\s*$")
+_TO_GIB = {"KiB": 1 / 1024**2, "KB": 1 / 1024**2, "MiB": 1 / 1024, "MB": 1 / 1024, "GiB": 1.0, "GB": 1.0,
+           "TiB": 1024.0, "TB": 1024.0}
+
+
+def _gib(size: Any) -> float:
+    """'48.62 MiB' -> 0.0475; a bare number is GiB (vLLM's own lines give GiB without a unit)."""
+    match = _SIZE.match(str(size))
+    if match is None:
+        raise ValueError(size)
+    return float(match.group(1)) * _TO_GIB.get(match.group(2) or "GiB", 1.0)
+
+
+def _held_by_others_gib(values: dict[str, Any]) -> float | None:
+    """What the GPU's other processes held when an allocation failed: its total, less what was free and what this
+    process held (torch's OOM message gives all three); None unless the log gave the three."""
+    if not all(values.get(name) for name in ("total", "free", "in_use")):
+        return None
+    try:
+        return max(0.0, _gib(values["total"]) - _gib(values["free"]) - _gib(values["in_use"]))
+    except ValueError:
+        return None
+

@@ -78,6 +78,13 @@ KNOWN_MISSES = frozenset({
     # requested (nvfp4 on SM120; turboquant_k8v4 under Gemma-4's forced TRITON_ATTN), so its family cannot be read
     "nvfp4_kv__vllm_pr49818.log",
     "turboquant__vllm_40094.log",
+    # batches 24 and 25 (measured whole at the stop's start, then round 17 on their seen part): a bare AssertionError
+    # whose cause (an expert width TP slices to one FlashInfer's FP4 MoE kernel does not take) is only in the thread;
+    # a CK-tile rmsnorm segfault whose kernel name is on a line the report does not quote; Ray's 'Current node has no
+    # GPU available', which the corpus labels device_placement twice and this thread ray_driver_no_gpu
+    "parallel_divisibility__flashinfer_3206.log",
+    "other__aiter_4302.log",
+    "ray_driver_no_gpu__kuberay_2354.log",
 })
 # Healthy seen logs that explain reported as a failure (exit 1) when their batch was added; the exit-0 test below
 # skips them so it stays a bar for the logs before them. Batch 10: a bare "No available shared memory broadcast
