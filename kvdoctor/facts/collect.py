@@ -117,27 +117,11 @@ def _as_vllm_reads_it(tokens: list[str], vllm_version: str | None) -> list[str]:
 def release_default_model(version: str | None) -> str | None:
     """The model `vllm serve` serves when its command names none: the `--model` default of that release's parser
     (facebook/opt-125m to 0.9.2, Qwen/Qwen3-0.6B from 0.10.2), or of every candidate release when they agree."""
-    from kvdoctor.vllm_pack.candidates import candidates
+    from kvdoctor.vllm_pack.candidates import candidates, releases_around
 
-    releases = candidates(version).releases or read_around(version)
+    releases = candidates(version).releases or releases_around(version)
     defaults = {getattr(r.serve_args.get("--model"), "default", None) for r in releases}
     return defaults.pop() if len(defaults) == 1 else None
-
-
-def read_around(version: str | None) -> tuple:
-    """For a release the pack did not read inside the span it did (0.11.0 between 0.10.2 and 0.11.2): the nearest
-    read releases on either side, whose agreeing default is the one vLLM kept in between."""
-    from kvdoctor.base.versions import pep440_order
-    from kvdoctor.vllm_pack.release import load_release
-    from kvdoctor.vllm_pack.store import pack_releases
-
-    at = pep440_order(version) if version else None
-    known = pack_releases()
-    below = [v for v in known if pep440_order(v) < at] if at is not None else []
-    above = [v for v in known if pep440_order(v) > at] if at is not None else []
-    if not below or not above:
-        return ()
-    return tuple(release for release in (load_release(below[-1]), load_release(above[0])) if release is not None)
 
 
 def _one_model(flag: str | None, pasted: str | None) -> str | None:

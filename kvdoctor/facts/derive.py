@@ -98,7 +98,16 @@ def pinned_stack_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
 
 def _argument_releases(facts: Facts, releases: Candidates) -> Candidates:
     """The releases the arguments are judged against: with an environment's vLLM of unknown age, every release whose
-    parser kvdoctor read (0.4.3 on), so that a flag only older releases accept is undecided rather than refused."""
+    parser kvdoctor read (0.4.3 on), so that a flag only older releases accept is undecided rather than refused; for
+    a release the pack did not read between two it did (0.14.0), those two: what both refuse, it refuses."""
+    if facts.versions.vllm is not None and not releases.releases:
+        from kvdoctor.vllm_pack.candidates import releases_around
+
+        around = tuple(r for r in releases_around(facts.versions.vllm) if r.serve_args)
+        if len(around) == 2:
+            return Candidates(around, exact=False, note=f"judged by {around[0].version} and {around[1].version}, the "
+                                                        "releases kvdoctor read on either side")
+        return releases
     if facts.versions.vllm is not None or facts.versions.vllm_source != ANY_RELEASE:
         return releases
     from kvdoctor.vllm_pack.release import load_release

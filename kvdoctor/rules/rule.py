@@ -176,19 +176,20 @@ def parse_rule(path: Path, index: int, raw: Any, is_fact_name: Callable[[str], b
     )
 
 
-CHECKED_VLLM = re.compile(r"\bvllm (?:(pack)|(\d+(?:\.\d+)*)(?:-(\d+(?:\.\d+)*))?)")
+CHECKED_VLLM = re.compile(r"\bvllm (?:(pack)( and between)?|(\d+(?:\.\d+)*)(?:-(\d+(?:\.\d+)*))?)")
 
 
 def _vllm_range(checked: str | None, fail) -> tuple[str, str] | None:
-    """'vllm 0.19.0-0.33.0, triton ...' -> ('0.19.0', '0.33.0'); 'vllm pack' -> ('pack', 'pack')."""
+    """'vllm 0.19.0-0.33.0, triton ...' -> ('0.19.0', '0.33.0'); 'vllm pack' -> ('pack', 'pack'); 'vllm pack and
+    between' -> ('pack', 'between'): also a release the pack did not read between two it did, judged by both."""
     match = CHECKED_VLLM.search(checked or "")
     if match is None:
         if checked and "vllm" in checked:
             raise fail("checked_against", "name vLLM releases as 'vllm 0.20.0-0.33.0', 'vllm 0.33.0' or 'vllm pack'")
         return None
     if match.group(1):
-        return ("pack", "pack")
-    return (match.group(2), match.group(3) or match.group(2))
+        return ("pack", "between" if match.group(2) else "pack")
+    return (match.group(3), match.group(4) or match.group(3))
 
 
 def _list(value: Any, name: str, fail) -> list[Any]:

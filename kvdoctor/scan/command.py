@@ -643,6 +643,10 @@ def without_unresolved(argv: list[Token]) -> tuple[list[Token], list[str]]:
         if is_flag and variable:
             notes.append(f"{flag} takes its value from {variable.group(0)}, unknown here: not judged")
             index += 1 if inline else 2
+            # an option of many values (--served-model-name A B) takes the words after the variable too
+            while (not inline and index < len(argv) and not argv[index].text.startswith("-")
+                   and takes_many(canonical_option(token.text))):
+                index += 1
             continue
         positional = not token.text.startswith("-") and not ASSIGNMENT.match(token.text)
         # a variable word after the model, or (not a flag's value) beside a --model flag: arguments the environment
@@ -660,11 +664,21 @@ def without_unresolved(argv: list[Token]) -> tuple[list[Token], list[str]]:
 
 def takes_a_value(option: str) -> bool:
     """Whether a serve option takes a value in some release the pack read (an unknown option: assumed to)."""
+    specs = _option_specs(option)
+    return not specs or any(getattr(spec, "takes_value", True) for spec in specs)
+
+
+def takes_many(option: str) -> bool:
+    """Whether a serve option takes every word up to the next option (nargs + or *) in some release the pack read."""
+    return any(getattr(spec, "nargs", None) in ("+", "*") for spec in _option_specs(option))
+
+
+def _option_specs(option: str) -> list:
+    """The option's spec in each release the pack read that has it."""
     from kvdoctor.vllm_pack.release import load_release
     from kvdoctor.vllm_pack.store import pack_releases
 
-    specs = [spec for v in pack_releases() if (spec := load_release(v).serve_args.get(option)) is not None]
-    return not specs or any(getattr(spec, "takes_value", True) for spec in specs)
+    return [spec for v in pack_releases() if (spec := load_release(v).serve_args.get(option)) is not None]
 
 
 def _is_positional(token: Token, before: list[Token]) -> bool:

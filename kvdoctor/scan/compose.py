@@ -9,6 +9,7 @@ import yaml
 from kvdoctor.scan import nodes
 from kvdoctor.scan.called_scripts import called_argv, placed_in
 from kvdoctor.scan.command import FLAGS_ONLY_NOTE, SHELL_VARIABLE, only_serve_flags, serve_argv, words_of
+from kvdoctor.scan.compose_dotenv import project_env
 from kvdoctor.scan.documents import Document
 from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
 from kvdoctor.scan.image_entrypoints import names_vllm, unread_release, unseen_note
@@ -35,13 +36,14 @@ def workloads(doc: Document, source_text: str) -> list[Workload]:
 
 
 def _service(file: str, name: str, key: yaml.Node, service: yaml.Node, source_text: str) -> Workload | None:
+    dotenv = project_env(file)
     image = nodes.text(nodes.get(service, "image"))
-    image = _interpolate(image) if image else None
+    image = _interpolate(image, dotenv) if image else None
     entrypoint = _alternates(_unescaped(words_of(nodes.get(service, "entrypoint"), source_text, split=True)))
     command = _alternates(_unescaped(words_of(nodes.get(service, "command"), source_text, split=True)))
     flags_only = not entrypoint and not runs_vllm_entrypoint(image) and only_serve_flags(command, is_vllm_build(image))
     argv = serve_argv(entrypoint, command, runs_vllm_entrypoint(image) or flags_only, source_text)
-    env, env_from = _environment(service)
+    env, env_from = _environment(service, dotenv)
     count, count_line = _gpu_count(service)
     built = None if entrypoint else env_built(image, env, count, nodes.line(key), [token for token, _ in command])
     if built is not None:
@@ -58,11 +60,12 @@ def _service(file: str, name: str, key: yaml.Node, service: yaml.Node, source_te
         file=file, line=nodes.line(key), platform="compose", kind="service", name=name, container=name,
         image=image, image_line=nodes.line(nodes.get(service, "image")),
         # a word that is only a variable interpolated to nothing (`${FLAG:-}`) leaves no word, as in the shell
-        argv=tuple(Token(_interpolate(t.text), t.line) for t in argv
-                   if _interpolate(t.text).strip() or not SHELL_VARIABLE.fullmatch(t.text.strip())),
+        argv=tuple(Token(_interpolate(t.text, dotenv), t.line) for t in argv
+                   if _interpolate(t.text, dotenv).strip() or not SHELL_VARIABLE.fullmatch(t.text.strip())),
         command_line=first.line,
         env=tuple(env), env_from=tuple(env_from), gpu_limit=count, gpu_limit_line=count_line,
-        notes=tuple(built[1]) if built is not None else (FLAGS_ONLY_NOTE.format(image=image),) if flags_only else (),
+        notes=(tuple(built[1]) if built is not None else (FLAGS_ONLY_NOTE.format(image=image),) if flags_only else ())
+        + _dotenv_note(service, dotenv),
     )  # fmt: skip
     return placed_in(workload, mounted) if mounted is not None else workload
 
@@ -74,7 +77,7 @@ def unseen_notes(doc: Document, read: list[Workload]) -> list[str]:
     notes = []
     for name, key, service in nodes.pairs(nodes.get(doc.root, "services")):
         image = nodes.text(nodes.get(service, "image"))
-        image = _interpolate(image) if image else None
+        image = _interpolate(image, project_env(doc.file)) if image else None
         own_command = nodes.get(service, "entrypoint") is not None
         if name in seen or own_command or not (names_vllm(image) or unread_release(image)):
             continue
@@ -130,24 +133,45 @@ def _without_alternates(text: str) -> str:
     return text
 
 
-def _interpolate(text: str) -> str:
-    """${VAR:-default} takes its default; ${VAR} and a required ${VAR:?message} are ${VAR}: the host's value,
+def _interpolate(text: str, dotenv: dict[str, str] | None = None) -> str:
+    """${VAR} from the project's `.env` when it sets VAR (${VAR:-default}: when it sets it non-empty); else
+    ${VAR:-default} takes its default, and ${VAR} or a required ${VAR:?message} stay ${VAR}: the host's value,
     unknown here (the message is what Compose says when it is unset, never a value)."""
-    return INTERPOLATION.sub(lambda m: m.group(2) if m.group(2) is not None else "${" + m.group(1) + "}", text)
+    dotenv = dotenv or {}
+
+    def value(match: re.Match) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in dotenv and (dotenv[name] or not match.group(0).startswith("${" + name + ":-")):
+            return dotenv[name]
+        return default if default is not None else "${" + name + "}"
+
+    return INTERPOLATION.sub(value, text)
 
 
-def _environment(service: yaml.Node) -> tuple[list[EnvVar], list[str]]:
+def _dotenv_note(service: yaml.Node, dotenv: dict[str, str]) -> tuple[str, ...]:
+    """A note naming the `.env` values the service's image, command or environment took, when it took any."""
+    if not dotenv:
+        return ()
+    used = sorted({m.group(1) for node in (nodes.get(service, k) for k in ("image", "command", "entrypoint", "environment"))
+                   for text in nodes.scalars(node) for m in INTERPOLATION.finditer(text) if m.group(1) in dotenv})
+    if not used:
+        return ()
+    return (f"{', '.join('${' + n + '}' for n in used)} read from the .env beside the compose file (Compose's "
+            "default; the shell's environment, unknown here, overrides it)",)
+
+
+def _environment(service: yaml.Node, dotenv: dict[str, str]) -> tuple[list[EnvVar], list[str]]:
     env: list[EnvVar] = []
     block = nodes.get(service, "environment")
     if nodes.is_map(block):
         for name, _, value in nodes.pairs(block):
             literal = nodes.text(value)
-            env.append(EnvVar(name, _interpolate(literal) if literal is not None else None, nodes.line(value),
+            env.append(EnvVar(name, _interpolate(literal, dotenv) if literal is not None else None, nodes.line(value),
                               None if literal is not None else "the host environment"))  # fmt: skip
     for item in nodes.items(block):
         entry = nodes.text(item) or ""
         name, has_value, value = entry.partition("=")
-        env.append(EnvVar(name, _interpolate(value) if has_value else None, nodes.line(item),
+        env.append(EnvVar(name, _interpolate(value, dotenv) if has_value else None, nodes.line(item),
                           None if has_value else "the host environment"))  # fmt: skip
     env_files = nodes.get(service, "env_file")
     files = [nodes.text(f) or nodes.text(nodes.get(f, "path")) for f in nodes.items(env_files)] or [nodes.text(env_files)]

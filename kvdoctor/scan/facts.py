@@ -9,7 +9,7 @@ from typing import Any
 
 from kvdoctor.base.errors import KvdoctorError
 from kvdoctor.data.fact_names import fact_registry
-from kvdoctor.facts.collect import read_around, release_default_model
+from kvdoctor.facts.collect import release_default_model
 from kvdoctor.facts.probes.serve_args import parse_serve_command
 from kvdoctor.scan.command import UNRESOLVED
 from kvdoctor.scan.image import image_version
@@ -95,9 +95,9 @@ def _model(workload: Workload, version: str | None, defaults, sources, notes) ->
         default = release_default_model(version)
         if default is None:
             return None, None
-        from kvdoctor.vllm_pack.candidates import candidates
+        from kvdoctor.vllm_pack.candidates import candidates, releases_around
 
-        around = read_around(version) if version and not candidates(version).releases else ()
+        around = releases_around(version) if version and not candidates(version).releases else ()
         inferred = (f" (the default of {around[0].version} and {around[1].version}, the releases read on either side)"
                     if around else "")
         notes.append(f"the command names no model: vLLM {version or '(every candidate release)'} serves its "

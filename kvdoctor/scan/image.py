@@ -12,6 +12,12 @@ from kvdoctor.data.engine_launchers import IMAGE_EXTENSIONS, EngineLauncher
 VLLM_IMAGE_REPOSITORIES = ("vllm/vllm-openai", "vllm/vllm-openai-cpu", "vllm/vllm-tpu", "rocm/vllm")
 # Images whose entrypoint is vLLM's OpenAI server, so `args` alone are serve arguments.
 VLLM_ENTRYPOINT_IMAGES = ("vllm/vllm-openai", "lmcache/vllm-openai", "vllm-openai")
+# Red Hat's and Open Data Hub's vLLM builds (quay.io/modh/vllm, registry.redhat.io/rhoai/odh-vllm-cuda-rhel9,
+# registry.redhat.io/rhaiis/vllm-cuda-rhel9): their Dockerfile.ubi ends in ENTRYPOINT python3 -m
+# vllm.entrypoints.openai.api_server (the vllm-openai stage) or python3 -m vllm_tgis_adapter (the grpc stage, which
+# parses vLLM's serve arguments plus its own: engine_launchers.yaml), so `args` alone are serve arguments too
+# (opendatahub-io/vllm Dockerfile.ubi at 0312316dd49f; the RHAIIS docs run the image with only serve arguments).
+RED_HAT_VLLM_IMAGE = re.compile(r"^(?:modh|rhoai|rhaiis|opendatahub)/(?:odh-)?vllm(?:-[a-z0-9.-]+)?$")
 # Builds of vLLM whose tags name another project's release, never vLLM's (lmcache/vllm-openai:v0.3.1 is LMCache 0.3.1,
 # nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.4.0 is NVIDIA Dynamo 0.4.0).
 OTHER_PROJECT_TAGS = ("lmcache/vllm-openai", "ai-dynamo/vllm-runtime")
@@ -67,6 +73,8 @@ def runs_vllm_entrypoint(image: str | None) -> bool:
     if not image:
         return False
     path = _path(split_image(image)[0])
+    if RED_HAT_VLLM_IMAGE.match(path):
+        return True
     name = path.rsplit("/", 1)[-1]  # vllm-openai-ubi9, vllm-openai-rocm: builds of the same server image
     return any(path == r or path.endswith("/" + r) or name.startswith(r.split("/")[-1] + "-") or path == r.split("/")[-1]
                for r in VLLM_ENTRYPOINT_IMAGES)  # fmt: skip

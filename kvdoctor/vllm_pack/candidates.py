@@ -155,11 +155,29 @@ def describe_range(versions: Iterable[str]) -> str:
     return describe_runs(versions, pack_releases()) or "none"
 
 
+def releases_around(version: str | None) -> tuple:
+    """For a release the pack did not read inside the span it did (0.14.0 between 0.13.0 and 0.14.1): the nearest
+    read releases on either side. What both say of something vLLM kept in between (a parser's default, the
+    arguments it refuses) is what the release between them says."""
+    try:
+        at = pep440_order(version) if version else None
+    except ValueError:
+        return ()
+    known = pack_releases()
+    below = [v for v in known if pep440_order(v) < at] if at is not None else []
+    above = [v for v in known if pep440_order(v) > at] if at is not None else []
+    if not below or not above:
+        return ()
+    return tuple(release for release in (load_release(below[-1]), load_release(above[0])) if release is not None)
+
+
 def covered(version: str, low: str, high: str) -> bool:
     """Is `version` within [low, high]? A bound of fewer parts covers every release it prefixes (0.33 = 0.33.*);
     ('pack', 'pack') covers the releases the knowledge pack read."""
     if low == "pack":
-        return pep440_order(version).base_version in pack_releases() or version in pack_releases()
+        if pep440_order(version).base_version in pack_releases() or version in pack_releases():
+            return True
+        return high == "between" and bool(releases_around(version))
     release = pep440_order(version).release
     lo, hi = pep440_order(low).release, pep440_order(high).release
     return _pad(release, len(lo)) >= lo and release[: len(hi)] <= hi
