@@ -153,6 +153,9 @@ def _request_time(diagnosis: Diagnosis, families: Families, chains: list[Excepti
     if families.answered is not None and any(
             line.number == primary_line and families.answered.search(line.text) for line in lines):
         return f"{_ANSWERED} (line {primary_line}), so the server was up"
+    if families.request_failed is not None and any(  # the failure's own line is a request the server failed (a 5xx)
+            line.number == primary_line and families.request_failed.search(line.text) for line in lines):
+        return f"The server answered a request with HTTP 5xx (line {primary_line}), so it was up"
     answer = _answered_after(lines, families, primary_line)
     if answer is not None:
         text = answer.text.strip()

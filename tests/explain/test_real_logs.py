@@ -85,6 +85,9 @@ KNOWN_MISSES = frozenset({
     "parallel_divisibility__flashinfer_3206.log",
     "other__aiter_4302.log",
     "ray_driver_no_gpu__kuberay_2354.log",
+    # batch 26: the KV cache too small for max_model_len, whose reason (a second vLLM service holding the GPU) only
+    # the repository's own audit names
+    "gpu_memory_occupied__clawd_vllmduplicateaudit.log",
 })
 # Healthy seen logs that explain reported as a failure (exit 1) when their batch was added; the exit-0 test below
 # skips them so it stays a bar for the logs before them. Batch 10: a bare "No available shared memory broadcast
