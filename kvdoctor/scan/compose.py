@@ -26,6 +26,27 @@ def is_compose(root: yaml.Node) -> bool:
     return nodes.is_map(services) and nodes.get(root, "kind") is None
 
 
+COMPOSE_FILE_NAME = re.compile(r"(?:^|[._-])compose(?:[.-][\w-]+)*\.ya?ml$")  # docker-compose.yml, compose.prod.yaml
+SERVICE_KEYS = ("image", "build", "command", "entrypoint")
+
+
+def legacy_services(doc: Document) -> str | None:
+    """Why a Compose-named file whose top-level keys are services (the legacy version 1 format, no `services:`
+    mapping above them) is not read: Docker Compose v2 refuses it ("additional property vllm is not allowed")."""
+    root = doc.root
+    if (not COMPOSE_FILE_NAME.search(doc.file.replace("\\", "/").rsplit("/", 1)[-1]) or not nodes.is_map(root)
+            or nodes.get(root, "services") is not None or nodes.get(root, "kind") is not None):
+        return None
+    legacy = [(name, key) for name, key, value in nodes.pairs(root)
+              if nodes.is_map(value) and any(nodes.get(value, k) is not None for k in SERVICE_KEYS)]
+    if not legacy:
+        return None
+    name, key = legacy[0]
+    return (f"{doc.file}:{nodes.line(key)}: not a Compose file as Docker Compose v2 reads it: top-level `{name}` holds a "
+            "service's keys with no `services:` mapping above it (the legacy version 1 format), so `docker compose` "
+            f"refuses it (additional property {name} is not allowed): indent the services under `services:`")
+
+
 def workloads(doc: Document, source_text: str) -> list[Workload]:
     found = []
     for name, key, service in nodes.pairs(nodes.get(doc.root, "services")):

@@ -93,6 +93,9 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             workloads, failures, why = helm_release.release_workloads(own, read_document)
             unread.extend(failures)
             return with_context(workloads, undecided, with_notes), why
+        if (legacy := compose.legacy_services(doc)) is not None:
+            unread.append(UnreadFile.of(ManifestError(legacy)))
+            return [], []
         workloads = with_context(read_document(doc, text), undecided, with_notes)
         why = unseen_notes(doc, workloads)
         if not workloads and name_unread and (unread_why := unread_kind(doc)):
