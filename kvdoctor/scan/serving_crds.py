@@ -120,10 +120,10 @@ def _engine_args_workload(doc: Document, root: yaml.Node, image_node, app: yaml.
             continue
         if not from_env:
             argv += _flag(key, value, _at(value, offset))
-        elif _is_serve_field(key.lower()):  # MAX_MODEL_LEN -> --max-model-len; other variables are the app's own
+        elif _is_serve_field(field := ENV_ALIASES.get(key, key.lower())):  # MAX_MODEL_LEN -> --max-model-len
             text = nodes.text(value) or ""
             plain = {"true": True, "false": False}.get(text.lower(), text)
-            argv += flag_words(key.lower(), plain, _at(value, offset))
+            argv += flag_words(field, plain, _at(value, offset))
     env = [EnvVar(name, nodes.text(value), _at(value, offset))
            for name, _, value in nodes.pairs(nodes.get(app, "runtime_env", "env_vars"))]  # fmt: skip
     name = nodes.text(nodes.get(app, "name")) or "(unnamed)"
@@ -144,6 +144,10 @@ def _engine_args_workload(doc: Document, root: yaml.Node, image_node, app: yaml.
 
 RAY_PLACES = ("Ray places its workers anywhere in the cluster, so only the cluster's most GPUs are compared with "
               "-tp x -pp: fewer than one engine needs cannot be placed")
+ENV_ALIASES = {"TENSOR_PARALLELISM": "tensor_parallel_size", "PIPELINE_PARALLELISM": "pipeline_parallel_size"}
+"""Variables of KubeRay's and GKE's vLLM sample app (its serve.py: "tensor-parallel-size":
+os.environ.get('TENSOR_PARALLELISM'), "pipeline-parallel-size": os.environ.get('PIPELINE_PARALLELISM')), which copies
+of it keep; other variables are the app's own unless named after an engine argument."""
 MODEL_ENV = ("MODEL_ID", "MODEL_NAME", "MODEL")
 """Environment variables a Ray Serve vLLM app conventionally reads its model from (os.environ['MODEL_ID'])."""
 

@@ -126,3 +126,49 @@ def test_an_unknown_value_of_a_many_valued_option_takes_the_words_after_it(tmp_p
     assert "KVD004" not in _fired(result)
     assert any("--served-model-name takes its value from ${MODEL_NAME}" in n
                for n in result.report.notes + result.workload.notes)
+
+
+RAY_SAMPLE = """\
+apiVersion: ray.io/v1
+kind: RayService
+metadata: {name: llama-3-8b}
+spec:
+  serveConfigV2: |
+    applications:
+    - name: llm
+      route_prefix: /
+      import_path: ray-operator.config.samples.vllm.serve:model
+      runtime_env:
+        env_vars:
+          MODEL_ID: "meta-llama/Meta-Llama-3-8B-Instruct"
+          TENSOR_PARALLELISM: "%s"
+          PIPELINE_PARALLELISM: "1"
+  rayClusterConfig:
+    headGroupSpec:
+      rayStartParams: {num-gpus: "0"}
+      template:
+        spec:
+          containers: [{name: ray-head, image: "rayproject/ray-ml:2.33.0.914af0-py311"}]
+    workerGroupSpecs:
+    - groupName: gpu-group
+      replicas: 1
+      maxReplicas: 1
+      rayStartParams: {}
+      template:
+        spec:
+          containers:
+          - name: llm
+            image: rayproject/ray-ml:2.33.0.914af0-py311
+            resources: {limits: {nvidia.com/gpu: "1"}}
+"""
+
+
+def test_kuberays_vllm_sample_reads_its_parallelism_variables(tmp_path):
+    # KubeRay's and GKE's sample serve.py: tensor-parallel-size from TENSOR_PARALLELISM, pipeline from PIPELINE_...
+    path = tmp_path / "ray-service.vllm.yaml"
+    path.write_text(RAY_SAMPLE % "2")
+    (result,) = scan([str(path)], tmp_path).workloads
+    assert "KVD201" in _fired(result)  # 2 GPUs wanted, 1 in the cluster
+    path.write_text(RAY_SAMPLE % "1")
+    (result,) = scan([str(path)], tmp_path).workloads
+    assert "KVD201" not in _fired(result)
