@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from kvdoctor.data.fact_names import fact_registry
-from kvdoctor.model.facts import Facts
+from kvdoctor.model.facts import ANY_RELEASE, Facts
 from kvdoctor.vllm_pack.candidates import Candidates, agree
 
 
@@ -26,13 +26,18 @@ def attention_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
     unknown["attention.forced"] = facts.serve.attention_backend or "auto"
     unknown["attention.gpu_generation"] = gpu_generation(facts)
     if inputs is None or not releases.releases:
-        return unknown | _unknown_forced_backend(facts.serve.attention_backend, releases)
+        forced = _unknown_forced_backend(facts.serve.attention_backend, releases)
+        if forced and (older := _older_releases_knowing(facts, facts.serve.attention_backend)):
+            return unknown | _known_to_older(facts.serve.attention_backend, older)
+        return unknown | forced
     from kvdoctor.vllm_pack.select import select_backend
 
     selections = {r.version: select_backend(r, inputs) for r in releases.releases}
     backend = agree(releases.releases, lambda r: selections[r.version].backend or "none")
     error = agree(releases.releases, lambda r: selections[r.version].error or "none")
     kind = agree(releases.releases, lambda r: selections[r.version].error_kind or "none")
+    if kind.value == "unknown_backend" and (older := _older_releases_knowing(facts, inputs.forced_backend)):
+        return unknown | _known_to_older(inputs.forced_backend, older)
     newest = selections[releases.releases[-1].version]
     picked_by = "; ".join(f"{value}: {span}" for value, span in backend.split) if len(backend.split) > 1 else None
     if facts.versions.vllm_source == "installed" and facts.versions.flashinfer is None and any(
@@ -188,6 +193,26 @@ def gpu_generation(facts: Facts) -> str | None:
     table = load_yaml_cached(read_data("gpus.yaml"), "gpus.yaml").get("generations", {})
     major, minor = gpu.capability
     return table.get(f"{major}.{minor}") or table.get(str(major))
+
+
+def _known_to_older(name: str, older: str) -> dict[str, str]:
+    why = (f"vLLM {older} knew the forced backend {name}, the releases judged here do not; this build's vLLM is of "
+           "any age (decided by --vllm-version naming the release it runs)")
+    return {"attention.picked_by": why, "attention.undecided": why}
+
+
+def _older_releases_knowing(facts: Facts, name: str | None) -> str | None:
+    """For a vLLM of any age (a build of no known release), the releases the pack read that know a forced backend the
+    judged ones do not (TRITON_ATTN_VLLM_V1: 0.8.5-0.10.2), as a range; None otherwise."""
+    if not name or facts.versions.vllm is not None or facts.versions.vllm_source != ANY_RELEASE:
+        return None
+    from kvdoctor.vllm_pack.candidates import describe_range
+    from kvdoctor.vllm_pack.release import load_release
+    from kvdoctor.vllm_pack.select import forced_backend_unknown
+    from kvdoctor.vllm_pack.store import pack_releases
+
+    knowing = [v for v in pack_releases() if (r := load_release(v)) is not None and forced_backend_unknown(r, name)[0] is False]
+    return describe_range(knowing) if knowing else None
 
 
 def _unknown_forced_backend(name: str | None, releases: Candidates) -> dict[str, Any]:

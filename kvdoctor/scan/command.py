@@ -158,22 +158,65 @@ LAUNCHER = re.compile(r"\bvllm\s+serve\b|\bvllm\.entrypoints\.")
 
 
 def script_assignments(script: str, known: dict[str, str]) -> dict[str, str]:
-    """`known` plus the script's plain top-level assignments before its vLLM launcher line (NAME=value, export
-    NAME=value), each value expanded from what is known so far; assignments inside if/for/while/case blocks or
-    functions, and command substitutions, are not evaluated (their value is unknown here)."""
-    values, depth = dict(known), 0
+    """`known` plus the script's plain assignments before its vLLM launcher line (NAME=value, export NAME=value),
+    each value expanded from what is known so far. An `if` whose test the known values decide (`[ -z "$X" ]`,
+    `[ "$X" = v ]`) runs or skips its branch as the shell would; in a block nothing decides (a loop, a function, a
+    test of an unknown value) and from a command's output the value is unknown from there on (a block that only
+    adds to it, NAME="$NAME ...", is read per branch by branch_assignments)."""
+    values: dict[str, str] = dict(known)
+    runs: list[bool | None] = []  # per open block: True (runs), False (skipped), None (not decided here)
     for line in script.splitlines():
         if LAUNCHER.search(line):
             break
         if BLOCK_CLOSES.match(line):
-            depth = max(depth - 1, 0)
-        elif BLOCK_OPENS.search(line):
-            depth += 1
-        elif depth == 0 and (found := SCRIPT_ASSIGNMENT.match(line)) and (word := _one_word(found.group(2))) is not None:
+            if runs:
+                runs.pop()
+            continue
+        if (opened := IF_LINE.match(line)) is not None and opened.group(1) == "elif" and runs:
+            runs[-1] = None
+            continue
+        if ELSE_LINE.match(line) and runs:
+            runs[-1] = None if runs[-1] is None else not runs[-1]
+            continue
+        if BLOCK_OPENS.search(line):
+            runs.append(_test_holds(opened.group(2), values) if opened is not None else None)
+            continue
+        found = SCRIPT_ASSIGNMENT.match(line)
+        if found is None or False in runs:
+            continue
+        word = _one_word(found.group(2))
+        if all(runs) and word is not None:
             (expanded,) = expand_shell_variables([Token(word, None)], values)
             if not UNRESOLVED.search(expanded.text):
                 values[found.group(1)] = expanded.text
+                continue
+        if runs and re.search(r"\$\{?" + found.group(1) + r"\b", found.group(2)):
+            continue  # NAME="$NAME --more" in a branch nothing decides: branch_assignments reads it
+        values.pop(found.group(1), None)  # unknown from here on
     return values
+
+
+# `if [ -z "$X" ]`, `if [[ "${X:-a}" == "b" ]]`, `if test -n "$X"`: the tests the known values decide
+_TEST = re.compile(r"^\s*(?:\[\[?|test)\s+(?:(-[zn])\s+(\S+)|(\S+)\s+(==?|!=)\s+(\S+))\s*(?:\]\]?)?\s*;?\s*(?:then)?\s*$")
+
+
+def _test_holds(condition: str, values: dict[str, str]) -> bool | None:
+    """Whether an `if`'s test holds with the known values; None when it is no simple test or a value is unknown."""
+    match = _TEST.match(condition)
+    if match is None:
+        return None
+    operands = [w for w in (match.group(2), match.group(3), match.group(5)) if w is not None]
+    try:
+        words = [shlex.split(w) for w in operands]
+    except ValueError:
+        return None
+    texts = [w[0] if w else "" for w in words]
+    expanded = [t.text for t in expand_shell_variables([Token(t, None) for t in texts], values)]
+    if any(UNRESOLVED.search(t) for t in expanded):
+        return None
+    if match.group(1):
+        return (expanded[0] == "") == (match.group(1) == "-z")
+    return (expanded[0] == expanded[1]) == (match.group(4) != "!=")
 
 
 IF_LINE = re.compile(r"^\s*(if|elif)\b(.*)$")
@@ -640,6 +683,10 @@ def without_unresolved(argv: list[Token]) -> tuple[list[Token], list[str]]:
         takes_next = (is_flag and not inline and nxt is not None and UNRESOLVED.search(nxt.text) is not None
                       and not nxt.text.startswith("-") and takes_a_value(canonical_option(token.text)))  # fmt: skip
         variable = UNRESOLVED.search(value if inline else nxt.text if takes_next else "")
+        if is_flag and variable and _refused_whatever_its_value(canonical_option(flag), bool(inline)):
+            kept.append(token)  # no release has the option, or a switch given `=value`: refused whatever the value
+            index += 1
+            continue
         if is_flag and variable:
             notes.append(f"{flag} takes its value from {variable.group(0)}, unknown here: not judged")
             index += 1 if inline else 2
@@ -660,6 +707,17 @@ def without_unresolved(argv: list[Token]) -> tuple[list[Token], list[str]]:
         kept.append(token)
         index += 1
     return kept, notes
+
+
+def _refused_whatever_its_value(option: str, inline: bool) -> bool:
+    """Whether every parser the pack read refuses the option whatever value a variable gives it: no release has it
+    (--max-num-chunked-tokens), or it is a switch in every release that has it, written `--x=$(VAR)`."""
+    specs = _option_specs(option)
+    if not specs:
+        from kvdoctor.vllm_pack.candidates import all_serve_options
+
+        return option not in all_serve_options() and not any(o.startswith(option) for o in all_serve_options())
+    return inline and all(not getattr(spec, "takes_value", True) or getattr(spec, "nargs", None) == 0 for spec in specs)
 
 
 def takes_a_value(option: str) -> bool:

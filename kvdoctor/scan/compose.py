@@ -19,6 +19,8 @@ from kvdoctor.scan.workload import EnvVar, Token, Workload
 
 # ${VAR}, ${VAR:-default} / ${VAR-default}, ${VAR:?message} / ${VAR?message} (Compose's interpolation)
 INTERPOLATION = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*)|:?\?[^}]*)?\}")
+# the same, for an interpolation whose default holds no other one (nested ones are done innermost first)
+INNERMOST = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^{}]*)|:?\?[^{}]*)?\}")
 
 
 def is_compose(root: yaml.Node) -> bool:
@@ -80,13 +82,12 @@ def _service(file: str, name: str, key: yaml.Node, service: yaml.Node, source_te
     workload = Workload(
         file=file, line=nodes.line(key), platform="compose", kind="service", name=name, container=name,
         image=image, image_line=nodes.line(nodes.get(service, "image")),
-        # a word that is only a variable interpolated to nothing (`${FLAG:-}`) leaves no word, as in the shell
-        argv=tuple(Token(_interpolate(t.text, dotenv), t.line) for t in argv
-                   if _interpolate(t.text, dotenv).strip() or not SHELL_VARIABLE.fullmatch(t.text.strip())),
+        argv=_interpolated(argv, dotenv, split=_split_after_interpolation(service, entrypoint + command)),
         command_line=first.line,
         env=tuple(env), env_from=tuple(env_from), gpu_limit=count, gpu_limit_line=count_line,
         notes=(tuple(built[1]) if built is not None else (FLAGS_ONLY_NOTE.format(image=image),) if flags_only else ())
         + _dotenv_note(service, dotenv),
+        built_here=nodes.get(service, "build") is not None,
     )  # fmt: skip
     return placed_in(workload, mounted) if mounted is not None else workload
 
@@ -166,7 +167,37 @@ def _interpolate(text: str, dotenv: dict[str, str] | None = None) -> str:
             return dotenv[name]
         return default if default is not None else "${" + name + "}"
 
-    return INTERPOLATION.sub(value, text)
+    for _ in range(4):  # a default may hold another interpolation (${A:-${B:-x}}): the innermost first
+        done = INNERMOST.sub(value, text)
+        if done == text:
+            break
+        text = done
+    return text
+
+
+def _interpolated(argv: list[Token], dotenv: dict[str, str], split: bool) -> tuple[Token, ...]:
+    """The words with Compose's interpolation done. A word that is only a variable interpolated to nothing
+    (`${FLAG:-}`) leaves no word, as in the shell; one whose value holds spaces (`${TOOL_ARGS}` = "--a --b") is split
+    into its words where Compose or a shell would split it (``split``)."""
+    out: list[Token] = []
+    for token in argv:
+        text = _interpolate(token.text, dotenv)
+        lone_variable = SHELL_VARIABLE.fullmatch(token.text.strip()) is not None
+        if not text.strip() and lone_variable:
+            continue
+        if split and lone_variable and text != token.text and len(text.split()) > 1:
+            out += [Token(word, token.line) for word in text.split()]
+        else:
+            out.append(Token(text, token.line))
+    return tuple(out)
+
+
+def _split_after_interpolation(service: yaml.Node, words: list) -> bool:
+    """Whether an interpolated value's spaces split it into words: Compose interpolates the file before it splits a
+    command given as a string (compose-go's ShellCommand), and a shell (`sh -c "... ${ARGS}"`) splits an unquoted
+    expansion; a list item stays one argument."""
+    string_form = any(nodes.is_scalar(nodes.get(service, key)) for key in ("command", "entrypoint"))
+    return string_form or any(token.text == "-c" for token, _ in words)
 
 
 def _dotenv_note(service: yaml.Node, dotenv: dict[str, str]) -> tuple[str, ...]:

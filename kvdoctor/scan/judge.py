@@ -78,9 +78,10 @@ def judge(workload: Workload, defaults: ScanDefaults, settings: CheckSettings) -
             serve_argv=tuple(t.text for t in _with_local_model(workload.argv, deployment)),
             gpu=deployment.gpu,
             vllm_version=deployment.vllm_version,
-            # a venv's vLLM, an image pinned to a build of no known release or left to the host: of any age
+            # a venv's vLLM, an image pinned to a build of no known release, built here or left to the host: of any age
             any_release=deployment.vllm_version is None and (workload.image is None or chosen_by_the_host(workload.image)
-                                                              or pins_an_unknown_build(workload.image)),  # fmt: skip
+                                                              or pins_an_unknown_build(workload.image)
+                                                              or workload.built_here),  # fmt: skip
             serves=True,
             offline=defaults.offline,
             cache_dir=defaults.cache_dir,

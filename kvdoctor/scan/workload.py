@@ -101,6 +101,9 @@ class Workload:
     vllm_pin: str | None = None
     """A vLLM release the workload's build pins (a Python app's `pip install vllm==X`) when no image tag names one."""
     vllm_pin_line: int | None = None
+    built_here: bool = False
+    """The image is built by the manifest itself (Compose `build:`) from a Dockerfile not read here: its vLLM is
+    whatever that build installed, of any age, whatever the local tag says (vllm-blackwell:latest)."""
     expands_shell: bool = False
     """The command runs under `sh -c`: the shell expands $VAR and ${VAR} from the environment too."""
     notes: tuple[str, ...] = ()

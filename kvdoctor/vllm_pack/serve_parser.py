@@ -165,12 +165,15 @@ def _resolve(name: str, options: Mapping[str, Any], long_options: list[str], all
 
 def _values(spec: Any, token: str, has_inline: bool, tokens: list[str], index: int, is_subkey: bool):
     """The values the option consumes, and the next index; an ArgvVerdict when a required value is missing."""
-    if has_inline:
-        return [token.partition("=")[2]], index
     nargs = getattr(spec, "nargs", None)
     takes_value = getattr(spec, "takes_value", True)
     if is_subkey:
         takes_value, nargs = True, None
+    if has_inline:
+        value = token.partition("=")[2]
+        if not takes_value or nargs == 0:  # argparse's consume_optional: a switch given `=value` (--x=false)
+            return ArgvVerdict(f"argument {_display(spec, token)}: ignored explicit argument {value!r}"), index
+        return [value], index
     if not takes_value or nargs == 0:
         return [], index
     if nargs in ("?", "*"):

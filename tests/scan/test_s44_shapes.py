@@ -40,11 +40,26 @@ def test_the_env_file_beside_a_compose_file_decides_its_variables(tmp_path):
     (result,) = scan([str(tmp_path / "docker-compose.yml")], tmp_path).workloads
     assert result.workload.image == "vllm/vllm-openai:v0.25.1-cu130"
     texts = [t.text for t in result.workload.argv]
-    assert "Qwen/Qwen2.5-7B-Instruct" in texts and "gpt-3.5 #turbo" in texts
+    # a string command is split after interpolation (compose-go's ShellCommand): the quoted value's words split too
+    assert "Qwen/Qwen2.5-7B-Instruct" in texts and texts[texts.index("--served-model-name") + 1:][:2] == ["gpt-3.5", "#turbo"]
     assert "4096" in texts  # ${VAR:-default}: an empty value in .env takes the default, as Compose does
     assert result.report.facts.get("vllm.version") == "0.25.1"
     notes = result.report.notes + result.workload.notes
     assert any("${IMAGE_TAG}" in n and ".env" in n for n in notes), notes
+
+
+def test_a_list_items_value_stays_one_argument_and_a_string_commands_splits(tmp_path):
+    (tmp_path / ".env").write_text("TOOL_ARGS=--enable-auto-tool-choice --tool-call-parser hermes\nNAME=a b\n")
+    listed = "services:\n  vllm:\n    image: vllm/vllm-openai:v0.25.1\n    command: [--model, m, --served-model-name, \"${NAME}\"]\n"
+    (tmp_path / "docker-compose.yml").write_text(listed)
+    (result,) = scan([str(tmp_path / "docker-compose.yml")], tmp_path).workloads
+    assert [t.text for t in result.workload.argv][-1] == "a b"
+    (tmp_path / "docker-compose.yml").write_text(
+        "services:\n  vllm:\n    image: vllm/vllm-openai:v0.25.1\n    command: >\n      --model m ${TOOL_ARGS:-}\n")
+    (result,) = scan([str(tmp_path / "docker-compose.yml")], tmp_path).workloads
+    assert [t.text for t in result.workload.argv] == ["--model", "m", "--enable-auto-tool-choice", "--tool-call-parser",
+                                                      "hermes"]
+    assert "KVD004" not in _fired(result)
 
 
 def test_without_an_env_file_the_variables_stay_the_hosts(tmp_path):
