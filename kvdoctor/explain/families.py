@@ -144,7 +144,8 @@ def load_families() -> Families:
         frame_decides=frozenset(data.get("frame_decides") or ()),
         frame_families=tuple((re.compile(f["place"]), f["family"]) for f in data.get("frame_families") or ()),
         word_families=tuple((re.compile(f["words"]), f["family"]) for f in data.get("word_families") or ()),
-        value_families=tuple((frozenset(f["rules"]), f["value"], f["family"]) for f in data.get("value_families") or ()),
+        value_families=tuple((frozenset(f["rules"]), f["value"], f["family"])
+                             for f in data.get("value_families") or ()),
         interface_drift_rule=str((data.get("interface_drift") or {}).get("rule") or ""),
         interface_drift_libraries=frozenset((data.get("interface_drift") or {}).get("other_packages") or ()),
         request_rules_kept=frozenset(data.get("request_rules_kept") or ()),

@@ -132,9 +132,10 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         # a TypeError's message printed alone (a framework that logs str(exc)): a call whose arguments
                         # the callee does not take, Python's own wording
                         # (the argument's name may be on the next line: a hard wrap)
-                        r"|^[A-Za-z_][\w.]*\(\) (?:(?:got an unexpected keyword argument|got multiple values for argument)"
-                        r"(?: '\w+'|\s*$)|missing \d+ required (?:positional|keyword-only) arguments?:|takes (?:from )?\d+ "
-                        r"(?:to \d+ )?positional arguments? but \d+ (?:were|was) given)"
+                        r"|^[A-Za-z_][\w.]*\(\) (?:(?:got an unexpected keyword argument"
+                        r"|got multiple values for argument)(?: '\w+'|\s*$)"
+                        r"|missing \d+ required (?:positional|keyword-only) arguments?:"
+                        r"|takes (?:from )?\d+ (?:to \d+ )?positional arguments? but \d+ (?:were|was) given)"
                         # an error in the reporter's or a wrapper's language (Chinese, Japanese, Korean)
                         # (not negated: '没有报错' / '无异常' / '不会报错' say there was none)
                         r"|(?<!没有)(?<!不会)(?<!任何)(?<![没无未不])(?:报错|错误|失败|异常)|エラー|오류|에러"
@@ -168,7 +169,8 @@ _LATE_WORDS = ("Trace/breakpoint", "*** Aborted", "terminate called", "bad_alloc
                 "error originates")
 # The round-4 patterns anchored at a line's start, tested by one anchored match (it fails on the first characters).
 _CRASH_HEAD = re.compile(r"(?i)\s*(?:(?:zsh|bash|sh|fish): |make|CMake Error|FAILED |\[\d|Killed: |free|malloc|realloc|munmap|double free|corrupted "
-                         r"|Fatal glibc|<?\s*HTTP/|Internal Server|Exception in thread|Process |Thread |Current thread|[A-Za-z_][\w.]*\(\) "
+                         r"|Fatal glibc|<?\s*HTTP/|Internal Server|Exception in thread|Process |Thread |Current thread"
+                         r"|[A-Za-z_][\w.]*\(\) "
                          r"|Timeout \(|No devices|No module named|Connection refused|SystemExit|Warning |已杀死|已放弃|非法指令|总线错误"
                          r"|Getötet|Abgebrochen|Убито|Аварийный|強制終了|Processus|Instruction illégale|Abortado|Morto)")
 # What other logging formats write for an error record (a line vLLM's own header did not claim): Python logging's

@@ -211,7 +211,8 @@ def _older_releases_knowing(facts: Facts, name: str | None) -> str | None:
     from kvdoctor.vllm_pack.select import forced_backend_unknown
     from kvdoctor.vllm_pack.store import pack_releases
 
-    knowing = [v for v in pack_releases() if (r := load_release(v)) is not None and forced_backend_unknown(r, name)[0] is False]
+    knowing = [v for v in pack_releases()
+               if (r := load_release(v)) is not None and forced_backend_unknown(r, name)[0] is False]
     return describe_range(knowing) if knowing else None
 
 

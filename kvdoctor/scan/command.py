@@ -197,7 +197,8 @@ def script_assignments(script: str, known: dict[str, str]) -> dict[str, str]:
 
 
 # `if [ -z "$X" ]`, `if [[ "${X:-a}" == "b" ]]`, `if test -n "$X"`: the tests the known values decide
-_TEST = re.compile(r"^\s*(?:\[\[?|test)\s+(?:(-[zn])\s+(\S+)|(\S+)\s+(==?|!=)\s+(\S+))\s*(?:\]\]?)?\s*;?\s*(?:then)?\s*$")
+_TEST = re.compile(r"^\s*(?:\[\[?|test)\s+(?:(-[zn])\s+(\S+)|(\S+)\s+(==?|!=)\s+(\S+))"
+                   r"\s*(?:\]\]?)?\s*;?\s*(?:then)?\s*$")
 
 
 def _test_holds(condition: str, values: dict[str, str]) -> bool | None:

@@ -44,8 +44,8 @@ def legacy_services(doc: Document) -> str | None:
     if not legacy:
         return None
     name, key = legacy[0]
-    return (f"{doc.file}:{nodes.line(key)}: not a Compose file as Docker Compose v2 reads it: top-level `{name}` holds a "
-            "service's keys with no `services:` mapping above it (the legacy version 1 format), so `docker compose` "
+    return (f"{doc.file}:{nodes.line(key)}: not a Compose file as Docker Compose v2 reads it: top-level `{name}` "
+            "holds a service's keys with no `services:` mapping above it (the legacy version 1 format), so `docker compose` "
             f"refuses it (additional property {name} is not allowed): indent the services under `services:`")
 
 
@@ -204,8 +204,9 @@ def _dotenv_note(service: yaml.Node, dotenv: dict[str, str]) -> tuple[str, ...]:
     """A note naming the `.env` values the service's image, command or environment took, when it took any."""
     if not dotenv:
         return ()
-    used = sorted({m.group(1) for node in (nodes.get(service, k) for k in ("image", "command", "entrypoint", "environment"))
-                   for text in nodes.scalars(node) for m in INTERPOLATION.finditer(text) if m.group(1) in dotenv})
+    texts = [text for key in ("image", "command", "entrypoint", "environment")
+             for text in nodes.scalars(nodes.get(service, key))]
+    used = sorted({m.group(1) for text in texts for m in INTERPOLATION.finditer(text) if m.group(1) in dotenv})
     if not used:
         return ()
     return (f"{', '.join('${' + n + '}' for n in used)} read from the .env beside the compose file (Compose's "

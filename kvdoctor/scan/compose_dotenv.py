@@ -18,16 +18,21 @@ _LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.-]*)\s*=\s*(.*)$")
 
 def project_env(compose_file: str) -> dict[str, str]:
     """KEY -> value of the `.env` beside the compose file; empty when there is none (or it cannot be read)."""
-    return dict(_read(str(Path(compose_file).resolve().parent / DOTENV)))
+    env_file = Path(compose_file).resolve().parent / DOTENV
+    try:
+        stat = env_file.stat()
+    except OSError:
+        return {}
+    if not env_file.is_file() or stat.st_size > MAX_BYTES:
+        return {}
+    return dict(_read(str(env_file), stat.st_mtime_ns))
 
 
 @lru_cache(maxsize=64)
-def _read(path: str) -> tuple[tuple[str, str], ...]:
-    env_file = Path(path)
+def _read(path: str, _mtime_ns: int) -> tuple[tuple[str, str], ...]:
+    """The file's entries; the modification time is part of the key, so a rewritten file is read again."""
     try:
-        if not env_file.is_file() or env_file.stat().st_size > MAX_BYTES:
-            return ()
-        text = env_file.read_text(errors="replace")
+        text = Path(path).read_text(errors="replace")
     except OSError:
         return ()
     return tuple(parsed for line in text.splitlines() if (parsed := _entry(line)) is not None)
