@@ -85,3 +85,37 @@ vllm serve "$MODEL_PATH"
     values = script_assignments(script, {})
     assert "MODEL_PATH" not in values  # the test held, and its branch set it from a command's output: unknown
     assert values["MODE"] == "serve"  # the test failed: its branch never ran
+
+
+REAL_PARSER = """\
+import contextlib, io, json, sys
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+from vllm.entrypoints.launchers.cli_args import make_arg_parser
+parser = make_arg_parser(FlexibleArgumentParser())
+out = []
+for argv in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            parser.parse_args(argv)
+        out.append(None)
+    except SystemExit:
+        out.append(err.getvalue().strip().splitlines()[-1].split("error: ", 1)[-1])
+print(json.dumps(out))
+"""
+
+
+def test_real_vllm_refuses_a_switch_given_a_value_as_the_replay_says():
+    # vLLM's CPU build (0.32.0), its own parser: the replay of 0.32.0 in the pack gives the same words
+    import json
+    import subprocess
+
+    from tests.vllm_cpu_support import vllm_cpu_python
+
+    cases = [["--model", "m", "--disable-log-stats=false"], ["--model", "m", "--enable-prefix-caching=False"],
+             ["--model", "m", "--disable-log-stats"], ["--model", "m", "--max-model-len=4096"]]
+    done = subprocess.run([str(vllm_cpu_python()), "-c", REAL_PARSER, json.dumps(cases)], capture_output=True,
+                          text=True, timeout=300, cwd="/")
+    real = json.loads(done.stdout.strip().splitlines()[-1])
+    assert real == [_judge(argv, "0.32.0") for argv in cases]
+    assert real[0] == "argument --disable-log-stats: ignored explicit argument 'false'"
