@@ -3,16 +3,20 @@ controller installs it (its release name, namespace, value files, inline values 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
 
 from kvdoctor.scan import nodes
 from kvdoctor.scan.chart_reader import ChartRelease, ReadDocument, chart_workloads
-from kvdoctor.scan.documents import Document
+from kvdoctor.scan.documents import HCL_SUFFIXES, Document, ManifestError, SourceFile, compose_documents
 from kvdoctor.scan.helm_chart import ChartSource, merge_values, set_value
 from kvdoctor.scan.result import UnreadFile
 from kvdoctor.scan.workload import Workload
+
+
+RELEASE_APIS = re.compile(r"\bargoproj\.io/|\bhelm\.toolkit\.fluxcd\.io/")
 
 
 def is_helm_release(root: yaml.Node) -> bool:
@@ -34,7 +38,7 @@ def release_workloads(doc: Document, read_document: ReadDocument) -> tuple[list[
     unread: list[UnreadFile] = []
     notes: list[str] = []
     for chart_path, values_files, release in plans:
-        chart = _in_tree(Path(doc.file).parent, chart_path)
+        chart = chart_in_tree(Path(doc.file).parent, chart_path)
         if chart is None:
             notes.append(f"{via} installs chart {chart_path}, which is not in the scanned tree: not checked (scan the "
                          "chart's directory with --values)")  # fmt: skip
@@ -65,7 +69,7 @@ def _argo_plans(doc: Document, app_name: str) -> list[tuple[str, list[str], Char
         values: dict = {}
         inline = nodes.plain(nodes.get(helm, "values"))
         if isinstance(inline, str):
-            loaded = _safe_yaml(inline)
+            loaded = safe_yaml(inline)
             values = merge_values(values, loaded)
         obj = nodes.plain(nodes.get(helm, "valuesObject"))
         if isinstance(obj, dict):
@@ -94,7 +98,7 @@ def _flux_plans(doc: Document, name: str) -> list[tuple[str, list[str], ChartRel
     return [(chart, value_files, ChartRelease(release, namespace, values if isinstance(values, dict) else {}))]
 
 
-def _in_tree(start: Path, chart_path: str) -> Path | None:
+def chart_in_tree(start: Path, chart_path: str) -> Path | None:
     """The chart directory at `chart_path` from the repository root: the nearest directory above the object's
     file under which that path is a chart."""
     relative = chart_path.strip().lstrip("./") if not chart_path.startswith("../") else chart_path
@@ -105,9 +109,61 @@ def _in_tree(start: Path, chart_path: str) -> Path | None:
     return None
 
 
-def _safe_yaml(text: str) -> dict:
+def safe_yaml(text: str) -> dict:
     try:
         loaded = yaml.safe_load(text)
     except yaml.YAMLError:
         return {}
     return loaded if isinstance(loaded, dict) else {}
+
+
+def installed_charts_left_out(sources: list) -> tuple[list, list[str]]:
+    """The scan's sources without the charts that an Argo CD Application, a Flux HelmRelease or a Terraform
+    helm_release in the scan installs (their values are the release's; the chart's defaults alone run nowhere), and
+    a note for each chart left out so."""
+    installed: dict[Path, str] = {}
+    for source in sources:
+        if isinstance(source, SourceFile):
+            installed |= _charts_installed_by(source)
+    if not installed:
+        return sources, []
+    kept, notes = [], []
+    for source in sources:
+        by = installed.get(source.chart.resolve()) if isinstance(source, ChartSource) else None
+        if by is None or source.values_files:
+            kept.append(source)
+            continue
+        notes.append(f"{source.path}: the chart is rendered as {by} installs it, not with its defaults alone")
+    return kept, notes
+
+
+def _charts_installed_by(source: SourceFile) -> dict[Path, str]:
+    """Chart directory -> the release in this file that installs it (only charts in the tree)."""
+    from kvdoctor.scan import hcl, terraform_helm  # terraform_helm imports this module
+
+    found: dict[Path, str] = {}
+    if source.path.endswith(HCL_SUFFIXES) and "helm_release" in source.text:
+        try:
+            root = hcl.parse(source.text, source.path)
+        except hcl.HclError:
+            return {}
+        for labels, body in hcl.blocks(root, "resource"):
+            if labels[:1] == ["helm_release"] and (chart := terraform_helm.local_chart(body, source.path)):
+                found[chart.resolve()] = f"Terraform helm_release {labels[1] if len(labels) > 1 else ''}"
+        return found
+    if not RELEASE_APIS.search(source.text):
+        return {}
+    try:
+        documents = compose_documents(source)
+    except ManifestError:
+        return {}
+    for doc in documents:
+        if not is_helm_release(doc.root):
+            continue
+        kind = nodes.text(nodes.get(doc.root, "kind"))
+        name = nodes.text(nodes.get(doc.root, "metadata", "name")) or "(unnamed)"
+        plans = _argo_plans(doc, name) if kind == "Application" else _flux_plans(doc, name)
+        for chart_path, _, _ in plans:
+            if (chart := chart_in_tree(Path(doc.file).parent, chart_path)) is not None:
+                found[chart.resolve()] = f"{'Argo CD' if kind == 'Application' else 'Flux'} {kind} {name}"
+    return found

@@ -8,10 +8,10 @@ from typing import Callable
 from kvdoctor.check.run import CheckSettings
 from pathlib import Path
 
-from kvdoctor.scan import (cloud_build, compose, dockerfile, dstack, dynamo, github_actions, hcl, helm_release,
-                           helm_values, kserve_huggingface, kserve_runtimes, kubernetes, llmaz, makefiles, markdown, nodes,
-                           nomad, python_apps, python_engine_args, ray_job, scripts, serving_crds, sibling_runtimes, skypilot,
-                           terraform)  # fmt: skip
+from kvdoctor.scan import (cloud_build, compose, dockerfile, dstack, dynamo, embedded_scripts, github_actions, hcl,
+                           helm_release, helm_values, kserve_huggingface, kserve_runtimes, kubernetes, llmaz, makefiles,
+                           markdown, nodes, nomad, python_apps, python_engine_args, ray_job, scripts, serving_crds,
+                           sibling_runtimes, skypilot, terraform, terraform_helm)  # fmt: skip
 from kvdoctor.scan.chart_reader import chart_workloads
 from kvdoctor.scan.config_maps import ConfigMap, config_maps_of, with_config_maps
 from kvdoctor.scan.command import heredoc_bodies, only_serve_flags, words_of
@@ -64,7 +64,8 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
     sources, notes = discover(paths)
     sources, through = through_their_kustomization(sources, paths)
     sources = rendered_instead(sources)
-    notes += through
+    sources, left_out = helm_release.installed_charts_left_out(sources)
+    notes += through + left_out
     found: list[Workload] = []
     unread: list[UnreadFile] = []
     config_maps: dict[str, list[ConfigMap]] = {}
@@ -99,7 +100,10 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
         workloads = with_context(read_document(doc, text), undecided, with_notes)
         why = unseen_notes(doc, workloads)
         if not workloads and name_unread and (unread_why := unread_kind(doc)):
-            why.append(unread_why)
+            if unread_kind_runs_scripts(doc):  # user data a machine runs at boot, cloud-init's runcmd
+                workloads = with_context(embedded_scripts.workloads(doc.root, doc.file, text), undecided, with_notes)
+            if not workloads:
+                why.append(unread_why)
         return workloads, why
 
     for source in sources:
@@ -143,12 +147,13 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             continue
         if source.path.endswith(HCL_SUFFIXES):
             try:
-                workloads, why = hcl_workloads(source)
+                workloads, why, failures = hcl_workloads(source)
             except hcl.HclError as exc:
                 unread.append(UnreadFile.of(exc))
                 continue
             found += workloads
             notes += why
+            unread += failures
             continue
         if python_apps.is_python_app(source):
             launched = python_apps.workloads(source) + python_engine_args.workloads(source)
@@ -254,17 +259,27 @@ def silent_chart_note(source: ChartSource) -> str | None:
             "(kvdoctor scan CHART_DIR --values FILE)")  # fmt: skip
 
 
-def hcl_workloads(source: SourceFile) -> tuple[list[Workload], list[str]]:
-    """The workloads of a Terraform or Nomad file and the notes on what it deploys unchecked; raises HclError."""
+def hcl_workloads(source: SourceFile) -> tuple[list[Workload], list[str], list[UnreadFile]]:
+    """The workloads of a Terraform or Nomad file, the notes on what it deploys unchecked and the templates of the
+    charts it installs that cannot be rendered; raises HclError."""
     root = hcl.parse(source.text, source.path)
     found: list[Workload] = []
     notes: list[str] = []
+    unread: list[UnreadFile] = []
     for doc, defaults_note in terraform.documents(root, source.path):
         workloads = read_document(doc, source.text)
         found += [replace(w, notes=w.notes + (defaults_note,)) if defaults_note else w for w in workloads]
         notes += unseen_notes(doc, workloads)
+    for labels, body in hcl.blocks(root, "resource"):
+        if labels[:1] == ["helm_release"]:
+            workloads, failures = terraform_helm.release_workloads(labels, body, source.path, read_document)
+            found += workloads
+            unread += failures
+        elif labels and not terraform.is_read(labels[0]):  # an instance's user_data, a startup script
+            found += embedded_scripts.workloads(body, source.path, source.text)
     tasks = nomad.workloads(root, source.path) + terraform.nomad_workloads(root, source.path)
-    return found + tasks, notes + nomad.unseen_notes(root, source.path, tasks) + terraform.notes(root, source.path)
+    notes += nomad.unseen_notes(root, source.path, tasks) + terraform.notes(root, source.path)
+    return found + tasks, notes, unread
 
 
 def heredoc_workloads(source: SourceFile) -> tuple[list[Workload], list[str]]:
@@ -369,6 +384,14 @@ def unread_kind(doc: Document) -> str | None:
     return (f"{where}: a YAML document that mentions vLLM but is no Kubernetes object, Compose file or "
             "production-stack values (a chart's raw values?): not read; scan it with its chart: kvdoctor scan CHART_DIR "
             "--values FILE")  # fmt: skip
+
+
+def unread_kind_runs_scripts(doc: Document) -> bool:
+    """A document of a kind scan does not read whose strings may be scripts a machine runs (not a pod's
+    ConfigMap or a workload whose pod template was read)."""
+    kind = nodes.text(nodes.get(doc.root, "kind"))
+    return kind not in kubernetes.PODLESS_KINDS and kind not in kubernetes.POD_SPECS and \
+        kind not in {"ConfigMap", "Secret"} and not kubernetes.has_pod_template(doc.root)  # fmt: skip
 
 
 def _is_test_suite_or_form(root) -> bool:

@@ -5,7 +5,8 @@ Blocks"): `container` blocks are `containers`, `env { name value }` entries, `no
 `kubernetes_manifest.manifest` is the object itself; `kubectl_manifest.yaml_body` and a `nomad_job.jobspec` heredoc
 are the YAML or job file they hold. Google's `google_cloud_run_service` / `google_cloud_run_v2_service` are Cloud Run
 services (a Knative Service). The Docker provider's `docker_container` is the Compose service that runs the same
-container. `helm_release` of a chart vLLM runs in is named in the notes, not rendered."""
+container. A `helm_release` of a chart in the tree is rendered (terraform_helm.py); one of a chart elsewhere that
+names vLLM is named in the notes."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from kvdoctor.scan import hcl, nodes, nomad
+from kvdoctor.scan import hcl, nodes, nomad, terraform_helm
 from kvdoctor.scan.cloud_run import ACCELERATOR_LABEL
 from kvdoctor.scan.documents import Document
 from kvdoctor.scan.workload import Workload
@@ -64,10 +65,12 @@ def nomad_workloads(root: yaml.Node, file: str) -> list[Workload]:
 
 
 def notes(root: yaml.Node, file: str) -> list[str]:
-    """A helm_release that names vLLM: its chart is rendered elsewhere, named so that its silence is no pass."""
+    """A helm_release that names vLLM and whose chart is not in the tree, named so that its silence is no pass."""
     found = []
     for labels, body in hcl.blocks(root, "resource"):
         if labels[:1] != ["helm_release"] or not any("vllm" in t.lower() for t in nodes.scalars(body)):
+            continue
+        if terraform_helm.local_chart(body, file) is not None:  # rendered (terraform_helm.py)
             continue
         chart = nodes.text(nodes.get(body, "chart")) or "?"
         repository = nodes.text(nodes.get(body, "repository"))
@@ -120,6 +123,12 @@ def _substitute(node: yaml.Node, defaults: dict[str, str]) -> set[str]:
         elif nodes.is_map(current):
             stack += [value for _, value in current.value]
     return used
+
+
+def is_read(resource: str) -> bool:
+    """Whether the resource type is one kvdoctor reads as the objects it creates (or a chart / job it installs)."""
+    return VERSION_SUFFIX.sub("", resource) in KUBERNETES_KINDS or resource in CLOUD_RUN or resource in {
+        "kubernetes_manifest", "kubectl_manifest", "docker_container", "helm_release", "nomad_job"}
 
 
 def _objects(resource: str, name: str, body: yaml.Node, file: str) -> list[Document]:

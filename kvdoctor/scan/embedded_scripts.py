@@ -1,0 +1,113 @@
+"""A shell script held in a string value of an object scan does not otherwise read: the user data a cloud instance
+runs at boot (a Crossplane / Cluster API / Karpenter object's `userData`, a Terraform `aws_instance.user_data` or
+`metadata_startup_script`), cloud-init's `runcmd` and `write_files` (a `#cloud-config` document, also inside such a
+string). Its `docker run` / `vllm serve` commands are read as a script's (scripts.py), on the file's own lines; its
+workloads are named by the file, as a script's are, and the object's instance type (`instanceType`, Terraform's
+`instance_type`, GCP's `machine_type`, Azure's `vm_size`) names their GPU as a node's instance-type label would."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import replace
+from pathlib import PurePosixPath
+
+import yaml
+
+from kvdoctor.scan import nodes
+from kvdoctor.scan.scripts import script_workloads
+from kvdoctor.scan.workload import GpuSelector, Workload
+
+RUNS_VLLM = re.compile(r"\b(?:docker|podman|nerdctl)\s+run\b|\bvllm\s+serve\b|-m\s+vllm\.entrypoints\.")
+CLOUD_CONFIG = re.compile(r"^\s*#cloud-config\b")
+COMMAND_LISTS = {"runcmd", "bootcmd"}
+"""cloud-init's command lists: each item a shell line, or an argv list."""
+MAX_DEPTH = 40
+INSTANCE_TYPE_KEYS = {"instanceType", "instance_type", "machineType", "machine_type", "vmSize", "vm_size", "size"}
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+
+def workloads(root: yaml.Node, file: str, source_text: str) -> list[Workload]:
+    """The vLLM workloads of the scripts held in the object's string values."""
+    name = PurePosixPath(file).name
+    machine = _instance_type(root)
+    found: list[Workload] = []
+    for script, first, key in scripts_in(root, source_text):
+        note = f"a script in `{key}` ({file}:{first}), read as a shell script run on the machine"
+        for workload in script_workloads(script, first, file, name):
+            selectors = workload.gpu_selectors or machine
+            found.append(replace(workload, notes=workload.notes + (note,), gpu_selectors=selectors))
+    return found
+
+
+def _instance_type(root: yaml.Node) -> tuple[GpuSelector, ...]:
+    """The machine the object creates, as the instance-type node label its GPU is looked up by (none when unnamed)."""
+    stack, depth = [root], 0
+    while stack and depth < 10_000:
+        node, depth = stack.pop(), depth + 1
+        for key, value in _keyed_values(node):
+            text = nodes.text(value) if nodes.is_scalar(value) else None
+            if key in INSTANCE_TYPE_KEYS and text and "$" not in text:
+                return (GpuSelector(INSTANCE_TYPE_LABEL, (text,), nodes.line(value)),)
+            if nodes.is_map(value) or nodes.is_seq(value):
+                stack.append(value)
+    return ()
+
+
+def scripts_in(root: yaml.Node, source_text: str = "", offset: int = 0,
+               depth: int = 0) -> list[tuple[str, int, str]]:  # fmt: skip
+    """(script, its first line in the file, the key that holds it) for each string value that runs vLLM."""
+    found: list[tuple[str, int, str]] = []
+    for key, value in _keyed_values(root):
+        if depth > MAX_DEPTH:
+            break
+        if key in COMMAND_LISTS and nodes.is_seq(value):
+            found += [(line, first + offset, key) for line, first in _command_lines(value)]
+        elif nodes.is_scalar(value) and isinstance(value.value, str) and _runs_vllm(value.value):
+            first = _first_line(value, source_text) + offset
+            if CLOUD_CONFIG.match(value.value):
+                found += _cloud_config(value.value, first - 1, depth)
+            else:
+                found.append((value.value, first, key))
+        elif nodes.is_map(value) or nodes.is_seq(value):
+            found += scripts_in(value, source_text, offset, depth + 1)
+    return found
+
+
+def _runs_vllm(text: str) -> bool:
+    return bool(RUNS_VLLM.search(text)) or (bool(CLOUD_CONFIG.match(text)) and "vllm" in text.lower())
+
+
+def _keyed_values(node: yaml.Node) -> list[tuple[str, yaml.Node]]:
+    if nodes.is_map(node):
+        return [(key, value) for key, _, value in nodes.pairs(node)]
+    return [("", item) for item in nodes.items(node)]
+
+
+def _command_lines(commands: yaml.Node) -> list[tuple[str, int]]:
+    """cloud-init's runcmd: a string item is a shell line, a list item an argv."""
+    lines = []
+    for item in nodes.items(commands):
+        if nodes.is_seq(item):
+            line = " ".join(shlex.quote(nodes.text(word) or "") for word in nodes.items(item))
+            if RUNS_VLLM.search(line):
+                lines.append((line, nodes.line(item) or 1))
+        elif (text := nodes.text(item)) and RUNS_VLLM.search(text):
+            lines.append((text, _first_line(item, "")))
+    return lines
+
+
+def _cloud_config(text: str, offset: int, depth: int) -> list[tuple[str, int, str]]:
+    """A #cloud-config document inside a string, read on the file's lines (`offset` lines above its first)."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return []
+    return scripts_in(root, text, offset, depth + 1) if root is not None else []
+
+
+def _first_line(node: yaml.Node, source_text: str) -> int:
+    """The line of a string's first character: a YAML block scalar (`|`) or an HCL heredoc starts on the next."""
+    line = nodes.line(node) or 1
+    block = node.style in ("|", ">") or source_text.startswith("<<", node.start_mark.index)
+    return line + 1 if block else line

@@ -1,0 +1,138 @@
+"""Two shapes of batch s46 (spent): a Terraform `helm_release` of a chart in the repository (rendered as the helm
+provider installs it: its name, namespace, values and set entries; the chart not also rendered with its defaults),
+and a script a cloud machine runs at boot held in an object scan does not read (a Crossplane claim's userData, a
+Terraform aws_instance's user_data heredoc, cloud-init's runcmd inside it), read as a script with the machine's
+instance type naming its GPU. Written from the helm provider's helm_release documentation and cloud-init's."""
+
+from __future__ import annotations
+
+from scan_support import scan, write_tree
+
+from kvdoctor.scan.run import read_manifests
+
+CHART = {
+    "vllm-chart/Chart.yaml": "apiVersion: v2\nname: vllm-chart\nversion: 0.1.0\n",
+    "vllm-chart/values.yaml": "image: {repository: vllm/vllm-openai, tag: v0.25.1}\n"
+                              "command: vllm serve __MODEL__\ngpus: 1\n",
+    "vllm-chart/templates/deployment.yaml": """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ .Release.Name }}-{{ .Chart.Name }}
+  namespace: {{ .Release.Namespace }}
+spec:
+  template:
+    spec:
+      containers:
+        - name: {{ .Chart.Name }}
+          image: "{{ .Values.image.repository }}:{{ .Values.image.tag }}"
+          command: ["/bin/sh", "-c"]
+          args: [{{ .Values.command | quote }}]
+          resources:
+            limits:
+              nvidia.com/gpu: {{ .Values.gpus | quote }}
+""",
+}
+
+HELM_TF = """\
+resource "helm_release" "gpu" {
+  name      = "qwen"
+  chart     = "./vllm-chart"
+  namespace = "llm"
+  values = [
+    <<-EOT
+    command: "vllm serve Qwen/Qwen3-8B --max-model-len 8192 --swap-space 4"
+    EOT
+  ]
+  set {
+    name  = "gpus"
+    value = "2"
+  }
+}
+
+resource "helm_release" "other" {
+  name       = "remote"
+  chart      = "vllm"
+  repository = "https://charts.example.com"
+  values     = [file("${path.module}/remote-values.yaml")]
+}
+"""
+
+
+def test_a_terraform_helm_release_of_a_chart_in_the_tree_is_rendered_with_its_values(tmp_path):
+    root = write_tree(tmp_path, CHART | {"helm.tf": HELM_TF, "remote-values.yaml": "model: vllm\n"})
+    _, workloads, notes, unread = read_manifests([str(root)])
+    assert not unread
+    (workload,) = workloads  # the chart is not also rendered alone with its placeholder model
+    assert (workload.name, workload.namespace, workload.container) == ("qwen-vllm-chart", "llm", "vllm-chart")
+    assert workload.gpu_limit == 2  # the `set` block over the heredoc values over the chart's
+    assert "Qwen/Qwen3-8B" in [t.text for t in workload.argv]
+    assert any("by Terraform helm_release gpu" in n for n in workload.notes)
+    assert any("the chart is rendered as Terraform helm_release gpu installs it" in n for n in notes)
+    assert any("helm_release other installs chart vllm from https://charts.example.com" in n for n in notes)
+
+
+def test_the_rendered_release_is_judged(tmp_path):
+    root = write_tree(tmp_path, CHART | {"helm.tf": HELM_TF})
+    report = scan([str(root)], tmp_path, gpu=None)
+    (result,) = report.workloads
+    refused = [p for p in result.placed if p.finding.rule_id == "KVD004" and p.finding.status == "fired"]
+    assert refused and "--swap-space" in refused[0].finding.title + str(refused[0].finding.evidence)
+
+
+CROSSPLANE = """\
+apiVersion: aws.example.io/v1alpha1
+kind: XInstance
+metadata: {name: vllm-8b}
+spec:
+  instanceType: g5.xlarge
+  userData: |
+    #!/bin/bash
+    dnf install -y docker && systemctl enable --now docker
+    docker run -d --gpus all -p 8000:8000 vllm/vllm-openai:v0.25.1 \\
+      --model meta-llama/Llama-3.1-8B-Instruct --max-model-len 8192
+"""
+
+
+def test_a_script_in_the_user_data_of_an_unread_kind_is_read_on_its_lines(tmp_path):
+    path = tmp_path / "vllm-8b.yaml"
+    path.write_text(CROSSPLANE)
+    _, (workload,), notes, _ = read_manifests([str(path)])
+    assert (workload.name, workload.container, workload.line) == ("vllm-8b.yaml", "docker run", 9)
+    assert workload.image == "vllm/vllm-openai:v0.25.1"
+    assert [(s.key, s.values) for s in workload.gpu_selectors] == [("node.kubernetes.io/instance-type",
+                                                                    ("g5.xlarge",))]  # fmt: skip
+    assert not any("does not read kind XInstance" in n for n in notes)
+    report = scan([str(path)], tmp_path, gpu=None)
+    assert report.workloads[0].report.facts["gpu.name"] == "A10G"
+
+
+def test_cloud_config_runcmd_in_a_terraform_instance_user_data(tmp_path):
+    path = tmp_path / "main.tf"
+    path.write_text("""\
+resource "aws_instance" "vllm" {
+  instance_type = "g6e.xlarge"
+  user_data     = <<-EOF
+    #cloud-config
+    runcmd:
+      - [docker, run, --gpus, all, vllm/vllm-openai:v0.25.1, --model, Qwen/Qwen3-8B, --swap-space, "4"]
+  EOF
+}
+""")
+    _, (workload,), _, _ = read_manifests([str(path)])
+    assert workload.line == 6 and workload.image == "vllm/vllm-openai:v0.25.1"
+    assert [t.text for t in workload.argv][:2] == ["--model", "Qwen/Qwen3-8B"]
+
+
+def test_a_configmap_script_is_not_read_twice(tmp_path):
+    path = tmp_path / "cm.yaml"
+    path.write_text("""\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: start}
+data:
+  start.sh: |
+    vllm serve Qwen/Qwen3-8B
+""")
+    _, workloads, _, _ = read_manifests([str(path)])
+    assert workloads == []  # a ConfigMap's script runs where a pod mounts it (mounted_scripts.py), not here
