@@ -411,8 +411,8 @@ def continued_parts(lines: list[LogLine], index: int) -> list[str]:
     parts = [head.text.strip()]
     for line in lines[index + 1 : index + 1 + MAX_CONTINUATION]:
         previous = lines[index + len(parts) - 1]
-        if line.number != previous.number + 1 or line.stream != head.stream:
-            break
+        if line.number not in (previous.number, previous.number + 1) or line.stream != head.stream:
+            break  # the lines of one JSON record's message share its number
         if line.level is not None and (line.level, line.source) != (head.level, head.source):
             break
         text = line.text

@@ -3,6 +3,7 @@ on the template lines that wrote it, each template that cannot be rendered repor
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
@@ -12,6 +13,7 @@ from kvdoctor.scan.helm_chart import ChartError, ChartSource, render_chart
 from kvdoctor.scan.result import UnreadFile
 from kvdoctor.scan.workload import EnvVar, GpuSelector, Token, Workload
 
+MISSING_DEPENDENCY = re.compile(r"not rendered: dependency (\S+) \(")
 RENDER_HINT = "kvdoctor renders charts itself; check it with: helm template RELEASE CHART -f values.yaml"
 
 
@@ -37,12 +39,21 @@ def chart_workloads(source: ChartSource, read_document: ReadDocument, extra_valu
         rendered = render_chart(source.chart, list(values_files), release.values, release.name, release.namespace)
     except ChartError as exc:
         return [], [UnreadFile.of(ManifestError(str(exc), RENDER_HINT))]
+    failures = rendered.failures
+    missing = [m.group(1) for _, _, why in failures if (m := MISSING_DEPENDENCY.match(why))]
+    by_values: list[Workload] = []
+    if missing:  # a dependency kvdoctor reads by its values alone (production-stack, app-template)
+        from kvdoctor.scan import dependency_values
+
+        by_values, read = dependency_values.workloads(source.chart, values_files, missing, rendered.release,
+                                                      release.namespace, read_document)  # fmt: skip
+        failures = [f for f in failures if not any(f[2].startswith(f"not rendered: dependency {n} (") for n in read)]
     unread = [UnreadFile.of(ManifestError(f"{display_path(file)}{f':{line}' if line else ''}: {why}", RENDER_HINT))
-              for file, line, why in rendered.failures]  # fmt: skip
+              for file, line, why in failures]  # fmt: skip
     shown_values = ", ".join(display_path(v) for v in values_files) or "its values.yaml"
     note = (f"rendered from Helm chart {display_path(source.chart)} (release {rendered.release}) with "
             f"{shown_values}{f', by {release.via}' if release.via else ''}")  # fmt: skip
-    found: list[Workload] = []
+    found: list[Workload] = list(by_values)
     for template in rendered.templates:
         shown = display_path(template.template)
         try:

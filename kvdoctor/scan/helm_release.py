@@ -4,11 +4,13 @@ controller installs it (its release name, namespace, value files, inline values 
 from __future__ import annotations
 
 import re
+import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
 
-from kvdoctor.scan import nodes
+from kvdoctor.scan import app_template, nodes
 from kvdoctor.scan.chart_reader import ChartRelease, ReadDocument, chart_workloads
 from kvdoctor.scan.documents import HCL_SUFFIXES, Document, ManifestError, SourceFile, compose_documents
 from kvdoctor.scan.helm_chart import ChartSource, merge_values, set_value
@@ -27,9 +29,11 @@ def is_helm_release(root: yaml.Node) -> bool:
         (kind == "HelmRelease" and api.startswith("helm.toolkit.fluxcd.io/"))  # fmt: skip
 
 
-def release_workloads(doc: Document, read_document: ReadDocument) -> tuple[list[Workload], list[UnreadFile], list[str]]:
+def release_workloads(doc: Document, read_document: ReadDocument,
+                      text: str = "") -> tuple[list[Workload], list[UnreadFile], list[str]]:  # fmt: skip
     """The workloads of the chart the object installs, its render failures, and a note when its chart is not in
-    the scanned tree (a chart repository or another Git repository: not checked)."""
+    the scanned tree (a chart repository or another Git repository): its inline values are read when they are a
+    chart's kvdoctor reads by its values (production-stack's servingEngineSpec, vLLM's own chart), else not checked."""
     kind = nodes.text(nodes.get(doc.root, "kind"))
     name = nodes.text(nodes.get(doc.root, "metadata", "name")) or "(unnamed)"
     via = f"{'Argo CD' if kind == 'Application' else 'Flux'} {kind} {name} ({doc.file}:{nodes.line(doc.root)})"
@@ -40,6 +44,19 @@ def release_workloads(doc: Document, read_document: ReadDocument) -> tuple[list[
     for chart_path, values_files, release in plans:
         chart = chart_in_tree(Path(doc.file).parent, chart_path)
         if chart is None:
+            inline = _inline_values(doc, kind)
+            if inline is None:
+                by_values = []
+            elif app_template.is_app_template(chart_path.split(" from ")[0]):
+                by_values = app_template.workloads(inline, release.name or "release", release.namespace, doc, text,
+                                                   read_document)  # fmt: skip
+            else:
+                by_values = read_document(Document(doc.file, doc.index, inline), text)
+            if by_values:
+                note = (f"{via} installs chart {chart_path}, which is not in the scanned tree: its inline values "
+                        "read as that chart's values")  # fmt: skip
+                found += [replace(w, notes=w.notes + (note,)) for w in by_values]
+                continue
             notes.append(f"{via} installs chart {chart_path}, which is not in the scanned tree: not checked (scan the "
                          "chart's directory with --values)")  # fmt: skip
             continue
@@ -51,6 +68,30 @@ def release_workloads(doc: Document, read_document: ReadDocument) -> tuple[list[
         found += workloads
         unread += failures
     return found, unread, notes
+
+
+def _inline_values(doc: Document, kind: str | None) -> yaml.Node | None:
+    """The values an Argo CD Application (helm.valuesObject, or helm.values on the file's lines) or a Flux
+    HelmRelease (spec.values) gives inline, as a node; None when it gives none."""
+    spec = nodes.get(doc.root, "spec")
+    if kind != "Application":
+        values = nodes.get(spec, "values")
+        return values if nodes.is_map(values) else None
+    sources = nodes.items(nodes.get(spec, "sources")) or [s for s in [nodes.get(spec, "source")] if s is not None]
+    for source in sources:
+        helm = nodes.get(source, "helm")
+        if nodes.is_map(obj := nodes.get(helm, "valuesObject")):
+            return obj
+        text = nodes.get(helm, "values")
+        if nodes.is_scalar(text) and isinstance(text.value, str):
+            first = (nodes.line(text) or 1) + (1 if text.style in ("|", ">") else 0)
+            try:
+                root = yaml.compose("\n" * (first - 1) + textwrap.dedent(text.value), Loader=yaml.SafeLoader)
+            except yaml.YAMLError:
+                continue
+            if nodes.is_map(root):
+                return root
+    return None
 
 
 def _argo_plans(doc: Document, app_name: str) -> list[tuple[str, list[str], ChartRelease]]:
@@ -86,7 +127,7 @@ def _argo_plans(doc: Document, app_name: str) -> list[tuple[str, list[str], Char
 
 def _flux_plans(doc: Document, name: str) -> list[tuple[str, list[str], ChartRelease]]:
     spec = nodes.get(doc.root, "spec")
-    chart = nodes.text(nodes.get(spec, "chart", "spec", "chart"))
+    chart = nodes.text(nodes.get(spec, "chart", "spec", "chart")) or nodes.text(nodes.get(spec, "chartRef", "name"))
     if chart is None:
         return []
     target = nodes.text(nodes.get(spec, "targetNamespace"))

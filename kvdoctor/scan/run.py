@@ -91,7 +91,7 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             return [], []
         if helm_release.is_helm_release(doc.root):  # an Argo CD Application / Flux HelmRelease: its chart rendered
             own = placed_document(marked(doc.root, doc.file, text), doc.index)  # in its own file, not a render's
-            workloads, failures, why = helm_release.release_workloads(own, read_document)
+            workloads, failures, why = helm_release.release_workloads(own, read_document, text)
             unread.extend(failures)
             return with_context(workloads, undecided, with_notes), why
         if (legacy := compose.legacy_services(doc)) is not None:

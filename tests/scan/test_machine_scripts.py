@@ -136,3 +136,93 @@ data:
 """)
     _, workloads, _, _ = read_manifests([str(path)])
     assert workloads == []  # a ConfigMap's script runs where a pod mounts it (mounted_scripts.py), not here
+
+
+APP_TEMPLATE_RELEASE = """\
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {name: vllm}
+spec:
+  chartRef: {kind: OCIRepository, name: app-template}
+  values:
+    defaultPodOptions:
+      nodeSelector: {nvidia.com/gpu.product: NVIDIA-L40S}
+    controllers:
+      vllm:
+        containers:
+          app:
+            image: {repository: vllm/vllm-openai, tag: v0.25.1}
+            args: [--model, Qwen/Qwen3-8B, --swap-space, "4"]
+            env:
+              HF_HOME: /cache
+            resources:
+              limits: {nvidia.com/gpu: 1}
+      embed:
+        containers:
+          main:
+            image: {repository: vllm/vllm-openai, tag: v0.25.1}
+            command: [vllm, serve, BAAI/bge-m3]
+"""
+
+
+def test_a_flux_release_of_bjw_s_app_template_is_read_from_its_values(tmp_path):
+    path = tmp_path / "helmrelease.yaml"
+    path.write_text(APP_TEMPLATE_RELEASE)
+    _, workloads, _, unread = read_manifests([str(path)])
+    assert not unread
+    named = {(w.name, w.container): w for w in workloads}
+    # two controllers: release-IDENTIFIER, except the one whose identifier is the release's name
+    assert set(named) == {("vllm", "app"), ("vllm-embed", "main")}
+    app = named[("vllm", "app")]
+    assert app.image == "vllm/vllm-openai:v0.25.1" and app.gpu_limit == 1 and app.line == 11  # the container
+    assert [(e.name, e.value) for e in app.env] == [("HF_HOME", "/cache")]
+    assert [(s.key, s.values) for s in app.gpu_selectors] == [("nvidia.com/gpu.product", ("NVIDIA-L40S",))]
+    report = scan([str(path)], tmp_path, gpu=None)
+    fired = {r.workload.container: {p.finding.rule_id for p in r.placed if p.finding.status == "fired"}
+             for r in report.workloads}  # fmt: skip
+    assert "KVD004" in fired["app"]  # --swap-space, gone from 0.25.1's parser
+
+
+PRODUCTION_STACK_APP = """\
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: stack}
+spec:
+  destination: {namespace: llm}
+  source:
+    repoURL: https://vllm-project.github.io/production-stack
+    chart: vllm-stack
+    helm:
+      values: |
+        servingEngineSpec:
+          modelSpec:
+          - name: qwen
+            repository: vllm/vllm-openai
+            tag: v0.25.1
+            modelURL: Qwen/Qwen3-8B
+            requestGPU: 1
+"""
+
+
+def test_an_argo_application_of_a_remote_production_stack_chart_reads_its_inline_values(tmp_path):
+    path = tmp_path / "app.yaml"
+    path.write_text(PRODUCTION_STACK_APP)
+    _, (workload,), notes, _ = read_manifests([str(path)])
+    assert (workload.name, workload.container, workload.line) == ("qwen", "vllm", 13)
+    assert any("its inline values read as that chart's values" in n for n in workload.notes)
+    assert not any("not checked" in n for n in notes)
+
+
+def test_an_umbrella_chart_over_a_dependency_not_fetched_reads_its_values(tmp_path):
+    root = write_tree(tmp_path, {
+        "chart/Chart.yaml": "apiVersion: v2\nname: wrapper\nversion: 0.1.0\ndependencies:\n"
+                            "  - {name: vllm-stack, version: 0.1.10, repository: https://example.com/charts}\n",
+        "chart/values.yaml": "vllm-stack:\n  servingEngineSpec:\n    modelSpec:\n    - name: llama\n"
+                             "      repository: vllm/vllm-openai\n      tag: v0.25.1\n"
+                             "      modelURL: meta-llama/Llama-3.1-8B-Instruct\n      requestGPU: 1\n",
+        "chart/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+    })  # fmt: skip
+    _, (workload,), _, unread = read_manifests([str(root / "chart")])
+    assert not unread  # the dependency is read by its values, not reported unrendered
+    assert (workload.name, workload.line) == ("llama", 4)
+    assert any("dependency vllm-stack of chart" in n for n in workload.notes)
