@@ -11,7 +11,7 @@ from pathlib import Path
 from kvdoctor.scan import (cloud_build, compose, dockerfile, dstack, dynamo, embedded_scripts, github_actions, hcl,
                            helm_release, helm_values, kserve_huggingface, kserve_runtimes, kubernetes, llmaz, makefiles,
                            markdown, nodes, nomad, python_apps, python_engine_args, ray_job, scripts, serving_crds,
-                           sibling_runtimes, skypilot, terraform, terraform_helm)  # fmt: skip
+                           sibling_runtimes, skypilot, systemd_units, terraform, terraform_helm)  # fmt: skip
 from kvdoctor.scan.chart_reader import chart_workloads
 from kvdoctor.scan.config_maps import ConfigMap, config_maps_of, with_config_maps
 from kvdoctor.scan.command import heredoc_bodies, only_serve_flags, words_of
@@ -133,6 +133,11 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             continue
         if makefiles.is_makefile(source):
             workloads, unseen = makefiles.read(source)
+            found += workloads
+            notes += unseen
+            continue
+        if systemd_units.is_unit(source):
+            workloads, unseen = systemd_units.read(source)
             found += workloads
             notes += unseen
             continue

@@ -28,6 +28,8 @@ WRAPPERS = {"sudo", "srun", "apptainer", "singularity"}
 """Commands that run the rest of their words (after their own options): `sudo docker run`, `srun -p X vllm serve`,
 `apptainer exec --nv --bind /data vllm-openai.sif vllm serve ...` (its subcommand and image skipped too)."""
 CONTAINER_EXEC = {"apptainer", "singularity"}
+PLAIN_PREFIXES = {"exec", "nohup", "setsid", "time"}
+"""Words that run the rest of the line as it is, without options of their own here."""
 CONTAINER_EXEC_VALUE_OPTIONS = {"-B", "--bind", "--env", "--env-file", "-H", "--home", "-W", "--workdir", "--mount",
                                 "-o", "--overlay", "--pwd", "--security", "--network", "--app"}  # fmt: skip
 POWERSHELL_CONTINUATION = re.compile(r"`[ \t]*\r?\n")
@@ -219,6 +221,8 @@ def _same(one: Workload, other: Workload) -> bool:
 def _unwrapped(words: list[Token]) -> tuple[list[Token], str | None]:
     """The words after sudo / srun and their options, and the wrapper's name (None when there is none)."""
     wrapper = None
+    while words and words[0].text in PLAIN_PREFIXES:  # `nohup singularity exec ...`, `exec docker run ...`
+        words = words[1:]
     while words and PurePosixPath(words[0].text).name in WRAPPERS:
         wrapper = PurePosixPath(words[0].text).name
         index = 1

@@ -226,3 +226,48 @@ def test_an_umbrella_chart_over_a_dependency_not_fetched_reads_its_values(tmp_pa
     assert not unread  # the dependency is read by its values, not reported unrendered
     assert (workload.name, workload.line) == ("llama", 4)
     assert any("dependency vllm-stack of chart" in n for n in workload.notes)
+
+
+def test_a_systemd_unit_that_starts_vllm_is_read_on_its_lines(tmp_path):
+    path = tmp_path / "vllm.service"
+    path.write_text("""\
+[Unit]
+Description=vLLM
+ExecStart=/bin/false
+
+[Service]
+Environment="CUDA_VISIBLE_DEVICES=0,1" "MODEL=Qwen/Qwen3-8B"
+ExecStart=-/opt/vllm/.venv/bin/vllm serve ${MODEL} \\
+  --tensor-parallel-size 2 \\
+  --swap-space 4
+Restart=always
+""")
+    _, (workload,), _, _ = read_manifests([str(tmp_path)])  # found by a directory walk too
+    assert (workload.name, workload.container, workload.line) == ("vllm.service", "vllm serve", 7)
+    assert "Qwen/Qwen3-8B" in [t.text for t in workload.argv]  # systemd expands ${MODEL} from Environment=
+    assert next(t.line for t in workload.argv if t.text == "--swap-space") == 9
+
+
+def test_nohup_and_exec_run_the_container_command_after_them(tmp_path):
+    path = tmp_path / "run.sh"
+    path.write_text("""\
+#!/bin/bash
+nohup singularity exec --nv vllm.sif vllm serve Qwen/Qwen3-8B --max-model-len 8192 &
+exec docker run --gpus all vllm/vllm-openai:v0.25.1 --model Qwen/Qwen3-4B
+""")
+    _, workloads, _, _ = read_manifests([str(path)])
+    assert sorted((w.container, w.line) for w in workloads) == [("docker run", 3), ("singularity", 2)]
+
+
+def test_bash_optional_array_expansion_is_left_to_the_environment(tmp_path):
+    path = tmp_path / "run.sh"
+    path.write_text("""\
+#!/bin/bash
+passthrough=()
+for a in "$@"; do passthrough+=("$a"); done
+args=(Qwen/Qwen3-8B --max-model-len 8192)
+docker run --gpus all vllm/vllm-openai:v0.25.1 "${args[@]}" "${passthrough[@]+"${passthrough[@]}"}"
+""")
+    report = scan([str(path)], tmp_path, gpu=None)
+    (result,) = report.workloads
+    assert not [p for p in result.placed if p.finding.rule_id == "KVD004" and p.finding.status == "fired"]

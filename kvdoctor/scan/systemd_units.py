@@ -1,0 +1,65 @@
+"""A systemd service unit that starts vLLM (`ExecStart=/opt/vllm/.venv/bin/vllm serve ...`): its ExecStart lines
+(continued with a backslash) read as a script's command, after its `Environment=` assignments, each on its own line
+of the unit (systemd.service(5), systemd.exec(5)). ExecStart's prefixes (`-`, `@`, `+`, `!`, `:`) are dropped;
+the workload is named by the unit's file name, as a script's."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import PurePosixPath
+
+from kvdoctor.scan.documents import SourceFile
+from kvdoctor.scan.scripts import script_findings
+from kvdoctor.scan.workload import Workload
+
+SUFFIX = ".service"
+SECTION = re.compile(r"^\s*\[(\w[\w-]*)\]\s*$")
+SETTING = re.compile(r"^\s*(ExecStart|Environment)\s*=\s*(.*)$")
+EXEC_PREFIXES = "-@+!:"
+
+
+def is_unit(source: SourceFile) -> bool:
+    return source.path.endswith(SUFFIX) and "ExecStart" in source.text
+
+
+def read(source: SourceFile) -> tuple[list[Workload], list[str]]:
+    """The unit's workloads and notes, read from a script that holds its ExecStart on the unit's own lines."""
+    script, env = as_script(source.text)
+    return script_findings(script, 1, source.path, PurePosixPath(source.path).name, env)
+
+
+def as_script(text: str) -> tuple[str, dict[str, str]]:
+    """The [Service] section's ExecStart= lines as shell lines (the others blank, so that every word keeps its
+    line), and the variables its Environment= lines set (systemd expands ${NAME} in ExecStart from them)."""
+    out: list[str] = []
+    env: dict[str, str] = {}
+    section, continuing = None, False
+    for line in text.replace("\r\n", "\n").split("\n"):
+        if continuing:
+            out.append(line)
+            continuing = line.rstrip().endswith("\\")
+            continue
+        if (header := SECTION.match(line)) is not None:
+            section = header.group(1)
+            out.append("")
+            continue
+        setting = SETTING.match(line) if section == "Service" else None
+        if setting is None:
+            out.append("")
+            continue
+        key, value = setting.groups()
+        if key == "Environment":
+            env.update(_assignments(value))
+            out.append("")
+            continue
+        out.append(value.lstrip(EXEC_PREFIXES))
+        continuing = line.rstrip().endswith("\\")
+    return "\n".join(out), env
+
+
+def _assignments(value: str) -> list[tuple[str, str]]:
+    try:
+        return [tuple(item.split("=", 1)) for item in shlex.split(value) if "=" in item]  # type: ignore[misc]
+    except ValueError:
+        return []
