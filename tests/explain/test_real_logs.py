@@ -88,6 +88,18 @@ KNOWN_MISSES = frozenset({
     # batch 26: the KV cache too small for max_model_len, whose reason (a second vLLM service holding the GPU) only
     # the repository's own audit names
     "gpu_memory_occupied__clawd_vllmduplicateaudit.log",
+    # batch 28 (measured whole at f2f6824 before any explain change; its seen misses): a start-up cut before its
+    # error, whose cause (MiniMax-M3 without SupportsPP under --pipeline-parallel-size 7) only the thread's title says;
+    # a message-less AssertionError whose cause (Dynamo's patched vLLM without speculative decoding) only a maintainer
+    # says; a torch.compile cache write failing with "Disk quota exceeded" under $HOME (an OSError no family reads as a
+    # cache-directory problem yet); --numa-bind under srun's CPU binding (vLLM's NUMA detection error, no family); an
+    # OOM at a 32K request after start-up at --gpu-memory-utilization 0.94, which the repository's README, not the
+    # log, ties to the utilisation
+    "pp_unsupported__vllm_45455.log",
+    "spec_decode_config__dynamo_331.log",
+    "cache_dir_permission__jupiterglm52_home_quota.log",
+    "serve_args__jupiterglm52_slurm_numa.log",
+    "other__jupiterglm52_hbm094.log",
 })
 # Healthy seen logs that explain reported as a failure (exit 1) when their batch was added; the exit-0 test below
 # skips them so it stays a bar for the logs before them. Batch 10: a bare "No available shared memory broadcast
@@ -99,6 +111,9 @@ KNOWN_HEALTHY_MISSES: frozenset[str] = frozenset({
     # node was stopped on purpose; the same lines end other__gpustack_6019 (failing: the head died), and the worker's
     # log cannot tell a planned stop of its peer from a crash
     "healthy_other__dsparkgx10_prestop_worker.log",
+    # batch 28: TRL's client giving up on a `trl vllm-serve` server that was never started ("can't be reached ...
+    # after 120.0 seconds"); the gatherer labelled it healthy (vLLM did not fail), explain reads the client's error
+    "healthy_other__unsloth_2173.log",
 })
 
 
