@@ -17,7 +17,8 @@ from kvdoctor.scan.workload import Workload
 
 CHART = "app-template"
 KINDS = {"deployment": ("apps/v1", "Deployment"), "statefulset": ("apps/v1", "StatefulSet"),
-         "daemonset": ("apps/v1", "DaemonSet"), "job": ("batch/v1", "Job"), "cronjob": ("batch/v1", "CronJob")}  # fmt: skip
+         "daemonset": ("apps/v1", "DaemonSet"), "job": ("batch/v1", "Job"),
+         "cronjob": ("batch/v1", "CronJob")}  # fmt: skip
 POD_KEYS = ("nodeSelector", "affinity", "tolerations", "runtimeClassName", "hostIPC", "volumes")
 CONTAINER_KEYS = ("command", "args", "resources", "workingDir", "securityContext", "volumeMounts")
 
@@ -55,38 +56,34 @@ def _controller_name(release: str, identifier: str, controller: yaml.Node, count
 def _object(kind: tuple[str, str], name: str, namespace: str, controller: yaml.Node,
             defaults: yaml.Node | None) -> yaml.MappingNode:  # fmt: skip
     at = controller
-    containers = [_container(identifier, spec) for identifier, _, spec in nodes.pairs(nodes.get(controller, "containers"))
+    containers = [_container(identifier, spec) for identifier, _, spec in nodes.pairs(nodes.get(at, "containers"))
                   if nodes.is_map(spec) and nodes.plain(nodes.get(spec, "enabled")) is not False]  # fmt: skip
-    own = nodes.get(controller, "pod")
-    pod = [(_str(key, at), value) for key in POD_KEYS
-           if (value := nodes.get(own, key) if nodes.get(own, key) is not None else nodes.get(defaults, key)) is not None]
-    pod.append((_str("containers", at), yaml.SequenceNode("tag:yaml.org,2002:seq", containers, at.start_mark, at.end_mark)))
-    template = _map([(_str("spec", at), _map(pod, at))], at)
-    spec = [(_str("template", at), template)]
-    if (replicas := nodes.get(controller, "replicas")) is not None:
-        spec.insert(0, (_str("replicas", at), replicas))
-    metadata = _map([(_str("name", at), _str(name, at)), (_str("namespace", at), _str(namespace, at))], at)
-    return _map([(_str("apiVersion", at), _str(kind[0], at)), (_str("kind", at), _str(kind[1], at)),
-                 (_str("metadata", at), metadata), (_str("spec", at), _map(spec, at))], at)  # fmt: skip
+    own = nodes.get(controller, "pod")  # the controller's pod options over defaultPodOptions, key by key
+    pod = {key: value for key in POD_KEYS if (value := _first(nodes.get(own, key), nodes.get(defaults, key)))}
+    pod["containers"] = yaml.SequenceNode("tag:yaml.org,2002:seq", containers, at.start_mark, at.end_mark)
+    spec = {"replicas": nodes.get(controller, "replicas")} if nodes.get(controller, "replicas") is not None else {}
+    spec["template"] = _keyed({"spec": _keyed(pod, at)}, at)
+    metadata = _keyed({"name": nodes.str_node(name, at), "namespace": nodes.str_node(namespace, at)}, at)
+    return _keyed({"apiVersion": nodes.str_node(kind[0], at), "kind": nodes.str_node(kind[1], at),
+                   "metadata": metadata, "spec": _keyed(spec, at)}, at)  # fmt: skip
 
 
 def _container(identifier: str, spec: yaml.Node) -> yaml.MappingNode:
-    pairs = [(_str("name", spec), _str(identifier, spec))]
+    fields: dict[str, yaml.Node] = {"name": nodes.str_node(identifier, spec)}
     image = nodes.get(spec, "image")
     repository, tag = nodes.text(nodes.get(image, "repository")), nodes.text(nodes.get(image, "tag"))
     if repository:
-        at = nodes.get(image, "repository")
-        pairs.append((_str("image", at), _str(f"{repository}:{tag}" if tag else repository, at)))
+        fields["image"] = nodes.str_node(f"{repository}:{tag}" if tag else repository, nodes.get(image, "repository"))
     for key in CONTAINER_KEYS:
         value = nodes.get(spec, key)
         if value is None:
             continue
         if key in ("command", "args") and nodes.is_scalar(value):  # a string is the one word the chart renders
             value = yaml.SequenceNode("tag:yaml.org,2002:seq", [value], value.start_mark, value.end_mark)
-        pairs.append((_str(key, spec), value))
+        fields[key] = value
     if (env := _env(nodes.get(spec, "env"))) is not None:
-        pairs.append((_str("env", spec), env))
-    return _map(pairs, spec)
+        fields["env"] = env
+    return _keyed(fields, spec)
 
 
 def _env(env: yaml.Node | None) -> yaml.Node | None:
@@ -95,18 +92,19 @@ def _env(env: yaml.Node | None) -> yaml.Node | None:
         return env if nodes.is_seq(env) else None
     items = []
     for name, key_node, value in nodes.pairs(env):
-        entry = [(_str("name", key_node), _str(name, key_node))]
+        entry = {"name": nodes.str_node(name, key_node)}
         if nodes.is_map(value):
-            entry += [(_str(k, key_node), v) for k, _, v in nodes.pairs(value) if k in ("value", "valueFrom")]
+            entry |= {k: v for k, _, v in nodes.pairs(value) if k in ("value", "valueFrom")}
         else:
-            entry.append((_str("value", key_node), value))
-        items.append(_map(entry, key_node))
+            entry["value"] = value
+        items.append(_keyed(entry, key_node))
     return yaml.SequenceNode("tag:yaml.org,2002:seq", items, env.start_mark, env.end_mark)
 
 
-def _map(pairs: list, at: yaml.Node) -> yaml.MappingNode:
-    return yaml.MappingNode("tag:yaml.org,2002:map", pairs, at.start_mark, at.end_mark)
+def _first(*found: yaml.Node | None) -> yaml.Node | None:
+    return next((node for node in found if node is not None), None)
 
 
-def _str(text: str, at: yaml.Node) -> yaml.ScalarNode:
-    return yaml.ScalarNode("tag:yaml.org,2002:str", text, at.start_mark, at.start_mark)
+def _keyed(fields: dict[str, yaml.Node], at: yaml.Node) -> yaml.MappingNode:
+    """A mapping node of string keys placed where ``at`` is."""
+    return nodes.map_node([(nodes.str_node(key, at), value) for key, value in fields.items()], at)

@@ -3,17 +3,15 @@ on the template lines that wrote it, each template that cannot be rendered repor
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
 from kvdoctor.scan.documents import Document, ManifestError, SourceFile, compose_documents, display_path
-from kvdoctor.scan.helm_chart import ChartError, ChartSource, render_chart
+from kvdoctor.scan.helm_chart import NOT_FETCHED, ChartError, ChartSource, render_chart
 from kvdoctor.scan.result import UnreadFile
 from kvdoctor.scan.workload import EnvVar, GpuSelector, Token, Workload
 
-MISSING_DEPENDENCY = re.compile(r"not rendered: dependency (\S+) \(")
 RENDER_HINT = "kvdoctor renders charts itself; check it with: helm template RELEASE CHART -f values.yaml"
 
 
@@ -40,14 +38,13 @@ def chart_workloads(source: ChartSource, read_document: ReadDocument, extra_valu
     except ChartError as exc:
         return [], [UnreadFile.of(ManifestError(str(exc), RENDER_HINT))]
     failures = rendered.failures
-    missing = [m.group(1) for _, _, why in failures if (m := MISSING_DEPENDENCY.match(why))]
     by_values: list[Workload] = []
-    if missing:  # a dependency kvdoctor reads by its values alone (production-stack, app-template)
+    if rendered.missing:  # a dependency kvdoctor reads by its values alone (production-stack, app-template)
         from kvdoctor.scan import dependency_values
 
-        by_values, read = dependency_values.workloads(source.chart, values_files, missing, rendered.release,
+        by_values, read = dependency_values.workloads(source.chart, values_files, rendered.missing, rendered.release,
                                                       release.namespace, read_document)  # fmt: skip
-        failures = [f for f in failures if not any(f[2].startswith(f"not rendered: dependency {n} (") for n in read)]
+        failures = [f for f in failures if not any(f[2].startswith(NOT_FETCHED.format(n)) for n in read)]
     unread = [UnreadFile.of(ManifestError(f"{display_path(file)}{f':{line}' if line else ''}: {why}", RENDER_HINT))
               for file, line, why in failures]  # fmt: skip
     shown_values = ", ".join(display_path(v) for v in values_files) or "its values.yaml"

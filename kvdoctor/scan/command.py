@@ -40,7 +40,9 @@ WRAPPER_NOTE = ("image {image} runs {script} with vLLM serve options as its argu
 # $(command) or $((arithmetic)) it could not evaluate: unexpanded here.
 # a variable the shell fills at run time: $VAR, ${VAR...}, $(command), and a script's positional parameters ($1, ${2},
 # "$@"), which only its caller knows
-UNRESOLVED = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|[0-9@*]|\{(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*])(?:[^{}]|\{[^{}]*\})*\}"
+UNRESOLVED = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|[0-9@*]"
+                        # ${NAME...}, with one nested ${...} inside (bash's ${arr[@]+"${arr[@]}"})
+                        r"|\{(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*])(?:[^{}]|\{[^{}]*\})*\}"
                         r"|\((?:[^()]|\([^()]*\))*\))"
                         # a template's placeholder that a deploy step replaces (sed 's/__MODEL__/.../'): __MODEL__
                         r"|\b__[A-Z][A-Z0-9_]*__\b")

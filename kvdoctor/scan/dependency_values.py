@@ -18,18 +18,15 @@ from kvdoctor.scan.workload import Workload
 READ_BY_VALUES = ("vllm-stack", app_template.CHART)
 
 
-def workloads(chart: Path, values_files: tuple[Path, ...], missing: list[str], release: str, namespace: str,
-              read_document: ReadDocument) -> tuple[list[Workload], list[str]]:  # fmt: skip
-    """The workloads of the missing dependencies read by their values, and the names of those read."""
-    metadata = _load(chart / "Chart.yaml")
-    dependencies = [d for d in (metadata or {}).get("dependencies") or [] if isinstance(d, dict)]
+def workloads(chart: Path, values_files: tuple[Path, ...], missing: list[tuple[str, str]], release: str,
+              namespace: str, read_document: ReadDocument) -> tuple[list[Workload], list[str]]:  # fmt: skip
+    """The workloads of the missing dependencies ((name, key in the values)) read by their values, and the names of
+    those read."""
     found: list[Workload] = []
     read: list[str] = []
-    for dependency in dependencies:
-        name = str(dependency.get("name") or "")
-        if name not in missing or name not in READ_BY_VALUES:
+    for name, key in missing:
+        if name not in READ_BY_VALUES:
             continue
-        key = str(dependency.get("alias") or name)
         located = _values_node(chart, values_files, key)
         if located is None:
             continue
@@ -58,11 +55,3 @@ def _values_node(chart: Path, values_files: tuple[Path, ...], key: str) -> tuple
         if nodes.is_map(node):
             return str(path), text, node
     return None
-
-
-def _load(path: Path) -> dict | None:
-    try:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return None
-    return loaded if isinstance(loaded, dict) else None

@@ -42,9 +42,9 @@ def workloads(root: yaml.Node, file: str, source_text: str) -> list[Workload]:
 
 def _instance_type(root: yaml.Node) -> tuple[GpuSelector, ...]:
     """The machine the object creates, as the instance-type node label its GPU is looked up by (none when unnamed)."""
-    stack, depth = [root], 0
-    while stack and depth < 10_000:
-        node, depth = stack.pop(), depth + 1
+    stack, visited = [root], 0
+    while stack and visited < 10_000:
+        node, visited = stack.pop(), visited + 1
         for key, value in _keyed_values(node):
             text = nodes.text(value) if nodes.is_scalar(value) else None
             if key in INSTANCE_TYPE_KEYS and text and "$" not in text:
@@ -108,6 +108,5 @@ def _cloud_config(text: str, offset: int, depth: int) -> list[tuple[str, int, st
 
 def _first_line(node: yaml.Node, source_text: str) -> int:
     """The line of a string's first character: a YAML block scalar (`|`) or an HCL heredoc starts on the next."""
-    line = nodes.line(node) or 1
-    block = node.style in ("|", ">") or source_text.startswith("<<", node.start_mark.index)
-    return line + 1 if block else line
+    heredoc = source_text.startswith("<<", node.start_mark.index)
+    return nodes.text_line(node) + (1 if heredoc else 0)

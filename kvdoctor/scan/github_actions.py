@@ -69,7 +69,7 @@ def _step_scripts(root: yaml.Node) -> list[tuple[str, int, dict[str, str], str]]
         text = nodes.text(run)
         if not text:
             continue
-        first = (nodes.line(run) or 1) + (1 if run.style in ("|", ">") else 0)
+        first = nodes.text_line(run)
         script = EXPRESSION.sub(lambda m: "${" + (re.sub(r"\W+", "_", m.group(1)).strip("_") or "expr") + "}", text)
         folder = nodes.text(nodes.get(step, "working-directory")) or "."
         folder = "." if folder.startswith("/") or EXPRESSION.search(folder) else folder

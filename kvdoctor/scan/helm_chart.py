@@ -24,6 +24,10 @@ VALUES_FILE = re.compile(r"^(?:.*[-_.])?values(?:[-_.].*)?\.ya?ml$")
 MAX_SUBCHART_DEPTH = 5
 
 
+NOT_FETCHED = "not rendered: dependency {} ("
+"""How a dependency that charts/ lacks starts its render failure (then where from, and why)."""
+
+
 class ChartError(Exception):
     """A chart that cannot be loaded at all (its Chart.yaml or values file is not YAML), one line."""
 
@@ -59,6 +63,8 @@ class RenderedChart:
     templates: list[RenderedTemplate] = field(default_factory=list)
     failures: list[tuple[Path, int | None, str]] = field(default_factory=list)
     """Templates that could not be rendered: (file, line, why), e.g. `not rendered: function genCA`."""
+    missing: list[tuple[str, str]] = field(default_factory=list)
+    """Dependencies from a repository that charts/ lacks: (name, its key in the values: alias or name)."""
 
 
 def chart_root(path: Path) -> Path | None:
@@ -90,8 +96,10 @@ def render_chart(chart: Path, values_files: Sequence[Path] = (), values: dict | 
     renderer = Renderer()
     jobs = _parse_templates(renderer, _charts(chart, metadata, merge_values(_load_values(chart / "values.yaml"), user),
                                               0), release, namespace, result)  # fmt: skip
-    for name, where in missing_dependencies(chart, metadata, merge_values(_load_values(chart / "values.yaml"), user)):
-        result.failures.append((chart / "Chart.yaml", None, f"not rendered: dependency {name} ({where}) is not in "
+    for name, where, key in missing_dependencies(chart, metadata, merge_values(_load_values(chart / "values.yaml"),
+                                                                                 user)):  # fmt: skip
+        result.missing.append((name, key))
+        result.failures.append((chart / "Chart.yaml", None, f"{NOT_FETCHED.format(name)}{where}) is not in "
                                 f"charts/: its templates are not here (`helm dependency build` fetches it)"))
     for template, key, dot in jobs:
         try:
@@ -177,9 +185,10 @@ def _subchart_dirs(directory: Path, metadata: dict, values: dict) -> list[tuple[
                                                                _by_alias(dependencies, alias), values)]  # fmt: skip
 
 
-def missing_dependencies(directory: Path, metadata: dict, values: dict) -> list[tuple[str, str]]:
-    """(name, where from) of each enabled dependency from a chart repository or OCI registry that charts/ lacks
-    (neither unpacked nor a .tgz): Helm refuses to render without it, and its templates may build the workloads."""
+def missing_dependencies(directory: Path, metadata: dict, values: dict) -> list[tuple[str, str, str]]:
+    """(name, where from, its key in the values: alias or name) of each enabled dependency from a chart repository or
+    OCI registry that charts/ lacks (neither unpacked nor a .tgz): Helm refuses to render without it, and its
+    templates may build the workloads."""
     charts = directory / "charts"
     present = {p.name for p in charts.iterdir()} if charts.is_dir() else set()
     missing = []
@@ -192,7 +201,8 @@ def missing_dependencies(directory: Path, metadata: dict, values: dict) -> list[
         if name in present or any(p.startswith(f"{name}-") and p.endswith(".tgz") for p in present):
             continue
         version = f" {dependency['version']}" if dependency.get("version") else ""
-        missing.append((name, f"{dependency.get('repository') or 'no repository'}{version}"))
+        missing.append((name, f"{dependency.get('repository') or 'no repository'}{version}",
+                        str(dependency.get("alias") or name)))
     return missing
 
 

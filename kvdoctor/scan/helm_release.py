@@ -4,7 +4,6 @@ controller installs it (its release name, namespace, value files, inline values 
 from __future__ import annotations
 
 import re
-import textwrap
 from dataclasses import replace
 from pathlib import Path
 
@@ -33,7 +32,8 @@ def release_workloads(doc: Document, read_document: ReadDocument,
                       text: str = "") -> tuple[list[Workload], list[UnreadFile], list[str]]:  # fmt: skip
     """The workloads of the chart the object installs, its render failures, and a note when its chart is not in
     the scanned tree (a chart repository or another Git repository): its inline values are read when they are a
-    chart's kvdoctor reads by its values (production-stack's servingEngineSpec, vLLM's own chart), else not checked."""
+    chart's kvdoctor reads by its values (production-stack's servingEngineSpec, vLLM's own chart, bjw-s app-template),
+    else not checked."""
     kind = nodes.text(nodes.get(doc.root, "kind"))
     name = nodes.text(nodes.get(doc.root, "metadata", "name")) or "(unnamed)"
     via = f"{'Argo CD' if kind == 'Application' else 'Flux'} {kind} {name} ({doc.file}:{nodes.line(doc.root)})"
@@ -48,7 +48,7 @@ def release_workloads(doc: Document, read_document: ReadDocument,
             if inline is None:
                 by_values = []
             elif app_template.is_app_template(chart_path.split(" from ")[0]):
-                by_values = app_template.workloads(inline, release.name or "release", release.namespace, doc, text,
+                by_values = app_template.workloads(inline, release.name or name, release.namespace, doc, text,
                                                    read_document)  # fmt: skip
             else:
                 by_values = read_document(Document(doc.file, doc.index, inline), text)
@@ -84,9 +84,9 @@ def _inline_values(doc: Document, kind: str | None) -> yaml.Node | None:
             return obj
         text = nodes.get(helm, "values")
         if nodes.is_scalar(text) and isinstance(text.value, str):
-            first = (nodes.line(text) or 1) + (1 if text.style in ("|", ">") else 0)
+            first = nodes.text_line(text)
             try:
-                root = yaml.compose("\n" * (first - 1) + textwrap.dedent(text.value), Loader=yaml.SafeLoader)
+                root = yaml.compose("\n" * (first - 1) + text.value, Loader=yaml.SafeLoader)
             except yaml.YAMLError:
                 continue
             if nodes.is_map(root):
@@ -103,8 +103,10 @@ def _argo_plans(doc: Document, app_name: str) -> list[tuple[str, list[str], Char
         path = nodes.text(nodes.get(source, "path"))
         if path is None:
             chart = nodes.text(nodes.get(source, "chart"))
-            if chart is not None:
-                plans.append((f"{chart} from {nodes.text(nodes.get(source, 'repoURL'))}", [], ChartRelease()))
+            if chart is not None:  # from a chart repository: its inline values may still be read (app-template)
+                release = nodes.text(nodes.get(source, "helm", "releaseName")) or app_name
+                plans.append((f"{chart} from {nodes.text(nodes.get(source, 'repoURL'))}", [],
+                              ChartRelease(release, namespace)))  # fmt: skip
             continue
         helm = nodes.get(source, "helm")
         values: dict = {}

@@ -282,7 +282,7 @@ class _Render:
             self.errors.append(ManifestError(f"{display_path(kustomization)}:{nodes.line(node)}: patch {text} is not "
                                              "there", HINT))  # fmt: skip
             return []
-        first = nodes.line(node) + (1 if node.style in ("|", ">") else 0)
+        first = nodes.text_line(node)
         return self.compose(SourceFile(display_path(kustomization), text), first)
 
     def _strategic(self, patch: yaml.Node, target: yaml.Node | None, resources: list[Resource], shown: str) -> None:

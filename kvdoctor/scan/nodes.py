@@ -15,6 +15,21 @@ def line(node: yaml.Node | None) -> int | None:
     return node.start_mark.line + 1 if node is not None else None
 
 
+def text_line(node: yaml.Node) -> int:
+    """1-based line of a string's first character: a block scalar (`|`, `>`) starts on the line after its key."""
+    return (line(node) or 1) + (1 if node.style in ("|", ">") else 0)
+
+
+def str_node(text: str, at: yaml.Node) -> yaml.ScalarNode:
+    """A string node placed where ``at`` starts (a value kvdoctor writes into a tree it builds)."""
+    return yaml.ScalarNode("tag:yaml.org,2002:str", text, at.start_mark, at.start_mark)
+
+
+def map_node(pairs_: list[tuple[yaml.Node, yaml.Node]], at: yaml.Node) -> yaml.MappingNode:
+    """A mapping node of (key node, value node) pairs, placed where ``at`` is."""
+    return yaml.MappingNode("tag:yaml.org,2002:map", pairs_, at.start_mark, at.end_mark)
+
+
 def is_map(node: yaml.Node | None) -> bool:
     return isinstance(node, yaml.MappingNode)
 

@@ -146,8 +146,7 @@ def _gpus(task: yaml.Node) -> tuple[int | None, int | None, list[GpuSelector]]:
     return count, line, selectors
 
 
-def _scalar(text: str, at: yaml.Node) -> yaml.ScalarNode:
-    return yaml.ScalarNode("tag:yaml.org,2002:str", text, at.start_mark, at.start_mark)
+_scalar = nodes.str_node
 
 
 def _seq(items: list[yaml.Node], at: yaml.Node) -> yaml.SequenceNode:

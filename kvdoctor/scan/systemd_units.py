@@ -60,6 +60,6 @@ def as_script(text: str) -> tuple[str, dict[str, str]]:
 
 def _assignments(value: str) -> list[tuple[str, str]]:
     try:
-        return [tuple(item.split("=", 1)) for item in shlex.split(value) if "=" in item]  # type: ignore[misc]
+        return [item.partition("=")[::2] for item in shlex.split(value) if "=" in item]
     except ValueError:
         return []

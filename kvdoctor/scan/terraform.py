@@ -249,5 +249,4 @@ def _renamed(key: yaml.Node, name: str) -> yaml.ScalarNode:
     return yaml.ScalarNode("tag:yaml.org,2002:str", name, key.start_mark, key.end_mark)
 
 
-def _str(text: str, at: yaml.Node) -> yaml.ScalarNode:
-    return yaml.ScalarNode("tag:yaml.org,2002:str", text, at.start_mark, at.start_mark)
+_str = nodes.str_node
