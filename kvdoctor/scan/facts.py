@@ -19,7 +19,7 @@ from kvdoctor.scan.workload import Location, Workload
 SHORT_FLAGS = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-dp": "--data-parallel-size",
                "-q": "--quantization"}  # fmt: skip
 GPU_RESOURCE = {"kubernetes": "resources.limits nvidia.com/gpu", "helm": "modelSpec.requestGPU",
-                "compose": "deploy.resources.reservations.devices count",
+                "compose": "the GPU devices reserved (deploy.resources.reservations.devices or gpus:)",
                 "Model": "KubeAI spec.resourceProfile", "skypilot": "resources.accelerators",
                 "script": "docker run --gpus", "dockerfile": "the run's GPUs", "python": "gpu= count",
                 "dstack": "resources.gpu", "nomad": 'resources.device "nvidia/gpu" count'}  # fmt: skip

@@ -94,8 +94,8 @@ def vllm_cpu_results(tmp_path_factory) -> dict[str, dict]:
 
 def predict(model_dir: str, case: dict, seen: dict) -> dict:
     """kvdoctor's answer for vLLM's CPU platform: the facts kvdoctor collects from the checkpoint, vLLM 0.32.0's
-    context-length variant, its KV-cache plan on the CPU platform (block size 128, MLA 16: vllm/platforms/cpu.py:
-    280-293; kernel block 32), KV budget = VLLM_CPU_KVCACHE_SPACE, in-flight tokens = max_num_batched_tokens (no
+    context-length variant, its KV-cache plan on the CPU platform (block size 128; MLA 16, or 128 on a host with AMX
+    tiles, as the child saw: vllm/platforms/cpu.py:246-292; kernel block 32), KV budget = VLLM_CPU_KVCACHE_SPACE, in-flight tokens = max_num_batched_tokens (no
     async scheduling on CPU; 4096 for the offline engine), the null block held back. The SSM state dtype is the one
     the CPU build settled on (it resets it to float32 on CPUs with AVX-512 BF16: vllm/platforms/cpu.py:301-320)."""
     facts = collect_facts(CheckOptions(model=model_dir, gpu="H100", vllm_version="0.32.0", offline=True,
@@ -110,7 +110,7 @@ def predict(model_dir: str, case: dict, seen: dict) -> dict:
     ssm = seen.get("mamba_ssm_cache_dtype") or "auto"
     serve = ServeMemory(mamba_ssm_cache_dtype=ssm, max_num_batched_tokens=case.get("mnbt") or 4096)
     plan = plan_for(flat, facts, serve, flat["model.layer_kinds"], "auto", SimpleNamespace(version="0.32.0"),
-                    platform="cpu", max_model_len=length.max_model_len)
+                    platform="cpu_amx" if seen.get("amx") else "cpu", max_model_len=length.max_model_len)
     fit = judge_fit(plan, case["kv_gib"] * GIB, length.max_model_len, case.get("mnbt") or 4096, True)
     if not fit.fits:
         return {"error": "ValueError: " + not_enough_message(fit, length.max_model_len)}

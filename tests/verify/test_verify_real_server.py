@@ -42,27 +42,27 @@ def test_a_pasted_serve_command_as_check_takes_it(keyed_server, tmp_path):
     done = kvdoctor("verify", keyed_server.url, "--vllm-version", "0.32.0", "--", "vllm", "serve", str(keyed_server.model),
                     *keyed_server.flags, cwd=tmp_path, env={"KVDOCTOR_API_KEY": keyed_server.api_key})  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "kv_cache_dtype: checked 'float16', server 'float16' (matches)" in done.stdout
+    assert "kv_cache_dtype: checked 'bfloat16', server 'bfloat16' (matches)" in done.stdout
     assert "Sent  Authorization: Bearer <from $KVDOCTOR_API_KEY>" in done.stdout
 
 
 def test_another_kv_dtype_block_size_and_max_model_len_than_checked_fail_naming_both_values(
         keyed_server, plain_server, check_report, tmp_path):  # fmt: skip
-    report = check_report(*plain_server.flags)  # checked: auto, block 128, 512; the keyed server runs float16, 32, 256
+    report = check_report(*plain_server.flags)  # checked: auto (float16), 128, 512; keyed: bfloat16, 32, 256
     key = tmp_path / "key"
     key.write_text(keyed_server.api_key + "\n")
     done = kvdoctor("verify", keyed_server.url, "--report", str(report), "--api-key-file", str(key), cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stdout.startswith("FAIL  kvdoctor verify")
     assert "3 mismatches (kv_cache_dtype, block_size, max_model_len)" in done.stdout
-    assert "kv_cache_dtype: checked 'auto', server 'float16' (MISMATCH)" in done.stdout
+    assert "kv_cache_dtype: checked 'auto', server 'bfloat16' (MISMATCH)" in done.stdout
     assert "block_size: checked 128, server 32 (MISMATCH)" in done.stdout
     assert "max_model_len: checked 512, server 256 (MISMATCH)" in done.stdout
     assert "vllm:cache_config_info{cache_dtype}" in done.stdout  # each verdict cites where it read the value
 
 
 @pytest.mark.parametrize("field, flags, line", [
-    ("kv_cache_dtype", ("--kv-cache-dtype", "float16"), "kv_cache_dtype: checked 'float16', server 'auto'"),
+    ("kv_cache_dtype", ("--kv-cache-dtype", "bfloat16"), "kv_cache_dtype: checked 'bfloat16', server 'auto'"),
     ("block_size", ("--block-size", "32"), "block_size: checked 32, server 128"),
     ("max_model_len", ("--max-model-len", "1024"), "max_model_len: checked 1024, server 512"),
 ])  # fmt: skip
