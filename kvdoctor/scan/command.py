@@ -7,6 +7,7 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+from typing import Iterator
 
 import yaml
 
@@ -166,23 +167,7 @@ def script_assignments(script: str, known: dict[str, str]) -> dict[str, str]:
     test of an unknown value) and from a command's output the value is unknown from there on (a block that only
     adds to it, NAME="$NAME ...", is read per branch by branch_assignments)."""
     values: dict[str, str] = dict(known)
-    runs: list[bool | None] = []  # per open block: True (runs), False (skipped), None (not decided here)
-    for line in script.splitlines():
-        if LAUNCHER.search(line):
-            break
-        if BLOCK_CLOSES.match(line):
-            if runs:
-                runs.pop()
-            continue
-        if (opened := IF_LINE.match(line)) is not None and opened.group(1) == "elif" and runs:
-            runs[-1] = None
-            continue
-        if ELSE_LINE.match(line) and runs:
-            runs[-1] = None if runs[-1] is None else not runs[-1]
-            continue
-        if BLOCK_OPENS.search(line):
-            runs.append(_test_holds(opened.group(2), values) if opened is not None else None)
-            continue
+    for _, line, runs in decided_lines(script, values, stop=LAUNCHER):
         found = SCRIPT_ASSIGNMENT.match(line)
         if found is None or False in runs:
             continue
@@ -196,6 +181,34 @@ def script_assignments(script: str, known: dict[str, str]) -> dict[str, str]:
             continue  # NAME="$NAME --more" in a branch nothing decides: branch_assignments reads it
         values.pop(found.group(1), None)  # unknown from here on
     return values
+
+
+def decided_lines(script: str, values: dict[str, str], stop: re.Pattern | None = None
+                  ) -> Iterator[tuple[int, str, list[bool | None]]]:  # fmt: skip
+    """Each line of the script that opens or closes no block (comments left out), with its index and, per `if` /
+    loop block around it, whether it runs: True, False (a test the values decide against it) or None (not decided
+    here). ``values`` is read when each `if` is met (a caller may add to it as it goes); ``stop``: the first line it
+    matches ends the walk."""
+    runs: list[bool | None] = []  # per open block
+    for index, line in enumerate(script.splitlines()):
+        if line.lstrip().startswith("#"):  # a comment (`# ./run.sh --max-num-seqs 8  # any vllm serve flag`)
+            continue
+        if stop is not None and stop.search(line):
+            return
+        if BLOCK_CLOSES.match(line):
+            if runs:
+                runs.pop()
+            continue
+        if (opened := IF_LINE.match(line)) is not None and opened.group(1) == "elif" and runs:
+            runs[-1] = None
+            continue
+        if ELSE_LINE.match(line) and runs:
+            runs[-1] = None if runs[-1] is None else not runs[-1]
+            continue
+        if BLOCK_OPENS.search(line):
+            runs.append(_test_holds(opened.group(2), values) if opened is not None else None)
+            continue
+        yield index, line, runs
 
 
 # `if [ -z "$X" ]`, `if [[ "${X:-a}" == "b" ]]`, `if test -n "$X"`: the tests the known values decide

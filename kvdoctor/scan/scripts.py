@@ -13,8 +13,8 @@ from kvdoctor.scan import cloud_run
 from kvdoctor.scan.assigned_commands import unwrapped_assignments
 from kvdoctor.scan.built_images import Build, Deploy, built_workload, image_builds, roots_of
 from kvdoctor.scan.command import (FLAGS_ONLY_NOTE, SHELL_VARIABLE, after_launcher, branch_assignments,
-                                  engine_launcher, expand_shell_variables, expand_words, heredocs, only_serve_flags,
-                                  script_assignments, script_commands, serve_argv, tool_pin)  # fmt: skip
+                                  decided_lines, engine_launcher, expand_shell_variables, expand_words, heredocs,
+                                  only_serve_flags, script_assignments, script_commands, serve_argv, tool_pin)  # fmt: skip
 from kvdoctor.scan.documents import SCRIPT_SUFFIXES, SourceFile
 from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
 from kvdoctor.scan.image_entrypoints import names_vllm, unread_release, unseen_note
@@ -97,7 +97,8 @@ def script_findings(script: str, first_line: int, file: str, name: str, env: dic
     builds = (builds or []) + script_builds(script, first_line, env)  # an image built here, deployed below
     script = alternate_values(script, known)
     branches = branch_assignments(script)
-    arrays = script_arrays(script, first_line) if "=(" in script else {}
+    not_run = frozenset(index for index, _, runs in decided_lines(script, known) if False in runs)
+    arrays = script_arrays(script, first_line, not_run) if "=(" in script else {}
     look_unseen = "vllm" in script.lower()  # a note names a service or image named for vLLM
     found: list[Workload] = []
     notes: list[str] = []
@@ -281,9 +282,10 @@ def docker_run(file: str, name: str, words: list[Token]) -> Workload | None:
     if argv is None:
         return None
     container = options.get("--name", [None])[-1]
+    run = f"{PurePosixPath(words[0].text).name} run"  # docker run, podman run, nerdctl run
     return Workload(
-        file=file, line=words[0].line, platform="script", kind="docker run", name=name,
-        container=container.text if container is not None else "docker run", image=image.text,
+        file=file, line=words[0].line, platform="script", kind=run, name=name,
+        container=container.text if container is not None else run, image=image.text,
         image_line=image.line, argv=tuple(argv), command_line=words[0].line, env=tuple(env),
         env_from=tuple(f"env file {t.text!r}" for t in options.get("--env-file", [])),
         gpu_limit=count, gpu_limit_line=gpus[-1].line if gpus else None,

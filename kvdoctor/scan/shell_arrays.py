@@ -1,7 +1,8 @@
 """Bash arrays in a script: `ARGS=( --model M --tensor-parallel-size 2 )`, `ARGS+=(--enforce-eager)`, then
 `vllm serve "${ARGS[@]}"` (or `gcloud "${deploy_args[@]}"`): the reference stands for the array's words, each on the
 line it is written on. Appends are taken wherever they are written (an append under an `if` included: the script's
-author wrote it as one of the command's options); an array whose body kvdoctor cannot split is left alone."""
+author wrote it as one of the command's options), except on the lines a caller says do not run (an `if` whose test the
+script's known values decide against it); an array whose body kvdoctor cannot split is left alone."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ ARRAY_REFERENCE = re.compile(r"^\$\{([A-Za-z_]\w*)\[[@*]\]\}$")
 MAX_ARRAY_LINES = 200  # a body not closed within these lines is not an array kvdoctor reads
 
 
-def script_arrays(script: str, first_line: int) -> dict[str, list[Token]]:
-    """Each array the script assigns (NAME=(...), NAME+=(...), declare -a NAME=(...)) and its words in order."""
+def script_arrays(script: str, first_line: int, skipped: frozenset[int] = frozenset()) -> dict[str, list[Token]]:
+    """Each array the script assigns (NAME=(...), NAME+=(...), declare -a NAME=(...)) and its words in order; an
+    assignment on a line index in ``skipped`` is not taken."""
     lines = script.splitlines()
     arrays: dict[str, list[Token]] = {}
     index = 0
@@ -30,6 +32,9 @@ def script_arrays(script: str, first_line: int) -> dict[str, list[Token]]:
             index += 1
             continue
         words, last = body
+        if index in skipped:
+            index = last + 1
+            continue
         name = found.group(1)
         # bash expands an array named inside the body at assignment: `ARGS=(--rm "${MOUNTS[@]}" IMAGE)`
         placed = expand_arrays([Token(text, first_line + number) for number, text in words], arrays)

@@ -145,3 +145,31 @@ def test_an_array_named_inside_another_arrays_body_is_expanded_there(tmp_path):
     (run,) = find_workloads([str(_script(tmp_path, text))])[1]
     assert (run.image, run.container) == ("vllm/vllm-openai:v0.25.1", "srv")
     assert [t.text for t in run.argv] == ["--model", "org/m", "--max-model-len", "4096"]
+
+
+def test_an_append_in_a_branch_the_scripts_defaults_decide_against_is_not_taken(tmp_path):
+    """`if [[ "${DETACH:-0}" == 1 ]]; then FLAGS+=(-d --name x); else FLAGS+=(--rm -it); fi`: by the script's own
+    default the else branch runs, so the container has no --name (a real DGX Spark script, manifest batch s48); an
+    append under a test of a value nothing sets stays (the author's option, the first test of this file)."""
+    text = """#!/usr/bin/env bash
+# Usage: DETACH=1 ./serve.sh --max-num-seqs 8   # append any vllm serve flag
+MODEL="Qwen/Qwen2.5-7B-Instruct"
+FLAGS=(--gpus all)
+if [[ "${DETACH:-0}" == 1 ]]; then
+  FLAGS+=(-d --name qwen --restart unless-stopped)
+else
+  FLAGS+=(--rm -it)
+fi
+ARGS=("$MODEL" --max-model-len 8192)
+exec docker run "${FLAGS[@]}" vllm/vllm-openai:v0.25.1 "${ARGS[@]}"
+"""
+    (run,) = find_workloads([str(_script(tmp_path, text))])[1]
+    assert run.container == "docker run" and run.gpu_limit is None  # --gpus all: every GPU, no count
+    assert [t.text for t in run.argv] == ["Qwen/Qwen2.5-7B-Instruct", "--max-model-len", "8192"]  # the comment's
+    # `vllm serve` does not end the script's assignments (MODEL after it is read)
+
+
+def test_podman_run_is_named_for_podman(tmp_path):
+    text = "podman run --rm -p 8000:8000 vllm/vllm-openai:v0.25.1 --model Qwen/Qwen2.5-7B-Instruct\n"
+    (run,) = find_workloads([str(_script(tmp_path, text))])[1]
+    assert (run.kind, run.container) == ("podman run", "podman run")
