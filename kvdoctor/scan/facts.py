@@ -76,7 +76,10 @@ def deployment_facts(workload: Workload, defaults, settings) -> DeploymentFacts:
     """Read what the manifest states; what it leaves unknown (the GPU) is said in ``unjudged``."""
     sources: dict[str, Location] = {}
     notes: list[str] = []
-    values: dict[str, Any] = {"deploy.platform": workload.platform, "deploy.image": workload.image}
+    values: dict[str, Any] = {"deploy.platform": workload.platform, "deploy.image": workload.image,
+                              "deploy.execs_option": workload.execs_option}
+    if workload.execs_option:
+        sources["deploy.execs_option"] = workload.at(workload.command_line, f"command: {workload.execs_option} ...")
     version = _version(workload, defaults, values, sources, notes)
     unjudged: list[str] = []
     gpu = _gpu(workload, defaults, values, sources, notes, unjudged)

@@ -296,6 +296,11 @@ def container_workload(container: yaml.Node, source_text: str, **where) -> Workl
     args = words_of(nodes.get(container, "args"), source_text)
     flags_only = not command and not runs_vllm_entrypoint(image) and only_serve_flags(args, is_vllm_build(image))
     argv = serve_argv(command, args, runs_vllm_entrypoint(image) or flags_only, source_text)
+    execs_option = None
+    if argv is None and command and command[0][0].text.startswith("-") and (
+            runs_vllm_entrypoint(image) or only_serve_flags(command + args, is_vllm_build(image))):
+        execs_option = command[0][0].text  # `command: ["--model", M]`: the entrypoint is replaced by an option
+        argv = [token for token, _ in command + args]
     wrapper = wrapper_script(command, args, runs_vllm_entrypoint(image) or is_vllm_build(image)) if argv is None else None
     if wrapper:  # the model is the script's to add: unknown here, never vLLM's default
         argv = [Token(f"$({wrapper})", command[0][0].line)] + [token for token, _ in args]
@@ -327,6 +332,7 @@ def container_workload(container: yaml.Node, source_text: str, **where) -> Workl
         gpu_limit_line=limit_line,
         gpu_slice=mig_slice(container, selectors),
         expands_shell=shell,
+        execs_option=execs_option,
         notes=tuple(built[1]) if built is not None else (FLAGS_ONLY_NOTE.format(image=image),) if flags_only else
               (WRAPPER_NOTE.format(image=image, script=wrapper),) if wrapper else (),
         **where,

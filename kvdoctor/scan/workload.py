@@ -106,6 +106,9 @@ class Workload:
     whatever that build installed, of any age, whatever the local tag says (vllm-blackwell:latest)."""
     expands_shell: bool = False
     """The command runs under `sh -c`: the shell expands $VAR and ${VAR} from the environment too."""
+    execs_option: str | None = None
+    """vLLM's options given as a Kubernetes `command` (which replaces the image's entrypoint): the option the
+    container would exec as its program (`--model`), read as vllm serve's options to judge the rest."""
     notes: tuple[str, ...] = ()
     line_files: tuple[str, ...] = ()
     """The other files its lines are in (see LINE_FILE_STRIDE): a Kustomize overlay's patches, a generator's env file."""

@@ -331,3 +331,16 @@ def test_an_unquoted_variable_of_options_under_sh_c_is_split_into_its_words(tmp_
     (result,) = scan([str(path)], tmp_path).workloads
     assert [t.text for t in result.workload.argv] == ["facebook/opt-125m", "--max-model-len", "1024", "--enforce-eager"]
     assert result.error is None and not [p for p in result.placed if p.finding.rule_id == "KVD004"]
+
+
+def test_vllm_options_given_as_command_replace_the_entrypoint_an_error_the_rest_still_judged(tmp_path):
+    """`command: ["--model", M, ...]` (not args) replaces the image's ENTRYPOINT: the container execs "--model"
+    (KVD211 at the command, a real public Deployment of manifest batch s47); the options are still judged as vllm
+    serve's (a refused flag is KVD004). `args` alone, or a command that starts with a program, is no KVD211."""
+    path = rel("command-as-options.yaml")
+    results = {r.workload.container: r for r in scan([path], tmp_path).workloads}
+    execs = finding(results["vllm"], "KVD211")
+    assert execs.finding.status == "fired" and execs.location.line == 11 and "--model" in execs.finding.title
+    assert any(p.finding.rule_id == "KVD004" and p.finding.status == "fired" for p in results["vllm"].placed)
+    for name in ("fine", "launcher"):
+        assert not any(p.finding.rule_id == "KVD211" and p.finding.status == "fired" for p in results[name].placed)
