@@ -129,6 +129,12 @@ def _walk(root: Path, notes: list[str]) -> list[SourceFile | ChartSource | Manif
                 if isinstance(source, ManifestError) or PYTHON_DEPLOYMENT.search(source.text):
                     found.append(source)
                 continue
+            if name.endswith(".json"):  # an ECS task definition that names vLLM (scan/ecs.py); other JSON is data
+                source = _or_error(lambda: _read(here / name))
+                if isinstance(source, ManifestError) or ('"containerDefinitions"' in source.text
+                                                         and "vllm" in source.text.lower()):  # fmt: skip
+                    found.append(source)
+                continue
             if name.endswith(HCL_SUFFIXES):
                 source = _or_error(lambda: _read(here / name))
                 if isinstance(source, ManifestError) or PYTHON_DEPLOYMENT.search(source.text):

@@ -8,7 +8,7 @@ from typing import Callable
 from kvdoctor.check.run import CheckSettings
 from pathlib import Path
 
-from kvdoctor.scan import (cloud_build, compose, dockerfile, dstack, dynamo, embedded_scripts, github_actions, hcl,
+from kvdoctor.scan import (cloud_build, compose, dockerfile, dstack, dynamo, ecs, embedded_scripts, github_actions, hcl,
                            helm_release, helm_values, kserve_huggingface, kserve_runtimes, kubernetes, llmaz, makefiles,
                            markdown, nodes, nomad, python_apps, python_engine_args, ray_job, scripts, serving_crds,
                            sibling_runtimes, skypilot, systemd_units, terraform, terraform_helm)  # fmt: skip
@@ -42,6 +42,7 @@ READERS = (
     (dstack.is_dstack_run, dstack.workloads),
     (github_actions.is_github_actions, github_actions.workloads),
     (cloud_build.is_cloud_build, cloud_build.workloads),
+    (ecs.is_task_definition, ecs.task_definition_workloads),
 )
 
 
@@ -282,7 +283,8 @@ def hcl_workloads(source: SourceFile) -> tuple[list[Workload], list[str], list[U
             unread += failures
         elif labels and not terraform.is_read(labels[0]):  # an instance's user_data, a startup script
             found += embedded_scripts.workloads(body, source.path, source.text)
-    tasks = nomad.workloads(root, source.path) + terraform.nomad_workloads(root, source.path)
+    tasks = nomad.workloads(root, source.path) + terraform.nomad_workloads(root, source.path) \
+        + ecs.terraform_workloads(root, source.path)
     notes += nomad.unseen_notes(root, source.path, tasks) + terraform.notes(root, source.path)
     return found + tasks, notes, unread
 

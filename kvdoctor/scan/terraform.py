@@ -49,13 +49,24 @@ def documents(root: yaml.Node, file: str) -> list[tuple[Document, str | None]]:
     none were): `${var.x}` / `${local.x}` take the literal default of the module's `variable` / `locals` (what runs
     unless a .tfvars or -var overrides it)."""
     found: list[tuple[Document, str | None]] = []
-    defaults = _module_defaults(file) | _defaults(root)
+    defaults = module_defaults(root, file)
     for labels, body in hcl.blocks(root, "resource"):
         resource, name = (labels + ["", ""])[:2]
-        used = _substitute(body, defaults)
-        note = DEFAULTS_NOTE.format(", ".join(sorted(used))) if used else None
+        note = fill_defaults(body, defaults)
         found += [(doc, note) for doc in _objects(resource, name, body, file)]
     return found
+
+
+def module_defaults(root: yaml.Node, file: str) -> dict[str, str]:
+    """`var.NAME` / `local.NAME` -> the literal defaults of the file's module (its sibling .tf files and itself)."""
+    return _module_defaults(file) | _defaults(root)
+
+
+def fill_defaults(body: yaml.Node, defaults: dict[str, str]) -> str | None:
+    """Each `${var.x}` / `${local.x}` in the block's strings replaced by its default, in place; the note naming them,
+    None when none was."""
+    used = _substitute(body, defaults)
+    return DEFAULTS_NOTE.format(", ".join(sorted(used))) if used else None
 
 
 def nomad_workloads(root: yaml.Node, file: str) -> list[Workload]:
