@@ -211,6 +211,16 @@ class MessageIndex:
                     if size > best_size:
                         best, best_size = [], size
                     best.append(template)
+        for word in set(_WORD.findall(text)) if not best else ():  # the first sentence of a longer message
+            for template, _ in self._group(word) if word in self._anchors else ():
+                first = template.parts[0]
+                if first is None or len(template.parts) < 3 or first not in text:
+                    continue
+                size = _cut_at_sentence(template.parts, text)
+                if size >= MIN_PREFIX and size >= best_size:
+                    if size > best_size:
+                        best, best_size = [], size
+                    best.append(template)
         if not best:
             return None
         return Located(_merged(best), (), version)  # the values were cut off with the rest of the line
@@ -224,6 +234,36 @@ def _cut_inside(first: str, text: str) -> int:
         return 0
     rest = text[at:].rstrip(" .")
     return len(rest) if first.startswith(rest) else 0
+
+
+SENTENCE_END = re.compile(r"[.:;!?](?=\s|$)")
+
+
+@lru_cache(maxsize=4096)
+def _cut_patterns(parts: tuple[str | None, ...]) -> tuple[tuple[re.Pattern[str], int], ...]:
+    """For a template of several literals, the patterns of its openings cut at a sentence's end inside a later
+    literal (`Model architectures {} are not supported for now.` of `... for now. Supported architectures: {}`),
+    each with the literal characters it holds."""
+    patterns = []
+    body, size = "", 0
+    for part in parts:
+        if part is None:
+            body += "(.*?)"
+            continue
+        if body:
+            for end in SENTENCE_END.finditer(part):
+                cut = part[: end.end()]
+                patterns.append((re.compile(body + re.escape(cut.rstrip()) + r"\s*$"), size + len(cut.rstrip())))
+        body += re.escape(part)
+        size += len(part)
+    return tuple(patterns)
+
+
+def _cut_at_sentence(parts: tuple[str | None, ...], text: str) -> int:
+    """The literal characters of the longest opening of the template the line holds whole, stopping at a sentence's
+    end (a reporter or a log that kept only the first sentence); 0 when none."""
+    held = [size for pattern, size in _cut_patterns(parts) if pattern.search(text.rstrip())]
+    return max(held, default=0)
 
 
 def _merged(templates: list[Template]) -> Template:

@@ -11,8 +11,7 @@ from __future__ import annotations
 import yaml
 
 from kvdoctor.scan import nodes
-from kvdoctor.scan.chart_reader import ReadDocument
-from kvdoctor.scan.documents import Document
+from kvdoctor.scan.documents import Document, ReadDocument
 from kvdoctor.scan.workload import Workload
 
 CHART = "app-template"

@@ -7,7 +7,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from kvdoctor.scan.documents import Document, ManifestError, SourceFile, compose_documents, display_path
+from kvdoctor.scan.documents import (Document, ManifestError, ReadDocument, SourceFile, compose_documents,
+                                     display_path)
 from kvdoctor.scan.helm_chart import NOT_FETCHED, ChartError, ChartSource, render_chart
 from kvdoctor.scan.result import UnreadFile
 from kvdoctor.scan.workload import EnvVar, GpuSelector, Token, Workload
@@ -26,7 +27,6 @@ class ChartRelease:
     """e.g. "Argo CD Application vllm (apps/vllm.yaml:1)"."""
 
 
-ReadDocument = Callable[[Document, str], list[Workload]]
 
 
 def chart_workloads(source: ChartSource, read_document: ReadDocument, extra_values: tuple[Path, ...] = (),

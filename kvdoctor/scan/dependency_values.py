@@ -11,8 +11,7 @@ from pathlib import Path
 import yaml
 
 from kvdoctor.scan import app_template, helm_values, nodes
-from kvdoctor.scan.chart_reader import ReadDocument
-from kvdoctor.scan.documents import Document, display_path
+from kvdoctor.scan.documents import Document, ReadDocument, display_path
 from kvdoctor.scan.workload import Workload
 
 READ_BY_VALUES = ("vllm-stack", app_template.CHART)

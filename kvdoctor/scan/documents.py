@@ -8,6 +8,7 @@ import re
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 import yaml
 
@@ -51,6 +52,10 @@ KUSTOMIZATION_WITHOUT_SUFFIX = "Kustomization"
 """The one kustomization file name without .yaml (kubectl kustomize reads it too)."""
 
 
+if TYPE_CHECKING:
+    from kvdoctor.scan.workload import Workload
+
+
 class ManifestError(KvdoctorError):
     """A manifest kvdoctor cannot read; the message starts with file:line."""
 
@@ -72,6 +77,11 @@ class Document:
     root: yaml.Node
     line_files: tuple[str, ...] = ()
     """Other files some of its nodes are written in (a Kustomize render): see workload.LINE_FILE_STRIDE."""
+
+
+ReadDocument = Callable[["Document", str], "list[Workload]"]
+"""The scan's reader of one parsed document (scan/run.py read_document), handed to the readers of charts and
+releases that read the documents they render."""
 
 
 def discover(paths: list[str]) -> tuple[list[SourceFile | ChartSource | ManifestError], list[str]]:

@@ -420,3 +420,22 @@ def _shown(path: Path) -> str:
 def _blank_no_value(text: str) -> str:
     """Helm's engine replaces every `<no value>` in the output with nothing."""
     return text.replace(NO_VALUE, "")
+
+
+def chart_in_tree(start: Path, chart_path: str) -> Path | None:
+    """The chart directory at `chart_path` from the repository root: the nearest directory above the object's
+    file under which that path is a chart."""
+    relative = chart_path.strip().lstrip("./") if not chart_path.startswith("../") else chart_path
+    for directory in [start.resolve()] + list(start.resolve().parents):
+        candidate = directory / relative
+        if (candidate / "Chart.yaml").is_file() and (candidate / "templates").is_dir():
+            return candidate
+    return None
+
+
+def safe_yaml(text: str) -> dict:
+    try:
+        loaded = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return {}
+    return loaded if isinstance(loaded, dict) else {}

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import yaml
 
-from kvdoctor.scan import app_template, nodes
-from kvdoctor.scan.chart_reader import ChartRelease, ReadDocument, chart_workloads
-from kvdoctor.scan.documents import HCL_SUFFIXES, Document, ManifestError, SourceFile, compose_documents
-from kvdoctor.scan.helm_chart import ChartSource, merge_values, set_value
+from kvdoctor.scan import app_template, hcl, nodes, terraform_helm
+from kvdoctor.scan.chart_reader import ChartRelease, chart_workloads
+from kvdoctor.scan.documents import (HCL_SUFFIXES, Document, ManifestError, ReadDocument, SourceFile,
+                                     compose_documents)
+from kvdoctor.scan.helm_chart import ChartSource, chart_in_tree, merge_values, safe_yaml, set_value
 from kvdoctor.scan.result import UnreadFile
 from kvdoctor.scan.workload import Workload
 
@@ -141,25 +142,6 @@ def _flux_plans(doc: Document, name: str) -> list[tuple[str, list[str], ChartRel
     return [(chart, value_files, ChartRelease(release, namespace, values if isinstance(values, dict) else {}))]
 
 
-def chart_in_tree(start: Path, chart_path: str) -> Path | None:
-    """The chart directory at `chart_path` from the repository root: the nearest directory above the object's
-    file under which that path is a chart."""
-    relative = chart_path.strip().lstrip("./") if not chart_path.startswith("../") else chart_path
-    for directory in [start.resolve()] + list(start.resolve().parents):
-        candidate = directory / relative
-        if (candidate / "Chart.yaml").is_file() and (candidate / "templates").is_dir():
-            return candidate
-    return None
-
-
-def safe_yaml(text: str) -> dict:
-    try:
-        loaded = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return {}
-    return loaded if isinstance(loaded, dict) else {}
-
-
 def installed_charts_left_out(sources: list) -> tuple[list, list[str]]:
     """The scan's sources without the charts that an Argo CD Application, a Flux HelmRelease or a Terraform
     helm_release in the scan installs (their values are the release's; the chart's defaults alone run nowhere), and
@@ -182,8 +164,6 @@ def installed_charts_left_out(sources: list) -> tuple[list, list[str]]:
 
 def _charts_installed_by(source: SourceFile) -> dict[Path, str]:
     """Chart directory -> the release in this file that installs it (only charts in the tree)."""
-    from kvdoctor.scan import hcl, terraform_helm  # terraform_helm imports this module
-
     found: dict[Path, str] = {}
     if source.path.endswith(HCL_SUFFIXES) and "helm_release" in source.text:
         try:

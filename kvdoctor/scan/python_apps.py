@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import re
+import shlex
 from dataclasses import replace
 from pathlib import PurePosixPath
 
@@ -35,11 +36,15 @@ def workloads(source: SourceFile) -> list[Workload]:
     found: list[Workload] = []
     gpu, pin = _gpu(tree, constants), vllm_pin(tree, constants)
     pieces = _fstring_pieces(tree)
+    joined = _joined_lists(tree)
     for node in ast.walk(tree):
         if id(node) not in pieces and (run := _docker_run_string(source, tree, node, constants)) is not None:
             found.append(run)
             continue
         words = _launch_words(node, constants) if id(node) not in pieces else None
+        if words and id(node) in joined:  # `subprocess.Popen(" ".join(cmd), shell=True)`: the shell splits items
+            words = [Token(part, word.line) for word in words
+                     for part in ((_split(word.text) if "${" not in word.text else None) or [word.text])]
         argv = after_launcher(words) if words else None
         if argv is None:
             continue
@@ -143,6 +148,33 @@ def _shell_words(text: str, line: int) -> list[Token]:
     redirections and `&` (`vllm serve M ... > vllm.log 2>&1 &`), each on the string's first line."""
     commands = script_commands(text, line)
     return [Token(word.text, line) for word in commands[0]] if commands else []
+
+
+SHELL_CALLS = {"system", "popen", "getoutput", "getstatusoutput"}  # os.system(s), subprocess.getoutput(s)...
+
+
+def _joined_lists(tree: ast.Module) -> set[int]:
+    """The list literals assigned to a name that the module joins with spaces (`" ".join(cmd)`) and hands to a shell
+    (`subprocess.Popen(" ".join(cmd), shell=True)`, `os.system(...)`), which splits it into words: an item
+    "--host 0.0.0.0" is two words there, one argument otherwise (a join only printed changes nothing)."""
+    names = {arg.args[0].id for node in ast.walk(tree) if isinstance(node, ast.Call) and _runs_a_shell(node)
+             for arg in node.args if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute)
+             and arg.func.attr == "join" and isinstance(arg.func.value, ast.Constant) and arg.func.value.value == " "
+             and len(arg.args) == 1 and isinstance(arg.args[0], ast.Name)}  # fmt: skip
+    return {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Assign) and isinstance(node.value, ast.List)
+            and any(isinstance(t, ast.Name) and t.id in names for t in node.targets)}  # fmt: skip
+
+
+def _runs_a_shell(call: ast.Call) -> bool:
+    shell = any(k.arg == "shell" and isinstance(k.value, ast.Constant) and k.value.value is True for k in call.keywords)
+    return shell or (isinstance(call.func, ast.Attribute) and call.func.attr in SHELL_CALLS)
+
+
+def _split(text: str) -> list[str] | None:
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return None
 
 
 def _fstring_pieces(tree: ast.Module) -> set[int]:

@@ -272,6 +272,7 @@ def hcl_workloads(source: SourceFile) -> tuple[list[Workload], list[str], list[U
     found: list[Workload] = []
     notes: list[str] = []
     unread: list[UnreadFile] = []
+    read_by_values: set[int | None] = set()  # the lines of helm_releases whose remote chart was read by its values
     for doc, defaults_note in terraform.documents(root, source.path):
         workloads = read_document(doc, source.text)
         found += [replace(w, notes=w.notes + (defaults_note,)) if defaults_note else w for w in workloads]
@@ -279,13 +280,15 @@ def hcl_workloads(source: SourceFile) -> tuple[list[Workload], list[str], list[U
     for labels, body in hcl.blocks(root, "resource"):
         if labels[:1] == ["helm_release"]:
             workloads, failures = terraform_helm.release_workloads(labels, body, source.path, read_document)
-            found += workloads
+            by_values = terraform_helm.remote_values_workloads(labels, body, source.path, read_document)
+            read_by_values |= {nodes.line(body)} if by_values else set()
+            found += workloads + by_values
             unread += failures
         elif labels and not terraform.is_read(labels[0]):  # an instance's user_data, a startup script
             found += embedded_scripts.workloads(body, source.path, source.text)
     tasks = nomad.workloads(root, source.path) + terraform.nomad_workloads(root, source.path) \
         + ecs.terraform_workloads(root, source.path)
-    notes += nomad.unseen_notes(root, source.path, tasks) + terraform.notes(root, source.path)
+    notes += nomad.unseen_notes(root, source.path, tasks) + terraform.notes(root, source.path, read_by_values)
     return found + tasks, notes, unread
 
 

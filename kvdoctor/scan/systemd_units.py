@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import re
 import shlex
-from pathlib import PurePosixPath
+from dataclasses import replace
+from pathlib import Path, PurePosixPath
 
+from kvdoctor.scan.command import SHELLS
 from kvdoctor.scan.documents import SourceFile
 from kvdoctor.scan.scripts import script_findings
 from kvdoctor.scan.workload import Workload
@@ -24,9 +26,41 @@ def is_unit(source: SourceFile) -> bool:
 
 
 def read(source: SourceFile) -> tuple[list[Workload], list[str]]:
-    """The unit's workloads and notes, read from a script that holds its ExecStart on the unit's own lines."""
+    """The unit's workloads and notes, read from a script that holds its ExecStart on the unit's own lines; when
+    ExecStart runs a script file (`ExecStart=/home/u/app/vllm-server.sh`) that the repository keeps beside the unit,
+    that file's vLLM command with the unit's Environment= values."""
     script, env = as_script(source.text)
-    return script_findings(script, 1, source.path, PurePosixPath(source.path).name, env)
+    found, notes = script_findings(script, 1, source.path, PurePosixPath(source.path).name, env)
+    if found:
+        return found, notes
+    beside = _script_beside(script, source.path)
+    if beside is None:
+        return found, notes
+    path, text, word = beside
+    inner, inner_notes = script_findings(text, 1, str(path), PurePosixPath(source.path).name, env)
+    note = (f"ExecStart runs {word} (line of the unit's ExecStart); read from {path.name} beside the unit, with the "
+            "unit's Environment= values")
+    return [replace(w, notes=w.notes + (note,), read_through=(str(path),)) for w in inner], notes + inner_notes
+
+
+def _script_beside(script: str, unit: str) -> tuple[Path, str, str] | None:
+    """(path, text, the ExecStart word) of the script file ExecStart runs, found by its name beside the unit."""
+    if unit == "<stdin>":
+        return None
+    for line in script.split("\n"):
+        try:
+            words = shlex.split(line)
+        except ValueError:
+            continue
+        program = next((w for w in words if PurePosixPath(w).name not in SHELLS and not w.startswith("-")), None)
+        if program is None or not program.endswith((".sh", ".bash")):
+            continue
+        path = Path(unit).parent / PurePosixPath(program).name
+        try:
+            return (path, path.read_text(encoding="utf-8"), program) if path.is_file() else None
+        except (OSError, UnicodeDecodeError):
+            return None
+    return None
 
 
 def as_script(text: str) -> tuple[str, dict[str, str]]:

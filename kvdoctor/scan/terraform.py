@@ -75,11 +75,14 @@ def nomad_workloads(root: yaml.Node, file: str) -> list[Workload]:
             and nodes.text(spec := nodes.get(body, "jobspec")) for w in _heredoc_nomad(spec, file)]  # fmt: skip
 
 
-def notes(root: yaml.Node, file: str) -> list[str]:
-    """A helm_release that names vLLM and whose chart is not in the tree, named so that its silence is no pass."""
+def notes(root: yaml.Node, file: str, read_by_values: set[int | None] = frozenset()) -> list[str]:
+    """A helm_release that names vLLM and whose chart is not in the tree (nor read by its values: the lines in
+    ``read_by_values``), named so that its silence is no pass."""
     found = []
     for labels, body in hcl.blocks(root, "resource"):
         if labels[:1] != ["helm_release"] or not any("vllm" in t.lower() for t in nodes.scalars(body)):
+            continue
+        if nodes.line(body) in read_by_values:
             continue
         if terraform_helm.local_chart(body, file) is not None:  # rendered (terraform_helm.py)
             continue

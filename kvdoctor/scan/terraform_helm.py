@@ -7,18 +7,21 @@ tree, is named in a note instead (terraform.py)."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
 
 from kvdoctor.scan import hcl, nodes
-from kvdoctor.scan.chart_reader import ChartRelease, ReadDocument, chart_workloads
-from kvdoctor.scan.helm_chart import ChartSource, merge_values, set_value
-from kvdoctor.scan.helm_release import chart_in_tree, safe_yaml
+from kvdoctor.scan.chart_reader import ChartRelease, chart_workloads
+from kvdoctor.scan.documents import Document, ReadDocument
+from kvdoctor.scan.helm_chart import ChartSource, chart_in_tree, merge_values, safe_yaml, set_value
 from kvdoctor.scan.result import UnreadFile
 from kvdoctor.scan.workload import Workload
 
 FILE_CALL = re.compile(r'^\$\{\s*file\(\s*"(?P<path>[^"]+)"\s*\)\s*\}$')
+ENCODED = re.compile(r"^\$\{\s*(?:yamlencode|jsonencode)\((?P<body>.*)\)\s*\}$", re.DOTALL)
+"""`yamlencode({ servingEngineSpec = {...} })` as the HCL reader keeps it: an HCL object to read as the values."""
 """`file("${path.module}/values.yaml")` as the HCL reader keeps it (an expression it does not evaluate)."""
 MODULE_PATH = re.compile(r"\$\{\s*path\.(?:module|root|cwd)\s*\}/?")
 
@@ -58,6 +61,9 @@ def _values(body: yaml.Node, module: Path) -> dict:
                 text = path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError):
                 continue
+        if (encoded := ENCODED.match(text.strip())) is not None:
+            values = merge_values(values, _hcl_object(encoded["body"]))
+            continue
         values = merge_values(values, safe_yaml(text))
     for key, force_string in (("set", False), ("set_string", True)):
         entries = [entry for _, entry in hcl.blocks(body, key)] + nodes.items(nodes.get(body, key))
@@ -67,3 +73,34 @@ def _values(body: yaml.Node, module: Path) -> dict:
             if name and value is not None and not hcl.is_unknown(name):
                 set_value(values, name, value, force_string or kind == "string")
     return values
+
+
+def _hcl_object(body: str) -> dict:
+    """An HCL object expression as plain values; {} when it does not parse or holds expressions (unknown here)."""
+    try:
+        value = nodes.plain(nodes.get(hcl.parse("values = " + body), "values"))
+    except hcl.HclError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def remote_values_workloads(labels: list[str], body: yaml.Node, file: str,
+                            read_document: ReadDocument) -> list[Workload]:  # fmt: skip
+    """A helm_release of a chart from a repository (not in the tree) whose values kvdoctor reads as that chart's
+    (production-stack's servingEngineSpec, vLLM's own chart): the workloads those values give, noted; the values'
+    lines are the helm_release's."""
+    if local_chart(body, file) is not None or not nodes.text(nodes.get(body, "repository")):
+        return []
+    values = _values(body, Path(file).parent)
+    if not values:
+        return []
+    line = nodes.line(body) or 1
+    root = yaml.compose("\n" * (line - 1) + yaml.safe_dump({"placed": values}, default_flow_style=True, width=10**9),
+                        Loader=yaml.SafeLoader)  # one line: every value on the helm_release's line
+    chart = nodes.text(nodes.get(body, "chart")) or "?"
+    resource = labels[1] if len(labels) > 1 else ""
+    note = (f"Terraform helm_release {resource} ({file}:{line}) installs chart {chart} from "
+            f"{nodes.text(nodes.get(body, 'repository'))}, not in the scanned tree: its values (values, set) read as "
+            "that chart's, each placed at the helm_release")  # fmt: skip
+    found = read_document(Document(file, 0, nodes.get(root, "placed")), "")
+    return [replace(w, notes=w.notes + (note,)) for w in found]

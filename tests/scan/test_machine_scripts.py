@@ -271,3 +271,48 @@ docker run --gpus all vllm/vllm-openai:v0.25.1 "${args[@]}" "${passthrough[@]+"$
     report = scan([str(path)], tmp_path, gpu=None)
     (result,) = report.workloads
     assert not [p for p in result.placed if p.finding.rule_id == "KVD004" and p.finding.status == "fired"]
+
+
+def test_a_systemd_unit_whose_execstart_runs_a_script_kept_beside_it(tmp_path):
+    """`ExecStart=/home/u/app/vllm-server.sh` (a host path) and the repository keeps vllm-server.sh beside the unit
+    (a real DGX Spark unit of manifest batch s49): the script's vllm serve, with the unit's Environment= values; a
+    walk reads the script through the unit, not twice."""
+    write_tree(tmp_path, {"vllm.service": """[Service]
+Environment=MODEL_REPO=Qwen/Qwen3-8B
+Environment=MAX_MODEL_LEN=32768
+ExecStart=/home/u/app/vllm-server.sh
+""", "vllm-server.sh": """#!/bin/bash
+source .venv/bin/activate
+exec vllm serve "$MODEL_REPO" --max-model-len "$MAX_MODEL_LEN"
+"""})
+    _, (workload,), _, _ = read_manifests([str(tmp_path)])
+    assert (workload.name, workload.container) == ("vllm.service", "vllm serve")
+    assert [t.text for t in workload.argv] == ["Qwen/Qwen3-8B", "--max-model-len", "32768"]
+    assert workload.file.endswith("vllm-server.sh") and workload.line == 3
+    assert any("read from vllm-server.sh beside the unit" in n for n in workload.notes)
+
+
+def test_a_terraform_helm_release_of_the_remote_production_stack_chart_reads_its_values(tmp_path):
+    """A helm_release of vllm-stack from production-stack's repository (not in the tree) with yamlencode() values
+    and `set` entries from locals (a real EKS stack of manifest batch s49): the modelSpec its values give."""
+    write_tree(tmp_path, {"locals.tf": 'locals {\n  model_name = "llama3-3b"\n  tag = "v0.25.1"\n}\n',
+                          "vllm.tf": """resource "helm_release" "stack" {
+  name       = "vllm"
+  repository = "https://vllm-project.github.io/production-stack"
+  chart      = "vllm-stack"
+  values = [yamlencode({
+    servingEngineSpec = { runtimeClassName = "" }
+  })]
+  set = [
+    { name = "servingEngineSpec.modelSpec[0].name", value = local.model_name },
+    { name = "servingEngineSpec.modelSpec[0].repository", value = "vllm/vllm-openai" },
+    { name = "servingEngineSpec.modelSpec[0].tag", value = local.tag },
+    { name = "servingEngineSpec.modelSpec[0].modelURL", value = "Qwen/Qwen2.5-3B-Instruct" },
+    { name = "servingEngineSpec.modelSpec[0].requestGPU", value = "1" },
+  ]
+}
+"""})
+    _, (workload,), notes, _ = read_manifests([str(tmp_path / "vllm.tf")])
+    assert workload.name == "llama3-3b" and workload.image == "vllm/vllm-openai:v0.25.1"
+    assert workload.gpu_limit == 1 and workload.line == 1
+    assert not any("not rendered here" in n for n in notes)

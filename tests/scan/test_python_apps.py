@@ -290,3 +290,28 @@ def test_a_launch_string_given_to_a_shell_loses_the_shells_redirections(tmp_path
                     '> vllm.log 2>&1 &")\n')
     (run,) = find_workloads([str(path)])[1]
     assert [t.text for t in run.argv] == ["Qwen2-7B-Instruct", "--port", "8081", "--tensor-parallel-size", "2"]
+
+
+def test_a_command_list_joined_for_a_shell_is_split_as_the_shell_splits_it(tmp_path):
+    """`cmd = ["vllm", "serve", M, "--host 0.0.0.0", ...]` run as `subprocess.Popen(" ".join(cmd), shell=True)`
+    (a real Modal app of manifest batch s49): the shell splits "--host 0.0.0.0" into two words, so no KVD004."""
+    from scan_support import scan
+
+    path = tmp_path / "app.py"
+    path.write_text('''import subprocess
+MODEL = "Qwen/Qwen2.5-3B-Instruct"
+def serve():
+    cmd = [
+        "vllm",
+        "serve",
+        MODEL,
+        "--host 0.0.0.0",
+        "--max-model-len 32768",
+    ]
+    subprocess.Popen(" ".join(cmd), shell=True)
+''')
+    (result,) = scan([str(path)], tmp_path).workloads
+    assert [t.text for t in result.workload.argv] == ["Qwen/Qwen2.5-3B-Instruct", "--host", "0.0.0.0",
+                                                      "--max-model-len", "32768"]
+    assert result.workload.argv[-1].line == 9
+    assert not any(p.finding.rule_id == "KVD004" for p in result.placed)
