@@ -60,6 +60,15 @@ def test_a_line_cut_short_is_located_by_its_opening(index):
     assert any("check_enough_kv_cache_memory" in l.function for l in located.locations)
 
 
+def test_the_first_sentence_of_a_longer_message_is_located(index):
+    """A reporter (or a log) that kept only the message's first sentence: `Model architectures ['X'] are not
+    supported for now.` of vLLM's `... for now. Supported architectures: [...]` (a real GLM-4 thread, batch 29); a
+    line holding only the short opening literal is not."""
+    located = index.locate("Model architectures ['GlmForCausalLM'] are not supported for now.")
+    assert located is not None and located.locations[0].function == "_raise_for_unsupported"
+    assert index.locate("Model architectures ['GlmForCausalLM'] are listed here") is None
+
+
 def test_an_unrelated_line_is_not_located(index):
     assert index.locate("INFO 05-02 10:22:18 [loggers.py:1] Avg prompt throughput: 0.0 tokens/s") is None
 

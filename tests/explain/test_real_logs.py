@@ -100,6 +100,13 @@ KNOWN_MISSES = frozenset({
     "cache_dir_permission__jupiterglm52_home_quota.log",
     "serve_args__jupiterglm52_slurm_numa.log",
     "other__jupiterglm52_hbm094.log",
+    # batch 29 (measured whole with explain as of 5e0ad7c before any explain change; its seen misses): tensor + data
+    # parallel under GPUStack ending in an IndexError whose cause only the issue's title gives; TRL's vllm-serve on
+    # three visible GPUs at TP 2 cut before its NCCL error (the last lines are 200 OKs); rLLM/verl finding "0 actors"
+    # with vLLM 0.9.2, which only a maintainer ties to the vLLM version
+    "device_placement__gpustack_2501.log",
+    "device_placement__trl_3706.log",
+    "wrapper_api_mismatch__rllm_158.log",
 })
 # Healthy seen logs that explain reported as a failure (exit 1) when their batch was added; the exit-0 test below
 # skips them so it stays a bar for the logs before them. Batch 10: a bare "No available shared memory broadcast
@@ -114,6 +121,10 @@ KNOWN_HEALTHY_MISSES: frozenset[str] = frozenset({
     # batch 28: TRL's client giving up on a `trl vllm-serve` server that was never started ("can't be reached ...
     # after 120.0 seconds"); the gatherer labelled it healthy (vLLM did not fail), explain reads the client's error
     "healthy_other__unsloth_2173.log",
+    # batch 29: DSPy's client log of a 400 (extra_forbidden `port`/`url` in the request body) from a vLLM 0.4.2 that
+    # kept serving; the gatherer labelled it healthy (the client's fault), while batch 28's gatherer labelled the same
+    # kind of 400 (extra_forbidden `functions`, other__runpodworkervllm_85) a failure: the labels disagree
+    "healthy_other__dspy_974.log",
 })
 
 
