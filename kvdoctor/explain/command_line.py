@@ -12,7 +12,9 @@ from typing import Any, Iterable
 from kvdoctor.data.dtypes import FLAG_DTYPES
 from kvdoctor.explain.log_lines import LogLine
 
-_COMMAND = re.compile(r"(?:^|[\s$#>])(?:vllm serve|-m vllm\.entrypoints\.(?:openai\.)?api_server)(?=\s|$)(.*)$")
+# vLLM's launchers, and TRL's `trl vllm-serve` (its script starts vLLM with the same parallel flags, underscored)
+_COMMAND = re.compile(r"(?:^|[\s$#>])(?:vllm serve|trl vllm-serve|-m vllm\.entrypoints\.(?:openai\.)?api_server"
+                      r"|-m trl\.scripts\.vllm_serve)(?=\s|$)(.*)$")
 MAX_CONTINUED = 40
 # flag (and its short forms) -> the serve fact it sets, and the type of its value
 _FLAGS: dict[str, tuple[str, type]] = {
@@ -25,6 +27,7 @@ _FLAGS: dict[str, tuple[str, type]] = {
     "--gpu-memory-utilization": ("serve.gpu_memory_utilization", float),
     "--attention-backend": ("serve.attention_backend", str),
     "--model": ("model.model_id", str),
+    "--data-parallel-size": ("logged.data_parallel_size", int), "-dp": ("logged.data_parallel_size", int),
 }
 # what vLLM uses when the command does not say (only the parallel sizes: a judgement needs them stated or known)
 DEFAULTS = {"serve.tensor_parallel_size": 1, "serve.pipeline_parallel_size": 1}
@@ -104,6 +107,7 @@ def _facts(words: list[str], serve: bool) -> dict[str, Any]:
         facts["model.model_id"] = words[0]  # vllm serve's positional model
     for i, word in enumerate(words):
         flag, _, inline = word.partition("=")
+        flag = flag.replace("_", "-") if flag.startswith("--") else flag  # vLLM's and TRL's parsers read _ as -
         if flag not in _FLAGS:
             continue
         value = inline or (words[i + 1] if i + 1 < len(words) else "")

@@ -104,6 +104,7 @@ def diagnose(
     if not diagnosis.only_wrappers:  # a wrapper's line is not where the failure was raised
         diagnosis = _by_location(diagnosis, rules, families, facts)
     diagnosis = _by_interface_drift(diagnosis, rules, families, chains, evidence, facts)
+    diagnosis = _by_visible_devices(diagnosis, rules, facts)
     return replace(diagnosis, family=_family(diagnosis, families, selector_errors, facts))
 
 
@@ -203,6 +204,35 @@ def _by_interface_drift(diagnosis: Diagnosis, rules: list[Rule], families: Famil
     values = match_values(first, all_drifts(texts, families.interface_drift_libraries))
     signature = Signature(source=re.escape(first.detail), role="root",
                           note="matched as interface drift: Python's words for a caller and a callee of different releases")
+    match = SignatureMatch(rule, signature, exception.line, exception.summary, exception, 0, values)
+    return replace(diagnosis, primary=match, unknown=None, by_rule={**diagnosis.by_rule, rule.id: [match]})
+
+
+VISIBLE_DEVICES_RULE = "KVD351"
+_DEVICE_LIST = re.compile(r"\d+(?:\s*,\s*\d+)*")
+
+
+def _by_visible_devices(diagnosis: Diagnosis, rules: list[Rule], facts: dict[str, Any]) -> Diagnosis:
+    """An unexplained failure of a run whose own command asks for more GPUs (--tensor-parallel-size x
+    --pipeline-parallel-size x --data-parallel-size) than the CUDA_VISIBLE_DEVICES the log sets lists: the layout
+    cannot be placed on one node whatever the cut traceback said (device_placement, with both numbers)."""
+    exception = diagnosis.unknown
+    visible = str(facts.get("logged.cuda_visible_devices") or "").strip()
+    if diagnosis.primary is not None or exception is None or not _DEVICE_LIST.fullmatch(visible):
+        return diagnosis
+    sizes = [facts.get(name) for name in ("serve.tensor_parallel_size", "serve.pipeline_parallel_size")]
+    sizes.append(facts.get("logged.data_parallel_size", 1))
+    rule = next((r for r in rules if r.id == VISIBLE_DEVICES_RULE), None)
+    if rule is None or not all(isinstance(size, int) and size > 0 for size in sizes):
+        return diagnosis
+    required, available = sizes[0] * sizes[1] * sizes[2], len(visible.split(","))
+    if required <= available:
+        return diagnosis
+    detail = (f"The run's command asks for {required} GPUs (tensor {sizes[0]} x pipeline {sizes[1]} x data "
+              f"{sizes[2]}) on one node, and its CUDA_VISIBLE_DEVICES={visible} lists {available}")
+    signature = Signature(source=re.escape(visible), role="root",
+                          note="matched by the run's own layout against the GPUs its log makes visible")
+    values = (("required", str(required)), ("available", str(available)), ("detail", detail))
     match = SignatureMatch(rule, signature, exception.line, exception.summary, exception, 0, values)
     return replace(diagnosis, primary=match, unknown=None, by_rule={**diagnosis.by_rule, rule.id: [match]})
 
