@@ -160,6 +160,11 @@ BLOCK_CLOSES = re.compile(r"^\s*(?:fi|done|esac|\})\b")
 LAUNCHER = re.compile(r"\bvllm\s+serve\b|\bvllm\.entrypoints\.")
 
 
+CONTINUED_LINE = re.compile(r"\\\n")
+# a value taken from the script's own arguments ($1, "${2}", ${1#*=}, $OPTARG), as an option-parsing loop assigns it
+POSITIONAL = re.compile(r"\$(?:[1-9]|\{[1-9][^}]*\}|OPTARG\b|\{OPTARG\})")
+
+
 def script_assignments(script: str, known: dict[str, str]) -> dict[str, str]:
     """`known` plus the script's plain assignments before its vLLM launcher line (NAME=value, export NAME=value),
     each value expanded from what is known so far. An `if` whose test the known values decide (`[ -z "$X" ]`,
@@ -167,6 +172,7 @@ def script_assignments(script: str, known: dict[str, str]) -> dict[str, str]:
     test of an unknown value) and from a command's output the value is unknown from there on (a block that only
     adds to it, NAME="$NAME ...", is read per branch by branch_assignments)."""
     values: dict[str, str] = dict(known)
+    script = CONTINUED_LINE.sub(" ", script)  # CMD="--model $M \<newline> --port 8000": one assignment
     for _, line, runs in decided_lines(script, values, stop=LAUNCHER):
         found = SCRIPT_ASSIGNMENT.match(line)
         if found is None or False in runs:
@@ -179,6 +185,8 @@ def script_assignments(script: str, known: dict[str, str]) -> dict[str, str]:
                 continue
         if runs and re.search(r"\$\{?" + found.group(1) + r"\b", found.group(2)):
             continue  # NAME="$NAME --more" in a branch nothing decides: branch_assignments reads it
+        if runs and POSITIONAL.search(found.group(2)):
+            continue  # MODEL="$2" while parsing the script's own options: the caller's choice, the default runs
         values.pop(found.group(1), None)  # unknown from here on
     return values
 
@@ -273,10 +281,24 @@ def _one_word(value: str) -> str | None:
     if "$(" in value or "`" in value:
         return None
     try:
-        words = shlex.split(value) or [""]
+        words = shlex.split(_without_comment(value)) or [""]
     except ValueError:
         return None
     return words[0] if len(words) == 1 else None
+
+
+def _without_comment(value: str) -> str:
+    """An assignment's value without the shell comment after it (`MODEL="m"   # the model`): a `#` that starts a
+    word outside quotes begins a comment, one inside a word (`http://h/#x`) does not."""
+    quote = None
+    for at, char in enumerate(value):
+        if quote:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (at == 0 or value[at - 1] in " \t"):
+            return value[:at]
+    return value
 
 
 def expand_words(argv: list[Token], known: dict[str, str]) -> list[Token]:

@@ -329,3 +329,27 @@ def test_a_shell_script_string_run_inside_an_apptainer_container_or_srun_is_read
     assert [t.text for t in run.argv] == ["org/m", "--max-model-len", "4096"]
     plain = "bash -lc 'echo vllm serve is not run here'\n"  # a shell -c string with no launcher is no workload
     assert find_workloads([str(_script(tmp_path, "apptainer exec x.sif " + plain, "none.sh"))])[1] == []
+
+
+def test_assignments_with_comments_continued_lines_and_option_parsing_keep_the_scripts_defaults(tmp_path):
+    """Three shapes of real docker run scripts (manifest batches s41/s45): a comment after an assignment's value
+    (`NAME="vllm_server"   # the container`), a value continued with a backslash (`CMD="--model $M \\`), and an
+    option-parsing loop that may override a default from the script's own arguments (`MODEL="$2"`): the defaults
+    are what runs, so the container, the model and the flags are read (a `#` inside a word is no comment)."""
+    text = """#!/bin/bash
+MODEL="Qwen/Qwen2.5-7B-Instruct"      # HuggingFace model name
+NAME="vllm_server"                    # container name
+URL=http://host/#frag
+CMD="--model $MODEL \\
+     --max-model-len 4096"
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --model) MODEL="$2"; shift 2 ;;
+    *) shift ;;
+  esac
+done
+docker run --gpus all --name $NAME vllm/vllm-openai:v0.25.1 $CMD
+"""
+    (run,) = find_workloads([str(_script(tmp_path, text))])[1]
+    assert run.container == "vllm_server"
+    assert [t.text for t in run.argv] == ["--model", "Qwen/Qwen2.5-7B-Instruct", "--max-model-len", "4096"]
