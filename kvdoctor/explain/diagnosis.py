@@ -104,7 +104,7 @@ def diagnose(
     if not diagnosis.only_wrappers:  # a wrapper's line is not where the failure was raised
         diagnosis = _by_location(diagnosis, rules, families, facts)
     diagnosis = _by_interface_drift(diagnosis, rules, families, chains, evidence, facts)
-    diagnosis = _by_visible_devices(diagnosis, rules, facts)
+    diagnosis = _by_visible_devices(diagnosis, rules, families, facts)
     return replace(diagnosis, family=_family(diagnosis, families, selector_errors, facts))
 
 
@@ -208,11 +208,11 @@ def _by_interface_drift(diagnosis: Diagnosis, rules: list[Rule], families: Famil
     return replace(diagnosis, primary=match, unknown=None, by_rule={**diagnosis.by_rule, rule.id: [match]})
 
 
-VISIBLE_DEVICES_RULE = "KVD351"
 _DEVICE_LIST = re.compile(r"\d+(?:\s*,\s*\d+)*")
 
 
-def _by_visible_devices(diagnosis: Diagnosis, rules: list[Rule], facts: dict[str, Any]) -> Diagnosis:
+def _by_visible_devices(diagnosis: Diagnosis, rules: list[Rule], families: Families, facts: dict[str, Any]
+                        ) -> Diagnosis:  # fmt: skip
     """An unexplained failure of a run whose own command asks for more GPUs (--tensor-parallel-size x
     --pipeline-parallel-size x --data-parallel-size) than the CUDA_VISIBLE_DEVICES the log sets lists: the layout
     cannot be placed on one node whatever the cut traceback said (device_placement, with both numbers)."""
@@ -222,7 +222,7 @@ def _by_visible_devices(diagnosis: Diagnosis, rules: list[Rule], facts: dict[str
         return diagnosis
     sizes = [facts.get(name) for name in ("serve.tensor_parallel_size", "serve.pipeline_parallel_size")]
     sizes.append(facts.get("logged.data_parallel_size", 1))
-    rule = next((r for r in rules if r.id == VISIBLE_DEVICES_RULE), None)
+    rule = next((r for r in rules if r.id == families.visible_devices_rule), None)
     if rule is None or not all(isinstance(size, int) and size > 0 for size in sizes):
         return diagnosis
     required, available = sizes[0] * sizes[1] * sizes[2], len(visible.split(","))

@@ -59,6 +59,8 @@ class Families:
     frame_decides: frozenset[str] = frozenset()
     """Rules whose message any allocation or call can raise (a CUDA OOM): when the exception's frames are in a place
     another family's `raised_in` claims, that family explains it."""
+    visible_devices_rule: str = ""
+    """The rule for a run whose own layout needs more GPUs than its CUDA_VISIBLE_DEVICES lists (diagnosis.py)."""
     interface_drift_rule: str = ""
     """The rule for a caller and a callee of different releases disagreeing on vLLM's interface (interface_drift.py)."""
     interface_drift_libraries: frozenset[str] = frozenset()
@@ -146,6 +148,7 @@ def load_families() -> Families:
         word_families=tuple((re.compile(f["words"]), f["family"]) for f in data.get("word_families") or ()),
         value_families=tuple((frozenset(f["rules"]), f["value"], f["family"])
                              for f in data.get("value_families") or ()),
+        visible_devices_rule=str(data.get("visible_devices_rule") or ""),
         interface_drift_rule=str((data.get("interface_drift") or {}).get("rule") or ""),
         interface_drift_libraries=frozenset((data.get("interface_drift") or {}).get("other_packages") or ()),
         request_rules_kept=frozenset(data.get("request_rules_kept") or ()),

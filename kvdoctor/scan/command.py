@@ -160,9 +160,28 @@ BLOCK_CLOSES = re.compile(r"^\s*(?:fi|done|esac|\})\b")
 LAUNCHER = re.compile(r"\bvllm\s+serve\b|\bvllm\.entrypoints\.")
 
 
-CONTINUED_LINE = re.compile(r"\\\n")
 # a value taken from the script's own arguments ($1, "${2}", ${1#*=}, $OPTARG), as an option-parsing loop assigns it
 POSITIONAL = re.compile(r"\$(?:[1-9]|\{[1-9][^}]*\}|OPTARG\b|\{OPTARG\})")
+
+
+def _holds_a_command(value: str) -> bool:
+    """Whether a variable's value is a whole command line (`docker run ...`, `vllm serve ...`), not arguments."""
+    words = value.split()
+    return len(words) > 2 and PurePosixPath(words[0]).name in {"docker", "podman", "nerdctl", "vllm"} | SHELLS
+
+
+def _continuations_joined(script: str) -> str:
+    """The script with each line that ends in a backslash joined to the next (a comment's backslash continues
+    nothing)."""
+    out: list[str] = []
+    continuing = False
+    for line in script.split("\n"):
+        if continuing:
+            out[-1] = out[-1][:-1] + " " + line
+        else:
+            out.append(line)
+        continuing = out[-1].endswith("\\") and not line.lstrip().startswith("#")
+    return "\n".join(out)
 
 
 def script_assignments(script: str, known: dict[str, str]) -> dict[str, str]:
@@ -172,7 +191,7 @@ def script_assignments(script: str, known: dict[str, str]) -> dict[str, str]:
     test of an unknown value) and from a command's output the value is unknown from there on (a block that only
     adds to it, NAME="$NAME ...", is read per branch by branch_assignments)."""
     values: dict[str, str] = dict(known)
-    script = CONTINUED_LINE.sub(" ", script)  # CMD="--model $M \<newline> --port 8000": one assignment
+    script = _continuations_joined(script)  # CMD="--model $M \<newline> --port 8000": one assignment
     for _, line, runs in decided_lines(script, values, stop=LAUNCHER):
         found = SCRIPT_ASSIGNMENT.match(line)
         if found is None or False in runs:
@@ -180,7 +199,9 @@ def script_assignments(script: str, known: dict[str, str]) -> dict[str, str]:
         word = _one_word(found.group(2))
         if all(runs) and word is not None:
             (expanded,) = expand_shell_variables([Token(word, None)], values)
-            if not UNRESOLVED.search(expanded.text):
+            # a whole command keeps its unknown parts as variables (CMD="docker run -e T=${TOKEN} ..."): each word
+            # is judged, or left out, on its own where `exec $CMD` runs it
+            if not UNRESOLVED.search(expanded.text) or _holds_a_command(expanded.text):
                 values[found.group(1)] = expanded.text
                 continue
         if runs and re.search(r"\$\{?" + found.group(1) + r"\b", found.group(2)):
@@ -309,11 +330,17 @@ def expand_words(argv: list[Token], known: dict[str, str]) -> list[Token]:
         value = expanded.text.strip()
         if SHELL_VARIABLE.fullmatch(token.text) and not value:
             continue  # a variable set to nothing: the shell's word splitting leaves no word ($tool_choice="")
-        if SHELL_VARIABLE.fullmatch(token.text) and value.startswith("-") and len(value.split()) > 1:
+        # `$ARGS` of options, or `exec $CMD` of a whole command (CMD="docker run ... IMAGE --model M"): split
+        runs_it = all(word.text in COMMAND_PREFIXES for word in out)
+        if SHELL_VARIABLE.fullmatch(token.text) and (value.startswith("-") or runs_it) and len(value.split()) > 1:
             out += [Token(w, token.line) for w in (_split(value))]
         else:
             out.append(expanded)
     return out
+
+
+COMMAND_PREFIXES = frozenset({"exec", "nohup", "sudo", "time", "command", "eval"})
+"""Words before a command that run it: a variable after them (or first) is the command itself."""
 
 
 def _split(value: str) -> list[str]:

@@ -353,3 +353,24 @@ docker run --gpus all --name $NAME vllm/vllm-openai:v0.25.1 $CMD
     (run,) = find_workloads([str(_script(tmp_path, text))])[1]
     assert run.container == "vllm_server"
     assert [t.text for t in run.argv] == ["--model", "Qwen/Qwen2.5-7B-Instruct", "--max-model-len", "4096"]
+
+
+def test_a_whole_command_held_in_a_variable_and_run_by_exec(tmp_path):
+    """`CMD="docker run ... IMAGE --model $M ..."` (continued over lines, a token from the host inside) then
+    `exec $CMD` (a real Ansible-managed script of manifest batch s50): the shell splits $CMD into the command it runs;
+    a comment ending in a backslash above it continues nothing."""
+    text = """#!/usr/bin/env bash
+MODEL=${MODEL:-"Qwen/Qwen2.5-7B-Instruct"}
+# --quantization ${QUANTIZATION} \\
+CMD="docker run --gpus all -d --rm \\
+  -e HUGGING_FACE_HUB_TOKEN=${HF_TOKEN} \\
+  vllm/vllm-openai:v0.25.1 \\
+  --model ${MODEL} \\
+  --swap-space 4"
+exec $CMD
+"""
+    report = scan([str(_script(tmp_path, text))], tmp_path)
+    (run,) = report.workloads
+    assert run.workload.image == "vllm/vllm-openai:v0.25.1"
+    assert [t.text for t in run.workload.argv] == ["--model", "Qwen/Qwen2.5-7B-Instruct", "--swap-space", "4"]
+    assert any(p.finding.rule_id == "KVD004" and p.finding.status == "fired" for p in run.placed)
