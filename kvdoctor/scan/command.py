@@ -167,7 +167,7 @@ POSITIONAL = re.compile(r"\$(?:[1-9]|\{[1-9][^}]*\}|OPTARG\b|\{OPTARG\})")
 def _holds_a_command(value: str) -> bool:
     """Whether a variable's value is a whole command line (`docker run ...`, `vllm serve ...`), not arguments."""
     words = value.split()
-    return len(words) > 2 and PurePosixPath(words[0]).name in {"docker", "podman", "nerdctl", "vllm"} | SHELLS
+    return len(words) > 2 and PurePosixPath(words[0]).name in COMMAND_PROGRAMS
 
 
 def _continuations_joined(script: str) -> str:
@@ -219,9 +219,15 @@ def decided_lines(script: str, values: dict[str, str], stop: re.Pattern | None =
     here). ``values`` is read when each `if` is met (a caller may add to it as it goes); ``stop``: the first line it
     matches ends the walk."""
     runs: list[bool | None] = []  # per open block
+    ends: str | None = None  # the word that ends the here-document being skipped
     for index, line in enumerate(script.splitlines()):
+        if ends is not None:  # a here-document's body is data (`python - <<EOF ... while x: ... EOF`), no script
+            ends = None if line.strip() == ends else ends
+            continue
         if line.lstrip().startswith("#"):  # a comment (`# ./run.sh --max-num-seqs 8  # any vllm serve flag`)
             continue
+        if "<<" in line and (heredoc := HEREDOC.search(line)) is not None and "<<<" not in line:
+            ends = heredoc.group(2)
         if stop is not None and stop.search(line):
             return
         if BLOCK_CLOSES.match(line):
@@ -331,7 +337,7 @@ def expand_words(argv: list[Token], known: dict[str, str]) -> list[Token]:
         if SHELL_VARIABLE.fullmatch(token.text) and not value:
             continue  # a variable set to nothing: the shell's word splitting leaves no word ($tool_choice="")
         # `$ARGS` of options, or `exec $CMD` of a whole command (CMD="docker run ... IMAGE --model M"): split
-        runs_it = all(word.text in COMMAND_PREFIXES for word in out)
+        runs_it = all(word.text in COMMAND_PREFIXES for word in out) or _holds_a_command(value)
         if SHELL_VARIABLE.fullmatch(token.text) and (value.startswith("-") or runs_it) and len(value.split()) > 1:
             out += [Token(w, token.line) for w in (_split(value))]
         else:
@@ -340,6 +346,10 @@ def expand_words(argv: list[Token], known: dict[str, str]) -> list[Token]:
 
 
 COMMAND_PREFIXES = frozenset({"exec", "nohup", "sudo", "time", "command", "eval"})
+# programs whose command line a variable may hold (CMD="docker run ...", RUN="apptainer exec --nv IMAGE"): the shell
+# splits such a value into the words it runs, wherever the variable stands
+COMMAND_PROGRAMS = frozenset({"docker", "podman", "nerdctl", "vllm", "apptainer", "singularity", "srun", "mpirun",
+                              "numactl", "taskset", "sh", "bash", "dash", "ash", "zsh"})
 """Words before a command that run it: a variable after them (or first) is the command itself."""
 
 

@@ -374,3 +374,22 @@ exec $CMD
     assert run.workload.image == "vllm/vllm-openai:v0.25.1"
     assert [t.text for t in run.workload.argv] == ["--model", "Qwen/Qwen2.5-7B-Instruct", "--swap-space", "4"]
     assert any(p.finding.rule_id == "KVD004" and p.finding.status == "fired" for p in run.placed)
+
+
+def test_a_heredoc_is_data_and_a_variable_holding_a_container_exec_is_split(tmp_path):
+    """A Slurm job that waits for Ray in a `python - <<EOF` body (`while time.time() < deadline:` there opens no
+    shell loop), then `srun ... $RUN vllm serve "$MODEL"` with RUN="apptainer exec --nv IMAGE" (a real sbatch of an
+    earlier batch): the assignments after the here-document are read, and $RUN is the container runtime's words."""
+    text = """#!/bin/bash
+#SBATCH --nodes=1
+RUN="apptainer exec --nv /images/vllm.sif"
+python - <<EOF
+while time.time() < deadline:
+    pass
+EOF
+MODEL=Qwen/Qwen2.5-7B-Instruct
+srun --overlap -w "$head_node" $RUN vllm serve "$MODEL" --max-model-len 4096
+"""
+    (run,) = find_workloads([str(_script(tmp_path, text, "job.sbatch"))])[1]
+    assert run.container == "apptainer"
+    assert [t.text for t in run.argv] == ["Qwen/Qwen2.5-7B-Instruct", "--max-model-len", "4096"]
