@@ -346,11 +346,11 @@ def expand_words(argv: list[Token], known: dict[str, str]) -> list[Token]:
 
 
 COMMAND_PREFIXES = frozenset({"exec", "nohup", "sudo", "time", "command", "eval"})
-# programs whose command line a variable may hold (CMD="docker run ...", RUN="apptainer exec --nv IMAGE"): the shell
-# splits such a value into the words it runs, wherever the variable stands
+"""Words before a command that run it: a variable after them (or first) is the command itself."""
 COMMAND_PROGRAMS = frozenset({"docker", "podman", "nerdctl", "vllm", "apptainer", "singularity", "srun", "mpirun",
                               "numactl", "taskset", "sh", "bash", "dash", "ash", "zsh"})
-"""Words before a command that run it: a variable after them (or first) is the command itself."""
+"""Programs whose command line a variable may hold (CMD="docker run ...", RUN="apptainer exec --nv IMAGE"): the
+shell splits such a value into the words it runs, wherever the variable stands."""
 
 
 def _split(value: str) -> list[str]:

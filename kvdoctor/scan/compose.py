@@ -188,9 +188,9 @@ def _interpolated(argv: list[Token], dotenv: dict[str, str], split: bool) -> tup
     out: list[Token] = []
     for token in argv:
         text = _interpolate(token.text, dotenv)
-        lone_variable = SHELL_VARIABLE.fullmatch(token.text.strip()) is not None
+        variable = SHELL_VARIABLE.fullmatch(token.text.strip())
+        lone_variable = variable is not None
         if not text.strip() and lone_variable:
-            variable = SHELL_VARIABLE.fullmatch(token.text.strip())
             name = variable.group(1) or variable.group(2)
             if name not in dotenv and out and _waits_for_value(out[-1].text):
                 out.append(Token("${" + name + "}", token.line))

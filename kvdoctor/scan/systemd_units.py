@@ -38,8 +38,8 @@ def read(source: SourceFile) -> tuple[list[Workload], list[str]]:
         return found, notes
     path, text, word = beside
     inner, inner_notes = script_findings(text, 1, str(path), PurePosixPath(source.path).name, env)
-    note = (f"ExecStart runs {word} (line of the unit's ExecStart); read from {path.name} beside the unit, with the "
-            "unit's Environment= values")
+    note = (f"ExecStart runs {word}, a path on the host: read from the {path.name} the repository keeps beside the "
+            "unit, with the unit's Environment= values")
     return [replace(w, notes=w.notes + (note,), read_through=(str(path),)) for w in inner], notes + inner_notes
 
 

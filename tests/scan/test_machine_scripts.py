@@ -289,7 +289,7 @@ exec vllm serve "$MODEL_REPO" --max-model-len "$MAX_MODEL_LEN"
     assert (workload.name, workload.container) == ("vllm.service", "vllm serve")
     assert [t.text for t in workload.argv] == ["Qwen/Qwen3-8B", "--max-model-len", "32768"]
     assert workload.file.endswith("vllm-server.sh") and workload.line == 3
-    assert any("read from vllm-server.sh beside the unit" in n for n in workload.notes)
+    assert any("read from the vllm-server.sh the repository keeps beside the unit" in n for n in workload.notes)
 
 
 def test_a_terraform_helm_release_of_the_remote_production_stack_chart_reads_its_values(tmp_path):
