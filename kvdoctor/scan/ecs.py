@@ -16,8 +16,9 @@ from dataclasses import replace
 import yaml
 
 from kvdoctor.scan import hcl, nodes, terraform
+from kvdoctor.scan.embedded_scripts import INSTANCE_TYPE_KEYS, INSTANCE_TYPE_LABEL
 from kvdoctor.scan.kubernetes import container_workload
-from kvdoctor.scan.workload import Workload
+from kvdoctor.scan.workload import GpuSelector, Workload
 
 JSON_ENCODED = re.compile(r"^\$\{\s*jsonencode\((.*)\)\s*\}$", re.DOTALL)
 # the container definition's keys in the JSON / jsonencode form and in terraform-aws-modules' snake_case form
@@ -39,6 +40,7 @@ def terraform_workloads(root: yaml.Node, file: str) -> list[Workload]:
     """The workloads of a Terraform file's ECS task definitions and modules with a container_definitions map."""
     found: list[Workload] = []
     defaults = terraform.module_defaults(root, file)
+    machine = _machine(root, defaults)
     for labels, body in hcl.blocks(root, "resource"):
         if labels[:1] == ["aws_ecs_task_definition"]:
             definitions = _definitions(nodes.get(body, "container_definitions"), file)  # parsed, then filled
@@ -56,7 +58,35 @@ def terraform_workloads(root: yaml.Node, file: str) -> list[Workload]:
         containers = [_named(definition, key) for key, _, definition in nodes.pairs(definitions)
                       if key != hcl.LABELS and nodes.is_map(definition)]  # fmt: skip
         found += _workloads(containers, name, "Terraform ECS service", file, note)
-    return found
+    if machine is None:
+        return found
+    selector, note = machine
+    return [replace(w, gpu_selectors=(selector,), notes=w.notes + (note,)) if not w.gpu_selectors else w for w in found]
+
+
+def _machine(root: yaml.Node, defaults: dict[str, str]) -> tuple[GpuSelector, str] | None:
+    """The one EC2 instance type the file's blocks name (`instance_type = "g5.12xlarge"`, or a local / variable
+    default), as the instance-type label its GPU is looked up by, with a note; None for none or several."""
+    named: dict[str, int | None] = {}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        for key, _, value in nodes.pairs(node) if nodes.is_map(node) else ():
+            text = nodes.text(value) if nodes.is_scalar(value) else None
+            if key in INSTANCE_TYPE_KEYS and text:
+                text = defaults.get(text[2:-1], text) if text.startswith("${") and text.endswith("}") else text
+                if "$" not in text:
+                    named.setdefault(text, nodes.line(value))
+            elif nodes.is_map(value) or nodes.is_seq(value):
+                stack.append(value)
+        if nodes.is_seq(node):
+            stack += nodes.items(node)
+    if len(named) != 1:
+        return None
+    ((instance, line),) = named.items()
+    return (GpuSelector(INSTANCE_TYPE_LABEL, (instance,), line),
+            f"the GPU read from the one instance type the file names ({instance}, line {line}): the EC2 capacity the "
+            "service runs on, as its capacity provider's Auto Scaling group launches it")
 
 
 def _definitions(value: yaml.Node | None, file: str) -> list[yaml.Node]:

@@ -63,3 +63,6 @@ def test_the_ecs_service_module_of_a_real_blueprint(tmp_path):
     assert served.workload.container == "vllm" and served.workload.image == "vllm/vllm-openai:v0.10.2"
     assert served.workload.gpu_limit == 4 and served.report.facts["serve.tensor_parallel_size"] == 4
     assert not any(p.finding.status == "fired" and p.finding.severity == "error" for p in served.placed)
+    # the GPU of the one instance type the file names (local.instance_type = g5.12xlarge: 4 x A10G)
+    assert served.report.facts["gpu.name"] == "A10G"
+    assert any("one instance type the file names (g5.12xlarge" in n for n in served.report.notes)
