@@ -17,7 +17,8 @@ MAX_DEPTH = 5  # extends chains deeper than this are not followed (Compose refus
 
 def extended(file: str, root: yaml.Node, service: yaml.Node) -> tuple[yaml.Node, tuple[str, ...], str | None]:
     """(the service with what it extends merged under it, the other files its nodes come from, a note saying what was
-    merged or why the base could not be read). Nodes of another file carry lines past LINE_FILE_STRIDE (Workload.line_files)."""
+    merged or why the base could not be read). Nodes of another file carry lines past LINE_FILE_STRIDE
+    (Workload.line_files)."""
     other_files: list[str] = []
     merged, note = _resolve(Path(file), root, service, other_files, 0)
     return merged, tuple(other_files), note
@@ -38,17 +39,17 @@ def _resolve(path: Path, root: yaml.Node, service: yaml.Node, other_files: list[
         try:
             base_root = yaml.compose(base_path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            return service, f"extends {base_file!r} (line {nodes.line(spec)}) could not be read ({type(exc).__name__}): " \
-                            "its keys are not merged"
+            return service, (f"extends {base_file!r} (line {nodes.line(spec)}) could not be read "
+                             f"({type(exc).__name__}): its keys are not merged")
     base = nodes.get(base_root, "services", base_name)
     if not nodes.is_map(base):
         return service, f"extends service {base_name!r} (line {nodes.line(spec)}) is not in {base_file or 'this file'}"
-    if base_path != path:
-        base_root_shifted = _shifted(base_root, _file_index(str(base_path), other_files))
-        base = nodes.get(base_root_shifted, "services", base_name)
-        base_root = base_root_shifted
+    if base_path != path:  # the other file's nodes, on lines that stand for that file
+        base_root = _shifted(base_root, _file_index(str(base_path), other_files))
+        base = nodes.get(base_root, "services", base_name)
     base, note = _resolve(base_path, base_root, base, other_files, depth + 1)
-    read = f"extends service {base_name!r} of {base_file or 'this file'} (line {nodes.line(spec)}): its keys merged under this one's"
+    read = (f"extends service {base_name!r} of {base_file or 'this file'} (line {nodes.line(spec)}): its keys merged "
+            "under this one's")
     return _merged(base, service), note or read
 
 

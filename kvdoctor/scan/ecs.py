@@ -16,7 +16,8 @@ from dataclasses import replace
 import yaml
 
 from kvdoctor.scan import hcl, nodes, terraform
-from kvdoctor.scan.embedded_scripts import INSTANCE_TYPE_KEYS, INSTANCE_TYPE_LABEL
+from kvdoctor.scan.documents import Document
+from kvdoctor.scan.embedded_scripts import INSTANCE_TYPE_LABEL, named_instance_types
 from kvdoctor.scan.kubernetes import container_workload
 from kvdoctor.scan.workload import GpuSelector, Workload
 
@@ -30,7 +31,7 @@ def is_task_definition(root: yaml.Node) -> bool:
     return nodes.is_seq(nodes.get(root, "containerDefinitions"))
 
 
-def task_definition_workloads(doc, source_text: str) -> list[Workload]:
+def task_definition_workloads(doc: Document, source_text: str) -> list[Workload]:
     family = nodes.text(nodes.get(doc.root, "family")) or "(unnamed)"
     return _workloads(nodes.items(nodes.get(doc.root, "containerDefinitions")), family, "ECS task definition",
                       doc.file)  # fmt: skip
@@ -68,19 +69,8 @@ def _machine(root: yaml.Node, defaults: dict[str, str]) -> tuple[GpuSelector, st
     """The one EC2 instance type the file's blocks name (`instance_type = "g5.12xlarge"`, or a local / variable
     default), as the instance-type label its GPU is looked up by, with a note; None for none or several."""
     named: dict[str, int | None] = {}
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        for key, _, value in nodes.pairs(node) if nodes.is_map(node) else ():
-            text = nodes.text(value) if nodes.is_scalar(value) else None
-            if key in INSTANCE_TYPE_KEYS and text:
-                text = defaults.get(text[2:-1], text) if text.startswith("${") and text.endswith("}") else text
-                if "$" not in text:
-                    named.setdefault(text, nodes.line(value))
-            elif nodes.is_map(value) or nodes.is_seq(value):
-                stack.append(value)
-        if nodes.is_seq(node):
-            stack += nodes.items(node)
+    for instance, line in named_instance_types(root, defaults):
+        named.setdefault(instance, line)
     if len(named) != 1:
         return None
     ((instance, line),) = named.items()

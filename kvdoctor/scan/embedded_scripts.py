@@ -11,6 +11,7 @@ import re
 import shlex
 from dataclasses import replace
 from pathlib import PurePosixPath
+from typing import Iterator
 
 import yaml
 
@@ -42,16 +43,27 @@ def workloads(root: yaml.Node, file: str, source_text: str) -> list[Workload]:
 
 def _instance_type(root: yaml.Node) -> tuple[GpuSelector, ...]:
     """The machine the object creates, as the instance-type node label its GPU is looked up by (none when unnamed)."""
+    first = next(named_instance_types(root), None)
+    return (GpuSelector(INSTANCE_TYPE_LABEL, (first[0],), first[1]),) if first else ()
+
+
+def named_instance_types(root: yaml.Node, defaults: dict[str, str] | None = None
+                         ) -> Iterator[tuple[str, int | None]]:  # fmt: skip
+    """Each machine type the object's keys name (instance_type, machineType, vmSize...) with its line, in the order
+    met; a whole `${var.x}` / `${local.x}` takes its literal default from ``defaults``; an unresolved one is left
+    out."""
     stack, visited = [root], 0
     while stack and visited < 10_000:
         node, visited = stack.pop(), visited + 1
         for key, value in _keyed_values(node):
             text = nodes.text(value) if nodes.is_scalar(value) else None
-            if key in INSTANCE_TYPE_KEYS and text and "$" not in text:
-                return (GpuSelector(INSTANCE_TYPE_LABEL, (text,), nodes.line(value)),)
+            if key in INSTANCE_TYPE_KEYS and text:
+                if defaults and text.startswith("${") and text.endswith("}"):
+                    text = defaults.get(text[2:-1], text)
+                if "$" not in text:
+                    yield text, nodes.line(value)
             if nodes.is_map(value) or nodes.is_seq(value):
                 stack.append(value)
-    return ()
 
 
 def scripts_in(root: yaml.Node, source_text: str = "", offset: int = 0,

@@ -161,7 +161,8 @@ def _joined_lists(tree: ast.Module) -> set[int]:
              for arg in node.args if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute)
              and arg.func.attr == "join" and isinstance(arg.func.value, ast.Constant) and arg.func.value.value == " "
              and len(arg.args) == 1 and isinstance(arg.args[0], ast.Name)}  # fmt: skip
-    return {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Assign) and isinstance(node.value, ast.List)
+    return {id(node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.List)
             and any(isinstance(t, ast.Name) and t.id in names for t in node.targets)}  # fmt: skip
 
 
