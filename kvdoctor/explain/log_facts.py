@@ -25,8 +25,9 @@ _VERSION_PATTERNS = (
 # print(vllm.__version__)"`, `vllm --version`, `pip show vllm` ('Name: vllm' then 'Version: 0.3.3')
 _ASKS_VERSION = re.compile(r"\bvllm\.__version__|\bvllm (?:--version|-v)\s*$|^Name: vllm\s*$")
 _ANSWERED_VERSION = re.compile(r"^(?:Version: )?v?(\d+\.\d+\.\d+[\w.+-]*)\s*$")
-# pip freeze's and pip list's own lines ('vllm==0.3.3', 'vllm        0.3.3')
-_PIP_LINE = re.compile(r"^vllm(?:==|\s{2,})(\d+\.\d+\.\d+[\w.+-]*)\s*$")
+# pip freeze's and pip list's own lines ('vllm==0.3.3', 'vllm        0.3.3'), and a reporter's line naming the
+# version alone ('vllm 0.3.1', 'vLLM version: 0.8.5', 'vLLM v0.6.3')
+_PIP_LINE = re.compile(r"^vllm(?:==|\s*:\s*v?|\s+(?:version\s*:?\s*)?v?|\s*version\s*:\s*v?)(\d+\.\d+\.\d+[\w.+-]*)\s*$", re.I)
 _PIP = re.compile(r"^\[(?:pip3?|conda)\]\s+(triton|torch|flashinfer-python)[= ]+=?\s*(\d+\.\d+[\w.+-]*)")
 _ARGS = re.compile(r"non-default args: (\{.*\})\s*$")
 _CONFIG_LINE = "with config:"
@@ -99,7 +100,7 @@ def read_facts(lines: Iterable[LogLine]) -> tuple[dict[str, Any], list[str]]:
                 put("vllm.version", answer.group(1), line)
         if text.strip():  # a blank line between the question and its answer keeps it asked
             asked = ("ersion" in text or "Name: vllm" in text) and _ASKS_VERSION.search(text.strip()) is not None
-        if text[:4] == "vllm" and (pip := _PIP_LINE.match(text)):
+        if text[:4] in ("vllm", "vLLM", "VLLM") and (pip := _PIP_LINE.match(text)):
             put("vllm.version", pip.group(1), line)
         if MEMORY_HINT.search(text):
             for name, value in memory_facts(text):

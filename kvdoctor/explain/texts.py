@@ -87,10 +87,17 @@ def _needs_missing(sentence: str, facts: dict[str, Any]) -> bool:
     return any(m.group(2) is None and facts.get(m.group(1)) is None for m in PLACEHOLDER.finditer(sentence))
 
 
+_ASIDE = re.compile(r" ?\(([^()]*)\)")
+
+
 def _marked(template: str, facts: dict[str, Any]) -> str:
     def mark(match: re.Match[str]) -> str:
         if facts.get(match.group(1)) is None and match.group(2) is None:
             return NOT_GIVEN
         return match.group(0)
 
-    return PLACEHOLDER.sub(mark, template)
+    def aside(match: re.Match[str]) -> str:  # an aside that is only a missing value says nothing: '((not in the log))'
+        alone = PLACEHOLDER.fullmatch(match.group(1))
+        return "" if alone is not None and mark(alone) == NOT_GIVEN else match.group(0)
+
+    return PLACEHOLDER.sub(mark, _ASIDE.sub(aside, template))

@@ -426,6 +426,8 @@ def _crash(text: str, level: str | None = None, worded: bool | None = None) -> b
 # an exception line indented in a log that is not (quoted in an event, a report, a nested output): not a traceback's
 # own exception line, which parse_chains reads at column 0
 _INDENTED_EXCEPTION = re.compile(r"(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S")
+# an exception a paste or a renderer put in brackets inside a line: '[message](RuntimeError: Error in function ...)'
+_BRACKETED_EXCEPTION = re.compile(r"[(\[](?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S")
 WRAPPED_MIN = 60  # a line at least this long may be the first part of a message a hard wrap split
 
 
@@ -540,7 +542,8 @@ def failure_evidence(
         if line.level in ERROR_LEVELS:
             add(FailureEvidence(line.number, "error level", continued(lines, index) or text, line.stream, line.level))
         elif line.level is None and (ERROR_TEXT.search(text) or _foreign_error(text) or (
-                line.text[:1] in " \t" and _INDENTED_EXCEPTION.match(text))):
+                line.text[:1] in " \t" and _INDENTED_EXCEPTION.match(text)) or (
+                "rror: " in text or "xception: " in text) and _BRACKETED_EXCEPTION.search(text)):
             quoted = _c10_message(lines, index) or _flattened_exception(continued(lines, index) or text)
             add(FailureEvidence(line.number, "error text", _llvm_diagnostic(lines, index, quoted) or quoted,
                                 line.stream))

@@ -111,7 +111,18 @@ def _as_vllm_reads_it(tokens: list[str], vllm_version: str | None) -> list[str]:
                  for r in candidates(vllm_version).releases]  # fmt: skip
     if not spellings:
         return tokens
-    return [words[0] if len(set(words)) == 1 else typed for typed, *words in zip(tokens, *spellings)]
+    return [words[0] if len(set(words)) == 1 and not _own_option_elsewhere(typed, words[0]) else typed
+            for typed, *words in zip(tokens, *spellings)]
+
+
+def _own_option_elsewhere(typed: str, spelt: str) -> bool:
+    """Whether an option the parser spells out as a longer one is an option of its own in other releases (`--device`
+    of 0.4.3-0.9.2, `--device-ids` to 0.24.0's parser): kept as typed, so serve.option_reassigned can say so."""
+    if typed == spelt or not typed.startswith("--"):
+        return False
+    from kvdoctor.vllm_pack.candidates import all_serve_options
+
+    return typed.partition("=")[0].partition(".")[0] in all_serve_options()
 
 
 def release_default_model(version: str | None) -> str | None:

@@ -126,6 +126,7 @@ def _json_dicts(version: str) -> bool:
 
 def serve_args_facts(argv: tuple[str, ...], releases: Candidates) -> dict[str, Any]:
     """serve.args_accepted/_error/_closest/_rejected_by: what each release's own parser makes of the arguments."""
+    from kvdoctor.vllm_pack.option_values import own_option_releases
     from kvdoctor.vllm_pack.serve_parser import judge_argv
 
     verdicts = {r.version: judge_argv(list(argv), r.serve_args, r.allow_abbrev, r.flexible_parser,
@@ -137,15 +138,58 @@ def serve_args_facts(argv: tuple[str, ...], releases: Candidates) -> dict[str, A
     for version in rejected:
         errors.setdefault(verdicts[version].error, []).append(version)
     error = newest_error.error if newest_error else None
+    closest = newest_error.closest if newest_error else None
+    if closest and newest_error.ambiguous and own_option_releases(newest_error.ambiguous):
+        closest = None  # an option of its own in other releases (`--device` to 0.9.2) is no spelling of either match
     if len(errors) > 1:  # the candidate releases refuse different flags: name each with the releases refusing it
         error = "; ".join(f"{text} ({describe_range(versions)})" for text, versions in reversed(errors.items()))
     return {
         "serve.args_accepted": accepted,
         "serve.args_error": error,
-        "serve.args_closest": newest_error.closest if newest_error else None,
+        "serve.args_closest": closest,
         "serve.args_rejected_by": describe_range(rejected) if verdicts else None,
         "serve.args_accepted_by": describe_range([v for v in verdicts if v not in rejected]) if verdicts else None,
+    } | taken_option_facts({v: verdict.taken for v, verdict in verdicts.items() if not verdict.error})
+
+
+def taken_option_facts(taken: dict[str, tuple]) -> dict[str, Any]:
+    """serve.option_reassigned*/value_refused*: across the releases whose parser accepts the arguments, an option of
+    other releases that the parser reads as the prefix of another (`--device` as `--device-ids`), and a value the
+    option's parser keeps but vLLM refuses when it builds its configuration. Decided only when every accepting release
+    agrees (the first such option or value)."""
+    from kvdoctor.vllm_pack.option_values import own_option_releases, refused_value
+
+    def reassigned(options) -> tuple[str, str] | None:
+        for option in options:
+            if option.abbreviated and (own := own_option_releases(option.typed)):
+                words = " ".join(option.values)
+                return (f"`{option.typed}{' ' + words if words else ''}` is read as `{option.option}"
+                        f"{' ' + words if words else ''}`", describe_range(own))
+        return None
+
+    def refused(options):
+        return next((r for option in options if (r := refused_value(option.option, option.values))), None)
+
+    reassigned_by = {v: reassigned(options) for v, options in taken.items()}
+    refused_by = {v: refused(options) for v, options in taken.items()}
+    moved = agree_values(reassigned_by)
+    refusal = agree_values(refused_by)
+    return {
+        "serve.option_reassigned": moved[0] if moved else None,
+        "serve.option_own_in": moved[1] if moved else None,
+        "serve.option_reassigned_by": describe_range(reassigned_by) if moved else None,
+        "serve.value_refused": f"{refusal.option} {refusal.value}" if refusal else None,
+        "serve.value_refusal": refusal.refusal if refusal else None,
+        "serve.value_takes": refusal.takes if refusal else None,
+        "serve.value_refused_where": refusal.where if refusal else None,
+        "serve.value_refused_by": describe_range(refused_by) if refusal else None,
     }
+
+
+def agree_values(by_release: dict[str, Any]) -> Any:
+    """The one answer every release gives, None when they differ or none was asked."""
+    answers = set(by_release.values())
+    return answers.pop() if len(answers) == 1 else None
 
 
 def derive_dryrun_facts(dry_run: DryRunReport | None, known_kinds: set[str]) -> dict[str, Any]:

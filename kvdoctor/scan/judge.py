@@ -256,8 +256,12 @@ def flag_sources(workload: Workload) -> dict[str, Location]:
 
 
 def _source_for(fact: str, sources: dict[str, Location], facts: dict) -> Location | None:
-    if fact.startswith("serve.args_"):  # the parser's words name the flag: point at its own line
-        for flag in re.findall(r"--[A-Za-z0-9][\w-]*", str(facts.get("serve.args_error") or "")):
+    # the parser's words, or the option as typed, name the flag: point at its own line
+    named = {"serve.args_": ("serve.args_error",),
+             "serve.value_refused": ("serve.option_reassigned", "serve.value_refused")}
+    texts = next((names for prefix, names in named.items() if fact.startswith(prefix)), ())
+    if texts:
+        for flag in re.findall(r"--[A-Za-z0-9][\w-]*", " ".join(str(facts.get(t) or "") for t in texts)):
             flag = canonical_flag(flag)
             name = flag[5:] if flag.startswith("--no-") else flag[2:]
             if "serve." + name.replace("-", "_") in sources:

@@ -21,6 +21,21 @@ JUDGED_ELSEWHERE = frozenset({"kv_cache_dtype"})
 
 
 @dataclass(frozen=True)
+class TakenOption:
+    """One option as the parser took it."""
+
+    typed: str
+    """As written (normalised: `_` read as `-`), without a dotted sub-key or `=value`."""
+    option: str
+    """The option it is: `typed` itself, or the longer option `typed` is an unambiguous prefix of."""
+    values: tuple[str, ...]
+
+    @property
+    def abbreviated(self) -> bool:
+        return self.option != self.typed and not self.typed.startswith("--no-")
+
+
+@dataclass(frozen=True)
 class ArgvVerdict:
     """What the release's parser makes of the arguments."""
 
@@ -28,6 +43,10 @@ class ArgvVerdict:
     """vLLM's own message for the first problem, None when the parser accepts everything."""
     closest: str | None = None
     """The nearest real flag (or choice) for the offending token."""
+    ambiguous: str | None = None
+    """The option as typed when it is the prefix of several."""
+    taken: tuple[TakenOption, ...] = ()
+    """Every option the parser took, in order (filled only when it accepts the arguments)."""
 
 
 @lru_cache(maxsize=1024)
@@ -45,6 +64,7 @@ def judge_argv(tokens: list[str], options: Mapping[str, Any], allow_abbrev: bool
     long_options = sorted(o for o in options if o.startswith("--"))
     tokens = _optimization_flags(tokens, options) if flexible else tokens
     unrecognized: list[str] = []
+    taken: list[TakenOption] = []
     positionals = 0
     index = 0
     while index < len(tokens):
@@ -63,9 +83,8 @@ def judge_argv(tokens: list[str], options: Mapping[str, Any], allow_abbrev: bool
         spec_name, problem = _resolve(base, options, long_options, allow_abbrev)
         if problem == "ambiguous":
             matches = [o for o in long_options if o.startswith(base)]
-            return ArgvVerdict(
-                f"ambiguous option: {name} could match {', '.join(matches)}", closest=matches[0]
-            )
+            return ArgvVerdict(f"ambiguous option: {name} could match {', '.join(matches)}", closest=matches[0],
+                               ambiguous=base)
         if spec_name is None:
             unrecognized.append(token)
             if not has_inline and index < len(tokens) and not tokens[index].startswith("-"):
@@ -80,6 +99,7 @@ def judge_argv(tokens: list[str], options: Mapping[str, Any], allow_abbrev: bool
                                                                                                        values)
         if bad is not None:
             return bad
+        taken.append(TakenOption(base, spec_name, tuple(values)))
     if unrecognized:
         first = unrecognized[0].partition("=")[0]
         close = _close_options(_normalise(first), tuple(long_options))
@@ -88,7 +108,7 @@ def judge_argv(tokens: list[str], options: Mapping[str, Any], allow_abbrev: bool
         return ArgvVerdict(
             f"unrecognized arguments: {' '.join(unrecognized)}", closest=closest[0] if closest else None
         )
-    return ArgvVerdict(None)
+    return ArgvVerdict(None, taken=tuple(taken))
 
 
 def _optimization_flags(tokens: list[str], options: Mapping[str, Any]) -> list[str]:
