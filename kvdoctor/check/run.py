@@ -116,6 +116,10 @@ def _notes(facts: Facts, flat: dict[str, Any], why_no_dry_run: str | None) -> li
         log = (f"vLLM will log {flat['memory.vllm_log']}" if flat.get("memory.vllm_log") else
                "the releases log it differently (pass --vllm-version for vLLM's own lines)")
         notes.append(f"KV cache fits: {flat['memory.kv_budget_gib']} GiB{band} available per GPU; {log}")
+        if flat.get("memory.auto_fit_max_model_len"):
+            notes.append(f"--max-model-len auto: the model's {flat['context.max_model_len']:,} tokens do not fit, so vLLM "
+                         f"shrinks max_model_len to about {flat['memory.auto_fit_max_model_len']:,} "
+                         "(v1/core/kv_cache_utils.py _auto_fit_max_model_len)")
     elif flat.get("memory.fit") == "not_modelled" and flat.get("memory.why_not") not in (None, "none"):
         notes.append(f"whether the KV cache fits is not judged: {flat['memory.why_not']}")
     elif flat.get("memory.fit") is None and facts.model is not None:

@@ -72,7 +72,16 @@ def _one_release(flat: dict[str, Any], facts: Facts, serve: ServeMemory, env: di
     answers = [_context(flat, facts, env, variant, overrides) for variant in variants_for(release.version)]
     context = answers[0] if all(a == answers[0] for a in answers) else dict.fromkeys(answers[0])
     memory = _memory(flat, facts, serve, release, context.get("context.max_model_len"))
+    if memory.get("memory.auto_fit_max_model_len"):  # --max-model-len auto: the length vLLM will run with
+        context = context | {"context.max_model_len": memory["memory.auto_fit_max_model_len"]}
     return context | memory
+
+
+def auto_fit_error(facts: Facts) -> str | None:
+    """vLLM's error when --max-model-len auto finds not one token's room (it runs before the one-request check)."""
+    if facts.serve.max_model_len != -1:
+        return None
+    return " ".join(kv_table()["auto_fit_error"].split())
 
 
 def _context(flat: dict[str, Any], facts: Facts, env: dict[str, str], variant: str,
@@ -114,6 +123,13 @@ def _memory(flat: dict[str, Any], facts: Facts, serve: ServeMemory, release, max
         return unknown | {"memory.fit": "not_modelled", "memory.why_not": why + ": pass --kv-cache-memory-bytes"}
     in_flight = _in_flight_tokens(flat, facts, serve, release)
     reserved = _null_block_reserved(release.version)
+    auto_fit = None
+    if facts.serve.max_model_len == -1:  # --max-model-len auto (0.14.1+): vLLM shrinks it to the longest length that
+        # fits the memory it measures (v1/core/kv_cache_utils.py _auto_fit_max_model_len): at the budget's low edge when
+        # one fits there (a fit), else at its middle (inside the band); none even there: "Cannot auto-fit" stands
+        auto_fit = (_fitting_len(plan, budget - band, max_model_len, in_flight, reserved)
+                    or _fitting_len(plan, budget, max_model_len, in_flight, reserved))
+        max_model_len = auto_fit or max_model_len
     fit = judge_fit(plan, budget, max_model_len, in_flight, reserved)
     verdict = _verdict(plan, budget, band, max_model_len, in_flight, reserved)
     fp8 = _fp8_outcome(flat, facts, serve, kinds, release, budget, band, max_model_len, in_flight, reserved)
@@ -133,8 +149,10 @@ def _memory(flat: dict[str, Any], facts: Facts, serve: ServeMemory, release, max
         "memory.kv_needed_gib": round(fit.needed_bytes / GIB, 2),
         "memory.kv_tokens": logged[0] if logged else None,
         "memory.max_concurrency": round(logged[1] if logged else fit.concurrency, 2),
-        "memory.error": not_enough_message(fit, max_model_len) or "none",
+        "memory.error": (not_enough_message(fit, max_model_len) and auto_fit_error(facts)) or
+                        not_enough_message(fit, max_model_len) or "none",
         "memory.fitting_max_model_len": _fitting_len(plan, budget - band, max_model_len, in_flight, reserved),
+        "memory.auto_fit_max_model_len": auto_fit,
         "memory.fp8_fits": fp8,
         "memory.kv_dtype_capacities": "; ".join(capacities) or "none",
         "memory.kv_dtypes_fitting": "; ".join(c for c in capacities if ": fits," in c) or "none",

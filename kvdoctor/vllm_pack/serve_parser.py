@@ -228,8 +228,22 @@ def _display(spec: Any, token: str) -> str:
     return "/".join(strings)
 
 
-_PLAIN_TYPES = {"int": int, "float": float}
-"""argparse `type` callables replayed (0.7-0.9 read --max-model-len as a plain int: '32k' is refused there)."""
+def _human_readable_int(value: str) -> int:
+    """vllm/utils/argparse_utils.py human_readable_int: '32k', '1.5M', or what int() takes."""
+    if re.fullmatch(r"\d+(?:\.\d+)?[kKmMgGtT]", value.strip()):
+        return 0
+    return int(value)
+
+
+def _human_readable_int_or_auto(value: str) -> int:
+    """... _or_auto (--max-model-len from 0.14.1): also 'auto' (any case) and -1."""
+    return -1 if value.strip().lower() == "auto" else _human_readable_int(value)
+
+
+_PLAIN_TYPES = {"int": int, "float": float, "human_readable_int": _human_readable_int,
+                "human_readable_int_or_auto": _human_readable_int_or_auto}
+"""argparse `type` callables replayed (0.7-0.9 read --max-model-len as a plain int: '32k' is refused there; 0.10-0.13
+as human_readable_int: 'auto' is refused there)."""
 
 
 def _bad_type(spec: Any, spec_name: str, values: list[str], json_dicts: bool = False) -> ArgvVerdict | None:

@@ -77,3 +77,29 @@ def test_an_ambiguous_option_of_older_releases_gets_no_spelling_fix(run_cli):
     (kvd004,) = [f for f in result.json()["findings"] if f["rule_id"] == "KVD004"]
     assert "ambiguous option: --device" in kvd004["title"]
     assert all("--device-ids" not in fix["title"] for fix in kvd004["fixes"]), kvd004["fixes"]
+
+
+@pytest.mark.parametrize("version, refused", [("0.9.2", True), ("0.13.0", True), ("0.14.1", False), ("0.25.1", False)])
+def test_max_model_len_auto_is_a_value_from_0_14_1(version, refused):
+    """--max-model-len auto / -1 (human_readable_int_or_auto, 0.14.1+); human_readable_int before refuses 'auto'."""
+    from kvdoctor.vllm_pack.release import load_release
+    from kvdoctor.vllm_pack.serve_parser import judge_argv
+
+    options = load_release(version).serve_args
+    error = judge_argv(["m", "--max-model-len", "auto"], options).error
+    assert (error is not None) == refused, error
+    if refused:
+        assert "invalid human_readable_int value: 'auto'" in error
+    assert judge_argv(["m", "--max-model-len", "32k"], options).error is None or version == "0.9.2"
+
+
+@pytest.mark.parametrize("utilization, status, words", [
+    ("0.9", "PASS", "Maximum concurrency for 32,768 tokens"),  # the whole context fits
+    ("0.55", "WARN", "one 2832-token request"),  # auto shrinks it to what the budget's middle holds
+    ("0.52", "FAIL", "Cannot auto-fit max_model_len"),  # not one token: vLLM's auto-fit error, not the one-request one
+])
+def test_max_model_len_auto_is_judged_at_the_length_vllm_shrinks_it_to(run_cli, utilization, status, words):
+    result = run_cli("check", "--gpu", "RTX 3060", "--vllm-version", "0.25.1", "--no-compile", "--", "vllm", "serve",
+                     MODEL, "--max-model-len", "auto", "--gpu-memory-utilization", utilization)
+    assert result.stdout.startswith(status), result.stdout
+    assert words in " ".join(result.stdout.split()), result.stdout

@@ -49,6 +49,11 @@ def human_readable_int(text: str) -> int:
     return _positive_int(str(int(float(number) * scale)))
 
 
+def _human_readable_int_or_auto(text: str) -> int:
+    """human_readable_int that also takes 'auto' or -1 (--max-model-len 0.14.1+: the longest context that fits)."""
+    return -1 if text.strip().lower() in ("auto", "-1") else human_readable_int(text)
+
+
 def _human_readable_int_or_zero(text: str) -> int:
     """human_readable_int that also takes 0 (--kv-cache-memory-bytes 0: vLLM profiles as without the flag)."""
     return 0 if text.strip() in ("0", "0.0") else human_readable_int(text)
@@ -64,6 +69,7 @@ def _non_negative_float(text: str) -> float:
 _VALUE_CHECKS: dict[str, Callable[[str], Any]] = {
     "text": str, "model_dtype": _model_dtype, "upper_case": str.upper, "positive_int": _positive_int,
     "fraction": _fraction, "human_readable_int": human_readable_int,
+    "human_readable_int_or_auto": _human_readable_int_or_auto,
     "human_readable_int_or_zero": _human_readable_int_or_zero, "non_negative_float": _non_negative_float,
 }  # fmt: skip
 
