@@ -8,7 +8,7 @@ from typing import Callable
 from kvdoctor.check.run import CheckSettings
 from pathlib import Path
 
-from kvdoctor.scan import (cloud_build, compose, dockerfile, dstack, dynamo, ecs, embedded_scripts, github_actions, hcl,
+from kvdoctor.scan import (ansible_templates, cloud_build, compose, dockerfile, dstack, dynamo, ecs, embedded_scripts, github_actions, hcl,
                            helm_release, helm_values, kserve_huggingface, kserve_runtimes, kubernetes, llmaz, makefiles,
                            markdown, nodes, nomad, python_apps, python_engine_args, ray_job, scripts, serving_crds,
                            sibling_runtimes, skypilot, systemd_units, terraform, terraform_helm)  # fmt: skip
@@ -108,6 +108,12 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
         return workloads, why
 
     for source in sources:
+        if isinstance(source, SourceFile) and ansible_templates.is_template(source.path):
+            try:
+                source, why = ansible_templates.render(source)
+            except ManifestError as exc:
+                source, why = exc, []
+            notes += why
         if isinstance(source, ManifestError):
             unread.append(UnreadFile.of(source))
             continue

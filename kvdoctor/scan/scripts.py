@@ -30,8 +30,14 @@ WRAPPERS = {"sudo", "srun", "apptainer", "singularity"}
 CONTAINER_EXEC = {"apptainer", "singularity"}
 PLAIN_PREFIXES = {"exec", "nohup", "setsid", "time"}
 """Words that run the rest of the line as it is, without options of their own here."""
-CONTAINER_EXEC_VALUE_OPTIONS = {"-B", "--bind", "--env", "--env-file", "-H", "--home", "-W", "--workdir", "--mount",
-                                "-o", "--overlay", "--pwd", "--security", "--network", "--app"}  # fmt: skip
+# apptainer / singularity exec options that take a value (apptainer 1.x `exec --help`); the others are switches
+CONTAINER_EXEC_VALUE_OPTIONS = {
+    "-B", "--bind", "--env", "--env-file", "-H", "--home", "-W", "--workdir", "--mount", "-o", "--overlay", "--pwd",
+    "--security", "--network", "--network-args", "--app", "--no-mount", "-S", "--scratch", "--hostname", "--fusemount",
+    "--dns", "--add-caps", "--drop-caps", "--apply-cgroups", "--cpus", "--cpu-shares", "--cpuset-cpus", "--cpuset-mems",
+    "--memory", "--memory-reservation", "--memory-swap", "--pids-limit", "--blkio-weight", "--blkio-weight-device",
+    "--pem-path", "--docker-host", "--cwd",
+}
 POWERSHELL_CONTINUATION = re.compile(r"`[ \t]*\r?\n")
 # docker run options that take a value as the next word (the others are switches).
 DOCKER_VALUE_OPTIONS = {

@@ -22,7 +22,10 @@ EXEC_PREFIXES = "-@+!:"
 
 
 def is_unit(source: SourceFile) -> bool:
-    return source.path.endswith(SUFFIX) and "ExecStart" in source.text
+    """A unit file, or an Ansible template of one that was rendered (`vllm.service.j2`)."""
+    from kvdoctor.scan.ansible_templates import rendered_name
+
+    return rendered_name(source.path).endswith(SUFFIX) and "ExecStart" in source.text
 
 
 def read(source: SourceFile) -> tuple[list[Workload], list[str]]:

@@ -38,3 +38,47 @@ def test_a_folder_walk_reads_makefiles_and_a_makefile_without_vllm_has_no_worklo
     files, found, _ = find_workloads([str(tmp_path)])
     assert sorted(f.rsplit("/", 1)[-1] for f in files) == ["Makefile", "build.mk"]
     assert [w.container for w in found] == ["serve", "docker"]
+
+
+DEFINE_AND_CALL = """\
+PORT       := 8000
+IMAGE      := vllm/vllm-openai:v0.25.1   # override with VLLM_IMAGE
+COMMON      = --port $(PORT) --kv-cache-dtype fp8
+SPEC       := --speculative-config '{"method": "mtp", "num_speculative_tokens": 2}'
+
+define serve
+\t@docker rm -f vllm; \\
+\tdocker run -d --name vllm --gpus all $${VLLM_IMAGE:-$(IMAGE)} \\
+\t  $(1) --served-model-name $(2) $(COMMON) $(3)
+endef
+
+up-qwen: ## a 27B model
+\t$(call serve,Qwen/Qwen3-8B,qwen,--max-model-len 32768 $(SPEC))
+
+up-gemma:
+\t$(call serve,google/gemma-3-4b-it,gemma,--max-model-len 8192)
+"""
+
+
+def test_a_define_block_a_recipe_calls_is_read_with_the_calls_arguments_and_the_files_variables(tmp_path):
+    """A real Makefile's shape (manifest batch s53, leo-dcfa/vllm-setup-rtx-5090): `$(call serve,MODEL,NAME,FLAGS)` of
+    a `define` block, variables with comments after their values and variables inside variables."""
+    path = tmp_path / "Makefile"
+    path.write_text(DEFINE_AND_CALL)
+    qwen, gemma = find_workloads([str(path)])[1]
+    assert (qwen.container, gemma.container) == ("up-qwen", "up-gemma")
+    assert qwen.image == "vllm/vllm-openai:v0.25.1"  # ${VLLM_IMAGE:-$(IMAGE)}, the comment cut from IMAGE's value
+    words = [t.text for t in qwen.argv]
+    assert words[:3] == ["Qwen/Qwen3-8B", "--served-model-name", "qwen"]
+    assert words[words.index("--port") + 1] == "8000" and "--kv-cache-dtype" in words
+    assert words[words.index("--max-model-len") + 1] == "32768"
+    assert '{"method": "mtp", "num_speculative_tokens": 2}' in words
+    assert qwen.argv[0].line == 9  # the block's own line: the words come from the define's text
+    assert [t.text for t in gemma.argv][:1] == ["google/gemma-3-4b-it"]
+
+
+def test_a_variable_that_refers_to_itself_stops_expanding(tmp_path):
+    path = tmp_path / "Makefile"
+    path.write_text("X = $(X) --enforce-eager\nrun:\n\tvllm serve m $(X)\n")
+    (served,) = find_workloads([str(path)])[1]
+    assert "--enforce-eager" in [t.text for t in served.argv]

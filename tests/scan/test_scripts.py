@@ -217,6 +217,11 @@ def test_vllm_serve_inside_an_apptainer_container_and_a_powershell_docker_run(tm
     text = "apptainer exec --nv --bind /gscratch/ vllm-openai_latest.sif vllm serve $MODEL --tensor-parallel-size 2\n"
     (run,) = find_workloads([str(_script(tmp_path, "MODEL=openai/gpt-oss-20b\n" + text, "vllm.bash"))])[1]
     assert (run.container, [t.text for t in run.argv]) == ("apptainer", ["openai/gpt-oss-20b", "--tensor-parallel-size", "2"])
+    # options that take a value other than --bind (a real Slurm job's, manifest batch s53): --no-mount, --workdir
+    exec_line = ('exec apptainer exec --nv --cleanenv --no-mount home,cwd,tmp --workdir "$W" --bind "$M:/model:ro" '
+                 '"$SIF" vllm serve /model --max-model-len 8192\n')
+    (run,) = find_workloads([str(_script(tmp_path, exec_line, "job.sbatch.sh"))])[1]
+    assert [t.text for t in run.argv] == ["/model", "--max-model-len", "8192"]
     singularity = "singularity run -B /data:/data docker://vllm/vllm-openai:v0.8.5 vllm serve /data/m\n"
     (run,) = find_workloads([str(_script(tmp_path, singularity, "s.sh"))])[1]
     assert [t.text for t in run.argv] == ["/data/m"]

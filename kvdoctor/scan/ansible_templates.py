@@ -1,0 +1,121 @@
+"""An Ansible role's Jinja2 template of a file scan reads (`roles/vllm/templates/vllm.service.j2`): rendered with the
+role's own variables (defaults/main.yml, then vars/main.yml over them, as Ansible orders them), then read as the file it
+becomes (`vllm.service`). A variable the role does not set (an inventory's, a play's) renders as a shell variable
+`${name}`: unknown here, so what it decides stays undecided. Lines keep their numbers: a comment `{# ... #}` becomes as
+many blank lines, and a block tag alone on its line leaves that line blank."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from kvdoctor.scan.documents import ManifestError, SourceFile
+
+SUFFIXES = (".j2", ".jinja2", ".jinja")
+READ_AS = (".service",)
+"""What a template may become for scan to read it: a systemd unit (the shapes seen in real roles)."""
+COMMENT = re.compile(r"\{#.*?#\}", re.DOTALL)
+ROLE_VARIABLE_FILES = ("defaults/main.yml", "defaults/main.yaml", "vars/main.yml", "vars/main.yaml")
+
+
+def is_template(path: str) -> bool:
+    """A Jinja2 template whose rendered name scan reads (`vllm.service.j2`)."""
+    name = PurePosixPath(path).name
+    return name.endswith(SUFFIXES) and rendered_name(name).endswith(READ_AS)
+
+
+def rendered_name(path: str) -> str:
+    """The path without its template suffix."""
+    for suffix in SUFFIXES:
+        if path.endswith(suffix):
+            return path[: -len(suffix)]
+    return path
+
+
+def render(source: SourceFile) -> tuple[SourceFile, list[str]]:
+    """The template rendered as Ansible would with its role's variables (same path, so findings point into the
+    template), and notes on where the values came from; raises ManifestError when Jinja2 refuses it."""
+    try:
+        import jinja2
+    except ImportError:  # a dependency of kvdoctor; a broken install says so instead of skipping the file
+        raise ManifestError(f"{source.path}: an Ansible template, not rendered: jinja2 is not installed") from None
+    variables, read_from = _role_variables(Path(source.path))
+    environment = jinja2.Environment(undefined=_shell_variable_class(), keep_trailing_newline=True, autoescape=False)
+    environment.filters.update(bool=_ansible_bool, to_json=_to_json, quote=_quote, mandatory=lambda value: value)
+    text = COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), source.text)
+    try:
+        try:  # each line marked with its number, so that a branch not taken does not move the lines after it
+            rendered = _placed(environment.from_string(_marked(text)).render(variables), text.count("\n") + 1)
+        except jinja2.TemplateSyntaxError:  # a tag that spans lines took a mark: rendered unmarked
+            rendered = environment.from_string(text).render(variables)
+    except jinja2.TemplateError as exc:
+        raise ManifestError(f"{source.path}:{getattr(exc, 'lineno', None) or 1}: Jinja2 template not rendered "
+                            f"({exc})") from None  # fmt: skip
+    where = ", ".join(read_from) if read_from else "no role variables found beside it"
+    return (SourceFile(source.path, rendered, source.data_of),
+            [f"{source.path}: an Ansible template, rendered with its role's variables ({where}); variables set "
+             "elsewhere (inventory, play) are unknown here"])
+
+
+def _marked(text: str) -> str:
+    return "\n".join(f"\x00{number}\x00{line}" for number, line in enumerate(text.split("\n")))
+
+
+def _placed(rendered: str, count: int) -> str:
+    """The rendered lines back at their template lines (a line a loop repeated joins its first, a space between)."""
+    lines = [""] * count
+    for line in rendered.split("\n"):
+        for number, part in re.findall(r"\x00(\d+)\x00([^\x00]*)", line) or [("", line)]:
+            if number == "" or int(number) >= count:
+                continue
+            at = int(number)
+            lines[at] = f"{lines[at]} {part}".strip() if lines[at] else part
+    return "\n".join(lines)
+
+
+def _role_variables(template: Path) -> tuple[dict[str, Any], list[str]]:
+    """The role's defaults, then its vars over them, when the template lies in a role's templates/ folder."""
+    from kvdoctor.base.yaml_safe import load_yaml
+
+    role = next((parent.parent for parent in template.parents if parent.name == "templates"), None)
+    variables: dict[str, Any] = {}
+    read_from = []
+    for name in ROLE_VARIABLE_FILES if role is not None else ():
+        path = role / name
+        try:
+            loaded = load_yaml(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            continue
+        if isinstance(loaded, dict):
+            variables.update(loaded)
+            read_from.append(str(path))
+    return variables, read_from
+
+
+def _ansible_bool(value: Any) -> bool:
+    return str(value).strip().lower() in ("1", "true", "yes", "on", "y")
+
+
+def _to_json(value: Any) -> str:
+    import json
+
+    return json.dumps(value)
+
+
+def _quote(value: Any) -> str:
+    import shlex
+
+    return shlex.quote(str(value))
+
+
+def _shell_variable_class():
+    """jinja2's ChainableUndefined that renders as `${name}` (`| default(x)` still gives x; iterating it gives
+    nothing), made on first use so that importing scan costs no jinja2 import."""
+    import jinja2
+
+    class ShellVariable(jinja2.ChainableUndefined):
+        def __str__(self) -> str:
+            return "${" + (self._undefined_name or "unknown") + "}"
+
+    return ShellVariable

@@ -1,0 +1,55 @@
+"""An Ansible role's template of a systemd unit (scan/ansible_templates.py): rendered with the role's defaults and
+vars, then read as the unit it becomes, its lines where the template has them (a real role's shape: manifest batch
+s53, karinehei/linux-vllm-infra-lab roles/vllm/templates/vllm.service.j2)."""
+
+from __future__ import annotations
+
+from kvdoctor.scan.run import find_workloads, read_manifests
+from scan_support import write_tree
+
+UNIT = """\
+{#
+  systemd unit for vLLM in a container
+#}
+[Unit]
+Description=vLLM
+{% if container_runtime | default('podman') == 'docker' %}
+Requires=docker.service
+{% endif %}
+
+[Service]
+{% if container_runtime | default('podman') == 'podman' %}
+ExecStart=/usr/bin/podman run --name vllm --rm \\
+  --device nvidia.com/gpu=all \\
+  {{ vllm_image }} \\
+  --model {{ vllm_model }} \\
+  --max-model-len {{ vllm_max_model_len }} \\
+  --tensor-parallel-size {{ vllm_tp }}{% for arg in vllm_extra_args %} \\
+  {{ arg }}{% endfor %}
+{% endif %}
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def test_a_role_template_is_rendered_with_its_defaults_and_vars_and_keeps_its_lines(tmp_path):
+    root = write_tree(tmp_path / "repo", {
+        "roles/vllm/templates/vllm.service.j2": UNIT,
+        "roles/vllm/defaults/main.yml": "vllm_image: vllm/vllm-openai:v0.6.3\nvllm_model: Qwen/Qwen2.5-7B-Instruct\n"
+                                        "vllm_max_model_len: 4096\nvllm_extra_args: [--enforce-eager]\n",
+        "roles/vllm/vars/main.yml": "vllm_image: vllm/vllm-openai:v0.25.1\n",
+    })
+    _, (served,), notes = find_workloads([str(root)])
+    assert served.image == "vllm/vllm-openai:v0.25.1"  # vars/main.yml over defaults/main.yml, as Ansible orders them
+    words = [t.text for t in served.argv]
+    assert words[words.index("--model") + 1] == "Qwen/Qwen2.5-7B-Instruct" and "--enforce-eager" in words
+    assert words[words.index("--tensor-parallel-size") + 1] == "${vllm_tp}"  # set elsewhere: unknown here
+    assert served.argv[words.index("--max-model-len")].line == 16  # the taken branch keeps the template's lines
+    assert any("an Ansible template, rendered with its role's variables" in n for n in notes)
+
+
+def test_a_template_jinja_refuses_is_reported_on_its_own(tmp_path):
+    root = write_tree(tmp_path / "repo", {"roles/vllm/templates/vllm.service.j2": "[Service]\n{% if %}\nExecStart=x\n"})
+    (unread,) = read_manifests([str(root)])[3]
+    assert "vllm.service.j2:2: Jinja2 template not rendered" in unread.message
