@@ -1,5 +1,5 @@
-"""An Ansible role's Jinja2 template of a file scan reads (`roles/vllm/templates/vllm.service.j2`): rendered with the
-role's own variables (defaults/main.yml, then vars/main.yml over them, as Ansible orders them), then read as the file it
+"""An Ansible role's Jinja2 template of a file scan reads (`roles/vllm/templates/vllm.service.j2`, a Deployment's or
+a Compose file's `.yaml.j2`, a script's `.sh.j2`): rendered with the role's own variables (defaults/main.yml, then vars/main.yml over them, as Ansible orders them), then read as the file it
 becomes (`vllm.service`). A variable the role does not set (an inventory's, a play's) renders as a shell variable
 `${name}`: unknown here, so what it decides stays undecided. Lines keep their numbers: a comment `{# ... #}` becomes as
 many blank lines, and a block tag alone on its line leaves that line blank."""
@@ -10,24 +10,20 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from kvdoctor.scan.documents import ManifestError, SourceFile
+from kvdoctor.scan.documents import JINJA_SUFFIXES, JINJA_TEMPLATES, ManifestError, SourceFile
 
-SUFFIXES = (".j2", ".jinja2", ".jinja")
-READ_AS = (".service",)
-"""What a template may become for scan to read it: a systemd unit (the shapes seen in real roles)."""
 COMMENT = re.compile(r"\{#.*?#\}", re.DOTALL)
 ROLE_VARIABLE_FILES = ("defaults/main.yml", "defaults/main.yaml", "vars/main.yml", "vars/main.yaml")
 
 
 def is_template(path: str) -> bool:
-    """A Jinja2 template whose rendered name scan reads (`vllm.service.j2`)."""
-    name = PurePosixPath(path).name
-    return name.endswith(SUFFIXES) and rendered_name(name).endswith(READ_AS)
+    """A Jinja2 template whose rendered name scan reads (`vllm.service.j2`, `deploy.yaml.j2`, `serve.sh.j2`)."""
+    return PurePosixPath(path).name.endswith(JINJA_TEMPLATES)
 
 
 def rendered_name(path: str) -> str:
     """The path without its template suffix."""
-    for suffix in SUFFIXES:
+    for suffix in JINJA_SUFFIXES:
         if path.endswith(suffix):
             return path[: -len(suffix)]
     return path

@@ -25,8 +25,10 @@ SCRIPT_SUFFIXES = (".sh", ".bash", ".ps1")  # a PowerShell script's docker run r
 PYTHON_SUFFIX = ".py"
 UNIT_SUFFIX = ".service"
 """A systemd service unit (scan/systemd_units.py)."""
-ANSIBLE_UNIT_TEMPLATES = (".service.j2", ".service.jinja2", ".service.jinja")
-"""An Ansible role's template of a unit (scan/ansible_templates.py)."""
+JINJA_SUFFIXES = (".j2", ".jinja2", ".jinja")
+JINJA_TEMPLATES = tuple(kind + suffix for kind in (UNIT_SUFFIX, ".yaml", ".yml", ".sh", ".bash") for suffix in JINJA_SUFFIXES)
+"""An Ansible role's Jinja2 template of a file scan reads (scan/ansible_templates.py): a unit, YAML, a script. A bare
+`.jinja` file is a chat template, not read."""
 HCL_SUFFIXES = (".tf", ".nomad", ".hcl")
 """Terraform and Nomad job files (HCL); a walk reads those that name vLLM, the rest are infrastructure."""
 # A Python file a walk reads: one that names vLLM or Ray Serve LLM (a Modal / Ray Serve app); the rest of a tree's
@@ -132,7 +134,7 @@ def _walk(root: Path, notes: list[str]) -> list[SourceFile | ChartSource | Manif
             if (here / name) in chart_data:
                 found.append(_or_error(lambda: replace(_read(here / name), data_of=chart_data[here / name])))
                 continue
-            readable = (name.endswith(YAML_SUFFIXES + SCRIPT_SUFFIXES + (UNIT_SUFFIX,) + ANSIBLE_UNIT_TEMPLATES)
+            readable = (name.endswith(YAML_SUFFIXES + SCRIPT_SUFFIXES + (UNIT_SUFFIX,) + JINJA_TEMPLATES)
                         or DOCKERFILE_NAMES.search(name)
                         or MAKEFILE_NAMES.search(name) or name == KUSTOMIZATION_WITHOUT_SUFFIX)
             if name.endswith(PYTHON_SUFFIX):

@@ -63,7 +63,9 @@ SRUN_VALUE_OPTIONS = {"-p", "-n", "-N", "-c", "-t", "-J", "-A", "-q", "-w", "-x"
 
 
 def is_shell_script(source: SourceFile) -> bool:
-    return source.path.endswith(SCRIPT_SUFFIXES) or bool(SHEBANG.match(source.text))
+    from kvdoctor.scan.ansible_templates import rendered_name  # a rendered `serve.sh.j2` is a script too
+
+    return rendered_name(source.path).endswith(SCRIPT_SUFFIXES) or bool(SHEBANG.match(source.text))
 
 
 def read(source: SourceFile) -> tuple[list[Workload], list[str]]:

@@ -53,3 +53,31 @@ def test_a_template_jinja_refuses_is_reported_on_its_own(tmp_path):
     root = write_tree(tmp_path / "repo", {"roles/vllm/templates/vllm.service.j2": "[Service]\n{% if %}\nExecStart=x\n"})
     (unread,) = read_manifests([str(root)])[3]
     assert "vllm.service.j2:2: Jinja2 template not rendered" in unread.message
+
+
+def test_a_roles_deployment_and_script_templates_are_read_as_yaml_and_a_script(tmp_path):
+    root = write_tree(tmp_path / "repo", {
+        "roles/llm/templates/deployment.yaml.j2": """apiVersion: apps/v1
+kind: Deployment
+metadata: {name: "{{ app_name }}"}
+spec:
+  template:
+    spec:
+      containers:
+      - name: vllm
+        image: "vllm/vllm-openai:{{ vllm_tag }}"
+        args: ["--model", "{{ model }}", "--tensor-parallel-size", "{{ tp | default(1) }}"]
+        resources: {limits: {nvidia.com/gpu: "{{ gpus }}"}}
+""",
+        "roles/llm/templates/serve.sh.j2": "vllm serve {{ model }} --max-model-len {{ max_len }}\n",
+        "roles/llm/defaults/main.yaml": "app_name: qwen\nvllm_tag: v0.25.1\nmodel: Qwen/Qwen3-8B\ngpus: 2\n"
+                                        "max_len: 8192\n",
+        "chat_template.jinja": "{% for m in messages %}{{ m['content'] }}{% endfor %}",  # a chat template: not read
+    })
+    files, workloads, _ = find_workloads([str(root)])
+    deployment = next(w for w in workloads if w.kind == "Deployment")
+    assert (deployment.name, deployment.image, deployment.gpu_limit) == ("qwen", "vllm/vllm-openai:v0.25.1", 2)
+    assert [t.text for t in deployment.argv][:4] == ["--model", "Qwen/Qwen3-8B", "--tensor-parallel-size", "1"]
+    script = next(w for w in workloads if w.kind != "Deployment")
+    assert [t.text for t in script.argv] == ["Qwen/Qwen3-8B", "--max-model-len", "8192"]
+    assert not any(f.endswith("chat_template.jinja") for f in files)
