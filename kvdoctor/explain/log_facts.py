@@ -71,11 +71,13 @@ _TOOLCHAIN = (  # (a literal the line must hold, the pattern, the fact)
      "logged.cuda_visible_devices"),
     # Triton's own probe at import (vllm/triton_utils/importing.py): how many GPU drivers this process can reach
     ("active driver", re.compile(r"\b(\d+) active driver\(s\) found"), "logged.active_drivers"),
+    # CANN's operator compile and load lines tag the NPU's SoC ('[WARNING] [ascend310p] te_rmsnorm_... not found')
+    ("[ascend", re.compile(r"\[(ascend\d+\w*)\]"), "logged.npu_soc"),
 )
 # Lines worth the fact regexes; everything else (throughput stats, request logs) is skipped in one search.
 _KEYWORDS = re.compile(
     r"version|Version|args|with config:|capability|capabilities|GPU models|GPU 0|gpu-name|backend|BACKEND|\[pip|\[conda|"
-    r"NVIDIA|\|\s+\d+\s+NVIDIA|CUDA|active driver"
+    r"NVIDIA|\|\s+\d+\s+NVIDIA|CUDA|active driver|\[ascend"
 )
 
 

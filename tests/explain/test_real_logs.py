@@ -115,6 +115,10 @@ KNOWN_MISSES = frozenset({
     "other__vllm_3781.log",
     "other__vllm_8660.log",
     "quant_min_capability__xinference_2350.log",
+    # batch 32 (measured whole before any explain change: 5/9; its seen misses after KVD440 / KVD441): a traceback cut
+    # before its KeyError 'Linear', whose cause (an llm-compressor recipe without a Linear target) only the issue's title
+    # and vLLM's later fix give; the report names its innermost frame, not the class the frame above it constructs
+    "other__llmcompressor_2163.log",
 })
 # Healthy seen logs that explain reported as a failure (exit 1) when their batch was added; the exit-0 test below
 # skips them so it stays a bar for the logs before them. Batch 10: a bare "No available shared memory broadcast
