@@ -41,6 +41,8 @@ def render(source: SourceFile) -> tuple[SourceFile, list[str]]:
     environment.filters.update(bool=_ansible_bool, to_json=_to_json, quote=_quote, mandatory=lambda value: value)
     text = COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), source.text)
     try:
+        _stand_ins(environment, text, variables)
+        variables = _templated(environment, variables)
         try:  # each line marked with its number, so that a branch not taken does not move the lines after it
             rendered = _placed(environment.from_string(_marked(text)).render(variables), text.count("\n") + 1)
         except jinja2.TemplateSyntaxError:  # a tag that spans lines took a mark: rendered unmarked
@@ -70,15 +72,76 @@ def _placed(rendered: str, count: int) -> str:
     return "\n".join(lines)
 
 
+MAX_PASSES = 5
+"""Ansible templates a variable's value when it is used (`venv: "{{ home }}/venv"`); five passes settle any real chain."""
+
+
+def _stand_ins(environment, text: str, variables: dict[str, Any]) -> None:
+    """A filter or test Jinja2 lacks (Ansible's own: `comment`, `regex_replace`, `is version`) passes its value through
+    (a test answers False), so that a template using one still renders; the values it would change stay as written."""
+    import jinja2
+
+    sources = [text] + [v for v in _strings(variables) if "{{" in v or "{%" in v]
+    for source in sources:
+        try:
+            tree = environment.parse(source)
+        except jinja2.TemplateSyntaxError:
+            continue
+        for node in tree.find_all(jinja2.nodes.Filter):
+            environment.filters.setdefault(node.name, lambda value, *args, **kwargs: value)
+        for node in tree.find_all(jinja2.nodes.Test):
+            environment.tests.setdefault(node.name, lambda *args, **kwargs: False)
+
+
+def _strings(value: Any):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def _templated(environment, variables: dict[str, Any]) -> dict[str, Any]:
+    """The variables with the templates in their values rendered against each other, as Ansible does when it uses
+    them."""
+    def render(value: Any, context: dict[str, Any]) -> Any:
+        if isinstance(value, str) and ("{{" in value or "{%" in value):
+            return environment.from_string(value).render(context)
+        if isinstance(value, dict):
+            return {key: render(item, context) for key, item in value.items()}
+        if isinstance(value, list):
+            return [render(item, context) for item in value]
+        return value
+
+    for _ in range(MAX_PASSES):
+        rendered = {name: render(value, variables) for name, value in variables.items()}
+        if rendered == variables:
+            break
+        variables = rendered
+    return variables
+
+
 def _role_variables(template: Path) -> tuple[dict[str, Any], list[str]]:
-    """The role's defaults, then its vars over them, when the template lies in a role's templates/ folder."""
+    """The role's defaults, the playbook's group_vars over them (group `all` first, then the other groups by name),
+    then the role's vars over those, as Ansible orders them, when the template lies in a role's templates/ folder."""
     from kvdoctor.base.yaml_safe import load_yaml
 
     role = next((parent.parent for parent in template.parents if parent.name == "templates"), None)
+    if role is None:
+        return {}, []
+    playbook = role.parent.parent if role.parent.name == "roles" else None
+    group_files = []
+    if playbook is not None and (playbook / "group_vars").is_dir():
+        found = sorted(p for p in (playbook / "group_vars").rglob("*") if p.suffix in (".yml", ".yaml") and p.is_file())
+        group_files = sorted(found, key=lambda p: (p.relative_to(playbook / "group_vars").parts[0].split(".")[0] != "all",
+                                                   str(p)))
+    paths = ([role / n for n in ROLE_VARIABLE_FILES[:2]] + group_files + [role / n for n in ROLE_VARIABLE_FILES[2:]])
     variables: dict[str, Any] = {}
     read_from = []
-    for name in ROLE_VARIABLE_FILES if role is not None else ():
-        path = role / name
+    for path in paths:
         try:
             loaded = load_yaml(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, ValueError):
