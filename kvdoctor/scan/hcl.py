@@ -29,6 +29,9 @@ HEREDOC = re.compile(r"<<(-?)([A-Za-z_][A-Za-z0-9_]*)[ \t]*\r?\n")
 ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\"}
 MAX_DEPTH = 200
 CLOSERS = {"(": ")", "[": "]", "{": "}"}
+PASSING_FUNCTIONS = frozenset({"tostring", "tonumber", "tolist", "compact", "concat"})
+"""Terraform functions whose value is their argument's (a type conversion, a list with its empty strings dropped) or
+their lists joined: read through, so that `args = compact(["--model", var.model_id])` is still the container's args."""
 
 
 class HclError(KvdoctorError):
@@ -186,10 +189,41 @@ class _Parser:
             self.pos = number.end()
             return self.scalar(number.group(0), INT if number.group(0).lstrip("-").isdigit() else FLOAT, start)
         word = IDENTIFIER.match(self.text, self.pos)
+        if word is not None and word.group(0) in PASSING_FUNCTIONS and self.text.startswith("(", word.end()):
+            return self.passing_call(word, depth)
         if word is not None and word.group(0) in ("true", "false", "null"):
             self.pos = word.end()
             return self.scalar(word.group(0) if word.group(0) != "null" else "", BOOL if word.group(0) != "null"
                                else NULL, start)  # fmt: skip
+        return None
+
+    def passing_call(self, word: re.Match, depth: int) -> yaml.Node | None:
+        """`tostring(x)`, `tonumber(x)`, `tolist([...])`, `compact([...])` (its empty strings dropped) are their argument;
+        `concat([...], [...])` the lists joined; None (an unknown value) for any other argument."""
+        start = self.pos
+        self.pos = word.end() + 1
+        arguments = []
+        while True:
+            self.skip(newlines=True)
+            if self.peek() == ")":
+                self.pos += 1
+                break
+            if self.pos >= len(self.text):
+                raise self.error(f"{word.group(0)}( without its closing )")
+            arguments.append(self.expression(depth + 1))
+            self.skip(newlines=True)
+            if self.peek() == ",":
+                self.pos += 1
+        name = word.group(0)
+        if name == "concat" and arguments and all(isinstance(a, yaml.SequenceNode) for a in arguments):
+            items = [item for argument in arguments for item in argument.value]
+            return yaml.SequenceNode("tag:yaml.org,2002:seq", items, self.mark(start), self.mark(self.pos))
+        if name != "concat" and len(arguments) == 1:
+            (argument,) = arguments
+            if name == "compact" and isinstance(argument, yaml.SequenceNode):
+                argument.value = [i for i in argument.value if not (isinstance(i, yaml.ScalarNode) and i.value == "")]
+            return argument
+        self.pos = start
         return None
 
     def sequence(self, depth: int) -> yaml.Node:

@@ -38,8 +38,18 @@ class ImageVersion:
     """Why the version is unknown; with a version, how it was read (a build of vLLM's tag)."""
 
 
+CONTAINER_URI = re.compile(r"^(?:docker|docker-daemon|oras)://")
+SIF_PULLED = re.compile(r"^(?P<name>[\w.-]+?)_(?P<tag>v?\d+\.\d+[\w.+-]*|latest|nightly)\.sif$")
+"""The file `apptainer pull docker://vllm/vllm-openai:v0.8.5` writes: vllm-openai_v0.8.5.sif (name_tag.sif)."""
+
+
 def split_image(image: str) -> tuple[str, str | None, str | None]:
-    """'reg:5000/vllm/vllm-openai:v0.25.1@sha256:...' -> ('reg:5000/vllm/vllm-openai', 'v0.25.1', 'sha256:...')."""
+    """'reg:5000/vllm/vllm-openai:v0.25.1@sha256:...' -> ('reg:5000/vllm/vllm-openai', 'v0.25.1', 'sha256:...');
+    Apptainer's `docker://IMAGE` is IMAGE, and a pulled `.../vllm-openai_v0.8.5.sif` is ('vllm-openai', 'v0.8.5')."""
+    image = CONTAINER_URI.sub("", image)
+    if image.endswith(".sif"):
+        pulled = SIF_PULLED.match(image.rsplit("/", 1)[-1])
+        return (pulled.group("name"), pulled.group("tag"), None) if pulled else (image.rsplit("/", 1)[-1][:-4], None, None)
     rest, _, digest = image.partition("@")
     slash = rest.rfind("/")
     colon = rest.rfind(":")

@@ -249,6 +249,25 @@ def _unwrapped(words: list[Token]) -> tuple[list[Token], str | None]:
     return words, wrapper
 
 
+def _container_image(words: list[Token]) -> tuple[str, Token] | None:
+    """('run' or 'exec', the image) of `apptainer run|exec [options] IMAGE ...` / singularity's (after sudo / srun),
+    None otherwise: `run` runs the image's runscript, which for vLLM's image is its server."""
+    while words and words[0].text in PLAIN_PREFIXES:
+        words = words[1:]
+    while words and PurePosixPath(words[0].text).name in WRAPPERS - CONTAINER_EXEC:
+        index = 1
+        values = SRUN_VALUE_OPTIONS if PurePosixPath(words[0].text).name == "srun" else set()
+        while index < len(words) and words[index].text.startswith("-"):
+            index += 2 if words[index].text in values else 1
+        words = words[index:]
+    if len(words) < 3 or PurePosixPath(words[0].text).name not in CONTAINER_EXEC or words[1].text not in ("run", "exec"):
+        return None
+    index = 2
+    while index < len(words) and words[index].text.startswith("-"):
+        index += 2 if words[index].text in CONTAINER_EXEC_VALUE_OPTIONS else 1
+    return (words[1].text, words[index]) if index < len(words) else None
+
+
 def _srun_job_name(words: list[Token]) -> str | None:
     """The job name srun gives the run (`--job-name=X`, `--job-name X`, `-J X`): the workload's name in Slurm."""
     if not words or PurePosixPath(words[0].text).name != "srun":
@@ -343,10 +362,18 @@ def _docker_option(word: str) -> bool:
 
 def _direct(file: str, name: str, words: list[Token]) -> Workload | None:
     name = _srun_job_name(words) or name
+    contained = _container_image(words)
+    image = contained[1] if contained else None
     words, wrapper = _unwrapped(words)
     argv = after_launcher(words)
     if argv is None and wrapper is not None:  # `apptainer exec IMG bash -lc "...; vllm serve ..."`: the shell's script
         argv = serve_argv([(t, None) for t in words], [], False, "")
+    run_notes: tuple[str, ...] = ()
+    if argv is None and contained and contained[0] == "run" and (runs_vllm_entrypoint(image.text) or only_serve_flags(
+            [(t, None) for t in words], is_vllm_build(image.text))):
+        # `apptainer run IMAGE --model ...`: the image's runscript (vLLM's entrypoint) with the words after the image
+        argv, run_notes = words, (f"{wrapper} run: the image's runscript with the words after the image",
+                                  FLAGS_ONLY_NOTE.format(image=image.text))
     if argv is None:
         return None
     launcher = engine_launcher(words)
@@ -360,12 +387,14 @@ def _direct(file: str, name: str, words: list[Token]) -> Workload | None:
                  "release",)
     else:
         notes = ("vLLM run directly by a shell script: the version is the environment's, unknown here",)
+    notes += run_notes
     if launcher is not None:
         notes += (f"{launcher.name} (python -m {launcher.module}): vLLM's engine arguments, its own options "
                   f"({', '.join(sorted(launcher.switches | launcher.valued | launcher.many))}) left out",)  # fmt: skip
     return Workload(
         file=file, line=words[0].line, platform="script", kind="script", name=name,
         container=wrapper or (_launcher_words(words, launcher) if launcher else "vllm serve"), argv=tuple(argv),
+        image=image.text if image else None, image_line=image.line if image else None,
         command_line=words[0].line, notes=notes,
         vllm_pin=release[0].group(1) if release else pinned[0] if pinned else None,
         vllm_pin_line=release[1].line if release else pinned[1].line if pinned else None,

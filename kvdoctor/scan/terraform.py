@@ -58,8 +58,16 @@ def documents(root: yaml.Node, file: str) -> list[tuple[Document, str | None]]:
 
 
 def module_defaults(root: yaml.Node, file: str) -> dict[str, str]:
-    """`var.NAME` / `local.NAME` -> the literal defaults of the file's module (its sibling .tf files and itself)."""
-    return _module_defaults(file) | _defaults(root)
+    """`var.NAME` / `local.NAME` -> the literal defaults of the file's module (its sibling .tf files and itself); a
+    local built from others (`deployment_name = "vllm-${var.name_prefix}"`) with the ones known put in."""
+    found = _module_defaults(file) | _defaults(root)
+    for _ in range(MAX_PASSES):
+        resolved = {name: REFERENCE.sub(lambda m: found.get(m.group(1), m.group(0)) if m.group(1) != name
+                                        else m.group(0), value) for name, value in found.items()}  # fmt: skip
+        if resolved == found:
+            break
+        found = resolved
+    return found
 
 
 def fill_defaults(body: yaml.Node, defaults: dict[str, str]) -> str | None:
@@ -98,15 +106,19 @@ def notes(root: yaml.Node, file: str, read_by_values: set[int | None] = frozense
 
 DEFAULTS_NOTE = "Terraform values read as the file's defaults ({}): a .tfvars file or -var may set others"
 REFERENCE = re.compile(r"\$\{((?:var|local)\.[A-Za-z_][A-Za-z0-9_-]*)\}")
+UNREFERENCED = re.compile(r"\$\$\{")  # `$${` is a literal `${` in HCL
+MAX_PASSES = 5
+"""Locals built from locals: five rounds settle any real chain (a cycle stops there, its references kept)."""
 
 
 def _defaults(root: yaml.Node) -> dict[str, str]:
     """`var.NAME` -> the literal default of `variable "NAME"`, `local.NAME` -> a literal in `locals`."""
     found = {f"var.{labels[0]}": value for labels, body in hcl.blocks(root, "variable") if labels
              and (value := nodes.text(nodes.get(body, "default"))) is not None and not hcl.is_unknown(value)}  # fmt: skip
-    for _, body in hcl.blocks(root, "locals"):
+    for _, body in hcl.blocks(root, "locals"):  # a literal, or a string of literals and ${var.x} / ${local.x} only
         found |= {f"local.{key}": value for key, _, node in nodes.pairs(body) if key != hcl.LABELS
-                  and (value := nodes.text(node)) is not None and "${" not in value}  # fmt: skip
+                  and (value := nodes.text(node)) is not None
+                  and ("${" not in value or not UNREFERENCED.sub("", REFERENCE.sub("", value)).count("${"))}  # fmt: skip
     return found
 
 

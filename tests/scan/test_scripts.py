@@ -222,6 +222,17 @@ def test_vllm_serve_inside_an_apptainer_container_and_a_powershell_docker_run(tm
                  '"$SIF" vllm serve /model --max-model-len 8192\n')
     (run,) = find_workloads([str(_script(tmp_path, exec_line, "job.sbatch.sh"))])[1]
     assert [t.text for t in run.argv] == ["/model", "--max-model-len", "8192"]
+    # `apptainer run IMAGE --model ...` runs the image's runscript (vLLM's server) with the words after the image, and
+    # a pulled image's file name (vllm-openai_v0.20.0.sif, name_tag.sif) names its release (a real Slurm template's,
+    # manifest batch s55)
+    run_line = "apptainer run --nv --bind /m:/data /images/vllm-openai_v0.20.0.sif --model /data/x --tensor-parallel-size 2\n"
+    (run,) = find_workloads([str(_script(tmp_path, run_line, "run.sh"))])[1]
+    assert [t.text for t in run.argv] == ["--model", "/data/x", "--tensor-parallel-size", "2"]
+    assert run.image == "/images/vllm-openai_v0.20.0.sif"
+    from kvdoctor.scan.image import image_version
+
+    assert image_version(run.image).vllm_version == "0.20.0"
+    assert image_version("docker://vllm/vllm-openai:v0.8.5").vllm_version == "0.8.5"
     singularity = "singularity run -B /data:/data docker://vllm/vllm-openai:v0.8.5 vllm serve /data/m\n"
     (run,) = find_workloads([str(_script(tmp_path, singularity, "s.sh"))])[1]
     assert [t.text for t in run.argv] == ["/data/m"]

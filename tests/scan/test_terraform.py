@@ -204,3 +204,37 @@ def test_a_docker_container_resource_without_vllm_is_not_a_workload(tmp_path):
     (tmp_path / "main.tf").write_text(DOCKER_CONTAINER.format(image="x", flag="--verbose").replace(
         "docker_image.vllm.image_id", '"postgres:16"').replace('"--model", "/models/tinyllama", ', ""))
     assert scan([str(tmp_path)], tmp_path / "s").workloads == ()
+
+
+def test_type_conversions_compact_concat_and_locals_built_from_variables_are_read_through(tmp_path):
+    """A real module's shape (manifest batch s54, kweinmeister/vllm-gke-terraform): args = compact([... var.model_id,
+    tostring(var.max_model_len) ...]), metadata.name = local.deployment_name where deployment_name = local.app_label =
+    "vllm-${var.name_prefix}"; each read with the module's defaults."""
+    (tmp_path / "locals.tf").write_text('locals {\n  app_label = "vllm-${var.name_prefix}"\n'
+                                        '  deployment_name = local.app_label\n}\n')
+    (tmp_path / "variables.tf").write_text(
+        'variable "name_prefix" {\n  default = "qwen3"\n}\nvariable "model_id" {\n  default = "Qwen/Qwen3-8B"\n}\n'
+        'variable "max_model_len" {\n  default = 8192\n}\n')
+    (tmp_path / "main.tf").write_text('''resource "kubernetes_deployment" "vllm" {
+  metadata {
+    name = local.deployment_name
+  }
+  spec {
+    template {
+      spec {
+        container {
+          name  = "vllm"
+          image = "vllm/vllm-openai:v0.25.1"
+          args  = compact(concat(["--model", var.model_id, ""], [
+            "--max-model-len", tostring(var.max_model_len),
+          ]))
+        }
+      }
+    }
+  }
+}
+''')
+    (workload,) = scan([str(tmp_path / "main.tf")], tmp_path / "s", gpu=None).workloads
+    assert workload.workload.name == "vllm-qwen3"
+    assert [t.text for t in workload.workload.argv] == ["--model", "Qwen/Qwen3-8B", "--max-model-len", "8192"]
+    assert workload.workload.argv[2].line == 12  # each word on its own line
