@@ -10,15 +10,21 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from kvdoctor.scan.documents import JINJA_SUFFIXES, JINJA_TEMPLATES, ManifestError, SourceFile
+from kvdoctor.scan.documents import JINJA_SUFFIXES, JINJA_TEMPLATES, SCRIPT_SUFFIXES, ManifestError, SourceFile
 
 COMMENT = re.compile(r"\{#.*?#\}", re.DOTALL)
+BLOCK_LINE = re.compile(r"^[ \t]*\{%-?\s*(?:extends|block|if|for|set|include|macro|import)\b", re.MULTILINE)
+EXTENDS = re.compile(r"\{%-?\s*extends\b[^%]*-?%\}")
+"""A child template's parent (a job template's base_slurm.sh) is not rendered: its blocks render in place, on their
+own lines."""
 ROLE_VARIABLE_FILES = ("defaults/main.yml", "defaults/main.yaml", "vars/main.yml", "vars/main.yaml")
 
 
-def is_template(path: str) -> bool:
-    """A Jinja2 template whose rendered name scan reads (`vllm.service.j2`, `deploy.yaml.j2`, `serve.sh.j2`)."""
-    return PurePosixPath(path).name.endswith(JINJA_TEMPLATES)
+def is_template(source: SourceFile) -> bool:
+    """A Jinja2 template whose rendered name scan reads (`vllm.service.j2`, `deploy.yaml.j2`, `serve.sh.j2`), or a
+    script that is one under a script's name (a job template whose lines open with `{% block %}`, `{% if %}`)."""
+    name = PurePosixPath(source.path).name
+    return name.endswith(JINJA_TEMPLATES) or (name.endswith(SCRIPT_SUFFIXES) and BLOCK_LINE.search(source.text) is not None)
 
 
 def rendered_name(path: str) -> str:
@@ -39,7 +45,7 @@ def render(source: SourceFile) -> tuple[SourceFile, list[str]]:
     variables, read_from = _role_variables(Path(source.path))
     environment = jinja2.Environment(undefined=_shell_variable_class(), keep_trailing_newline=True, autoescape=False)
     environment.filters.update(bool=_ansible_bool, to_json=_to_json, quote=_quote, mandatory=lambda value: value)
-    text = COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), source.text)
+    text = EXTENDS.sub("", COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), source.text))
     try:
         _stand_ins(environment, text, variables)
         variables = _templated(environment, variables)
@@ -52,8 +58,8 @@ def render(source: SourceFile) -> tuple[SourceFile, list[str]]:
                             f"({exc})") from None  # fmt: skip
     where = ", ".join(read_from) if read_from else "no role variables found beside it"
     return (SourceFile(source.path, rendered, source.data_of),
-            [f"{source.path}: an Ansible template, rendered with its role's variables ({where}); variables set "
-             "elsewhere (inventory, play) are unknown here"])
+            [f"{source.path}: a Jinja2 template, rendered with its role's variables ({where}); variables set "
+             "elsewhere (inventory, play, the program that renders it) are unknown here"])
 
 
 def _marked(text: str) -> str:
@@ -176,5 +182,13 @@ def _shell_variable_class():
     class ShellVariable(jinja2.ChainableUndefined):
         def __str__(self) -> str:
             return "${" + (self._undefined_name or "unknown") + "}"
+
+        def __getattr__(self, name: str):  # job_config.gres stays named so: `${job_config.gres}`
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return ShellVariable(name=f"{self._undefined_name}.{name}")
+
+        def __getitem__(self, key):
+            return ShellVariable(name=f"{self._undefined_name}.{key}")
 
     return ShellVariable

@@ -108,7 +108,7 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
         return workloads, why
 
     for source in sources:
-        if isinstance(source, SourceFile) and ansible_templates.is_template(source.path):
+        if isinstance(source, SourceFile) and ansible_templates.is_template(source):
             try:
                 source, why = ansible_templates.render(source)
             except ManifestError as exc:

@@ -46,7 +46,7 @@ def test_a_role_template_is_rendered_with_its_defaults_and_vars_and_keeps_its_li
     assert words[words.index("--model") + 1] == "Qwen/Qwen2.5-7B-Instruct" and "--enforce-eager" in words
     assert words[words.index("--tensor-parallel-size") + 1] == "${vllm_tp}"  # set elsewhere: unknown here
     assert served.argv[words.index("--max-model-len")].line == 16  # the taken branch keeps the template's lines
-    assert any("an Ansible template, rendered with its role's variables" in n for n in notes)
+    assert any("a Jinja2 template, rendered with its role's variables" in n for n in notes)
 
 
 def test_a_template_jinja_refuses_is_reported_on_its_own(tmp_path):
@@ -81,3 +81,22 @@ spec:
     script = next(w for w in workloads if w.kind != "Deployment")
     assert [t.text for t in script.argv] == ["Qwen/Qwen3-8B", "--max-model-len", "8192"]
     assert not any(f.endswith("chat_template.jinja") for f in files)
+
+
+def test_a_job_script_that_is_a_jinja_template_renders_its_blocks_in_place(tmp_path):
+    """A real job template's shape (manifest batch s55, princeton-ddss/blackfish text_generation_slurm.sh): a `.sh`
+    whose lines open with `{% extends %}` / `{% block %}` and whose values are the launching program's."""
+    script = tmp_path / "text_generation_slurm.sh"
+    script.write_text('{% extends "base_slurm.sh" %}\n{% block command %}\n'
+                      "apptainer run {{ '--nv' if job_config.gres else '' }} \\\n"
+                      "  --bind {{ container_config.model_dir }}:/data \\\n"
+                      "  {{ profile.cache_dir }}/images/vllm-openai_v0.20.0.sif \\\n"
+                      "  --model /data/model \\\n  --tensor-parallel-size {{ job_config.gres }}\n{%- endblock %}\n")
+    (run,) = find_workloads([str(script)])[1]
+    words = [t.text for t in run.argv]
+    assert words[:2] == ["--model", "/data/model"] and words[3] == "${job_config.gres}"  # the program's value: unknown here
+    assert run.argv[0].line == 6
+    plain = tmp_path / "plain.sh"
+    plain.write_text('echo "${x%}"\nvllm serve m --port 8000\n')  # a shell's own `%}` is no template
+    (served,) = find_workloads([str(plain)])[1]
+    assert [t.text for t in served.argv] == ["m", "--port", "8000"]

@@ -56,3 +56,21 @@ def test_a_malformed_inferenceservice_is_one_line_exit_2(run_cli, tmp_path):
     assert result.code == 2 and "Traceback" not in result.stderr
     (line,) = result.stderr.splitlines()
     assert line.startswith(f"kvdoctor: error: {folder / 'isvc.yaml'}:") and "malformed YAML" in line
+
+
+def test_a_runtime_elsewhere_in_the_same_checkout_is_read_and_none_outside_one(tmp_path):
+    """A GitOps tree keeps its platform's ClusterServingRuntime apart from the apps (a real repository's shape,
+    manifest batch s54, agud97/k8s-vllm: gitops/platform/kserve/ and gitops/apps/llm-serving/): the runtime is looked
+    for in the git checkout the InferenceService lies in, never above it."""
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "gitops" / "platform" / "kserve").mkdir(parents=True)
+    (repo / "gitops" / "apps" / "llm").mkdir(parents=True)
+    (repo / "gitops" / "platform" / "kserve" / "runtime.yaml").write_text(RUNTIME)
+    isvc = repo / "gitops" / "apps" / "llm" / "isvc.yaml"
+    isvc.write_text(MODEL)
+    (model,) = find_workloads([str(isvc)])[1]
+    assert model.image == "vllm/vllm-openai:v0.10.2"
+    assert any("in the same repository" in n and "platform/kserve/runtime.yaml" in n for n in model.notes)
+    (repo / ".git").rmdir()  # no checkout: nothing above the file's folder is read
+    assert find_workloads([str(isvc)])[1] == []
