@@ -56,6 +56,24 @@ def build(wheels_dir: Path, deps_dir: Path | None = None, releases: tuple[str, .
     return pack(entries, packages)
 
 
+def refresh(old: dict, packages: tuple[str, ...], deps_dir: Path | None) -> dict:
+    """The index `old` with the named dependencies read again (installed, or their wheels in deps_dir)."""
+    unknown = [p for p in packages if p not in DEPENDENCIES]
+    if unknown:
+        raise SystemExit(f"not a dependency the index reads: {', '.join(unknown)} (sources.py DEPENDENCIES)")
+    entries = [e for e in unpack(old) if e["package"] not in packages]
+    versions = {name: have for name, have in old["packages"].items() if name not in packages}
+    for package in packages:
+        version, files = installed_sources(package, DEPENDENCIES[package])
+        if version is None:
+            version, files = dependency_wheel(package, DEPENDENCIES[package], deps_dir)
+        if version is None:
+            raise SystemExit(f"{package}: neither installed nor a wheel in --deps")
+        entries += collect(package, [(version, files)])
+        versions[package] = [version]
+    return pack(entries, versions)
+
+
 def main() -> None:
     """The builder's command line (see the module docstring)."""
     parser = argparse.ArgumentParser(prog="python -m kvdoctor.builders.message_index",
@@ -69,10 +87,15 @@ def main() -> None:
                         help="index every vllm wheel in --wheels, not only the releases the knowledge pack covers")
     parser.add_argument("--repack", type=Path, default=None,
                         help="re-pack an existing index (after a change to the packing) instead of reading wheels")
+    parser.add_argument("--refresh", default=None, metavar="PACKAGE[,PACKAGE]",
+                        help="read only these dependencies again (after a change to DEPENDENCIES), keeping the rest of "
+                             "the --out index as it is")
     args = parser.parse_args()
     if args.repack:
         old = read(args.repack)
         index = pack(unpack(old), old["packages"])
+    elif args.refresh:
+        index = refresh(read(args.out), tuple(args.refresh.split(",")), args.deps)
     else:
         from kvdoctor.vllm_pack.store import pack_releases
 

@@ -16,7 +16,14 @@ DEPENDENCIES = {
     # unreachable Hub repositories, custom code that needs trust_remote_code, GGUF architectures
     "transformers": ("transformers/configuration_utils.py", "transformers/models/auto", "transformers/dynamic_module_utils.py",
                      "transformers/tokenization_utils_base.py", "transformers/utils/hub.py", "transformers/integrations/ggml.py",
-                     "transformers/modeling_gguf_pytorch_utils.py"),
+                     "transformers/modeling_gguf_pytorch_utils.py",
+                     # building a tokenizer or processor (a slow tokenizer converted, sentencepiece / protobuf missing),
+                     # and the rope parameters a config validates
+                     "transformers/tokenization_utils_fast.py", "transformers/tokenization_utils.py",
+                     "transformers/convert_slow_tokenizer.py", "transformers/processing_utils.py",
+                     "transformers/modeling_rope_utils.py", "transformers/utils/import_utils.py"),
+    # the quantization config library vLLM pins for llm-compressor checkpoints (compressed-tensors==0.17.0 in 0.34.0)
+    "compressed_tensors": ("compressed_tensors",),
     "huggingface_hub": ("huggingface_hub/errors.py", "huggingface_hub/utils/_http.py", "huggingface_hub/file_download.py",
                         "huggingface_hub/utils/_validators.py"),
 }
