@@ -827,14 +827,17 @@ def _traceback_header(lines: list[LogLine], index: int) -> bool:
 def _cut_traceback(lines: list[LogLine], index: int) -> str:
     """A traceback's header as evidence: a traceback whose exception line the log has lost (cut short) still shows
     a failure; its innermost frame says where, and the record a logger printed it under says what failed."""
-    innermost = None
+    frames: list[list[str]] = []  # each frame's line and the code line under it
     for line in lines[index + 1 : index + 1 + MAX_TRACEBACK_LOOKAHEAD]:
         stripped = line.text.strip()
         if stripped.startswith('File "'):
-            innermost = stripped
+            frames.append([stripped])
         elif stripped and line.text[:1] not in " \t":
             break
-    where = f"; innermost frame: {innermost}" if innermost else ""
+        elif frames and len(frames[-1]) == 1 and stripped and not _CARETS.match(line.text):
+            frames[-1].append(f"`{stripped}`")
+    # the innermost frame says where; the one above it, what was being called (a constructor the cut line never names)
+    where = f"; innermost frames: {' <- '.join(': '.join(f) for f in reversed(frames[-2:]))}" if frames else ""
     header = lines[index]
     before = lines[index - 1] if index else None
     if (header.level is not None and before is not None and before.level == header.level
