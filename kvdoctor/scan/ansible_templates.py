@@ -45,6 +45,8 @@ def render(source: SourceFile) -> tuple[SourceFile, list[str]]:
     variables, read_from = _role_variables(Path(source.path))
     environment = jinja2.Environment(undefined=_shell_variable_class(), keep_trailing_newline=True, autoescape=False)
     environment.filters.update(bool=_ansible_bool, to_json=_to_json, quote=_quote, mandatory=lambda value: value)
+    # Ansible's lookups read the controller (env, files, vault): unknown here
+    environment.globals.update(lookup=_unknown_lookup, query=_unknown_lookup, q=_unknown_lookup)
     text = EXTENDS.sub("", COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), source.text))
     try:
         _stand_ins(environment, text, variables)
@@ -67,15 +69,18 @@ def _marked(text: str) -> str:
 
 
 def _placed(rendered: str, count: int) -> str:
-    """The rendered lines back at their template lines (a line a loop repeated joins its first, a space between)."""
-    lines = [""] * count
+    """The rendered lines in their order, each on its template line while the template's order holds (blank lines
+    where a branch was not taken); a loop's second pass and after follow on lines of their own (later lines move
+    down). The parts of one rendered line stay one line (a loop within a line)."""
+    out: list[str] = []
     for line in rendered.split("\n"):
-        for number, part in re.findall(r"\x00(\d+)\x00([^\x00]*)", line) or [("", line)]:
-            if number == "" or int(number) >= count:
-                continue
-            at = int(number)
-            lines[at] = f"{lines[at]} {part}".strip() if lines[at] else part
-    return "\n".join(lines)
+        parts = re.findall(r"\x00(\d+)\x00([^\x00]*)", line)
+        if not parts:
+            continue
+        at = min(int(parts[0][0]), count)
+        out += [""] * max(0, at - len(out))
+        out.append("".join(part for _, part in parts))
+    return "\n".join(out)
 
 
 MAX_PASSES = 5
@@ -156,6 +161,10 @@ def _role_variables(template: Path) -> tuple[dict[str, Any], list[str]]:
             variables.update(loaded)
             read_from.append(str(path))
     return variables, read_from
+
+
+def _unknown_lookup(plugin: str = "lookup", *terms: Any, **options: Any) -> str:
+    return "${" + f"lookup_{plugin}_" + "_".join(str(t) for t in terms) + "}"
 
 
 def _ansible_bool(value: Any) -> bool:

@@ -43,7 +43,8 @@ def workloads(source: SourceFile) -> list[Workload]:
         if not isinstance(call, ast.Call) or _called(call) not in ENGINE_ARGS | {RAY_LLM_CONFIG}:
             continue
         scope = _scope_constants(tree, call, constants)
-        read = _ray_llm_config(call, scope) if _called(call) == RAY_LLM_CONFIG else _engine_args(tree, call, scope)
+        read = (_ray_llm_config(call, scope) if _called(call) == RAY_LLM_CONFIG
+                else _engine_args(tree, call, scope, pin[0] if pin else None))
         if read is None:
             continue
         container, argv, notes, selectors = read
@@ -97,7 +98,7 @@ def _ray_llm_config(call: ast.Call, scope: dict[str, object]):
     return f"llm_configs {label}", argv, notes, selectors
 
 
-def _engine_args(tree: ast.Module, call: ast.Call, scope: dict[str, object]):
+def _engine_args(tree: ast.Module, call: ast.Call, scope: dict[str, object], release: str | None = None):
     keywords = {k.arg: k.value for k in call.keywords if k.arg}
     if "model" not in keywords:
         return None  # EngineArgs(**kwargs) and the like: nothing to read
@@ -105,12 +106,13 @@ def _engine_args(tree: ast.Module, call: ast.Call, scope: dict[str, object]):
     model = _plain(model_node, scope)
     # a model the app computes stays a variable: said unknown, never "no model given"
     argv = [Token(str(model) if isinstance(model, str) else f"${{{ast.unparse(model_node)}}}", model_node.lineno)]
-    flags, unknown = _keyword_flags(keywords, scope)
+    flags, unknown = _keyword_flags(keywords, scope, release)
     notes = [f"{_called(call)}(...) in a Python app: its keywords read as vllm serve flags"] + unknown
     return _enclosing(tree, call) or "(module)", argv + flags, notes, ()
 
 
-def _keyword_flags(keywords: dict[str, ast.AST], scope: dict[str, object]) -> tuple[list[Token], list[str]]:
+def _keyword_flags(keywords: dict[str, ast.AST], scope: dict[str, object],
+                   release: str | None = None) -> tuple[list[Token], list[str]]:
     argv: list[Token] = []
     unknown: list[str] = []
     for key, node in keywords.items():
@@ -118,7 +120,7 @@ def _keyword_flags(keywords: dict[str, ast.AST], scope: dict[str, object]) -> tu
         if value is UNKNOWN:
             unknown.append(f"{key} takes its value from {ast.unparse(node)}, unknown here: not judged")
             continue
-        argv += flag_words(key, value, node.lineno)
+        argv += flag_words(key, value, node.lineno, release)
     return argv, unknown
 
 

@@ -315,3 +315,36 @@ def serve():
                                                       "--max-model-len", "32768"]
     assert result.workload.argv[-1].line == 9
     assert not any(p.finding.rule_id == "KVD004" for p in result.placed)
+
+
+PINNED_ENGINE_ARGS = '''\
+import modal
+
+image = modal.Image.debian_slim().pip_install("vllm==0.6.2")
+app = modal.App("vllm-qwen")
+
+
+@app.function(image=image, gpu="A10G")
+def serve():
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.engine.async_llm_engine import AsyncLLMEngine
+
+    engine_args = AsyncEngineArgs(
+        model="/qwen",
+        gpu_memory_utilization=0.90,
+        enforce_eager=False,
+        enable_prefix_caching=True,
+    )
+    engine = AsyncLLMEngine.from_engine_args(engine_args)
+'''
+
+
+def test_a_false_keyword_is_the_default_of_a_switch_in_the_release_the_app_pins(tmp_path):
+    """A real Modal app (manifest batch s57, rawsh/mirrorllm): AsyncEngineArgs(enforce_eager=False) with vllm==0.6.2
+    pinned. Python passes no argv; --enforce-eager is a store_true switch in 0.5.5-0.6.3.post1 (no --no- form), so
+    False is its default: no `--no-enforce-eager` for 0.6.2's parser to refuse (a false KVD004 before)."""
+    (app,) = find_workloads([str(_write(tmp_path, PINNED_ENGINE_ARGS, "modal_vllm.py"))])[1]
+    assert app.vllm_pin == "0.6.2" and "--no-enforce-eager" not in [t.text for t in app.argv]
+    unpinned = PINNED_ENGINE_ARGS.replace('"vllm==0.6.2"', '"vllm"')
+    (latest,) = find_workloads([str(_write(tmp_path, unpinned, "modal_latest.py"))])[1]
+    assert "--no-enforce-eager" in [t.text for t in latest.argv]  # newer parsers take --no-enforce-eager
