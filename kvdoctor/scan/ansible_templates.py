@@ -200,4 +200,7 @@ def _shell_variable_class():
         def __getitem__(self, key):
             return ShellVariable(name=f"{self._undefined_name}.{key}")
 
+        def __call__(self, *args, **kwargs):  # `unknown.items()` in a loop: nothing to iterate
+            return ShellVariable(name=f"{self._undefined_name}()")
+
     return ShellVariable
