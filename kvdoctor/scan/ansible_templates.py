@@ -64,6 +64,44 @@ def render(source: SourceFile) -> tuple[SourceFile, list[str]]:
              "elsewhere (inventory, play, the program that renders it) are unknown here"])
 
 
+def render_values(node, path: Path) -> list[str]:
+    """Each string value under `node` holding Jinja2 rendered in place with the role's variables (an Ansible task's
+    parameters), so its line stays; the variable files read. A value Jinja2 refuses stays as written."""
+    import jinja2
+
+    strings = [n for n in _scalars(node) if "{{" in str(n.value) or "{%" in str(n.value)]
+    if not strings:
+        return []
+    variables, read_from = _role_variables(path)
+    environment = jinja2.Environment(undefined=_shell_variable_class(), keep_trailing_newline=True, autoescape=False)
+    environment.filters.update(bool=_ansible_bool, to_json=_to_json, quote=_quote, mandatory=lambda value: value)
+    environment.globals.update(lookup=_unknown_lookup, query=_unknown_lookup, q=_unknown_lookup)
+    try:
+        _stand_ins(environment, "\n".join(str(n.value) for n in strings), variables)
+        variables = _templated(environment, variables)
+    except jinja2.TemplateError:
+        return read_from
+    for scalar in strings:
+        try:
+            scalar.value = environment.from_string(str(scalar.value)).render(variables)
+        except jinja2.TemplateError:
+            continue
+    return read_from
+
+
+def _scalars(node):
+    import yaml
+
+    if isinstance(node, yaml.ScalarNode):
+        yield node
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            yield from _scalars(item)
+    elif isinstance(node, yaml.MappingNode):
+        for _, value in node.value:
+            yield from _scalars(value)
+
+
 def _marked(text: str) -> str:
     return "\n".join(f"\x00{number}\x00{line}" for number, line in enumerate(text.split("\n")))
 
@@ -137,10 +175,11 @@ def _templated(environment, variables: dict[str, Any]) -> dict[str, Any]:
 
 def _role_variables(template: Path) -> tuple[dict[str, Any], list[str]]:
     """The role's defaults, the playbook's group_vars over them (group `all` first, then the other groups by name),
-    then the role's vars over those, as Ansible orders them, when the template lies in a role's templates/ folder."""
+    then the role's vars over those, as Ansible orders them, when the file lies in a role's templates/ or tasks/
+    folder."""
     from kvdoctor.base.yaml_safe import load_yaml
 
-    role = next((parent.parent for parent in template.parents if parent.name == "templates"), None)
+    role = next((parent.parent for parent in template.parents if parent.name in ("templates", "tasks")), None)
     if role is None:
         return {}, []
     playbook = role.parent.parent if role.parent.name == "roles" else None

@@ -55,13 +55,13 @@ def workloads(doc: Document, source_text: str) -> list[Workload]:
     found = []
     for name, key, service in nodes.pairs(nodes.get(doc.root, "services")):
         service, line_files, note = extended(doc.file, doc.root, service)
-        workload = _service(doc.file, name, key, service, source_text, line_files)
+        workload = service_workload(doc.file, name, key, service, source_text, line_files)
         if workload is not None:
             found.append(replace(workload, notes=workload.notes + ((note,) if note else ())))
     return found
 
 
-def _service(file: str, name: str, key: yaml.Node, service: yaml.Node, source_text: str,
+def service_workload(file: str, name: str, key: yaml.Node, service: yaml.Node, source_text: str,
              line_files: tuple[str, ...] = ()) -> Workload | None:  # fmt: skip
     """The service's vLLM workload; ``line_files``: the other files its nodes come from (extends)."""
     dotenv = project_env(file)

@@ -8,7 +8,7 @@ from typing import Callable
 from kvdoctor.check.run import CheckSettings
 from pathlib import Path
 
-from kvdoctor.scan import (ansible_templates, cloud_build, compose, dockerfile, dstack, dynamo, ecs, embedded_scripts, github_actions, hcl,
+from kvdoctor.scan import (ansible_tasks, ansible_templates, cloud_build, compose, dockerfile, dstack, dynamo, ecs, embedded_scripts, github_actions, hcl,
                            helm_release, helm_values, kserve_huggingface, kserve_runtimes, kubernetes, llmaz, makefiles,
                            markdown, nodes, nomad, python_apps, python_engine_args, ray_job, scripts, serving_crds,
                            sibling_runtimes, skypilot, systemd_units, terraform, terraform_helm)  # fmt: skip
@@ -43,6 +43,7 @@ READERS = (
     (github_actions.is_github_actions, github_actions.workloads),
     (cloud_build.is_cloud_build, cloud_build.workloads),
     (ecs.is_task_definition, ecs.task_definition_workloads),
+    (ansible_tasks.is_tasks, ansible_tasks.workloads),
 )
 
 
