@@ -450,8 +450,10 @@ def _integer(node) -> int | None:
 
 def python_module_at(words: list[Token]) -> int | None:
     """Where the module of `python [options] -m MODULE` is in the words (python's own options such as -u skipped),
-    or None when they do not start with a python that runs a module."""
-    if not words or not PurePosixPath(words[0].text).name.startswith("python"):
+    or None when they do not start with a python that runs a module. A variable the script does not set (`$PY -m
+    vllm.entrypoints...`, the interpreter of a site's environment) is a python when `-m` follows it."""
+    if not words or not (PurePosixPath(words[0].text).name.startswith("python")
+                         or SHELL_VARIABLE.fullmatch(words[0].text)):
         return None
     index = 1
     while index < len(words) and words[index].text.startswith("-") and words[index].text != "-m":

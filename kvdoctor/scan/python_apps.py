@@ -71,6 +71,9 @@ def parsed(source: SourceFile) -> ast.Module | None:
         return None
 
 
+ENV_LOOKUPS = ("os.getenv", "os.environ.get", "getenv", "environ.get")
+
+
 def module_constants(tree: ast.Module) -> dict[str, object]:
     """Module-level NAME = constant (or an f-string / str() of constants), in order."""
     constants: dict[str, object] = {}
@@ -89,6 +92,8 @@ def value_of(node: ast.AST, constants: dict[str, object]) -> object | None:
         return node.value
     if isinstance(node, ast.Name):
         return constants.get(node.id)
+    if isinstance(node, ast.Call) and ast.unparse(node.func) in ENV_LOOKUPS and len(node.args) > 1:
+        return value_of(node.args[1], constants)  # os.getenv("X", default): the environment is unknown, its default runs
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "str" and len(node.args) == 1:
         inner = value_of(node.args[0], constants)
         return str(inner) if inner is not None else None

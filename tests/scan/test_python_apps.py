@@ -348,3 +348,12 @@ def test_a_false_keyword_is_the_default_of_a_switch_in_the_release_the_app_pins(
     unpinned = PINNED_ENGINE_ARGS.replace('"vllm==0.6.2"', '"vllm"')
     (latest,) = find_workloads([str(_write(tmp_path, unpinned, "modal_latest.py"))])[1]
     assert "--no-enforce-eager" in [t.text for t in latest.argv]  # newer parsers take --no-enforce-eager
+
+
+def test_a_constant_from_an_environment_lookup_takes_its_default(tmp_path):
+    """A real Modal app (manifest batch s59, adityajain93/agentic-red-teaming): APP_NAME = os.getenv("MODAL_APP_NAME",
+    "agentic-red-team-vllm"); app = modal.App(APP_NAME): the app is named by the default that runs."""
+    text = MODAL_APP.replace('app = modal.App("qwen-server")', 'import os\nAPP_NAME = os.getenv("APP", "red-team")\n'
+                                                                  "app = modal.App(APP_NAME)")
+    (app,) = find_workloads([str(_app(tmp_path, text))])[1]
+    assert app.name == "red-team"

@@ -409,3 +409,11 @@ srun --overlap -w "$head_node" $RUN vllm serve "$MODEL" --max-model-len 4096
     (run,) = find_workloads([str(_script(tmp_path, text, "job.sbatch"))])[1]
     assert run.container == "apptainer"
     assert [t.text for t in run.argv] == ["Qwen/Qwen2.5-7B-Instruct", "--max-model-len", "4096"]
+
+
+def test_an_unset_variable_running_a_vllm_module_is_the_sites_python(tmp_path):
+    """A real Slurm job (manifest batch s59, avioberoi/creative_novel_stories): `$PY -m vllm.entrypoints.openai.api_server`
+    where PY is the site environment's interpreter, set outside the script."""
+    text = "PORT=30000\n$PY -m vllm.entrypoints.openai.api_server --model Qwen/Qwen3-8B --port $PORT\n"
+    (run,) = find_workloads([str(_script(tmp_path, text, "vllm.sbatch.sh"))])[1]
+    assert [t.text for t in run.argv] == ["--model", "Qwen/Qwen3-8B", "--port", "30000"]
