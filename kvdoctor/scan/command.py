@@ -156,7 +156,7 @@ def run_script(node: yaml.Node | None, source_text: str) -> list[Token] | None:
 
 SCRIPT_ASSIGNMENT = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*?)\s*$")  # one word once split
 BLOCK_OPENS = re.compile(r"^\s*(?:if|for|while|until|case|select)\b|\{\s*$")
-BLOCK_CLOSES = re.compile(r"^\s*(?:fi|done|esac|\})\b")
+BLOCK_CLOSES = re.compile(r"^\s*(?:(?:fi|done|esac)\b|\}(?=[\s;|&>]|$))")  # a function's `}` alone on its line too
 LAUNCHER = re.compile(r"\bvllm\s+serve\b|\bvllm\.entrypoints\.")
 
 

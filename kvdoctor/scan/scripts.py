@@ -20,6 +20,7 @@ from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
 from kvdoctor.scan.image_entrypoints import names_vllm, unread_release, unseen_note
 from kvdoctor.scan.kubernetes import env_built
 from kvdoctor.scan.shell_arrays import expand_arrays, script_arrays
+from kvdoctor.scan.shell_functions import ShellFunction, called_body, functions_in, sourced_functions, without_bodies
 from kvdoctor.scan.workload import EnvVar, Token, Workload
 
 SHEBANG = re.compile(r"^#!\s*\S*(?:/|env\s+)(?:ba|da|z)?sh\b")
@@ -95,12 +96,15 @@ def script_builds(script: str, first_line: int, env: dict[str, str] | None = Non
 
 
 def script_findings(script: str, first_line: int, file: str, name: str, env: dict[str, str] | None = None,
-                    builds: list[Build] | None = None) -> tuple[list[Workload], list[str]]:  # fmt: skip
+                    builds: list[Build] | None = None, depth: int = 0) -> tuple[list[Workload], list[str]]:  # fmt: skip
     """The workloads of a shell script whose first line is `first_line` of `file`, its words expanded from its
     top-level assignments (and `env`), and notes for its commands that deploy vLLM with a command kvdoctor cannot
     see (`gcloud run deploy vllm-svc --image IMAGE` of an image built elsewhere). A command whose variables an `if` /
     `elif` branch sets is one workload per such branch (`VLLM_ARGS=...` per `$VLLM_MODE`), each with the branch's
     values and a note saying which."""
+    functions = _functions(script, file, depth)
+    called = _called_functions(script, first_line, functions)
+    script = without_bodies(script, functions, called) if called else script  # they run where they are called
     known = script_assignments(script, dict(env or {}))
     builds = (builds or []) + script_builds(script, first_line, env)  # an image built here, deployed below
     script = alternate_values(script, known)
@@ -112,6 +116,12 @@ def script_findings(script: str, first_line: int, file: str, name: str, env: dic
     notes: list[str] = []
     for words in script_commands(unwrapped_assignments(script), first_line):  # ID=$(docker run ...) runs it
         words = expand_arrays(words, arrays)
+        if words and words[0].text in called:  # `start_vllm "$MODEL" 8000`: the function's body with these arguments
+            inner, inner_notes = _function_call(functions[words[0].text], expand_words(words, known), first_line, file,
+                                                name, known, depth)  # fmt: skip
+            found += [w for w in inner if not any(_same(w, other) for other in found)]
+            notes += inner_notes
+            continue
         typed = _typed_keys(words)
         if typed is not None:  # `tmux send-keys -t S "vllm serve ..." C-m`: a command typed into a shell
             inner, inner_notes = script_findings(typed.text, typed.line or first_line, file, name, known)
@@ -140,6 +150,44 @@ def script_findings(script: str, first_line: int, file: str, name: str, env: dic
         found += [w for w in inner if not any(_same(w, other) for other in found)]
         notes += inner_notes
     return found, list(dict.fromkeys(notes))
+
+
+MAX_CALL_DEPTH = 3
+"""Functions calling functions: three levels are read, deeper calls are left as commands."""
+
+
+def _functions(script: str, file: str, depth: int) -> dict[str, ShellFunction]:
+    """The functions the script can call: a sourced file's (read once, from the top script), then its own."""
+    if depth >= MAX_CALL_DEPTH:
+        return {}
+    sourced = sourced_functions(script, file) if depth == 0 and ("source " in script or ". " in script) else {}
+    return sourced | (functions_in(script) if "{" in script else {})
+
+
+def _called_functions(script: str, first_line: int, functions: dict[str, ShellFunction]) -> set[str]:
+    """The functions whose body names vLLM and that some command of the script calls."""
+    if not functions:
+        return set()
+    with_vllm = {name for name, f in functions.items() if "vllm" in "\n".join(f.body).lower()}
+    return {words[0].text for words in script_commands(script, first_line) if words and words[0].text in with_vllm}
+
+
+def _function_call(function: ShellFunction, words: list[Token], first_line: int, file: str, name: str,
+                   known: dict[str, str], depth: int) -> tuple[list[Workload], list[str]]:
+    """The workloads of one call of a shell function: its body with the call's arguments as $1.., on the script's
+    own lines (a sourced file's function: every word at the call's line, noted)."""
+    body, local_values = called_body(function, [w.text for w in words[1:]])
+    call_line = words[0].line or first_line
+    if function.source is None:
+        inner, notes = script_findings("\n" * function.first + body, first_line, file, name, known | local_values,
+                                       depth=depth + 1)  # fmt: skip
+    else:
+        inner, notes = script_findings(body, call_line, file, name, known | local_values, depth=depth + 1)
+        inner = [replace(w, line=call_line, command_line=call_line, image_line=call_line if w.image else None,
+                         argv=tuple(replace(t, line=call_line) for t in w.argv)) for w in inner]  # fmt: skip
+    where = f" of {function.source}" if function.source else ""
+    note = f"run by the shell function {function.name}{where}, with this call's arguments as its $1.."
+    return [replace(w, notes=w.notes + (note,)) for w in inner], notes
 
 
 # tmux's `send-keys` / screen's `-X stuff`: the string typed into a terminal's shell, which runs it; tmux's key names
