@@ -280,6 +280,17 @@ def _source_for(fact: str, sources: dict[str, Location], facts: dict) -> Locatio
     return sources.get(prefix)
 
 
+def _flag_locations(facts: dict, sources: dict[str, Location]) -> list[Location]:
+    """The lines of every flag the parser's error names (`unrecognized arguments: --a x --b`), in its order."""
+    found = []
+    for flag in re.findall(r"--[A-Za-z0-9][\w-]*", str(facts.get("serve.args_error") or "")):
+        flag = canonical_flag(flag)
+        key = "serve." + (flag[5:] if flag.startswith("--no-") else flag[2:]).replace("-", "_")
+        if key in sources and sources[key] not in found:
+            found.append(sources[key])
+    return found
+
+
 def _place(finding: Finding, sources: dict[str, Location], report: Report, workload: Workload) -> PlacedFinding:
     """The finding's location: the most specific fact it was judged on that the manifest states."""
     names = [line.split(" = ", 1)[0] for line in finding.evidence if " = " in line]
@@ -293,6 +304,8 @@ def _place(finding: Finding, sources: dict[str, Location], report: Report, workl
         where = _source_for(name, sources, report.facts)
         if where is not None and where not in located:
             located.append(where)
+        if name.startswith("serve.args_"):  # every flag the parser's words name, each at its own line
+            located += [w for w in _flag_locations(report.facts, sources) if w not in located]
     if not located:
         located.append(workload.at(workload.command_line, "command"))
     return PlacedFinding(finding, located[0], tuple(located[1:]))
