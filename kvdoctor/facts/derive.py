@@ -149,10 +149,11 @@ def serve_args_facts(argv: tuple[str, ...], releases: Candidates) -> dict[str, A
         "serve.args_closest": closest,
         "serve.args_rejected_by": describe_range(rejected) if verdicts else None,
         "serve.args_accepted_by": describe_range([v for v in verdicts if v not in rejected]) if verdicts else None,
-    } | taken_option_facts({v: verdict.taken for v, verdict in verdicts.items() if not verdict.error})
+    } | taken_option_facts([r for r in releases.releases if not verdicts[r.version].error],
+                           {v: verdict.taken for v, verdict in verdicts.items()})
 
 
-def taken_option_facts(taken: dict[str, tuple]) -> dict[str, Any]:
+def taken_option_facts(accepting: list, taken: dict[str, tuple]) -> dict[str, Any]:
     """serve.option_reassigned*/value_refused*: across the releases whose parser accepts the arguments, an option of
     other releases that the parser reads as the prefix of another (`--device` as `--device-ids`), and a value the
     option's parser keeps but vLLM refuses when it builds its configuration. Decided only when every accepting release
@@ -162,34 +163,26 @@ def taken_option_facts(taken: dict[str, tuple]) -> dict[str, Any]:
     def reassigned(options) -> tuple[str, str] | None:
         for option in options:
             if option.abbreviated and (own := own_option_releases(option.typed)):
-                words = " ".join(option.values)
-                return (f"`{option.typed}{' ' + words if words else ''}` is read as `{option.option}"
-                        f"{' ' + words if words else ''}`", describe_range(own))
+                values = "".join(" " + value for value in option.values)
+                return f"`{option.typed}{values}` is read as `{option.option}{values}`", describe_range(own)
         return None
 
     def refused(options):
         return next((r for option in options if (r := refused_value(option.option, option.values))), None)
 
-    reassigned_by = {v: reassigned(options) for v, options in taken.items()}
-    refused_by = {v: refused(options) for v, options in taken.items()}
-    moved = agree_values(reassigned_by)
-    refusal = agree_values(refused_by)
+    moved = agree(accepting, lambda r: reassigned(taken[r.version])).value
+    refusal = agree(accepting, lambda r: refused(taken[r.version])).value
+    judged = describe_range(r.version for r in accepting)
     return {
         "serve.option_reassigned": moved[0] if moved else None,
         "serve.option_own_in": moved[1] if moved else None,
-        "serve.option_reassigned_by": describe_range(reassigned_by) if moved else None,
+        "serve.option_reassigned_by": judged if moved else None,
         "serve.value_refused": f"{refusal.option} {refusal.value}" if refusal else None,
         "serve.value_refusal": refusal.refusal if refusal else None,
         "serve.value_takes": refusal.takes if refusal else None,
         "serve.value_refused_where": refusal.where if refusal else None,
-        "serve.value_refused_by": describe_range(refused_by) if refusal else None,
+        "serve.value_refused_by": judged if refusal else None,
     }
-
-
-def agree_values(by_release: dict[str, Any]) -> Any:
-    """The one answer every release gives, None when they differ or none was asked."""
-    answers = set(by_release.values())
-    return answers.pop() if len(answers) == 1 else None
 
 
 def derive_dryrun_facts(dry_run: DryRunReport | None, known_kinds: set[str]) -> dict[str, Any]:

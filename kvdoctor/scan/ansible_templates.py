@@ -38,19 +38,12 @@ def rendered_name(path: str) -> str:
 def render(source: SourceFile) -> tuple[SourceFile, list[str]]:
     """The template rendered as Ansible would with its role's variables (same path, so findings point into the
     template), and notes on where the values came from; raises ManifestError when Jinja2 refuses it."""
-    try:
-        import jinja2
-    except ImportError:  # a dependency of kvdoctor; a broken install says so instead of skipping the file
-        raise ManifestError(f"{source.path}: an Ansible template, not rendered: jinja2 is not installed") from None
+    import jinja2
+
     variables, read_from = _role_variables(Path(source.path))
-    environment = jinja2.Environment(undefined=_shell_variable_class(), keep_trailing_newline=True, autoescape=False)
-    environment.filters.update(bool=_ansible_bool, to_json=_to_json, quote=_quote, mandatory=lambda value: value)
-    # Ansible's lookups read the controller (env, files, vault): unknown here
-    environment.globals.update(lookup=_unknown_lookup, query=_unknown_lookup, q=_unknown_lookup)
     text = EXTENDS.sub("", COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), source.text))
     try:
-        _stand_ins(environment, text, variables)
-        variables = _templated(environment, variables)
+        environment, variables = _ansible_environment(text, variables)
         try:  # each line marked with its number, so that a branch not taken does not move the lines after it
             rendered = _placed(environment.from_string(_marked(text)).render(variables), text.count("\n") + 1)
         except jinja2.TemplateSyntaxError:  # a tag that spans lines took a mark: rendered unmarked
@@ -73,12 +66,8 @@ def render_values(node, path: Path) -> list[str]:
     if not strings:
         return []
     variables, read_from = _role_variables(path)
-    environment = jinja2.Environment(undefined=_shell_variable_class(), keep_trailing_newline=True, autoescape=False)
-    environment.filters.update(bool=_ansible_bool, to_json=_to_json, quote=_quote, mandatory=lambda value: value)
-    environment.globals.update(lookup=_unknown_lookup, query=_unknown_lookup, q=_unknown_lookup)
     try:
-        _stand_ins(environment, "\n".join(str(n.value) for n in strings), variables)
-        variables = _templated(environment, variables)
+        environment, variables = _ansible_environment("\n".join(str(n.value) for n in strings), variables)
     except jinja2.TemplateError:
         return read_from
     for scalar in strings:
@@ -87,6 +76,19 @@ def render_values(node, path: Path) -> list[str]:
         except jinja2.TemplateError:
             continue
     return read_from
+
+
+def _ansible_environment(text: str, variables: dict[str, Any]):
+    """A Jinja2 environment as Ansible renders `text` with (its filters and lookups; those it lacks passed through),
+    and the variables templated against each other; raises jinja2.TemplateError."""
+    import jinja2
+
+    environment = jinja2.Environment(undefined=_shell_variable_class(), keep_trailing_newline=True, autoescape=False)
+    environment.filters.update(bool=_ansible_bool, to_json=_to_json, quote=_quote, mandatory=lambda value: value)
+    # Ansible's lookups read the controller (env, files, vault): unknown here
+    environment.globals.update(lookup=_unknown_lookup, query=_unknown_lookup, q=_unknown_lookup)
+    _stand_ins(environment, text, variables)
+    return environment, _templated(environment, variables)
 
 
 def _scalars(node):

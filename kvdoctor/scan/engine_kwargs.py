@@ -33,7 +33,8 @@ def _has_negative_form(flag: str, release: str | None = None) -> bool:
 
     negative = "--no-" + flag[2:]
     if release is not None:
-        read = [r for r in ([load_release(release)] if load_release(release) else releases_around(release)) if r]
+        exact = load_release(release)
+        read = [exact] if exact else [r for r in releases_around(release) if r]
         if read:
             return any(negative in r.serve_args for r in read)
     return negative in all_serve_options()

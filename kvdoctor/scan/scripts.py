@@ -277,14 +277,23 @@ def _same(one: Workload, other: Workload) -> bool:
 
 def _unwrapped(words: list[Token]) -> tuple[list[Token], str | None]:
     """The words after sudo / srun and their options, and the wrapper's name (None when there is none)."""
-    wrapper = None
+    words, wrapper, _ = _unwrap(words)
+    return words, wrapper
+
+
+def _unwrap(words: list[Token]) -> tuple[list[Token], str | None, tuple[str, Token] | None]:
+    """_unwrapped's words and wrapper, and ('run' or 'exec', the image) of `apptainer run|exec [options] IMAGE ...` /
+    singularity's (None otherwise): `run` runs the image's runscript, which for vLLM's image is its server."""
+    wrapper, container = None, None
     while words and words[0].text in PLAIN_PREFIXES:  # `nohup singularity exec ...`, `exec docker run ...`
         words = words[1:]
     while words and PurePosixPath(words[0].text).name in WRAPPERS:
         wrapper = PurePosixPath(words[0].text).name
         index = 1
+        subcommand = None
         if wrapper in CONTAINER_EXEC:  # apptainer exec|run [options] IMAGE COMMAND...
             if index < len(words) and words[index].text in ("exec", "run"):
+                subcommand = words[index].text
                 index += 1
             values = CONTAINER_EXEC_VALUE_OPTIONS
         else:
@@ -292,28 +301,11 @@ def _unwrapped(words: list[Token]) -> tuple[list[Token], str | None]:
         while index < len(words) and words[index].text.startswith("-"):
             index += 2 if words[index].text in values else 1
         if wrapper in CONTAINER_EXEC:
+            if subcommand is not None and index < len(words):
+                container = (subcommand, words[index])
             index += 1  # the image (a .sif file or docker://...)
         words = words[index:]
-    return words, wrapper
-
-
-def _container_image(words: list[Token]) -> tuple[str, Token] | None:
-    """('run' or 'exec', the image) of `apptainer run|exec [options] IMAGE ...` / singularity's (after sudo / srun),
-    None otherwise: `run` runs the image's runscript, which for vLLM's image is its server."""
-    while words and words[0].text in PLAIN_PREFIXES:
-        words = words[1:]
-    while words and PurePosixPath(words[0].text).name in WRAPPERS - CONTAINER_EXEC:
-        index = 1
-        values = SRUN_VALUE_OPTIONS if PurePosixPath(words[0].text).name == "srun" else set()
-        while index < len(words) and words[index].text.startswith("-"):
-            index += 2 if words[index].text in values else 1
-        words = words[index:]
-    if len(words) < 3 or PurePosixPath(words[0].text).name not in CONTAINER_EXEC or words[1].text not in ("run", "exec"):
-        return None
-    index = 2
-    while index < len(words) and words[index].text.startswith("-"):
-        index += 2 if words[index].text in CONTAINER_EXEC_VALUE_OPTIONS else 1
-    return (words[1].text, words[index]) if index < len(words) else None
+    return words, wrapper, container
 
 
 def _srun_job_name(words: list[Token]) -> str | None:
@@ -410,9 +402,8 @@ def _docker_option(word: str) -> bool:
 
 def _direct(file: str, name: str, words: list[Token]) -> Workload | None:
     name = _srun_job_name(words) or name
-    contained = _container_image(words)
+    words, wrapper, contained = _unwrap(words)
     image = contained[1] if contained else None
-    words, wrapper = _unwrapped(words)
     argv = after_launcher(words)
     if argv is None and wrapper is not None:  # `apptainer exec IMG bash -lc "...; vllm serve ..."`: the shell's script
         argv = serve_argv([(t, None) for t in words], [], False, "")
