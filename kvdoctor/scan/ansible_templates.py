@@ -57,15 +57,17 @@ def render(source: SourceFile) -> tuple[SourceFile, list[str]]:
              "elsewhere (inventory, play, the program that renders it) are unknown here"])
 
 
-def render_values(node, path: Path) -> list[str]:
+def render_values(node, path: Path, play_vars: dict[str, Any] | None = None) -> list[str]:
     """Each string value under `node` holding Jinja2 rendered in place with the role's variables (an Ansible task's
-    parameters), so its line stays; the variable files read. A value Jinja2 refuses stays as written."""
+    parameters) and its play's `vars:` over them, so its line stays; the variable files read. A value Jinja2 refuses
+    stays as written."""
     import jinja2
 
     strings = [n for n in _scalars(node) if "{{" in str(n.value) or "{%" in str(n.value)]
     if not strings:
         return []
     variables, read_from = _role_variables(path)
+    variables.update(play_vars or {})
     try:
         environment, variables = _ansible_environment("\n".join(str(n.value) for n in strings), variables)
     except jinja2.TemplateError:

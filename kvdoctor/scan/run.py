@@ -8,7 +8,7 @@ from typing import Callable
 from kvdoctor.check.run import CheckSettings
 from pathlib import Path
 
-from kvdoctor.scan import (ansible_tasks, ansible_templates, cloud_build, compose, dockerfile, dstack, dynamo, ecs, embedded_scripts, github_actions, hcl,
+from kvdoctor.scan import (ansible_tasks, ansible_templates, cloud_build, compose, compose_include, dockerfile, dstack, dynamo, ecs, embedded_scripts, github_actions, hcl,
                            helm_release, helm_values, kserve_huggingface, kserve_runtimes, kubernetes, llmaz, makefiles,
                            markdown, nodes, nomad, python_apps, python_engine_args, ray_job, scripts, serving_crds,
                            sibling_runtimes, skypilot, systemd_units, terraform, terraform_helm)  # fmt: skip
@@ -43,7 +43,7 @@ READERS = (
     (github_actions.is_github_actions, github_actions.workloads),
     (cloud_build.is_cloud_build, cloud_build.workloads),
     (ecs.is_task_definition, ecs.task_definition_workloads),
-    (ansible_tasks.is_tasks, ansible_tasks.workloads),
+    (ansible_tasks.is_tasks, lambda doc, text: ansible_tasks.workloads(doc, text, read_document)),
 )
 
 
@@ -183,6 +183,9 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
                              "it at render: read through the chart, not on its own")  # fmt: skip
             continue
         for doc in documents:
+            included, why = compose_include.included_sources(doc, sources)
+            sources += included  # read after this file, each with its own directory and .env
+            notes += why
             workloads, why = read_object(doc, source.text, name_unread=source.data_of is None)  # data: the chart's
             found += workloads
             notes += why
