@@ -27,8 +27,8 @@ def attention_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
     unknown["attention.gpu_generation"] = gpu_generation(facts)
     if inputs is None or not releases.releases:
         forced = _unknown_forced_backend(facts.serve.attention_backend, releases)
-        if forced and (older := _older_releases_knowing(facts, facts.serve.attention_backend)):
-            return unknown | _known_to_older(facts.serve.attention_backend, older)
+        if forced and (undecided := _of_a_build_of_any_age(facts, facts.serve.attention_backend, forced)):
+            return unknown | undecided
         return unknown | forced
     from kvdoctor.vllm_pack.select import select_backend
 
@@ -36,8 +36,9 @@ def attention_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
     backend = agree(releases.releases, lambda r: selections[r.version].backend or "none")
     error = agree(releases.releases, lambda r: selections[r.version].error or "none")
     kind = agree(releases.releases, lambda r: selections[r.version].error_kind or "none")
-    if kind.value == "unknown_backend" and (older := _older_releases_knowing(facts, inputs.forced_backend)):
-        return unknown | _known_to_older(inputs.forced_backend, older)
+    if kind.value == "unknown_backend" and (undecided := _of_a_build_of_any_age(
+            facts, inputs.forced_backend, _unknown_forced_backend(inputs.forced_backend, releases))):
+        return unknown | undecided
     newest = selections[releases.releases[-1].version]
     picked_by = "; ".join(f"{value}: {span}" for value, span in backend.split) if len(backend.split) > 1 else None
     if facts.versions.vllm_source == "installed" and facts.versions.flashinfer is None and any(
@@ -193,6 +194,20 @@ def gpu_generation(facts: Facts) -> str | None:
     table = load_yaml_cached(read_data("gpus.yaml"), "gpus.yaml").get("generations", {})
     major, minor = gpu.capability
     return table.get(f"{major}.{minor}") or table.get(str(major))
+
+
+def _of_a_build_of_any_age(facts: Facts, name: str, unknown_backend: dict[str, Any]) -> dict[str, str] | None:
+    """For a vLLM of any age (a build of no known release), why a forced backend the judged releases do not know is
+    undecided: an older release knew it, or no release knew it nor a name close to it (a backend the build itself
+    adds, as a fork's image does); None when it stays an error (a misspelling of a known name)."""
+    if older := _older_releases_knowing(facts, name):
+        return _known_to_older(name, older)
+    if facts.versions.vllm is not None or facts.versions.vllm_source != ANY_RELEASE \
+            or unknown_backend.get("attention.forced_suggestion", "none") != "none":
+        return None
+    why = (f"no vLLM release kvdoctor read knows the forced backend {name}, nor a name close to it: a backend this "
+           "build adds (a fork of vLLM), or a wrong name (decided by --vllm-version naming the release the image runs)")
+    return {"attention.picked_by": why, "attention.undecided": why}
 
 
 def _known_to_older(name: str, older: str) -> dict[str, str]:

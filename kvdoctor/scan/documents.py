@@ -30,6 +30,8 @@ JINJA_TEMPLATES = tuple(kind + suffix for kind in (UNIT_SUFFIX, ".yaml", ".yml",
 """An Ansible role's Jinja2 template of a file scan reads (scan/ansible_templates.py): a unit, YAML, a script. A bare
 `.jinja` file is a chat template, not read."""
 HCL_SUFFIXES = (".tf", ".nomad", ".hcl")
+NIX_SUFFIX = ".nix"
+"""A NixOS module (scan/nix_containers.py); a walk reads those that name vLLM, as for HCL."""
 """Terraform and Nomad job files (HCL); a walk reads those that name vLLM, the rest are infrastructure."""
 # A Python file a walk reads: one that names vLLM or Ray Serve LLM (a Modal / Ray Serve app); the rest of a tree's
 # Python is code, not deployment, and is skipped without a word.
@@ -150,7 +152,7 @@ def _walk(root: Path, notes: list[str]) -> list[SourceFile | ChartSource | Manif
                                                          and "vllm" in source.text.lower()):  # fmt: skip
                     found.append(source)
                 continue
-            if name.endswith(HCL_SUFFIXES):
+            if name.endswith(HCL_SUFFIXES + (NIX_SUFFIX,)):
                 source = _or_error(lambda: _read(here / name))
                 if isinstance(source, ManifestError) or PYTHON_DEPLOYMENT.search(source.text):
                     found.append(source)

@@ -23,7 +23,8 @@ GPU_RESOURCE = {"kubernetes": "resources.limits nvidia.com/gpu", "helm": "modelS
                 "Model": "KubeAI spec.resourceProfile", "skypilot": "resources.accelerators",
                 "script": "docker run --gpus", "dockerfile": "the run's GPUs", "python": "gpu= count",
                 "dstack": "resources.gpu", "nomad": 'resources.device "nvidia/gpu" count',
-                "ecs": "resourceRequirements GPU", "ansible": "the task's device_requests"}  # fmt: skip
+                "ecs": "resourceRequirements GPU", "ansible": "the task's device_requests",
+                "nixos": "extraOptions' --gpus / --device nvidia.com/gpu=... (CDI)"}  # fmt: skip
 GENERIC_PRODUCT_KEY = "nvidia.com/gpu.product"  # an unlisted label that names the GPU is matched as a product name
 ENV_READ_OUTSIDE_RULES = ("VLLM_ATTENTION_BACKEND",)  # read into serve.attention_backend, not an env.* fact
 

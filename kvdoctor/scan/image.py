@@ -175,6 +175,17 @@ def pins_an_unknown_build(image: str | None) -> bool:
     return tag is not None and not tag.lower().startswith(FLOATING_TAGS)
 
 
+def names_no_vllm_release(image: str | None) -> bool:
+    """An image of another project that bundles vLLM (ghcr.io/llm-d/llm-d:v0.2.0, a platform's own server image) and
+    is not named for vLLM: its tag names that project's release, so its vLLM is of any age."""
+    if not image or "$" in image:
+        return False
+    path = _path(split_image(image.strip())[0])
+    known = VLLM_IMAGE_REPOSITORIES + OTHER_PROJECT_TAGS
+    return not (any(path == r or path.endswith("/" + r) for r in known) or is_vllm_build(image)
+                or runs_vllm_entrypoint(image) or path in fork_images())
+
+
 @lru_cache(maxsize=1)
 def fork_images() -> frozenset[str]:
     """Repositories of images built from a fork of vLLM (kvdoctor/data/vllm_forks.yaml)."""

@@ -14,7 +14,7 @@ from kvdoctor.model.report import Finding, Report
 from kvdoctor.scan.command import without_launcher_options, without_unresolved
 from kvdoctor.scan.config_maps import config_file_option, is_scanned_copy
 from kvdoctor.scan.facts import DeploymentFacts, canonical_flag, deployment_facts, is_scan_fact_name
-from kvdoctor.scan.image import chosen_by_the_host, command_extension, pins_an_unknown_build
+from kvdoctor.scan.image import chosen_by_the_host, command_extension, names_no_vllm_release, pins_an_unknown_build
 from kvdoctor.scan.result import PlacedFinding, WorkloadResult
 from kvdoctor.scan.workload import Location, Token, Workload
 
@@ -81,6 +81,7 @@ def judge(workload: Workload, defaults: ScanDefaults, settings: CheckSettings) -
             # a venv's vLLM, an image pinned to a build of no known release, built here or left to the host: of any age
             any_release=deployment.vllm_version is None and (workload.image is None or chosen_by_the_host(workload.image)
                                                               or pins_an_unknown_build(workload.image)
+                                                              or names_no_vllm_release(workload.image)
                                                               or workload.built_here),  # fmt: skip
             serves=True,
             offline=defaults.offline,

@@ -34,7 +34,7 @@ def workloads(source: SourceFile) -> list[Workload]:
         return []
     constants = module_constants(tree)
     found: list[Workload] = []
-    gpu, pin = _gpu(tree, constants), vllm_pin(tree, constants)
+    gpu, pin = declared_gpu(tree, constants), vllm_pin(tree, constants)
     pieces = _fstring_pieces(tree)
     joined = _joined_lists(tree)
     for node in ast.walk(tree):
@@ -204,7 +204,7 @@ def _launch_words(node: ast.AST, constants: dict[str, object]) -> list[Token] | 
     return words if after_launcher(words) is not None else None
 
 
-def _gpu(tree: ast.Module, constants: dict[str, object]) -> tuple[str, int | None, int] | None:
+def declared_gpu(tree: ast.Module, constants: dict[str, object]) -> tuple[str, int | None, int] | None:
     """(GPU name, count, line) of the first `gpu=` keyword whose value is a constant such as 'H100:2'."""
     for node in ast.walk(tree):
         if isinstance(node, ast.keyword) and node.arg == GPU_KEYWORD:

@@ -11,7 +11,7 @@ from pathlib import PurePosixPath
 
 from kvdoctor.scan.documents import SourceFile
 from kvdoctor.scan.engine_kwargs import flag_words
-from kvdoctor.scan.python_apps import app_name, module_constants, parsed, value_of, vllm_pin
+from kvdoctor.scan.python_apps import GPU_KEYWORD, app_name, declared_gpu, module_constants, parsed, value_of, vllm_pin
 from kvdoctor.scan.serving_crds import RAY_ACCELERATOR
 from kvdoctor.scan.workload import GpuSelector, Token, Workload
 
@@ -19,6 +19,9 @@ RAY_LLM_CONFIG = "LLMConfig"
 """ray.serve.llm.LLMConfig: model_loading_config (model_id, model_source), engine_kwargs, accelerator_type."""
 ENGINE_ARGS = {"AsyncEngineArgs", "EngineArgs"}
 """vLLM's engine argument classes: their keywords are the fields `vllm serve` flags set."""
+OFFLINE_ENGINE = "LLM"
+"""vllm.LLM, the offline engine (a Modal class or a batch job builds it): its keywords go to EngineArgs too; read only
+where the module imports it from vllm (`from vllm import LLM`, `vllm.LLM(...)`)."""
 UNKNOWN = object()
 CASTS = {"int": int, "float": float, "str": str}
 
@@ -39,8 +42,9 @@ def workloads(source: SourceFile) -> list[Workload]:
     pin = vllm_pin(tree, constants)
     name = app_name(tree, constants) or PurePosixPath(source.path).name
     found: list[Workload] = []
+    engines = ENGINE_ARGS | {RAY_LLM_CONFIG} | ({OFFLINE_ENGINE} if _imports_vllm_llm(tree) else set())
     for call in ast.walk(tree):
-        if not isinstance(call, ast.Call) or _called(call) not in ENGINE_ARGS | {RAY_LLM_CONFIG}:
+        if not isinstance(call, ast.Call) or _called(call) not in engines:
             continue
         scope = _scope_constants(tree, call, constants)
         read = (_ray_llm_config(call, scope) if _called(call) == RAY_LLM_CONFIG
@@ -48,11 +52,15 @@ def workloads(source: SourceFile) -> list[Workload]:
         if read is None:
             continue
         container, argv, notes, selectors = read
+        count = count_line = None
+        if not selectors and (gpu := declared_gpu(tree, constants)):  # a Modal function's gpu="A100-80GB:1"
+            selectors, count, count_line = (GpuSelector(GPU_KEYWORD, (gpu[0],), gpu[2]),), gpu[1], gpu[2]
         if pin:
             notes.append(f"vLLM pinned by the image's pip install: vllm=={pin[0]}")
         found.append(Workload(
             file=source.path, line=call.lineno, platform="python", kind="Python app", name=name, container=container,
-            argv=tuple(argv), command_line=call.lineno, gpu_selectors=selectors,
+            argv=tuple(argv), command_line=call.lineno, gpu_selectors=selectors, gpu_limit=count,
+            gpu_limit_line=count_line,
             vllm_pin=pin[0] if pin else None, vllm_pin_line=pin[1] if pin else None, notes=tuple(notes),
         ))  # fmt: skip
     return found
@@ -73,6 +81,17 @@ def unread_notes(source: SourceFile) -> list[str]:
             notes.append(f"{source.path}:{call.lineno}: {ast.unparse(call)} builds vLLM's engine from arguments given "
                          "at run time (not written in the file): not checked")  # fmt: skip
     return notes
+
+
+def _imports_vllm_llm(tree: ast.Module) -> bool:
+    """Whether `LLM` is vLLM's offline engine here: `from vllm import LLM` (anywhere, a Modal method imports it
+    inside), or `vllm.LLM(...)`."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "vllm" and any(a.name == OFFLINE_ENGINE for a in node.names):
+            return True
+        if isinstance(node, ast.Attribute) and node.attr == OFFLINE_ENGINE and getattr(node.value, "id", None) == "vllm":
+            return True
+    return False
 
 
 def _called(call: ast.Call) -> str | None:
@@ -170,6 +189,13 @@ def _scope_constants(tree: ast.Module, call: ast.Call, constants: dict[str, obje
     """The module's constants plus the plain assignments before the call in the functions around it (NAME =
     constant, self.NAME = constant): what the call's keywords can be read from."""
     scope = dict(constants)
+    for node in ast.walk(tree):  # a class attribute with a default (`model_id: str = MODEL_ID`) is self.model_id
+        if isinstance(node, ast.ClassDef) and any(n is call for n in ast.walk(node)):
+            for statement in node.body:
+                target, value = (statement.targets[0], statement.value) if isinstance(statement, ast.Assign) \
+                    and len(statement.targets) == 1 else (getattr(statement, "target", None), getattr(statement, "value", None))
+                if isinstance(target, ast.Name) and value is not None and (known := value_of(value, scope)) is not None:
+                    scope[f"self.{target.id}"] = known
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(n is call for n in ast.walk(node)):
             for statement in ast.walk(node):

@@ -8,7 +8,7 @@ from typing import Callable
 from kvdoctor.check.run import CheckSettings
 from pathlib import Path
 
-from kvdoctor.scan import (ansible_tasks, ansible_templates, cloud_build, compose, compose_include, dockerfile, dstack, dynamo, ecs, embedded_scripts, github_actions, hcl,
+from kvdoctor.scan import (ansible_tasks, ansible_templates, cloud_build, compose, compose_include, nix_containers, dockerfile, dstack, dynamo, ecs, embedded_scripts, github_actions, hcl,
                            helm_release, helm_values, kserve_huggingface, kserve_runtimes, kubernetes, llmaz, makefiles,
                            markdown, nodes, nomad, python_apps, python_engine_args, ray_job, scripts, serving_crds,
                            sibling_runtimes, skypilot, systemd_units, terraform, terraform_helm)  # fmt: skip
@@ -141,6 +141,11 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             continue
         if makefiles.is_makefile(source):
             workloads, unseen = makefiles.read(source)
+            found += workloads
+            notes += unseen
+            continue
+        if nix_containers.is_nix(source):
+            workloads, unseen = nix_containers.read(source, nix_containers.same_configuration(source, sources, paths))
             found += workloads
             notes += unseen
             continue

@@ -357,3 +357,39 @@ def test_a_constant_from_an_environment_lookup_takes_its_default(tmp_path):
                                                                   "app = modal.App(APP_NAME)")
     (app,) = find_workloads([str(_app(tmp_path, text))])[1]
     assert app.name == "red-team"
+
+
+MODAL_LLM_CLASS = '''\
+import modal
+
+MODEL_ID = "Qwen/Qwen2.5-Coder-32B-Instruct"
+GPU = "A100-80GB:1"
+app = modal.App("coder")
+image = modal.Image.debian_slim().pip_install("vllm==0.25.1")
+
+
+@app.cls(image=image, gpu=GPU)
+class Inference:
+    model_id: str = MODEL_ID
+
+    @modal.enter()
+    def load_model(self) -> None:
+        from vllm import LLM
+
+        self.llm = LLM(model=self.model_id, max_model_len=32768, gpu_memory_utilization=0.90, swap_space=4)
+'''
+
+
+def test_vllms_offline_llm_in_a_modal_class_is_read_with_its_class_attributes_and_gpu(tmp_path):
+    # batch s61 (ashbert/Kaizen modal_vllm.py): vllm.LLM's keywords are EngineArgs fields, like AsyncEngineArgs'
+    (app,) = find_workloads([str(_write(tmp_path, MODAL_LLM_CLASS, "modal_vllm.py"))])[1]
+    assert (app.name, app.container, app.gpu_limit) == ("coder", "Inference", 1)
+    assert [t.text for t in app.argv][:3] == ["Qwen/Qwen2.5-Coder-32B-Instruct", "--max-model-len", "32768"]
+    (result,) = scan([str(_write(tmp_path, MODAL_LLM_CLASS, "modal_vllm.py"))], tmp_path, gpu=None).workloads
+    assert result.report.facts["gpu.name"] == "A100 80GB"
+    assert [p.location.line for p in result.placed if p.finding.rule_id == "KVD004"] == [17]  # swap_space: not in 0.25.1
+
+
+def test_a_class_named_llm_that_is_not_vllms_is_not_read(tmp_path):
+    text = MODAL_LLM_CLASS.replace("from vllm import LLM", "from mylib import LLM")
+    assert find_workloads([str(_write(tmp_path, text, "modal_other.py"))])[1] == []
