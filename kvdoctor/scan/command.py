@@ -24,7 +24,7 @@ ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 # $VAR, ${VAR}, ${VAR:-default}, the default holding one level of ${...} (`${SERVED:-${MODEL}}`)
 SHELL_VARIABLE = re.compile(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*|[0-9]+)(?::-((?:[^{}]|\$\{[^{}]*\})*))?\})")
 # A redirection (> log, 2>&1, >>file, &>file, < in, <<EOF) after a word boundary: the shell's, never a vLLM argument.
-REDIRECTION = re.compile(r"(?<![^\s;&|])(?:[0-9]*|&)(?:>>?|<<-?|<)(?:&[0-9-]+|\s*(?:'[^']*'|\"[^\"]*\"|[^\s;&|<>'\"]+))")
+REDIRECTION = re.compile(r"(?<![^\s;&|])(?:[0-9]*|&)(?:>>?|<<-?|<)(?:&[0-9-]+|\s*(?:'[^']*'|\"[^\"]*\"|[^\s;&|<>'\"()]+))")
 HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
 # `uv run vllm serve ...`: tools that run the rest of their words in a project's environment, and their options
 # that take a value as the next word.

@@ -8,7 +8,7 @@ from typing import Callable
 from kvdoctor.check.run import CheckSettings
 from pathlib import Path
 
-from kvdoctor.scan import (ansible_tasks, ansible_templates, cloud_build, compose, compose_include, nix_containers, dockerfile, dstack, dynamo, ecs, embedded_scripts, github_actions, hcl,
+from kvdoctor.scan import (ansible_tasks, ansible_templates, cloud_build, compose, compose_include, nix_containers, project_pins, dockerfile, dstack, dynamo, ecs, embedded_scripts, github_actions, hcl,
                            helm_release, helm_values, kserve_huggingface, kserve_runtimes, kubernetes, llmaz, makefiles,
                            markdown, nodes, nomad, python_apps, python_engine_args, ray_job, scripts, serving_crds,
                            sibling_runtimes, skypilot, systemd_units, terraform, terraform_helm)  # fmt: skip
@@ -205,6 +205,7 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
     files = [s.path for s in sources if not isinstance(s, ManifestError)]
     files += [f for f in rendered_files if f not in files]
     found, through = not_alone(found)
+    found = [project_pins.with_project_pin(w) for w in found]
     return files, with_config_maps(found, config_maps), notes + through, unread
 
 

@@ -216,12 +216,25 @@ SHELL_HEREDOC = re.compile(r"\b(?:ba|z|k|da)?sh\b[^<\n]*<<")
 """A here-document fed to a shell (`bash <<EOF`, `ssh host bash <<'EOF'`, `ssh host <<EOF`: the remote login shell)."""
 
 
+HEREDOC_INTO_VARIABLE = re.compile(r"\bread\b[^<\n]*?\b([A-Za-z_]\w*)\s*<<|\b([A-Za-z_]\w*)=\$\(\s*cat\s*<<")
+"""A here-document kept in a variable (`read -r -d '' CMD <<EOF`, `CMD=$(cat <<EOF`) for a shell to run later."""
+
+
 def shell_heredocs(script: str) -> list[tuple[int, str]]:
-    """(offset of its first line in the script, body) of each here-document a shell runs; an unquoted delimiter's
-    body as the shell hands it on (`\\$` is `$`, `\\``` is a backquote), a quoted one's as written."""
+    """(offset of its first line in the script, body) of each here-document a shell runs, fed to it or kept in a
+    variable the script runs (`screen -dm bash -c "${CMD}"`, `eval "$CMD"`); an unquoted delimiter's body as the
+    shell hands it on (`\\$` is `$`, `\\``` is a backquote), a quoted one's as written."""
     return [(heredoc.first_line - 1, heredoc.body if heredoc.quoted
              else heredoc.body.replace("\\$", "$").replace("\\`", "`"))
-            for heredoc in heredocs(script) if SHELL_HEREDOC.search(heredoc.opener)]
+            for heredoc in heredocs(script) if SHELL_HEREDOC.search(heredoc.opener) or _run_later(heredoc.opener, script)]
+
+
+def _run_later(opener: str, script: str) -> bool:
+    kept = HEREDOC_INTO_VARIABLE.search(opener)
+    if kept is None:
+        return False
+    name = re.escape(kept.group(1) or kept.group(2))
+    return re.search(r"(?:\b(?:ba|z|k|da)?sh\s+-c|\beval)\s+[\"']?\$\{?" + name + r"\}?(?!\w)", script) is not None
 
 
 def _unseen(file: str, words: list[Token]) -> list[str]:

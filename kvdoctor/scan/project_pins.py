@@ -1,0 +1,59 @@
+"""The vLLM release a project pins beside a command that runs vLLM from the host's Python (no image names it):
+`vllm==X` in its requirements*.txt or pyproject.toml (PEP 621 dependencies, Poetry's exact `vllm = "X"`), or the
+version its uv.lock / poetry.lock resolved, in the command's folder or a folder above it inside the same checkout."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from kvdoctor.scan.workload import Workload
+
+MAX_UP = 3
+PIN_FILES = ("uv.lock", "poetry.lock", "pyproject.toml", "requirements.txt")
+REQUIREMENTS = re.compile(r"^requirements[\w.-]*\.txt$")
+EXACT = re.compile(r"""^[ \t]*["']?vllm(?:\[[^\]]*\])?[ \t]*==[ \t]*v?(\d+\.\d+\.\d+(?:\.post\d+)?)["',; \t]*(?:#.*)?$""",
+                   re.MULTILINE | re.IGNORECASE)  # fmt: skip
+POETRY = re.compile(r"""^[ \t]*vllm[ \t]*=[ \t]*["']=?=?(\d+\.\d+\.\d+(?:\.post\d+)?)["'][ \t]*(?:#.*)?$""", re.MULTILINE)
+LOCKED = re.compile(r"""^name = "vllm"\nversion = "(\d+\.\d+\.\d+(?:\.post\d+)?)"$""", re.MULTILINE)
+
+
+def with_project_pin(workload: Workload) -> Workload:
+    """The workload with the release its project pins, when no image or pin names one yet."""
+    if workload.image or workload.vllm_pin or not Path(workload.file).is_file():
+        return workload
+    found = project_pin(Path(workload.file))
+    if found is None:
+        return workload
+    version, pin_file, line = found
+    pinned, pin_line = workload.line_in(str(pin_file), line)
+    return replace(pinned, vllm_pin=version, vllm_pin_line=pin_line,
+                   notes=pinned.notes + (f"vLLM {version} from {pin_file}:{line}, the project's pin beside the command "
+                                         "(run by the host's Python, no image names a release)",))  # fmt: skip
+
+
+def project_pin(path: Path) -> tuple[str, Path, int] | None:
+    """(release, pin file, line) of the nearest folder up from the file (inside its checkout) that pins vLLM."""
+    folder = path.resolve().parent
+    for _ in range(MAX_UP + 1):
+        names = sorted(p.name for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
+        for name in [n for n in PIN_FILES if n in names] + [n for n in names if REQUIREMENTS.match(n) and n not in PIN_FILES]:
+            found = _pinned(folder / name)
+            if found is not None:
+                return found[0], folder / name, found[1]
+        if (folder / ".git").exists() or folder.parent == folder:
+            return None
+        folder = folder.parent
+    return None
+
+
+def _pinned(file: Path) -> tuple[str, int] | None:
+    try:
+        text = file.read_text(encoding="utf-8", errors="replace")[:1_000_000]
+    except OSError:
+        return None
+    pattern = LOCKED if file.name.endswith(".lock") else POETRY if "[tool.poetry" in text and not EXACT.search(text) \
+        else EXACT  # fmt: skip
+    match = pattern.search(text)
+    return (match.group(1), text.count("\n", 0, match.start(1)) + 1) if match else None
