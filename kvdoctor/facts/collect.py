@@ -46,6 +46,9 @@ class CheckOptions:
     any_release: bool = False
     """The target's vLLM is an environment's of unknown age (scan: vllm serve run from a venv, no image): with the
     version unknown, arguments that a release kvdoctor read only in part accepts are not taken as refused."""
+    own_build: str | None = None
+    """With any_release: the image when it may carry its own build of vLLM (scan: another project's image, the host's
+    choice, a fork's), whose options no release kvdoctor read has are then undecided, not refused."""
     serves: bool = False
     """The command is a deployment's (scan), even one that is only the image's entrypoint: without a model in it,
     vLLM serves its parser's default model. A command pasted to check without one is refused (likely a slip)."""
@@ -197,7 +200,7 @@ def _version_facts(options: CheckOptions) -> VersionFacts:
             kernels = source_for_version(options.vllm_version, options.cache_dir)
         return replace(versions, vllm=options.vllm_version, vllm_source="--vllm-version", vllm_kernels=kernels)
     if options.any_release and versions.vllm is None:
-        return replace(versions, vllm_source=ANY_RELEASE, vllm_kernels=installed)
+        return replace(versions, vllm_source=ANY_RELEASE, vllm_kernels=installed, vllm_build=options.own_build)
     return replace(versions, vllm_kernels=installed)
 
 

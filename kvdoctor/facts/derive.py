@@ -29,7 +29,7 @@ def derive_kv_facts(facts: Facts) -> dict[str, Any]:
         {"vllm.judged": judged, "vllm.facts_note": releases.note}
         | pinned_stack_facts(facts, releases)
         | kv_dtype_facts(facts.serve.kv_cache_dtype, releases)
-        | serve_args_facts(facts.serve.argv, _argument_releases(facts, releases))
+        | serve_args_facts(facts.serve.argv, _argument_releases(facts, releases), facts.versions.vllm_build)
         | attention_facts(facts, releases)
         | runner_facts(facts, releases)
         | memory_facts(facts, releases)
@@ -124,8 +124,10 @@ def _json_dicts(version: str) -> bool:
     return Version(version) >= Version("0.10.0")
 
 
-def serve_args_facts(argv: tuple[str, ...], releases: Candidates) -> dict[str, Any]:
-    """serve.args_accepted/_error/_closest/_rejected_by: what each release's own parser makes of the arguments."""
+def serve_args_facts(argv: tuple[str, ...], releases: Candidates, own_build: str | None = None) -> dict[str, Any]:
+    """serve.args_accepted/_error/_closest/_rejected_by: what each release's own parser makes of the arguments. On an
+    image's own build of vLLM (``own_build``), options no release has leave it undecided (serve.args_undecided) where
+    some release refuses nothing else: the build may add them."""
     from kvdoctor.vllm_pack.option_values import own_option_releases
     from kvdoctor.vllm_pack.serve_parser import judge_argv
 
@@ -143,14 +145,50 @@ def serve_args_facts(argv: tuple[str, ...], releases: Candidates) -> dict[str, A
         closest = None  # an option of its own in other releases (`--device` to 0.9.2) is no spelling of either match
     if len(errors) > 1:  # the candidate releases refuse different flags: name each with the releases refusing it
         error = "; ".join(f"{text} ({describe_range(versions)})" for text, versions in reversed(errors.items()))
+    undecided = _options_of_a_build(verdicts, own_build) if accepted is False and not closest else None
+    taken = taken_option_facts([r for r in releases.releases if not verdicts[r.version].error],
+                               {v: verdict.taken for v, verdict in verdicts.items()})
+    # the releases disagree on the parse, but those whose parser accepts the arguments all stop on a value: every
+    # release the image may run stops, each its own way
+    stops_everywhere = accepted is None and bool(rejected) and taken["serve.value_refused"] is not None
     return {
-        "serve.args_accepted": accepted,
+        "serve.args_accepted": None if undecided else accepted,
+        "serve.args_undecided": undecided,
         "serve.args_error": error,
         "serve.args_closest": closest,
         "serve.args_rejected_by": describe_range(rejected) if verdicts else None,
         "serve.args_accepted_by": describe_range([v for v in verdicts if v not in rejected]) if verdicts else None,
-    } | taken_option_facts([r for r in releases.releases if not verdicts[r.version].error],
-                           {v: verdict.taken for v, verdict in verdicts.items()})
+        "serve.args_stop_everywhere": stops_everywhere if verdicts and not undecided else None,
+    } | taken
+
+
+def _options_of_a_build(verdicts: dict, own_build: str | None) -> str | None:
+    """Why the arguments are undecided on an image's own build: the options no release kvdoctor read has, and the
+    releases that refuse nothing else (a build on one of them that adds those options starts); None otherwise."""
+    if not own_build:
+        return None
+    from kvdoctor.vllm_pack.candidates import all_serve_options
+
+    known = all_serve_options()
+    unknown: list[str] = []
+    fitting = []
+    for version, verdict in verdicts.items():
+        text = verdict.error or ""
+        if not text.startswith(UNRECOGNIZED):
+            continue
+        options = [w.split("=", 1)[0] for w in text[len(UNRECOGNIZED):].split() if w.startswith("--")]
+        foreign = [o for o in options if o not in known and "--" + o[2:].replace("_", "-") not in known]
+        if options and foreign == options:
+            fitting.append(version)
+            unknown += [o for o in foreign if o not in unknown]
+    if not fitting:
+        return None
+    return (f"{' '.join(unknown)}: in no vLLM release kvdoctor read, so image {own_build} may carry its own build of "
+            f"vLLM that adds {'it' if len(unknown) == 1 else 'them'} (a fork); on {describe_range(fitting)} nothing "
+            "else is refused (decided by --vllm-version naming the release it runs, or by its own `vllm serve --help`)")
+
+
+UNRECOGNIZED = "unrecognized arguments:"
 
 
 def taken_option_facts(accepting: list, taken: dict[str, tuple]) -> dict[str, Any]:

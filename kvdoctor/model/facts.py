@@ -123,6 +123,9 @@ class VersionFacts:
     vllm_source: str | None = None
     """'installed', '--vllm-version', '--vllm-source', ANY_RELEASE (unknown: an environment's vLLM of any age) or
     None when unknown."""
+    vllm_build: str | None = None
+    """The image whose own build of vLLM runs, of unknown release (another project's, one the host chooses, a fork's):
+    an option no release kvdoctor read has may be that build's own."""
     vllm_kernels: str | None = None
     """Where the dry run reads vLLM's kernels: a wheel or tree path, 'installed', or None (probe kernel)."""
     triton: str | None = None

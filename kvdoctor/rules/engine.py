@@ -22,6 +22,8 @@ def hint_for(fact: str, facts: dict[str, Any] | None = None, said: set[str] | No
     `said` (their own lines say how to supply them) are named only; the others are spelled out and added to it."""
     facts = facts or {}
     said = set() if said is None else said
+    if unread := _release_unread(fact, facts):  # its own reason first (an image's build, a kind of fact not read)
+        return unread
     inputs = unknown_inputs(fact, facts)
     if inputs:
         named = [name for name in inputs if name in said]
@@ -31,8 +33,6 @@ def hint_for(fact: str, facts: dict[str, Any] | None = None, said: set[str] | No
         return "which follows from " + "; and ".join([" and ".join(named)] * bool(named) + spelt)
     declared = fact_registry().get(fact)
     version = facts.get("vllm.version")
-    if _release_unread(fact, facts):
-        return _release_unread(fact, facts)
     if declared and "vllm.version" in declared.derived_from and version is not None and not _release_read(version):
         return f"which follows from vllm.version, {_not_read(version)}"
     return _namespace_hint(fact, facts)

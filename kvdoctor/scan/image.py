@@ -170,7 +170,7 @@ def pins_an_unknown_build(image: str | None) -> bool:
         any(path == r or path.endswith("/" + r) for r in VLLM_IMAGE_REPOSITORIES + OTHER_PROJECT_TAGS)
     if not vllm_image or image_version(image).vllm_version is not None:
         return False
-    if digest or path in fork_images():  # a fork's latest is its newest build, not today's vLLM
+    if digest or is_fork_image(path):  # a fork's latest is its newest build, not today's vLLM
         return True
     return tag is not None and not tag.lower().startswith(FLOATING_TAGS)
 
@@ -183,7 +183,16 @@ def names_no_vllm_release(image: str | None) -> bool:
     path = _path(split_image(image.strip())[0])
     known = VLLM_IMAGE_REPOSITORIES + OTHER_PROJECT_TAGS
     return not (any(path == r or path.endswith("/" + r) for r in known) or is_vllm_build(image)
-                or runs_vllm_entrypoint(image) or path in fork_images())
+                or runs_vllm_entrypoint(image) or is_fork_image(path))
+
+
+def is_fork_image(path: str) -> bool:
+    """Whether a repository path (no registry host) is an image built from a fork of vLLM: an entry of
+    kvdoctor/data/vllm_forks.yaml, or a `*` pattern of one, matched at the path's end."""
+    import fnmatch
+
+    return any(path == f or path.endswith("/" + f) or ("*" in f and (fnmatch.fnmatch(path, f)
+               or fnmatch.fnmatch(path, "*/" + f))) for f in fork_images())  # fmt: skip
 
 
 @lru_cache(maxsize=1)

@@ -14,7 +14,8 @@ from kvdoctor.model.report import Finding, Report
 from kvdoctor.scan.command import without_launcher_options, without_unresolved
 from kvdoctor.scan.config_maps import config_file_option, is_scanned_copy
 from kvdoctor.scan.facts import DeploymentFacts, canonical_flag, deployment_facts, is_scan_fact_name
-from kvdoctor.scan.image import chosen_by_the_host, command_extension, names_no_vllm_release, pins_an_unknown_build
+from kvdoctor.scan.image import (chosen_by_the_host, command_extension, is_fork_image, names_no_vllm_release,
+                                 pins_an_unknown_build, repository_path)
 from kvdoctor.scan.result import PlacedFinding, WorkloadResult
 from kvdoctor.scan.workload import Location, Token, Workload
 
@@ -83,6 +84,9 @@ def judge(workload: Workload, defaults: ScanDefaults, settings: CheckSettings) -
                                                               or pins_an_unknown_build(workload.image)
                                                               or names_no_vllm_release(workload.image)
                                                               or workload.built_here),  # fmt: skip
+            own_build=workload.image if deployment.vllm_version is None and workload.image and (
+                names_no_vllm_release(workload.image) or chosen_by_the_host(workload.image)
+                or is_fork_image(repository_path(workload.image))) else None,
             serves=True,
             offline=defaults.offline,
             cache_dir=defaults.cache_dir,
