@@ -165,7 +165,9 @@ def _by_location(diagnosis: Diagnosis, rules: list[Rule], families: Families, fa
     # KeyError or assert raised in a helper (torch, the standard library) still names vLLM's raise site: the
     # innermost frame in vLLM's own code. Not a call Python refused (a keyword the callee does not take): the frame
     # made a call another release of the callee takes, it is not the family's check failing
-    if not _CALL_REFUSED.search(exception.message):
+    # ... unless the index placed the message at a frame of this traceback: its callers (a drafter's loader calling the
+    # model loader that raised) are not where it was raised
+    if not _CALL_REFUSED.search(exception.message) and not places:
         places += _frame_places(exception)
     rules_by_id = {rule.id: rule for rule in rules}
     for where in places:
