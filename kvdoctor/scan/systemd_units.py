@@ -38,12 +38,29 @@ def read(source: SourceFile) -> tuple[list[Workload], list[str]]:
         return found, notes
     beside = _script_beside(script, source.path)
     if beside is None:
-        return found, notes
+        return found, notes + _unseen_program(script, source.path)
     path, text, word = beside
     inner, inner_notes = script_findings(text, 1, str(path), PurePosixPath(source.path).name, env)
     note = (f"ExecStart runs {word}, a path on the host: read from the {path.name} the repository keeps beside the "
             "unit, with the unit's Environment= values")
     return [replace(w, notes=w.notes + (note,), read_through=(str(path),)) for w in inner], notes + inner_notes
+
+
+def _unseen_program(script: str, unit: str) -> list[str]:
+    """A note for an ExecStart that runs a program named for vLLM which is not beside the unit (a Python launcher
+    that builds the command, `launch_vllm_server.py --config vllm_config.json`): its vLLM command is not checked."""
+    for line in script.split("\n"):
+        try:
+            words = shlex.split(line)
+        except ValueError:
+            continue
+        names = [(w, PurePosixPath(w).name.lower()) for w in words if not w.startswith("-")]
+        named = [w for w, name in names if "vllm" in name and name != "vllm"
+                 and PurePosixPath(name).suffix in (".py", ".sh", ".bash", "")]
+        if named and not (Path(unit).parent / PurePosixPath(named[0]).name).is_file():
+            return [f"{unit}: ExecStart runs {named[0]}, which builds the vLLM command and is not beside the unit in "
+                    "the scanned files: not checked (scan the folder that holds it)"]
+    return []
 
 
 def _script_beside(script: str, unit: str) -> tuple[Path, str, str] | None:

@@ -316,3 +316,12 @@ def test_a_terraform_helm_release_of_the_remote_production_stack_chart_reads_its
     assert workload.name == "llama3-3b" and workload.image == "vllm/vllm-openai:v0.25.1"
     assert workload.gpu_limit == 1 and workload.line == 1
     assert not any("not rendered here" in n for n in notes)
+
+
+def test_a_unit_running_a_vllm_launcher_not_in_the_tree_is_named_not_checked(tmp_path):
+    # batch s61 (MasonGillDev/SLYDInference): the launcher was deleted upstream, its JSON config kept
+    unit = ("[Unit]\nDescription=vLLM\n[Service]\nExecStart=/usr/bin/python3 /root/app/launch_vllm_server.py "
+            "--config /root/app/vllm_config.json\n[Install]\nWantedBy=multi-user.target\n")
+    root = write_tree(tmp_path / "repo", {"vllm-server.service": unit})
+    files, found, notes, unread = read_manifests([str(root)])
+    assert found == [] and any("runs /root/app/launch_vllm_server.py" in n and "not checked" in n for n in notes)
