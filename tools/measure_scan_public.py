@@ -103,8 +103,13 @@ def measure(entries: list[dict], details: bool) -> Tally:
             if not is_checked(result):
                 tally.details.append(f"{entry['file']}: {key} not checked ({result.error or result.unjudged})")
             true = {t["rule"] for t in want.get("true_errors", ())}
+            # a flag value kvdoctor's own validation refuses (the workload's input error, `--dtype float8`) is the
+            # refusal vLLM's parser gives (KVD004) found one step earlier, at the same line
+            parser_lines = {t.get("line") for t in want.get("true_errors", ()) if t["rule"] == "KVD004"}
             for rule, line in error_findings(result):
                 tally.errors += 1
+                if rule == "ERROR" and line in parser_lines:
+                    continue
                 if rule not in true:
                     tally.false_errors += 1
                     tally.details.append(f"{entry['file']}:{line}: {key} false error {rule}")

@@ -464,8 +464,10 @@ def python_module_at(words: list[Token]) -> int | None:
 def _after_launcher(words: list[Token]) -> list[Token] | None:
     index = 0
     while index < len(words) and (words[index].text in PREFIX_WORDS or ASSIGNMENT.match(words[index].text)
-                                  or PurePosixPath(words[index].text).name == "timeout"):  # fmt: skip
-        index = _after_timeout(words, index) if PurePosixPath(words[index].text).name == "timeout" else index + 1
+                                  or PurePosixPath(words[index].text).name in ("timeout", *INIT_PROCESSES)):  # fmt: skip
+        program = PurePosixPath(words[index].text).name
+        index = _after_timeout(words, index) if program == "timeout" else \
+            _after_init(words, index) if program in INIT_PROCESSES else index + 1
     env = [w for w in words[:index] if ASSIGNMENT.match(w.text)]
     rest = _after_runner(words[index:])
     if len(rest) >= 2 and (PurePosixPath(rest[0].text).name == "vllm" or TOOL_PIN.match(rest[0].text)) \
@@ -485,7 +487,20 @@ def _after_launcher(words: list[Token]) -> list[Token] | None:
     return None
 
 
+INIT_PROCESSES = {"dumb-init", "tini", "tini-static", "catatonit", "docker-init"}
+"""A container's init (an ENTRYPOINT ["dumb-init", "--"] before the CMD): it runs the words after its options."""
+INIT_VALUE_OPTIONS = {"-r", "--rewrite", "-e", "-p", "-l"}
 TIMEOUT_VALUE_OPTIONS = {"-s", "--signal", "-k", "--kill-after"}
+
+
+def _after_init(words: list[Token], index: int) -> int:
+    """The index of the command an init process runs (`dumb-init -- CMD`, `tini -g -- CMD`)."""
+    index += 1
+    while index < len(words) and words[index].text.startswith("-"):
+        if words[index].text == "--":
+            return index + 1
+        index += 2 if words[index].text in INIT_VALUE_OPTIONS else 1
+    return index
 
 
 def _after_timeout(words: list[Token], index: int) -> int:

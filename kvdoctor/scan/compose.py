@@ -81,6 +81,8 @@ def service_workload(file: str, name: str, key: yaml.Node, service: yaml.Node, s
         mounted = mounted_script([t for t, _ in entrypoint or command], nodes.get(service, "volumes"), file)
         known = {e.name: e.value for e in env if e.value is not None and "$" not in e.value}
         argv = called_argv(mounted, known) if mounted is not None else None
+    if argv is None and not entrypoint:  # `build:` a Dockerfile of the project: its ENTRYPOINT / CMD runs
+        return _built_service(file, name, key, service, [t for t, _ in command], env, (count, count_line))
     if argv is None:
         return None
     first = (entrypoint or command or [(Token("", nodes.line(service)), None)])[0][0]
@@ -95,6 +97,27 @@ def service_workload(file: str, name: str, key: yaml.Node, service: yaml.Node, s
         built_here=nodes.get(service, "build") is not None, line_files=line_files,
     )  # fmt: skip
     return placed_in(workload, mounted) if mounted is not None else workload
+
+
+def _built_service(file: str, name: str, key: yaml.Node, service: yaml.Node, command: list[Token], env: list[EnvVar],
+                   gpus: tuple[int | None, int | None]) -> Workload | None:
+    """A service that builds its image from a Dockerfile of the project (`build: ./vllm` or `{context, dockerfile}`)
+    and gives no entrypoint: the Dockerfile's command, the service's command in place of its CMD, its env over the
+    Dockerfile's ENV (Compose's build reference)."""
+    from pathlib import Path
+
+    from kvdoctor.scan.built_images import Build, Deploy, built_workload
+
+    build = nodes.get(service, "build")
+    context = nodes.text(build) if nodes.is_scalar(build) else nodes.text(nodes.get(build, "context"))
+    dockerfile = (nodes.text(nodes.get(build, "dockerfile")) if nodes.is_map(build) else None) or "Dockerfile"
+    if build is None or not context or "://" in context or "$" in context + dockerfile:
+        return None
+    tag = nodes.text(nodes.get(service, "image")) or f"{name}:built"
+    deploy = Deploy(kind="service", container=name, image=Token(tag, nodes.line(build)), env=tuple(env),
+                    args=tuple(command), first=Token(name, nodes.line(key)), gpu_limit=gpus[0], gpu_limit_line=gpus[1])
+    built = built_workload(file, name, deploy, [Build((tag,), str(Path(context) / dockerfile))], [Path(file).parent])
+    return replace(built, platform="compose", built_here=True) if built is not None else None
 
 
 def unseen_notes(doc: Document, read: list[Workload]) -> list[str]:

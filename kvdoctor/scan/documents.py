@@ -22,6 +22,10 @@ from kvdoctor.scan.helm_chart import ChartSource, chart_data_files, chart_root, 
 MAX_MANIFEST_BYTES = 8 * 1024 * 1024
 YAML_SUFFIXES = (".yaml", ".yml", ".yaml.tftpl", ".yml.tftpl")
 SCRIPT_SUFFIXES = (".sh", ".bash", ".ps1")  # a PowerShell script's docker run reads as a shell's
+JOB_SCRIPT_SUFFIXES = (".sbatch", ".slurm", ".pbs", ".qsub", ".lsf", ".job", ".sub", ".batch")
+"""Batch-scheduler job scripts (Slurm, PBS, LSF, HTCondor): shell scripts a walk reads when they name vLLM; so is a
+file with no suffix that starts with a shell's #! line (`serve_vllm`)."""
+SHELL_SHEBANG = re.compile(rb"^#!\s*\S*(?:/|env\s+)(?:ba|da|z|k)?sh\b")
 PYTHON_SUFFIX = ".py"
 UNIT_SUFFIX = ".service"
 """A systemd service unit (scan/systemd_units.py)."""
@@ -152,6 +156,11 @@ def _walk(root: Path, notes: list[str]) -> list[SourceFile | ChartSource | Manif
                                                          and "vllm" in source.text.lower()):  # fmt: skip
                     found.append(source)
                 continue
+            if name.endswith(JOB_SCRIPT_SUFFIXES) or ("." not in name and _starts_as_shell(here / name)):
+                source = _or_error(lambda: _read(here / name))
+                if isinstance(source, ManifestError) or PYTHON_DEPLOYMENT.search(source.text):
+                    found.append(source)
+                continue
             if name.endswith(HCL_SUFFIXES + (NIX_SUFFIX,)):
                 source = _or_error(lambda: _read(here / name))
                 if isinstance(source, ManifestError) or PYTHON_DEPLOYMENT.search(source.text):
@@ -168,6 +177,15 @@ def _walk(root: Path, notes: list[str]) -> list[SourceFile | ChartSource | Manif
 
 # A Kubernetes object's first lines: `apiVersion:` and `kind:` at the top level.
 KUBERNETES_HEAD = re.compile(r"^apiVersion:.*\n(?:.*\n)*?kind:|^kind:.*\n(?:.*\n)*?apiVersion:", re.MULTILINE)
+
+
+def _starts_as_shell(path: Path) -> bool:
+    """A file whose first line is a shell's #! line."""
+    try:
+        with path.open("rb") as handle:
+            return SHELL_SHEBANG.match(handle.read(128)) is not None
+    except OSError:
+        return False
 
 
 def _is_kubernetes_template(path: Path) -> bool:

@@ -86,7 +86,9 @@ def _object(file: str, root: yaml.Node, source_text: str) -> list[Workload]:
     kind = nodes.text(nodes.get(root, "kind")) or ""
     if kind in PODLESS_KINDS and not has_pod_template(root):
         return []  # a CRD's schema is large and runs nothing
-    name = nodes.text(nodes.get(root, "metadata", "name")) or "(unnamed)"
+    # a Job created with `kubectl create` takes metadata.generateName, a prefix the API server completes
+    name = nodes.text(nodes.get(root, "metadata", "name")) or nodes.text(nodes.get(root, "metadata", "generateName")) \
+        or "(unnamed)"
     namespace = nodes.text(nodes.get(root, "metadata", "namespace"))
     found: list[Workload] = []
     paths = pod_spec_paths(root, kind)

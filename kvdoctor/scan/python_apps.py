@@ -92,6 +92,8 @@ def value_of(node: ast.AST, constants: dict[str, object]) -> object | None:
         return node.value
     if isinstance(node, ast.Name):
         return constants.get(node.id)
+    if isinstance(node, ast.Attribute) and ast.unparse(node) == "sys.executable":
+        return "python3"  # the app's own interpreter: `[sys.executable, "-m", "vllm.entrypoints.openai.api_server"]`
     if isinstance(node, ast.Call) and ast.unparse(node.func) in ENV_LOOKUPS and len(node.args) > 1:
         return value_of(node.args[1], constants)  # os.getenv("X", default): the environment is unknown, its default runs
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "str" and len(node.args) == 1:

@@ -15,7 +15,7 @@ from kvdoctor.scan.built_images import Build, Deploy, built_workload, image_buil
 from kvdoctor.scan.command import (FLAGS_ONLY_NOTE, SHELL_VARIABLE, after_launcher, branch_assignments,
                                   decided_lines, engine_launcher, expand_shell_variables, expand_words, heredocs,
                                   only_serve_flags, script_assignments, script_commands, serve_argv, tool_pin)  # fmt: skip
-from kvdoctor.scan.documents import SCRIPT_SUFFIXES, SourceFile
+from kvdoctor.scan.documents import JOB_SCRIPT_SUFFIXES, SCRIPT_SUFFIXES, SourceFile
 from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
 from kvdoctor.scan.image_entrypoints import names_vllm, unread_release, unseen_note
 from kvdoctor.scan.kubernetes import env_built
@@ -25,10 +25,13 @@ from kvdoctor.scan.workload import EnvVar, Token, Workload
 
 SHEBANG = re.compile(r"^#!\s*\S*(?:/|env\s+)(?:ba|da|z)?sh\b")
 CONTAINER_RUNNERS = {"docker", "podman", "nerdctl"}
-WRAPPERS = {"sudo", "srun", "apptainer", "singularity"}
+WRAPPERS = {"sudo", "srun", "apptainer", "singularity", "shifter"}
 """Commands that run the rest of their words (after their own options): `sudo docker run`, `srun -p X vllm serve`,
 `apptainer exec --nv --bind /data vllm-openai.sif vllm serve ...` (its subcommand and image skipped too)."""
 CONTAINER_EXEC = {"apptainer", "singularity"}
+SHIFTER_VALUE_OPTIONS = {"--image", "-i", "--volume", "-V", "--env", "-e", "--module", "-m", "--workdir", "-w",
+                         "--env-file"}  # fmt: skip
+"""NERSC's Shifter (`shifter [--image=IMG] [options] COMMAND...`, NERSC's docs): options that take a value."""
 PLAIN_PREFIXES = {"exec", "nohup", "setsid", "time"}
 """Words that run the rest of the line as it is, without options of their own here."""
 # apptainer / singularity exec options that take a value (apptainer 1.x `exec --help`); the others are switches
@@ -66,7 +69,7 @@ SRUN_VALUE_OPTIONS = {"-p", "-n", "-N", "-c", "-t", "-J", "-A", "-q", "-w", "-x"
 def is_shell_script(source: SourceFile) -> bool:
     from kvdoctor.scan.ansible_templates import rendered_name  # a rendered `serve.sh.j2` is a script too
 
-    return rendered_name(source.path).endswith(SCRIPT_SUFFIXES) or bool(SHEBANG.match(source.text))
+    return rendered_name(source.path).endswith(SCRIPT_SUFFIXES + JOB_SCRIPT_SUFFIXES) or bool(SHEBANG.match(source.text))
 
 
 def read(source: SourceFile) -> tuple[list[Workload], list[str]]:
@@ -310,8 +313,10 @@ def _unwrap(words: list[Token]) -> tuple[list[Token], str | None, tuple[str, Tok
                 index += 1
             values = CONTAINER_EXEC_VALUE_OPTIONS
         else:
-            values = SRUN_VALUE_OPTIONS if wrapper == "srun" else set()
+            values = {"srun": SRUN_VALUE_OPTIONS, "shifter": SHIFTER_VALUE_OPTIONS}.get(wrapper, set())
         while index < len(words) and words[index].text.startswith("-"):
+            if wrapper == "shifter" and (image := _shifter_image(words, index)) is not None:
+                container = ("exec", image)
             index += 2 if words[index].text in values else 1
         if wrapper in CONTAINER_EXEC:
             if subcommand is not None and index < len(words):
@@ -319,6 +324,19 @@ def _unwrap(words: list[Token]) -> tuple[list[Token], str | None, tuple[str, Tok
             index += 1  # the image (a .sif file or docker://...)
         words = words[index:]
     return words, wrapper, container
+
+
+def _shifter_image(words: list[Token], index: int) -> Token | None:
+    """The image of Shifter's `--image=docker:IMG` / `--image IMG` at ``index`` (its `docker:` prefix dropped)."""
+    word = words[index]
+    if word.text.startswith("--image="):
+        text = word.text.split("=", 1)[1]
+    elif word.text in ("--image", "-i") and index + 1 < len(words):
+        word = words[index + 1]
+        text = word.text
+    else:
+        return None
+    return Token(text.removeprefix("docker:"), word.line)
 
 
 def _srun_job_name(words: list[Token]) -> str | None:
