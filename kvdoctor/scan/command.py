@@ -17,7 +17,7 @@ from kvdoctor.scan.shell_arrays import expand_arrays, script_arrays
 from kvdoctor.scan.workload import Token
 
 SHELLS = {"sh", "bash", "dash", "ash", "zsh"}
-PREFIX_WORDS = {"exec", "nohup", "time", "env", "stdbuf"}
+PREFIX_WORDS = {"exec", "nohup", "time", "env", "stdbuf", "eval"}
 OPERATORS = {"&&", "||", ";", "|", "&", ";;", "|&"}
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 # $VAR, ${VAR}, ${VAR:-default}; a script's positional ${2:-default} too (its default is what runs without arguments).
@@ -154,7 +154,11 @@ def run_script(node: yaml.Node | None, source_text: str) -> list[Token] | None:
     return _in_script(Token(text, nodes.line(node)), node, source_text) if text else None
 
 
-SCRIPT_ASSIGNMENT = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*?)\s*$")  # one word once split
+SCRIPT_ASSIGNMENT = re.compile(r"^\s*(?:(?:export|local|readonly)\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*?)\s*$")  # one word once split
+DEFAULT_ASSIGNMENT = re.compile(r"^\s*:\s+\"?\$\{([A-Za-z_][A-Za-z0-9_]*):?=([^}]*)\}\"?\s*$")
+"""`: ${NAME:=default}`: the default assigned where the environment does not set it (bash(1), "Parameter Expansion")."""
+APPEND = re.compile(r"^\s*(?:(\[\[?[^\]]*\]\]?)\s*&&\s*)?([A-Za-z_][A-Za-z0-9_]*)\+=(.*?)\s*$")
+"""`NAME+=" --more"`, perhaps after a test (`[[ -n "$X" ]] && NAME+=" --x $X"`): a command line built piece by piece."""
 BLOCK_OPENS = re.compile(r"^\s*(?:if|for|while|until|case|select)\b|\{\s*$")
 BLOCK_CLOSES = re.compile(r"^\s*(?:(?:fi|done|esac)\b|\}(?=[\s;|&>]|$))")  # a function's `}` alone on its line too
 LAUNCHER = re.compile(r"\bvllm\s+serve\b|\bvllm\.entrypoints\.")
@@ -193,8 +197,17 @@ def script_assignments(script: str, known: dict[str, str]) -> dict[str, str]:
     values: dict[str, str] = dict(known)
     script = _continuations_joined(script)  # CMD="--model $M \<newline> --port 8000": one assignment
     for _, line, runs in decided_lines(script, values, stop=LAUNCHER):
+        if False in runs:
+            continue
+        if (default := DEFAULT_ASSIGNMENT.match(line)) is not None and all(runs):
+            if default.group(1) not in values:  # the environment is unknown here: the default runs
+                values[default.group(1)] = _unquoted(default.group(2))
+            continue
+        if (appended := APPEND.match(line)) is not None:
+            _append(values, appended, all(runs))
+            continue
         found = SCRIPT_ASSIGNMENT.match(line)
-        if found is None or False in runs:
+        if found is None:
             continue
         word = _one_word(found.group(2))
         if all(runs) and word is not None:
@@ -210,6 +223,30 @@ def script_assignments(script: str, known: dict[str, str]) -> dict[str, str]:
             continue  # MODEL="$2" while parsing the script's own options: the caller's choice, the default runs
         values.pop(found.group(1), None)  # unknown from here on
     return values
+
+
+def _assigns(line: str) -> bool:
+    return SCRIPT_ASSIGNMENT.match(line) is not None or APPEND.match(line) is not None
+
+
+def _unquoted(text: str) -> str:
+    return text[1:-1] if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"" else text
+
+
+def _append(values: dict[str, str], appended: re.Match, runs: bool) -> None:
+    """`NAME+=VALUE` (after a test, `[[ -n "$X" ]] && ...`): the value appended to a known NAME when the test holds
+    with the known values; a test they do not decide leaves the optional piece out (the command stays known, less
+    that flag); in a block nothing decides NAME is unknown from there on."""
+    test, name, value = appended.group(1), appended.group(2), appended.group(3)
+    holds = _test_holds(test.strip(), values) if test else True
+    if not holds:
+        return
+    word = _one_word(value)
+    if not runs or name not in values or word is None:
+        values.pop(name, None)
+        return
+    (expanded,) = expand_shell_variables([Token(word, None)], values)
+    values[name] = values[name] + expanded.text
 
 
 def decided_lines(script: str, values: dict[str, str], stop: re.Pattern | None = None
@@ -228,8 +265,8 @@ def decided_lines(script: str, values: dict[str, str], stop: re.Pattern | None =
             continue
         if "<<" in line and (heredoc := HEREDOC.search(line)) is not None and "<<<" not in line:
             ends = heredoc.group(2)
-        if stop is not None and stop.search(line):
-            return
+        if stop is not None and stop.search(line) and not _assigns(line):
+            return  # the launcher itself; a line that assigns a command line (CMD="vllm serve ...") is no launch
         if BLOCK_CLOSES.match(line):
             if runs:
                 runs.pop()
@@ -337,6 +374,9 @@ def expand_words(argv: list[Token], known: dict[str, str]) -> list[Token]:
         if SHELL_VARIABLE.fullmatch(token.text) and not value:
             continue  # a variable set to nothing: the shell's word splitting leaves no word ($tool_choice="")
         # `$ARGS` of options, or `exec $CMD` of a whole command (CMD="docker run ... IMAGE --model M"): split
+        if out and out[-1].text == "eval" and SHELL_VARIABLE.search(token.text):  # eval re-reads its argument as a line
+            out += expand_shell_variables([Token(w, token.line) for w in _split(value) if w != "&"], known)
+            continue
         runs_it = all(word.text in COMMAND_PREFIXES for word in out) or _holds_a_command(value)
         if SHELL_VARIABLE.fullmatch(token.text) and (value.startswith("-") or runs_it) and len(value.split()) > 1:
             out += [Token(w, token.line) for w in (_split(value))]

@@ -33,6 +33,8 @@ SHIFTER_VALUE_OPTIONS = {"--image", "-i", "--volume", "-V", "--env", "-e", "--mo
                          "--env-file"}  # fmt: skip
 """NERSC's Shifter (`shifter [--image=IMG] [options] COMMAND...`, NERSC's docs): options that take a value."""
 PLAIN_PREFIXES = {"exec", "nohup", "setsid", "time"}
+CONDITION_KEYWORDS = {"if", "elif", "while", "until", "!", "then", "do", "else"}
+"""Words before a command that a shell tests or runs in a block (`if main; then`): the command runs all the same."""
 """Words that run the rest of the line as it is, without options of their own here."""
 # apptainer / singularity exec options that take a value (apptainer 1.x `exec --help`); the others are switches
 CONTAINER_EXEC_VALUE_OPTIONS = {
@@ -119,6 +121,8 @@ def script_findings(script: str, first_line: int, file: str, name: str, env: dic
     notes: list[str] = []
     for words in script_commands(unwrapped_assignments(script), first_line):  # ID=$(docker run ...) runs it
         words = expand_arrays(words, arrays)
+        while words and words[0].text in CONDITION_KEYWORDS:  # `if main; then`, `! start_vllm`: the command tested
+            words = words[1:]
         if words and words[0].text in called:  # `start_vllm "$MODEL" 8000`: the function's body with these arguments
             inner, inner_notes = _function_call(functions[words[0].text], expand_words(words, known), first_line, file,
                                                 name, known, depth)  # fmt: skip
@@ -172,7 +176,13 @@ def _called_functions(script: str, first_line: int, functions: dict[str, ShellFu
     if not functions:
         return set()
     with_vllm = {name for name, f in functions.items() if "vllm" in "\n".join(f.body).lower()}
-    return {words[0].text for words in script_commands(script, first_line) if words and words[0].text in with_vllm}
+    called = set()
+    for words in script_commands(script, first_line):
+        while words and words[0].text in CONDITION_KEYWORDS:
+            words = words[1:]
+        if words and words[0].text in with_vllm:
+            called.add(words[0].text)
+    return called
 
 
 def _function_call(function: ShellFunction, words: list[Token], first_line: int, file: str, name: str,

@@ -99,3 +99,35 @@ def test_no_pin_is_taken_from_outside_the_checkout_or_from_a_range(tmp_path):
     os.mkdir(root / ".git")
     (script,) = read_manifests([str(root)])[1]
     assert script.vllm_pin is None
+
+
+BUILT_COMMAND = """\
+#!/bin/bash
+: ${MODEL_PATH:="Qwen/Qwen2.5-72B-Instruct"}
+: ${MAX_MODEL_LEN:=131072}
+: ${TRUST_REMOTE_CODE:="false"}
+main() {
+    local vllm_cmd="vllm serve \\"$MODEL_PATH\\""
+    vllm_cmd+=" --async-scheduling"
+    [[ -n "$MAX_MODEL_LEN" ]] && vllm_cmd+=" --max-model-len \\"$MAX_MODEL_LEN\\""
+    [[ -n "$UNSET_IN_THE_SCRIPT" ]] && vllm_cmd+=" --max-num-seqs \\"$UNSET_IN_THE_SCRIPT\\""
+    [[ "$TRUST_REMOTE_CODE" == "true" ]] && vllm_cmd+=" --trust-remote-code"
+    eval "$vllm_cmd &"
+}
+if main; then
+    exit 0
+fi
+"""
+
+
+def test_a_command_line_built_piece_by_piece_and_run_by_eval(tmp_path):
+    # batch s66 (khaledbenmachiche/slurm_jobs_pfe): `: ${X:=default}`, `+=` after decided tests, eval, `if main`
+    (script,) = read_manifests([str(write_tree(tmp_path / "repo", {"serve.sh": BUILT_COMMAND}))])[1]
+    assert [t.text for t in script.argv] == ["Qwen/Qwen2.5-72B-Instruct", "--async-scheduling", "--max-model-len",
+                                             "131072"]  # fmt: skip
+
+
+def test_a_command_held_in_a_variable_is_not_mistaken_for_the_launch(tmp_path):
+    text = '#!/bin/bash\nMODEL=Qwen/Qwen3-8B\nCMD="vllm serve $MODEL --port 8000"\nexec $CMD\n'
+    (script,) = read_manifests([str(write_tree(tmp_path / "repo", {"serve.sh": text}))])[1]
+    assert [t.text for t in script.argv] == ["Qwen/Qwen3-8B", "--port", "8000"]
