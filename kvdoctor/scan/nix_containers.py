@@ -43,6 +43,7 @@ def read(source: SourceFile, others: list[SourceFile] = ()) -> tuple[list[Worklo
         if workload is not None:
             found.append(replace(workload, platform="nixos", kind="NixOS oci-container",
                                  notes=workload.notes + (NOTE,)))  # fmt: skip
+    found += _systemd_services(evaluator, _entered(evaluator, evaluator.eval(root, {})), source)
     if found:
         return found, []
     return [], [f"{source.path}: a Nix file that mentions vLLM but defines no virtualisation.oci-containers container "
@@ -129,6 +130,77 @@ def _containers(evaluator: Evaluator, value):
                 if isinstance(attributes, dict) and "image" in attributes:
                     yield name, _line(evaluator, attributes), attributes
         stack += [v for k, v in node.items() if k != "virtualisation"]
+
+
+SERVICES_PATH = ("systemd", "services")
+
+
+def _systemd_services(evaluator: Evaluator, value, source: SourceFile) -> list[Workload]:
+    """`systemd.services.NAME` whose serviceConfig.ExecStart (or `script`) runs vLLM: read as a unit's ExecStart,
+    with the service's `environment`, each word on its Nix line (a `concatStringsSep " " [...]` keeps its items')."""
+    from kvdoctor.scan.scripts import script_findings
+
+    found: list[Workload] = []
+    stack, seen = [value], 0
+    while stack and seen < MAX_WALK:
+        node = _entered(evaluator, stack.pop())
+        seen += 1
+        if not isinstance(node, dict):
+            continue
+        services = node
+        for key in SERVICES_PATH:
+            services = _entered(evaluator, services.get(key)) if isinstance(services, dict) else None
+        for name in sorted(services) if isinstance(services, dict) else ():
+            service = _entered(evaluator, services[name])
+            if not isinstance(service, dict):
+                continue
+            config = _entered(evaluator, service.get("serviceConfig"))
+            start = config.get("ExecStart") if isinstance(config, dict) else None
+            script = _placed_script(evaluator, start if start is not None else service.get("script"))
+            if script is None or "vllm" not in script[0]:
+                continue
+            env = {k: t for k, v in (_entered(evaluator, service.get("environment")) or {}).items()
+                   if isinstance(t := evaluator._as_text(v), str)} if isinstance(_entered(evaluator, service.get("environment")), dict) else {}
+            workloads, _ = script_findings(script[0], script[1], source.path, name, env)
+            found += [replace(w, platform="nixos", kind="NixOS systemd service", notes=w.notes + (SERVICE_NOTE,))
+                      for w in workloads]
+        stack += [v for k, v in node.items() if k != "systemd"]
+    return found
+
+
+SERVICE_NOTE = ("NixOS systemd.services: its ExecStart (or script) read as a unit's, with the service's environment; "
+                "a Nix store path (${pkgs.vllm}) stays a variable, the program's name decides")
+
+
+def _placed_script(evaluator: Evaluator, start) -> tuple[str, int] | None:
+    """(a shell script with each piece on its own Nix line, its first line) of an ExecStart / script value."""
+    pieces: list[tuple[str, int]] = []
+    node = getattr(start, "node", None)
+    if isinstance(node, tuple) and node[0] == "apply" and isinstance(node[2], tuple) and node[2][0] == "apply" \
+            and "concatStringsSep" in str(node[2][2]):  # concatStringsSep SEP [ pieces ]: each piece keeps its line
+        items = evaluator.force(evaluator.eval(node[3], start.env))
+        for item in items if isinstance(items, list) else []:
+            text = evaluator._as_text(item)
+            located = evaluator.force(item)
+            if text is not None:
+                pieces.append((text, located.line if isinstance(located, Located) else 1))
+    else:
+        value = evaluator.force(start)
+        text = evaluator._as_text(value)
+        if text is None:
+            return None
+        pieces.append((text, value.line if isinstance(value, Located) else 1))
+    if not pieces:
+        return None
+    first = pieces[0][1]
+    lines, current = [""], first
+    for text, line in pieces:
+        while current < line:
+            lines[-1] += " \\"
+            lines.append("")
+            current += 1
+        lines[-1] += (" " if lines[-1] else "") + text
+    return "\n".join(lines), first
 
 
 def _line(evaluator: Evaluator, attributes: dict) -> int:

@@ -120,3 +120,33 @@ def test_the_nix_reader_evaluates_strings_sets_and_lists():
     assert [evaluator.value(i) for i in evaluator.force(value["l"])] == [1, 2]
     assert evaluator.value(value["s"]) == "line one\ntwo\n"
     assert isinstance(evaluator.force(value["a"])["x"].force(evaluator), Located)
+
+
+SERVICE = """\
+{ pkgs, ... }:
+let
+  model = "/var/lib/vllm/models/Qwen3.6-27B-AWQ";
+in {
+  systemd.services.vllm = {
+    description = "vLLM inference server";
+    environment = { HF_HOME = "/var/lib/vllm/huggingface"; };
+    serviceConfig = {
+      ExecStart = builtins.concatStringsSep " " [
+        "${pkgs.vllm}/bin/vllm serve ${model}"
+        # a comment between the pieces
+        "--tensor-parallel-size 2"
+        "--swap-space 4"
+      ];
+    };
+  };
+}
+"""
+
+
+def test_a_nixos_systemd_service_running_vllm_is_read_with_each_piece_on_its_line(tmp_path):
+    # batch s68 (costi/nixos-config vllm.nix)
+    (service,) = read_manifests([str(write_tree(tmp_path / "cfg", {"vllm.nix": SERVICE}))])[1]
+    assert (service.kind, service.name) == ("NixOS systemd service", "vllm")
+    assert [(t.text, t.line) for t in service.argv] == [("/var/lib/vllm/models/Qwen3.6-27B-AWQ", 10),
+                                                         ("--tensor-parallel-size", 12), ("2", 12),
+                                                         ("--swap-space", 13), ("4", 13)]  # fmt: skip
