@@ -32,8 +32,10 @@ def read(source: SourceFile, others: list[SourceFile] = ()) -> tuple[list[Worklo
     Nix files, whose settings (services.vllm.model = ...) a module's `config.X` reads, as NixOS merges modules."""
     try:
         root = parse(source.text)
-    except (NixError, RecursionError) as exc:
+    except NixError as exc:
         return [], [f"{source.path}: a Nix file that mentions vLLM, not read ({exc})"]
+    except RecursionError:
+        return [], [f"{source.path}: a Nix file that mentions vLLM, not read (nested too deeply)"]
     settings = _settings(others)
     evaluator = Evaluator(root, settings)
     found: list[Workload] = []

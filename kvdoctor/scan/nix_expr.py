@@ -154,10 +154,11 @@ def _dedented(parts: list) -> list:
 
 
 class Parser:
-    def __init__(self, toks: list[Tok], line_offset: int = 1):
-        self.toks, self.at, self.offset = toks, 0, line_offset - 1
+    def __init__(self, toks: list[Tok], first_line: int = 1):
+        """``first_line``: the file's line the text starts on (a ${...} inside a string)."""
+        self.toks, self.at = toks, 0
         for tok in toks:
-            tok.line += self.offset if line_offset != 1 else 0
+            tok.line += first_line - 1
 
     def peek(self, ahead: int = 0) -> Tok:
         return self.toks[min(self.at + ahead, len(self.toks) - 1)]
@@ -483,7 +484,8 @@ class Evaluator:
         return None
 
     def _attrs(self, bindings, env, recursive, into=None) -> dict:
-        out: dict = {} if into is None else {}
+        """The set's bindings as thunks; a `rec` set's (and a `let`'s, whose scope is ``into``) see each other."""
+        out: dict = {}
         scope = into if into is not None else (dict(env) if recursive else env)
         for binding in bindings:
             if binding[0] == "inherit":
