@@ -225,6 +225,10 @@ def script_assignments(script: str, known: dict[str, str]) -> dict[str, str]:
     return values
 
 
+PRINTS = re.compile(r"^\s*(?:echo|printf|log_\w+|logger)\b")
+"""A line that prints text (a usage line naming `vllm serve`), not a command that runs it."""
+
+
 def _assigns(line: str) -> bool:
     return SCRIPT_ASSIGNMENT.match(line) is not None or APPEND.match(line) is not None
 
@@ -265,8 +269,9 @@ def decided_lines(script: str, values: dict[str, str], stop: re.Pattern | None =
             continue
         if "<<" in line and (heredoc := HEREDOC.search(line)) is not None and "<<<" not in line:
             ends = heredoc.group(2)
-        if stop is not None and stop.search(line) and not _assigns(line):
-            return  # the launcher itself; a line that assigns a command line (CMD="vllm serve ...") is no launch
+        if stop is not None and stop.search(line) and not _assigns(line) and not PRINTS.match(line):
+            return  # the launcher itself; a line that assigns a command line (CMD="vllm serve ...") or prints a
+            # usage text (echo "usage: $0 MODEL [extra vllm serve args]") is no launch
         if BLOCK_CLOSES.match(line):
             if runs:
                 runs.pop()

@@ -5,8 +5,9 @@ its options too). Words keep their lines; the script's plain top-level assignmen
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import replace
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from kvdoctor.data.engine_launchers import EngineLauncher
 from kvdoctor.scan import cloud_run
@@ -129,6 +130,15 @@ def script_findings(script: str, first_line: int, file: str, name: str, env: dic
             found += [w for w in inner if not any(_same(w, other) for other in found)]
             notes += inner_notes
             continue
+        run_file = _called_script_file(expand_words(words, known), file) if depth < MAX_CALL_DEPTH else None
+        if run_file is not None:  # `exec bash ~/repo/scripts/launch_server.sh NAME MODEL --flag`: that file, these args
+            path, text = run_file
+            inner, inner_notes = script_findings(text, 1, str(path), name, known, depth=depth + 1)
+            note = f"{path.name}, run by {PurePosixPath(file).name} with its arguments, is read with them"
+            found += [replace(w, notes=w.notes + (note,), read_through=w.read_through + (str(path),)) for w in inner
+                      if not any(_same(w, other) for other in found)]  # fmt: skip
+            notes += inner_notes
+            continue
         typed = _typed_keys(words)
         if typed is not None:  # `tmux send-keys -t S "vllm serve ..." C-m`: a command typed into a shell
             inner, inner_notes = script_findings(typed.text, typed.line or first_line, file, name, known)
@@ -161,6 +171,39 @@ def script_findings(script: str, first_line: int, file: str, name: str, env: dic
 
 MAX_CALL_DEPTH = 3
 """Functions calling functions: three levels are read, deeper calls are left as commands."""
+SCRIPT_SHELLS = {"bash", "sh", "zsh", "dash"}
+SHIFT = re.compile(r"^\s*shift(?:\s+(\d+))?\s*(?:#.*)?$", re.MULTILINE)
+
+
+def _called_script_file(words: list[Token], file: str) -> tuple[Path, str] | None:
+    """(path, text with the call's arguments in place) of a script file of the same repository that the command runs
+    (`bash PATH ARGS`, `./PATH ARGS`), found by its name beside the caller, with $1.. the arguments and "$@" those
+    left after the script's `shift`s; None for any other command, or a file that names no vLLM."""
+    while words and (words[0].text in PLAIN_PREFIXES or words[0].text in CONDITION_KEYWORDS):
+        words = words[1:]
+    if words and PurePosixPath(words[0].text).name in SCRIPT_SHELLS:
+        words = words[1:]
+    if not words or not words[0].text.endswith((".sh", ".bash")) or file in ("", "<stdin>") or file.endswith(".service"):
+        return None  # a unit's ExecStart script is read by systemd_units, with the unit's Environment= values
+    path = Path(file).parent / PurePosixPath(words[0].text).name
+    try:
+        if not path.is_file() or path.resolve() == Path(file).resolve():
+            return None
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if "vllm" not in text.lower():
+        return None
+    arguments = [w.text for w in words[1:]]
+    shifted = sum(int(m.group(1) or 1) for m in SHIFT.finditer(text))
+    rest = " ".join(shlex.quote(a) for a in arguments[shifted:])
+
+    def positional(match: re.Match[str]) -> str:
+        number = int(match.group(1) or match.group(2))
+        return shlex.quote(arguments[number - 1]) if number <= len(arguments) else ""
+
+    text = re.sub(r'"\$@"|"\$\*"|\$@|\$\*', lambda _: rest, text)
+    return path, re.sub(r"\$\{([1-9])\}|\$([1-9])\b", positional, text)
 
 
 def _functions(script: str, file: str, depth: int) -> dict[str, ShellFunction]:

@@ -131,3 +131,31 @@ def test_a_command_held_in_a_variable_is_not_mistaken_for_the_launch(tmp_path):
     text = '#!/bin/bash\nMODEL=Qwen/Qwen3-8B\nCMD="vllm serve $MODEL --port 8000"\nexec $CMD\n'
     (script,) = read_manifests([str(write_tree(tmp_path / "repo", {"serve.sh": text}))])[1]
     assert [t.text for t in script.argv] == ["Qwen/Qwen3-8B", "--port", "8000"]
+
+
+LAUNCHER = """\
+#!/bin/bash
+if [ $# -lt 2 ]; then
+  echo "usage: $0 <container_name> <model_id> [extra vllm serve args...]" >&2
+  exit 1
+fi
+NAME="$1"
+MODEL="$2"
+shift 2
+docker run --gpus all --name "$NAME" vllm/vllm-openai:v0.25.1 \\
+  --model "$MODEL" --tensor-parallel-size 8 "$@"
+"""
+
+
+def test_a_script_run_with_arguments_is_read_with_them_and_not_alone(tmp_path):
+    # batch s68 (kenzhangwangshu/b300_benchmark): a per-model wrapper runs the repository's launcher
+    root = write_tree(tmp_path / "repo", {
+        "scripts/launch_server.sh": LAUNCHER,
+        "scripts/serve_kimi.sh": "#!/bin/bash\nexec bash ~/bench/scripts/launch_server.sh kimi nvidia/Kimi-K2.5-NVFP4 "
+                                 "--quantization modelopt_fp4 --swap-space 4\n",
+    })  # fmt: skip
+    (served,) = read_manifests([str(root)])[1]  # the launcher's own reading ($1, $2 unknown) is not kept beside it
+    assert (served.name, served.container, served.image) == ("serve_kimi.sh", "kimi", "vllm/vllm-openai:v0.25.1")
+    assert [t.text for t in served.argv] == ["--model", "nvidia/Kimi-K2.5-NVFP4", "--tensor-parallel-size", "8",
+                                             "--quantization", "modelopt_fp4", "--swap-space", "4"]  # fmt: skip
+    assert served.file.endswith("launch_server.sh")  # findings point at the launcher's lines
