@@ -294,10 +294,19 @@ def _environ(workload: Workload, settings, values, sources, notes) -> dict[str, 
 
 
 def _data_parallel(workload: Workload) -> int:
+    """--data-parallel-size, the ranks the workload's GPUs serve (a LeaderWorkerSet's group: all its pods'); one for a
+    rank launched on its own (--data-parallel-rank without --data-parallel-size-local: each pod one rank, vLLM's
+    multi-node data parallel with external launch)."""
     words = [t.text for t in workload.argv]
+    if _flag_value(words, "--data-parallel-rank") is not None and _flag_value(words, "--data-parallel-size-local") is None:
+        return 1
+    size = _flag_value(words, "--data-parallel-size")
+    return int(size) if size is not None and size.isdigit() and int(size) > 0 else 1
+
+
+def _flag_value(words: list[str], name: str) -> str | None:
     for index, word in enumerate(words):
         flag, has_value, inline = word.partition("=")
-        if canonical_flag(flag) == "--data-parallel-size":
-            text = inline if has_value else (words[index + 1] if index + 1 < len(words) else "")
-            return int(text) if text.isdigit() and int(text) > 0 else 1
-    return 1
+        if canonical_flag(flag) == name:
+            return inline if has_value else (words[index + 1] if index + 1 < len(words) else "")
+    return None

@@ -344,3 +344,28 @@ def test_vllm_options_given_as_command_replace_the_entrypoint_an_error_the_rest_
     assert any(p.finding.rule_id == "KVD004" and p.finding.status == "fired" for p in results["vllm"].placed)
     for name in ("fine", "launcher"):
         assert not any(p.finding.rule_id == "KVD211" and p.finding.status == "fired" for p in results[name].placed)
+
+
+DP_RANK_POD = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: dp-rank-0}
+spec:
+  containers:
+  - name: engine
+    image: vllm/vllm-openai:v0.25.1
+    command: [python3, -m, vllm.entrypoints.openai.api_server, --model, Qwen/Qwen3-8B,
+              --data-parallel-address, $(ENTRY_ADDRESS), --data-parallel-rank, "0", --data-parallel-size, "2"RANK_EXTRA]
+    resources: {limits: {nvidia.com/gpu: "1"}}
+"""
+
+
+def test_a_data_parallel_rank_launched_on_its_own_needs_the_gpus_of_one_rank(tmp_path):
+    # batch s69 (volcano-sh/kthena data-parallel-deployment.yaml): DP 2 over two pods, one rank and one GPU each
+    path = tmp_path / "dp.yaml"
+    path.write_text(DP_RANK_POD.replace("RANK_EXTRA", ""))
+    (result,) = scan([str(path)], tmp_path, gpu="H100").workloads
+    assert not [p for p in result.placed if p.finding.rule_id == "KVD201"]
+    path.write_text(DP_RANK_POD.replace("RANK_EXTRA", "").replace(", --data-parallel-rank, \"0\"", ""))
+    (result,) = scan([str(path)], tmp_path, gpu="H100").workloads  # no rank: this pod runs both ranks, on 1 GPU
+    assert [p.finding.status for p in result.placed if p.finding.rule_id == "KVD201"] == ["fired"]
