@@ -10,7 +10,7 @@ from pathlib import Path
 
 from kvdoctor.scan import (ansible_tasks, ansible_templates, cloud_build, compose, compose_include, nix_containers, project_pins, dockerfile, dstack, dynamo, ecs, embedded_scripts, github_actions, hcl,
                            helm_release, helm_values, kserve_huggingface, kserve_runtimes, kubernetes, llmaz, makefiles,
-                           markdown, nodes, nomad, python_apps, python_engine_args, ray_job, scripts, serving_crds,
+                           markdown, nodes, nomad, ome_runtimes, python_apps, python_engine_args, ray_job, scripts, serving_crds,
                            sibling_runtimes, skypilot, systemd_units, terraform, terraform_helm, vllm_runtime)  # fmt: skip
 from kvdoctor.scan.chart_reader import chart_workloads
 from kvdoctor.scan.config_maps import ConfigMap, config_maps_of, with_config_maps
@@ -31,6 +31,7 @@ READERS = (
     (dynamo.is_dynamo_graph, dynamo.workloads),
     (serving_crds.is_kubeai_vllm_model, serving_crds.kubeai_workloads),
     (vllm_runtime.is_vllm_runtime, vllm_runtime.workloads),
+    (ome_runtimes.is_ome_runtime, ome_runtimes.workloads),
     (serving_crds.is_ray_serve_llm, serving_crds.ray_serve_workloads),
     (llmaz.is_vllm_playground, llmaz.workloads),
     (ray_job.is_ray_job, ray_job.workloads),
