@@ -14,7 +14,7 @@ import yaml
 
 from kvdoctor.scan import compose
 from kvdoctor.scan.documents import SourceFile
-from kvdoctor.scan.nix_expr import Evaluator, Lambda, Located, NixError, Thunk, Unknown, parse
+from kvdoctor.scan.nix_expr import Evaluator, Lambda, Located, NixError, Unknown, parse
 from kvdoctor.scan.workload import Workload
 
 CONTAINERS_PATH = ("virtualisation", "oci-containers", "containers")
@@ -161,9 +161,10 @@ def _systemd_services(evaluator: Evaluator, value, source: SourceFile) -> list[W
             script = _placed_script(evaluator, start if start is not None else service.get("script"))
             if script is None or "vllm" not in script[0]:
                 continue
-            env = {k: t for k, v in (_entered(evaluator, service.get("environment")) or {}).items()
-                   if isinstance(t := evaluator._as_text(v), str)} if isinstance(_entered(evaluator, service.get("environment")), dict) else {}
-            workloads, _ = script_findings(script[0], script[1], source.path, name, env)
+            environment = _entered(evaluator, service.get("environment"))
+            known = {key: text for key, value in (environment if isinstance(environment, dict) else {}).items()
+                     if (text := evaluator.as_text(value)) is not None}  # fmt: skip
+            workloads, _ = script_findings(script[0], script[1], source.path, name, known)
             found += [replace(w, platform="nixos", kind="NixOS systemd service", notes=w.notes + (SERVICE_NOTE,))
                       for w in workloads]
         stack += [v for k, v in node.items() if k != "systemd"]
@@ -182,13 +183,13 @@ def _placed_script(evaluator: Evaluator, start) -> tuple[str, int] | None:
             and "concatStringsSep" in str(node[2][2]):  # concatStringsSep SEP [ pieces ]: each piece keeps its line
         items = evaluator.force(evaluator.eval(node[3], start.env))
         for item in items if isinstance(items, list) else []:
-            text = evaluator._as_text(item)
+            text = evaluator.as_text(item)
             located = evaluator.force(item)
             if text is not None:
                 pieces.append((text, located.line if isinstance(located, Located) else 1))
     else:
         value = evaluator.force(start)
-        text = evaluator._as_text(value)
+        text = evaluator.as_text(value)
         if text is None:
             return None
         pieces.append((text, value.line if isinstance(value, Located) else 1))

@@ -471,11 +471,11 @@ class Evaluator:
                 out.append(piece)
                 continue
             value = self.force(self.eval(piece, env, depth + 1))
-            text = self._as_text(value)
+            text = self.as_text(value)
             out.append(text if text is not None else "${" + _text(piece) + "}")
         return Located("".join(out), node[1])
 
-    def _as_text(self, value) -> str | None:
+    def as_text(self, value) -> str | None:
         value = self.force(value)
         if isinstance(value, Located):
             if isinstance(value.value, bool):
@@ -497,7 +497,7 @@ class Evaluator:
                 else:
                     out[name] = Thunk(("select", binding[1], binding[3], [name], None), env)
                 continue
-            path = [p if isinstance(p, str) else self._as_text(self.eval(p, env)) for p in binding[2]]
+            path = [p if isinstance(p, str) else self.as_text(self.eval(p, env)) for p in binding[2]]
             if None in path:
                 continue
             _assign(out, path, Thunk(binding[3], scope), self)
@@ -521,7 +521,7 @@ class Evaluator:
     def _select(self, node, env, depth):
         base_node, path, fallback = node[2], node[3], node[4]
         target = self.eval(base_node, env, depth + 1)
-        names = [p if isinstance(p, str) else self._as_text(self.eval(p, env)) for p in path]
+        names = [p if isinstance(p, str) else self.as_text(self.eval(p, env)) for p in path]
         if isinstance(target, Unknown) and target.text in ("lib", "builtins", "lib.strings", "lib.lists") and names \
                 and names[-1] in BUILTINS:
             return Lambda([], None, {}, builtin=names[-1])
@@ -636,9 +636,9 @@ def _builtin(evaluator: Evaluator, function: Lambda, argument: Thunk, node):
     if name in ("mkDefault", "mkForce", "mkOverride", "mkBefore", "mkAfter"):
         return last
     if name == "toString":
-        text = evaluator._as_text(last)
+        text = evaluator.as_text(last)
         if text is None and isinstance(last, list):
-            parts = [evaluator._as_text(item) for item in last]
+            parts = [evaluator.as_text(item) for item in last]
             text = " ".join(parts) if None not in parts else None
         return Located(text, node[1]) if text is not None else Unknown(_text(node))
     if name in ("map", "concatMap", "mapAttrsToList"):
@@ -668,18 +668,18 @@ def _builtin(evaluator: Evaluator, function: Lambda, argument: Thunk, node):
                     _assign(merged, [key], value if isinstance(value, Thunk) else _const(value), evaluator)
         return merged
     if name in ("concatStringsSep",) and isinstance(last, list):
-        separator = evaluator._as_text(args[0])
-        parts = [evaluator._as_text(item) for item in last]
+        separator = evaluator.as_text(args[0])
+        parts = [evaluator.as_text(item) for item in last]
         if separator is None or None in parts:
             return Unknown(_text(node))
         return Located(separator.join(parts), node[1])
     if name in ("escapeShellArgs",) and isinstance(last, list):
         import shlex
 
-        parts = [evaluator._as_text(item) for item in last]
+        parts = [evaluator.as_text(item) for item in last]
         return Located(" ".join(shlex.quote(p) for p in parts), node[1]) if None not in parts else Unknown(_text(node))
     if name == "escapeShellArg":
-        text = evaluator._as_text(last)
+        text = evaluator.as_text(last)
         import shlex
 
         return Located(shlex.quote(text), node[1]) if text is not None else Unknown(_text(node))

@@ -21,7 +21,8 @@ from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
 from kvdoctor.scan.image_entrypoints import names_vllm, unread_release, unseen_note
 from kvdoctor.scan.kubernetes import env_built
 from kvdoctor.scan.shell_arrays import expand_arrays, script_arrays
-from kvdoctor.scan.shell_functions import ShellFunction, called_body, functions_in, sourced_functions, without_bodies
+from kvdoctor.scan.shell_functions import (ShellFunction, called_body, functions_in, sourced_functions, with_arguments,
+                                          without_bodies)
 from kvdoctor.scan.workload import EnvVar, Token, Workload
 
 SHEBANG = re.compile(r"^#!\s*\S*(?:/|env\s+)(?:ba|da|z)?sh\b")
@@ -122,8 +123,7 @@ def script_findings(script: str, first_line: int, file: str, name: str, env: dic
     notes: list[str] = []
     for words in script_commands(unwrapped_assignments(script), first_line):  # ID=$(docker run ...) runs it
         words = expand_arrays(words, arrays)
-        while words and words[0].text in CONDITION_KEYWORDS:  # `if main; then`, `! start_vllm`: the command tested
-            words = words[1:]
+        words = _tested(words)  # `if main; then`, `! start_vllm`: the command tested runs all the same
         if words and words[0].text in called:  # `start_vllm "$MODEL" 8000`: the function's body with these arguments
             inner, inner_notes = _function_call(functions[words[0].text], expand_words(words, known), first_line, file,
                                                 name, known, depth)  # fmt: skip
@@ -173,6 +173,14 @@ MAX_CALL_DEPTH = 3
 """Functions calling functions: three levels are read, deeper calls are left as commands."""
 SCRIPT_SHELLS = {"bash", "sh", "zsh", "dash"}
 SHIFT = re.compile(r"^\s*shift(?:\s+(\d+))?\s*(?:#.*)?$", re.MULTILINE)
+ALL_ARGUMENTS = re.compile(r'"\$@"|"\$\*"|\$@|\$\*')
+
+
+def _tested(words: list[Token]) -> list[Token]:
+    """The command after the keywords a shell tests or runs it under (`if main; then`, `while ...`, `!`)."""
+    while words and words[0].text in CONDITION_KEYWORDS:
+        words = words[1:]
+    return words
 
 
 def _called_script_file(words: list[Token], file: str) -> tuple[Path, str] | None:
@@ -180,7 +188,7 @@ def _called_script_file(words: list[Token], file: str) -> tuple[Path, str] | Non
     (`bash PATH ARGS`, `./PATH ARGS`), found by its name beside the caller, with $1.. the arguments and "$@" those
     left after the script's `shift`s; None for any other command, or a file that names no vLLM."""
     while words and (words[0].text in PLAIN_PREFIXES or words[0].text in CONDITION_KEYWORDS):
-        words = words[1:]
+        words = words[1:]  # `exec bash ...`, `if ./launch.sh ...; then`
     if words and PurePosixPath(words[0].text).name in SCRIPT_SHELLS:
         words = words[1:]
     if not words or not words[0].text.endswith((".sh", ".bash")) or file in ("", "<stdin>") or file.endswith(".service"):
@@ -197,13 +205,7 @@ def _called_script_file(words: list[Token], file: str) -> tuple[Path, str] | Non
     arguments = [w.text for w in words[1:]]
     shifted = sum(int(m.group(1) or 1) for m in SHIFT.finditer(text))
     rest = " ".join(shlex.quote(a) for a in arguments[shifted:])
-
-    def positional(match: re.Match[str]) -> str:
-        number = int(match.group(1) or match.group(2))
-        return shlex.quote(arguments[number - 1]) if number <= len(arguments) else ""
-
-    text = re.sub(r'"\$@"|"\$\*"|\$@|\$\*', lambda _: rest, text)
-    return path, re.sub(r"\$\{([1-9])\}|\$([1-9])\b", positional, text)
+    return path, with_arguments(ALL_ARGUMENTS.sub(lambda _: rest, text), arguments)
 
 
 def _functions(script: str, file: str, depth: int) -> dict[str, ShellFunction]:
@@ -220,9 +222,7 @@ def _called_functions(script: str, first_line: int, functions: dict[str, ShellFu
         return set()
     with_vllm = {name for name, f in functions.items() if "vllm" in "\n".join(f.body).lower()}
     called = set()
-    for words in script_commands(script, first_line):
-        while words and words[0].text in CONDITION_KEYWORDS:
-            words = words[1:]
+    for words in map(_tested, script_commands(script, first_line)):
         if words and words[0].text in with_vllm:
             called.add(words[0].text)
     return called

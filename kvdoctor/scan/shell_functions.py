@@ -70,17 +70,22 @@ def sourced_functions(text: str, script: str) -> dict[str, ShellFunction]:
     return found
 
 
-def called_body(function: ShellFunction, arguments: list[str]) -> tuple[str, dict[str, str]]:
-    """The function's body as the call runs it: $1.. the call's arguments, each `local NAME=value` an assignment of
-    the returned values (its line left blank, so lines keep their numbers)."""
+def with_arguments(text: str, arguments: list[str]) -> str:
+    """The text with $1.. (${1}..) the call's arguments, quoted for the shell; one past them empty."""
     def positional(match: re.Match[str]) -> str:
         number = int(match.group(1) or match.group(2))
         return shlex.quote(arguments[number - 1]) if number <= len(arguments) else ""
 
+    return POSITIONAL.sub(positional, text)
+
+
+def called_body(function: ShellFunction, arguments: list[str]) -> tuple[str, dict[str, str]]:
+    """The function's body as the call runs it: $1.. the call's arguments, each `local NAME=value` an assignment of
+    the returned values (its line left blank, so lines keep their numbers)."""
     values: dict[str, str] = {}
     lines = []
     for line in function.body:
-        line = POSITIONAL.sub(positional, line)
+        line = with_arguments(line, arguments)
         local = LOCAL.match(line)
         if local is not None:
             try:
