@@ -1,6 +1,6 @@
 """How well `kvdoctor explain` does on the real logs in tests/fixtures/logs_real (index.yaml).
 
-    .venv/bin/python tools/measure_explain.py [--seen-only] [--verbose] [--batch N] [--as-pasted]
+    .venv/bin/python tools/measure_explain.py [--seen-only] [--verbose] [--batch N] [--as-pasted] [--confusion]
 
 An entry counts as explained when
   - failure: true  -> exit 1, the reported failure family is the entry's family (any family for 'other'; with
@@ -108,6 +108,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, help="only the files of held-out batch N (see index.yaml's header)")
     parser.add_argument("--as-pasted", action="store_true",
                         help="score the seen logs under each AS_PASTED alteration (HTML entities, hard wraps, ...)")
+    parser.add_argument("--confusion", action="store_true",
+                        help="also count the held-out misses by (wanted family, family named, exit): counts only, "
+                             "no file names or text")
     parser.add_argument("--strict", action="store_true",
                         help="a log labelled 'other' counts only when explain names no family for it either")
     args = parser.parse_args()
@@ -127,6 +130,7 @@ def main() -> None:
         return
     totals = {False: [0, 0], True: [0, 0]}
     contract = {False: [0, 0], True: [0, 0]}  # [failing logs with exit 0, healthy logs with exit 1]
+    confusion: dict[tuple, int] = {}
     for entry in entries:
         held = bool(entry.get("heldout"))
         if held and args.seen_only:
@@ -141,6 +145,11 @@ def main() -> None:
             contract[held][0] += 1
         if not failing and detail.startswith("exit 1"):
             contract[held][1] += 1
+        if held and not ok and args.confusion:
+            want = entry["family"] if failing else "healthy"
+            got = re.search(r"exit (\d).*?family (\w+)", detail)
+            key = (want, got.group(2) if got else "?", "exit " + (got.group(1) if got else "?"))
+            confusion[key] = confusion.get(key, 0) + 1
         if args.verbose and not held:
             print(f"{'ok  ' if ok else 'MISS'} {entry['file']}: {detail}")
     prefix = (f"batch {args.batch} " if args.batch is not None else "") + ("strict, " if args.strict else "")
@@ -149,6 +158,8 @@ def main() -> None:
         if total:
             print(f"{label}: {good}/{total} explained ({100 * good / total:.0f}%); failing logs with exit 0: "
                   f"{contract[held][0]}, healthy logs with exit 1: {contract[held][1]}")
+    for (want, got, code), count in sorted(confusion.items(), key=lambda item: -item[1]):
+        print(f"held-out miss x{count}: want {want}, named {got}, {code}")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from kvdoctor.explain.families import Families
 from kvdoctor.explain.findings import finding_with_log_values, log_values
 from kvdoctor.explain.log_lines import LogLine
 from kvdoctor.explain.selector import SelectorError, explain_reasons
-from kvdoctor.explain.tracebacks import ExceptionChain, LoggedException
+from kvdoctor.explain.tracebacks import ExceptionChain, LoggedException, frames_above
 from kvdoctor.explain.verdict import ERROR_LEVELS, ready_after, refused_request
 from kvdoctor.model.report import Finding, Report
 
@@ -226,8 +226,13 @@ def _cut_traceback_end(lines: list[LogLine], chains: list[ExceptionChain]) -> st
     found = _FRAME_LINE.match(lines[frame_at].text)
     below = lines[frame_at + 1].text.strip() if frame_at + 1 < len(lines) else ""
     code = f": `{clip(below, 160)}`" if below and not below.startswith(("File ", "^", "~")) else ""
+    end = frame_at + (2 if code else 1)
+    last = lines[end - 1]  # the frames end there: an empty line of their record stands for the exception line
+    frames = frames_above(lines[:end] + [last._replace(number=last.number + 1, text="")], end)
+    constructing = LoggedException("", "", frames, "", 0).constructing if frames else None
+    built = f", while constructing {constructing[0]} (in {constructing[1].function})" if constructing else ""
     return (f"The log ends inside a traceback, cut before its exception line (line {lines[frame_at].number}); its "
-            f"innermost frame: {found.group(1)}:{found.group(2)} in {found.group(3)}{code}.")
+            f"innermost frame: {found.group(1)}:{found.group(2)} in {found.group(3)}{code}{built}.")
 
 
 def _failed_requests(lines: list[LogLine], families: Families) -> list[int]:

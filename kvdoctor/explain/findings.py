@@ -187,6 +187,10 @@ def unknown_finding(rule: Rule, exception: LoggedException, facts: dict[str, Any
         code = exception.frames[-1].code if exception.frames else None
         # the line that failed says which value was wrong when the message is Python's own ('int' * 'NoneType')
         cause += f", in `{clip(code, 160)}`" if code else ""
+        constructing = exception.constructing
+        if constructing is not None:  # a constructor raised: the class being built names the component
+            name, caller = constructing
+            cause += f", while constructing {name} (in {caller.function}, {caller.file}:{caller.line})"
         caller = exception.frames[-2] if len(exception.frames) >= 2 and not exception.message.strip() else None
         if caller is not None and caller.code:  # a bare exception ('TimeoutError'): the call it was raised under
             cause += f", called from {caller.function or 'its caller'}: `{clip(caller.code, 160)}`"

@@ -94,6 +94,22 @@ class LoggedException:
         place = f"{frame.file}:{frame.line}" if frame.line else frame.file  # line 0: the excerpt did not show it
         return f"{place} in {frame.function}" if frame.function else place
 
+    @property
+    def constructing(self) -> tuple[str, Frame] | None:
+        """The class whose constructor raised ('XPUFp8MoEMethod') and the frame that constructed it, when the innermost
+        frames are __init__ (a super().__init__ chain included) under a frame whose code calls a CapWords name."""
+        inits = 0
+        for frame in reversed(self.frames):
+            chained = inits and (frame.code or "").startswith("super(")  # super().__init__ of a subclass
+            if frame.function == "__init__" and (inits == 0 or chained):
+                inits += 1
+                continue
+            if not inits:
+                return None
+            called = _CONSTRUCTS.search(frame.code or "")
+            return (called.group(1), frame) if called else None
+        return None
+
     def searchable(self) -> str:
         """Text signatures are matched against: the exception, its frames and any compile excerpt."""
         parts = [f"{self.type}: {self.message}"]
@@ -105,6 +121,9 @@ class LoggedException:
                 parts.append(frame.code)
         parts.extend(self.compile_excerpt)
         return "\n".join(parts)
+
+
+_CONSTRUCTS = re.compile(r"(?<![\w.])(?:[a-z_]\w*\.)*([A-Z]\w*[a-z]\w*)\(")  # 'return mod.XPUFp8MoEMethod(' -> class
 
 
 @dataclass(frozen=True)
@@ -206,7 +225,7 @@ def _parse_stream(stream: str, lines: list[LogLine]) -> list[ExceptionChain]:
             i += 1
             continue
         if stripped and not linked and text[0] not in " \t" and _BARE_EXCEPTION.match(text):
-            exception, i = _parse_exception(stream, lines, i, _frames_above(lines, i))
+            exception, i = _parse_exception(stream, lines, i, frames_above(lines, i))
             if current:
                 chains.append(ExceptionChain(tuple(current), stream))
             current = [exception]
@@ -255,7 +274,7 @@ def _ipython_frames_above(lines: list[LogLine], i: int) -> tuple[Frame, ...]:
     return tuple(frames)
 
 
-def _frames_above(lines: list[LogLine], i: int) -> tuple[Frame, ...]:
+def frames_above(lines: list[LogLine], i: int) -> tuple[Frame, ...]:
     """The frames printed just above a bare exception line (an excerpt of a traceback whose 'Traceback' line was
     not pasted: `File "vllm/x.py", in f` and its code line, or IPython's `File path:N, in f` frames), outermost
     first; none when the line above is not one."""

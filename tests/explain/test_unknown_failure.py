@@ -43,3 +43,33 @@ def test_an_unlocated_message_says_the_index_does_not_hold_it():
     assert "does not hold this message" in finding.cause
     assert "vllm 0.20.0-0.34.0" in finding.cause or "vllm " in finding.cause
     assert "the vLLM release" in finding.cause and "a rule whose signature matches it" in finding.cause
+
+
+# a constructor's assert with no message: the class being built (two frames out, through super().__init__) names the
+# component, and a traceback through vLLM's quantization methods is a quantization kernel/scheme failure
+_CONSTRUCTOR_ASSERT = """Traceback (most recent call last):
+  File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/layers/quantization/ipex_quant.py", line 410, in get_quant_method
+    return XPUFp8MoEMethod(fp8_config, layer)
+  File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/layers/quantization/ipex_quant.py", line 438, in __init__
+    super().__init__(quant_config, layer)
+  File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/layers/quantization/fp8.py", line 1097, in __init__
+    assert not quant_config.is_checkpoint_fp8_serialized
+AssertionError
+"""
+
+
+def test_a_constructor_that_raised_names_the_class_it_was_building():
+    finding = _unknown(HEAD + _CONSTRUCTOR_ASSERT)
+    assert "while constructing XPUFp8MoEMethod (in get_quant_method" in finding.cause
+    assert explain_text(HEAD + _CONSTRUCTOR_ASSERT).extra["family"] == "quant_kernel_scheme"
+
+
+def test_a_method_that_raised_names_no_class():
+    text = _CONSTRUCTOR_ASSERT.replace("line 1097, in __init__", "line 1097, in apply")
+    assert "while constructing" not in _unknown(HEAD + text).cause
+
+
+def test_a_traceback_cut_in_a_constructor_names_the_class_in_its_note():
+    cut = "\n".join(_CONSTRUCTOR_ASSERT.splitlines()[:5]) + "\n"  # ends at ipex_quant.py's __init__ frame
+    notes = " ".join(explain_text("ERROR: something failed\n" + cut).notes)
+    assert "while constructing XPUFp8MoEMethod (in get_quant_method)" in notes
