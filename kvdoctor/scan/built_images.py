@@ -118,7 +118,7 @@ def built_workload(file: str, name: str, deploy: Deploy, builds: list[Build], ro
             return None
         env = {e.name: e.value for e in deploy.env if e.value is not None}
         read = dockerfile.image_command(source, env, list(deploy.args) or None)
-        return _adopted(read[0], file, name, deploy, str(path)) if read else None
+        return adopted(read[0], file, name, deploy, str(path)) if read else None
     return None
 
 
@@ -128,7 +128,7 @@ def _normal(image: str) -> str:
     return image if ":" in last or "@" in last else image + ":latest"
 
 
-def _adopted(image: Workload, file: str, name: str, deploy: Deploy, dockerfile_path: str) -> Workload:
+def adopted(image: Workload, file: str, name: str, deploy: Deploy, dockerfile_path: str) -> Workload:
     """The Dockerfile's workload as the deploy's: the deploy's file, name, container, env and GPUs; the command, the
     base image and the Dockerfile's ENV on the Dockerfile's lines."""
     workload = Workload(

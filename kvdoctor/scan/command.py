@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import shlex
 from dataclasses import dataclass
@@ -204,7 +205,7 @@ def script_assignments(script: str, known: dict[str, str]) -> dict[str, str]:
                 values[default.group(1)] = _unquoted(default.group(2))
             continue
         if (appended := APPEND.match(line)) is not None:
-            _append(values, appended, all(runs))
+            _append(values, appended, None if None in runs else all(runs))
             continue
         found = SCRIPT_ASSIGNMENT.match(line)
         if found is None:
@@ -237,13 +238,13 @@ def _unquoted(text: str) -> str:
     return text[1:-1] if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"" else text
 
 
-def _append(values: dict[str, str], appended: re.Match, runs: bool) -> None:
+def _append(values: dict[str, str], appended: re.Match, runs: bool | None) -> None:
     """`NAME+=VALUE` (after a test, `[[ -n "$X" ]] && ...`): the value appended to a known NAME when the test holds
-    with the known values; a test they do not decide leaves the optional piece out (the command stays known, less
-    that flag); in a block nothing decides NAME is unknown from there on."""
+    with the known values; a test they do not decide, inline or a block around it (an `if`, a loop), leaves the
+    optional piece out: the command stays known, less that flag."""
     test, name, value = appended.group(1), appended.group(2), appended.group(3)
     holds = _test_holds(test.strip(), values) if test else True
-    if not holds:
+    if not holds or runs is None:
         return
     word = _one_word(value)
     if not runs or name not in values or word is None:
@@ -260,6 +261,7 @@ def decided_lines(script: str, values: dict[str, str], stop: re.Pattern | None =
     here). ``values`` is read when each `if` is met (a caller may add to it as it goes); ``stop``: the first line it
     matches ends the walk."""
     runs: list[bool | None] = []  # per open block
+    taken: list[bool | None] = []  # per open block: whether a branch before this one ran (None: not decided)
     ends: str | None = None  # the word that ends the here-document being skipped
     for index, line in enumerate(script.splitlines()):
         if ends is not None:  # a here-document's body is data (`python - <<EOF ... while x: ... EOF`), no script
@@ -275,15 +277,19 @@ def decided_lines(script: str, values: dict[str, str], stop: re.Pattern | None =
         if BLOCK_CLOSES.match(line):
             if runs:
                 runs.pop()
+                taken.pop()
             continue
         if (opened := IF_LINE.match(line)) is not None and opened.group(1) == "elif" and runs:
-            runs[-1] = None
+            # an elif runs when no branch before it did and its own test holds
+            runs[-1] = False if taken[-1] else None if taken[-1] is None else _test_holds(opened.group(2), values)
+            taken[-1] = True if taken[-1] else runs[-1]
             continue
         if ELSE_LINE.match(line) and runs:
-            runs[-1] = None if runs[-1] is None else not runs[-1]
+            runs[-1] = None if taken[-1] is None else not taken[-1]
             continue
         if BLOCK_OPENS.search(line):
             runs.append(_test_holds(opened.group(2), values) if opened is not None else None)
+            taken.append(runs[-1])
             continue
         yield index, line, runs
 
@@ -293,8 +299,24 @@ _TEST = re.compile(r"^\s*(?:\[\[?|test)\s+(?:(-[zn])\s+(\S+)|(\S+)\s+(==?|!=)\s+
                    r"\s*(?:\]\]?)?\s*;?\s*(?:then)?\s*$")
 
 
+_JOINED_TESTS = re.compile(r"(?<=\])\s*(\|\||&&)\s*(?=\[)")
+"""`[[ A ]] || [[ B ]]`, `[ A ] && [ B ]`: tests joined by the shell's list operators."""
+
+
 def _test_holds(condition: str, values: dict[str, str]) -> bool | None:
-    """Whether an `if`'s test holds with the known values; None when it is no simple test or a value is unknown."""
+    """Whether an `if`'s test holds with the known values; None when it is no simple test or a value is unknown.
+    `[[ $X == *"VL"* ]]` matches X against the pattern (quoted parts literal), as bash's [[ does."""
+    condition = re.sub(r"\s*;?\s*then\s*$", "", condition.strip())
+    parts = _JOINED_TESTS.split(condition)
+    if len(parts) > 1:
+        result = _test_holds(parts[0], values)
+        for operator, part in zip(parts[1::2], parts[2::2]):
+            other = _test_holds(part, values)
+            if operator == "||":
+                result = True if result is True or other is True else None if None in (result, other) else False
+            else:
+                result = False if result is False or other is False else None if None in (result, other) else True
+        return result
     match = _TEST.match(condition)
     if match is None:
         return None
@@ -309,7 +331,30 @@ def _test_holds(condition: str, values: dict[str, str]) -> bool | None:
         return None
     if match.group(1):
         return (expanded[0] == "") == (match.group(1) == "-z")
-    return (expanded[0] == expanded[1]) == (match.group(4) != "!=")
+    pattern = condition.lstrip().startswith("[[") and _GLOB.search(operands[1])
+    equal = _glob_match(expanded[0], operands[1], values) if pattern else expanded[0] == expanded[1]
+    if equal is None:
+        return None
+    return equal == (match.group(4) != "!=")
+
+
+_GLOB = re.compile(r"(?:^|[^\\])[*?\[]")
+
+
+def _glob_match(text: str, pattern: str, values: dict[str, str]) -> bool | None:
+    """`[[ TEXT == PATTERN ]]`: the pattern's unquoted * ? [...] match as globs, its quoted parts literally."""
+    regex = ""
+    for quoted_double, quoted_single, bare in re.findall(r'"([^"]*)"|\'([^\']*)\'|([^"\']+)', pattern):
+        piece = quoted_double or quoted_single or bare
+        if quoted_single:
+            regex += re.escape(piece)
+            continue
+        (expanded,) = expand_shell_variables([Token(piece, None)], values)
+        if UNRESOLVED.search(expanded.text):
+            return None
+        # fnmatch.translate gives '(?s:...)\Z': the group's inside is the piece's regex
+        regex += re.escape(expanded.text) if quoted_double else fnmatch.translate(expanded.text)[4:-3]
+    return re.fullmatch(regex, text, re.DOTALL) is not None
 
 
 IF_LINE = re.compile(r"^\s*(if|elif)\b(.*)$")
@@ -318,13 +363,14 @@ ELSE_LINE = re.compile(r"^\s*else\b")
 EQUALITY = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?[\"']?\s*==?\s*[\"']?([^\"'\s\]]+)")
 
 
-def branch_assignments(script: str) -> list[dict[str, str]]:
+def branch_assignments(script: str, not_run: frozenset[int] = frozenset()) -> list[dict[str, str]]:
     """Per branch of each top-level `if` / `elif` / `else` block that assigns variables: the values it assigns
     (NAME=value, one word once split) over those its condition tests for equality (`[[ "$MODE" == "x" ]]`); a
-    branch that assigns nothing is left out. Nested blocks are not read."""
+    branch that assigns nothing, or whose lines the known values decide never run (`not_run`, line indexes), is
+    left out. Nested blocks are not read."""
     branches: list[tuple[dict[str, str], dict[str, str]]] = []  # (tested, assigned)
     depth = 0
-    for line in script.splitlines():
+    for index, line in enumerate(script.splitlines()):
         opened = IF_LINE.match(line)
         if opened and (depth == 0 and opened.group(1) == "if" or depth == 1 and opened.group(1) == "elif"):
             branches.append(({m.group(1): m.group(2) for m in EQUALITY.finditer(opened.group(2))}, {}))
@@ -335,7 +381,7 @@ def branch_assignments(script: str) -> list[dict[str, str]]:
             depth = max(depth - 1, 0)
         elif BLOCK_OPENS.search(line) and depth > 0:
             depth += 1
-        elif depth == 1 and branches and (found := SCRIPT_ASSIGNMENT.match(line)):
+        elif depth == 1 and branches and index not in not_run and (found := SCRIPT_ASSIGNMENT.match(line)):
             word = _one_word(found.group(2))
             if word is not None:
                 assigned = branches[-1][1]

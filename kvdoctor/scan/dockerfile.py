@@ -67,6 +67,12 @@ def image_command(source: SourceFile, run_env: dict[str, str] | None = None,
     argv = serve_argv([(t, None) for t in command], [(t, None) for t in args],
                       entrypoint is None and runs_vllm_entrypoint(image), "")  # fmt: skip
     script = copied_script(command or args, copies, workdir, source.path) if argv is None else None
+    if script is not None and entrypoint is not None and cmd is not None and _passes_through(script[0]):
+        # an entrypoint script that ends in `exec "$@"` (ldconfig, env set-up): the container runs CMD
+        command, args, where = _command(None, cmd, known, notes)
+        argv = serve_argv([(t, None) for t in command], [(t, None) for t in args], runs_vllm_entrypoint(image), "")
+        script = None
+        where = "CMD, run by the ENTRYPOINT script's exec \"$@\""
     if argv is None and script is None:
         return []
     notes.append(f"Dockerfile: the image's {where} with its ENV; ${{VAR:-default}} takes its default")
@@ -79,6 +85,18 @@ def image_command(source: SourceFile, run_env: dict[str, str] | None = None,
         return _run_script(workload, script, known)
     argv = expand_words(argv, known)  # an unquoted $EXTRA_ARGS of several options: its words
     return [replace(workload, argv=tuple(argv), command_line=argv[0].line if argv else None)]
+
+
+PASS_THROUGH = re.compile(r"""^\s*exec\s+(?:"\$(?:@|\{@\})"|\$(?:@|\{@\}))\s*$""", re.MULTILINE)
+
+
+def _passes_through(path) -> bool:
+    """Whether a copied entrypoint script ends by running its arguments (`exec "$@"`) and starts no vLLM itself."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return PASS_THROUGH.search(text) is not None and "vllm" not in text.lower()
 
 
 def _run_script(workload: Workload, script: tuple, known: dict[str, str]) -> list[Workload]:

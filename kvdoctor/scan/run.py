@@ -10,7 +10,8 @@ from pathlib import Path
 
 from kvdoctor.scan import (ansible_tasks, ansible_templates, cloud_build, compose, compose_include, nix_containers, project_pins, dockerfile, dstack, dynamo, ecs, embedded_scripts, github_actions, hcl,
                            helm_release, helm_values, kserve_huggingface, kserve_runtimes, kubernetes, llmaz, makefiles,
-                           markdown, nodes, nomad, ome_runtimes, python_apps, python_engine_args, ray_job, scripts, serving_crds,
+                           markdown, nodes, nomad, ome_runtimes, python_apps, python_engine_args, ray_job, repo_images, scripts,
+                           serving_crds,
                            sibling_runtimes, skypilot, systemd_units, terraform, terraform_helm, vllm_runtime)  # fmt: skip
 from kvdoctor.scan.chart_reader import chart_workloads
 from kvdoctor.scan.config_maps import ConfigMap, config_maps_of, with_config_maps
@@ -80,6 +81,7 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
         return read_document(doc, text)
 
     rendered_files: list[str] = []  # the files a kustomization takes in, read through it
+    scanned_roots = tuple(Path(p).resolve() for p in paths)
 
     runtimes: list[kserve_runtimes.Runtime] = []  # KServe serving runtimes, for the models that run on them
     on_runtimes: list[tuple[Document, str, tuple[str, ...], tuple[str, ...]]] = []
@@ -102,6 +104,9 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             unread.append(UnreadFile.of(ManifestError(legacy)))
             return [], []
         workloads = with_context(read_document(doc, text), undecided, with_notes)
+        if kubernetes.is_kubernetes(doc.root) and doc.file:  # a container running an image the repository builds
+            built = repo_images.built_here(doc.root, doc.file, workloads, scanned_roots)
+            workloads += with_context(built, undecided, with_notes)
         why = unseen_notes(doc, workloads)
         if not workloads and name_unread and (unread_why := unread_kind(doc)):
             if unread_kind_runs_scripts(doc):  # user data a machine runs at boot, cloud-init's runcmd

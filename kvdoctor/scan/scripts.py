@@ -115,8 +115,8 @@ def script_findings(script: str, first_line: int, file: str, name: str, env: dic
     known = script_assignments(script, dict(env or {}))
     builds = (builds or []) + script_builds(script, first_line, env)  # an image built here, deployed below
     script = alternate_values(script, known)
-    branches = branch_assignments(script)
     not_run = frozenset(index for index, _, runs in decided_lines(script, known) if False in runs)
+    branches = branch_assignments(script, not_run)
     arrays = script_arrays(script, first_line, not_run) if "=(" in script else {}
     look_unseen = "vllm" in script.lower()  # a note names a service or image named for vLLM
     found: list[Workload] = []

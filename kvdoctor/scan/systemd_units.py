@@ -57,7 +57,7 @@ def _unseen_program(script: str, unit: str) -> list[str]:
         names = [(w, PurePosixPath(w).name.lower()) for w in words if not w.startswith("-")]
         named = [w for w, name in names if "vllm" in name and name != "vllm"
                  and PurePosixPath(name).suffix in (".py", ".sh", ".bash", "")]
-        if named and not (Path(unit).parent / PurePosixPath(named[0]).name).is_file():
+        if named and _in_repository(named[0], unit) is None:
             return [f"{unit}: ExecStart runs {named[0]}, which builds the vLLM command and is not beside the unit in "
                     "the scanned files: not checked (scan the folder that holds it)"]
     return []
@@ -75,12 +75,27 @@ def _script_beside(script: str, unit: str) -> tuple[Path, str, str] | None:
         program = next((w for w in words if PurePosixPath(w).name not in SHELLS and not w.startswith("-")), None)
         if program is None or not program.endswith((".sh", ".bash")):
             continue
-        path = Path(unit).parent / PurePosixPath(program).name
+        path = _in_repository(program, unit)
         try:
-            return (path, path.read_text(encoding="utf-8"), program) if path.is_file() else None
+            return (path, path.read_text(encoding="utf-8"), program) if path is not None else None
         except (OSError, UnicodeDecodeError):
             return None
     return None
+
+
+MAX_PARENTS = 2
+"""How far above the unit the repository's copy of an installed script is looked for (deploy/x.service, scripts/)."""
+
+
+def _in_repository(program: str, unit: str) -> Path | None:
+    """The repository's copy of a script ExecStart runs from where it is installed: beside the unit by its name, or
+    above the unit by its path's last folders (/opt/app/scripts/start.sh -> scripts/start.sh of the checkout)."""
+    folder = Path(unit).parent
+    parts = PurePosixPath(program).parts
+    candidates = [folder / parts[-1]] if parts else []
+    for above in [folder, *list(folder.parents)[:MAX_PARENTS]]:
+        candidates += [above.joinpath(*parts[-depth:]) for depth in (2, 3) if len(parts) > depth]
+    return next((path for path in candidates if path.is_file()), None)
 
 
 def as_script(text: str) -> tuple[str, dict[str, str]]:

@@ -1,0 +1,147 @@
+"""A Kubernetes container that gives no command and runs an image the repository builds where no script of it names
+the build (built_images reads those): a Dockerfile near the manifest whose ENTRYPOINT / CMD runs vLLM. The container
+runs that Dockerfile's command, its `args` in place of CMD and its env over the image's ENV (Kubernetes' "Define a
+Command and Arguments for a Container"). Which Dockerfile builds the image is an inference, said in the workload's
+notes: the only one near the manifest that runs vLLM, or the only one named like the image."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import yaml
+
+from kvdoctor.scan import dockerfile, nodes
+from kvdoctor.scan.built_images import Deploy, adopted
+from kvdoctor.scan.documents import DOCKERFILE_NAMES, SourceFile
+from kvdoctor.scan.image import runs_vllm_entrypoint, split_image
+from kvdoctor.scan.kubernetes import container_env, gpu_limit, pod_gpu_selectors, pod_spec_paths
+from kvdoctor.scan.workload import Token, Workload
+
+MAX_PARENTS = 2
+"""How far above the manifest the repository's Dockerfiles are looked for (k8s/ beside docker/, deploy/x/ in a repo)."""
+MAX_DEPTH = 3
+"""How deep below each of those folders."""
+MAX_FOLDERS = 400
+"""Folders walked at most for one manifest: a monorepo's far corners are not the image's build."""
+SKIPPED = {"node_modules", "vendor", "third_party", "site-packages", "__pycache__", "venv", ".venv"}
+_WORD = re.compile(r"[a-z0-9]+")
+_GENERIC_WORDS = {"image", "docker", "dockerfile", "latest", "app", "server", "serve", "serving", "k8s", "gpu", "cpu",
+                  "io", "com", "azurecr", "gcr", "ecr", "ghcr", "the", "your", "name", "vllm", "llm", "inference"}
+
+
+def built_here(root: yaml.Node, file: str, read: list[Workload], roots: tuple[Path, ...]) -> list[Workload]:
+    """The workloads of the object's unread containers that run an image a nearby Dockerfile builds and runs vLLM;
+    Dockerfiles are looked for within the scan's ``roots`` (the paths given) and the manifest's git checkout."""
+    kind = nodes.text(nodes.get(root, "kind")) or ""
+    paths = pod_spec_paths(root, kind)
+    if not paths:
+        return []
+    seen = {w.container for w in read}
+    name = nodes.text(nodes.get(root, "metadata", "name")) or "(unnamed)"
+    found: list[Workload] = []
+    for spec in (nodes.get(root, *path) for path in paths):
+        for container in nodes.items(nodes.get(spec, "containers")) if spec is not None else ():
+            workload = _container(container, spec, root, file, kind, name, seen, roots)
+            if workload is not None:
+                found.append(workload)
+    return found
+
+
+def _container(container: yaml.Node, spec: yaml.Node, root: yaml.Node, file: str, kind: str, name: str,
+               seen: set[str], roots: tuple[Path, ...]) -> Workload | None:  # fmt: skip
+    image = nodes.text(nodes.get(container, "image"))
+    container_name = nodes.text(nodes.get(container, "name")) or "(unnamed)"
+    if not image or container_name in seen or nodes.get(container, "command") is not None \
+            or runs_vllm_entrypoint(image) or "$" in image or "{{" in image:
+        return None
+    limit, limit_line = gpu_limit(container)
+    if not (limit or "vllm" in f"{image} {container_name} {name}".lower()):
+        return None  # neither a GPU nor vLLM's name: a sidecar, a router, a UI
+    chosen = _dockerfile_for(image, Path(file), roots)
+    if chosen is None:
+        return None
+    path, why = chosen
+    env, env_from = container_env(container)
+    args = _args(container)
+    read = dockerfile.image_command(SourceFile(str(path), path.read_text(encoding="utf-8", errors="replace")),
+                                    {e.name: e.value for e in env if e.value is not None}, args or None)
+    if not read:
+        return None
+    line = nodes.line(nodes.get(container, "image")) or nodes.line(container)
+    deploy = Deploy(kind=kind, container=container_name, image=Token(image, line), env=tuple(env), args=tuple(args),
+                    first=Token(image, line), gpu_limit=limit, gpu_limit_line=limit_line,
+                    gpu_selectors=pod_gpu_selectors(spec), env_from=tuple(env_from))  # fmt: skip
+    workload = adopted(read[0], file, name, deploy, str(path))
+    note = (f"{image} is taken to be built from {path} ({why}): the container gives no command, so it runs the "
+            f"image's {read[0].container} with the container's env over the image's ENV")
+    return replace(workload, platform="kubernetes", line=nodes.line(root),
+                   namespace=nodes.text(nodes.get(root, "metadata", "namespace")), notes=(note,) + workload.notes[1:])
+
+
+def _args(container: yaml.Node) -> list[Token]:
+    return [Token(nodes.text(item) or "", nodes.line(item)) for item in nodes.items(nodes.get(container, "args"))]
+
+
+def _dockerfile_for(image: str, manifest: Path, roots: tuple[Path, ...]) -> tuple[Path, str] | None:
+    """The Dockerfile (and why it) that builds the image: among the vLLM-running Dockerfiles of the nearest folder
+    that has any (the manifest's, then its parents' within the scanned paths or the git checkout), the only one, or
+    the only one named like the image."""
+    here = manifest.resolve().parent
+    for folder in _folders(here, roots):
+        candidates = [path for path in _dockerfiles(folder) if _runs_vllm(path)]
+        if len(candidates) == 1:
+            return candidates[0], f"the only Dockerfile under {folder.name or folder} that runs vLLM"
+        named = [path for path in candidates if _named_like(image, path)]
+        if len(named) == 1:
+            return named[0], "the only vLLM Dockerfile named like the image"
+        if candidates:
+            return None  # several builds, none told apart by name: which one is deployed is not known
+    return None
+
+
+def _folders(here: Path, roots: tuple[Path, ...]) -> list[Path]:
+    """The manifest's folder and those of its parents (MAX_PARENTS) inside a scanned path or its git checkout."""
+    above = list(here.parents)[:MAX_PARENTS]
+    checkout = next((folder for folder in [here, *above] if (folder / ".git").exists()), None)
+    inside = [root if root.is_dir() else root.parent for root in roots]
+    if checkout is not None:
+        inside.append(checkout)
+    return [here] + [folder for folder in above if any(folder == top or top in folder.parents for top in inside)]
+
+
+def _dockerfiles(folder: Path) -> list[Path]:
+    found: list[Path] = []
+    walked = 0
+    queue = [(folder, 0)]
+    while queue and walked < MAX_FOLDERS:
+        current, depth = queue.pop(0)
+        walked += 1
+        try:
+            entries = sorted(current.iterdir())
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_dir():
+                if depth < MAX_DEPTH and not entry.name.startswith(".") and entry.name not in SKIPPED:
+                    queue.append((entry, depth + 1))
+            elif DOCKERFILE_NAMES.search(entry.name) and not entry.name.endswith((".yaml", ".yml", ".md")):
+                found.append(entry)
+    return found
+
+
+def _runs_vllm(path: Path) -> bool:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return "vllm" in text.lower() and bool(dockerfile.image_command(SourceFile(str(path), text)))
+
+
+def _named_like(image: str, path: Path) -> bool:
+    """Whether the image's name and the Dockerfile's name or folder share a distinctive word."""
+    repository = split_image(image)[0].rsplit("/", 1)[-1].lower()
+    words = set(_WORD.findall(repository)) - _GENERIC_WORDS
+    around = set(_WORD.findall(f"{path.parent.name} {path.name}".lower())) - _GENERIC_WORDS
+    return bool(words & around)
