@@ -18,7 +18,7 @@ from kvdoctor.scan.shell_arrays import expand_arrays, script_arrays
 from kvdoctor.scan.workload import Token
 
 SHELLS = {"sh", "bash", "dash", "ash", "zsh"}
-PREFIX_WORDS = {"exec", "nohup", "time", "env", "stdbuf", "eval"}
+PREFIX_WORDS = {"exec", "nohup", "setsid", "time", "env", "stdbuf", "eval"}
 OPERATORS = {"&&", "||", ";", "|", "&", ";;", "|&"}
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 # $VAR, ${VAR}, ${VAR:-default}; a script's positional ${2:-default} too (its default is what runs without arguments).
@@ -172,6 +172,8 @@ POSITIONAL = re.compile(r"\$(?:[1-9]|\{[1-9][^}]*\}|OPTARG\b|\{OPTARG\})")
 def _holds_a_command(value: str) -> bool:
     """Whether a variable's value is a whole command line (`docker run ...`, `vllm serve ...`), not arguments."""
     words = value.split()
+    while words and ASSIGNMENT.match(words[0]):  # `CUDA_VISIBLE_DEVICES=0,1 vllm serve ...`: the env it runs with
+        words = words[1:]
     return len(words) > 2 and PurePosixPath(words[0]).name in COMMAND_PROGRAMS
 
 
@@ -367,7 +369,8 @@ def branch_assignments(script: str, not_run: frozenset[int] = frozenset()) -> li
     """Per branch of each top-level `if` / `elif` / `else` block that assigns variables: the values it assigns
     (NAME=value, one word once split) over those its condition tests for equality (`[[ "$MODE" == "x" ]]`); a
     branch that assigns nothing, or whose lines the known values decide never run (`not_run`, line indexes), is
-    left out. Nested blocks are not read."""
+    left out, and so is adding on to a variable (NAME="$NAME --x") under a test of no equality (`-n "$X"`): an
+    optional piece. Nested blocks are not read."""
     branches: list[tuple[dict[str, str], dict[str, str]]] = []  # (tested, assigned)
     depth = 0
     for index, line in enumerate(script.splitlines()):
@@ -383,6 +386,9 @@ def branch_assignments(script: str, not_run: frozenset[int] = frozenset()) -> li
             depth += 1
         elif depth == 1 and branches and index not in not_run and (found := SCRIPT_ASSIGNMENT.match(line)):
             word = _one_word(found.group(2))
+            adds_on = re.search(r"\$\{?" + found.group(1) + r"\b", found.group(2)) is not None
+            if word is not None and adds_on and not branches[-1][0]:
+                continue  # `[[ -n "$X" ]]` then ARGS="$ARGS --x $X": an optional piece, left out as `ARGS+=` is
             if word is not None:
                 assigned = branches[-1][1]
                 if found.group(1) in assigned:  # ARGS="$ARGS --more" again in the same branch: it adds on
@@ -436,7 +442,7 @@ def expand_words(argv: list[Token], known: dict[str, str]) -> list[Token]:
     return out
 
 
-COMMAND_PREFIXES = frozenset({"exec", "nohup", "sudo", "time", "command", "eval"})
+COMMAND_PREFIXES = frozenset({"exec", "nohup", "setsid", "sudo", "time", "command", "eval"})
 """Words before a command that run it: a variable after them (or first) is the command itself."""
 COMMAND_PROGRAMS = frozenset({"docker", "podman", "nerdctl", "vllm", "apptainer", "singularity", "srun", "mpirun",
                               "numactl", "taskset", "sh", "bash", "dash", "ash", "zsh"})
@@ -499,10 +505,35 @@ def expand_shell_variables(argv: list[Token], known: dict[str, str]) -> list[Tok
         result = evaluate_arithmetic(SHELL_VARIABLE.sub(value, match.group(1)), known)
         return str(result) if result is not None else match.group(0)
 
+    def trimmed(match: re.Match[str]) -> str:
+        name, operator, pattern = match.groups()
+        if name not in known or UNRESOLVED.search(pattern):
+            return match.group(0)
+        return _trim(known[name], operator, pattern)
+
     def expanded(text: str) -> str:  # `${VAR:?message}` is VAR's value (the message only when it is unset)
-        return ARITHMETIC.sub(arithmetic, SHELL_VARIABLE.sub(value, REQUIRED_VALUE.sub(r"${\1}", text)))
+        text = TRIMMED.sub(trimmed, REQUIRED_VALUE.sub(r"${\1}", text))
+        return ARITHMETIC.sub(arithmetic, SHELL_VARIABLE.sub(value, text))
 
     return [Token(expanded(t.text), t.line) for t in argv]
+
+
+TRIMMED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(##?|%%?)([^{}]*)\}")
+"""`${VAR#prefix}`, `${VAR%%suffix}`: the value less the shortest (#, %) or longest (##, %%) match of a pattern."""
+
+
+def _trim(value: str, operator: str, pattern: str) -> str:
+    """bash(1), "Remove matching prefix/suffix pattern": the pattern's * ? [...] as globs, quotes removed."""
+    glob = fnmatch.translate(pattern.replace('"', "").replace("'", ""))[4:-3]
+    ends = [i for i in range(len(value) + 1)
+            if re.fullmatch(glob, value[:i] if operator[0] == "#" else value[i:], re.DOTALL)]  # fmt: skip
+    if not ends:
+        return value
+    if operator[0] == "#":
+        cut = max(ends) if operator == "##" else min(ends)
+        return value[cut:]
+    cut = min(ends) if operator == "%%" else max(ends)
+    return value[:cut]
 
 
 def evaluate_arithmetic(expression: str, known: dict[str, str]) -> int | None:

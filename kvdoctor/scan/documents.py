@@ -29,6 +29,8 @@ SHELL_SHEBANG = re.compile(rb"^#!\s*\S*(?:/|env\s+)(?:ba|da|z|k)?sh\b")
 PYTHON_SUFFIX = ".py"
 UNIT_SUFFIX = ".service"
 """A systemd service unit (scan/systemd_units.py)."""
+QUADLET_SUFFIX = ".container"
+"""A Podman Quadlet container unit (scan/quadlets.py)."""
 JINJA_SUFFIXES = (".j2", ".jinja2", ".jinja")
 JINJA_TEMPLATES = tuple(kind + suffix for kind in (UNIT_SUFFIX, ".yaml", ".yml", ".sh", ".bash") for suffix in JINJA_SUFFIXES)
 """An Ansible role's Jinja2 template of a file scan reads (scan/ansible_templates.py): a unit, YAML, a script. A bare
@@ -140,7 +142,7 @@ def _walk(root: Path, notes: list[str]) -> list[SourceFile | ChartSource | Manif
             if (here / name) in chart_data:
                 found.append(_or_error(lambda: replace(_read(here / name), data_of=chart_data[here / name])))
                 continue
-            readable = (name.endswith(YAML_SUFFIXES + SCRIPT_SUFFIXES + (UNIT_SUFFIX,) + JINJA_TEMPLATES)
+            readable = (name.endswith(YAML_SUFFIXES + SCRIPT_SUFFIXES + (UNIT_SUFFIX, QUADLET_SUFFIX) + JINJA_TEMPLATES)
                         or DOCKERFILE_NAMES.search(name)
                         or MAKEFILE_NAMES.search(name) or name == KUSTOMIZATION_WITHOUT_SUFFIX)
             if name.endswith(PYTHON_SUFFIX):

@@ -8,11 +8,12 @@ from typing import Callable
 from kvdoctor.check.run import CheckSettings
 from pathlib import Path
 
-from kvdoctor.scan import (ansible_tasks, ansible_templates, cloud_build, compose, compose_include, nix_containers, project_pins, dockerfile, dstack, dynamo, ecs, embedded_scripts, github_actions, hcl,
-                           helm_release, helm_values, kserve_huggingface, kserve_runtimes, kubernetes, llmaz, makefiles,
-                           markdown, nodes, nomad, ome_runtimes, python_apps, python_engine_args, ray_job, repo_images, scripts,
-                           serving_crds,
-                           sibling_runtimes, skypilot, systemd_units, terraform, terraform_helm, vllm_runtime)  # fmt: skip
+from kvdoctor.scan import (ansible_tasks, ansible_templates, cloud_build, compose, compose_include, dockerfile, dstack,
+                           dynamo, ecs, embedded_scripts, github_actions, hcl, helm_release, helm_values,
+                           kserve_huggingface, kserve_runtimes, kubernetes, llmaz, makefiles, markdown, nix_containers,
+                           nodes, nomad, ome_runtimes, project_pins, python_apps, python_engine_args, quadlets, ray_job,
+                           repo_images, scripts, serving_crds, sibling_runtimes, skypilot, systemd_units, terraform,
+                           terraform_helm, vllm_runtime)  # fmt: skip
 from kvdoctor.scan.chart_reader import chart_workloads
 from kvdoctor.scan.config_maps import ConfigMap, config_maps_of, with_config_maps
 from kvdoctor.scan.command import heredoc_bodies, only_serve_flags, words_of
@@ -153,6 +154,11 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             continue
         if nix_containers.is_nix(source):
             workloads, unseen = nix_containers.read(source, nix_containers.same_configuration(source, sources, paths))
+            found += workloads
+            notes += unseen
+            continue
+        if quadlets.is_quadlet(source):
+            workloads, unseen = quadlets.read(source)
             found += workloads
             notes += unseen
             continue

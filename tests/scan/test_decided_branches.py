@@ -71,3 +71,41 @@ def test_a_unit_running_the_repositorys_script_where_it_is_installed_reads_the_c
     root = write_tree(tmp_path / "repo", {"config/vllm.service": unit, "scripts/start_vllm.sh": script})
     (workload,) = read_manifests([str(root / "config" / "vllm.service")])[1]
     assert workload.file.endswith("scripts/start_vllm.sh") and workload.argv[0].text == "Qwen/Qwen3-8B"
+
+
+def test_optional_additions_under_tests_of_presence_give_one_workload(tmp_path):
+    script = """\
+#!/usr/bin/env bash
+additional_args=${EXTRA_ARGS:-""}
+if [[ -n "$QUANTIZATION" ]]; then
+    additional_args="$additional_args -q $QUANTIZATION"
+fi
+if [[ -n "$MAX_MODEL_LEN" ]]; then
+    additional_args="$additional_args --max-model-len $MAX_MODEL_LEN"
+fi
+python3 -m vllm.entrypoints.openai.api_server --model "$MODEL" $additional_args
+"""
+    root = write_tree(tmp_path / "repo", {"entrypoint.sh": script})
+    assert len(read_manifests([str(root / "entrypoint.sh")])[1]) == 1
+
+
+def test_a_command_line_held_in_a_variable_with_its_env_in_front_and_trimmed_values(tmp_path):
+    script = """\
+model_path=${1:-"hf:Qwen/Qwen3-8B"}
+gpu_ids=${3:-"0,1"}
+n_gpus=$((1 + $(echo ${gpu_ids} | grep -o "," | wc -l)))
+if [[ ${model_path} == hf:* ]]; then
+  model_path=${model_path#hf:}
+fi
+cmd="CUDA_VISIBLE_DEVICES=${gpu_ids} vllm serve ${model_path} --tensor-parallel-size ${n_gpus}"
+eval $cmd
+"""
+    root = write_tree(tmp_path / "repo", {"serve.sh": script})
+    (workload,) = read_manifests([str(root / "serve.sh")])[1]
+    assert "Qwen/Qwen3-8B" in [t.text for t in workload.argv]
+
+
+def test_setsid_after_the_commands_env_runs_the_rest(tmp_path):
+    root = write_tree(tmp_path / "repo", {"s.sh": 'CUDA_VISIBLE_DEVICES=0 setsid nohup vllm serve "Qwen/Qwen3-8B" &\n'})
+    (workload,) = read_manifests([str(root / "s.sh")])[1]
+    assert "Qwen/Qwen3-8B" in [t.text for t in workload.argv]
