@@ -357,7 +357,8 @@ def _family(diagnosis: Diagnosis, families: Families, selector_errors: list[Sele
         return _family_by_values(diagnosis, families) or families.family_of.get(rule_id, "other")
     if diagnosis.unknown is None:
         return None
-    return _family_by_frames(diagnosis.unknown, families) or _family_by_words(diagnosis.unknown, families) or "other"
+    # the words first: they name one feature exactly (a FlashInfer JIT build under a MoE layer is the toolkit's)
+    return _family_by_words(diagnosis.unknown, families) or _family_by_frames(diagnosis.unknown, families) or "other"
 
 
 def _family_by_values(diagnosis: Diagnosis, families: Families) -> str | None:
@@ -383,8 +384,9 @@ def _family_by_words(exception: LoggedException, families: Families) -> str | No
 
 
 def _family_by_frames(exception: LoggedException, families: Families) -> str | None:
-    """The family whose own module (families.frame_families) an unknown failure's traceback passes through."""
-    for frame in exception.frames:
+    """The family whose own module (families.frame_families) an unknown failure's traceback passes through, the
+    innermost such frame deciding (a MoE layer's constructor asking a quantization method: the method's family)."""
+    for frame in reversed(exception.frames):
         place = _package_path(frame.file)
         for pattern, family in families.frame_families:
             if pattern.search(place):

@@ -289,6 +289,9 @@ def frames_above(lines: list[LogLine], i: int) -> tuple[Frame, ...]:
     while j >= 0 and i - j <= 2 * MAX_FRAMES_ABOVE:
         line = lines[j]
         text = line.text
+        if j == i - 1 and not text.strip() and level is not None and line.level == level:
+            j -= 1  # the blank record a C++ check's message ends in (TVM_FFI_ICHECK ... << "..."; then the error)
+            continue
         # next to each other in the log (a frame or code line a hard wrap split counts as one: hard_wraps), under
         # no record header or under the exception line's own
         if (line.level is not None and line.level != level) or not text.strip() or (

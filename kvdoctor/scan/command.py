@@ -370,16 +370,19 @@ def branch_assignments(script: str, not_run: frozenset[int] = frozenset()) -> li
     (NAME=value, one word once split) over those its condition tests for equality (`[[ "$MODE" == "x" ]]`); a
     branch that assigns nothing, or whose lines the known values decide never run (`not_run`, line indexes), is
     left out, and so is adding on to a variable (NAME="$NAME --x") under a test of no equality (`-n "$X"`): an
-    optional piece. Nested blocks are not read."""
-    branches: list[tuple[dict[str, str], dict[str, str]]] = []  # (tested, assigned)
-    depth = 0
+    optional piece, and a name another branch of the block sets from a command's output. Nested blocks are not
+    read."""
+    branches: list[tuple[dict[str, str], dict[str, str], int]] = []  # (tested, assigned, block)
+    unknowable: dict[int, set[str]] = {}  # per block: names a branch assigns a value not known here ($(cmd))
+    depth, block = 0, 0
     for index, line in enumerate(script.splitlines()):
         opened = IF_LINE.match(line)
         if opened and (depth == 0 and opened.group(1) == "if" or depth == 1 and opened.group(1) == "elif"):
-            branches.append(({m.group(1): m.group(2) for m in EQUALITY.finditer(opened.group(2))}, {}))
+            block += opened.group(1) == "if"
+            branches.append(({m.group(1): m.group(2) for m in EQUALITY.finditer(opened.group(2))}, {}, block))
             depth = 1
         elif depth == 1 and ELSE_LINE.match(line):
-            branches.append(({}, {}))
+            branches.append(({}, {}, block))
         elif BLOCK_CLOSES.match(line):
             depth = max(depth - 1, 0)
         elif BLOCK_OPENS.search(line) and depth > 0:
@@ -387,6 +390,8 @@ def branch_assignments(script: str, not_run: frozenset[int] = frozenset()) -> li
         elif depth == 1 and branches and index not in not_run and (found := SCRIPT_ASSIGNMENT.match(line)):
             word = _one_word(found.group(2))
             adds_on = re.search(r"\$\{?" + found.group(1) + r"\b", found.group(2)) is not None
+            if word is None:
+                unknowable.setdefault(block, set()).add(found.group(1))
             if word is not None and adds_on and not branches[-1][0]:
                 continue  # `[[ -n "$X" ]]` then ARGS="$ARGS --x $X": an optional piece, left out as `ARGS+=` is
             if word is not None:
@@ -395,7 +400,11 @@ def branch_assignments(script: str, not_run: frozenset[int] = frozenset()) -> li
                     (word,) = (t.text for t in expand_shell_variables([Token(word, None)],
                                                                       {found.group(1): assigned[found.group(1)]}))
                 assigned[found.group(1)] = word
-    return [tested | assigned for tested, assigned in branches if assigned]
+    # a block where one branch's value is not known here (NUM_GPU=$(nvidia-smi -L | wc -l), else 0) gives no
+    # variant for that name: the other branch's value alone would stand for a case nothing says is the one run
+    kept = [(tested, {k: v for k, v in assigned.items() if k not in unknowable.get(at, ())})
+            for tested, assigned, at in branches]  # fmt: skip
+    return [tested | assigned for tested, assigned in kept if assigned]
 
 
 def _one_word(value: str) -> str | None:

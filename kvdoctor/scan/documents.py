@@ -18,6 +18,7 @@ from kvdoctor.base.yaml_safe import (MAX_EXPANDED_NODES, MAX_FLOW_DEPTH, expands
 from kvdoctor.data import read_data
 from kvdoctor.base.special_files import special_kind
 from kvdoctor.scan.helm_chart import ChartSource, chart_data_files, chart_root, is_values_file
+from kvdoctor.scan.nearby_charts import chart_for_values
 
 MAX_MANIFEST_BYTES = 8 * 1024 * 1024
 YAML_SUFFIXES = (".yaml", ".yml", ".yaml.tftpl", ".yml.tftpl")
@@ -102,6 +103,7 @@ def discover(paths: list[str]) -> tuple[list[SourceFile | ChartSource | Manifest
     path that does not exist."""
     files: list[SourceFile | ChartSource | ManifestError] = []
     notes: list[str] = []
+    roots = tuple(Path(given).resolve() for given in paths if given != STDIN)
     for given in paths:
         if given == STDIN:
             files.append(_or_error(lambda: SourceFile("<stdin>", _checked_text("<stdin>", sys.stdin.read()))))
@@ -109,7 +111,7 @@ def discover(paths: list[str]) -> tuple[list[SourceFile | ChartSource | Manifest
         path = Path(given)
         if path.is_dir():
             files += _walk(path, notes)
-        elif path.is_file() and (chart := _values_chart(path)) is not None:
+        elif path.is_file() and (chart := _values_chart(path, roots)) is not None:
             files.append(chart)
         elif path.is_file():
             files.append(_or_error(lambda: _read(path)))
@@ -172,7 +174,7 @@ def _walk(root: Path, notes: list[str]) -> list[SourceFile | ChartSource | Manif
                 readable = _is_kubernetes_template(here / name)
             if not readable or name == "Chart.yaml" or (is_chart and name == "values.yaml"):
                 continue
-            chart = _values_chart(here / name)
+            chart = _values_chart(here / name, (root.resolve(),))
             found.append(chart if chart is not None else _or_error(lambda: _read(here / name)))
     return found
 
@@ -199,13 +201,27 @@ def _is_kubernetes_template(path: Path) -> bool:
         return False
 
 
-def _values_chart(path: Path) -> ChartSource | None:
+def _values_chart(path: Path, roots: tuple[Path, ...] = ()) -> ChartSource | None:
     """A values file inside a chart's directory (values.yaml, values-prod.yaml, examples/x/values.yaml): the chart
-    rendered with it, as `helm template CHART -f FILE` (its own values.yaml: the defaults alone)."""
-    if not is_values_file(path) or (chart := chart_root(path)) is None:
+    rendered with it, as `helm template CHART -f FILE` (its own values.yaml: the defaults alone); a YAML file outside
+    any chart that names vLLM and sets most of the keys a nearby chart's values.yaml declares: that chart rendered
+    with it (scan/nearby_charts.py)."""
+    chart = chart_root(path)
+    if chart is not None:
+        if not is_values_file(path):
+            return None
+        own = path.resolve() == (chart / "values.yaml").resolve()
+        return ChartSource(_display(path), chart, () if own else (path,))
+    if not path.name.endswith(YAML_SUFFIXES):
         return None
-    own = path.resolve() == (chart / "values.yaml").resolve()
-    return ChartSource(_display(path), chart, () if own else (path,))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if "vllm" not in text.lower() or KUBERNETES_HEAD.search(text):
+        return None
+    nearby = chart_for_values(path, text, roots or (path.resolve().parent,))
+    return ChartSource(_display(path), nearby, (path,)) if nearby is not None else None
 
 
 def display_path(path: Path) -> str:

@@ -95,6 +95,9 @@ def image_version(image: str) -> ImageVersion:
     path = _path(repository)
     own = any(path == r or path.endswith("/" + r) for r in VLLM_IMAGE_REPOSITORIES)
     other = any(path == r or path.endswith("/" + r) for r in OTHER_PROJECT_TAGS)
+    if RED_HAT_VLLM_IMAGE.match(path):  # rhaiis/vllm-cuda-rhel9:3.0.0 is Red Hat AI Inference Server 3.0.0
+        why = f"the tag of {path} names a Red Hat AI product release, not the vLLM release it builds"
+        return ImageVersion(repository, tag, digest, None, why)
     build = not own and not other and is_vllm_build(image)
     if not own and not build:
         why = f"the tag of {path} is not a vLLM version"

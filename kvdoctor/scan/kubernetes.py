@@ -9,8 +9,8 @@ from dataclasses import replace
 import yaml
 
 from kvdoctor.scan import nodes, ray_cluster_gpus
-from kvdoctor.scan.command import (FLAGS_ONLY_NOTE, WRAPPER_NOTE, expand_words, only_serve_flags, runs_a_shell,
-                                   serve_argv, words_of, wrapper_script)  # fmt: skip
+from kvdoctor.scan.command import (FLAGS_ONLY_NOTE, LAUNCHER, WRAPPER_NOTE, expand_words, only_serve_flags,
+                                   run_script, runs_a_shell, serve_argv, words_of, wrapper_script)  # fmt: skip
 from kvdoctor.scan.documents import PODLESS_KINDS, POD_TEMPLATE_API_GROUPS, Document
 from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
 from kvdoctor.scan.image_entrypoints import (entrypoint_for, entrypoint_note, env_argv, names_vllm, unread_release,
@@ -297,7 +297,9 @@ def container_workload(container: yaml.Node, source_text: str, **where) -> Workl
     command = words_of(nodes.get(container, "command"), source_text)
     args = words_of(nodes.get(container, "args"), source_text)
     flags_only = not command and not runs_vllm_entrypoint(image) and only_serve_flags(args, is_vllm_build(image))
-    argv = serve_argv(command, args, runs_vllm_entrypoint(image) or flags_only, source_text)
+    script_arg = _script_argument(command, args)
+    argv = run_script(args[0][1], source_text) if script_arg else \
+        serve_argv(command, args, runs_vllm_entrypoint(image) or flags_only, source_text)
     execs_option = None
     if argv is None and command and command[0][0].text.startswith("-") and (
             runs_vllm_entrypoint(image) or only_serve_flags(command + args, is_vllm_build(image))):
@@ -335,10 +337,25 @@ def container_workload(container: yaml.Node, source_text: str, **where) -> Workl
         gpu_slice=mig_slice(container, selectors),
         expands_shell=shell,
         execs_option=execs_option,
-        notes=tuple(built[1]) if built is not None else (FLAGS_ONLY_NOTE.format(image=image),) if flags_only else
+        notes=tuple(built[1]) if built is not None else (SCRIPT_ARGUMENT_NOTE,) if script_arg else
+              (FLAGS_ONLY_NOTE.format(image=image),) if flags_only else
               (WRAPPER_NOTE.format(image=image, script=wrapper),) if wrapper else (),
         **where,
     )
+
+
+SCRIPT_ARGUMENT_NOTE = ("the container's one argument is a whole vLLM command line (a script, no command of its own): "
+                        "read as that command, as a shell runs it (`/bin/bash -c`); given to vLLM's entrypoint as "
+                        "one argument it would not start")
+
+
+def _script_argument(command: list, args: list) -> bool:
+    """Whether a container without a command has a single argument that is itself a vLLM command line
+    (`args: ["python3 -m vllm.entrypoints.openai.api_server \\ --model=..."]`): a script meant for a shell."""
+    if command or len(args) != 1 or args[0][1] is None:
+        return False
+    text = args[0][0].text.strip()
+    return not text.startswith("-") and len(text.split()) > 2 and LAUNCHER.search(text) is not None
 
 
 def env_built(image: str | None, env: list[EnvVar], gpus: int | None, line: int | None,

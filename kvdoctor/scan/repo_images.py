@@ -17,10 +17,9 @@ from kvdoctor.scan.built_images import Deploy, adopted
 from kvdoctor.scan.documents import DOCKERFILE_NAMES, SourceFile
 from kvdoctor.scan.image import runs_vllm_entrypoint, split_image
 from kvdoctor.scan.kubernetes import container_env, gpu_limit, pod_gpu_selectors, pod_spec_paths
+from kvdoctor.scan.nearby_charts import searched_folders
 from kvdoctor.scan.workload import Token, Workload
 
-MAX_PARENTS = 2
-"""How far above the manifest the repository's Dockerfiles are looked for (k8s/ beside docker/, deploy/x/ in a repo)."""
 MAX_DEPTH = 3
 """How deep below each of those folders."""
 MAX_FOLDERS = 400
@@ -89,7 +88,7 @@ def _dockerfile_for(image: str, manifest: Path, roots: tuple[Path, ...]) -> tupl
     that has any (the manifest's, then its parents' within the scanned paths or the git checkout), the only one, or
     the only one named like the image."""
     here = manifest.resolve().parent
-    for folder in _folders(here, roots):
+    for folder in searched_folders(here, roots):
         candidates = [path for path in _dockerfiles(folder) if _runs_vllm(path)]
         if len(candidates) == 1:
             return candidates[0], f"the only Dockerfile under {folder.name or folder} that runs vLLM"
@@ -99,16 +98,6 @@ def _dockerfile_for(image: str, manifest: Path, roots: tuple[Path, ...]) -> tupl
         if candidates:
             return None  # several builds, none told apart by name: which one is deployed is not known
     return None
-
-
-def _folders(here: Path, roots: tuple[Path, ...]) -> list[Path]:
-    """The manifest's folder and those of its parents (MAX_PARENTS) inside a scanned path or its git checkout."""
-    above = list(here.parents)[:MAX_PARENTS]
-    checkout = next((folder for folder in [here, *above] if (folder / ".git").exists()), None)
-    inside = [root if root.is_dir() else root.parent for root in roots]
-    if checkout is not None:
-        inside.append(checkout)
-    return [here] + [folder for folder in above if any(folder == top or top in folder.parents for top in inside)]
 
 
 def _dockerfiles(folder: Path) -> list[Path]:

@@ -147,6 +147,10 @@ KNOWN_HEALTHY_MISSES: frozenset[str] = frozenset({
     # batch 34: LlamaIndex's client log of a 400 (extra_forbidden tools.N.function.strict) from a vLLM 0.9.1 that kept
     # serving; labelled healthy after batch 29's DSPy 400, while batch 28 labelled the same kind of 400 a failure
     "healthy_other__llamaindex_19121.log",
+    # batch 36: a benchmark client's ERROR record of a 400 (a plain string where the chat API takes an image_url) from
+    # a vLLM-Ascend server that kept serving; labelled healthy like batch 34's, while the exit contract reads the
+    # client's ERROR line as failure evidence
+    "healthy_other__vllmascend_aisbench_image_path.log",
 })
 
 

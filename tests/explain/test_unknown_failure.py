@@ -73,3 +73,19 @@ def test_a_traceback_cut_in_a_constructor_names_the_class_in_its_note():
     cut = "\n".join(_CONSTRUCTOR_ASSERT.splitlines()[:5]) + "\n"  # ends at ipex_quant.py's __init__ frame
     notes = " ".join(explain_text("ERROR: something failed\n" + cut).notes)
     assert "while constructing XPUFp8MoEMethod (in get_quant_method)" in notes
+
+
+def test_frames_above_a_blank_record_count_and_a_moe_kernel_frame_names_the_moe_family():
+    head = "(Worker_TP0 pid=1) ERROR 02-01 09:32:13 [multiproc_executor.py:852] "
+    lines = [
+        '  File "/v/lib/python3.12/site-packages/flashinfer/fused_moe/core.py", line 1635, in trtllm_fp8_block_scale_moe_op',
+        "    result = moe_op.trtllm_fp8_block_scale_moe(",
+        '  File "/v/lib/python3.12/site-packages/flashinfer/data/csrc/trtllm_fused_moe_kernel_launcher.cu", line 1580, in launcher',
+        '    TVM_FFI_ICHECK_EQ(routing_logits.dtype(), dl_bfloat16) << "routing_logits must be bfloat16.";',
+        "    ",
+        "RuntimeError: Check failed: routing_logits.dtype() == dl_bfloat16 (float32 vs. bfloat16) : routing_logits must be bfloat16.",
+    ]
+    report = explain_text("".join(head + line + "\n" for line in lines))
+    assert report.exit_code("error") == 1 and report.extra["family"] == "moe_kernel_selection"
+    (finding,) = [f for f in report.findings if f.rule_id == unknown_failure_rule()]
+    assert "trtllm_fused_moe_kernel_launcher.cu:1580" in finding.cause

@@ -109,3 +109,18 @@ def test_setsid_after_the_commands_env_runs_the_rest(tmp_path):
     root = write_tree(tmp_path / "repo", {"s.sh": 'CUDA_VISIBLE_DEVICES=0 setsid nohup vllm serve "Qwen/Qwen3-8B" &\n'})
     (workload,) = read_manifests([str(root / "s.sh")])[1]
     assert "Qwen/Qwen3-8B" in [t.text for t in workload.argv]
+
+
+def test_a_branch_value_beside_one_from_a_commands_output_is_no_variant(tmp_path):
+    script = """\
+#!/usr/bin/env bash
+if command -v nvidia-smi &>/dev/null; then
+    export NUM_GPU=$(nvidia-smi -L | wc -l)
+else
+    export NUM_GPU=0
+fi
+python3 -m vllm.entrypoints.openai.api_server --model Qwen/Qwen3-8B --tensor-parallel-size $NUM_GPU
+"""
+    root = write_tree(tmp_path / "repo", {"entrypoint.sh": script})
+    (workload,) = read_manifests([str(root / "entrypoint.sh")])[1]
+    assert workload.argv[-1].text == "$NUM_GPU"  # not the else branch's 0: which branch runs is the machine's
