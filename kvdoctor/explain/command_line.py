@@ -37,13 +37,21 @@ def command_facts(lines: Iterable[LogLine]) -> dict[str, Any]:
     """The serve facts of the first vLLM command line, or Python call (`LLM(...)`, `EngineArgs(...)`), in the log
     (empty when it shows none)."""
     lines = list(lines)
+    assigned: dict[str, str] = {}  # `export MODEL=mistralai/Mistral-7B-v0.1` pasted above the command
     for index, line in enumerate(lines):
+        if "=" in line.text and (found := _ASSIGNMENT.match(line.text)) is not None:
+            assigned[found.group(1)] = found.group(2).strip("'\"")
         if "vllm" in line.text and not line.text.lstrip().startswith("usage:"):  # argparse's usage line is no run
             match = _COMMAND.search(line.text)
             if match:
-                return _facts(_words(match.group(1), lines[index + 1 : index + 1 + MAX_CONTINUED],
-                                     line.text.rstrip().endswith("\\")),
-                              match.group(0).lstrip().startswith("vllm serve"))
+                words = _expanded(_words(match.group(1), lines[index + 1 : index + 1 + MAX_CONTINUED],
+                                         line.text.rstrip().endswith("\\")), assigned)
+                launcher = match.group(0).strip().split(" ", 1)[0] if "vllm serve" not in match.group(0) else ""
+                facts = _facts(words, match.group(0).lstrip().startswith("vllm serve"))
+                if "trl" not in match.group(0):  # `kvdoctor check -- COMMAND` reads vLLM's own launchers
+                    head = ["vllm", "serve"] if not launcher else ["python", "-m", "vllm.entrypoints.openai.api_server"]
+                    facts["logged.command"] = shlex.join(head + words)
+                return facts
         if "LLM(" in line.text or "Args(" in line.text:
             match = _PYTHON_CALL.search(line.text)
             if match:
@@ -84,6 +92,21 @@ def _call_facts(rest: str, following: list[LogLine]) -> dict[str, Any]:
         if name in unknown or (depth > 0 and f"--{name.split('.')[1].replace('_', '-')}" not in words):
             facts.pop(name, None)
     return facts
+
+
+_ASSIGNMENT = re.compile(r"^\s*(?:\$\s+)?(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(\S+)\s*$")
+_VARIABLE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
+
+
+_SHELL_OPERATOR = re.compile(r"^(?:\|\|?|&&?|;|[0-9]*>>?.*|&>.*|<.*)$")
+"""A word that ends the command (`| tee log`, `&`, `> out 2>&1`, `; sleep 1`)."""
+
+
+def _expanded(words: list[str], assigned: dict[str, str]) -> list[str]:
+    """The command's own words, up to a shell operator, with $NAME / ${NAME} the log's own shell lines assigned
+    above the command put in."""
+    end = next((i for i, word in enumerate(words) if _SHELL_OPERATOR.match(word)), len(words))
+    return [_VARIABLE.sub(lambda m: assigned.get(m.group(1), m.group(0)), word) for word in words[:end]]
 
 
 def _words(rest: str, following: list[LogLine], continues: bool) -> list[str]:

@@ -324,6 +324,12 @@ def _hidden_note(diagnosis: Diagnosis, hidden: list[Finding]) -> str | None:
 
 
 def _check_command(facts: dict[str, Any]) -> str | None:
+    if facts.get("logged.command"):  # the run's own command, as the log shows it: every flag it was given
+        parts = ["kvdoctor", "check"]
+        gpu = _gpu_target(facts)
+        parts += ["--gpu", gpu] if gpu else []
+        parts += ["--vllm-version", facts["vllm.version"]] if facts.get("vllm.version") else []
+        return " ".join(shlex.quote(p) for p in parts) + " -- " + facts["logged.command"]
     parts = ["kvdoctor", "check"]
     if facts.get("model.model_id"):
         parts += ["--model", facts["model.model_id"]]

@@ -24,6 +24,8 @@ OTHER_PROJECT_TAGS = ("lmcache/vllm-openai", "ai-dynamo/vllm-runtime")
 # A build's tag starts with the release it builds, or names it after labels with a `v` (aibrix-kvcache-v0.8.5-20250520);
 # a bare number after a label (nixl-0.7.1) is another project's.
 BUILD_TAG = re.compile(r"^(?:v?|(?:[a-z][a-z0-9]*-)+v)(\d+\.\d+\.\d+)(?:[-_+.].*)?$", re.IGNORECASE)
+# another project's image whose tag names the vLLM it bundles (2.43.0-vllm_0.7.3, py312-vllm0.8.5, vllm-v0.9.2-cu128)
+VLLM_IN_TAG = re.compile(r"(?:^|[-_.])vllm[-_]?v?(\d+\.\d+\.\d+(?:\.post\d+)?)(?=$|[-_+])", re.IGNORECASE)
 RELEASE_TAG = re.compile(r"^v?(\d+\.\d+\.\d+(?:\.\d+)?(?:(?:rc|\.post)\d+)?)(?:[-_+].*)?$")
 
 
@@ -99,6 +101,10 @@ def image_version(image: str) -> ImageVersion:
         why = f"the tag of {path} names a Red Hat AI product release, not the vLLM release it builds"
         return ImageVersion(repository, tag, digest, None, why)
     build = not own and not other and is_vllm_build(image)
+    bundled = VLLM_IN_TAG.search(tag or "") if not own and not build and not other else None
+    if bundled is not None:  # rayproject/ray:2.43.0-vllm_0.7.3: another project's image, its vLLM named in the tag
+        why = f"vLLM {bundled.group(1)} read from the tag of {path} ({tag}), another project's image bundling vLLM"
+        return ImageVersion(repository, tag, digest, bundled.group(1), why)
     if not own and not build:
         why = f"the tag of {path} is not a vLLM version"
         return ImageVersion(repository, tag, digest, None, why)

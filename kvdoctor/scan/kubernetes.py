@@ -194,7 +194,7 @@ def _of_unlisted_kind(workload: Workload, root: yaml.Node, kind: str) -> Workloa
     """What a kind without a listed layout adds: a Ray cluster spans pods (its GPUs are not one container's), and an
     LLMInferenceService without a command serves spec.model.uri the way its config template does."""
     notes = list(workload.notes) + [f"kind {kind}: its pod templates read as pods (containers that run vLLM)"]
-    if _is_ray_cluster(root):
+    if is_ray_cluster(root):
         cluster = ray_cluster_gpus.cluster_gpus(root)
         if workload.gpu_limit is not None:
             notes.append(f"{kind} is a Ray cluster: vLLM's workers span its pods, so the container's "
@@ -225,7 +225,7 @@ def runs_ray_start(root: yaml.Node) -> bool:
     """Whether the object is a KubeRay cluster whose Ray containers KubeRay gives its own `ray start` command."""
     overwritten = any(nodes.text(nodes.get(node, RAY_OVERWRITE_ANNOTATION)) in ("true", "True")
                       for node in _mappings(root))  # fmt: skip
-    return _is_ray_cluster(root) and not overwritten
+    return is_ray_cluster(root) and not overwritten
 
 
 def _bare(container: yaml.Node) -> bool:
@@ -256,7 +256,7 @@ def _mappings(root: yaml.Node, depth: int = 0):
             yield from _mappings(item, depth + 1)
 
 
-def _is_ray_cluster(root: yaml.Node) -> bool:
+def is_ray_cluster(root: yaml.Node) -> bool:
     return any(key in ("headGroupSpec", "workerGroupSpecs", "rayClusterConfig") for key in _keys(root))
 
 

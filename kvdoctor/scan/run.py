@@ -8,7 +8,8 @@ from typing import Callable
 from kvdoctor.check.run import CheckSettings
 from pathlib import Path
 
-from kvdoctor.scan import (ansible_tasks, ansible_templates, cloud_build, compose, compose_include, dockerfile, dstack,
+from kvdoctor.scan import (ansible_tasks, ansible_templates, cloud_build, compose, compose_include, configmap_scripts,
+                           dockerfile, dstack,
                            dynamo, ecs, embedded_scripts, github_actions, hcl, helm_release, helm_values,
                            kserve_huggingface, kserve_runtimes, kubernetes, llmaz, makefiles, markdown, nix_containers,
                            nodes, nomad, ome_runtimes, project_pins, python_apps, python_engine_args, quadlets, ray_job,
@@ -83,6 +84,7 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
 
     rendered_files: list[str] = []  # the files a kustomization takes in, read through it
     scanned_roots = tuple(Path(p).resolve() for p in paths)
+    runs_scripts: list[tuple[Document, tuple, tuple[str, ...]]] = []  # pods running a script a ConfigMap holds
 
     runtimes: list[kserve_runtimes.Runtime] = []  # KServe serving runtimes, for the models that run on them
     on_runtimes: list[tuple[Document, str, tuple[str, ...], tuple[str, ...]]] = []
@@ -105,6 +107,8 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             unread.append(UnreadFile.of(ManifestError(legacy)))
             return [], []
         workloads = with_context(read_document(doc, text), undecided, with_notes)
+        if kubernetes.is_kubernetes(doc.root) and configmap_scripts.script_runs(doc.root):
+            runs_scripts.append((doc, undecided, with_notes))  # read once every ConfigMap of the tree is known
         if kubernetes.is_kubernetes(doc.root) and doc.file:  # a container running an image the repository builds
             built = repo_images.built_here(doc.root, doc.file, workloads, scanned_roots)
             workloads += with_context(built, undecided, with_notes)
@@ -215,6 +219,12 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
         found += workloads
         if not workloads and (why := unread_kind(doc)):
             notes.append(why)
+    for doc, undecided, with_notes in runs_scripts:
+        read = [w for w in configmap_scripts.workloads(doc.root, doc.file, config_maps)
+                if not any((w.file, w.name, w.container) == (v.file, v.name, v.container) for v in found)]
+        found += with_context(read, undecided, with_notes)
+        held = {n.split(" (", 1)[0] for w in read for n in w.notes[:1]}  # '{kind} {name} runs KEY of ConfigMap NAME'
+        notes = [n for n in notes if not any(f"ConfigMap {h.rsplit(' ', 1)[-1]} mentions vLLM" in n for h in held)]
     files = [s.path for s in sources if not isinstance(s, ManifestError)]
     files += [f for f in rendered_files if f not in files]
     found, through = not_alone(found)

@@ -89,3 +89,13 @@ def test_frames_above_a_blank_record_count_and_a_moe_kernel_frame_names_the_moe_
     assert report.exit_code("error") == 1 and report.extra["family"] == "moe_kernel_selection"
     (finding,) = [f for f in report.findings if f.rule_id == unknown_failure_rule()]
     assert "trtllm_fused_moe_kernel_launcher.cu:1580" in finding.cause
+
+
+def test_the_check_that_would_have_caught_it_is_the_logged_command_with_the_logs_own_variables():
+    log = ("$ export MODEL=mistralai/Mistral-7B-v0.1\n"
+           "$ python3 -m vllm.entrypoints.openai.api_server --model $MODEL \\\n"
+           "    --enable-prefix-caching --max-model-len=4096 | tee server.log &\n"
+           "NotImplementedError: Sliding window is not allowed with prefix caching enabled!\n")
+    (note,) = [n for n in explain_text(log).notes if "would have caught" in n]
+    assert note.endswith("kvdoctor check -- python -m vllm.entrypoints.openai.api_server --model "
+                         "mistralai/Mistral-7B-v0.1 --enable-prefix-caching --max-model-len=4096")  # tee is not vLLM's
