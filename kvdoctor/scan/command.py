@@ -30,6 +30,9 @@ HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
 # `uv run vllm serve ...`: tools that run the rest of their words in a project's environment, and their options
 # that take a value as the next word.
 RUNNERS = {"uv", "poetry", "pipenv", "pdm", "conda", "micromamba", "rye", "hatch"}
+# programs that run a command under them (profilers, CPU and NUMA placement) after options of their own
+PROFILERS = {"nsys", "ncu", "nv-nsight-cu-cli", "numactl", "taskset", "py-spy", "perf", "chrt", "nice", "ionice"}
+MAX_PROFILER_WORDS = 40
 RUNNER_VALUE_OPTIONS = {"-n", "--name", "-p", "--prefix", "--with", "--python", "--env-file", "--project",
                         "--directory", "--package", "--extra", "--group", "--from", "--spec", "--index-url",
                         "--pip-args"}  # fmt: skip
@@ -656,6 +659,11 @@ def _after_runner(words: list[Token]) -> list[Token]:
     run`) and the runner's options (the words themselves when they start with no runner)."""
     program = PurePosixPath(words[0].text).name if words else ""
     texts = [w.text for w in words[:3]]
+    if program in PROFILERS:  # `nsys profile -t cuda -o run vllm serve M`: its options end where vLLM starts
+        start = next((i for i, w in enumerate(words[1:MAX_PROFILER_WORDS], 1)
+                      if PurePosixPath(w.text).name == "vllm" or PurePosixPath(w.text).name.startswith("python")),
+                     None)  # fmt: skip
+        return words[start:] if start is not None else words
     if program == "uvx":
         index = 1
     elif program == "uv" and texts[1:3] == ["tool", "run"]:

@@ -67,10 +67,12 @@ def named_instance_types(root: yaml.Node, defaults: dict[str, str] | None = None
 
 
 def scripts_in(root: yaml.Node, source_text: str = "", offset: int = 0,
-               depth: int = 0) -> list[tuple[str, int, str]]:  # fmt: skip
-    """(script, its first line in the file, the key that holds it) for each string value that runs vLLM."""
+               depth: int = 0, holder: str = "") -> list[tuple[str, int, str]]:  # fmt: skip
+    """(script, its first line in the file, the key that holds it: a list item's, its list's) for each string value
+    that runs vLLM."""
     found: list[tuple[str, int, str]] = []
     for key, value in _keyed_values(root):
+        key = key or holder
         if depth > MAX_DEPTH:
             break
         if key in COMMAND_LISTS and nodes.is_seq(value):
@@ -82,7 +84,7 @@ def scripts_in(root: yaml.Node, source_text: str = "", offset: int = 0,
             else:
                 found.append((value.value, first, key))
         elif nodes.is_map(value) or nodes.is_seq(value):
-            found += scripts_in(value, source_text, offset, depth + 1)
+            found += scripts_in(value, source_text, offset, depth + 1, key)
     return found
 
 
