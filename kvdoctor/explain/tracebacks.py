@@ -212,7 +212,16 @@ def _parse_stream(stream: str, lines: list[LogLine]) -> list[ExceptionChain]:
         text = lines[i].text
         stripped = text.strip()
         if stripped == TRACEBACK_START:
+            start = i
             exception, i = _parse_traceback(stream, lines, i + 1)
+            if exception is None and current and not current[-1].frames and not linked \
+                    and lines[start].number - current[-1].line <= MAX_MESSAGE_GAP:
+                # the error logged first, its traceback after it and cut before its exception line (vLLM's engine
+                # logs `ERROR ... ValueError: ...` and then prints the traceback): those are its frames
+                frames = _cut_frames(lines[start + 1:i])
+                if frames:
+                    current[-1] = replace(current[-1], frames=frames)
+                continue
             if exception is not None:
                 if not linked and current:
                     chains.append(ExceptionChain(tuple(current), stream))
@@ -325,6 +334,23 @@ def _raised_at_cut(stream: str, frames: list[Frame], number: int) -> LoggedExcep
     if found is None:
         return None
     return LoggedException(found.group(1).rpartition(".")[2], found.group(3), tuple(frames), stream, number)
+
+
+MAX_MESSAGE_GAP = 3
+"""Lines between an error logged without frames and the traceback printed after it."""
+
+
+def _cut_frames(lines: list[LogLine]) -> tuple[Frame, ...]:
+    """The frames of a traceback's lines (after its 'Traceback' line), their code lines attached."""
+    frames: list[Frame] = []
+    for line in lines:
+        text = line.text
+        match = _FRAME.match(text) or (_LOOSE_FRAME.match(text) if 'File "' in text else None)
+        if match:
+            frames.append(Frame(match.group(1), int(match.group(2) or 0), match.group(3), None))
+        elif frames and frames[-1].code is None and text[:1] in " \t" and not set(text.strip()) <= set("^~ "):
+            frames[-1] = replace(frames[-1], code=text.strip())
+    return tuple(frames)
 
 
 def _parse_traceback(stream: str, lines: list[LogLine], i: int) -> tuple[LoggedException | None, int]:

@@ -61,7 +61,8 @@ def image_command(source: SourceFile, run_env: dict[str, str] | None = None,
         cmd = ("exec", run_args)
     if entrypoint is None and cmd is None:
         return []  # an image built on vLLM's that sets no command: whoever runs it gives one (not seen here)
-    known = {e.name: e.value for e in env if e.value is not None} | (run_env or {})
+    # `ENV MODEL_NAME=""`: a placeholder the deploy sets, not an empty value the command runs with
+    known = {e.name: e.value for e in env if e.value} | (run_env or {})
     notes: list[str] = []
     command, args, where = _command(entrypoint, cmd, known, notes)
     argv = serve_argv([(t, None) for t in command], [(t, None) for t in args],

@@ -212,7 +212,7 @@ def _values_chart(path: Path, roots: tuple[Path, ...] = ()) -> ChartSource | Non
             return None
         own = path.resolve() == (chart / "values.yaml").resolve()
         return ChartSource(_display(path), chart, () if own else (path,))
-    if not path.name.endswith(YAML_SUFFIXES):
+    if not path.name.endswith(YAML_SUFFIXES) or not path.is_file():  # a FIFO named x.yaml is never opened
         return None
     try:
         text = path.read_text(encoding="utf-8")

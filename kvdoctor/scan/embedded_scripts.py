@@ -33,12 +33,41 @@ def workloads(root: yaml.Node, file: str, source_text: str) -> list[Workload]:
     name = PurePosixPath(file).name
     machine = _instance_type(root)
     found: list[Workload] = []
+    defaults = _placeholder_values(root)
     for script, first, key in scripts_in(root, source_text):
         note = f"a script in `{key}` ({file}:{first}), read as a shell script run on the machine"
+        script, filled = _placeholders_filled(script, defaults)
+        if filled:
+            note += f"; its {{placeholders}} filled from the document's {filled}, the others left unknown"
         for workload in script_workloads(script, first, file, name):
             selectors = workload.gpu_selectors or machine
             found.append(replace(workload, notes=workload.notes + (note,), gpu_selectors=selectors))
     return found
+
+
+PLACEHOLDER = re.compile(r"(?<![$\\{])\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
+"""A template's `{name}` (Python's str.format, a recipe runner's): not the shell's `${name}`, not Jinja's `{{ name }}`."""
+PLACEHOLDER_SOURCES = ("defaults", "vars", "variables", "params", "parameters", "settings", "config")
+"""Top-level mappings a template's placeholders are filled from (a spark-vllm-docker recipe's `defaults`)."""
+
+
+def _placeholder_values(root: yaml.Node) -> tuple[str, dict[str, str]]:
+    """(the mapping's key, its scalar values) of the document's first top-level mapping of template values."""
+    for key in PLACEHOLDER_SOURCES:
+        mapping = nodes.get(root, key)
+        if nodes.is_map(mapping):
+            return key, {name: text for name, _, value in nodes.pairs(mapping) if (text := nodes.text(value)) is not None}
+    return "", {}
+
+
+def _placeholders_filled(script: str, defaults: tuple[str, dict[str, str]]) -> tuple[str, str]:
+    """The script with its `{name}` placeholders filled from the document's values (the rest as unknown shell
+    variables, never literal values), and the mapping's key when one was filled."""
+    source, values = defaults
+    if not PLACEHOLDER.search(script):
+        return script, ""
+    filled = PLACEHOLDER.sub(lambda m: values.get(m.group(1), "${" + m.group(1) + "}"), script)
+    return filled, source if any(m.group(1) in values for m in PLACEHOLDER.finditer(script)) else ""
 
 
 def _instance_type(root: yaml.Node) -> tuple[GpuSelector, ...]:

@@ -64,8 +64,11 @@ def _paths(data: dict, prefix: str = "", depth: int = 0):
 
 @lru_cache(maxsize=64)
 def _chart_keys(chart: Path) -> frozenset[str]:
+    values = chart / "values.yaml"
+    if not values.is_file():
+        return frozenset()
     try:
-        return _keys_of((chart / "values.yaml").read_text(encoding="utf-8"))
+        return _keys_of(values.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError):
         return frozenset()
 

@@ -115,7 +115,8 @@ def _dockerfiles(folder: Path) -> list[Path]:
             if entry.is_dir():
                 if depth < MAX_DEPTH and not entry.name.startswith(".") and entry.name not in SKIPPED:
                     queue.append((entry, depth + 1))
-            elif DOCKERFILE_NAMES.search(entry.name) and not entry.name.endswith((".yaml", ".yml", ".md")):
+            elif DOCKERFILE_NAMES.search(entry.name) and not entry.name.endswith((".yaml", ".yml", ".md")) \
+                    and entry.is_file():  # a regular file: a FIFO is never opened
                 found.append(entry)
     return found
 

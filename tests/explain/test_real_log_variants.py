@@ -112,7 +112,9 @@ def test_seen_logs_altered_keep_their_verdict_and_mostly_their_family(variant, s
 # failing seen logs cut to their last 3 / last 1 non-blank lines that may exit 0 (round 6, issue 28: 24 -> 10 and
 # 47 -> 42 of 242; batch 13's seen logs, measured as they came, add 2 and 5, batch 14's 3 and 13 (3-line tails back
 # to 14 after rounds 8-10), batch 15's 5 and 10); lower them as mechanisms land
-MAX_TAIL_AT_EXIT_0 = {3: 59, 1: 169}
+MAX_TAIL_AT_EXIT_0 = {3: 60, 1: 173}
+# batch 37's seen logs add 1 and 4 (docs' one- and two-line quotes whose last line is the doc's own wrap or the
+# error's second sentence)
 # batch 36's seen logs add 0 and 3 (an Ascend CANN error whose last line is the check's detail record, an Ascend
 # stream-resources message whose last line is its EL code, a TRL error whose last line is its advice sentence)
 # batch 35's seen logs add 1 and 3 (a kvcached paste whose tail is '...' and two frame lines; a note whose re-wrapped
