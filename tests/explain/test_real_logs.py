@@ -3,6 +3,7 @@ values the thread's error lines name. Held-out entries are measured by tools/mea
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from pathlib import Path
 
@@ -166,6 +167,7 @@ KNOWN_HEALTHY_MISSES: frozenset[str] = frozenset({
 })
 
 
+@functools.lru_cache(maxsize=1)
 def _measure():
     spec = importlib.util.spec_from_file_location("measure_explain", ROOT / "tools" / "measure_explain.py")
     module = importlib.util.module_from_spec(spec)
@@ -182,10 +184,19 @@ def _seen():
     return [e for e in load_yaml(index.read_text()) if not e.get("heldout") and (LOGS / e["file"]).is_file()]
 
 
+_JUDGED: dict[str, tuple[bool, str]] = {}
+
+
+def _judged(entry: dict) -> tuple[bool, str]:
+    """measure_explain's verdict on a seen log, once per test session (two tests read the healthy ones)."""
+    if entry["file"] not in _JUDGED:
+        _JUDGED[entry["file"]] = _measure().judge(entry)
+    return _JUDGED[entry["file"]]
+
+
 @pytest.mark.skipif(not _seen(), reason="no real-log fixtures")
 def test_seen_real_logs_are_explained():
-    measure = _measure()
-    results = [(entry["file"], *measure.judge(entry)) for entry in _seen() if entry["file"] not in KNOWN_MISSES]
+    results = [(entry["file"], *_judged(entry)) for entry in _seen() if entry["file"] not in KNOWN_MISSES]
     missed = [f"{name}: {detail}" for name, ok, detail in results if not ok]
     share = 1 - len(missed) / len(results)
     assert share >= MIN_SHARE, "\n".join(missed)
@@ -193,10 +204,9 @@ def test_seen_real_logs_are_explained():
 
 @pytest.mark.skipif(not _seen(), reason="no real-log fixtures")
 def test_every_healthy_seen_log_exits_zero():
-    measure = _measure()
     for entry in _seen():
         if entry.get("failure") is False and entry["file"] not in KNOWN_HEALTHY_MISSES:
-            ok, detail = measure.judge(entry)
+            ok, detail = _judged(entry)
             assert ok, (entry["file"], detail)
 
 
