@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from functools import lru_cache
 from pathlib import Path
 
 import yaml
@@ -89,7 +90,7 @@ def _dockerfile_for(image: str, manifest: Path, roots: tuple[Path, ...]) -> tupl
     the only one named like the image."""
     here = manifest.resolve().parent
     for folder in searched_folders(here, roots):
-        candidates = [path for path in _dockerfiles(folder) if _runs_vllm(path)]
+        candidates = _vllm_dockerfiles(folder)
         if len(candidates) == 1:
             return candidates[0], f"the only Dockerfile under {folder.name or folder} that runs vLLM"
         named = [path for path in candidates if _named_like(image, path)]
@@ -98,6 +99,12 @@ def _dockerfile_for(image: str, manifest: Path, roots: tuple[Path, ...]) -> tupl
         if candidates:
             return None  # several builds, none told apart by name: which one is deployed is not known
     return None
+
+
+@lru_cache(maxsize=64)
+def _vllm_dockerfiles(folder: Path) -> tuple[Path, ...]:
+    """The Dockerfiles under the folder that run vLLM, read once per scan of a folder (every container asks)."""
+    return tuple(path for path in _dockerfiles(folder) if _runs_vllm(path))
 
 
 def _dockerfiles(folder: Path) -> list[Path]:
