@@ -99,3 +99,10 @@ def test_the_check_that_would_have_caught_it_is_the_logged_command_with_the_logs
     (note,) = [n for n in explain_text(log).notes if "would have caught" in n]
     assert note.endswith("kvdoctor check -- python -m vllm.entrypoints.openai.api_server --model "
                          "mistralai/Mistral-7B-v0.1 --enable-prefix-caching --max-model-len=4096")  # tee is not vLLM's
+
+
+def test_a_size_not_divisible_by_a_parallel_rank_is_parallel_divisibility_and_other_words_are_not():
+    shard = ("ValueError: shard_map applied to the function '_ragged_paged_attention' was given argument arrays with "
+             "axis sizes that are not evenly divisible by the corresponding mesh axis sizes\n")
+    assert explain_text(shard).extra["family"] == "parallel_divisibility"
+    assert explain_text("ValueError: the flux capacitor is not charged\n").extra["family"] == "other"
