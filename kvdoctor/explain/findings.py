@@ -143,11 +143,13 @@ def _matched_finding(match: SignatureMatch, group: list[SignatureMatch], facts: 
         evidence.append(f"log line {item.line}{stream}: {clip(_whole_message(item), MAX_PRIMARY_LINE if primary else 240)}")
         if item.exception is not None and item.exception.where:
             evidence.append(f"  raised at {item.exception.where}")
+            if item.exception.vllm_where:
+                evidence.append(f"  in vLLM at {item.exception.vllm_where}")
         if item.exception is not None and item.exception.compile_excerpt:
             evidence.extend(f"  | {clip(line, 100)}" for line in item.exception.compile_excerpt[-4:])
         if item.signature.note:
             evidence.append(f"  note: {item.signature.note}")
-    if values:
+    if match.values:
         evidence.append("values in the log: " + ", ".join(f"{k.removeprefix('log.')}={v}" for k, v in
                                                        sorted(dict(match.values).items())))
     evidence.extend(base.evidence)
@@ -173,6 +175,8 @@ def unknown_finding(rule: Rule, exception: LoggedException, facts: dict[str, Any
         f"raised at {exception.where or 'unknown (no traceback frames in the log)'}",
         f"log line {exception.line}" + (f" [{exception.stream}]" if exception.stream else ""),
     ]
+    if exception.vllm_where:
+        evidence.insert(3, f"in vLLM at {exception.vllm_where}")
     checked = _checked_call(exception)
     if checked:
         evidence.insert(3, f"checking the call in {checked}")

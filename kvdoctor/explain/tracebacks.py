@@ -95,6 +95,16 @@ class LoggedException:
         return f"{place} in {frame.function}" if frame.function else place
 
     @property
+    def vllm_where(self) -> str | None:
+        """'file:line in function (`code`)' of the innermost frame in vLLM's own package when a frame below it (in
+        torch, a kernel library) is the innermost one: the step of vLLM's start-up the failure happened in."""
+        for frame in reversed(self.frames[:-1]):
+            if _VLLM_FILE.search(frame.file):
+                code = f" (`{frame.code}`)" if frame.code else ""
+                return f"{frame.file}:{frame.line} in {frame.function}{code}" if frame.function else frame.file + code
+        return None
+
+    @property
     def constructing(self) -> tuple[str, Frame] | None:
         """The class whose constructor raised ('XPUFp8MoEMethod') and the frame that constructed it, when the innermost
         frames are __init__ (a super().__init__ chain included) under a frame whose code calls a CapWords name."""
@@ -123,6 +133,7 @@ class LoggedException:
         return "\n".join(parts)
 
 
+_VLLM_FILE = re.compile(r"(?:^|/)vllm/(?!.*site-packages)")  # vllm/..., not vllm_ascend/ or a venv under a vllm/ dir
 _CONSTRUCTS = re.compile(r"(?<![\w.])(?:[a-z_]\w*\.)*([A-Z]\w*[a-z]\w*)\(")  # 'return mod.XPUFp8MoEMethod(' -> class
 
 
@@ -294,12 +305,18 @@ def frames_above(lines: list[LogLine], i: int) -> tuple[Frame, ...]:
     frames: list[Frame] = []
     code: str | None = None
     level = lines[i].level  # a logger that prints each line of a traceback as a record (vLLM's) gives each its header
+    if level is None and i and lines[i - 1].level is not None and _in_traceback(lines[i - 1].text):
+        level = lines[i - 1].level  # the exception line pasted apart from its records (an issue's title): theirs
     j = i - 1
     while j >= 0 and i - j <= 2 * MAX_FRAMES_ABOVE:
         line = lines[j]
         text = line.text
         if j == i - 1 and not text.strip() and level is not None and line.level == level:
             j -= 1  # the blank record a C++ check's message ends in (TVM_FFI_ICHECK ... << "..."; then the error)
+            continue
+        if _ELISION.match(text):
+            code = None  # the paster cut frames here ('...'): a code line below it belonged to a frame not shown
+            j -= 1
             continue
         # next to each other in the log (a frame or code line a hard wrap split counts as one: hard_wraps), under
         # no record header or under the exception line's own
@@ -310,16 +327,27 @@ def frames_above(lines: list[LogLine], i: int) -> tuple[Frame, ...]:
         if match:
             frames.insert(0, Frame(match.group(1), int(match.group(2) or 0), match.group(3), code))
             code = None
-        elif code is None and not set(text.strip()) <= set("^~ ") and (text[0] in " \t" or _frame_line(lines, j - 1)):
+        elif code is None and not set(text.strip()) <= set("^~ ") and (text[0] in " \t" or _frame_line(lines, j - 1, level)
+                                                                              or (j and _ELISION.match(lines[j - 1].text))):
             code = text.strip()  # the code line under the frame above (a paste that lost its indent: still under one)
-        elif not (text[0] in " \t" and set(text.strip()) <= set("^~ ")):
+        elif not set(text.strip()) <= set("^~ "):  # a caret line (its indent lost in a paste too)
             break
         j -= 1
     return tuple(frames)
 
 
-def _frame_line(lines: list[LogLine], j: int) -> bool:
-    return j >= 0 and lines[j].level is None and _LOOSE_FRAME.match(lines[j].text) is not None
+# a line a paster put where they cut a traceback
+_ELISION = re.compile(r"^\s*(?:\.{3,}|…|\[\.\.\.\]|\(\.\.\.\)|<snip(?:ped)?>|\[(?:truncated|snip)\])\s*$", re.IGNORECASE)
+
+
+def _in_traceback(text: str) -> bool:
+    """A traceback's frame, code or caret line."""
+    stripped = text.strip()
+    return bool(stripped) and ('File "' in text or text[0] in " \t" or set(stripped) <= set("^~ "))
+
+
+def _frame_line(lines: list[LogLine], j: int, level: str | None) -> bool:
+    return j >= 0 and lines[j].level == level and _LOOSE_FRAME.match(lines[j].text) is not None
 
 
 # the code line of a traceback's innermost frame that raises with a literal message: raise ValueError("...")

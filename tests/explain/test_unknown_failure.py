@@ -106,3 +106,33 @@ def test_a_size_not_divisible_by_a_parallel_rank_is_parallel_divisibility_and_ot
              "axis sizes that are not evenly divisible by the corresponding mesh axis sizes\n")
     assert explain_text(shard).extra["family"] == "parallel_divisibility"
     assert explain_text("ValueError: the flux capacitor is not charged\n").extra["family"] == "other"
+
+
+def test_frames_around_a_pasters_elision_and_above_an_unprefixed_exception_line_are_its_frames():
+    """A traceback pasted with its middle cut ('...') and without its header still places the failure in vLLM; an
+    exception line pasted apart from its records (an issue title) takes the frames logged right above it."""
+    head = "(EngineCore_DP0 pid=270) ERROR 11-19 12:16:36 [v1/engine/core.py:842] "
+    cut = [
+        head + 'File "/usr/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 3934, in _dummy_sampler_run',
+        head + "sampler_output = self.sampler(",
+        head + "^^^^^^^^^^^^^",
+        head + 'File "/usr/lib/python3.12/dist-packages/torch/nn/modules/module.py", line 1775, in _wrapped_call_impl',
+        head + "return self._call_impl(*args, **kwargs)",
+        "...",
+        head + "logits_sort, logits_idx = logits.sort(dim=-1, descending=False)",
+        head + "^^^^^^^^^^^^^^^",
+        head + "RuntimeError: the flux capacitor is not charged",
+    ]
+    finding = _unknown("\n".join(cut) + "\n")
+    assert any("in vLLM at /usr/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py:3934 in "
+               "_dummy_sampler_run (`sampler_output = self.sampler(`)" in line for line in finding.evidence)
+    record = "ERROR 02-08 04:34:00 engine.py:389] "
+    titled = [
+        record + '  File "/src/vllm/vllm/model_executor/models/deepseek_v2.py", line 591, in <lambda>',
+        record + "    lambda prefix: DeepseekV2DecoderLayer(",
+        "RuntimeError: the flux capacitor is not charged",
+    ]
+    finding = _unknown("\n".join(titled) + "\n")
+    assert "raised at /src/vllm/vllm/model_executor/models/deepseek_v2.py:591 in <lambda>" in finding.evidence
+    alone = _unknown(record + "something else went wrong\nRuntimeError: the flux capacitor is not charged\n")
+    assert "raised at unknown (no traceback frames in the log)" in alone.evidence  # no frame above: none taken
