@@ -30,6 +30,9 @@ ERROR_TEXT = re.compile(r"(?i)^(?:fatal error|error)\b(?!\s*(?:rate|count)?\s*[:
                         r"|\bcudaError(?!_t\b)[A-Z][A-Za-z]+\b(?!\s*=)|\bCUDA_ERROR_[A-Z_]+\b"
                         r"|^(?:ptxas|nvcc|nvlink|ld|collect2)\b.{0,20}\b(?:error|fatal)\b|\bSegmentation fault\b|\(core dumped\)|^Killed$"
                         r"|^LLVM ERROR: "  # LLVM's fatal error (Triton's MLIR lowering): the process aborts
+                        # XLA's (absl) status codes heading a message whose exception type was not pasted (TPU)
+                        r"|^(?:RESOURCE_EXHAUSTED|INVALID_ARGUMENT|FAILED_PRECONDITION|INTERNAL|UNIMPLEMENTED|OUT_OF_RANGE"
+                        r"|DATA_LOSS|DEADLINE_EXCEEDED|PERMISSION_DENIED): \S"
                         # a C++ compiler's diagnostic without its 'file(line): error:' head (nvcc/EDG)
                         r"|^namespace ['\"][\w:]+['\"] has no member ['\"]\w+['\"]")
 FAILED_TO_START = re.compile(r"(?i)\bfailed to start\b")

@@ -151,4 +151,4 @@ def adopted(image: Workload, file: str, name: str, deploy: Deploy, dockerfile_pa
     return replace(workload, image=image.image, image_line=image_line, argv=tuple(argv),
                    command_line=argv[0].line if argv else workload.command_line, env=deploy.env + tuple(env),
                    notes=(note,) + tuple(n for n in image.notes if not n.startswith("Dockerfile: ")),
-                   read_through=(dockerfile_path,))  # fmt: skip
+                   read_through=(dockerfile_path,), expands_shell=image.expands_shell)  # fmt: skip

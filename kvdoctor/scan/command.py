@@ -30,8 +30,10 @@ HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
 # `uv run vllm serve ...`: tools that run the rest of their words in a project's environment, and their options
 # that take a value as the next word.
 RUNNERS = {"uv", "poetry", "pipenv", "pdm", "conda", "micromamba", "rye", "hatch"}
-# programs that run a command under them (profilers, CPU and NUMA placement) after options of their own
-PROFILERS = {"nsys", "ncu", "nv-nsight-cu-cli", "numactl", "taskset", "py-spy", "perf", "chrt", "nice", "ionice"}
+# programs that run a command under them (profilers, CPU and NUMA placement, a systemd scope or cgroup) after options
+# of their own
+PROFILERS = {"nsys", "ncu", "nv-nsight-cu-cli", "numactl", "taskset", "py-spy", "perf", "chrt", "nice", "ionice",
+             "systemd-run", "cgexec", "prlimit"}  # fmt: skip
 MAX_PROFILER_WORDS = 40
 RUNNER_VALUE_OPTIONS = {"-n", "--name", "-p", "--prefix", "--with", "--python", "--env-file", "--project",
                         "--directory", "--package", "--extra", "--group", "--from", "--spec", "--index-url",

@@ -85,7 +85,17 @@ def image_command(source: SourceFile, run_env: dict[str, str] | None = None,
     if script is not None:  # ENTRYPOINT ["/srv/start.sh"], COPY'd from the build context: its vllm serve
         return _run_script(workload, script, known)
     argv = expand_words(argv, known)  # an unquoted $EXTRA_ARGS of several options: its words
-    return [replace(workload, argv=tuple(argv), command_line=argv[0].line if argv else None)]
+    return [replace(workload, argv=tuple(argv), command_line=argv[0].line if argv else None,
+                    expands_shell=_through_shell(command or args))]
+
+
+SHELLS = {"sh", "bash", "dash", "zsh", "ash"}
+
+
+def _through_shell(words: list[Token]) -> bool:
+    """Whether the image runs its command through a shell (`sh -c "..."`, the shell form): its $VARs are the
+    container's env at run time, so a deploy's env (a ConfigMap's value) fills them."""
+    return len(words) >= 2 and PurePosixPath(words[0].text).name in SHELLS and "-c" in [w.text for w in words[1:3]]
 
 
 PASS_THROUGH = re.compile(r"""^\s*exec\s+(?:"\$(?:@|\{@\})"|\$(?:@|\{@\}))\s*$""", re.MULTILINE)

@@ -103,15 +103,18 @@ def script_builds(script: str, first_line: int, env: dict[str, str] | None = Non
 
 
 def script_findings(script: str, first_line: int, file: str, name: str, env: dict[str, str] | None = None,
-                    builds: list[Build] | None = None, depth: int = 0) -> tuple[list[Workload], list[str]]:  # fmt: skip
+                    builds: list[Build] | None = None, depth: int = 0,
+                    outer: dict[str, ShellFunction] | None = None) -> tuple[list[Workload], list[str]]:  # fmt: skip
     """The workloads of a shell script whose first line is `first_line` of `file`, its words expanded from its
     top-level assignments (and `env`), and notes for its commands that deploy vLLM with a command kvdoctor cannot
     see (`gcloud run deploy vllm-svc --image IMAGE` of an image built elsewhere). A command whose variables an `if` /
     `elif` branch sets is one workload per such branch (`VLLM_ARGS=...` per `$VLLM_MODE`), each with the branch's
-    values and a note saying which."""
-    functions = _functions(script, file, depth)
+    values and a note saying which. `outer`: the functions of the script a function's body (read here) belongs to."""
+    own = _functions(script, file, depth)
+    functions = ((outer or {}) | own) if depth < MAX_CALL_DEPTH else {}
     called = _called_functions(script, first_line, functions)
-    script = without_bodies(script, functions, called) if called else script  # they run where they are called
+    defined_here = {name for name in called if name in own}
+    script = without_bodies(script, own, defined_here) if defined_here else script  # they run where they are called
     known = script_assignments(script, dict(env or {}))
     builds = (builds or []) + script_builds(script, first_line, env)  # an image built here, deployed below
     script = alternate_values(script, known)
@@ -126,7 +129,7 @@ def script_findings(script: str, first_line: int, file: str, name: str, env: dic
         words = _tested(words)  # `if main; then`, `! start_vllm`: the command tested runs all the same
         if words and words[0].text in called:  # `start_vllm "$MODEL" 8000`: the function's body with these arguments
             inner, inner_notes = _function_call(functions[words[0].text], expand_words(words, known), first_line, file,
-                                                name, known, depth)  # fmt: skip
+                                                name, known, depth, functions)  # fmt: skip
             found += [w for w in inner if not any(_same(w, other) for other in found)]
             notes += inner_notes
             continue
@@ -229,16 +232,19 @@ def _called_functions(script: str, first_line: int, functions: dict[str, ShellFu
 
 
 def _function_call(function: ShellFunction, words: list[Token], first_line: int, file: str, name: str,
-                   known: dict[str, str], depth: int) -> tuple[list[Workload], list[str]]:
+                   known: dict[str, str], depth: int, functions: dict[str, ShellFunction]
+                   ) -> tuple[list[Workload], list[str]]:
     """The workloads of one call of a shell function: its body with the call's arguments as $1.., on the script's
-    own lines (a sourced file's function: every word at the call's line, noted)."""
+    own lines (a sourced file's function: every word at the call's line, noted); the functions it calls are the
+    script's (`main` calling `start_server`)."""
     body, local_values = called_body(function, [w.text for w in words[1:]])
     call_line = words[0].line or first_line
     if function.source is None:
         inner, notes = script_findings("\n" * function.first + body, first_line, file, name, known | local_values,
-                                       depth=depth + 1)  # fmt: skip
+                                       depth=depth + 1, outer=functions)  # fmt: skip
     else:
-        inner, notes = script_findings(body, call_line, file, name, known | local_values, depth=depth + 1)
+        inner, notes = script_findings(body, call_line, file, name, known | local_values, depth=depth + 1,
+                                       outer=functions)
         inner = [replace(w, line=call_line, command_line=call_line, image_line=call_line if w.image else None,
                          argv=tuple(replace(t, line=call_line) for t in w.argv)) for w in inner]  # fmt: skip
     where = f" of {function.source}" if function.source else ""

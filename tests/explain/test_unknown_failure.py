@@ -136,3 +136,14 @@ def test_frames_around_a_pasters_elision_and_above_an_unprefixed_exception_line_
     assert "raised at /src/vllm/vllm/model_executor/models/deepseek_v2.py:591 in <lambda>" in finding.evidence
     alone = _unknown(record + "something else went wrong\nRuntimeError: the flux capacitor is not charged\n")
     assert "raised at unknown (no traceback frames in the log)" in alone.evidence  # no frame above: none taken
+
+
+def test_an_xla_status_line_is_failure_evidence_and_an_hbm_exhaustion_is_a_start_up_oom():
+    """XLA's status codes head a TPU failure whose exception type was not pasted; HBM exhaustion is the TPU's OOM."""
+    report = explain_text("RESOURCE_EXHAUSTED: CompileTimeHbmOom\n")
+    assert report.exit_code("error") == 1 and report.extra["family"] == "oom_profiling"
+    report = explain_text("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Error allocating device buffer: "
+                          "Attempting to allocate 2.00G. That was not possible. There are 1.50G free.\n")
+    assert report.extra["family"] == "oom_profiling" and "2.00G" in report.findings[0].cause
+    assert explain_text("INVALID_ARGUMENT: the flux capacitor is not charged\n").exit_code("error") == 1
+    assert explain_text("INFO 05-02 10:22:18 [tpu_worker.py:1] status INTERNAL: ok\n").exit_code("error") == 0

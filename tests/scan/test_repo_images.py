@@ -88,3 +88,17 @@ CMD ["python", "-m", "vllm.entrypoints.openai.api_server", "--model=google/gemma
     (workload,) = read_manifests([str(write_tree(tmp_path / "repo", tree))])[1]
     assert [t.text for t in workload.argv] == ["--model=google/gemma-3-1b-it", "--max-model-len=2048"]
     assert 'exec "$@"' in " ".join(workload.notes)
+
+
+def test_a_shell_cmd_takes_the_containers_configmap_value_and_an_exec_form_does_not(tmp_path):
+    """Batch s79 (mohaimenz/K3DvLLMDockerFastApiSideCar): the image's `CMD ["sh", "-c", "vllm serve \\"$MODEL_ID\\""]`
+    runs under a shell, so the container's MODEL_ID (a ConfigMap's value) fills it; an exec-form CMD is not expanded."""
+    deployment = _deployment().replace("        args: []\n", "        env:\n        - name: MODEL_ID\n          valueFrom:\n"
+                                       "            configMapKeyRef:\n              name: models\n              key: model-id\n")
+    config_map = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: models\ndata:\n  model-id: Qwen/Qwen3-8B\n"
+    for cmd, model in (('["sh", "-c", "vllm serve \\"$MODEL_ID\\" --port 8001"]', "Qwen/Qwen3-8B"),
+                       ('["vllm", "serve", "$MODEL_ID", "--port", "8001"]', "$MODEL_ID")):
+        tree = {"k8s/deploy.yaml": deployment, "k8s/configmap.yaml": config_map,
+                "inference/Dockerfile": f"FROM python:3.12-slim\nRUN pip install vllm\nCMD {cmd}\n"}
+        (workload,) = read_manifests([str(write_tree(tmp_path / model.strip("$/"), tree))])[1]
+        assert workload.argv[0].text == model

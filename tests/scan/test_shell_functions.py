@@ -47,3 +47,20 @@ def test_assignments_after_a_function_are_still_the_scripts(tmp_path):
     script.write_text('log() {\n  echo "$1"\n}\nMODEL=Qwen/Qwen3-8B\nvllm serve "$MODEL" --port 8000\n')
     (run,) = find_workloads([str(script)])[1]
     assert [t.text for t in run.argv][0] == "Qwen/Qwen3-8B"
+
+
+def test_a_function_called_from_main_runs_the_scripts_other_functions(tmp_path):
+    """Batch s80 (Wyyyb/huayu_service_engine): `main` names vLLM (`check_command "vllm"`) and calls `start_server`,
+    whose body builds the command in a variable: the functions main calls are the script's own."""
+    script = tmp_path / "start.sh"
+    script.write_text('MODEL_NAME="Qwen/Qwen3-8B"\ncheck_command() {\n  command -v $1 || exit 1\n}\n'
+                      'start_server() {\n  CMD="vllm serve $MODEL_NAME --port 9001"\n  exec $CMD\n}\n'
+                      'main() {\n  check_command "vllm"\n  start_server\n}\nmain "$@" ')
+    (run,) = find_workloads([str(script)])[1]
+    assert [t.text for t in run.argv] == ["Qwen/Qwen3-8B", "--port", "9001"]
+
+
+def test_a_function_calling_itself_ends(tmp_path):
+    script = tmp_path / "loop.sh"
+    script.write_text("serve() {\n  vllm serve Qwen/Qwen3-8B\n  serve\n}\nserve\n")
+    assert len(find_workloads([str(script)])[1]) == 1
