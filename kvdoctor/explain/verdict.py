@@ -27,7 +27,7 @@ ERROR_LEVELS = ("ERROR", "CRITICAL")
 ERROR_TEXT = re.compile(r"(?i)^(?:fatal error|error)\b(?!\s*(?:rate|count)?\s*[:=]?\s*(?:0(?:\.0+)?\s*%?|none|n/a|nil)\s*$)[: ]"
                         r"|: (?:fatal )?error: |\bCUDA error\b|^\s*what\(\): "
                         # the CUDA runtime's and driver's error names (cudaGetErrorName, cuGetErrorName) printed alone
-                        r"|\bcudaError(?!_t\b)[A-Z][A-Za-z]+\b(?!\s*=)|\bCUDA_ERROR_[A-Z_]+\b"
+                        r"|\bcudaError(?!_t\b)[A-Z][A-Za-z]+\b(?!\s*=)|(?<!supported HW \()\bCUDA_ERROR_[A-Z_]+\b"  # not in NGC's banner
                         r"|^(?:ptxas|nvcc|nvlink|ld|collect2)\b.{0,20}\b(?:error|fatal)\b|\bSegmentation fault\b|\(core dumped\)|^Killed$"
                         r"|^LLVM ERROR: "  # LLVM's fatal error (Triton's MLIR lowering): the process aborts
                         # XLA's (absl) status codes heading a message whose exception type was not pasted (TPU)
