@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import fnmatch
+import itertools
 import re
 import shlex
 from dataclasses import dataclass
@@ -204,7 +205,8 @@ def script_assignments(script: str, known: dict[str, str]) -> dict[str, str]:
     adds to it, NAME="$NAME ...", is read per branch by branch_assignments)."""
     values: dict[str, str] = dict(known)
     script = _continuations_joined(script)  # CMD="--model $M \<newline> --port 8000": one assignment
-    for _, line, runs in decided_lines(script, values, stop=LAUNCHER):
+    for _, line, runs in ((n, part, runs) for n, whole, runs in decided_lines(script, values, stop=LAUNCHER)
+                          for part in _statements(whole)):
         if False in runs:
             continue
         if (default := DEFAULT_ASSIGNMENT.match(line)) is not None and all(runs):
@@ -231,6 +233,18 @@ def script_assignments(script: str, known: dict[str, str]) -> dict[str, str]:
             continue  # MODEL="$2" while parsing the script's own options: the caller's choice, the default runs
         values.pop(found.group(1), None)  # unknown from here on
     return values
+
+
+_STATEMENT_END = re.compile(r"""((?:[^;'"\\$]|\\.|'[^']*'|"(?:[^"\\]|\\.)*"|\$\{[^}]*\}|\$(?!\{))*)(;|$)""")
+
+
+def _statements(line: str) -> list[str]:
+    """The statements of one line (`: ${M:=x}; : ${P:=8000}; exec vllm serve ...`): split at each `;` outside quotes
+    and ${...}; the line itself when it holds none (or a `;;` of a case)."""
+    if ";" not in line or ";;" in line:
+        return [line]
+    parts = [found.group(1) for found in _STATEMENT_END.finditer(line) if found.group(1).strip()]
+    return parts or [line]
 
 
 PRINTS = re.compile(r"^\s*(?:echo|printf|log_\w+|logger)\b")
@@ -279,8 +293,12 @@ def decided_lines(script: str, values: dict[str, str], stop: re.Pattern | None =
         if "<<" in line and (heredoc := HEREDOC.search(line)) is not None and "<<<" not in line:
             ends = heredoc.group(2)
         if stop is not None and stop.search(line) and not _assigns(line) and not PRINTS.match(line):
-            return  # the launcher itself; a line that assigns a command line (CMD="vllm serve ...") or prints a
-            # usage text (echo "usage: $0 MODEL [extra vllm serve args]") is no launch
+            # the launcher itself; a line that assigns a command line (CMD="vllm serve ...") or prints a usage text
+            # (echo "usage: $0 MODEL [extra vllm serve args]") is no launch. The statements before it on its line
+            # (`: ${MODEL:=x}; exec vllm serve "$MODEL"`) still run first.
+            for part in itertools.takewhile(lambda part: not stop.search(part), _statements(line)[:-1]):
+                yield index, part, list(runs)
+            return
         if BLOCK_CLOSES.match(line):
             if runs:
                 runs.pop()

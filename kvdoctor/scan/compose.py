@@ -129,10 +129,32 @@ def unseen_notes(doc: Document, read: list[Workload]) -> list[str]:
         image = nodes.text(nodes.get(service, "image"))
         image = _interpolate(image, project_env(doc.file)) if image else None
         own_command = nodes.get(service, "entrypoint") is not None
+        if name not in seen and not own_command and (missing := _missing_build(doc.file, service)) is not None:
+            notes.append(f"{doc.file}:{nodes.line(key)}: service {name} builds its image from {missing}, which is not "
+                         "in the scanned files: the vLLM command it runs is not known, so it is not checked")
+            continue
         if name in seen or own_command or not (names_vllm(image) or unread_release(image)):
             continue
         notes.append(unseen_note(f"{doc.file}:{nodes.line(nodes.get(service, 'image'))}", f"service {name}", image))
     return notes
+
+
+def _missing_build(file: str, service: yaml.Node) -> str | None:
+    """The Dockerfile a vLLM-looking service builds from (`build:` with VLLM_ build args or env, or vLLM in its words)
+    when that file is not in the project, else None."""
+    from pathlib import Path
+
+    build = nodes.get(service, "build")
+    if build is None:
+        return None
+    context = nodes.text(build) if nodes.is_scalar(build) else nodes.text(nodes.get(build, "context"))
+    dockerfile = (nodes.text(nodes.get(build, "dockerfile")) if nodes.is_map(build) else None) or "Dockerfile"
+    if not context or "://" in context or "$" in context + dockerfile:
+        return None
+    path = Path(file).parent / context / dockerfile
+    if path.is_file() or "vllm" not in yaml.safe_dump(nodes.plain(service)).lower():
+        return None
+    return str(Path(context) / dockerfile)
 
 
 def _unescaped(words: list) -> list:

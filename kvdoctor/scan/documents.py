@@ -32,6 +32,8 @@ UNIT_SUFFIX = ".service"
 """A systemd service unit (scan/systemd_units.py)."""
 QUADLET_SUFFIX = ".container"
 """A Podman Quadlet container unit (scan/quadlets.py)."""
+SUPERVISORD_SUFFIXES = (".conf", ".ini")
+"""supervisord's configuration (scan/supervisord.py); a walk reads those that hold a [program:] naming vLLM."""
 JINJA_SUFFIXES = (".j2", ".jinja2", ".jinja")
 JINJA_TEMPLATES = tuple(kind + suffix for kind in (UNIT_SUFFIX, ".yaml", ".yml", ".sh", ".bash") for suffix in JINJA_SUFFIXES)
 """An Ansible role's Jinja2 template of a file scan reads (scan/ansible_templates.py): a unit, YAML, a script. A bare
@@ -163,6 +165,12 @@ def _walk(root: Path, notes: list[str]) -> list[SourceFile | ChartSource | Manif
             if name.endswith(JOB_SCRIPT_SUFFIXES) or ("." not in name and _starts_as_shell(here / name)):
                 source = _or_error(lambda: _read(here / name))
                 if isinstance(source, ManifestError) or PYTHON_DEPLOYMENT.search(source.text):
+                    found.append(source)
+                continue
+            if name.endswith(SUPERVISORD_SUFFIXES):
+                source = _or_error(lambda: _read(here / name))
+                if isinstance(source, ManifestError) or ("[program:" in source.text
+                                                         and PYTHON_DEPLOYMENT.search(source.text)):  # fmt: skip
                     found.append(source)
                 continue
             if name.endswith(HCL_SUFFIXES + (NIX_SUFFIX,)):

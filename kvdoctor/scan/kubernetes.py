@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import yaml
 
-from kvdoctor.scan import nodes, ray_cluster_gpus
+from kvdoctor.scan import llm_inference_service, nodes, ray_cluster_gpus
 from kvdoctor.scan.command import (FLAGS_ONLY_NOTE, LAUNCHER, WRAPPER_NOTE, expand_words, only_serve_flags,
                                    run_script, runs_a_shell, serve_argv, words_of, wrapper_script)  # fmt: skip
 from kvdoctor.scan.documents import PODLESS_KINDS, POD_TEMPLATE_API_GROUPS, Document
@@ -106,12 +106,18 @@ def _object(file: str, root: yaml.Node, source_text: str) -> list[Workload]:
                 continue  # a fragment: named by fragment_note
             if ray_start and index == 0 and _bare(container):
                 continue  # KubeRay runs `ray start` there, not the image's entrypoint: named by ray_start_note
+            if llm_inference_service.templated(root, container) and spec in _serving_templates(root):
+                found.append(_templated_main(root, container, file, selectors))
+                continue
             workload = container_workload(
                 container, source_text, file=file, line=nodes.line(root), platform="kubernetes", kind=kind,
                 name=name, namespace=namespace, selectors=selectors, provided_env=provided,
             )  # fmt: skip
             if workload is not None:
                 found.append(workload)
+    if not found and llm_inference_service.templated(root, None) and not any(
+            nodes.get(spec, "containers") is not None for spec in _serving_templates(root)):
+        found.append(llm_inference_service.bare_workload(root, file))  # no containers: the template's own
     if kind == "LeaderWorkerSet":
         group = leader_worker_gpus(root)
         found = [replace(w, group_gpus=group) if group and w.gpu_limit is not None else w for w in found]
@@ -289,6 +295,30 @@ def leader_worker_gpus(root: yaml.Node) -> tuple[int, str] | None:
         leader = worker  # without a leaderTemplate the leader runs the worker template
     total = (leader or 0) + (size - 1) * worker
     return total, f"across the LeaderWorkerSet group of {size} pods (leader {leader or 0} + {size - 1} x worker {worker})"
+
+
+def _serving_templates(root: yaml.Node) -> list[yaml.Node]:
+    """An LLMInferenceService's pod templates that run the vLLM server (spec.template, spec.prefill.template), not
+    its multi-node workers'."""
+    return [t for t in (nodes.get(root, "spec", "template"), nodes.get(root, "spec", "prefill", "template"))
+            if t is not None]
+
+
+def _templated_main(root: yaml.Node, container: yaml.Node, file: str, selectors) -> Workload:
+    """An LLMInferenceService's container `main` without a command: its controller's template's vLLM command with
+    the container's env, GPUs and args (scan/llm_inference_service.py)."""
+    env, env_from = container_env(container)
+    limit, limit_line = gpu_limit(container)
+    words = llm_inference_service.argv(root, container)
+    return Workload(
+        file=file, line=nodes.line(root), platform="kubernetes", kind=llm_inference_service.KIND,
+        name=nodes.text(nodes.get(root, "metadata", "name")) or "(unnamed)",
+        namespace=nodes.text(nodes.get(root, "metadata", "namespace")),
+        container=nodes.text(nodes.get(container, "name")) or "main", argv=tuple(words),
+        command_line=words[0].line, env=tuple(env), env_from=tuple(env_from), gpu_selectors=selectors,
+        gpu_limit=limit, gpu_limit_line=limit_line, gpu_slice=mig_slice(container, selectors),
+        notes=(llm_inference_service.note(root),),
+    )  # fmt: skip
 
 
 def container_workload(container: yaml.Node, source_text: str, **where) -> Workload | None:

@@ -8,12 +8,12 @@ from typing import Callable
 from kvdoctor.check.run import CheckSettings
 from pathlib import Path
 
-from kvdoctor.scan import (ansible_tasks, ansible_templates, cloud_build, compose, compose_include, configmap_scripts,
-                           dockerfile, dstack,
-                           dynamo, ecs, embedded_scripts, github_actions, hcl, helm_release, helm_values,
-                           kserve_huggingface, kserve_runtimes, kubernetes, llmaz, makefiles, markdown, nix_containers,
-                           nodes, nomad, ome_runtimes, project_pins, python_apps, python_engine_args, quadlets, ray_job,
-                           repo_images, scripts, serving_crds, sibling_runtimes, skypilot, systemd_units, terraform,
+from kvdoctor.scan import (ansible_tasks, ansible_templates, cloud_build, compose, compose_include,
+                           configmap_scripts, dockerfile, dstack, dynamo, ecs, embedded_scripts, github_actions, hcl,
+                           helm_release, helm_values, kserve_huggingface, kserve_runtimes, kubernetes, llmaz,
+                           makefiles, markdown, nix_containers, nodes, nomad, ome_runtimes, project_pins,
+                           python_apps, python_engine_args, quadlets, ray_job, repo_images, scripts, serving_crds,
+                           sibling_runtimes, singularity_compose, skypilot, supervisord, systemd_units, terraform,
                            terraform_helm, vllm_runtime)  # fmt: skip
 from kvdoctor.scan.chart_reader import chart_workloads
 from kvdoctor.scan.config_maps import ConfigMap, config_maps_of, with_config_maps
@@ -45,6 +45,7 @@ READERS = (
     (helm_values.is_vllm_chart_values, helm_values.vllm_chart_workloads),
     (skypilot.is_skypilot_task, skypilot.workloads),
     (dstack.is_dstack_run, dstack.workloads),
+    (singularity_compose.is_singularity_compose, singularity_compose.workloads),
     (github_actions.is_github_actions, github_actions.workloads),
     (cloud_build.is_cloud_build, cloud_build.workloads),
     (ecs.is_task_definition, ecs.task_definition_workloads),
@@ -158,6 +159,11 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             continue
         if nix_containers.is_nix(source):
             workloads, unseen = nix_containers.read(source, nix_containers.same_configuration(source, sources, paths))
+            found += workloads
+            notes += unseen
+            continue
+        if supervisord.is_supervisord(source):
+            workloads, unseen = supervisord.read(source)
             found += workloads
             notes += unseen
             continue
@@ -427,6 +433,7 @@ def unread_kind(doc: Document) -> str | None:
                 "kvdoctor reads (llm_configs, a `model` mapping in args or user_config, MODEL_ID in the app's "
                 "runtime_env): not checked")  # fmt: skip
     if compose.is_compose(doc.root) or helm_values.is_production_stack_values(doc.root) or dstack.is_dstack_run(doc.root) \
+            or singularity_compose.is_singularity_compose(doc.root) \
             or github_actions.is_github_actions(doc.root) or cloud_build.is_cloud_build(doc.root) \
             or _is_test_suite_or_form(doc.root):
         return None

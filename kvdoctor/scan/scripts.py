@@ -13,7 +13,8 @@ from kvdoctor.data.engine_launchers import EngineLauncher
 from kvdoctor.scan import cloud_run
 from kvdoctor.scan.assigned_commands import unwrapped_assignments
 from kvdoctor.scan.built_images import Build, Deploy, built_workload, image_builds, roots_of
-from kvdoctor.scan.command import (FLAGS_ONLY_NOTE, SHELL_VARIABLE, after_launcher, branch_assignments,
+from kvdoctor.scan.command import (FLAGS_ONLY_NOTE, SHELL_COMMAND_OPTION, SHELL_VARIABLE, SHELLS, after_launcher,
+                                  branch_assignments,
                                   decided_lines, engine_launcher, expand_shell_variables, expand_words, heredocs,
                                   only_serve_flags, script_assignments, script_commands, serve_argv, tool_pin)  # fmt: skip
 from kvdoctor.scan.documents import JOB_SCRIPT_SUFFIXES, SCRIPT_SUFFIXES, SourceFile
@@ -135,13 +136,21 @@ def script_findings(script: str, first_line: int, file: str, name: str, env: dic
             continue
         run_file = _called_script_file(expand_words(words, known), file) if depth < MAX_CALL_DEPTH else None
         if run_file is not None:  # `exec bash ~/repo/scripts/launch_server.sh NAME MODEL --flag`: that file, these args
-            path, text = run_file
-            inner, inner_notes = script_findings(text, 1, str(path), name, known, depth=depth + 1)
+            path, text, prefix_env = run_file
+            inner, inner_notes = script_findings(text, 1, str(path), name, known | prefix_env, depth=depth + 1)
             note = f"{path.name}, run by {PurePosixPath(file).name} with its arguments, is read with them"
             found += [replace(w, notes=w.notes + (note,), read_through=w.read_through + (str(path),)) for w in inner
                       if not any(_same(w, other) for other in found)]  # fmt: skip
             notes += inner_notes
             continue
+        inline = _shell_string(words)
+        if inline is not None:  # `bash -c '...'` (nohup, ssh, a supervisord program): the string is a script
+            inner, inner_notes = script_findings(inline.text, inline.line or first_line, file, name, known,
+                                                 depth=depth + 1, outer=functions)  # fmt: skip
+            found += [w for w in inner if not any(_same(w, other) for other in found)]
+            notes += inner_notes
+            if inner:
+                continue
         typed = _typed_keys(words)
         if typed is not None:  # `tmux send-keys -t S "vllm serve ..." C-m`: a command typed into a shell
             inner, inner_notes = script_findings(typed.text, typed.line or first_line, file, name, known)
@@ -186,12 +195,20 @@ def _tested(words: list[Token]) -> list[Token]:
     return words
 
 
-def _called_script_file(words: list[Token], file: str) -> tuple[Path, str] | None:
-    """(path, text with the call's arguments in place) of a script file of the same repository that the command runs
-    (`bash PATH ARGS`, `./PATH ARGS`), found by its name beside the caller, with $1.. the arguments and "$@" those
-    left after the script's `shift`s; None for any other command, or a file that names no vLLM."""
-    while words and (words[0].text in PLAIN_PREFIXES or words[0].text in CONDITION_KEYWORDS):
-        words = words[1:]  # `exec bash ...`, `if ./launch.sh ...; then`
+ENV_PREFIX = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+
+
+def _called_script_file(words: list[Token], file: str) -> tuple[Path, str, dict[str, str]] | None:
+    """(path, text with the call's arguments in place, the variables the call sets in front of it) of a script file
+    of the same repository that the command runs (`bash PATH ARGS`, `CUDA_VISIBLE_DEVICES=2,3 ./PATH ARGS`), found by
+    its name beside the caller, with $1.. the arguments and "$@" those left after the script's `shift`s; None for
+    any other command, or a file that names no vLLM."""
+    env: dict[str, str] = {}
+    while words and (words[0].text in PLAIN_PREFIXES or words[0].text in CONDITION_KEYWORDS
+                     or ENV_PREFIX.match(words[0].text)):
+        if (assigned := ENV_PREFIX.match(words[0].text)) is not None:
+            env[assigned.group(1)] = assigned.group(2)
+        words = words[1:]  # `exec bash ...`, `if ./launch.sh ...; then`, `VAR=value ./launch.sh`
     if words and PurePosixPath(words[0].text).name in SCRIPT_SHELLS:
         words = words[1:]
     if not words or not words[0].text.endswith((".sh", ".bash")) or file in ("", "<stdin>") or file.endswith(".service"):
@@ -208,7 +225,7 @@ def _called_script_file(words: list[Token], file: str) -> tuple[Path, str] | Non
     arguments = [w.text for w in words[1:]]
     shifted = sum(int(m.group(1) or 1) for m in SHIFT.finditer(text))
     rest = " ".join(shlex.quote(a) for a in arguments[shifted:])
-    return path, with_arguments(ALL_ARGUMENTS.sub(lambda _: rest, text), arguments)
+    return path, with_arguments(ALL_ARGUMENTS.sub(lambda _: rest, text), arguments), env
 
 
 def _functions(script: str, file: str, depth: int) -> dict[str, ShellFunction]:
@@ -250,6 +267,19 @@ def _function_call(function: ShellFunction, words: list[Token], first_line: int,
     where = f" of {function.source}" if function.source else ""
     note = f"run by the shell function {function.name}{where}, with this call's arguments as its $1.."
     return [replace(w, notes=w.notes + (note,)) for w in inner], notes
+
+
+def _shell_string(words: list[Token]) -> Token | None:
+    """The script of `bash -c 'SCRIPT'` / `nohup sh -lc "SCRIPT"` (a shell's -c among its short options), or None."""
+    while words and words[0].text in PLAIN_PREFIXES:
+        words = words[1:]
+    if len(words) < 3 or PurePosixPath(words[0].text).name not in SHELLS:
+        return None
+    flag = next((i for i, w in enumerate(words[1:4], 1) if SHELL_COMMAND_OPTION.match(w.text)), None)
+    if flag is None or flag + 1 >= len(words):
+        return None
+    script = words[flag + 2] if words[flag + 1].text == "--" and flag + 2 < len(words) else words[flag + 1]
+    return script if "vllm" in script.text.lower() else None
 
 
 # tmux's `send-keys` / screen's `-X stuff`: the string typed into a terminal's shell, which runs it; tmux's key names

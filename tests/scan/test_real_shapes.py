@@ -167,15 +167,16 @@ def test_vllm_under_other_image_names_is_found_and_unread_kinds_are_named(tmp_pa
     assert predictor.verdict != "PASS" and any("huggingfaceserver image" in u for u in predictor.unjudged)
 
 
-def test_an_llminferenceservice_without_a_pod_template_is_named_not_silently_skipped(tmp_path):
-    # its controller runs vLLM from a config template the file does not hold; the object need not say "vllm"
+def test_an_llminferenceservice_without_a_pod_template_runs_its_config_templates_command(tmp_path):
+    # its controller runs vLLM from a config template the file does not hold (data/llm_inference_service.yaml); the
+    # object need not say "vllm"
     (tmp_path / "llmisvc.yaml").write_text(
         "apiVersion: serving.kserve.io/v1alpha1\nkind: LLMInferenceService\nmetadata: {name: qwen}\n"
         "spec:\n  model:\n    uri: hf://Qwen/Qwen2.5-7B-Instruct\n")  # fmt: skip
     report = scan([str(tmp_path / "llmisvc.yaml")], tmp_path)
-    assert report.workloads == () and report.verdict == "NONE" and report.exit_code("error") == 2
-    (note,) = [n for n in report.notes if "LLMInferenceService qwen" in n]
-    assert note.startswith(f"{tmp_path / 'llmisvc.yaml'}:1") and "not checked" in note
+    (result,) = report.workloads
+    assert result.workload.container == "main" and result.workload.argv[0].text == "Qwen/Qwen2.5-7B-Instruct"
+    assert any("config template" in n for n in result.workload.notes)
 
 
 def test_flags_of_another_server_are_not_taken_for_vllm(tmp_path):
