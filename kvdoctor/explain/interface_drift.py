@@ -101,6 +101,8 @@ def _vllm_side(shape: str, values: dict[str, str], frames: tuple[Frame, ...], ot
         return caller
     only_vllm = bool(sides) and all(side == "vllm" for side, _ in sides)
     known = _vllm_defines(owner)
+    if shape in ("missing", "positional", "keyword") and sides and sides[-1][0] == "vllm" and not caller and known:
+        return None  # vLLM's own code calling its own class, one release on both sides: what it was given, not drift
     if shape == "attribute":
         if known and not caller and not _member_came_or_went(known, values["member"]):
             return None  # a member no release of the class has (or every one has), read by vLLM's own code: a value
