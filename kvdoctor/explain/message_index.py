@@ -174,7 +174,15 @@ class MessageIndex:
                 yield template
 
     def locate(self, text: str, version: str | None = None) -> Located | None:
-        """The most specific template the text matches, or None."""
+        """The most specific template the text matches, or None; a message quoted without its closing full stop
+        (a doc's table cell, an issue title) matches as the sentence it is."""
+        found = self._locate(text, version)
+        stripped = text.rstrip()
+        if found is None and stripped[-1:].isalnum() and len(stripped) < MAX_LINE:
+            found = self._locate(stripped + ".", version)
+        return found
+
+    def _locate(self, text: str, version: str | None) -> Located | None:
         text = text[:MAX_LINE]
         best: list[tuple[Template, re.Match[str]]] = []
         best_size = -1

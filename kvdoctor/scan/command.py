@@ -175,12 +175,19 @@ LAUNCHER = re.compile(r"\bvllm\s+serve\b|\bvllm\.entrypoints\.")
 POSITIONAL = re.compile(r"\$(?:[1-9]|\{[1-9][^}]*\}|OPTARG\b|\{OPTARG\})")
 
 
+PYTHON_PROGRAM = re.compile(r"^python(?:\d+(?:\.\d+)?)?$")
+
+
 def _holds_a_command(value: str) -> bool:
     """Whether a variable's value is a whole command line (`docker run ...`, `vllm serve ...`), not arguments."""
     words = value.split()
     while words and ASSIGNMENT.match(words[0]):  # `CUDA_VISIBLE_DEVICES=0,1 vllm serve ...`: the env it runs with
         words = words[1:]
-    return len(words) > 2 and PurePosixPath(words[0]).name in COMMAND_PROGRAMS
+    program = PurePosixPath(words[0]).name if words else ""
+    # `python3 -m vllm.entrypoints.openai.api_server --model ${MODEL} ...` (a Python launcher of vLLM) too
+    return len(words) > 2 and (program in COMMAND_PROGRAMS
+                               or (PYTHON_PROGRAM.match(program) is not None and words[1:3][0] == "-m"
+                                   and words[2].startswith("vllm")))
 
 
 def _continuations_joined(script: str) -> str:

@@ -44,18 +44,51 @@ def copied_script(command: list[Token], copies: list[Copy], workdir: str, docker
         return None
     path = str(PurePosixPath(workdir) / word.text.split()[0])  # sh -c "/srv/start.sh --x": its first word
     for copy in reversed(copies):  # the last COPY to a path is the file there
-        source = _source_for(copy, path)
-        found = source and _in_context(source, Path(dockerfile).parent)
-        if found:
-            return found, word
+        for source in _sources_for(copy, path):
+            found = _in_context(source, Path(dockerfile).parent)
+            if found:
+                return found, word
     return None
 
 
-def _source_for(copy: Copy, path: str) -> str | None:
+def _sources_for(copy: Copy, path: str) -> list[str]:
+    """The build-context paths the COPY may have put at `path`: its one source copied to that name, a source file
+    copied into the destination folder, or the file under a source folder whose contents were copied there
+    (`COPY scripts/ /scripts/` puts scripts/start.sh at /scripts/start.sh)."""
     if copy.destination == path and len(copy.sources) == 1:
-        return copy.sources[0]
+        return [copy.sources[0]]
     folder = copy.destination if copy.destination.endswith("/") else copy.destination + "/"
-    return next((s for s in copy.sources if str(PurePosixPath(folder) / PurePosixPath(s).name) == path), None)
+    named = [s for s in copy.sources if str(PurePosixPath(folder) / PurePosixPath(s).name) == path]
+    inside = path[len(folder):] if path.startswith(folder) else None
+    return named + ([str(PurePosixPath(s) / inside) for s in copy.sources] if inside else [])
+
+
+def script_in_built_image(command: list[Token], folder: Path) -> tuple[Path, Token] | None:
+    """The project file a container's command runs (`/scripts/start_embed.sh`) when a Dockerfile in the folder (the
+    Compose file's) COPYs it into the image there (`COPY scripts/ /scripts/`): the image the service runs is taken to
+    be that build of the project."""
+    from kvdoctor.scan.dockerfile import _instructions
+    from kvdoctor.scan.documents import DOCKERFILE_NAMES
+
+    try:
+        dockerfiles = sorted(p for p in folder.iterdir() if p.is_file() and DOCKERFILE_NAMES.search(p.name))
+    except OSError:
+        return None
+    for dockerfile in dockerfiles:
+        try:
+            text = dockerfile.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        copies, workdir = [], "/"
+        for _, keyword, value in _instructions(text):
+            if keyword == "WORKDIR":
+                workdir = str(PurePosixPath(workdir) / value.strip())
+            elif keyword in ("COPY", "ADD") and (copied := copy_of(value, workdir)) is not None:
+                copies.append(copied)
+        found = copied_script(command, copies, "/", str(dockerfile))
+        if found is not None:
+            return found
+    return None
 
 
 def _in_context(source: str, folder: Path) -> Path | None:

@@ -87,6 +87,13 @@ def model_workloads(doc: Document, text: str, runtimes: list[Runtime],
     return [replace(w, line_files=placed.line_files, notes=w.notes + (note,)) for w in read(placed, text)]
 
 
+def used_runtime(root: yaml.Node, runtimes: list[Runtime]) -> tuple[str, str, str] | None:
+    """(kind, name, file) of the scanned runtime the InferenceService's predictor model runs on, or None."""
+    model = nodes.get(root, "spec", "predictor", "model")
+    runtime = runtime_for(model, nodes.text(nodes.get(root, "metadata", "namespace")), runtimes) if model else None
+    return (runtime.kind, runtime.name, runtime.root.start_mark.name) if runtime is not None else None
+
+
 def runtime_for(model: yaml.Node, namespace: str | None, runtimes: list[Runtime]) -> Runtime | None:
     wanted = nodes.text(nodes.get(model, "runtime"))
     if wanted is not None:

@@ -20,7 +20,7 @@ def mounted_script(command: list[Token], volumes: yaml.Node | None, compose_file
     mount, else None."""
     mounts = bind_mounts(volumes)
     if not mounts:
-        return None
+        return _copied_by_the_projects_dockerfile(command, compose_file)
     word = script_word(command)
     source = _host_source(word.text.split()[0], mounts) if word else None  # sh -c "/srv/start.sh --x": its first word
     path = Path(compose_file).parent / source if source else None
@@ -29,7 +29,21 @@ def mounted_script(command: list[Token], volumes: yaml.Node | None, compose_file
             return CalledScript(path, path.read_text(encoding="utf-8"), word)
     except (OSError, UnicodeDecodeError):
         return None
-    return None
+    return _copied_by_the_projects_dockerfile(command, compose_file)
+
+
+def _copied_by_the_projects_dockerfile(command: list[Token], compose_file: str) -> CalledScript | None:
+    """The script a Dockerfile beside the Compose file COPYs to the path the command runs (copied_scripts.py)."""
+    from kvdoctor.scan.copied_scripts import script_in_built_image
+
+    found = script_in_built_image(command, Path(compose_file).parent)
+    if found is None:
+        return None
+    path, word = found
+    try:
+        return CalledScript(path, path.read_text(encoding="utf-8"), word)
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def bind_mounts(volumes: yaml.Node | None) -> list[tuple[str, str]]:

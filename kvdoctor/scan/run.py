@@ -217,12 +217,15 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             workloads, why = read_object(doc, source.text, name_unread=source.data_of is None)  # data: the chart's
             found += workloads
             notes += why
+    used_runtimes: set[tuple[str, str, str]] = set()
     for doc, text, undecided, with_notes in on_runtimes:
         read = kserve_runtimes.model_workloads(doc, text, runtimes, read_document) \
             or kserve_huggingface.model_workloads(doc, text, runtimes) \
             or beside_it(doc, text, {s.path for s in sources if not isinstance(s, ManifestError)})
         workloads = with_context(read, undecided, with_notes)
         found += workloads
+        if workloads and (used := kserve_runtimes.used_runtime(doc.root, runtimes)) is not None:
+            used_runtimes.add(used)
         if not workloads and (why := unread_kind(doc)):
             notes.append(why)
     for doc, undecided, with_notes in runs_scripts:
@@ -231,6 +234,8 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
         found += with_context(read, undecided, with_notes)
         held = {n.split(" (", 1)[0] for w in read for n in w.notes[:1]}  # '{kind} {name} runs KEY of ConfigMap NAME'
         notes = [n for n in notes if not any(f"ConfigMap {h.rsplit(' ', 1)[-1]} mentions vLLM" in n for h in held)]
+    # a serving runtime an InferenceService of the scan runs on is that model's pod, read there: not a workload too
+    found = [w for w in found if (w.kind, w.name, w.file) not in used_runtimes]
     files = [s.path for s in sources if not isinstance(s, ManifestError)]
     files += [f for f in rendered_files if f not in files]
     found, through = not_alone(found)

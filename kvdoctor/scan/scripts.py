@@ -4,6 +4,7 @@ its options too). Words keep their lines; the script's plain top-level assignmen
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from dataclasses import replace
@@ -195,6 +196,8 @@ def _tested(words: list[Token]) -> list[Token]:
     return words
 
 
+# a script's own folder as its callers name it: "${SCRIPT_DIR}/", "$(dirname "$0")/", "$DIR/" (set from dirname), "./"
+SCRIPT_DIR_PREFIX = re.compile(r"""^(?:\$\{?\w*DIR\w*\}?/|\$\(dirname\s+"?\$(?:0|\{?BASH_SOURCE(?:\[0\])?\}?)"?\)/|\./)""")
 ENV_PREFIX = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 
 
@@ -214,6 +217,9 @@ def _called_script_file(words: list[Token], file: str) -> tuple[Path, str, dict[
     if not words or not words[0].text.endswith((".sh", ".bash")) or file in ("", "<stdin>") or file.endswith(".service"):
         return None  # a unit's ExecStart script is read by systemd_units, with the unit's Environment= values
     path = Path(file).parent / PurePosixPath(words[0].text).name
+    relative = SCRIPT_DIR_PREFIX.sub("", words[0].text)  # "${SCRIPT_DIR}/../scripts/start.sh": from the caller's folder
+    if not path.is_file() and "/" in relative and not relative.startswith("/"):
+        path = Path(os.path.normpath(Path(file).parent / relative))
     try:
         if not path.is_file() or path.resolve() == Path(file).resolve():
             return None

@@ -67,7 +67,10 @@ def test_a_model_on_a_runtime_of_the_scanned_files_is_the_pod_kserve_builds_from
     assert model.sources["gpu."].what == "nvidia.com/gpu.product: NVIDIA-L4"
     assert any("runs on ServingRuntime vllm-runtime" in n and "hf://Qwen/Qwen2.5-7B-Instruct" in n
                for n in model.workload.notes)  # fmt: skip
-    assert "ServingRuntime" in by_kind(report)  # the runtime is still read on its own
+    # the runtime the model runs on is that model's pod, not a workload of its own too (batch s84's pairs)
+    assert "ServingRuntime" not in by_kind(report)
+    alone = scan([str(tmp_path / "runtime.yaml")], tmp_path)  # with no model on it, the runtime is read on its own
+    assert "ServingRuntime" in by_kind(alone)
 
 
 def test_a_model_without_a_runtime_name_takes_the_one_runtime_that_auto_selects_its_format(tmp_path):
