@@ -168,6 +168,14 @@ KNOWN_HEALTHY_MISSES: frozenset[str] = frozenset({
     # base model with no chat template, against a server that served the rest; the exit contract reads the harness's
     # failure line as failure evidence
     "other__hanchigao_chattest.log",
+    # batch 39: vLLM-Ascend v0.7.1rc1's release notes quote "No platform detected, vLLM is running on
+    # UnspecifiedPlatform" as harmless in that release (the plugin registers its platform later); the same line is
+    # the failure in other logs (no_gpu_visible), and the log alone cannot tell them apart
+    "healthy_other__vllmascend_v071rc1_unspecified_platform.log",
+    # batch 40: production-stack's router answering a request with '"error": "Model ... not found or vLLM engine is
+    # sleeping."' while the engine sleeps on purpose (sleep mode, 200 on /sleep); a client-facing error line the exit
+    # contract reads as failure evidence
+    "healthy_other__prodstack_sleep_router_model_not_found.log",
 })
 
 
