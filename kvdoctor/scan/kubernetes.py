@@ -315,6 +315,7 @@ def _templated_main(root: yaml.Node, container: yaml.Node, file: str, selectors)
         name=nodes.text(nodes.get(root, "metadata", "name")) or "(unnamed)",
         namespace=nodes.text(nodes.get(root, "metadata", "namespace")),
         container=nodes.text(nodes.get(container, "name")) or "main", argv=tuple(words),
+        image=nodes.text(nodes.get(container, "image")), image_line=nodes.line(nodes.get(container, "image")),
         command_line=words[0].line, env=tuple(env), env_from=tuple(env_from), gpu_selectors=selectors,
         gpu_limit=limit, gpu_limit_line=limit_line, gpu_slice=mig_slice(container, selectors),
         notes=(llm_inference_service.note(root),),

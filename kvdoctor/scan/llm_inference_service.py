@@ -37,13 +37,13 @@ def config_template() -> ConfigTemplate:
 
 
 def templated(root: yaml.Node, container: yaml.Node | None) -> bool:
-    """Whether the controller's template gives this container (None: the object has no containers) its command."""
+    """Whether the controller's template gives this container (None: the object has no containers) its command: the
+    container `main` with no command of its own (an image of its own replaces the template's, args add to its)."""
     if nodes.text(nodes.get(root, "kind")) != KIND:
         return False
     if container is None:
         return True
-    return (nodes.text(nodes.get(container, "name")) == config_template().container
-            and nodes.get(container, "command") is None and nodes.get(container, "image") is None)
+    return nodes.text(nodes.get(container, "name")) == config_template().container and nodes.get(container, "command") is None
 
 
 def argv(root: yaml.Node, container: yaml.Node | None) -> list[Token]:

@@ -49,14 +49,12 @@ def _programs(text: str) -> list[tuple[str, str, dict[str, str]]]:
                 programs[-1][2].update(_environment(line))
             continue
         key = None
-        if (header := PROGRAM.match(line.strip())) is not None:
-            programs.append((header.group(1), [""] * len(lines), {}))
+        stripped = line.strip()
+        if (header := PROGRAM.match(stripped)) is not None or SECTION.match(stripped):
+            # a section of another kind ([supervisord], [group:x]) gets no name: its settings are not read
+            programs.append((header.group(1) if header else "", [""] * len(lines), {}))
             continue
-        if SECTION.match(line.strip()) or not programs or line.startswith(("#", ";")):
-            if SECTION.match(line.strip()):
-                programs.append(("", [""] * len(lines), {}))  # a section of another kind: its settings are not read
-            continue
-        if (setting := SETTING.match(line)) is None:
+        if not programs or line.startswith(("#", ";")) or (setting := SETTING.match(line)) is None:
             continue
         key, value = setting.groups()
         if key == "command":

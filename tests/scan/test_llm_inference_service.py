@@ -53,3 +53,11 @@ def test_the_main_container_runs_the_config_templates_vllm_command_with_its_args
 def test_a_modelcar_is_the_files_at_mnt_models_and_no_template_is_the_controllers_own(tmp_path):
     workload = _one(tmp_path, "oci://quay.io/redhat-ai-services/modelcar-catalog:qwen3", "")
     assert workload.argv[0].text == "/mnt/models" and workload.gpu_limit is None and workload.container == "main"
+
+
+def test_an_image_of_its_own_replaces_the_templates_and_its_args_follow_the_templates_command(tmp_path):
+    """rh-aiservices-bu/rhoai-2.25-baseline (batch s84): `main` names a CPU image and args, no command."""
+    own = MAIN.replace("      - name: main\n", "      - name: main\n        image: quay.io/x/vllm-cpu:v0.11.0\n"
+                       "        args: [--dtype, bfloat16]\n")
+    workload = _one(tmp_path, "hf://Qwen/Qwen3-0.6B", own)
+    assert workload.image == "quay.io/x/vllm-cpu:v0.11.0" and [t.text for t in workload.argv][-2:] == ["--dtype", "bfloat16"]

@@ -155,10 +155,13 @@ def test_vllm_under_other_image_names_is_found_and_unread_kinds_are_named(tmp_pa
     assert set(found) == {"granite-ubi9", "local-build", "qwen-llmisvc"}
     assert [t.text for t in found["local-build"].workload.argv][:1] == ["--model=/weights/mistral-7b-instruct"]
     assert any("runs its own entrypoint with vLLM serve options only" in n for n in found["local-build"].report.notes)
-    # an LLMInferenceService's pod template is read; without a command its model is spec.model.uri's
+    # an LLMInferenceService's container main without a command runs the controller's config template's command
+    # (data/llm_inference_service.yaml) on spec.model.uri's model, its own args after it
     llmisvc = found["qwen-llmisvc"]
-    assert [t.text for t in llmisvc.workload.argv] == ["Qwen/Qwen2.5-7B-Instruct", "--enable-prefix-caching",
-                                                      "--kv-cache-dtype", "fp8"]  # fmt: skip
+    assert [t.text for t in llmisvc.workload.argv] == ["Qwen/Qwen2.5-7B-Instruct", "--served-model-name",
+                                                      "Qwen/Qwen2.5-7B-Instruct", "--port", "8000",
+                                                      "--enable-prefix-caching", "--kv-cache-dtype", "fp8"]  # fmt: skip
+    assert llmisvc.workload.image == "ghcr.io/llm-d/llm-d:v0.2.0"
     assert any("spec.model.uri" in n for n in llmisvc.report.notes)
     assert any("chart-raw-values.yaml" in n and "a chart's raw values" in n for n in report.notes)
     # KServe's Hugging Face runtime serves it with vLLM (kserve_huggingface.py): read, its release unknown, never a PASS
