@@ -32,6 +32,13 @@ class CliResult:
         return json.loads(self.stdout)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Starts the slow pack builds the collected tests wait on in the background (builds_ahead.py)."""
+    from builds_ahead import schedule_collected
+
+    schedule_collected(session)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that takes the vllm_wheels fixture reads a wheel: it carries the vllm_wheel marker (-m selects it)."""
     for item in items:

@@ -63,34 +63,6 @@ def _sources_for(copy: Copy, path: str) -> list[str]:
     return named + ([str(PurePosixPath(s) / inside) for s in copy.sources] if inside else [])
 
 
-def script_in_built_image(command: list[Token], folder: Path) -> tuple[Path, Token] | None:
-    """The project file a container's command runs (`/scripts/start_embed.sh`) when a Dockerfile in the folder (the
-    Compose file's) COPYs it into the image there (`COPY scripts/ /scripts/`): the image the service runs is taken to
-    be that build of the project."""
-    from kvdoctor.scan.dockerfile import _instructions
-    from kvdoctor.scan.documents import DOCKERFILE_NAMES
-
-    try:
-        dockerfiles = sorted(p for p in folder.iterdir() if p.is_file() and DOCKERFILE_NAMES.search(p.name))
-    except OSError:
-        return None
-    for dockerfile in dockerfiles:
-        try:
-            text = dockerfile.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-        copies, workdir = [], "/"
-        for _, keyword, value in _instructions(text):
-            if keyword == "WORKDIR":
-                workdir = str(PurePosixPath(workdir) / value.strip())
-            elif keyword in ("COPY", "ADD") and (copied := copy_of(value, workdir)) is not None:
-                copies.append(copied)
-        found = copied_script(command, copies, "/", str(dockerfile))
-        if found is not None:
-            return found
-    return None
-
-
 def _in_context(source: str, folder: Path) -> Path | None:
     """The source file in the build context: the Dockerfile's folder or one above it."""
     if source.startswith(("/", "http://", "https://")) or "*" in source:

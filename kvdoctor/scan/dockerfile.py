@@ -7,7 +7,7 @@ import json
 import re
 import shlex
 from dataclasses import replace
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from kvdoctor.scan.command import conditional_words, expand_words, serve_argv
 from kvdoctor.scan.copied_scripts import Copy, copied_script, copy_of, script_command
@@ -217,3 +217,28 @@ def _shell(script: Token, known: dict[str, str], notes: list[str]) -> list[Token
     text, said = conditional_words(script.text, known)
     notes += said
     return [Token("/bin/sh", script.line), Token("-c", script.line), Token(text, script.line)]
+
+
+def script_in_built_image(command: list[Token], folder: Path) -> tuple[Path, Token] | None:
+    """The project file a container's command runs (`/scripts/start_embed.sh`) when a Dockerfile in the folder (the
+    Compose file's) COPYs it into the image there (`COPY scripts/ /scripts/`): the image the service runs is taken to
+    be that build of the project."""
+    try:
+        dockerfiles = sorted(p for p in folder.iterdir() if p.is_file() and DOCKERFILE_NAMES.search(p.name))
+    except OSError:
+        return None
+    for dockerfile in dockerfiles:
+        try:
+            text = dockerfile.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        copies, workdir = [], "/"
+        for _, keyword, value in _instructions(text):
+            if keyword == "WORKDIR":
+                workdir = str(PurePosixPath(workdir) / value.strip())
+            elif keyword in ("COPY", "ADD") and (copied := copy_of(value, workdir)) is not None:
+                copies.append(copied)
+        found = copied_script(command, copies, "/", str(dockerfile))
+        if found is not None:
+            return found
+    return None

@@ -34,7 +34,7 @@ def mounted_script(command: list[Token], volumes: yaml.Node | None, compose_file
 
 def _copied_by_the_projects_dockerfile(command: list[Token], compose_file: str) -> CalledScript | None:
     """The script a Dockerfile beside the Compose file COPYs to the path the command runs (copied_scripts.py)."""
-    from kvdoctor.scan.copied_scripts import script_in_built_image
+    from kvdoctor.scan.dockerfile import script_in_built_image
 
     found = script_in_built_image(command, Path(compose_file).parent)
     if found is None:

@@ -36,3 +36,13 @@ def test_a_compose_service_building_from_a_missing_dockerfile_is_named(tmp_path)
     assert found == [] and any("service ocr builds its image from Dockerfile, which is not in the scanned files" in n
                                for n in notes)  # fmt: skip
     assert not any("service web" in n for n in notes)  # nothing names vLLM in it
+
+
+def test_a_compose_command_running_a_script_the_projects_dockerfile_copies_reads_that_script(tmp_path):
+    """bolzzzz/vllm-image-adapt-to-cuda-version (batch s83): `command: ["/scripts/start_embed.sh"]` on the project's
+    image, whose Dockerfile has `COPY scripts/ /scripts/`."""
+    compose = "services:\n  embed:\n    image: someone/uv:vllm0.16.0\n    command: [\"/scripts/start_embed.sh\"]\n"
+    tree = {"docker-compose.yml": compose, "Dockerfile": "FROM ubuntu:22.04\nCOPY scripts/ /scripts/\n",
+            "scripts/start_embed.sh": "exec vllm serve Qwen/Qwen3-VL-Embedding-2B --runner pooling --port 8000\n"}
+    (workload,) = read_manifests([str(write_tree(tmp_path / "repo", tree) / "docker-compose.yml")])[1]
+    assert [t.text for t in workload.argv][:3] == ["Qwen/Qwen3-VL-Embedding-2B", "--runner", "pooling"]

@@ -69,3 +69,27 @@ def result(key: str, argv: list[str], env: dict[str, str] | None, cwd: str | Non
     if not build.done.wait(TIMEOUT_S + 60):
         raise TimeoutError(f"the background build {key} did not finish")
     return build.result
+
+
+def schedule_collected(session) -> None:
+    """Schedules the builds of the collected tests that wait on one: the rebuilds of the shipped releases
+    (tests/vllm_pack/test_pack_rebuild.py) and the on-the-fly build of a newer one (test_pack_newer.py), in the order
+    their tests come."""
+    names = {item.name for item in session.items}
+    wanted_newer = "test_a_newer_wheel_is_read_on_the_fly_and_cached" in names
+    wanted_rebuilds = any(name.startswith("test_rebuild_from_the_wheel_is_byte_identical[") for name in names)
+    if session.config.option.collectonly or not (wanted_newer or wanted_rebuilds):
+        return
+    import test_pack_newer  # imported by the collection already (tests/vllm_pack is on sys.path)
+    import test_pack_rebuild
+
+    builds = {}
+    command = test_pack_newer.on_the_fly_command() if wanted_newer else None
+    if command is not None:
+        builds["on-the-fly"] = command[:3]
+    for version in test_pack_rebuild.VERSIONS:
+        if f"test_rebuild_from_the_wheel_is_byte_identical[{version}]" in names and test_pack_rebuild.runnable(version):
+            argv, env, cwd, _ = test_pack_rebuild.rebuild_command(version)
+            builds[f"rebuild-{version}"] = (argv, env, cwd)
+    if builds:
+        schedule(builds)
