@@ -186,7 +186,7 @@ def _holds_a_command(value: str) -> bool:
     program = PurePosixPath(words[0]).name if words else ""
     # `python3 -m vllm.entrypoints.openai.api_server --model ${MODEL} ...` (a Python launcher of vLLM) too
     return len(words) > 2 and (program in COMMAND_PROGRAMS
-                               or (PYTHON_PROGRAM.match(program) is not None and words[1:3][0] == "-m"
+                               or (PYTHON_PROGRAM.match(program) is not None and words[1] == "-m"
                                    and words[2].startswith("vllm")))
 
 

@@ -108,13 +108,13 @@ def _built_service(file: str, name: str, key: yaml.Node, service: yaml.Node, com
 
     from kvdoctor.scan.built_images import Build, Deploy, built_workload
 
-    build = nodes.get(service, "build")
-    context = nodes.text(build) if nodes.is_scalar(build) else nodes.text(nodes.get(build, "context"))
-    dockerfile = (nodes.text(nodes.get(build, "dockerfile")) if nodes.is_map(build) else None) or "Dockerfile"
-    if build is None or not context or "://" in context or "$" in context + dockerfile:
+    build = _build_of(service)
+    if build is None:
         return None
+    context, dockerfile = build
     tag = nodes.text(nodes.get(service, "image")) or f"{name}:built"
-    deploy = Deploy(kind="service", container=name, image=Token(tag, nodes.line(build)), env=tuple(env),
+    built_at = nodes.line(nodes.get(service, "build"))
+    deploy = Deploy(kind="service", container=name, image=Token(tag, built_at), env=tuple(env),
                     args=tuple(command), first=Token(name, nodes.line(key)), gpu_limit=gpus[0], gpu_limit_line=gpus[1])
     built = built_workload(file, name, deploy, [Build((tag,), str(Path(context) / dockerfile))], [Path(file).parent])
     return replace(built, platform="compose", built_here=True) if built is not None else None
@@ -139,18 +139,26 @@ def unseen_notes(doc: Document, read: list[Workload]) -> list[str]:
     return notes
 
 
+def _build_of(service: yaml.Node) -> tuple[str, str] | None:
+    """(context, Dockerfile) of a service's `build:` (`build: ./vllm` or `{context, dockerfile}`) when both are paths
+    of the project, else None (no build, a remote context, a variable)."""
+    build = nodes.get(service, "build")
+    context = nodes.text(build) if nodes.is_scalar(build) else nodes.text(nodes.get(build, "context"))
+    dockerfile = (nodes.text(nodes.get(build, "dockerfile")) if nodes.is_map(build) else None) or "Dockerfile"
+    if build is None or not context or "://" in context or "$" in context + dockerfile:
+        return None
+    return context, dockerfile
+
+
 def _missing_build(file: str, service: yaml.Node) -> str | None:
     """The Dockerfile a vLLM-looking service builds from (`build:` with VLLM_ build args or env, or vLLM in its words)
     when that file is not in the project, else None."""
     from pathlib import Path
 
-    build = nodes.get(service, "build")
+    build = _build_of(service)
     if build is None:
         return None
-    context = nodes.text(build) if nodes.is_scalar(build) else nodes.text(nodes.get(build, "context"))
-    dockerfile = (nodes.text(nodes.get(build, "dockerfile")) if nodes.is_map(build) else None) or "Dockerfile"
-    if not context or "://" in context or "$" in context + dockerfile:
-        return None
+    context, dockerfile = build
     path = Path(file).parent / context / dockerfile
     if path.is_file() or "vllm" not in yaml.safe_dump(nodes.plain(service)).lower():
         return None

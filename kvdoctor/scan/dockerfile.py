@@ -9,7 +9,7 @@ import shlex
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
-from kvdoctor.scan.command import conditional_words, expand_words, serve_argv
+from kvdoctor.scan.command import conditional_words, expand_words, runs_a_shell, serve_argv
 from kvdoctor.scan.copied_scripts import Copy, copied_script, copy_of, script_command
 from kvdoctor.scan.documents import DOCKERFILE_NAMES, YAML_SUFFIXES, SourceFile
 from kvdoctor.scan.image import runs_vllm_entrypoint
@@ -85,17 +85,10 @@ def image_command(source: SourceFile, run_env: dict[str, str] | None = None,
     if script is not None:  # ENTRYPOINT ["/srv/start.sh"], COPY'd from the build context: its vllm serve
         return _run_script(workload, script, known)
     argv = expand_words(argv, known)  # an unquoted $EXTRA_ARGS of several options: its words
-    return [replace(workload, argv=tuple(argv), command_line=argv[0].line if argv else None,
-                    expands_shell=_through_shell(command or args))]
-
-
-SHELLS = {"sh", "bash", "dash", "zsh", "ash"}
-
-
-def _through_shell(words: list[Token]) -> bool:
-    """Whether the image runs its command through a shell (`sh -c "..."`, the shell form): its $VARs are the
-    container's env at run time, so a deploy's env (a ConfigMap's value) fills them."""
-    return len(words) >= 2 and PurePosixPath(words[0].text).name in SHELLS and "-c" in [w.text for w in words[1:3]]
+    # a command run through a shell (`sh -c "..."`, the shell form) expands its $VARs from the container's env at run
+    # time, so a deploy's env (a ConfigMap's value) fills them
+    shell = runs_a_shell([(t, None) for t in command], [(t, None) for t in args])
+    return [replace(workload, argv=tuple(argv), command_line=argv[0].line if argv else None, expands_shell=shell)]
 
 
 PASS_THROUGH = re.compile(r"""^\s*exec\s+(?:"\$(?:@|\{@\})"|\$(?:@|\{@\}))\s*$""", re.MULTILINE)

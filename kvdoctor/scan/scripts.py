@@ -14,10 +14,10 @@ from kvdoctor.data.engine_launchers import EngineLauncher
 from kvdoctor.scan import cloud_run
 from kvdoctor.scan.assigned_commands import unwrapped_assignments
 from kvdoctor.scan.built_images import Build, Deploy, built_workload, image_builds, roots_of
-from kvdoctor.scan.command import (FLAGS_ONLY_NOTE, SHELL_COMMAND_OPTION, SHELL_VARIABLE, SHELLS, after_launcher,
-                                  branch_assignments,
-                                  decided_lines, engine_launcher, expand_shell_variables, expand_words, heredocs,
-                                  only_serve_flags, script_assignments, script_commands, serve_argv, tool_pin)  # fmt: skip
+from kvdoctor.scan.command import (ASSIGNMENT, FLAGS_ONLY_NOTE, SHELL_COMMAND_OPTION, SHELL_VARIABLE, SHELLS,
+                                  after_launcher, branch_assignments, decided_lines, engine_launcher,
+                                  expand_shell_variables, expand_words, heredocs, only_serve_flags, script_assignments,
+                                  script_commands, serve_argv, tool_pin)  # fmt: skip
 from kvdoctor.scan.documents import JOB_SCRIPT_SUFFIXES, SCRIPT_SUFFIXES, SourceFile
 from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
 from kvdoctor.scan.image_entrypoints import names_vllm, unread_release, unseen_note
@@ -198,7 +198,6 @@ def _tested(words: list[Token]) -> list[Token]:
 
 # a script's own folder as its callers name it: "${SCRIPT_DIR}/", "$(dirname "$0")/", "$DIR/" (set from dirname), "./"
 SCRIPT_DIR_PREFIX = re.compile(r"""^(?:\$\{?\w*DIR\w*\}?/|\$\(dirname\s+"?\$(?:0|\{?BASH_SOURCE(?:\[0\])?\}?)"?\)/|\./)""")
-ENV_PREFIX = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 
 
 def _called_script_file(words: list[Token], file: str) -> tuple[Path, str, dict[str, str]] | None:
@@ -208,9 +207,10 @@ def _called_script_file(words: list[Token], file: str) -> tuple[Path, str, dict[
     any other command, or a file that names no vLLM."""
     env: dict[str, str] = {}
     while words and (words[0].text in PLAIN_PREFIXES or words[0].text in CONDITION_KEYWORDS
-                     or ENV_PREFIX.match(words[0].text)):
-        if (assigned := ENV_PREFIX.match(words[0].text)) is not None:
-            env[assigned.group(1)] = assigned.group(2)
+                     or ASSIGNMENT.match(words[0].text)):
+        if ASSIGNMENT.match(words[0].text):
+            name, _, value = words[0].text.partition("=")
+            env[name] = value
         words = words[1:]  # `exec bash ...`, `if ./launch.sh ...; then`, `VAR=value ./launch.sh`
     if words and PurePosixPath(words[0].text).name in SCRIPT_SHELLS:
         words = words[1:]
