@@ -28,6 +28,18 @@ _BARE_EXCEPTION = re.compile(
     r"|OutOfResources)|Exception(?=: \S))(?:\([\w.]+\))?"
     r"(?:: (.*)|:?$)"
 )
+# Markdown prose quoting an exception line in inline code: "we hit `GatedRepoError: 401 Client Error. ...`"
+_INLINE_EXCEPTION = re.compile(r"`((?:[a-z_]\w*\.)*_?[A-Z]\w*(?:Error|Exception))(?:: ([^`]+))?`")
+# ... but not one it names as an example ('fd limit errors like `OSError: [Errno 24] Too many open files`')
+_EXAMPLE_WORDS = re.compile(r"(?i)\b(?:like|such as|e\.g\.,?|for example,?|for instance,?|i\.e\.,?)\s*$")
+
+
+def _inline_exception(text: str) -> re.Match[str] | None:
+    """The exception a line of prose quotes in inline code as what happened, or None."""
+    for found in _INLINE_EXCEPTION.finditer(text):
+        if not _EXAMPLE_WORDS.search(text, 0, found.start()):
+            return found
+    return None
 _COMPILE_AT = re.compile(r"^at (\d+):(\d+):")
 # vLLM's executor re-raises a worker's error as this; the quoted payload is the worker's own error (which may be
 # another wrapper: they nest). Logs cut it short, so the closing words are optional.
@@ -249,6 +261,13 @@ def _parse_stream(stream: str, lines: list[LogLine]) -> list[ExceptionChain]:
             if current:
                 chains.append(ExceptionChain(tuple(current), stream))
             current = [exception]
+            continue
+        if stripped and not linked and "`" in text and (quoted := _inline_exception(text)):
+            # prose that quotes the failure in inline code (a lab note, an issue's summary): the quoted line
+            if current:
+                chains.append(ExceptionChain(tuple(current), stream))
+            current = [LoggedException(quoted.group(1), quoted.group(2) or "", (), stream, lines[i].number)]
+            i += 1
             continue
         if stripped and not linked and "Worker failed with error '" in text and WORKER_WRAP.search(text):
             # a wrapper printed without an exception type in front: its payload is still the worker's error

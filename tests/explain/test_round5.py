@@ -345,3 +345,13 @@ def test_a_json_records_fields_pasted_without_braces_are_read_as_the_record():
     assert json_fields('"not json": at all') is None and json_fields("plain text") is None
     report = explain_text(line + "\n")
     assert report.exit_code("error") == 1 and report.extra.get("family") == "hf_download"
+
+
+def test_prose_quoting_what_happened_in_inline_code_is_failure_evidence():
+    # a lab note's summary line: the exception it hit, quoted in backticks, is the failure (an example is not)
+    note = "**Problem:** deploying the model we hit `GatedRepoError: 401 Client Error. Access to model is restricted.`\n"
+    report = explain_text(note)
+    assert report.exit_code("error") == 1 and report.extra["family"] == "hf_download"
+    listed = "  - `ValueError: Paged attention: requested memory exceeds available RAM`\n"
+    assert explain_text(listed).exit_code("error") == 1
+    assert explain_text("Errors such as `ValueError: x` are retried.\n").exit_code("error") == 0
