@@ -320,10 +320,10 @@ HEREDOC_INTO_VARIABLE = re.compile(r"\bread\b[^<\n]*?\b([A-Za-z_]\w*)\s*<<|\b([A
 
 def shell_heredocs(script: str) -> list[tuple[int, str]]:
     """(offset of its first line in the script, body) of each here-document a shell runs, fed to it or kept in a
-    variable the script runs (`screen -dm bash -c "${CMD}"`, `eval "$CMD"`); an unquoted delimiter's body as the
-    shell hands it on (`\\$` is `$`, `\\``` is a backquote), a quoted one's as written."""
+    variable the script runs (`screen -dm bash -c "${CMD}"`, `eval "$CMD"`, `ssh host "$CMD"`); an unquoted delimiter's
+    body as the shell hands it on (`\\$` is `$`, `\\``` is a backquote, `\\\\` a backslash), a quoted one's as written."""
     return [(heredoc.first_line - 1, heredoc.body if heredoc.quoted
-             else heredoc.body.replace("\\$", "$").replace("\\`", "`"))
+             else heredoc.body.replace("\\$", "$").replace("\\`", "`").replace("\\\\", "\\"))
             for heredoc in heredocs(script) if SHELL_HEREDOC.search(heredoc.opener) or _run_later(heredoc.opener, script)]
 
 
@@ -332,7 +332,9 @@ def _run_later(opener: str, script: str) -> bool:
     if kept is None:
         return False
     name = re.escape(kept.group(1) or kept.group(2))
-    return re.search(r"(?:\b(?:ba|z|k|da)?sh\s+-c|\beval)\s+[\"']?\$\{?" + name + r"\}?(?!\w)", script) is not None
+    # a shell's -c, eval, or ssh's remote command (`ssh $OPTS root@"$HOST" "$REMOTE_CMD"`: the remote login shell)
+    return re.search(r"(?:\b(?:ba|z|k|da)?sh\s+-c|\beval|\bssh\b[^\n]*?)\s+[\"']?\$\{?" + name + r"\}?[\"']?\s*$",
+                     script, re.MULTILINE) is not None
 
 
 def _unseen(file: str, words: list[Token]) -> list[str]:

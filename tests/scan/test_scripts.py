@@ -417,3 +417,17 @@ def test_an_unset_variable_running_a_vllm_module_is_the_sites_python(tmp_path):
     text = "PORT=30000\n$PY -m vllm.entrypoints.openai.api_server --model Qwen/Qwen3-8B --port $PORT\n"
     (run,) = find_workloads([str(_script(tmp_path, text, "vllm.sbatch.sh"))])[1]
     assert [t.text for t in run.argv] == ["--model", "Qwen/Qwen3-8B", "--port", "30000"]
+
+
+def test_a_heredoc_kept_in_a_variable_that_ssh_runs_on_a_remote_host_is_read(tmp_path):
+    # REMOTE_CMD=$(cat <<EOF ... EOF) then `ssh $OPTS root@"$HOST" "$REMOTE_CMD"`: the remote login shell runs it,
+    # with the unquoted delimiter's \\ as a line continuation
+    script = ('IMAGE="vllm/vllm-openai:v0.25.1"\nREMOTE_CMD=$(cat <<EOF\ndocker rm -f vllm || true\n'
+              'docker run -d --gpus all --name vllm \\\\\n  $IMAGE \\\\\n  --model Qwen/Qwen3-8B \\\\\n'
+              '  --max-model-len 8192\nLOGS_PID=\\$!\nEOF\n)\n\nssh $SSH_OPTS root@"$HOST" "$REMOTE_CMD"\n')
+    (run,) = find_workloads([str(_script(tmp_path, script))])[1]
+    assert (run.kind, run.container, run.image) == ("docker run", "vllm", "vllm/vllm-openai:v0.25.1")
+    assert [t.text for t in run.argv] == ["--model", "Qwen/Qwen3-8B", "--max-model-len", "8192"]
+    # a heredoc kept in a variable that is only printed is data
+    shown = script.replace('ssh $SSH_OPTS root@"$HOST" "$REMOTE_CMD"', 'echo "$REMOTE_CMD"')
+    assert find_workloads([str(_script(tmp_path, shown))])[1] == []
