@@ -235,7 +235,8 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
         held = {n.split(" (", 1)[0] for w in read for n in w.notes[:1]}  # '{kind} {name} runs KEY of ConfigMap NAME'
         notes = [n for n in notes if not any(f"ConfigMap {h.rsplit(' ', 1)[-1]} mentions vLLM" in n for h in held)]
     # a serving runtime an InferenceService of the scan runs on is that model's pod, read there: not a workload too
-    found = [w for w in found if (w.kind, w.name, w.file) not in used_runtimes]
+    # (a Kustomize render reads it as the kustomization's, with the runtime's own file among its line files)
+    found = [w for w in found if not any((w.kind, w.name, f) in used_runtimes for f in (w.file, *w.line_files))]
     files = [s.path for s in sources if not isinstance(s, ManifestError)]
     files += [f for f in rendered_files if f not in files]
     found, through = not_alone(found)

@@ -71,6 +71,10 @@ def test_a_model_on_a_runtime_of_the_scanned_files_is_the_pod_kserve_builds_from
     assert "ServingRuntime" not in by_kind(report)
     alone = scan([str(tmp_path / "runtime.yaml")], tmp_path)  # with no model on it, the runtime is read on its own
     assert "ServingRuntime" in by_kind(alone)
+    # ... also when a kustomization renders both (batch s87: the runtime read as the kustomization's)
+    (tmp_path / "kustomization.yaml").write_text("resources:\n  - runtime.yaml\n  - isvc.yaml\n")
+    rendered = scan([str(tmp_path / "kustomization.yaml")], tmp_path)
+    assert sorted(by_kind(rendered)) == ["InferenceService"]
 
 
 def test_a_model_without_a_runtime_name_takes_the_one_runtime_that_auto_selects_its_format(tmp_path):
