@@ -151,9 +151,11 @@ def _charts(directory: Path, metadata: dict, values: dict, depth: int, prefix: s
         key = alias or str(sub_meta.get("name") or sub_dir.name)
         own = values.get(key) if isinstance(values.get(key), dict) else {}
         sub_values = merge_values(_load_values(sub_dir / "values.yaml"), own)
-        if "global" in values:
-            sub_values["global"] = merge_values(sub_values.get("global") or {}, values["global"])
+        # Helm gives every subchart a `global` map (the parent's merged into its own), and the parent sees the
+        # subchart's coalesced values under the subchart's key (`.Values.common.rbac` of a library's defaults)
+        sub_values["global"] = merge_values(sub_values.get("global") or {}, values.get("global") or {})
         found += _charts(sub_dir, sub_meta, sub_values, depth + 1, f"{prefix}/charts/{key}")
+        values[key] = sub_values
     return found
 
 

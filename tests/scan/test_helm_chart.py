@@ -281,6 +281,27 @@ def test_subcharts_render_with_the_parents_values_under_their_key_and_their_cond
     assert '- "--served-model-name=Qwen/Qwen3-8B"' in deployment.text and '- "--max-model-len=4096"' in deployment.text
 
 
+def test_a_parent_sees_its_subcharts_defaults_under_their_key_and_a_subchart_always_has_global(tmp_path):
+    # bjw-s' app-template idiom: a library aliased `common` whose defaults the wrapper merges from .Values.common,
+    # and `.Values.global.x` in a subchart whose parent sets no global
+    app, lib = tmp_path / "app", tmp_path / "app" / "charts" / "lib"
+    (lib / "templates").mkdir(parents=True)
+    (app / "templates").mkdir()
+    (app / "Chart.yaml").write_text("apiVersion: v2\nname: app\nversion: 1.0.0\n"
+                                    "dependencies:\n  - {name: lib, version: 1.0.0, alias: common}\n")
+    (app / "values.yaml").write_text("image: vllm/vllm-openai:v0.25.1\n")
+    (lib / "Chart.yaml").write_text("apiVersion: v2\nname: lib\nversion: 1.0.0\n")
+    (lib / "values.yaml").write_text("rbac:\n  roles: {}\nport: 8000\n")
+    (lib / "templates" / "names.yaml").write_text("{{- if not .Values.global.nameOverride }}{{- end }}\n")
+    (app / "templates" / "app.yaml").write_text(
+        "{{- range $k, $v := .Values.common.rbac.roles }}{{ $k }}{{ end }}\n"
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: vllm\nspec:\n  containers:\n  - name: vllm\n"
+        "    image: {{ .Values.image }}\n    args: [--port, \"{{ .Values.common.port }}\"]\n")
+    rendered = render_chart(app, [])
+    assert not rendered.failures, rendered.failures
+    assert '--port, "8000"' in next(t.text for t in rendered.templates if t.name.endswith("app.yaml"))
+
+
 def test_files_capabilities_lookup_and_the_release_as_helm_template_gives_them(tmp_path):
     chart = tmp_path / "chart"
     (chart / "templates").mkdir(parents=True)
