@@ -1,5 +1,5 @@
-"""An Argo CD Application or a Flux HelmRelease whose chart is in the scanned tree: the chart rendered as that
-controller installs it (its release name, namespace, value files, inline values and parameters)."""
+"""An Argo CD Application, a Flux HelmRelease or a helmfile's release whose chart is in the scanned tree: the chart
+rendered as that controller installs it (its release name, namespace, value files, inline values and parameters)."""
 
 from __future__ import annotations
 
@@ -21,12 +21,34 @@ from kvdoctor.scan.workload import Workload
 RELEASE_APIS = re.compile(r"\bargoproj\.io/|\bhelm\.toolkit\.fluxcd\.io/")
 
 
-def is_helm_release(root: yaml.Node) -> bool:
-    """An Argo CD Application (spec.source or spec.sources) or a Flux HelmRelease."""
+def is_helm_release(root: yaml.Node, file: str = "") -> bool:
+    """An Argo CD Application (spec.source or spec.sources), a Flux HelmRelease, or a helmfile (its releases)."""
     api = nodes.text(nodes.get(root, "apiVersion")) or ""
     kind = nodes.text(nodes.get(root, "kind"))
     return (kind == "Application" and api.startswith("argoproj.io/")) or \
-        (kind == "HelmRelease" and api.startswith("helm.toolkit.fluxcd.io/"))  # fmt: skip
+        (kind == "HelmRelease" and api.startswith("helm.toolkit.fluxcd.io/")) or is_helmfile(root, file)  # fmt: skip
+
+
+def is_helmfile(root: yaml.Node, file: str) -> bool:
+    """A helmfile (helmfile.yaml, helmfile.d/*.yaml): a `releases` list whose items name a chart."""
+    named = Path(file).name.startswith("helmfile") or Path(file).parent.name == "helmfile.d"
+    return named and any(nodes.get(item, "chart") is not None for item in nodes.items(nodes.get(root, "releases")))
+
+
+def _controller(doc: Document) -> tuple[str, str]:
+    """(the words for what installs the chart, its name) of an Argo CD Application, a Flux HelmRelease, a helmfile."""
+    kind = nodes.text(nodes.get(doc.root, "kind"))
+    name = nodes.text(nodes.get(doc.root, "metadata", "name")) or "(unnamed)"
+    if is_helmfile(doc.root, doc.file):
+        return "helmfile", Path(doc.file).name
+    return f"{'Argo CD' if kind == 'Application' else 'Flux'} {kind}", name
+
+
+def _plans(doc: Document, name: str) -> list[tuple[str, list[str], ChartRelease]]:
+    if is_helmfile(doc.root, doc.file):
+        return _helmfile_plans(doc)
+    kind = nodes.text(nodes.get(doc.root, "kind"))
+    return _argo_plans(doc, name) if kind == "Application" else _flux_plans(doc, name)
 
 
 def release_workloads(doc: Document, read_document: ReadDocument,
@@ -36,16 +58,16 @@ def release_workloads(doc: Document, read_document: ReadDocument,
     chart's kvdoctor reads by its values (production-stack's servingEngineSpec, vLLM's own chart, bjw-s app-template),
     else not checked."""
     kind = nodes.text(nodes.get(doc.root, "kind"))
-    name = nodes.text(nodes.get(doc.root, "metadata", "name")) or "(unnamed)"
-    via = f"{'Argo CD' if kind == 'Application' else 'Flux'} {kind} {name} ({doc.file}:{nodes.line(doc.root)})"
-    plans = _argo_plans(doc, name) if kind == "Application" else _flux_plans(doc, name)
+    what, name = _controller(doc)
+    via = f"{what} {name} ({doc.file}:{nodes.line(doc.root)})"
+    plans = _plans(doc, name)
     found: list[Workload] = []
     unread: list[UnreadFile] = []
     notes: list[str] = []
     for chart_path, values_files, release in plans:
         chart = chart_in_tree(Path(doc.file).parent, chart_path)
         if chart is None:
-            inline = _inline_values(doc, kind)
+            inline = _inline_values(doc, kind, release.name)
             if inline is None:
                 by_values = []
             elif app_template.is_app_template(chart_path.split(" from ")[0]):
@@ -71,9 +93,15 @@ def release_workloads(doc: Document, read_document: ReadDocument,
     return found, unread, notes
 
 
-def _inline_values(doc: Document, kind: str | None) -> yaml.Node | None:
-    """The values an Argo CD Application (helm.valuesObject, or helm.values on the file's lines) or a Flux
-    HelmRelease (spec.values) gives inline, as a node; None when it gives none."""
+def _inline_values(doc: Document, kind: str | None, release: str | None = None) -> yaml.Node | None:
+    """The values an Argo CD Application (helm.valuesObject, or helm.values on the file's lines), a Flux
+    HelmRelease (spec.values) or a helmfile's release (a map in its values list) gives inline, as a node; None when
+    it gives none."""
+    if is_helmfile(doc.root, doc.file):
+        for item in nodes.items(nodes.get(doc.root, "releases")):
+            if nodes.text(nodes.get(item, "name")) == release:
+                return next((v for v in nodes.items(nodes.get(item, "values")) if nodes.is_map(v)), None)
+        return None
     spec = nodes.get(doc.root, "spec")
     if kind != "Application":
         values = nodes.get(spec, "values")
@@ -142,51 +170,90 @@ def _flux_plans(doc: Document, name: str) -> list[tuple[str, list[str], ChartRel
     return [(chart, value_files, ChartRelease(release, namespace, values if isinstance(values, dict) else {}))]
 
 
+def _helmfile_plans(doc: Document) -> list[tuple[str, list[str], ChartRelease]]:
+    """Each release of a helmfile: its chart, its value files (relative to the helmfile, given as absolute paths),
+    and its name, namespace, inline values and `set` items (a templated .gotmpl value file is not read)."""
+    here = Path(doc.file).parent
+    default_namespace = nodes.text(nodes.get(doc.root, "helmDefaults", "namespace")) or "default"
+    plans = []
+    for item in nodes.items(nodes.get(doc.root, "releases")):
+        chart = nodes.text(nodes.get(item, "chart"))
+        if chart is None:
+            continue
+        name = nodes.text(nodes.get(item, "name")) or Path(chart).name
+        values: dict = {}
+        files = []
+        for entry in nodes.items(nodes.get(item, "values")):
+            if nodes.is_map(entry) and isinstance(plain := nodes.plain(entry), dict):
+                values = merge_values(values, plain)
+            elif (path := nodes.text(entry)) is not None:
+                files.append(str(here / path))
+        for entry in nodes.items(nodes.get(item, "set")):
+            key, value = nodes.text(nodes.get(entry, "name")), nodes.text(nodes.get(entry, "value"))
+            if key:
+                set_value(values, key, value or "")
+        namespace = nodes.text(nodes.get(item, "namespace")) or default_namespace
+        plans.append((chart, files, ChartRelease(name, namespace, values)))
+    return plans
+
+
 def installed_charts_left_out(sources: list) -> tuple[list, list[str]]:
     """The scan's sources without the charts that an Argo CD Application, a Flux HelmRelease or a Terraform
     helm_release in the scan installs (their values are the release's; the chart's defaults alone run nowhere), and
     a note for each chart left out so."""
     installed: dict[Path, str] = {}
+    used: set[Path] = set()  # the value files those releases give
     for source in sources:
         if isinstance(source, SourceFile):
-            installed |= _charts_installed_by(source)
+            charts, files = _charts_installed_by(source)
+            installed |= charts
+            used |= files
     if not installed:
         return sources, []
     kept, notes = [], []
     for source in sources:
         by = installed.get(source.chart.resolve()) if isinstance(source, ChartSource) else None
-        if by is None or source.values_files:
+        if by is None or any(Path(f).resolve() not in used for f in source.values_files):
             kept.append(source)
             continue
-        notes.append(f"{source.path}: the chart is rendered as {by} installs it, not with its defaults alone")
+        alone = "with the value files it gives" if source.values_files else "not with its defaults alone"
+        notes.append(f"{source.path}: the chart is rendered as {by} installs it, {alone}")
     return kept, notes
 
 
-def _charts_installed_by(source: SourceFile) -> dict[Path, str]:
-    """Chart directory -> the release in this file that installs it (only charts in the tree)."""
+def value_files_given(sources: list) -> set[Path]:
+    """The value files (resolved) that an Argo CD Application, a Flux HelmRelease or a helmfile of the scan gives
+    its chart: read through that release, not as a document of their own."""
+    return {f for source in sources if isinstance(source, SourceFile) for f in _charts_installed_by(source)[1]}
+
+
+def _charts_installed_by(source: SourceFile) -> tuple[dict[Path, str], set[Path]]:
+    """Chart directory -> the release in this file that installs it (only charts in the tree), and the value files
+    those releases give."""
     found: dict[Path, str] = {}
+    files: set[Path] = set()
     if source.path.endswith(HCL_SUFFIXES) and "helm_release" in source.text:
         try:
             root = hcl.parse(source.text, source.path)
         except hcl.HclError:
-            return {}
+            return {}, files
         for labels, body in hcl.blocks(root, "resource"):
             if labels[:1] == ["helm_release"] and (chart := terraform_helm.local_chart(body, source.path)):
                 found[chart.resolve()] = f"Terraform helm_release {labels[1] if len(labels) > 1 else ''}"
-        return found
-    if not RELEASE_APIS.search(source.text):
-        return {}
+        return found, files
+    if not RELEASE_APIS.search(source.text) and not Path(source.path).name.startswith("helmfile") \
+            and Path(source.path).parent.name != "helmfile.d":
+        return {}, files
     try:
         documents = compose_documents(source)
     except ManifestError:
-        return {}
+        return {}, files
     for doc in documents:
-        if not is_helm_release(doc.root):
+        if not is_helm_release(doc.root, doc.file):
             continue
-        kind = nodes.text(nodes.get(doc.root, "kind"))
-        name = nodes.text(nodes.get(doc.root, "metadata", "name")) or "(unnamed)"
-        plans = _argo_plans(doc, name) if kind == "Application" else _flux_plans(doc, name)
-        for chart_path, _, _ in plans:
+        what, name = _controller(doc)
+        for chart_path, values_files, _ in _plans(doc, name):
             if (chart := chart_in_tree(Path(doc.file).parent, chart_path)) is not None:
-                found[chart.resolve()] = f"{'Argo CD' if kind == 'Application' else 'Flux'} {kind} {name}"
-    return found
+                found[chart.resolve()] = f"{what} {name}"
+                files |= {(chart / f).resolve() for f in values_files}
+    return found, files

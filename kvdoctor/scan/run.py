@@ -72,6 +72,7 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
     sources, notes = discover(paths)
     sources, through = through_their_kustomization(sources, paths)
     sources = rendered_instead(sources)
+    given = helm_release.value_files_given(sources)
     sources, left_out = helm_release.installed_charts_left_out(sources)
     notes += through + left_out
     found: list[Workload] = []
@@ -99,7 +100,7 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
         if kserve_runtimes.runs_on_a_runtime(doc.root):
             on_runtimes.append((doc, text, undecided, with_notes))
             return [], []
-        if helm_release.is_helm_release(doc.root):  # an Argo CD Application / Flux HelmRelease: its chart rendered
+        if helm_release.is_helm_release(doc.root, doc.file):  # Argo CD, Flux, helmfile: the chart they install
             own = placed_document(marked(doc.root, doc.file, text), doc.index)  # in its own file, not a render's
             workloads, failures, why = helm_release.release_workloads(own, read_document, text)
             unread.extend(failures)
@@ -114,7 +115,7 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             built = repo_images.built_here(doc.root, doc.file, workloads, scanned_roots)
             workloads += with_context(built, undecided, with_notes)
         why = unseen_notes(doc, workloads)
-        if not workloads and name_unread and (unread_why := unread_kind(doc)):
+        if not workloads and name_unread and Path(doc.file).resolve() not in given and (unread_why := unread_kind(doc)):
             if unread_kind_runs_scripts(doc):  # user data a machine runs at boot, cloud-init's runcmd
                 workloads = with_context(embedded_scripts.workloads(doc.root, doc.file, text), undecided, with_notes)
             if not workloads:

@@ -371,3 +371,33 @@ def test_castai_vllm_chart_with_a_model_is_its_wrapper_scripts_workload_and_with
     _, workloads, _, _ = read_manifests([str(chart)])
     (found,) = workloads
     assert found.container == "vllm" and "--kv-cache-dtype=auto" in [t.text for t in found.argv]
+
+
+def _tiny_chart(root):
+    chart = root / "charts" / "llm"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: llm\nversion: 1.0.0\n")
+    (chart / "values.yaml").write_text("enabled: false\nmodel: Qwen/Qwen3-8B\ntp: 1\n")
+    (chart / "templates" / "deploy.yaml").write_text(
+        "{{- if .Values.enabled }}\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}-llm\n"
+        "spec:\n  template:\n    spec:\n      containers:\n      - name: vllm\n        image: vllm/vllm-openai:v0.25.1\n"
+        "        args: [serve, {{ .Values.model | quote }}, --tensor-parallel-size, \"{{ .Values.tp }}\","
+        " {{ \"a b\" | wrap 1 | quote }}]\n{{- end }}\n")
+    return chart
+
+
+def test_a_helmfiles_releases_render_their_local_charts_with_their_value_files_inline_values_and_sets(tmp_path):
+    _tiny_chart(tmp_path)
+    (tmp_path / "values").mkdir()
+    (tmp_path / "values" / "qwen.yaml").write_text("enabled: true\nmodel: Qwen/Qwen3-32B\n")
+    (tmp_path / "helmfile.yaml").write_text(
+        "releases:\n  - name: qwen\n    namespace: llm\n    chart: ./charts/llm\n    values:\n      - values/qwen.yaml\n"
+        "      - tp: 2\n    set:\n      - name: model\n        value: Qwen/Qwen3-14B\n"
+        "  - name: off\n    chart: ./charts/llm\n  - name: web\n    chart: bitnami/nginx\n")
+    files, found, notes, unread = read_manifests([str(tmp_path)])
+    assert not unread, unread
+    (workload,) = found
+    assert workload.name == "llm/qwen-llm" or workload.name.endswith("qwen-llm")
+    assert [t.text for t in workload.argv][:4] == ["serve", "Qwen/Qwen3-14B", "--tensor-parallel-size", "2"]
+    assert not any("raw values" in n for n in notes)  # values/qwen.yaml is read through its release
+    assert any("bitnami/nginx" in n and "not in the scanned tree" in n for n in notes)

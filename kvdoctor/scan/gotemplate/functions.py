@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from kvdoctor.scan.gotemplate.gofmt import sprint, sprintf
 from kvdoctor.scan.gotemplate.semver import semver, semver_compare
-from kvdoctor.scan.gotemplate.sprig_extra import SPRIG_EXTRA
+from kvdoctor.scan.gotemplate.sprig_extra import SPRIG_ALIASES, SPRIG_EXTRA
 from kvdoctor.scan.gotemplate.values import compare, equal, go_format, kind, truth, type_name
 from kvdoctor.scan.gotemplate.yaml_io import from_json, from_yaml, to_json, to_yaml
 
@@ -478,8 +478,9 @@ def builtin_functions(renderer) -> dict[str, Callable[..., Any]]:
         raise FunctionFailed(message)
 
     helm = {"include": include, "tpl": tpl, "required": required, "fail": fail}
-    return {**GO_BUILTINS, **HELM_DATA, **helm, **SPRIG_FLOW, **SPRIG_STRINGS, **SPRIG_NUMBERS, **SPRIG_COLLECTIONS,
-            **SPRIG_EXTRA}
+    functions = {**GO_BUILTINS, **HELM_DATA, **helm, **SPRIG_FLOW, **SPRIG_STRINGS, **SPRIG_NUMBERS,
+                 **SPRIG_COLLECTIONS, **SPRIG_EXTRA}
+    return functions | {alias: functions[name] for alias, name in SPRIG_ALIASES.items() if name in functions}
 
 
 def _product(values, convert=to_int):

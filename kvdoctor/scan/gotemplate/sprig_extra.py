@@ -40,6 +40,24 @@ def go_date(layout: str, when: Any) -> str:
     return re.sub(pattern, lambda m: words[m.group(0)](moment), str(layout))
 
 
+def _wrap_with(width: Any, joint: str, text: Any) -> str:
+    """Sprig's wrapWith (goutils.WrapCustom): lines broken at the last space before `width` characters; a word longer
+    than the width stays whole."""
+    limit = int(width) if str(width).lstrip("-").isdigit() else 1
+    out = []
+    for line in str(text).split("\n"):
+        while len(line) > limit:
+            cut = line.rfind(" ", 0, limit + 1)
+            if cut <= 0:
+                cut = line.find(" ", limit)
+                if cut < 0:
+                    break
+            out.append(line[:cut])
+            line = line[cut + 1:]
+        out.append(line)
+    return joint.join(out)
+
+
 def _uuid() -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, "kvdoctor"))  # random in Helm; fixed here, as RENDER_TIME
 
@@ -80,4 +98,33 @@ SPRIG_EXTRA: dict[str, Callable[..., Any]] = {
     "swapcase": lambda s: str(s).swapcase(),
     "initials": lambda s: "".join(w[0] for w in str(s).split()),
     "plural": lambda one, many, count: one if count == 1 else many,
+    "wrap": lambda width, text: _wrap_with(width, "\n", text),
+    "wrapWith": _wrap_with,
+    "regexQuoteMeta": re.escape,
+    "osBase": posixpath.basename,
+    "osDir": posixpath.dirname,
+    "osExt": lambda p: posixpath.splitext(p)[1],
+    "osClean": lambda p: posixpath.normpath(p) if p else ".",
+    "osIsAbs": posixpath.isabs,
+    "seq": lambda *a: " ".join(str(n) for n in _seq(*(int(x) for x in a))),
 }
+SPRIG_ALIASES = {
+    "push": "append", "mustPush": "append", "mustPrepend": "prepend", "mustRest": "rest", "mustInitial": "initial",
+    "mustReverse": "reverse", "mustUniq": "uniq", "mustWithout": "without", "mustCompact": "compact",
+    "mustSlice": "slice", "mustRegexFind": "regexFind", "mustRegexFindAll": "regexFindAll",
+    "mustRegexReplaceAll": "regexReplaceAll", "mustRegexReplaceAllLiteral": "regexReplaceAllLiteral",
+    "mustRegexSplit": "regexSplit", "mustFromJson": "fromJson", "mustFromYaml": "fromYaml",
+    "mustToRawJson": "toRawJson", "trimall": "trimAll", "biggest": "max", "maxf": "max", "minf": "min",
+}
+"""Sprig's other names for the same function (must* raise where the plain one returns empty: both fail a render
+the same way here)."""
+
+
+def _seq(*bounds: int) -> range:
+    """Sprig's seq: `seq 3` is 1 2 3, `seq 2 4` is 2 3 4, `seq 0 2 6` steps by 2 (a negative count is downward)."""
+    if len(bounds) == 1:
+        return range(1, bounds[0] + 1) if bounds[0] >= 1 else range(1, bounds[0] - 1, -1)
+    if len(bounds) == 2:
+        return range(bounds[0], bounds[1] + 1) if bounds[1] >= bounds[0] else range(bounds[0], bounds[1] - 1, -1)
+    start, step, end = bounds[:3]
+    return range(start, end + (1 if step > 0 else -1), step) if step else range(0)
