@@ -190,18 +190,40 @@ def _holds_a_command(value: str) -> bool:
                                    and words[2].startswith("vllm")))
 
 
+MAX_QUOTED_LINES = 200
+"""Lines a quoted string may span (CMD="vllm serve $MODEL<newline>  --port 8000"); a longer span is a stray quote."""
+
+
 def _continuations_joined(script: str) -> str:
     """The script with each line that ends in a backslash joined to the next (a comment's backslash continues
-    nothing)."""
+    nothing), and an assignment whose quoted value goes on over lines (CMD="vllm serve $MODEL<newline>  --port 8000")
+    joined up to its closing quote."""
     out: list[str] = []
     continuing = False
+    quoted = 0  # lines joined so far into an open quoted value
     for line in script.split("\n"):
         if continuing:
             out[-1] = out[-1][:-1] + " " + line
+        elif quoted:
+            out[-1] = out[-1] + " " + line
         else:
             out.append(line)
         continuing = out[-1].endswith("\\") and not line.lstrip().startswith("#")
+        quoted = quoted + 1 if not continuing and quoted < MAX_QUOTED_LINES and _value_left_open(out[-1]) else 0
     return "\n".join(out)
+
+
+_OPEN_VALUE = re.compile(r"""^\s*(?:export\s+)?[A-Za-z_]\w*=(["'])""")
+
+
+def _value_left_open(line: str) -> bool:
+    """Whether the line assigns a quoted value that it does not close."""
+    opened = _OPEN_VALUE.match(line)
+    if opened is None:
+        return False
+    quote, rest = opened.group(1), line[opened.end():]
+    closing = rest.find("'") if quote == "'" else re.search(r'(?<!\\)(?:\\\\)*"', rest)
+    return closing == -1 if quote == "'" else closing is None
 
 
 def script_assignments(script: str, known: dict[str, str]) -> dict[str, str]:

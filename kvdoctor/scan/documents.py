@@ -30,6 +30,8 @@ SHELL_SHEBANG = re.compile(rb"^#!\s*\S*(?:/|env\s+)(?:ba|da|z|k)?sh\b")
 PYTHON_SUFFIX = ".py"
 UNIT_SUFFIX = ".service"
 """A systemd service unit (scan/systemd_units.py)."""
+UNIT_TEMPLATE_SUFFIXES = tuple(UNIT_SUFFIX + suffix for suffix in (".template", ".tmpl", ".tpl", ".in", ".example"))
+"""A unit kept with placeholders for an installer to fill (`vllm.service.template`, autotools' `.service.in`)."""
 QUADLET_SUFFIX = ".container"
 """A Podman Quadlet container unit (scan/quadlets.py)."""
 SUPERVISORD_SUFFIXES = (".conf", ".ini")
@@ -146,7 +148,8 @@ def _walk(root: Path, notes: list[str]) -> list[SourceFile | ChartSource | Manif
             if (here / name) in chart_data:
                 found.append(_or_error(lambda: replace(_read(here / name), data_of=chart_data[here / name])))
                 continue
-            readable = (name.endswith(YAML_SUFFIXES + SCRIPT_SUFFIXES + (UNIT_SUFFIX, QUADLET_SUFFIX) + JINJA_TEMPLATES)
+            readable = (name.endswith(YAML_SUFFIXES + SCRIPT_SUFFIXES + (UNIT_SUFFIX, QUADLET_SUFFIX) + JINJA_TEMPLATES
+                                      + UNIT_TEMPLATE_SUFFIXES)
                         or DOCKERFILE_NAMES.search(name)
                         or MAKEFILE_NAMES.search(name) or name == KUSTOMIZATION_WITHOUT_SUFFIX)
             if name.endswith(PYTHON_SUFFIX):

@@ -266,6 +266,9 @@ class _Parser:
                     return self.scalar(_unknown(self.raw()), STR, start)
                 self.pos = word.end()
                 key = word.group(0)
+                while self.peek() == "." and (part := IDENTIFIER.match(self.text, self.pos + 1)) is not None:
+                    self.pos = part.end()  # a traversal as the key (`aws.dns = aws` in a module's providers)
+                    key += "." + part.group(0)
             else:
                 raise self.error(f"expected an object key, found {self.peek()!r}")
             self.skip(newlines=False)

@@ -106,7 +106,7 @@ def image_version(image: str) -> ImageVersion:
         why = f"vLLM {bundled.group(1)} read from the tag of {path} ({tag}), another project's image bundling vLLM"
         return ImageVersion(repository, tag, digest, bundled.group(1), why)
     if not own and not build:
-        why = f"the tag of {path} is not a vLLM version"
+        why = f"the tag of {path} is not a vLLM version" if path else f"image {image.strip()} names no repository and tag"
         return ImageVersion(repository, tag, digest, None, why)
     if tag is None:
         why = f"image {image} pins a digest, not a version" if digest else f"image {image} has no tag (latest)"

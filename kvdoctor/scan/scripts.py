@@ -404,7 +404,11 @@ def _unwrap(words: list[Token]) -> tuple[list[Token], str | None, tuple[str, Tok
         wrapper = PurePosixPath(words[0].text).name
         index = 1
         subcommand = None
+        instance = False
         if wrapper in CONTAINER_EXEC:  # apptainer exec|run [options] IMAGE COMMAND...
+            if [w.text for w in words[index:index + 2]] == ["instance", "run"]:
+                index += 1  # `apptainer instance run [options] IMAGE NAME ARGS`: the runscript, as a named instance
+                instance = True
             if index < len(words) and words[index].text in ("exec", "run"):
                 subcommand = words[index].text
                 index += 1
@@ -418,7 +422,7 @@ def _unwrap(words: list[Token]) -> tuple[list[Token], str | None, tuple[str, Tok
         if wrapper in CONTAINER_EXEC:
             if subcommand is not None and index < len(words):
                 container = (subcommand, words[index])
-            index += 1  # the image (a .sif file or docker://...)
+            index += 2 if instance else 1  # the image (a .sif file or docker://...), an instance's name
         words = words[index:]
     return words, wrapper, container
 

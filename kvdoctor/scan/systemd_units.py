@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
 from kvdoctor.scan.command import SHELLS
-from kvdoctor.scan.documents import SourceFile
+from kvdoctor.scan.documents import UNIT_TEMPLATE_SUFFIXES, SourceFile
 from kvdoctor.scan.scripts import script_findings
 from kvdoctor.scan.workload import Workload
 
@@ -22,10 +22,12 @@ EXEC_PREFIXES = "-@+!:"
 
 
 def is_unit(source: SourceFile) -> bool:
-    """A unit file, or an Ansible template of one that was rendered (`vllm.service.j2`)."""
+    """A unit file, an Ansible template of one that was rendered (`vllm.service.j2`), or a unit an installer fills
+    in (`vllm.service.template`: its @PLACEHOLDER@ words stay unknown values)."""
     from kvdoctor.scan.ansible_templates import rendered_name
 
-    return rendered_name(source.path).endswith(SUFFIX) and "ExecStart" in source.text
+    named = rendered_name(source.path).endswith(SUFFIX) or source.path.endswith(UNIT_TEMPLATE_SUFFIXES)
+    return named and "ExecStart" in source.text
 
 
 def read(source: SourceFile) -> tuple[list[Workload], list[str]]:

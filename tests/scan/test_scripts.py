@@ -431,3 +431,27 @@ def test_a_heredoc_kept_in_a_variable_that_ssh_runs_on_a_remote_host_is_read(tmp
     # a heredoc kept in a variable that is only printed is data
     shown = script.replace('ssh $SSH_OPTS root@"$HOST" "$REMOTE_CMD"', 'echo "$REMOTE_CMD"')
     assert find_workloads([str(_script(tmp_path, shown))])[1] == []
+
+
+def test_a_command_kept_in_a_multi_line_quoted_variable_is_one_command(tmp_path):
+    # CMD="vllm serve $MODEL<newline>    --flag ..." (no backslashes): the newlines are spaces once $CMD is split
+    script = ('SIF=/path/vllm.sif\nCMD="vllm serve Qwen/Qwen3-8B\n    --tensor-parallel-size 1\n'
+              '    --max-model-len 16384"\nsingularity exec --nv "$SIF" $CMD\n')
+    (run,) = find_workloads([str(_script(tmp_path, script))])[1]
+    assert [t.text for t in run.argv] == ["Qwen/Qwen3-8B", "--tensor-parallel-size", "1", "--max-model-len", "16384"]
+
+
+def test_apptainer_instance_run_runs_the_images_runscript_with_the_words_after_the_instance_name(tmp_path):
+    script = "apptainer instance run --nv --env HF_HOME=/hf vllm-openai_v0.10.1.sif vllm1 --model Qwen/Qwen3-8B --port 8000\n"
+    (run,) = find_workloads([str(_script(tmp_path, script))])[1]
+    assert [t.text for t in run.argv] == ["--model", "Qwen/Qwen3-8B", "--port", "8000"]
+    assert run.image == "vllm-openai_v0.10.1.sif"
+
+
+def test_a_systemd_unit_kept_as_a_template_is_read_as_a_unit(tmp_path):
+    unit = ("[Unit]\nDescription=vLLM\n\n[Service]\nUser=@USER@\nExecStart=/bin/bash -c 'exec /opt/vllm/bin/vllm serve "
+            "/model --max-model-len ${MAX_MODEL_LEN} --port 8000'\n\n[Install]\nWantedBy=multi-user.target\n")
+    (run,) = find_workloads([str(_script(tmp_path, unit, "vllm.service.template"))])[1]
+    assert run.argv[0].text == "/model"
+    (walked,) = find_workloads([str(tmp_path)])[1]  # a walk picks it up too
+    assert walked.file.endswith("vllm.service.template")

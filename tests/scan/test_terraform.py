@@ -238,3 +238,11 @@ def test_type_conversions_compact_concat_and_locals_built_from_variables_are_rea
     assert workload.workload.name == "vllm-qwen3"
     assert [t.text for t in workload.workload.argv] == ["--model", "Qwen/Qwen3-8B", "--max-model-len", "8192"]
     assert workload.workload.argv[2].line == 12  # each word on its own line
+
+
+def test_an_object_key_that_is_a_traversal_parses(tmp_path):
+    # a module's providers map: `aws.dns = aws` (an HCL object key may be a traversal)
+    from kvdoctor.scan import hcl
+
+    root = hcl.parse('module "m" {\n  providers = {\n    aws     = aws\n    aws.dns = aws\n  }\n}\n', "main.tf")
+    assert root is not None
