@@ -32,11 +32,12 @@ def is_github_actions(root: yaml.Node) -> bool:
 
 
 def workloads(doc: Document, source_text: str) -> list[Workload]:
-    name = nodes.text(nodes.get(doc.root, "name")) or "(unnamed)"
+    workflow = nodes.text(nodes.get(doc.root, "name")) or "(unnamed)"
     steps = _step_scripts(doc.root)
     builds = _builds(steps)
     found = []
-    for script, first, env, folder in steps:
+    for script, first, env, folder, job in steps:
+        name = f"{workflow} / {job}" if job else workflow  # the job's id, as `workflow / job` names a check run
         read = script_workloads(script, first, doc.file, name, env, builds)
         called = called_script(script, first, roots_of(doc.file)[0] / folder) if not read else None
         if called is not None:  # `run: bash scripts/deploy.sh`: the step's command is in a file of the repository
@@ -52,19 +53,20 @@ def unseen_notes(doc: Document) -> list[str]:
     elsewhere)."""
     steps = _step_scripts(doc.root)
     builds = _builds(steps)
-    return [note for script, first, env, _ in steps for note in unseen_commands(script, first, doc.file, env, builds)]
+    return [note for script, first, env, _, _ in steps
+            for note in unseen_commands(script, first, doc.file, env, builds)]
 
 
-def _builds(steps: list[tuple[str, int, dict[str, str], str]]) -> list[Build]:
+def _builds(steps: list[tuple[str, int, dict[str, str], str, str | None]]) -> list[Build]:
     """The images the workflow's steps build: one step builds, a later one deploys."""
-    return [build for script, first, env, _ in steps for build in script_builds(script, first, env)]
+    return [build for script, first, env, _, _ in steps for build in script_builds(script, first, env)]
 
 
-def _step_scripts(root: yaml.Node) -> list[tuple[str, int, dict[str, str], str]]:
+def _step_scripts(root: yaml.Node) -> list[tuple[str, int, dict[str, str], str, str | None]]:
     """(each step's `run:` script with ${{ }} made variables, its first line, the literal env it runs with, its
-    working-directory in the repository: "." unless the step names one)."""
+    working-directory in the repository: "." unless the step names one, its job's id: None in a composite action)."""
     found = []
-    for step, env in _steps(root):
+    for step, env, job in _steps(root):
         run = nodes.get(step, "run")
         text = nodes.text(run)
         if not text:
@@ -73,17 +75,17 @@ def _step_scripts(root: yaml.Node) -> list[tuple[str, int, dict[str, str], str]]
         script = EXPRESSION.sub(lambda m: "${" + (re.sub(r"\W+", "_", m.group(1)).strip("_") or "expr") + "}", text)
         folder = nodes.text(nodes.get(step, "working-directory")) or "."
         folder = "." if folder.startswith("/") or EXPRESSION.search(folder) else folder
-        found.append((script, first, env | _literal_env(nodes.get(step, "env")), folder))
+        found.append((script, first, env | _literal_env(nodes.get(step, "env")), folder, job))
     return found
 
 
-def _steps(root: yaml.Node) -> list[tuple[yaml.Node, dict[str, str]]]:
-    """Each step with the env its workflow and job set (a composite action's steps: none)."""
+def _steps(root: yaml.Node) -> list[tuple[yaml.Node, dict[str, str], str | None]]:
+    """Each step with the env its workflow and job set (a composite action's steps: none) and its job's id."""
     if nodes.is_seq(nodes.get(root, "runs", "steps")):
-        return [(step, {}) for step in nodes.items(nodes.get(root, "runs", "steps"))]
+        return [(step, {}, None) for step in nodes.items(nodes.get(root, "runs", "steps"))]
     top = _literal_env(nodes.get(root, "env"))
-    return [(step, top | _literal_env(nodes.get(job, "env")))
-            for _, _, job in nodes.pairs(nodes.get(root, "jobs")) for step in nodes.items(nodes.get(job, "steps"))]
+    return [(step, top | _literal_env(nodes.get(job, "env")), job_id)
+            for job_id, _, job in nodes.pairs(nodes.get(root, "jobs")) for step in nodes.items(nodes.get(job, "steps"))]
 
 
 def _literal_env(node: yaml.Node | None) -> dict[str, str]:

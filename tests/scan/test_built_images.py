@@ -44,7 +44,7 @@ jobs:
 def test_a_workflow_that_builds_then_deploys_to_cloud_run_runs_the_dockerfiles_command_with_the_deploys_env(tmp_path):
     tree = write_tree(tmp_path, {".github/workflows/deploy.yml": WORKFLOW, "deploy/Dockerfile.vllm": DOCKERFILE})
     (service,) = find_workloads([str(tree / ".github/workflows/deploy.yml")])[1]
-    assert (service.kind, service.name, service.container) == ("Cloud Run service", "Deploy vLLM", "vllm-routing")
+    assert (service.kind, service.name, service.container) == ("Cloud Run service", "Deploy vLLM / deploy", "vllm-routing")
     assert [t.text for t in service.argv] == ["--model", "/mnt/models/qwen", "--max-model-len", "16384",
                                               "--enable-prefix-caching", "--max-num-seqs", "4"]  # fmt: skip
     dockerfile = str(tree / "deploy" / "Dockerfile.vllm")

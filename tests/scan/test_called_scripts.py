@@ -97,8 +97,8 @@ def test_a_workflow_step_that_runs_a_repository_script_reads_it_with_the_steps_e
     deploy = "#!/bin/bash\ndocker run -d --gpus 1 --name vllm vllm/vllm-openai:v0.25.1 --model $MODEL --max-model-len 4096\n"
     tree = write_tree(tmp_path, {".github/workflows/deploy.yml": workflow, "ops/deploy.sh": deploy})
     (run,) = find_workloads([str(tree / ".github/workflows/deploy.yml")])[1]
-    assert (run.name, run.container, run.file) == ("Deploy", "vllm", str(tree / "ops" / "deploy.sh"))
+    assert (run.name, run.container, run.file) == ("Deploy / deploy", "vllm", str(tree / "ops" / "deploy.sh"))
     assert [t.text for t in run.argv][:2] == ["--model", "org/m"] and run.argv[0].line == 2
     assert any("run by the step at" in n and "./deploy.sh" in n for n in run.notes)
     files, found, notes = find_workloads([str(tree)])  # a walk: the script is read through the workflow only
-    assert [(w.name, [t.text for t in w.argv][1]) for w in found] == [("Deploy", "org/m")]
+    assert [(w.name, [t.text for t in w.argv][1]) for w in found] == [("Deploy / deploy", "org/m")]

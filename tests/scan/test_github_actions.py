@@ -66,7 +66,7 @@ def test_a_composite_action_is_one_workload_per_if_branch_that_sets_its_argument
 
 def test_a_workflow_step_is_read_with_its_jobs_env_and_expressions_left_unknown(tmp_path):
     (run,) = find_workloads([str(_file(tmp_path, WORKFLOW, "ci.yml"))])[1]
-    assert (run.name, run.container) == ("e2e", "vllm serve")
+    assert (run.name, run.container) == ("e2e / serve", "vllm serve")
     assert [t.text for t in run.argv] == ["Qwen/Qwen3-0.6B", "--tensor-parallel-size", "2", "--max-model-len",
                                           "${inputs_max_len}"]  # fmt: skip
     (result,) = scan([str(_file(tmp_path, WORKFLOW, "ci.yml"))], tmp_path, gpu=None).workloads
@@ -86,4 +86,4 @@ def test_a_walk_reads_the_github_directory_and_skips_other_dot_directories(tmp_p
     (tmp_path / ".cache").mkdir()
     _file(tmp_path / ".cache", WORKFLOW, "copy.yml")
     found = __import__("kvdoctor.scan.run", fromlist=["x"]).read_manifests([str(tmp_path)])[1]
-    assert [(w.name, w.file.rsplit("/", 2)[-2]) for w in found] == [("e2e", "workflows")]
+    assert [(w.name, w.file.rsplit("/", 2)[-2]) for w in found] == [("e2e / serve", "workflows")]
