@@ -171,11 +171,12 @@ def _by_location(diagnosis: Diagnosis, rules: list[Rule], families: Families, fa
         places += _frame_places(exception)
     rules_by_id = {rule.id: rule for rule in rules}
     for where in places:
+        typed = f"{where} {exception.type.rpartition('.')[2]}"  # a place may claim one type raised there only
         for pattern, rule_id in families.raised_in:
-            if pattern.search(where) and rule_id in rules_by_id:
+            if (pattern.search(where) or pattern.search(typed)) and rule_id in rules_by_id:
                 signature = Signature(source=re.escape(where.rpartition(":")[2]), role="root",
                                       note=f"matched by where vLLM raises it: {where}")
-                values = (("detail", clip(exception.message or _failed_code(exception), 200)),
+                values = (("detail", clip(exception.message or _bare_detail(exception, where), 200)),
                           ("raise_site", where.rpartition(":")[2]))
                 match = SignatureMatch(rules_by_id[rule_id], signature, exception.line, exception.summary,
                                        exception, 0, values)
@@ -259,6 +260,15 @@ def _python_wording(parts: tuple[str | None, ...]) -> bool:
     literal = " ".join(part for part in parts if part)
     rest = _PYTHON_WORDING.sub("", literal)
     return rest != literal and sum(ch.isalpha() for ch in rest) < 8
+
+
+def _bare_detail(exception: LoggedException, where: str) -> str:
+    """A message-less exception told by what it ran ('assert "factor" in rope_scaling'), else by its type and the
+    function that raised it ('NotImplementedError in is_async_output_supported')."""
+    code = _failed_code(exception)
+    if code and not code.startswith("raise "):
+        return code
+    return f"{exception.type} in {where.rpartition(':')[2]}"
 
 
 def _failed_code(exception: LoggedException) -> str:

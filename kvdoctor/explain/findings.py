@@ -80,6 +80,11 @@ def log_values(match: SignatureMatch, facts: dict[str, Any] | None = None) -> di
     """A match's named groups as log.<name> facts (with derived forms: log.min_capability_sm), and, given the log's
     facts, what the match's family adds from them and the knowledge pack (explain/family_values.py)."""
     values = derived_values(dict(match.values))
+    if match.exception is not None and "stage_text" not in values:
+        from kvdoctor.explain.start_up_stage import start_up_stage
+
+        if (stage := start_up_stage(match.exception.frames)) is not None:
+            values["stage_text"] = f" during {stage[0]} ({stage[1]}),"
     if facts is not None:
         from kvdoctor.explain.families import load_families
         from kvdoctor.explain.family_values import family_values

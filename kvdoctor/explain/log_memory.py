@@ -112,6 +112,9 @@ def kv_fit_values(values: dict[str, Any], facts: dict[str, Any]) -> dict[str, An
     graphs = _float(facts.get("logged.cuda_graph_gib"))
     if graphs is not None:
         parts.append(f"CUDA graphs took {graphs:g} GiB")
+    blocks = _float(facts.get("logged.gpu_blocks"))
+    if blocks is not None and blocks <= 0 and available is None:  # V0 engines log the block count, not the GiB
+        parts.append(f"vLLM logged # GPU blocks: {int(blocks)}, not one KV-cache block in what the share left")
     if available is not None and available <= 0:  # vLLM logs what was left below zero: how far over the share it went
         parts.append(f"what was left for the KV cache was {available:g} GiB (Available KV cache memory), so the rest "
                      f"took {-available:g} GiB more than the share")
