@@ -111,7 +111,7 @@ def _object(file: str, root: yaml.Node, source_text: str) -> list[Workload]:
                 continue
             workload = container_workload(
                 container, source_text, file=file, line=nodes.line(root), platform="kubernetes", kind=kind,
-                name=name, namespace=namespace, selectors=selectors, provided_env=provided,
+                name=_role_name(root, kind, name, spec), namespace=namespace, selectors=selectors, provided_env=provided,
             )  # fmt: skip
             if workload is not None:
                 found.append(workload)
@@ -177,6 +177,21 @@ def _leader_only(root: yaml.Node) -> bool:
     of its own: only the leader runs (LWS creates size - 1 workers per group)."""
     template = nodes.get(root, "spec", "leaderWorkerTemplate")
     return (nodes.text(nodes.get(template, "size")) or "1") == "1" and nodes.get(template, "leaderTemplate") is not None
+
+
+ROLE_NAMED_KINDS = {"ModelService": ("prefill", "decode")}
+"""Kinds whose controller names each role's Deployment NAME-ROLE (llm-d's ModelService: `llama-3-2-1b-prefill`,
+`llama-3-2-1b-decode`, as llm-d-model-service's generated manifests show)."""
+
+
+def _role_name(root: yaml.Node, kind: str, name: str, spec: yaml.Node) -> str:
+    """The name of the Deployment a role-named kind creates for the pod spec under spec.<role>, else the object's."""
+    for role in ROLE_NAMED_KINDS.get(kind, ()):
+        section = nodes.get(root, "spec", role)
+        if section is not None and spec.start_mark.index >= section.start_mark.index \
+                and spec.end_mark.index <= section.end_mark.index:
+            return f"{name}-{role}"
+    return name
 
 
 def pod_specs_within(root: yaml.Node) -> list[yaml.Node]:
