@@ -34,6 +34,10 @@ UNIT_TEMPLATE_SUFFIXES = tuple(UNIT_SUFFIX + suffix for suffix in (".template", 
 """A unit kept with placeholders for an installer to fill (`vllm.service.template`, autotools' `.service.in`)."""
 QUADLET_SUFFIX = ".container"
 """A Podman Quadlet container unit (scan/quadlets.py)."""
+APPTAINER_DEFINITION_SUFFIX = ".def"
+"""An Apptainer/Singularity definition file (scan/apptainer_defs.py); a walk reads those whose `Bootstrap:` header
+opens them and that name vLLM."""
+BOOTSTRAP_HEADER = re.compile(r"^\s*Bootstrap:\s*\S+", re.IGNORECASE | re.MULTILINE)
 SUPERVISORD_SUFFIXES = (".conf", ".ini")
 """supervisord's configuration (scan/supervisord.py); a walk reads those that hold a [program:] naming vLLM."""
 JINJA_SUFFIXES = (".j2", ".jinja2", ".jinja")
@@ -168,6 +172,12 @@ def _walk(root: Path, notes: list[str]) -> list[SourceFile | ChartSource | Manif
             if name.endswith(JOB_SCRIPT_SUFFIXES) or ("." not in name and _starts_as_shell(here / name)):
                 source = _or_error(lambda: _read(here / name))
                 if isinstance(source, ManifestError) or PYTHON_DEPLOYMENT.search(source.text):
+                    found.append(source)
+                continue
+            if name.endswith(APPTAINER_DEFINITION_SUFFIX):
+                source = _or_error(lambda: _read(here / name))
+                if isinstance(source, ManifestError) or (BOOTSTRAP_HEADER.search(source.text.split("\n%", 1)[0])
+                                                         and PYTHON_DEPLOYMENT.search(source.text)):  # fmt: skip
                     found.append(source)
                 continue
             if name.endswith(SUPERVISORD_SUFFIXES):

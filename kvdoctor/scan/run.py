@@ -8,7 +8,7 @@ from typing import Callable
 from kvdoctor.check.run import CheckSettings
 from pathlib import Path
 
-from kvdoctor.scan import (ansible_tasks, ansible_templates, cloud_build, compose, compose_include,
+from kvdoctor.scan import (ansible_tasks, ansible_templates, apptainer_defs, cloud_build, compose, compose_include,
                            configmap_scripts, dockerfile, dstack, dynamo, ecs, embedded_scripts, github_actions, hcl,
                            helm_release, helm_values, kserve_huggingface, kserve_runtimes, kubernetes, llmaz,
                            makefiles, markdown, nix_containers, nodes, nomad, ome_runtimes, project_pins,
@@ -175,6 +175,11 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             continue
         if systemd_units.is_unit(source):
             workloads, unseen = systemd_units.read(source)
+            found += workloads
+            notes += unseen
+            continue
+        if apptainer_defs.is_definition(source):
+            workloads, unseen = apptainer_defs.read(source)
             found += workloads
             notes += unseen
             continue
