@@ -74,6 +74,8 @@ def task_workload(task: yaml.Node, task_name: str, file: str, job: str) -> Workl
     workload = container_workload(container, "", file=file, line=nodes.line(task), platform="nomad", kind="Nomad task",
                                   name=job, selectors=())  # fmt: skip
     if workload is None:
+        workload = _templated_script(task, container, file, job)
+    if workload is None:
         return None
     count, count_line, selectors = _gpus(task)
     return replace(workload, env=tuple(_env(task)), gpu_limit=count, gpu_limit_line=count_line,
@@ -85,6 +87,35 @@ DRIVER_NOTES = {
     "docker": "config.command and config.args are the image's CMD, after its entrypoint (config.entrypoint if given)",
     "podman": "config.command and config.args are the image's CMD, after its entrypoint (config.entrypoint if given)",
 }
+
+
+def _templated_script(task: yaml.Node, container: yaml.Node, file: str, job: str) -> Workload | None:
+    """The workload of a task whose command runs a script its own `template` block writes (`entrypoint = ["/bin/bash",
+    "/local/run.sh"]` with `template { destination = "local/run.sh" data = <<EOF ... EOF }`): that script, read on the
+    file's lines, in the task's image."""
+    from kvdoctor.scan.scripts import script_findings
+
+    words = [nodes.text(w) or "" for key in ("command", "args") for w in nodes.items(nodes.get(container, key))]
+    for _, template in hcl.blocks(task, "template"):
+        destination = _task_path(nodes.text(nodes.get(template, "destination")) or "")
+        data = nodes.get(template, "data")
+        if not destination or not nodes.text(data) or not any(_task_path(w) == destination for w in words):
+            continue
+        heredoc = data.end_mark.line > data.start_mark.line  # its body starts on the line after `data = <<EOF`
+        found, _ = script_findings(str(nodes.text(data)), nodes.line(data) + heredoc, file, job)
+        if found:
+            note = f"runs {destination}, which the task's template block writes: read as that script"
+            return replace(found[0], platform="nomad", kind="Nomad task", name=job,
+                           container=nodes.text(nodes.get(container, "name")) or found[0].container,
+                           image=nodes.text(nodes.get(container, "image")) or found[0].image,
+                           notes=found[0].notes + (note,))
+    return None
+
+
+def _task_path(path: str) -> str:
+    """A path in the task's directory as one form: `local/run.sh`, `/local/run.sh`, `${NOMAD_TASK_DIR}/run.sh`."""
+    path = path.replace("${NOMAD_TASK_DIR}", "local").replace("$NOMAD_TASK_DIR", "local").lstrip("./")
+    return path if path.startswith(("local/", "secrets/", "alloc/")) else ""
 
 
 def _container(task: yaml.Node, name: str, driver: str, config: yaml.Node | None) -> yaml.Node | None:

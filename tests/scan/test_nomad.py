@@ -159,3 +159,49 @@ def test_a_nomad_pack_template_is_named_as_one(tmp_path):
     (unread,) = report.unread
     assert unread.message.endswith("vllm.nomad.hcl:1: Nomad Pack / Levant template syntax ([[ ]]), not HCL yet")
     assert "nomad-pack render" in unread.hint
+
+
+TEMPLATED_SCRIPT = """\
+job "vllm-qwen" {
+  group "inference" {
+    task "vllm" {
+      driver = "docker"
+      config {
+        image      = "vllm/vllm-openai:v0.25.1"
+        entrypoint = ["/bin/bash", "/local/run.sh"]
+      }
+      template {
+        destination = "local/run.sh"
+        data        = <<-EOF
+#!/bin/bash
+unset ROCR_VISIBLE_DEVICES
+exec python3 -m vllm.entrypoints.openai.api_server \\
+  --model Qwen/Qwen3-8B \\
+  --max-model-len 8192
+EOF
+      }
+      resources {
+        device "nvidia/gpu" {
+          count = 1
+        }
+      }
+    }
+  }
+}
+"""
+
+
+def test_a_task_that_runs_the_script_its_template_writes_is_read_as_that_script(tmp_path):
+    from kvdoctor.scan.run import find_workloads
+
+    path = tmp_path / "vllm.nomad.hcl"
+    path.write_text(TEMPLATED_SCRIPT)
+    (task,) = find_workloads([str(path)])[1]
+    assert (task.kind, task.name, task.container, task.image) == ("Nomad task", "vllm-qwen", "vllm",
+                                                                   "vllm/vllm-openai:v0.25.1")
+    texts = [t.text for t in task.argv]
+    assert texts == ["--model", "Qwen/Qwen3-8B", "--max-model-len", "8192"]
+    assert task.argv[0].line == 15 and task.gpu_limit == 1
+    # a template written elsewhere than the script the task runs is not that script
+    path.write_text(TEMPLATED_SCRIPT.replace('destination = "local/run.sh"', 'destination = "local/other.sh"'))
+    assert find_workloads([str(path)])[1] == []
