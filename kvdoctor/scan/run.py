@@ -243,6 +243,7 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
     # a serving runtime an InferenceService of the scan runs on is that model's pod, read there: not a workload too
     # (a Kustomize render reads it as the kustomization's, with the runtime's own file among its line files)
     found = [w for w in found if not any((w.kind, w.name, f) in used_runtimes for f in (w.file, *w.line_files))]
+    found = terraform.without_unrendered_templates(found)  # a job file a templatefile() of the scan renders
     files = [s.path for s in sources if not isinstance(s, ManifestError)]
     files += [f for f in rendered_files if f not in files]
     found, through = not_alone(found)

@@ -11,6 +11,7 @@ names vLLM is named in the notes."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -78,9 +79,57 @@ def fill_defaults(body: yaml.Node, defaults: dict[str, str]) -> str | None:
 
 
 def nomad_workloads(root: yaml.Node, file: str) -> list[Workload]:
-    """The workloads of the job files `nomad_job` resources hold in a heredoc."""
-    return [w for labels, body in hcl.blocks(root, "resource") if labels[:1] == ["nomad_job"]
-            and nodes.text(spec := nodes.get(body, "jobspec")) for w in _heredoc_nomad(spec, file)]  # fmt: skip
+    """The workloads of the job files `nomad_job` resources hold in a heredoc or render with templatefile()."""
+    found = []
+    for labels, body in hcl.blocks(root, "resource"):
+        if labels[:1] == ["nomad_job"] and nodes.text(spec := nodes.get(body, "jobspec")):
+            rendered = _templatefile_nomad(str(nodes.text(spec)), file, root, nodes.line(spec))
+            found += rendered if rendered is not None else _heredoc_nomad(spec, file)
+    return found
+
+
+TEMPLATEFILE = re.compile(r'^\$\{templatefile\(\s*"([^"]+)"\s*,\s*\{(.*)\}\s*\)\}$', re.DOTALL)
+TEMPLATE_ARGUMENT = re.compile(r"^\s*([A-Za-z_]\w*)\s*[=:]\s*(.+?)\s*,?\s*$", re.MULTILINE)
+TEMPLATE_VARIABLE = re.compile(r"(?<!\$)\$\{\s*([A-Za-z_]\w*)\s*\}")
+TEMPLATEFILE_NOTE = "rendered by Terraform templatefile()"
+
+
+def _templatefile_nomad(spec: str, file: str, root: yaml.Node, line: int | None) -> list[Workload] | None:
+    """The workloads of a job file a `nomad_job` renders with `templatefile("${path.module}/x.nomad.hcl", {k = v})`:
+    the template read on its own lines with each `${k}` given its value (a literal, or the module's default of the
+    var / local it names; unknown ones stay variables) and `$${` made the `${` Nomad interpolates; None when the
+    jobspec is no templatefile() call."""
+    call = TEMPLATEFILE.match(spec.strip())
+    if call is None:
+        return None
+    here = Path(file).parent
+    named = re.sub(r"^\$\{path\.(?:module|root|cwd)\}/?", "", call.group(1))
+    path = Path(named) if Path(named).is_absolute() else here / named
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []
+    defaults = module_defaults(root, file)
+    values: dict[str, str] = {}
+    for name, expression in TEMPLATE_ARGUMENT.findall(call.group(2)):
+        if (literal := re.fullmatch(r'"([^"$]*)"|(-?\d+(?:\.\d+)?|true|false)', expression)) is not None:
+            values[name] = literal.group(1) if literal.group(1) is not None else literal.group(2)
+        elif expression in defaults:  # var.x / local.x with a literal default
+            values[name] = defaults[expression]
+    rendered = TEMPLATE_VARIABLE.sub(lambda m: values.get(m.group(1), m.group(0)), text).replace("$${", "${")
+    try:
+        job = hcl.parse(rendered, str(path))
+    except hcl.HclError:
+        return []
+    note = (f"{TEMPLATEFILE_NOTE} in {file}:{line} with " + (", ".join(f"{k}={v}" for k, v in sorted(values.items()))
+                                                             or "no value known here"))  # fmt: skip
+    return [replace(w, notes=w.notes + (note,)) for w in nomad.workloads(job, str(path))]
+
+
+def without_unrendered_templates(found: list[Workload]) -> list[Workload]:
+    """The workloads less the reading of a job file on its own where the scan renders it with templatefile()."""
+    rendered = {w.file for w in found if any(n.startswith(TEMPLATEFILE_NOTE) for n in w.notes)}
+    return [w for w in found if w.file not in rendered or any(n.startswith(TEMPLATEFILE_NOTE) for n in w.notes)]
 
 
 def notes(root: yaml.Node, file: str, read_by_values: set[int | None] = frozenset()) -> list[str]:

@@ -246,3 +246,22 @@ def test_an_object_key_that_is_a_traversal_parses(tmp_path):
 
     root = hcl.parse('module "m" {\n  providers = {\n    aws     = aws\n    aws.dns = aws\n  }\n}\n', "main.tf")
     assert root is not None
+
+
+def test_a_nomad_job_rendered_by_templatefile_takes_its_values_and_is_read_once(tmp_path):
+    from kvdoctor.scan.run import find_workloads
+
+    (tmp_path / "variables.tf").write_text('variable "model" {\n  default = "Qwen/Qwen3-8B"\n}\n')
+    (tmp_path / "main.tf").write_text(
+        'resource "nomad_job" "vllm" {\n  jobspec = templatefile("${path.module}/vllm.nomad.hcl", {\n'
+        '    model = var.model\n    image = "vllm/vllm-openai:v0.25.1"\n    gpus  = var.unset\n  })\n}\n')
+    (tmp_path / "vllm.nomad.hcl").write_text(
+        'job "vllm" {\n  group "g" {\n    task "vllm" {\n      driver = "docker"\n      config {\n'
+        '        image = "${image}"\n        args  = ["--model", "${model}", "--max-model-len", "8192"]\n      }\n'
+        '      constraint {\n        attribute = "$${meta.gpu}"\n        value = "true"\n      }\n    }\n  }\n}\n')
+    (task,) = find_workloads([str(tmp_path)])[1]  # the job file read on its own is not a second workload
+    assert task.image == "vllm/vllm-openai:v0.25.1" and [t.text for t in task.argv][:2] == ["--model", "Qwen/Qwen3-8B"]
+    assert task.file.endswith("vllm.nomad.hcl") and task.argv[1].line == 7
+    assert any("templatefile()" in n and "model=Qwen/Qwen3-8B" in n for n in task.notes)
+    (alone,) = find_workloads([str(tmp_path / "vllm.nomad.hcl")])[1]  # alone, its variables stay unknown
+    assert alone.image == "${image}"
