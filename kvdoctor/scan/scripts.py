@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
 from kvdoctor.data.engine_launchers import EngineLauncher
-from kvdoctor.scan import cloud_run
+from kvdoctor.scan import cloud_run, slurm_jobs
 from kvdoctor.scan.assigned_commands import unwrapped_assignments
 from kvdoctor.scan.built_images import Build, Deploy, built_workload, image_builds, roots_of
 from kvdoctor.scan.command import (ASSIGNMENT, FLAGS_ONLY_NOTE, SHELL_COMMAND_OPTION, SHELL_VARIABLE, SHELLS,
@@ -83,7 +83,18 @@ def read(source: SourceFile) -> tuple[list[Workload], list[str]]:
     text = source.text.replace("\r\n", "\n")  # a script saved with Windows line ends, read as written
     if source.path.endswith(".ps1"):  # PowerShell continues a line with a backtick where a shell has a backslash
         text = POWERSHELL_CONTINUATION.sub("\\\n", text)
-    return script_findings(text, 1, source.path, PurePosixPath(source.path).name)
+    job = slurm_jobs.job_of(text) if "#SBATCH" in text else None
+    found, notes = script_findings(text, 1, source.path, PurePosixPath(source.path).name,
+                                   job.environment() if job else None)
+    return ([_on_slurm_node(w, job) for w in found] if job else found), notes
+
+
+def _on_slurm_node(workload: Workload, job: slurm_jobs.SlurmJob) -> Workload:
+    """A one-node job's workload gets the GPUs the directives give it (vLLM can use no others)."""
+    if workload.gpu_limit is not None or job.gpus_per_node is None or job.nodes not in (None, 1):
+        return workload
+    note = f"Slurm job: #SBATCH line {job.line} gives the one node {job.gpus_per_node} GPU(s)"
+    return replace(workload, gpu_limit=job.gpus_per_node, gpu_limit_line=job.line, notes=workload.notes + (note,))
 
 
 def script_workloads(script: str, first_line: int, file: str, name: str, env: dict[str, str] | None = None,
@@ -140,6 +151,9 @@ def script_findings(script: str, first_line: int, file: str, name: str, env: dic
             path, text, prefix_env = run_file
             inner, inner_notes = script_findings(text, 1, str(path), name, known | prefix_env, depth=depth + 1)
             note = f"{path.name}, run by {PurePosixPath(file).name} with its arguments, is read with them"
+            _, wrapper, contained = _unwrap(expand_words(words, known))
+            if contained is not None:  # run inside a container image (apptainer exec IMG ./start.sh): that image's
+                inner = [replace(w, image=w.image or contained[1].text, container=wrapper or w.container) for w in inner]
             found += [replace(w, notes=w.notes + (note,), read_through=w.read_through + (str(path),)) for w in inner
                       if not any(_same(w, other) for other in found)]  # fmt: skip
             notes += inner_notes
@@ -212,6 +226,8 @@ def _called_script_file(words: list[Token], file: str) -> tuple[Path, str, dict[
             name, _, value = words[0].text.partition("=")
             env[name] = value
         words = words[1:]  # `exec bash ...`, `if ./launch.sh ...; then`, `VAR=value ./launch.sh`
+    if words and PurePosixPath(words[0].text).name in WRAPPERS:  # `srun -N1 apptainer exec IMG ./start_head.sh 4`
+        words = _unwrapped(words)[0]
     if words and PurePosixPath(words[0].text).name in SCRIPT_SHELLS:
         words = words[1:]
     if not words or not words[0].text.endswith((".sh", ".bash")) or file in ("", "<stdin>") or file.endswith(".service"):
