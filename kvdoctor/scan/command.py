@@ -653,8 +653,8 @@ def _after_launcher(words: list[Token]) -> list[Token] | None:
             _after_init(words, index) if program in INIT_PROCESSES else index + 1
     env = [w for w in words[:index] if ASSIGNMENT.match(w.text)]
     rest = _after_runner(words[index:])
-    if len(rest) >= 2 and (PurePosixPath(rest[0].text).name == "vllm" or TOOL_PIN.match(rest[0].text)) \
-            and rest[1].text == "serve":
+    if len(rest) >= 2 and (PurePosixPath(rest[0].text).name == "vllm" or TOOL_PIN.match(rest[0].text)
+                           or VLLM_PROGRAM_VARIABLE.match(rest[0].text)) and rest[1].text == "serve":
         return env + rest[2:]
     extension = EXTENSION_PROGRAMS.get(PurePosixPath(rest[0].text).name) if len(rest) >= 2 else None
     if extension is not None and rest[1].text == "serve":  # `vllm-omni serve MODEL`: vLLM's serve with its options
@@ -670,6 +670,9 @@ def _after_launcher(words: list[Token]) -> list[Token] | None:
     return None
 
 
+VLLM_PROGRAM_VARIABLE = re.compile(r"^\$\{?[A-Za-z_]*VLLM_?(?:BIN|BINARY|EXE|EXEC|PATH|CLI|CMD)\}?$", re.IGNORECASE)
+"""A variable a script set to the vllm program where kvdoctor cannot follow it (`VLLM_BIN="$(command -v vllm)"` in
+an `if`), run as `"$VLLM_BIN" serve MODEL`: vLLM's serve all the same."""
 INIT_PROCESSES = {"dumb-init", "tini", "tini-static", "catatonit", "docker-init"}
 """A container's init (an ENTRYPOINT ["dumb-init", "--"] before the CMD): it runs the words after its options."""
 INIT_VALUE_OPTIONS = {"-r", "--rewrite", "-e", "-p", "-l"}
