@@ -51,20 +51,22 @@ def legacy_services(doc: Document) -> str | None:
             f"refuses it (additional property {name} is not allowed): indent the services under `services:`")
 
 
-def workloads(doc: Document, source_text: str) -> list[Workload]:
+def workloads(doc: Document, source_text: str, shell_env: dict[str, str] | None = None) -> list[Workload]:
+    """Each service that runs vLLM; ``shell_env``: the environment `docker compose` runs in (a script's variables),
+    which wins over the project's .env."""
     found = []
     for name, key, service in nodes.pairs(nodes.get(doc.root, "services")):
         service, line_files, note = extended(doc.file, doc.root, service)
-        workload = service_workload(doc.file, name, key, service, source_text, line_files)
+        workload = service_workload(doc.file, name, key, service, source_text, line_files, shell_env)
         if workload is not None:
             found.append(replace(workload, notes=workload.notes + ((note,) if note else ())))
     return found
 
 
 def service_workload(file: str, name: str, key: yaml.Node, service: yaml.Node, source_text: str,
-             line_files: tuple[str, ...] = ()) -> Workload | None:  # fmt: skip
+             line_files: tuple[str, ...] = (), shell_env: dict[str, str] | None = None) -> Workload | None:  # fmt: skip
     """The service's vLLM workload; ``line_files``: the other files its nodes come from (extends)."""
-    dotenv = project_env(file)
+    dotenv = project_env(file) | (shell_env or {})
     image = nodes.text(nodes.get(service, "image"))
     image = _interpolate(image, dotenv) if image else None
     entrypoint = _alternates(_unescaped(words_of(nodes.get(service, "entrypoint"), source_text, split=True)))

@@ -251,7 +251,7 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
     return files, with_config_maps(found, config_maps), notes + through, unread
 
 
-READ_THROUGH_PLATFORMS = ("script", "dockerfile")
+READ_THROUGH_PLATFORMS = ("script", "dockerfile", "compose")
 
 
 def not_alone(found: list[Workload]) -> tuple[list[Workload], list[str]]:

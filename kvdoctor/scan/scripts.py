@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
 from kvdoctor.data.engine_launchers import EngineLauncher
-from kvdoctor.scan import cloud_run, slurm_jobs
+from kvdoctor.scan import cloud_run, compose_up, slurm_jobs
 from kvdoctor.scan.assigned_commands import unwrapped_assignments
 from kvdoctor.scan.built_images import Build, Deploy, built_workload, image_builds, roots_of
 from kvdoctor.scan.command import (ASSIGNMENT, FLAGS_ONLY_NOTE, SHELL_COMMAND_OPTION, SHELL_VARIABLE, SHELLS,
@@ -157,6 +157,11 @@ def script_findings(script: str, first_line: int, file: str, name: str, env: dic
             found += [replace(w, notes=w.notes + (note,), read_through=w.read_through + (str(path),)) for w in inner
                       if not any(_same(w, other) for other in found)]  # fmt: skip
             notes += inner_notes
+            continue
+        started = compose_up.compose_files(expand_words(words, known), file) if file not in ("", "<stdin>") else None
+        if started:  # `docker compose -f docker-compose.yml up -d`: the project's services, with this script's values
+            found += [w for path in started for w in compose_up.workloads(path, known, file)
+                      if not any(_same(w, other) for other in found)]  # fmt: skip
             continue
         inline = _shell_string(words)
         if inline is not None:  # `bash -c '...'` (nohup, ssh, a supervisord program): the string is a script
