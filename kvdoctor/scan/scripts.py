@@ -354,8 +354,8 @@ def _run_later(opener: str, script: str) -> bool:
         return False
     name = re.escape(kept.group(1) or kept.group(2))
     # a shell's -c, eval, or ssh's remote command (`ssh $OPTS root@"$HOST" "$REMOTE_CMD"`: the remote login shell)
-    return re.search(r"(?:\b(?:ba|z|k|da)?sh\s+-c|\beval|\bssh\b[^\n]*?)\s+[\"']?\$\{?" + name + r"\}?[\"']?\s*$",
-                     script, re.MULTILINE) is not None
+    return re.search(r"(?:\b(?:ba|z|k|da)?sh\s+-c|\beval|\bssh\b[^\n]*?)\s+[\"']?\$\{?" + name + r"\}?(?!\w)",
+                     script) is not None
 
 
 def _unseen(file: str, words: list[Token]) -> list[str]:

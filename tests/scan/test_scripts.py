@@ -455,3 +455,10 @@ def test_a_systemd_unit_kept_as_a_template_is_read_as_a_unit(tmp_path):
     assert run.argv[0].text == "/model"
     (walked,) = find_workloads([str(tmp_path)])[1]  # a walk picks it up too
     assert walked.file.endswith("vllm.service.template")
+
+
+def test_a_heredoc_kept_in_a_variable_that_a_shell_runs_with_a_redirection_after_it_is_read(tmp_path):
+    script = ('read -r -d "" CMD <<EOF\nvllm serve Qwen/Qwen3-8B --max-model-len 4096\nEOF\n'
+              'screen -dmS v bash -c "$CMD" > log 2>&1 &\n')
+    (run,) = find_workloads([str(_script(tmp_path, script))])[1]
+    assert [t.text for t in run.argv] == ["Qwen/Qwen3-8B", "--max-model-len", "4096"]
