@@ -10,12 +10,10 @@ from dataclasses import replace
 from pathlib import PurePosixPath
 
 from kvdoctor.scan.command import script_assignments
-from kvdoctor.scan.documents import SourceFile
+from kvdoctor.scan.documents import APPTAINER_DEFINITION_SUFFIX, SourceFile, is_apptainer_definition
 from kvdoctor.scan.scripts import script_findings
 from kvdoctor.scan.workload import Workload
 
-SUFFIX = ".def"
-BOOTSTRAP = re.compile(r"^\s*Bootstrap:\s*(\S+)", re.IGNORECASE | re.MULTILINE)
 HEADER = re.compile(r"^\s*(\w+):\s*(\S.*?)\s*$")
 SECTION = re.compile(r"^%(\w+)\b")
 DOCKER_AGENTS = {"docker", "docker-daemon", "docker-archive", "oras", "library", "shub"}
@@ -24,10 +22,7 @@ NOTE = "an Apptainer definition's %runscript: what `apptainer run` of the image 
 
 def is_definition(source: SourceFile) -> bool:
     """A definition file: a .def whose header names its bootstrap agent before any section."""
-    if not source.path.endswith(SUFFIX):
-        return False
-    head = source.text.split("\n%", 1)[0]
-    return BOOTSTRAP.search(head) is not None
+    return source.path.endswith(APPTAINER_DEFINITION_SUFFIX) and is_apptainer_definition(source.text)
 
 
 def read(source: SourceFile) -> tuple[list[Workload], list[str]]:

@@ -37,7 +37,12 @@ QUADLET_SUFFIX = ".container"
 APPTAINER_DEFINITION_SUFFIX = ".def"
 """An Apptainer/Singularity definition file (scan/apptainer_defs.py); a walk reads those whose `Bootstrap:` header
 opens them and that name vLLM."""
-BOOTSTRAP_HEADER = re.compile(r"^\s*Bootstrap:\s*\S+", re.IGNORECASE | re.MULTILINE)
+BOOTSTRAP_HEADER = re.compile(r"^\s*Bootstrap:\s*(\S+)", re.IGNORECASE | re.MULTILINE)
+
+
+def is_apptainer_definition(text: str) -> bool:
+    """A definition file's text: its header names the bootstrap agent before any %section."""
+    return BOOTSTRAP_HEADER.search(text.split("\n%", 1)[0]) is not None
 SUPERVISORD_SUFFIXES = (".conf", ".ini")
 """supervisord's configuration (scan/supervisord.py); a walk reads those that hold a [program:] naming vLLM."""
 JINJA_SUFFIXES = (".j2", ".jinja2", ".jinja")
@@ -137,6 +142,16 @@ def _or_error(read) -> SourceFile | ManifestError:
         return exc
 
 
+def names_vllm_deployment(text: str) -> bool:
+    return PYTHON_DEPLOYMENT.search(text) is not None
+
+
+def _kept_if(path: Path, wanted: Callable[[str], bool]) -> list[SourceFile | ManifestError]:
+    """The file a walk keeps when its text is one it reads (an unreadable one is kept, to be reported), else none."""
+    source = _or_error(lambda: _read(path))
+    return [source] if isinstance(source, ManifestError) or wanted(source.text) else []
+
+
 def _walk(root: Path, notes: list[str]) -> list[SourceFile | ChartSource | ManifestError]:
     found: list[SourceFile | ChartSource | ManifestError] = []
     chart_data: dict[Path, str] = {}  # a chart's data file -> the chart
@@ -159,37 +174,22 @@ def _walk(root: Path, notes: list[str]) -> list[SourceFile | ChartSource | Manif
             if name.endswith(PYTHON_SUFFIX):
                 if PYTHON_TESTS.search(name) or TEST_DIRS & set(here.relative_to(root).parts):
                     continue  # a test suite's Python, not a deployment
-                source = _or_error(lambda: _read(here / name))
-                if isinstance(source, ManifestError) or PYTHON_DEPLOYMENT.search(source.text):
-                    found.append(source)
+                found += _kept_if(here / name, names_vllm_deployment)
                 continue
             if name.endswith(".json"):  # an ECS task definition that names vLLM (scan/ecs.py); other JSON is data
-                source = _or_error(lambda: _read(here / name))
-                if isinstance(source, ManifestError) or ('"containerDefinitions"' in source.text
-                                                         and "vllm" in source.text.lower()):  # fmt: skip
-                    found.append(source)
+                found += _kept_if(here / name, lambda t: '"containerDefinitions"' in t and "vllm" in t.lower())
                 continue
             if name.endswith(JOB_SCRIPT_SUFFIXES) or ("." not in name and _starts_as_shell(here / name)):
-                source = _or_error(lambda: _read(here / name))
-                if isinstance(source, ManifestError) or PYTHON_DEPLOYMENT.search(source.text):
-                    found.append(source)
+                found += _kept_if(here / name, names_vllm_deployment)
                 continue
             if name.endswith(APPTAINER_DEFINITION_SUFFIX):
-                source = _or_error(lambda: _read(here / name))
-                if isinstance(source, ManifestError) or (BOOTSTRAP_HEADER.search(source.text.split("\n%", 1)[0])
-                                                         and PYTHON_DEPLOYMENT.search(source.text)):  # fmt: skip
-                    found.append(source)
+                found += _kept_if(here / name, lambda t: is_apptainer_definition(t) and names_vllm_deployment(t))
                 continue
             if name.endswith(SUPERVISORD_SUFFIXES):
-                source = _or_error(lambda: _read(here / name))
-                if isinstance(source, ManifestError) or ("[program:" in source.text
-                                                         and PYTHON_DEPLOYMENT.search(source.text)):  # fmt: skip
-                    found.append(source)
+                found += _kept_if(here / name, lambda t: "[program:" in t and names_vllm_deployment(t))
                 continue
             if name.endswith(HCL_SUFFIXES + (NIX_SUFFIX,)):
-                source = _or_error(lambda: _read(here / name))
-                if isinstance(source, ManifestError) or PYTHON_DEPLOYMENT.search(source.text):
-                    found.append(source)
+                found += _kept_if(here / name, names_vllm_deployment)
                 continue
             if name.endswith(TERRAFORM_TEMPLATE) and not readable:
                 readable = _is_kubernetes_template(here / name)

@@ -197,10 +197,11 @@ def _helmfile_plans(doc: Document) -> list[tuple[str, list[str], ChartRelease]]:
     return plans
 
 
-def installed_charts_left_out(sources: list) -> tuple[list, list[str]]:
-    """The scan's sources without the charts that an Argo CD Application, a Flux HelmRelease or a Terraform
-    helm_release in the scan installs (their values are the release's; the chart's defaults alone run nowhere), and
-    a note for each chart left out so."""
+def installed_charts_left_out(sources: list) -> tuple[list, list[str], set[Path]]:
+    """The scan's sources without the charts that an Argo CD Application, a Flux HelmRelease, a helmfile or a
+    Terraform helm_release in the scan installs (their values are the release's; the chart's defaults alone run
+    nowhere), a note for each chart left out so, and the value files (resolved) those releases give: read through
+    the release, not as documents of their own."""
     installed: dict[Path, str] = {}
     used: set[Path] = set()  # the value files those releases give
     for source in sources:
@@ -209,7 +210,7 @@ def installed_charts_left_out(sources: list) -> tuple[list, list[str]]:
             installed |= charts
             used |= files
     if not installed:
-        return sources, []
+        return sources, [], used
     kept, notes = [], []
     for source in sources:
         by = installed.get(source.chart.resolve()) if isinstance(source, ChartSource) else None
@@ -218,13 +219,7 @@ def installed_charts_left_out(sources: list) -> tuple[list, list[str]]:
             continue
         alone = "with the value files it gives" if source.values_files else "not with its defaults alone"
         notes.append(f"{source.path}: the chart is rendered as {by} installs it, {alone}")
-    return kept, notes
-
-
-def value_files_given(sources: list) -> set[Path]:
-    """The value files (resolved) that an Argo CD Application, a Flux HelmRelease or a helmfile of the scan gives
-    its chart: read through that release, not as a document of their own."""
-    return {f for source in sources if isinstance(source, SourceFile) for f in _charts_installed_by(source)[1]}
+    return kept, notes, used
 
 
 def _charts_installed_by(source: SourceFile) -> tuple[dict[Path, str], set[Path]]:

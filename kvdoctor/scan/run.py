@@ -72,8 +72,7 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
     sources, notes = discover(paths)
     sources, through = through_their_kustomization(sources, paths)
     sources = rendered_instead(sources)
-    given = helm_release.value_files_given(sources)
-    sources, left_out = helm_release.installed_charts_left_out(sources)
+    sources, left_out, given = helm_release.installed_charts_left_out(sources)
     notes += through + left_out
     found: list[Workload] = []
     unread: list[UnreadFile] = []
@@ -243,7 +242,6 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
     # a serving runtime an InferenceService of the scan runs on is that model's pod, read there: not a workload too
     # (a Kustomize render reads it as the kustomization's, with the runtime's own file among its line files)
     found = [w for w in found if not any((w.kind, w.name, f) in used_runtimes for f in (w.file, *w.line_files))]
-    found = terraform.without_unrendered_templates(found)  # a job file a templatefile() of the scan renders
     files = [s.path for s in sources if not isinstance(s, ManifestError)]
     files += [f for f in rendered_files if f not in files]
     found, through = not_alone(found)
@@ -251,7 +249,7 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
     return files, with_config_maps(found, config_maps), notes + through, unread
 
 
-READ_THROUGH_PLATFORMS = ("script", "dockerfile", "compose")
+READ_THROUGH_PLATFORMS = ("script", "dockerfile", "compose", "nomad")
 
 
 def not_alone(found: list[Workload]) -> tuple[list[Workload], list[str]]:

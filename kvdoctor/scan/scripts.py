@@ -146,19 +146,20 @@ def script_findings(script: str, first_line: int, file: str, name: str, env: dic
             found += [w for w in inner if not any(_same(w, other) for other in found)]
             notes += inner_notes
             continue
-        run_file = _called_script_file(expand_words(words, known), file) if depth < MAX_CALL_DEPTH else None
+        expanded_words = expand_words(words, known)
+        run_file = _called_script_file(expanded_words, file) if depth < MAX_CALL_DEPTH else None
         if run_file is not None:  # `exec bash ~/repo/scripts/launch_server.sh NAME MODEL --flag`: that file, these args
             path, text, prefix_env = run_file
             inner, inner_notes = script_findings(text, 1, str(path), name, known | prefix_env, depth=depth + 1)
             note = f"{path.name}, run by {PurePosixPath(file).name} with its arguments, is read with them"
-            _, wrapper, contained = _unwrap(expand_words(words, known))
+            _, wrapper, contained = _unwrap(expanded_words)
             if contained is not None:  # run inside a container image (apptainer exec IMG ./start.sh): that image's
                 inner = [replace(w, image=w.image or contained[1].text, container=wrapper or w.container) for w in inner]
             found += [replace(w, notes=w.notes + (note,), read_through=w.read_through + (str(path),)) for w in inner
                       if not any(_same(w, other) for other in found)]  # fmt: skip
             notes += inner_notes
             continue
-        started = compose_up.compose_files(expand_words(words, known), file) if file not in ("", "<stdin>") else None
+        started = compose_up.compose_files(expanded_words, file) if file not in ("", "<stdin>") else None
         if started:  # `docker compose -f docker-compose.yml up -d`: the project's services, with this script's values
             found += [w for path in started for w in compose_up.workloads(path, known, file)
                       if not any(_same(w, other) for other in found)]  # fmt: skip

@@ -70,9 +70,8 @@ def _number(options: dict[str, tuple[str, int]], *names: str) -> int | None:
 def _gpus_per_node(options: dict[str, tuple[str, int]], nodes: int | None) -> tuple[int | None, int | None]:
     """GPUs on each node: --gpus-per-node, --gres=gpu[:type]:N (per node), or --gpus / -G (the job's total) on a
     one-node job."""
-    for name in ("--gpus-per-node",):
-        if name in options and (count := re.search(r"(\d+)$", options[name][0])):
-            return int(count.group(1)), options[name][1]
+    if "--gpus-per-node" in options and (count := re.search(r"(\d+)$", options["--gpus-per-node"][0])):
+        return int(count.group(1)), options["--gpus-per-node"][1]
     if "--gres" in options and (gres := GRES_GPU.search(options["--gres"][0])) is not None:
         return int(gres.group(1)), options["--gres"][1]
     for name in ("--gpus", "-G"):

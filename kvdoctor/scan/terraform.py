@@ -123,13 +123,8 @@ def _templatefile_nomad(spec: str, file: str, root: yaml.Node, line: int | None)
         return []
     note = (f"{TEMPLATEFILE_NOTE} in {file}:{line} with " + (", ".join(f"{k}={v}" for k, v in sorted(values.items()))
                                                              or "no value known here"))  # fmt: skip
-    return [replace(w, notes=w.notes + (note,)) for w in nomad.workloads(job, str(path))]
-
-
-def without_unrendered_templates(found: list[Workload]) -> list[Workload]:
-    """The workloads less the reading of a job file on its own where the scan renders it with templatefile()."""
-    rendered = {w.file for w in found if any(n.startswith(TEMPLATEFILE_NOTE) for n in w.notes)}
-    return [w for w in found if w.file not in rendered or any(n.startswith(TEMPLATEFILE_NOTE) for n in w.notes)]
+    # read through the template: the job file's reading on its own gives way to this one (run.not_alone)
+    return [replace(w, notes=w.notes + (note,), read_through=(str(path),)) for w in nomad.workloads(job, str(path))]
 
 
 def notes(root: yaml.Node, file: str, read_by_values: set[int | None] = frozenset()) -> list[str]:
