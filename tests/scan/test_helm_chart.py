@@ -401,3 +401,9 @@ def test_a_helmfiles_releases_render_their_local_charts_with_their_value_files_i
     assert [t.text for t in workload.argv][:4] == ["serve", "Qwen/Qwen3-14B", "--tensor-parallel-size", "2"]
     assert not any("raw values" in n for n in notes)  # values/qwen.yaml is read through its release
     assert any("bitnami/nginx" in n and "not in the scanned tree" in n for n in notes)
+
+
+def test_sprigs_float_max_and_min_keep_their_fractions():
+    from kvdoctor.scan.gotemplate.execute import Renderer
+
+    assert Renderer().render_text("{{ maxf 1.5 0.5 }}|{{ minf 1.5 0.5 }}|{{ biggest 3 7 }}", {}, "t") == "1.5|0.5|7"

@@ -114,7 +114,7 @@ SPRIG_ALIASES = {
     "mustSlice": "slice", "mustRegexFind": "regexFind", "mustRegexFindAll": "regexFindAll",
     "mustRegexReplaceAll": "regexReplaceAll", "mustRegexReplaceAllLiteral": "regexReplaceAllLiteral",
     "mustRegexSplit": "regexSplit", "mustFromJson": "fromJson", "mustFromYaml": "fromYaml",
-    "mustToRawJson": "toRawJson", "trimall": "trimAll", "biggest": "max", "maxf": "max", "minf": "min",
+    "mustToRawJson": "toRawJson", "trimall": "trimAll", "biggest": "max",
 }
 """Sprig's other names for the same function (must* raise where the plain one returns empty: both fail a render
 the same way here)."""
