@@ -10,14 +10,18 @@ from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
 from kvdoctor.scan.command import conditional_words, expand_words, runs_a_shell, serve_argv
+from kvdoctor.scan.called_scripts import argv_in_script, script_word
 from kvdoctor.scan.copied_scripts import Copy, copied_script, copy_of, script_command
 from kvdoctor.scan.documents import DOCKERFILE_NAMES, YAML_SUFFIXES, SourceFile
 from kvdoctor.scan.image import runs_vllm_entrypoint
 from kvdoctor.scan.workload import EnvVar, Token, Workload
+from kvdoctor.scan.written_scripts import WrittenScript, script_run, written_by
 
 INSTRUCTION = re.compile(r"^\s*([A-Za-z]+)\s+(.*)$", re.DOTALL)
 HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
 """A here-document a RUN / COPY opens (the Dockerfile reference, "Here-Documents"; BuildKit's dockerfile:1.4)."""
+PIP_VLLM_PIN = re.compile(r"""(?<![\w.-])vllm(?:\[[^\]]*\])?==v?(\d+\.\d+\.\d+(?:\.post\d+)?)(?:\+[\w.]+)?(?![\w.])""")
+"""A RUN's `pip install vllm==X` (uv pip, pip3, a local `+gptoss` build of X): the release the image runs."""
 DOCKERFILE_VARIABLE = re.compile(r"\$(?:([A-Za-z_][A-Za-z0-9_]*)|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:[-+])([^}]*))?\})")
 
 
@@ -39,13 +43,19 @@ def image_command(source: SourceFile, run_env: dict[str, str] | None = None,
     workdir = "/"
     global_args: dict[str, str | None] = {}  # ARGs before the first FROM: only FROM lines see them
     stage_args: dict[str, str | None] | None = None
-    for line, keyword, value in _instructions(source.text):
+    written: dict[str, WrittenScript] = {}
+    pin: tuple[str, int] | None = None
+    for line, keyword, value, body in _instructions(source.text):
+        if keyword == "RUN" and "install" in value and (pinned := PIP_VLLM_PIN.search(value)):
+            pin = (pinned.group(1), line)
+        for script in written_by(keyword, value, body, line, workdir):
+            written[script.path] = script
         if keyword == "ARG":
             _declare(value, stage_args if stage_args is not None else global_args, global_args)
         elif keyword == "FROM":
             words = [w for w in substituted(value, global_args).split() if not w.startswith("--")]
             image, image_line, env, entrypoint, cmd = (words[0] if words else None), line, [], None, None
-            stage_args, copies, workdir = {}, [], "/"
+            stage_args, copies, workdir, written, pin = {}, [], "/", {}, None
         elif keyword == "WORKDIR":
             known = (stage_args or {}) | {e.name: e.value for e in env}
             workdir = str(PurePosixPath(workdir) / substituted(value, known))
@@ -74,16 +84,22 @@ def image_command(source: SourceFile, run_env: dict[str, str] | None = None,
         argv = serve_argv([(t, None) for t in command], [(t, None) for t in args], runs_vllm_entrypoint(image), "")
         script = None
         where = "CMD, run by the ENTRYPOINT script's exec \"$@\""
-    if argv is None and script is None:
+    built = None
+    if argv is None and script is None and (word := script_word(command or args)) is not None:
+        built = script_run(word.text, written, workdir)
+    if argv is None and script is None and built is None:
         return []
     notes.append(f"Dockerfile: the image's {where} with its ENV; ${{VAR:-default}} takes its default")
     workload = Workload(
         file=source.path, line=image_line, platform="dockerfile", kind="Dockerfile",
         name=PurePosixPath(source.path).name, container=where, image=image, image_line=image_line,
-        env=tuple(env), notes=tuple(notes),
+        env=tuple(env), notes=tuple(notes) + ((f"vLLM pinned by the image's pip install: vllm=={pin[0]}",) if pin else ()),
+        vllm_pin=pin[0] if pin else None, vllm_pin_line=pin[1] if pin else None,
     )  # fmt: skip
     if script is not None:  # ENTRYPOINT ["/srv/start.sh"], COPY'd from the build context: its vllm serve
         return _run_script(workload, script, known)
+    if built is not None:  # CMD ["/app/start.sh"], written by a RUN of this Dockerfile: its vllm serve
+        return _run_written(workload, built, known)
     argv = expand_words(argv, known)  # an unquoted $EXTRA_ARGS of several options: its words
     # a command run through a shell (`sh -c "..."`, the shell form) expands its $VARs from the container's env at run
     # time, so a deploy's env (a ConfigMap's value) fills them
@@ -119,11 +135,16 @@ def _run_script(workload: Workload, script: tuple, known: dict[str, str]) -> lis
 
 
 def _instructions(text: str):
-    """(line, KEYWORD, value) of each instruction, continuation lines joined and comment lines dropped."""
-    pending, start, heredoc = "", None, None
+    """(line, KEYWORD, value, here-document body or None) of each instruction, continuation lines joined and comment
+    lines dropped; an instruction that opens a here-document comes with its body (data, not instructions)."""
+    pending, start, held, body = "", None, None, []
     for number, line in enumerate(text.splitlines(), 1):
-        if heredoc is not None:  # a here-document's body (RUN python3 - <<'PY' ... PY): data, not instructions
-            heredoc = None if line.strip() == heredoc else heredoc
+        if held is not None:  # a here-document's body (RUN python3 - <<'PY' ... PY)
+            if line.strip() != held[3]:
+                body.append(line)
+                continue
+            yield held[0], held[1], held[2], "\n".join(body) + "\n"
+            held, body = None, []
             continue
         if not pending and (not line.strip() or line.lstrip().startswith("#")):
             continue
@@ -135,10 +156,14 @@ def _instructions(text: str):
             continue
         found = INSTRUCTION.match(pending + line)
         if found:
-            yield start, found.group(1).upper(), found.group(2).strip()
             opened = HEREDOC.search(line)
-            heredoc = opened.group(2) if opened else None
+            if opened:
+                held = (start, found.group(1).upper(), found.group(2).strip(), opened.group(2))
+            else:
+                yield start, found.group(1).upper(), found.group(2).strip(), None
         pending, start = "", None
+    if held is not None:  # a here-document left open at the end of the file
+        yield held[0], held[1], held[2], "\n".join(body) + "\n"
 
 
 def _declare(value: str, args: dict[str, str | None], global_args: dict[str, str | None]) -> None:
@@ -193,6 +218,17 @@ def _form(value: str, line: int) -> tuple[str, list[Token]]:
     return "shell", [Token(value, line)]
 
 
+def _run_written(workload: Workload, script: WrittenScript, known: dict[str, str]) -> list[Workload]:
+    """The workload of a Dockerfile whose command runs a script its own build writes, its argv on the Dockerfile's
+    lines that hold the script's."""
+    found = argv_in_script(script.text, known)
+    if found is None:
+        return []
+    argv = tuple(Token(t.text, script.line + t.line - 1 if script.line and t.line else script.line) for t in found)
+    note = f"{workload.container} runs {script.path}, which the build writes (line {script.line}): its command"
+    return [replace(workload, argv=argv, command_line=argv[0].line if argv else None, notes=workload.notes + (note,))]
+
+
 def _command(entrypoint, cmd, known: dict[str, str], notes: list[str]) -> tuple[list[Token], list[Token], str]:
     """(command words, argument words, which instruction) the way Docker combines ENTRYPOINT and CMD."""
     if entrypoint is not None:
@@ -226,7 +262,7 @@ def script_in_built_image(command: list[Token], folder: Path) -> tuple[Path, Tok
         except (OSError, UnicodeDecodeError):
             continue
         copies, workdir = [], "/"
-        for _, keyword, value in _instructions(text):
+        for _, keyword, value, _ in _instructions(text):
             if keyword == "WORKDIR":
                 workdir = str(PurePosixPath(workdir) / value.strip())
             elif keyword in ("COPY", "ADD") and (copied := copy_of(value, workdir)) is not None:
