@@ -50,7 +50,8 @@ _PROCESS_TAG = re.compile(r"^\((?:([A-Za-z_][\w.\- =,]*?)\s*)?pid=(\d+)[^()]*\)\
 _RANK_TAG = re.compile(r"^\[(?:rank|default|\d+,)(\d+)\](?:<std(?:out|err)>)?:\s?")
 # vLLM's logger: "ERROR 05-02 10:22:18 [core.py:396] " (0.8+) or "INFO 11-04 10:12:40 arg_utils.py:1019] "
 _RECORD = re.compile(
-    r"^(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?([\w./\-]+:\d+)\] ?"
+    # the time may be cut off by the one who pasted it ('INFO [deep_gemm.py:116] ...'): the bracket then stays
+    r"^(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) (?:\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?|\[)([\w./\-]+:\d+)\] ?"
 )
 
 

@@ -17,8 +17,8 @@ MAX_MESSAGE_LINES = 80
 
 _FRAME = re.compile(r'^\s+File "(.+?)", line (\d+)(?:, in (.+))?$')
 # A frame as a pasted excerpt may show it: not indented, or without its line number ('File "x.py", in f').
-_FRAME_IN = re.compile(r'(?:^|\s)File "([^"]+)", line (\d+)(?:, in ([\w<>.]+))?')
-_LOOSE_FRAME = re.compile(r'^\s*File "(.+?)"(?:, line (\d+))?(?:, in (.+))?$')
+_FRAME_IN = re.compile(r'(?:^|\s)File "([^"]+)", line (?:(\d+)|\.\.\.|\u2026)(?:, in ([\w<>.]+))?')
+_LOOSE_FRAME = re.compile(r'^\s*File "(.+?)"(?:, line (?:(\d+)|\.\.\.|\u2026))?(?:, in (.+))?$')  # 'line ...': elided
 # Ray re-raises a task's error as `ray.exceptions.RayTaskError(ValueError): ray::f() ...`: the class in brackets
 _EXCEPTION = re.compile(r"^([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*)(?:\([\w.]+\))?(?::(?: (.*)|$)|$)")
 # A bare exception line outside a traceback must look like one: a dotted name ending in Error/Exception (a private
@@ -252,6 +252,21 @@ def _parse_stream(stream: str, lines: list[LogLine]) -> list[ExceptionChain]:
                 current.append(exception)
             linked = False
             continue
+        if (stripped.startswith('File "') and text[0] in " \t" and _FRAME.match(text)
+                and (i == 0 or not _in_traceback(lines[i - 1].text) and "most recent call last" not in lines[i - 1].text)):
+            # a traceback pasted (or logged) without its header: its frames read as one, from here
+            start = i
+            exception, i = _parse_traceback(stream, lines, i)
+            if exception is not None and lines[min(i, n) - 1].level != lines[start].level:
+                exception, i = None, start + 1  # an exception of another record: these frames are not its
+            if exception is not None and not linked:
+                if current:
+                    chains.append(ExceptionChain(tuple(current), stream))
+                current = [exception]
+            elif exception is not None:
+                current.append(exception)
+            linked = False
+            continue
         if stripped in (CAUSE, CONTEXT):
             linked = bool(current)
             i += 1
@@ -303,7 +318,7 @@ def _ipython_frames_above(lines: list[LogLine], i: int) -> tuple[Frame, ...]:
             break
         match = _IPYTHON_FRAME.match(text) if text[:5] == "File " else None
         if match:
-            frames.insert(0, Frame(match.group(1), int(match.group(2)), match.group(3), code))
+            frames.insert(0, Frame(match.group(1), int(match.group(2) or 0), match.group(3), code))
             code = None
         elif _IPYTHON_CODE.match(text):
             if text.lstrip().startswith("-"):
@@ -374,9 +389,11 @@ _RAISE_LITERAL = re.compile(r"""^raise ((?:[A-Za-z_]\w*\.)*[A-Z]\w*)\(f?(["'])(.
 
 
 def _raised_at_cut(stream: str, frames: list[Frame], number: int) -> LoggedException | None:
-    """A traceback cut before its exception line whose innermost frame raises a literal message: that exception
-    (the raise statement ran; only the line Python prints for it is missing)."""
+    """A traceback cut before its exception line whose innermost frame raises a literal message or asserts (with no
+    message of its own): that exception (the statement ran; only the line Python prints for it is missing)."""
     code = frames[-1].code if frames else None
+    if code and code.startswith("assert ") and "," not in code:
+        return LoggedException("AssertionError", "", tuple(frames), stream, number)  # a failed assert prints none
     found = _RAISE_LITERAL.match(code) if code and code.startswith("raise ") else None
     if found is None:
         return None
@@ -435,7 +452,7 @@ def _frames_below(lines: list[LogLine], j: int) -> tuple[tuple[Frame, ...], int]
         text = lines[j].text
         match = _FRAME_IN.search(text)
         if match:
-            frames.append(Frame(match.group(1), int(match.group(2)), match.group(3), None))
+            frames.append(Frame(match.group(1), int(match.group(2) or 0), match.group(3), None))
         elif text[:1] in (" ", "\t") and text.strip() and frames:
             if frames[-1].code is None and not set(text.strip()) <= set("^~ "):
                 frames[-1] = replace(frames[-1], code=text.strip())

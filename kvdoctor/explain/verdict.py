@@ -195,6 +195,9 @@ FOREIGN_ERROR = re.compile(
     # the kernel's OOM killer (dmesg, journal), NCCL's own error records (NCCL logs errors at WARN)
     r"|\bOut of memory: Kill(?:ed)? process\b|\boom-kill:|\bMemory cgroup out of memory\b"
     r"|\bNCCL WARN\b.{0,200}\b(?:[Ff]ailure|failed|[Ee]rror)\b"
+    # a communication library's record under its name after its source place: UCX's
+    # '[1754890927.298391] [host:270 :0] ib_mlx5dv_md.c:1100 UCX  ERROR mlx5_7: ibv_modify_qp(...) failed'
+    r"|\.c(?:pp)?:\d+\s+(?:UCX|UCT|UCS|NIXL|NCCL|RCCL|HCCL|MPI)\s+(?:ERROR|FATAL)\s+\S"
     # a C library's own record under its bracketed name: HAMi-core's '[HAMI-core ERROR (utils.c:160)]: ...'
     r"|^\[[\w.-]{2,40} (?:ERROR|FATAL)\b[^\]\n]{0,80}\]:? \S"
     # glog's and torch c10's 'E0822 16:31:16' ('[E822 16:31:16.131931664 ProcessGroupNCCL.cpp:632]': c10 drops the 0)
@@ -542,7 +545,13 @@ def failure_evidence(
             if refused_request(" ".join(parts)):  # the error response a running server sent one request
                 excused.update(range(index, index + len(parts)))  # its wrapped lines are not messages of their own
                 continue
-        if line.level in ERROR_LEVELS:
+        if line.level in ERROR_LEVELS and line.text.lstrip().startswith('File "') and _opens_frames(lines, index):
+            # the frames of a traceback logged without its header (an excerpt that starts inside it): one failure
+            add(FailureEvidence(line.number, "error text", f"a traceback cut at both ends{_innermost_frames(lines, index)}",
+                                line.stream, line.level))
+        if line.level in ERROR_LEVELS and not (line.text[:1] in " \t" and _in_frames(lines, index)):
+            # (a traceback's frame, code and caret lines, logged at ERROR line by line, are the traceback's: its
+            # header above is the evidence, and a cut one is read as such, not as a message of its own)
             add(FailureEvidence(line.number, "error level", continued(lines, index) or text, line.stream, line.level))
         elif line.level is None and (ERROR_TEXT.search(text) or _foreign_error(text) or (
                 line.text[:1] in " \t" and _INDENTED_EXCEPTION.match(text)) or (
@@ -584,6 +593,32 @@ def failure_evidence(
                 if raised[text]:
                     add(FailureEvidence(line.number, "raise site", text, line.stream, line.level))
     return tuple(found[number] for number in sorted(found))
+
+
+def _in_frames(lines: list[LogLine], index: int) -> bool:
+    """Whether an indented line is a traceback's: a frame line ('  File "...", line N') itself, or one above it (of
+    the same process: another's lines may be interleaved) past nothing but other indented lines, within a few."""
+    if lines[index].text.lstrip().startswith('File "'):
+        return True
+    for earlier in _earlier_in_stream(lines, index):
+        if 'File "' in lines[earlier].text:
+            return True
+        if lines[earlier].text[:1] not in " \t":
+            return False
+    return False
+
+
+def _opens_frames(lines: list[LogLine], index: int) -> bool:
+    """Whether a frame line is the first of its traceback's the log holds: no header nor frame above it."""
+    before = next(_earlier_in_stream(lines, index), None)
+    return before is None or not (lines[before].text[:1] in " \t" and _in_frames(lines, before)
+                                  or "most recent call last" in lines[before].text)
+
+
+def _earlier_in_stream(lines: list[LogLine], index: int, within: int = 8):
+    """The indices of the lines above ``index`` of the same process, nearest first, among the ``within`` above."""
+    stream = lines[index].stream
+    return (j for j in range(index - 1, max(-1, index - within - 1), -1) if lines[j].stream == stream)
 
 
 # vLLM's notice that a process waits on another (shm_broadcast.py; INFO in 0.6, WARNING later), printed once per period
@@ -830,23 +865,35 @@ def _traceback_header(lines: list[LogLine], index: int) -> bool:
 def _cut_traceback(lines: list[LogLine], index: int) -> str:
     """A traceback's header as evidence: a traceback whose exception line the log has lost (cut short) still shows
     a failure; its innermost frame says where, and the record a logger printed it under says what failed."""
-    frames: list[list[str]] = []  # each frame's line and the code line under it
-    for line in lines[index + 1 : index + 1 + MAX_TRACEBACK_LOOKAHEAD]:
-        stripped = line.text.strip()
-        if stripped.startswith('File "'):
-            frames.append([stripped])
-        elif stripped and line.text[:1] not in " \t":
-            break
-        elif frames and len(frames[-1]) == 1 and stripped and not _CARETS.match(line.text):
-            frames[-1].append(f"`{stripped}`")
-    # the innermost frame says where; the one above it, what was being called (a constructor the cut line never names)
-    where = f"; innermost frames: {' <- '.join(': '.join(f) for f in reversed(frames[-2:]))}" if frames else ""
+    where = _innermost_frames(lines, index + 1)
     header = lines[index]
     before = lines[index - 1] if index else None
     if (header.level is not None and before is not None and before.level == header.level
             and before.stream == header.stream and before.text.strip() and before.text[:1] not in " \t"):
         return f"{before.text.strip()} ({TRACEBACK_START[:-1]}{where})"  # logger.exception('msg'): msg, then frames
     return f"{TRACEBACK_START} (a traceback{where})"
+
+
+_PACKAGE_PATH = re.compile(r'File ".*/((?:vllm|vllm_\w+|torch|triton|flashinfer|transformers)/[^"/]+(?:/[^"/]+)*)"')
+"""A frame's file from its package's folder on (the site-packages or checkout prefix says nothing of the failure)."""
+
+
+def _innermost_frames(lines: list[LogLine], start: int) -> str:
+    """'; innermost frames: FRAME: `code` <- FRAME: `code`' of the traceback lines from ``start`` on: the innermost
+    frame says where, the one above it what was being called (a constructor the cut line never names)."""
+    frames: list[list[str]] = []  # each frame's line and the code line under it
+    stream = lines[start].stream if start < len(lines) else None
+    for line in lines[start : start + MAX_TRACEBACK_LOOKAHEAD]:
+        if line.stream != stream:
+            continue  # another process's lines, interleaved
+        stripped = line.text.strip()
+        if stripped.startswith('File "'):
+            frames.append([_PACKAGE_PATH.sub(r'File "\1"', stripped)])
+        elif stripped and line.text[:1] not in " \t":
+            break
+        elif frames and len(frames[-1]) == 1 and stripped and not _CARETS.match(line.text):
+            frames[-1].append(f"`{stripped}`")
+    return f"; innermost frames: {' <- '.join(': '.join(f) for f in reversed(frames[-2:]))}" if frames else ""
 
 
 def strongest(evidence: tuple[FailureEvidence, ...]) -> FailureEvidence | None:
