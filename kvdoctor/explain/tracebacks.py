@@ -47,6 +47,10 @@ WORKER_WRAP = re.compile(
     r"Worker failed with error '(.*)'(?:, please check the stack trace above for the root cause|\s*$)", re.DOTALL
 )
 MAX_NESTING = 8
+# vLLM's V0 multiprocessing worker logs a method's failure as one record: its message (str(e), no type), then the
+# traceback under it (executor/multiproc_worker_utils.py: "Exception in worker %s while processing method %s: %s, %s")
+V0_WORKER_ERROR = re.compile(r"^Exception in worker (\S+) while processing method (\w+): (.+?),\s*"
+                             r"Traceback \(most recent call last\):\s*$")
 _REPR_EXCEPTION = re.compile(r"([A-Z]\w*(?:Error|Exception))\((['\"])(.*)\2\)\s*$", re.DOTALL)
 _TYPED_MESSAGE = re.compile(r"^((?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)): (.*)$", re.DOTALL)
 
@@ -267,6 +271,15 @@ def _parse_stream(stream: str, lines: list[LogLine]) -> list[ExceptionChain]:
                 current.append(exception)
             linked = False
             continue
+        if stripped.startswith("Exception in worker ") and (worker := V0_WORKER_ERROR.match(stripped)):
+            frames, j = _frames_below(lines, i + 1)
+            if current and not linked:
+                chains.append(ExceptionChain(tuple(current), stream))
+                current = []
+            current.append(LoggedException(_raised_type(worker.group(3)), worker.group(3), frames, stream,
+                                           lines[i].number))
+            i, linked = max(j, i + 1), False
+            continue
         if stripped in (CAUSE, CONTEXT):
             linked = bool(current)
             i += 1
@@ -442,6 +455,17 @@ def _parse_traceback(stream: str, lines: list[LogLine], i: int) -> tuple[LoggedE
             return _parse_exception(stream, lines, i, tuple(frames))
         return _raised_at_cut(stream, frames, lines[i - 1].number), i  # something else interrupted it (a cut log)
     return _raised_at_cut(stream, frames, lines[n - 1].number) if n else None, i
+
+
+def _raised_type(message: str) -> str:
+    """The exception type vLLM raises a message with (the message index's raise sites agree on one), else 'Error':
+    V0's worker record prints the message without it."""
+    from kvdoctor.explain.message_index import load_index
+
+    index = load_index()
+    located = index.locate(message) if index is not None else None
+    types = {loc.type for loc in located.locations if loc.type} if located is not None else set()
+    return types.pop() if len(types) == 1 else "Error"
 
 
 def _frames_below(lines: list[LogLine], j: int) -> tuple[tuple[Frame, ...], int]:

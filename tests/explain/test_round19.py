@@ -74,3 +74,20 @@ def test_a_ucx_error_record_is_the_failure_before_a_cut_engine_traceback():
            "ERROR 08-10 22:42:07 [core.py:586]     engine_core = EngineCoreProc(*args, **kwargs)\n")
     text = _text(explain_text(log))
     assert "mlx5_3: ibv_modify_qp" in text and "ERROR: engine_core = EngineCoreProc" not in text
+
+
+def test_a_v0_worker_record_is_the_workers_exception_with_the_frames_under_it():
+    """executor/multiproc_worker_utils.py (V0): "Exception in worker %s while processing method %s: %s, %s", the
+    message without its type, then the traceback under the same record header."""
+    tag = "(VllmWorkerProcess pid=7) ERROR 09-20 08:05:48 multiproc_worker_utils.py:226] "
+    log = "".join(tag + line + "\n" for line in [
+        "Exception in worker VllmWorkerProcess while processing method init_device: widgets are not supported, "
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.10/site-packages/vllm/worker/worker.py", line 170, in init_device',
+        "    self.init_widgets()",
+    ])
+    (chain,) = parse_chains(normalise(log))
+    exception = chain.innermost
+    assert (exception.type, exception.message) == ("Error", "widgets are not supported")
+    assert [f.function for f in exception.frames] == ["init_device"]
+    assert explain_text(log).exit_code("error") == 1
