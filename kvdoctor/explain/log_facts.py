@@ -4,7 +4,9 @@ under the fact names rules.yaml uses, so the same rules and fixes apply to a log
 from __future__ import annotations
 
 import ast
+import json
 import re
+import shlex
 from typing import Any, Iterable
 
 from kvdoctor.data.backend_names import USING_LINE_SPELLINGS, backend_enum_name
@@ -29,7 +31,7 @@ _ANSWERED_VERSION = re.compile(r"^(?:Version: )?v?(\d+\.\d+\.\d+[\w.+-]*)\s*$")
 # version alone ('vllm 0.3.1', 'vLLM version: 0.8.5', 'vLLM v0.6.3')
 _PIP_LINE = re.compile(r"^vllm(?:==|\s*:\s*v?|\s+(?:version\s*:?\s*)?v?|\s*version\s*:\s*v?)(\d+\.\d+\.\d+[\w.+-]*)\s*$", re.I)
 _PIP = re.compile(r"^\[(?:pip3?|conda)\]\s+(triton|torch|flashinfer-python)[= ]+=?\s*(\d+\.\d+[\w.+-]*)")
-_ARGS = re.compile(r"non-default args: (\{.*\})\s*$")
+_ARGS = re.compile(r"non-default args: (\{.*)$")  # a record the log cut keeps its readable items
 _CONFIG_LINE = "with config:"
 _CONFIG_FIELDS = {
     "model": re.compile(r"\bmodel='([^']+)'"),
@@ -159,10 +161,83 @@ def _serve_args_from_dict(text: str) -> dict[str, Any]:
     try:
         args = ast.literal_eval(text)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
-        args = dict(re.findall(r"'(\w+)': '?([^',}]+)'?", text))
+        args = _top_level_args(text)  # a repr that is no literal, or a record the log cut: read item by item
     if not isinstance(args, dict):
         return {}
-    return _serve_facts(args)
+    facts = _serve_facts(args)
+    command = _command_of(_top_level_args(text))
+    if command:
+        facts["logged.command"] = command
+    return facts
+
+
+MAX_JSON_ARG = 160
+_REPR = re.compile(r"<[^<>]*>")  # an enum's or an object's repr ('<CompilationMode.VLLM_COMPILE: 3>'): no literal
+
+
+def _top_level_args(text: str) -> dict[str, Any]:
+    """The record's top-level keys with the values Python can read back (one whose repr is no literal, or that the
+    log cut off, left out): a dict read item by item, so one unreadable value or a cut line loses only itself."""
+    body = text.strip()[1:]
+    items, depth, quote, start = [], 0, "", 0
+    for i, char in enumerate(body):
+        if quote:
+            quote = "" if char == quote and body[i - 1] != "\\" else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "[{(":
+            depth += 1
+        elif char in "]})":
+            depth -= 1
+            if depth < 0:
+                break  # the dict's own closing brace
+        elif char == "," and depth == 0:
+            items.append(body[start:i])
+            start = i + 1
+    else:
+        i = len(body)
+    items.append(body[start:i])
+    args: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition(":")
+        if not sep or _REPR.search(value):
+            continue
+        try:
+            args[ast.literal_eval(key.strip())] = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+            continue
+    return args
+
+
+# non-default args that say nothing of what vLLM was asked to do (where it listens, what it is called)
+_NOT_RUN_ARGS = frozenset({"model_tag", "model", "host", "port", "served_model_name", "api_key", "ssl_keyfile",
+                           "ssl_certfile", "uvicorn_log_level", "root_path", "allowed_origins"})
+
+
+def _command_of(args: dict[str, Any]) -> str | None:
+    """The `vllm serve` command vLLM's 'non-default args' record stands for (each arg as its flag; a value that is not
+    a literal, e.g. a config object's repr, left out), for `kvdoctor check -- COMMAND`; None without a model."""
+    model = args.get("model_tag") or args.get("model")
+    if not isinstance(model, str) or not model:
+        return None
+    words = ["vllm", "serve", model]
+    for name, value in args.items():
+        if isinstance(value, str) and value in ("True", "False", "None"):  # a record literal_eval could not read
+            value = {"True": True, "False": False, "None": None}[value]
+        if isinstance(value, str) and value[:1] in "[{(<":
+            continue  # the first piece of a list or an object the fallback reading cut: not its value
+        if name in _NOT_RUN_ARGS or value is None or value is False:
+            continue  # False: a switch turned off (its --no- form is not every release's)
+        flag = "--" + name.replace("_", "-")
+        if value is True:
+            words.append(flag)
+        elif isinstance(value, (str, int, float)):
+            words += [flag, str(value)]
+        elif isinstance(value, (list, tuple)) and all(isinstance(v, (str, int, float)) for v in value):
+            words += [flag, *map(str, value)] if value else []
+        elif isinstance(value, dict) and len(written := json.dumps(value, separators=(",", ":"))) <= MAX_JSON_ARG:
+            words += [flag, written]  # a long config dump (a whole compilation_config) is left out
+    return shlex.join(words)
 
 
 def _serve_args_from_namespace(text: str) -> dict[str, Any]:

@@ -563,6 +563,9 @@ def failure_evidence(
             add(FailureEvidence(line.number, "failed to start", text, line.stream, line.level))
         if "Worker failed with error '" in text and WORKER_WRAP.search(text):
             add(FailureEvidence(line.number, "wrapper", text, line.stream, line.level))
+    for index, line in enumerate(lines):
+        if "most recent call last" in line.text and (cut := _ipython_cut(lines, index)):
+            add(FailureEvidence(line.number, "error text", cut, line.stream, line.level))
     _hang(lines, add)
     if not found:
         _last_words(lines, add)
@@ -619,6 +622,43 @@ def _earlier_in_stream(lines: list[LogLine], index: int, within: int = 8):
     """The indices of the lines above ``index`` of the same process, nearest first, among the ``within`` above."""
     stream = lines[index].stream
     return (j for j in range(index - 1, max(-1, index - within - 1), -1) if lines[j].stream == stream)
+
+
+# IPython's and Jupyter's traceback header names the exception's type before its frames ('RuntimeError     Traceback
+# (most recent call last)'); a frame is 'File ~/x.py:64, in f(...)' or Colab's linked '[/x.py](URL) in f(...)', its
+# failing line marked '---> 64 code'
+_IPYTHON_HEADER = re.compile(r"^\s*((?:[a-z_]\w*\.)*[A-Z]\w*)\s{2,}Traceback \(most recent call last\)")
+_IPYTHON_PLACE = re.compile(r"^(?:File )?\[?(?P<file>[^\s\[\]()]+?\.py)(?::\d+)?\]?(?:\([^)\s]*\))?,? in (?P<function>[\w<>.]+)")
+_IPYTHON_ARROW = re.compile(r"^-+>\s*\d+\s+(?P<code>\S.*)$")
+_NOT_FAILURES = ("KeyboardInterrupt", "SystemExit", "GeneratorExit")
+MAX_IPYTHON_CUT = 400
+
+
+def _ipython_cut(lines: list[LogLine], index: int) -> str | None:
+    """An IPython traceback the log cuts before its exception line, as evidence: its header names the exception's
+    type, its innermost frame (and the innermost in vLLM) say where; None for another line or a traceback that ends
+    in its exception line (the chain parser reads that one)."""
+    header = _IPYTHON_HEADER.match(lines[index].text)
+    if header is None or header.group(1).rpartition(".")[2] in _NOT_FAILURES:
+        return None
+    kind = header.group(1)
+    frames: list[list[str]] = []  # [place, code]
+    for line in lines[index + 1 : index + 1 + MAX_IPYTHON_CUT]:
+        text = line.text.strip()
+        if text.startswith(kind.rpartition(".")[2]) and (text[len(kind.rpartition(".")[2]):][:1] in (":", "")):
+            return None  # the exception line is there: not cut
+        if (place := _IPYTHON_PLACE.match(text)) is not None:
+            file = _PACKAGE_FILE.sub(r"\1", place.group("file"))
+            frames.append([f"{file} in {place.group('function')}", ""])
+        elif (arrow := _IPYTHON_ARROW.match(text)) is not None and frames and not frames[-1][1]:
+            frames[-1][1] = f": `{arrow.group('code').strip()}`"
+    if not frames:
+        return None
+    named = ["".join(frames[-1])]
+    in_vllm = next(("".join(f) for f in reversed(frames[:-1]) if f[0].startswith("vllm/")), None)
+    if in_vllm and not frames[-1][0].startswith("vllm/"):
+        named.append(f"in vLLM: {in_vllm}")
+    return f"{kind} (an IPython traceback the log cuts before its message; innermost frame {'; '.join(named)})"
 
 
 # vLLM's notice that a process waits on another (shm_broadcast.py; INFO in 0.6, WARNING later), printed once per period
@@ -874,7 +914,9 @@ def _cut_traceback(lines: list[LogLine], index: int) -> str:
     return f"{TRACEBACK_START} (a traceback{where})"
 
 
-_PACKAGE_PATH = re.compile(r'File ".*/((?:vllm|vllm_\w+|torch|triton|flashinfer|transformers)/[^"/]+(?:/[^"/]+)*)"')
+_PACKAGES = r"(?:vllm|vllm_\w+|torch|triton|flashinfer|transformers)"
+_PACKAGE_PATH = re.compile(r'File ".*/(' + _PACKAGES + r'/[^"/]+(?:/[^"/]+)*)"')
+_PACKAGE_FILE = re.compile(r"^.*/(" + _PACKAGES + r"/.+)$")
 """A frame's file from its package's folder on (the site-packages or checkout prefix says nothing of the failure)."""
 
 

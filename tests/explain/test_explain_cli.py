@@ -19,7 +19,9 @@ def test_json_report_validates_and_carries_the_explanation(run_cli, report_schem
     assert_valid_report(document, report_schema)
     assert document["command"] == "explain" and document["verdict"] == "FAIL"
     assert document["explain"]["primary"]["rule_id"] == "KVD101"
-    assert document["explain"]["check_command"].startswith("kvdoctor check --model Qwen/Qwen2.5-3B-Instruct")
+    # the run's own command as vLLM's non-default args record gives it, every flag it was given
+    assert document["explain"]["check_command"].startswith("kvdoctor check --vllm-version 0.25.0 -- vllm serve "
+                                                           "Qwen/Qwen2.5-3B-Instruct --kv-cache-dtype turboquant_k8v4")
 
 
 def test_text_report_names_primary_and_wrapper(run_cli):
@@ -27,7 +29,8 @@ def test_text_report_names_primary_and_wrapper(run_cli):
     assert result.code == 1
     assert "KVD102" in result.stdout and "PRIMARY" in result.stdout
     assert "hiding underneath" in result.stdout
-    assert "kvdoctor check --model Qwen/Qwen2.5-3B-Instruct" in result.stdout
+    assert ("kvdoctor check --gpu 'A100 80GB' --vllm-version 0.25.1 -- vllm serve Qwen/Qwen2.5-3B-Instruct "
+            "--kv-cache-dtype turboquant_k8v4") in " ".join(result.stdout.split())
 
 
 def test_stdin_and_exit_zero_for_a_healthy_log(run_cli):

@@ -19,9 +19,9 @@ def test_full_triton_traceback_names_the_bf16_fp8_conversion():
     assert any("k_fp8 = k_vals.to(tl.float8e4b15)" in line for line in kvd101.evidence)
     assert "Engine core initialization failed" in report.extra["misleading"]
     assert report.facts["gpu.capability"] == 8.0 and report.facts["model.dtype"] == "bfloat16"
-    assert report.extra["check_command"] == (
-        "kvdoctor check --model Qwen/Qwen2.5-3B-Instruct --kv-cache-dtype turboquant_k8v4 "
-        "--gpu 'A100 80GB' --vllm-version 0.24.1"
+    assert report.extra["check_command"] == (  # the run's own command, from vLLM's non-default args record
+        "kvdoctor check --gpu 'A100 80GB' --vllm-version 0.24.1 -- vllm serve Qwen/Qwen2.5-3B-Instruct "
+        "--kv-cache-dtype turboquant_k8v4 --max-model-len 8192"
     )
     # the fixes are the rule's own, so explain and check agree
     assert any(fix.version == "vllm>=0.27.0" for fix in kvd101.fixes)

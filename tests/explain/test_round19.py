@@ -91,3 +91,52 @@ def test_a_v0_worker_record_is_the_workers_exception_with_the_frames_under_it():
     assert (exception.type, exception.message) == ("Error", "widgets are not supported")
     assert [f.function for f in exception.frames] == ["init_device"]
     assert explain_text(log).exit_code("error") == 1
+
+
+COLAB_CUT = """\
+INFO 07-02 23:55:15 [model_runner.py:1203] Model loading took 2.2550 GiB and 30.916279 seconds
+---------------------------------------------------------------------------
+RuntimeError                              Traceback (most recent call last)
+[/usr/local/lib/python3.11/dist-packages/vllm/lora/ops/triton_ops/lora_expand_op.py](https://localhost:8080/#) in _lora_expand(inputs)
+    120
+--> 121     _lora_expand_kernel[grid](
+    122         inputs,
+
+[/usr/local/lib/python3.11/dist-packages/triton/runtime/jit.py](https://localhost:8080/#) in run(self, grid, *args)
+--> 569             kernel = self.compile(src, target=target, options=options.__dict__)
+"""
+
+
+def test_an_ipython_traceback_cut_before_its_message_is_a_failure_of_the_type_its_header_names():
+    """IPython prints the exception's type in the header: a notebook's traceback cut before its last line still
+    shows the failure, with the innermost frame and the innermost in vLLM."""
+    report = explain_text(COLAB_CUT)
+    assert report.exit_code("error") == 1
+    text = _text(report)
+    assert "RuntimeError (an IPython traceback the log cuts before its message" in text
+    assert "vllm/lora/ops/triton_ops/lora_expand_op.py in _lora_expand" in text
+
+
+def test_an_ipython_traceback_with_its_exception_line_or_a_keyboard_interrupt_is_not_read_as_cut():
+    complete = COLAB_CUT + "RuntimeError: PassManager::run failed\n"
+    assert "cuts before its message" not in _text(explain_text(complete))
+    interrupted = COLAB_CUT.replace("RuntimeError      ", "KeyboardInterrupt ")
+    assert "cuts before its message" not in _text(explain_text(interrupted))
+
+
+def test_the_suggested_check_reruns_the_command_vllms_non_default_args_record_stands_for():
+    """api_server's 'non-default args: {...}' (0.10+): each readable top-level arg as its flag; an enum's repr, a
+    long config dump and where the server listens are left out, and a record the log cut loses only its last item."""
+    from kvdoctor.explain.log_facts import read_facts
+
+    record = ("(APIServer pid=1) INFO 07-16 19:30:20 [api_utils.py:273] non-default args: {'model_tag': 'org/m', "
+              "'host': '0.0.0.0', 'model': 'org/m', 'tensor_parallel_size': 4, 'enable_expert_parallel': True, "
+              "'enforce_eager': False, 'gpu_memory_utilization': 0.94, 'cpu_offload_params': ['experts'], "
+              "'kv_transfer_config': {'kv_connector': 'OffloadingConnector', 'kv_role': 'kv_both'}, "
+              "'compilation_config': {'mode': <CompilationMode.VLLM_COMPILE: 3>, 'backend': 'inductor'}, "
+              "'max_num_seqs': 1, 'max_num_batched_tok")
+    facts, _ = read_facts(normalise(record + "\n"))
+    assert facts["logged.command"] == (
+        "vllm serve org/m --tensor-parallel-size 4 --enable-expert-parallel --gpu-memory-utilization 0.94 "
+        "--cpu-offload-params experts --kv-transfer-config "
+        "'{\"kv_connector\":\"OffloadingConnector\",\"kv_role\":\"kv_both\"}' --max-num-seqs 1")
