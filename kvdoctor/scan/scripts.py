@@ -36,6 +36,8 @@ CONTAINER_EXEC = {"apptainer", "singularity"}
 SHIFTER_VALUE_OPTIONS = {"--image", "-i", "--volume", "-V", "--env", "-e", "--module", "-m", "--workdir", "-w",
                          "--env-file"}  # fmt: skip
 """NERSC's Shifter (`shifter [--image=IMG] [options] COMMAND...`, NERSC's docs): options that take a value."""
+EXEC_VALUE_OPTIONS = {"-e", "--env", "--env-file", "-u", "--user", "-w", "--workdir", "--detach-keys"}
+"""`docker exec` / `podman exec` options that take a value (docs.docker.com/reference/cli/docker/container/exec)."""
 PLAIN_PREFIXES = {"exec", "nohup", "setsid", "time"}
 CONDITION_KEYWORDS = {"if", "elif", "while", "until", "!", "then", "do", "else"}
 """Words before a command that a shell tests or runs in a block (`if main; then`): the command runs all the same."""
@@ -446,6 +448,13 @@ def _unwrap(words: list[Token]) -> tuple[list[Token], str | None, tuple[str, Tok
                 container = (subcommand, words[index])
             index += 2 if instance else 1  # the image (a .sif file or docker://...), an instance's name
         words = words[index:]
+    if len(words) > 3 and PurePosixPath(words[0].text).name in CONTAINER_RUNNERS and words[1].text == "exec":
+        # `docker exec [options] CONTAINER COMMAND...`: the command runs in a container started elsewhere (by name)
+        index = 2
+        while index < len(words) and words[index].text.startswith("-"):
+            index += 2 if words[index].text in EXEC_VALUE_OPTIONS else 1
+        if index + 1 < len(words):
+            wrapper, words = words[index].text, words[index + 1:]
     return words, wrapper, container
 
 

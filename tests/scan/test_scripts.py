@@ -462,3 +462,14 @@ def test_a_heredoc_kept_in_a_variable_that_a_shell_runs_with_a_redirection_after
               'screen -dmS v bash -c "$CMD" > log 2>&1 &\n')
     (run,) = find_workloads([str(_script(tmp_path, script))])[1]
     assert [t.text for t in run.argv] == ["Qwen/Qwen3-8B", "--max-model-len", "4096"]
+
+
+def test_docker_exec_runs_vllm_in_a_container_started_elsewhere(tmp_path):
+    """Ladam2003/vllm-ray-cluster's shape: a Ray head container started by another step, vLLM launched in it with
+    `docker exec NAME bash -lc "nohup python3 -m vllm.entrypoints.openai.api_server ..."`."""
+    text = ('docker exec -e HF_HOME=/hf ray-head bash -lc " nohup python3 -m vllm.entrypoints.openai.api_server \\\n'
+            '  --model /models/qwen --tensor-parallel-size 2 > /var/log/vllm.log 2>&1 & "\n')
+    (run,) = find_workloads([str(_script(tmp_path, text, "run_model.sh"))])[1]
+    assert (run.container, run.name) == ("ray-head", "run_model.sh")
+    assert [t.text for t in run.argv] == ["--model", "/models/qwen", "--tensor-parallel-size", "2"]
+    assert find_workloads([str(_script(tmp_path, "docker exec ray-head pgrep -f vllm\n", "check.sh"))])[1] == []
