@@ -135,7 +135,13 @@ def serve_argv(command: list[Word], args: list[Word], entrypoint_is_vllm: bool, 
     """The argv after the vLLM launcher (model and flags, VAR=value prefixes kept), or None: not vLLM."""
     words = [token for token, _ in command + args]
     if not command and entrypoint_is_vllm:
-        return [token for token, _ in args]
+        given = [token for token, _ in args]
+        if given and _after_launcher(given) is not None:
+            # the image's ENTRYPOINT is vLLM's launcher already, and these words (CMD, args, a Compose command) are
+            # its arguments: the launcher they repeat reaches vLLM's parser as positional words (`vllm serve vllm
+            # serve MODEL`, "unrecognized arguments"), so they stay in the argv after the entrypoint's own
+            return [Token("vllm", given[0].line), Token("serve", given[0].line)] + given
+        return given
     found = _after_launcher(words)
     if found is not None:
         return found
