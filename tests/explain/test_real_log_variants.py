@@ -113,7 +113,8 @@ def test_seen_logs_altered_keep_their_verdict_and_mostly_their_family(variant, s
 # failing seen logs cut to their last 3 / last 1 non-blank lines that may exit 0 (round 6, issue 28: 24 -> 10 and
 # 47 -> 42 of 242; batch 13's seen logs, measured as they came, add 2 and 5, batch 14's 3 and 13 (3-line tails back
 # to 14 after rounds 8-10), batch 15's 5 and 10); lower them as mechanisms land
-MAX_TAIL_AT_EXIT_0 = {3: 67, 1: 198}
+MAX_TAIL_AT_EXIT_0 = {3: 67, 1: 199}
+# batch 45's one seen log adds 0 and 1: four dmesg lines whose last is the kernel's CPU and process header under the OOM report
 # batch 44's seen logs (stop 45) add 3 and 6 (measured before this stop's explain changes too: a client's tail, a
 # wrapper's traceback whose last lines are frames of another library)
 # batch 43's seen logs add 0 and 5: docs' two- and three-line quotes whose last line is the message's wrapped tail
