@@ -165,7 +165,7 @@ def _serve_args_from_dict(text: str) -> dict[str, Any]:
     if not isinstance(args, dict):
         return {}
     facts = _serve_facts(args)
-    command = _command_of(_top_level_args(text))
+    command = _command_of(args)
     if command:
         facts["logged.command"] = command
     return facts
@@ -222,10 +222,6 @@ def _command_of(args: dict[str, Any]) -> str | None:
         return None
     words = ["vllm", "serve", model]
     for name, value in args.items():
-        if isinstance(value, str) and value in ("True", "False", "None"):  # a record literal_eval could not read
-            value = {"True": True, "False": False, "None": None}[value]
-        if isinstance(value, str) and value[:1] in "[{(<":
-            continue  # the first piece of a list or an object the fallback reading cut: not its value
         if name in _NOT_RUN_ARGS or value is None or value is False:
             continue  # False: a switch turned off (its --no- form is not every release's)
         flag = "--" + name.replace("_", "-")

@@ -263,11 +263,10 @@ def _parse_stream(stream: str, lines: list[LogLine]) -> list[ExceptionChain]:
             exception, i = _parse_traceback(stream, lines, i)
             if exception is not None and lines[min(i, n) - 1].level != lines[start].level:
                 exception, i = None, start + 1  # an exception of another record: these frames are not its
-            if exception is not None and not linked:
-                if current:
+            if exception is not None:  # a chain of its own, unless a 'During handling...' line linked it
+                if not linked and current:
                     chains.append(ExceptionChain(tuple(current), stream))
-                current = [exception]
-            elif exception is not None:
+                    current = []
                 current.append(exception)
             linked = False
             continue

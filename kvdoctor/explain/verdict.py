@@ -534,6 +534,8 @@ def failure_evidence(
         if line.level in _TRACEBACK_LEVELS and line.text[:1] in "T " and _traceback_header(lines, index) and not (
                 index and lines[index - 1].text.startswith(IGNORED)):
             add(FailureEvidence(line.number, "error text", _cut_traceback(lines, index), line.stream, line.level))
+        elif "most recent call last" in line.text and (cut := _ipython_cut(lines, index)):
+            add(FailureEvidence(line.number, "error text", cut, line.stream, line.level))
         if line.level in ("INFO", "DEBUG") or line.text[:5] in ("INFO:", "DEBUG"):
             continue  # INFO records and uvicorn's INFO lines
         text = line.text.strip()
@@ -563,9 +565,6 @@ def failure_evidence(
             add(FailureEvidence(line.number, "failed to start", text, line.stream, line.level))
         if "Worker failed with error '" in text and WORKER_WRAP.search(text):
             add(FailureEvidence(line.number, "wrapper", text, line.stream, line.level))
-    for index, line in enumerate(lines):
-        if "most recent call last" in line.text and (cut := _ipython_cut(lines, index)):
-            add(FailureEvidence(line.number, "error text", cut, line.stream, line.level))
     _hang(lines, add)
     if not found:
         _last_words(lines, add)
@@ -639,13 +638,16 @@ def _ipython_cut(lines: list[LogLine], index: int) -> str | None:
     type, its innermost frame (and the innermost in vLLM) say where; None for another line or a traceback that ends
     in its exception line (the chain parser reads that one)."""
     header = _IPYTHON_HEADER.match(lines[index].text)
-    if header is None or header.group(1).rpartition(".")[2] in _NOT_FAILURES:
+    if header is None:
         return None
     kind = header.group(1)
+    short = kind.rpartition(".")[2]
+    if short in _NOT_FAILURES:
+        return None
     frames: list[list[str]] = []  # [place, code]
     for line in lines[index + 1 : index + 1 + MAX_IPYTHON_CUT]:
         text = line.text.strip()
-        if text.startswith(kind.rpartition(".")[2]) and (text[len(kind.rpartition(".")[2]):][:1] in (":", "")):
+        if text.startswith(short) and text[len(short):][:1] in (":", ""):
             return None  # the exception line is there: not cut
         if (place := _IPYTHON_PLACE.match(text)) is not None:
             file = _PACKAGE_FILE.sub(r"\1", place.group("file"))
