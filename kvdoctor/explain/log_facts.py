@@ -78,7 +78,7 @@ _TOOLCHAIN = (  # (a literal the line must hold, the pattern, the fact)
 )
 # Lines worth the fact regexes; everything else (throughput stats, request logs) is skipped in one search.
 _KEYWORDS = re.compile(
-    r"version|Version|args|with config:|capability|capabilities|GPU models|GPU 0|gpu-name|backend|BACKEND|\[pip|\[conda|"
+    r"version|Version|args|with config:|LLM engine \(v|capability|capabilities|GPU models|GPU 0|gpu-name|backend|BACKEND|\[pip|\[conda|"
     r"NVIDIA|\|\s+\d+\s+NVIDIA|CUDA|active driver|\[ascend"
 )
 

@@ -175,6 +175,8 @@ APPEND = re.compile(r"^\s*(?:(\[\[?[^\]]*\]\]?)\s*&&\s*)?([A-Za-z_][A-Za-z0-9_]*
 BLOCK_OPENS = re.compile(r"^\s*(?:if|for|while|until|case|select)\b|\{\s*$")
 BLOCK_CLOSES = re.compile(r"^\s*(?:(?:fi|done|esac)\b|\}(?=[\s;|&>]|$))")  # a function's `}` alone on its line too
 LAUNCHER = re.compile(r"\bvllm\s+serve\b|\bvllm\.entrypoints\.")
+RAY_START = re.compile(r"\bray\s+start\s+(?:[^\n;&|]*?\s)?--(?:head|address)\b")
+"""`ray start --head` / `ray start --address=HEAD:6379` in the script that starts vLLM: vLLM runs on that Ray cluster."""
 
 
 # a value taken from the script's own arguments ($1, "${2}", ${1#*=}, $OPTARG), as an option-parsing loop assigns it
@@ -656,8 +658,12 @@ def _after_launcher(words: list[Token]) -> list[Token] | None:
                                   or PurePosixPath(words[index].text).name in ("timeout", *INIT_PROCESSES)):  # fmt: skip
         program = PurePosixPath(words[index].text).name
         index = _after_timeout(words, index) if program == "timeout" else \
-            _after_init(words, index) if program in INIT_PROCESSES else index + 1
+            _after_init(words, index) if program in INIT_PROCESSES else \
+            _after_env(words, index) if program == "env" else index + 1
     env = [w for w in words[:index] if ASSIGNMENT.match(w.text)]
+    if index + 2 < len(words) and words[index].text.endswith(".sh") and (
+            PurePosixPath(words[index + 1].text).name == "vllm" and words[index + 2].text == "serve"):
+        index += 1  # `/launch-cluster.sh vllm serve MODEL ...`: a wrapper script given vLLM's command as its arguments
     rest = _after_runner(words[index:])
     if len(rest) >= 2 and (PurePosixPath(rest[0].text).name == "vllm" or TOOL_PIN.match(rest[0].text)
                            or VLLM_PROGRAM_VARIABLE.match(rest[0].text)) and rest[1].text == "serve":
@@ -693,6 +699,19 @@ def _after_init(words: list[Token], index: int) -> int:
             return index + 1
         index += 2 if words[index].text in INIT_VALUE_OPTIONS else 1
     return index
+
+
+def _after_env(words: list[Token], index: int) -> int:
+    """The index after `env`'s options (-i, -u NAME, -C DIR, --) and the arrays of NAME=VALUE words a script passes it
+    (`env "${env[@]}" vllm serve ...`): the assignments that follow are skipped by the caller."""
+    index += 1
+    while index < len(words) and (words[index].text.startswith("-") or ENV_ARRAY.match(words[index].text)):
+        index += 2 if words[index].text in ENV_VALUE_OPTIONS else 1
+    return index
+
+
+ENV_VALUE_OPTIONS = {"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}
+ENV_ARRAY = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*\[[@*]\]\}$")
 
 
 def _after_timeout(words: list[Token], index: int) -> int:

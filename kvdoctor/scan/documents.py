@@ -205,12 +205,21 @@ KUBERNETES_HEAD = re.compile(r"^apiVersion:.*\n(?:.*\n)*?kind:|^kind:.*\n(?:.*\n
 
 
 def _starts_as_shell(path: Path) -> bool:
-    """A file whose first line is a shell's #! line."""
+    """A file whose first line is a shell's #! line, or a small one that reads as a shell script launching vLLM
+    without one (scripts.reads_as_shell)."""
+    from kvdoctor.scan.scripts import reads_as_shell
+
     try:
         with path.open("rb") as handle:
-            return SHELL_SHEBANG.match(handle.read(128)) is not None
+            head = handle.read(MAX_UNMARKED_SCRIPT_BYTES + 1)
     except OSError:
         return False
+    if SHELL_SHEBANG.match(head):
+        return True
+    return len(head) <= MAX_UNMARKED_SCRIPT_BYTES and reads_as_shell(head.decode("utf-8", "replace"))
+
+
+MAX_UNMARKED_SCRIPT_BYTES = 64 * 1024
 
 
 def _is_kubernetes_template(path: Path) -> bool:

@@ -154,7 +154,10 @@ def _gpu_count(workload: Workload, values, sources, notes) -> bool:
 
 
 def _spans_nodes(workload: Workload) -> str | None:
-    """The flag that says vLLM runs across pods (Ray's executor, --nnodes, a headless data-parallel rank), or None."""
+    """The flag that says vLLM runs across pods (Ray's executor, --nnodes, a headless data-parallel rank, a Ray node
+    its own script starts), or None."""
+    if workload.ray_cluster:
+        return f"`{workload.ray_cluster}` in its command"
     words = [t.text for t in workload.argv]
     for index, word in enumerate(words):
         flag, _, inline = word.partition("=")

@@ -9,7 +9,7 @@ from dataclasses import replace
 import yaml
 
 from kvdoctor.scan import llm_inference_service, nodes, ray_cluster_gpus
-from kvdoctor.scan.command import (FLAGS_ONLY_NOTE, LAUNCHER, WRAPPER_NOTE, expand_words, only_serve_flags,
+from kvdoctor.scan.command import (FLAGS_ONLY_NOTE, LAUNCHER, RAY_START, WRAPPER_NOTE, expand_words, only_serve_flags,
                                    run_script, runs_a_shell, serve_argv, words_of, wrapper_script)  # fmt: skip
 from kvdoctor.scan.documents import PODLESS_KINDS, POD_TEMPLATE_API_GROUPS, Document
 from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
@@ -383,6 +383,8 @@ def container_workload(container: yaml.Node, source_text: str, **where) -> Workl
         gpu_slice=mig_slice(container, selectors),
         expands_shell=shell,
         execs_option=execs_option,
+        ray_cluster=next((" ".join(m.group(0).split()) for token, _ in command + args
+                          if (m := RAY_START.search(token.text))), None) if shell or script_arg else None,
         notes=tuple(built[1]) if built is not None else (SCRIPT_ARGUMENT_NOTE,) if script_arg else
               (FLAGS_ONLY_NOTE.format(image=image),) if flags_only else
               (WRAPPER_NOTE.format(image=image, script=wrapper),) if wrapper else (),

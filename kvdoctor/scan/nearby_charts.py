@@ -1,7 +1,8 @@
 """A values file kept outside its chart (`helm-examples/qwen3.yaml` for `helm-charts/llm-k8s/`, a config folder's
 values.yaml for `configs/chart/`): the chart of the same repository whose values.yaml declares most of the keys the
 file sets is rendered with it, as `helm template CHART -f FILE` would be. Charts are looked for near the file: its
-folder and its parents' (MAX_PARENTS), within the scanned paths or the file's git checkout."""
+folder and its parents' (MAX_PARENTS), within the scanned paths or the file's git checkout, then under the top of
+those (a GitOps tree's argocd/apps/ENV/values/ beside its helm-charts/)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,11 @@ def searched_folders(here: Path, roots: tuple[Path, ...]) -> list[Path]:
     inside = [root if root.is_dir() else root.parent for root in roots]
     if checkout is not None:
         inside.append(checkout)
-    return [here] + [folder for folder in above if any(folder == top or top in folder.parents for top in inside)]
+    near = [here] + [folder for folder in above if any(folder == top or top in folder.parents for top in inside)]
+    # then the top of the scanned tree or the checkout: a GitOps tree keeps values in argocd/apps/ENV/values/ and
+    # its charts in helm-charts/ (the closest folder still wins: the near ones are searched first)
+    tops = [top for top in dict.fromkeys(inside) if top not in near and (top == here or top in here.parents)]
+    return near + tops
 
 
 def chart_for_values(path: Path, text: str, roots: tuple[Path, ...]) -> Path | None:

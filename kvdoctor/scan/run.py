@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Callable
 
@@ -17,7 +18,7 @@ from kvdoctor.scan import (ansible_tasks, ansible_templates, apptainer_defs, clo
                            terraform_helm, vllm_runtime)  # fmt: skip
 from kvdoctor.scan.chart_reader import chart_workloads
 from kvdoctor.scan.config_maps import ConfigMap, config_maps_of, with_config_maps
-from kvdoctor.scan.command import heredoc_bodies, only_serve_flags, words_of
+from kvdoctor.scan.command import heredoc_bodies, heredocs, only_serve_flags, words_of
 from kvdoctor.scan.documents import (HCL_SUFFIXES, Document, ManifestError, SourceFile, compose_documents, discover,
                                      display_path)  # fmt: skip
 from kvdoctor.scan.helm_chart import ChartSource
@@ -30,6 +31,11 @@ from kvdoctor.scan.workload import Workload
 
 # (is this document of the kind, its reader); first match wins, documents of no kind are skipped silently.
 HEREDOC_NOTE = "written by the shell script's here-document (cat <<EOF ... EOF), read as the manifest it applies"
+UNIT_HEREDOC_NOTE = "a systemd unit the shell script writes with a here-document ({path}), read as that unit"
+WRITES_UNIT = re.compile(r"(?:\btee\b(?:\s+-a)?\s+|>\s*)['\"]?(\S+?\.service)\b")
+"""`sudo tee /etc/systemd/system/vllm.service <<EOF`, `cat <<EOF > vllm.service`: the here-document is a unit file."""
+UNQUOTED_ESCAPE = re.compile(r"\\([$`\\])")
+"""What an unquoted here-document's backslash escapes: `\\$` writes `$`, `\\\\` writes one backslash."""
 READERS = (
     (dynamo.is_dynamo_graph, dynamo.workloads),
     (serving_crds.is_kubeai_vllm_model, serving_crds.kubeai_workloads),
@@ -64,6 +70,10 @@ def find_workloads(paths: list[str]) -> tuple[list[str], list[Workload], list[st
     return files, found, notes
 
 
+REFUSED_DEFAULTS = re.compile(r"error calling (?:fail|required)\b")
+"""A template that stops its chart on purpose (`{{ fail ... }}`, `{{ required ... }}`): values it asks for are missing."""
+
+
 def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tuple[list[str], list[Workload],
                                                                                   list[str], list[UnreadFile]]:
     """(files read, vLLM workloads in them, notes, files that could not be read); a file that cannot be read is
@@ -84,6 +94,10 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
         return read_document(doc, text)
 
     rendered_files: list[str] = []  # the files a kustomization takes in, read through it
+    # a chart whose own values.yaml makes it refuse to render (`fail`, `required`) but that a values file of the tree
+    # renders: its default render is no unread file, its values are meant to come from that file
+    refused_defaults: dict[Path, list[UnreadFile]] = {}
+    rendered_by_values: dict[Path, str] = {}
     scanned_roots = tuple(Path(p).resolve() for p in paths)
     runs_scripts: list[tuple[Document, tuple, tuple[str, ...]]] = []  # pods running a script a ConfigMap holds
 
@@ -145,6 +159,11 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             found += workloads
             if not workloads and not failures and (why := silent_chart_note(source)):
                 notes.append(why)
+            if source.values_files and workloads:
+                rendered_by_values.setdefault(source.chart.resolve(), display_path(source.values_files[-1]))
+            if not source.values_files and failures and all(REFUSED_DEFAULTS.search(f.message) for f in failures):
+                refused_defaults[source.chart.resolve()] = failures  # decided once every chart source is read
+                continue
             unread += [f for f in failures if f.message not in {u.message for u in unread}]  # one chart, many renders
             continue
         if markdown.is_markdown(source):
@@ -233,6 +252,12 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             used_runtimes.add(used)
         if not workloads and (why := unread_kind(doc)):
             notes.append(why)
+    for chart, failures in refused_defaults.items():
+        if chart in rendered_by_values:
+            notes.append(f"Helm chart {display_path(chart)} refuses to render with its own values.yaml alone "
+                         f"({failures[0].message.split(': ', 2)[-1]}): read with {rendered_by_values[chart]}")
+        else:
+            unread += [f for f in failures if f.message not in {u.message for u in unread}]
     for doc, undecided, with_notes in runs_scripts:
         read = [w for w in configmap_scripts.workloads(doc.root, doc.file, config_maps)
                 if not any((w.file, w.name, w.container) == (v.file, v.name, v.container) for v in found)]
@@ -354,6 +379,15 @@ def heredoc_workloads(source: SourceFile) -> tuple[list[Workload], list[str]]:
     but are not read (as for a manifest file); a body that is no YAML is no manifest."""
     found: list[Workload] = []
     notes: list[str] = []
+    for heredoc in heredocs(source.text):
+        unit = WRITES_UNIT.search(heredoc.opener)
+        if unit is None or "ExecStart" not in heredoc.body:
+            continue
+        body = heredoc.body if heredoc.quoted else UNQUOTED_ESCAPE.sub(r"\1", heredoc.body)
+        workloads, why = systemd_units.read(SourceFile(source.path, "\n" * (heredoc.first_line - 1) + body))
+        note = UNIT_HEREDOC_NOTE.format(path=unit.group(1))
+        found += [replace(w, notes=w.notes + (note,)) for w in workloads]
+        notes += why
     for first_line, body in heredoc_bodies(source.text):
         try:
             documents = compose_documents(SourceFile(source.path, "\n" * (first_line - 1) + body))

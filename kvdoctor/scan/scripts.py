@@ -14,7 +14,7 @@ from kvdoctor.data.engine_launchers import EngineLauncher
 from kvdoctor.scan import cloud_run, compose_up, slurm_jobs
 from kvdoctor.scan.assigned_commands import unwrapped_assignments
 from kvdoctor.scan.built_images import Build, Deploy, built_workload, image_builds, roots_of
-from kvdoctor.scan.command import (ASSIGNMENT, FLAGS_ONLY_NOTE, SHELL_COMMAND_OPTION, SHELL_VARIABLE, SHELLS,
+from kvdoctor.scan.command import (ASSIGNMENT, FLAGS_ONLY_NOTE, RAY_START, SHELL_COMMAND_OPTION, SHELL_VARIABLE, SHELLS,
                                   after_launcher, branch_assignments, decided_lines, engine_launcher,
                                   expand_shell_variables, expand_words, heredocs, only_serve_flags, script_assignments,
                                   script_commands, serve_argv, tool_pin)  # fmt: skip
@@ -77,7 +77,23 @@ SRUN_VALUE_OPTIONS = {"-p", "-n", "-N", "-c", "-t", "-J", "-A", "-q", "-w", "-x"
 def is_shell_script(source: SourceFile) -> bool:
     from kvdoctor.scan.ansible_templates import rendered_name  # a rendered `serve.sh.j2` is a script too
 
-    return rendered_name(source.path).endswith(SCRIPT_SUFFIXES + JOB_SCRIPT_SUFFIXES) or bool(SHEBANG.match(source.text))
+    return rendered_name(source.path).endswith(SCRIPT_SUFFIXES + JOB_SCRIPT_SUFFIXES) or bool(SHEBANG.match(source.text)) \
+        or ("." not in PurePosixPath(source.path).name and reads_as_shell(source.text))
+
+
+# A shell script kept without a suffix or a #! line (`start-container`: `export TAG=...` then `docker run ... vllm
+# serve ...`): its first command sets a variable or pulls or runs a container, and a line of it launches vLLM (prose
+# that starts with `vllm serve` is no script).
+_FIRST_SHELL_LINE = re.compile(r"^(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*=\S*\s*$|^(?:sudo\s+)?(?:docker|podman|nerdctl)\s+"
+                               r"(?:pull|run)\s")
+_LAUNCH_LINE = re.compile(r"^\s*(?:sudo\s+)?(?:(?:docker|podman|nerdctl)\s+run\b.*\bvllm|(?:exec\s+)?vllm\s+serve\b|"
+                          r"python3?\s+-m\s+vllm\.entrypoints)", re.MULTILINE)
+
+
+def reads_as_shell(text: str) -> bool:
+    """Whether a file with no suffix and no #! line is a shell script that launches vLLM (see _FIRST_SHELL_LINE)."""
+    first = next((line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")), "")
+    return bool(_FIRST_SHELL_LINE.match(first)) and _LAUNCH_LINE.search(text) is not None
 
 
 def read(source: SourceFile) -> tuple[list[Workload], list[str]]:
@@ -201,6 +217,9 @@ def script_findings(script: str, first_line: int, file: str, name: str, env: dic
         inner, inner_notes = script_findings(body, first_line + offset, file, name, known)
         found += [w for w in inner if not any(_same(w, other) for other in found)]
         notes += inner_notes
+    ray = RAY_START.search(script)
+    if ray is not None:  # vLLM started beside a Ray node of its own: its workers may be placed on the other nodes
+        found = [w if w.ray_cluster else replace(w, ray_cluster=" ".join(ray.group(0).split())) for w in found]
     return found, list(dict.fromkeys(notes))
 
 

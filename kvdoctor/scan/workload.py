@@ -98,6 +98,9 @@ class Workload:
     cluster_gpus: tuple[int, str] | None = None
     """A Ray cluster's most GPUs and how they add up (scan/ray_cluster_gpus.py): Ray places vLLM's workers anywhere
     in it, so only a shortfall (fewer than one engine's -tp x -pp) is judged against it."""
+    ray_cluster: str | None = None
+    """The `ray start --head` / `--address` its own script runs beside vLLM: vLLM's workers may be placed on the Ray
+    cluster's other nodes, so this pod's GPUs are not all it can use."""
     vllm_pin: str | None = None
     """A vLLM release the workload's build pins (a Python app's `pip install vllm==X`) when no image tag names one."""
     vllm_pin_line: int | None = None

@@ -52,3 +52,28 @@ def test_two_charts_that_fit_as_well_leave_the_file_unread(tmp_path):
 def test_a_chart_outside_the_scanned_folder_is_not_taken(tmp_path):
     root = write_tree(tmp_path / "repo", {**CHART, "examples/qwen.yaml": EXAMPLE})
     assert read_manifests([str(root / "examples")])[1] == []
+
+
+def test_a_gitops_values_file_deep_in_its_tree_is_rendered_with_the_chart_at_the_top(tmp_path):
+    # batch s95: argocd/applications/dev/values/vllm-inference.yaml for helm-charts/standard-service/
+    root = write_tree(tmp_path / "repo", {**CHART, "argocd/applications/dev/values/qwen.yaml": EXAMPLE})
+    (workload,) = read_manifests([str(root)])[1]
+    assert [t.text for t in workload.argv] == ["--model", "Qwen/Qwen3-8B", "--max-model-len", "8192"]
+
+
+REFUSING = {**CHART, "charts/llm/templates/deploy.yaml": (
+    "{{- if not .Values.enabled }}{{ fail \"enabled must be true\" }}{{- end }}\n"
+    + CHART["charts/llm/templates/deploy.yaml"])}
+
+
+def test_a_chart_that_refuses_its_own_defaults_is_no_unread_file_when_a_values_file_renders_it(tmp_path):
+    root = write_tree(tmp_path / "repo", {**REFUSING, "examples/qwen.yaml": EXAMPLE})
+    _, found, notes, unread = read_manifests([str(root)])
+    assert [w.name for w in found] == ["llm-vllm"] and unread == []
+    assert any("refuses to render with its own values.yaml alone" in n and "enabled must be true" in n for n in notes)
+
+
+def test_a_chart_that_refuses_its_defaults_and_that_nothing_renders_stays_unread(tmp_path):
+    root = write_tree(tmp_path / "repo", REFUSING)
+    _, found, _, unread = read_manifests([str(root)])
+    assert found == [] and len(unread) == 1 and "enabled must be true" in unread[0].message

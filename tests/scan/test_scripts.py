@@ -473,3 +473,12 @@ def test_docker_exec_runs_vllm_in_a_container_started_elsewhere(tmp_path):
     assert (run.container, run.name) == ("ray-head", "run_model.sh")
     assert [t.text for t in run.argv] == ["--model", "/models/qwen", "--tensor-parallel-size", "2"]
     assert find_workloads([str(_script(tmp_path, "docker exec ray-head pgrep -f vllm\n", "check.sh"))])[1] == []
+
+
+def test_env_given_an_array_of_assignments_runs_the_vllm_after_it(tmp_path):
+    """davetha/mi210-llm-stack's shape (batch s95): `env "${env[@]}" vllm serve "$MODEL" ...`, the array built from
+    NAME=VALUE words in a function; env's own options (-u NAME, -i) are skipped the same way."""
+    text = ('MODEL=Qwen/Qwen3-14B\nstart() {\n  local env=(VLLM_PLUGINS= AITER_LOG_LEVEL=info)\n'
+            '  env -u FOO "${env[@]}" vllm serve "$MODEL" --max-model-len 8192 > "$log" 2>&1 &\n}\nstart\n')
+    (run,) = find_workloads([str(_script(tmp_path, text, "ab.sh"))])[1]
+    assert [t.text for t in run.argv] == ["Qwen/Qwen3-14B", "--max-model-len", "8192"]
