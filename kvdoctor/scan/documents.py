@@ -206,9 +206,7 @@ KUBERNETES_HEAD = re.compile(r"^apiVersion:.*\n(?:.*\n)*?kind:|^kind:.*\n(?:.*\n
 
 def _starts_as_shell(path: Path) -> bool:
     """A file whose first line is a shell's #! line, or a small one that reads as a shell script launching vLLM
-    without one (scripts.reads_as_shell)."""
-    from kvdoctor.scan.scripts import reads_as_shell
-
+    without one (reads_as_shell)."""
     try:
         with path.open("rb") as handle:
             head = handle.read(MAX_UNMARKED_SCRIPT_BYTES + 1)
@@ -220,6 +218,21 @@ def _starts_as_shell(path: Path) -> bool:
 
 
 MAX_UNMARKED_SCRIPT_BYTES = 64 * 1024
+
+
+# A shell script kept without a suffix or a #! line (`start-container`: `export TAG=...` then `docker run ... vllm
+# serve ...`): its first command sets a variable or pulls or runs a container, and a line of it launches vLLM (prose
+# that starts with `vllm serve` is no script).
+_FIRST_SHELL_LINE = re.compile(r"^(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*=\S*\s*$|^(?:sudo\s+)?(?:docker|podman|nerdctl)\s+"
+                               r"(?:pull|run)\s")
+_LAUNCH_LINE = re.compile(r"^\s*(?:sudo\s+)?(?:(?:docker|podman|nerdctl)\s+run\b.*\bvllm|(?:exec\s+)?vllm\s+serve\b|"
+                          r"python3?\s+-m\s+vllm\.entrypoints)", re.MULTILINE)
+
+
+def reads_as_shell(text: str) -> bool:
+    """Whether a file with no suffix and no #! line is a shell script that launches vLLM (see _FIRST_SHELL_LINE)."""
+    first = next((line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")), "")
+    return bool(_FIRST_SHELL_LINE.match(first)) and _LAUNCH_LINE.search(text) is not None
 
 
 def _is_kubernetes_template(path: Path) -> bool:

@@ -161,7 +161,8 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
                 notes.append(why)
             if source.values_files and workloads:
                 rendered_by_values.setdefault(source.chart.resolve(), display_path(source.values_files[-1]))
-            if not source.values_files and failures and all(REFUSED_DEFAULTS.search(f.message) for f in failures):
+            refused = failures and all(REFUSED_DEFAULTS.search(f.message) for f in failures)
+            if refused and not source.values_files + values_files:
                 refused_defaults[source.chart.resolve()] = failures  # decided once every chart source is read
                 continue
             unread += [f for f in failures if f.message not in {u.message for u in unread}]  # one chart, many renders

@@ -18,7 +18,7 @@ from kvdoctor.scan.command import (ASSIGNMENT, FLAGS_ONLY_NOTE, RAY_START, SHELL
                                   after_launcher, branch_assignments, decided_lines, engine_launcher,
                                   expand_shell_variables, expand_words, heredocs, only_serve_flags, script_assignments,
                                   script_commands, serve_argv, tool_pin)  # fmt: skip
-from kvdoctor.scan.documents import JOB_SCRIPT_SUFFIXES, SCRIPT_SUFFIXES, SourceFile
+from kvdoctor.scan.documents import JOB_SCRIPT_SUFFIXES, SCRIPT_SUFFIXES, SourceFile, reads_as_shell
 from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
 from kvdoctor.scan.image_entrypoints import names_vllm, unread_release, unseen_note
 from kvdoctor.scan.kubernetes import env_built
@@ -79,21 +79,6 @@ def is_shell_script(source: SourceFile) -> bool:
 
     return rendered_name(source.path).endswith(SCRIPT_SUFFIXES + JOB_SCRIPT_SUFFIXES) or bool(SHEBANG.match(source.text)) \
         or ("." not in PurePosixPath(source.path).name and reads_as_shell(source.text))
-
-
-# A shell script kept without a suffix or a #! line (`start-container`: `export TAG=...` then `docker run ... vllm
-# serve ...`): its first command sets a variable or pulls or runs a container, and a line of it launches vLLM (prose
-# that starts with `vllm serve` is no script).
-_FIRST_SHELL_LINE = re.compile(r"^(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*=\S*\s*$|^(?:sudo\s+)?(?:docker|podman|nerdctl)\s+"
-                               r"(?:pull|run)\s")
-_LAUNCH_LINE = re.compile(r"^\s*(?:sudo\s+)?(?:(?:docker|podman|nerdctl)\s+run\b.*\bvllm|(?:exec\s+)?vllm\s+serve\b|"
-                          r"python3?\s+-m\s+vllm\.entrypoints)", re.MULTILINE)
-
-
-def reads_as_shell(text: str) -> bool:
-    """Whether a file with no suffix and no #! line is a shell script that launches vLLM (see _FIRST_SHELL_LINE)."""
-    first = next((line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")), "")
-    return bool(_FIRST_SHELL_LINE.match(first)) and _LAUNCH_LINE.search(text) is not None
 
 
 def read(source: SourceFile) -> tuple[list[Workload], list[str]]:
