@@ -48,7 +48,8 @@ class Tally:
 
 def load_index(which: str, batch: str | None = None) -> list[dict]:
     """The index's entries of a group (seen / heldout / all), of one batch when given ('first': those without one)."""
-    entries = yaml.safe_load((PUBLIC / "index.yaml").read_text())["files"]
+    files = sorted(PUBLIC.glob("index*.yaml"), key=lambda p: (p.name != "index.yaml", p.name))  # index.yaml, then index-2.yaml
+    entries = [e for path in files for e in yaml.safe_load(path.read_text())["files"]]
     entries = [e for e in entries if batch is None or e.get("batch", "first") == batch]
     return [e for e in entries if which == "all" or e["heldout"] == (which == "heldout")]
 

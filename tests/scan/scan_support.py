@@ -12,6 +12,14 @@ REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "tests" / "fixtures" / "manifests"
 
 
+def public_index() -> list[dict]:
+    """The public manifests' index entries: index.yaml, then its continuations (index-2.yaml, ...), in that order."""
+    import yaml
+
+    files = sorted((MANIFESTS / "public").glob("index*.yaml"), key=lambda p: (p.name != "index.yaml", p.name))
+    return [entry for path in files for entry in yaml.safe_load(path.read_text())["files"]]
+
+
 def rel(name: str) -> str:
     return f"tests/fixtures/manifests/{name}"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 import time
 
-from scan_support import MANIFESTS, REPO, scan
+from scan_support import MANIFESTS, REPO, public_index, scan
 
 from kvdoctor.scan.helm_chart import render_chart, set_value
 from kvdoctor.scan.run import read_manifests
@@ -242,9 +242,7 @@ def test_a_broken_chart_is_one_line_per_problem_never_a_traceback(run_cli, tmp_p
 
 
 def _production_stack_values_files() -> list:
-    import yaml
-
-    index = yaml.safe_load((MANIFESTS / "public" / "index.yaml").read_text())["files"]
+    index = public_index()
     return [MANIFESTS / "public" / e["file"] for e in index if e["repo"] == "vllm-project/production-stack"
             and not e["heldout"] and any(w.get("kind") == "modelSpec" for w in e["workloads"])]  # fmt: skip
 
