@@ -18,7 +18,7 @@ from kvdoctor.scan import (ansible_tasks, ansible_templates, apptainer_defs, clo
                            terraform_helm, vllm_runtime)  # fmt: skip
 from kvdoctor.scan.chart_reader import chart_workloads
 from kvdoctor.scan.config_maps import ConfigMap, config_maps_of, with_config_maps
-from kvdoctor.scan.command import heredoc_bodies, heredocs, only_serve_flags, words_of
+from kvdoctor.scan.command import heredoc_bodies, only_serve_flags, words_of
 from kvdoctor.scan.documents import (HCL_SUFFIXES, Document, ManifestError, SourceFile, compose_documents, discover,
                                      display_path)  # fmt: skip
 from kvdoctor.scan.helm_chart import ChartSource
@@ -31,11 +31,6 @@ from kvdoctor.scan.workload import Workload
 
 # (is this document of the kind, its reader); first match wins, documents of no kind are skipped silently.
 HEREDOC_NOTE = "written by the shell script's here-document (cat <<EOF ... EOF), read as the manifest it applies"
-UNIT_HEREDOC_NOTE = "a systemd unit the shell script writes with a here-document ({path}), read as that unit"
-WRITES_UNIT = re.compile(r"(?:\btee\b(?:\s+-a)?\s+|>\s*)['\"]?(\S+?\.service)\b")
-"""`sudo tee /etc/systemd/system/vllm.service <<EOF`, `cat <<EOF > vllm.service`: the here-document is a unit file."""
-UNQUOTED_ESCAPE = re.compile(r"\\([$`\\])")
-"""What an unquoted here-document's backslash escapes: `\\$` writes `$`, `\\\\` writes one backslash."""
 READERS = (
     (dynamo.is_dynamo_graph, dynamo.workloads),
     (serving_crds.is_kubeai_vllm_model, serving_crds.kubeai_workloads),
@@ -376,19 +371,9 @@ def hcl_workloads(source: SourceFile) -> tuple[list[Workload], list[str], list[U
 
 def heredoc_workloads(source: SourceFile) -> tuple[list[Workload], list[str]]:
     """The workloads of the YAML a script writes with a here-document (`cat <<EOF > vllm.yaml` ... `EOF`, then
-    `kubectl apply -f vllm.yaml`), on the script's own lines, and the notes for its documents that mention vLLM
-    but are not read (as for a manifest file); a body that is no YAML is no manifest."""
-    found: list[Workload] = []
-    notes: list[str] = []
-    for heredoc in heredocs(source.text):
-        unit = WRITES_UNIT.search(heredoc.opener)
-        if unit is None or "ExecStart" not in heredoc.body:
-            continue
-        body = heredoc.body if heredoc.quoted else UNQUOTED_ESCAPE.sub(r"\1", heredoc.body)
-        workloads, why = systemd_units.read(SourceFile(source.path, "\n" * (heredoc.first_line - 1) + body))
-        note = UNIT_HEREDOC_NOTE.format(path=unit.group(1))
-        found += [replace(w, notes=w.notes + (note,)) for w in workloads]
-        notes += why
+    `kubectl apply -f vllm.yaml`) or of a systemd unit it writes so, on the script's own lines, and the notes for its
+    documents that mention vLLM but are not read (as for a manifest file); a body that is no YAML is no manifest."""
+    found, notes = systemd_units.written_by_script(source)  # a unit the script writes (tee vllm.service <<EOF)
     for first_line, body in heredoc_bodies(source.text):
         try:
             documents = compose_documents(SourceFile(source.path, "\n" * (first_line - 1) + body))

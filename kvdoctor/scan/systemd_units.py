@@ -10,7 +10,7 @@ import shlex
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
-from kvdoctor.scan.command import SHELLS
+from kvdoctor.scan.command import SHELLS, heredocs
 from kvdoctor.scan.documents import UNIT_TEMPLATE_SUFFIXES, SourceFile
 from kvdoctor.scan.scripts import script_findings
 from kvdoctor.scan.workload import Workload
@@ -28,6 +28,29 @@ def is_unit(source: SourceFile) -> bool:
 
     named = rendered_name(source.path).endswith(SUFFIX) or source.path.endswith(UNIT_TEMPLATE_SUFFIXES)
     return named and "ExecStart" in source.text
+
+
+UNIT_HEREDOC_NOTE = "a systemd unit the shell script writes with a here-document ({path}), read as that unit"
+WRITES_UNIT = re.compile(r"(?:\btee\b(?:\s+-a)?\s+|>\s*)['\"]?(\S+?\.service)\b")
+"""`sudo tee /etc/systemd/system/vllm.service <<EOF`, `cat <<EOF > vllm.service`: the here-document is a unit file."""
+UNQUOTED_ESCAPE = re.compile(r"\\([$`\\])")
+"""What an unquoted here-document's backslash escapes: `\\$` writes `$`, `\\\\` writes one backslash."""
+
+
+def written_by_script(script: SourceFile) -> tuple[list[Workload], list[str]]:
+    """The workloads and notes of each unit a shell script writes with a here-document, on the script's own lines."""
+    found: list[Workload] = []
+    notes: list[str] = []
+    for heredoc in heredocs(script.text):
+        unit = WRITES_UNIT.search(heredoc.opener)
+        if unit is None or "ExecStart" not in heredoc.body:
+            continue
+        body = heredoc.body if heredoc.quoted else UNQUOTED_ESCAPE.sub(r"\1", heredoc.body)
+        workloads, why = read(SourceFile(script.path, "\n" * (heredoc.first_line - 1) + body))
+        note = UNIT_HEREDOC_NOTE.format(path=unit.group(1))
+        found += [replace(w, notes=w.notes + (note,)) for w in workloads]
+        notes += why
+    return found, notes
 
 
 def read(source: SourceFile) -> tuple[list[Workload], list[str]]:
