@@ -105,7 +105,11 @@ def _notes(facts: Facts, flat: dict[str, Any], why_no_dry_run: str | None) -> li
         notes.append(f"vLLM's attention backend choice here depends on the target image's packages: "
                      f"{flat['attention.assumes']}")
     if facts.serve.unknown_flags and flat.get("serve.args_accepted") is None:
-        notes.append("serve flags no release's parser could judge (kept, not judged): " + " ".join(facts.serve.unknown_flags))
+        refused_by = flat.get("serve.args_rejected_by")
+        accepted_by = flat.get("serve.args_accepted_by") or "none kvdoctor read in full"
+        why = (f"the release decides: {refused_by} refuse them, {accepted_by} accept them"
+               if refused_by not in (None, "none") else "no release's parser kvdoctor read could judge them")
+        notes.append(f"serve flags kept, not judged ({why}): " + " ".join(facts.serve.unknown_flags))
     if facts.model and facts.model.dtype_note:
         notes.append(f"model dtype: {facts.model.dtype_note}")
     if flat.get("memory.fit") == "fits" and flat.get("memory.kv_budget_gib") is None:  # each release its own budget
