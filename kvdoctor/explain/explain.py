@@ -18,6 +18,7 @@ from kvdoctor.explain.log_facts import read_facts
 from kvdoctor.explain.log_lines import LogLine, normalise, read_log, signal_lines
 from kvdoctor.explain.selector import SelectorError, parse_selector_errors
 from kvdoctor.explain.signatures import SignatureMatch, match_signatures
+from kvdoctor.explain.set_up import with_set_up
 from kvdoctor.explain.similar_reports import with_similar_reports
 from kvdoctor.explain.start_up_shown import with_start_up_shown
 from kvdoctor.explain.tracebacks import ExceptionChain, parse_chains, with_torchscript_originals, without_ignored
@@ -91,6 +92,7 @@ def explain_text(text: str, rules_files: tuple[Path, ...] = ()) -> Report:
     report = cite_failure_lines(report, evidence, unknown_failure_rule())
     report = with_similar_reports(report, chains, evidence, unknown_failure_rule())
     report = with_warning_before(report, lines)
+    report = with_set_up(report, lines, facts, read.fact_lines, unknown_failure_rule())
     if read.shutdown_line is not None:
         first = read.survived[0]
         report = replace(report, notes=report.notes + (
