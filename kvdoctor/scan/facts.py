@@ -11,6 +11,7 @@ from kvdoctor.base.errors import KvdoctorError
 from kvdoctor.data.fact_names import fact_registry
 from kvdoctor.facts.collect import release_default_model
 from kvdoctor.facts.probes.serve_args import parse_serve_command
+from kvdoctor.scan.accelerator import not_judged_line, target_of
 from kvdoctor.scan.command import UNRESOLVED
 from kvdoctor.scan.image import image_version
 from kvdoctor.scan.serving_crds import PROFILE_PREFIXES
@@ -84,7 +85,11 @@ def deployment_facts(workload: Workload, defaults, settings) -> DeploymentFacts:
         sources["deploy.execs_option"] = workload.at(workload.command_line, f"command: {workload.execs_option} ...")
     version = _version(workload, defaults, values, sources, notes)
     unjudged: list[str] = []
-    gpu = _gpu(workload, defaults, values, sources, notes, unjudged)
+    target = target_of(workload)
+    gpu = _gpu(workload, defaults if target is None else replace(defaults, gpu=None), values, sources, notes, unjudged)
+    if target is not None and not str(values.get("deploy.gpu_from") or "").startswith("node label"):
+        gpu, values["deploy.accelerator"], sources["deploy.accelerator"] = None, target.accelerator.name, target.at
+        unjudged[:] = [not_judged_line(target)]  # instead of 'GPU unknown: pass --gpu'
     environ = _environ(workload, settings, values, sources, notes)
     model, model_path = _model(workload, version, defaults, sources, notes)
     ceiling = _gpu_count(workload, values, sources, notes)

@@ -112,6 +112,9 @@ def image_version(image: str) -> ImageVersion:
         why = f"image {image} pins a digest, not a version" if digest else f"image {image} has no tag (latest)"
         return ImageVersion(repository, tag, digest, None, why)
     match = (BUILD_TAG if build else RELEASE_TAG).match(tag)
+    if match is None and (named := VLLM_IN_TAG.search(tag)):  # rocm/vllm:rocm6.2_mi300_ubuntu20.04_py3.9_vllm_0.6.4
+        return ImageVersion(repository, tag, digest, named.group(1), f"vLLM {named.group(1)} read from the tag {tag!r}, "
+                                                                     "which names it among the build's other parts")
     if match is None:
         return ImageVersion(repository, tag, digest, None, f"tag {tag!r} does not name a vLLM release")
     if build:  # a build of vLLM tagged with the release it builds (aibrix/vllm-openai:v0.7.3.self.post1)

@@ -11,6 +11,7 @@ from kvdoctor.facts.collect import CheckOptions
 from kvdoctor.facts.probes.serve_args import parse_serve_command
 from kvdoctor.base.errors import KvdoctorError, ModelConfigError
 from kvdoctor.model.report import Finding, Report
+from kvdoctor.scan.accelerator import without_nvidia_checks
 from kvdoctor.scan.command import without_launcher_options, without_unresolved
 from kvdoctor.scan.config_maps import config_file_option, is_scanned_copy
 from kvdoctor.scan.facts import DeploymentFacts, canonical_flag, deployment_facts, is_scan_fact_name
@@ -103,6 +104,8 @@ def judge(workload: Workload, defaults: ScanDefaults, settings: CheckSettings) -
         # one bad flag value never hides the rest: the others are checked, the workload stays ERROR at its line
         return replace(judge(rest, defaults, settings), workload=workload, error=exc.one_line(), error_location=where)
     report = _with_deploy_rules(report, deployment, workload, settings)
+    if deployment.values.get("deploy.accelerator"):
+        report = without_nvidia_checks(report)
     if workload.gpu_slice is not None:
         report = on_a_mig_slice(report, workload.gpu_slice)
     sources = deployment.sources | flag_sources(workload)

@@ -16,6 +16,8 @@ PUBLIC = MANIFESTS / "public"
 INDEX = public_index()
 SEEN = [e for e in INDEX if not e["heldout"]]
 DECIDING_INPUTS = ("--gpu", "--model-path", "--vllm-version")
+# another accelerator than an NVIDIA GPU: no input decides what kvdoctor does not model (scan/accelerator.py)
+SETTLED = ("not an NVIDIA GPU:",)
 # Seen files of batch s32 whose workloads scan does not read yet, each with why (strict xfail: reading one fails the
 # test, so the entry is removed with the change that reads it).
 # (none left: the last, awslabs' vLLM RayService on Inferentia, is read since its TENSOR_PARALLELISM is, stop 37)
@@ -93,7 +95,7 @@ def test_every_workload_is_found_checked_and_has_no_false_error(entry, tmp_path)
         assert result.report is not None and result.error is None, result.error
         open_ = [f for f in result.report.findings if f.status == "undecided"]
         assert all(f.decided_by for f in open_)  # nothing left open without what decides it
-        assert all(any(i in u for i in DECIDING_INPUTS) for u in result.unjudged), result.unjudged
+        assert all(any(i in u for i in DECIDING_INPUTS) or u.startswith(SETTLED) for u in result.unjudged), result.unjudged
         true = {t["rule"] for t in want.get("true_errors", ()) if t.get("needs") != "model config"}
         assert _errors(result) == true, [p.finding.title for p in result.placed]
         if any(t.get("needs") == "model config" for t in want.get("true_errors", ())):  # offline: left to the config
