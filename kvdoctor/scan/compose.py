@@ -112,7 +112,7 @@ def _built_service(file: str, name: str, key: yaml.Node, service: yaml.Node, com
 
     build = _build_of(service)
     if build is None:
-        return None
+        return _repo_image_service(file, name, key, service, command, env, gpus)
     context, dockerfile = build
     tag = nodes.text(nodes.get(service, "image")) or f"{name}:built"
     built_at = nodes.line(nodes.get(service, "build"))
@@ -120,6 +120,37 @@ def _built_service(file: str, name: str, key: yaml.Node, service: yaml.Node, com
                     args=tuple(command), first=Token(name, nodes.line(key)), gpu_limit=gpus[0], gpu_limit_line=gpus[1])
     built = built_workload(file, name, deploy, [Build((tag,), str(Path(context) / dockerfile))], [Path(file).parent])
     return replace(built, platform="compose", built_here=True) if built is not None else None
+
+
+def _repo_image_service(file: str, name: str, key: yaml.Node, service: yaml.Node, command: list[Token],
+                        env: list[EnvVar], gpus: tuple[int | None, int | None]) -> Workload | None:
+    """A service with no build, command or entrypoint that runs an image the project builds elsewhere (pushed as
+    ghcr.io/OWNER/PROJECT): the only vLLM-running Dockerfile near the file, or the only one named like the image, as
+    scan/repo_images.py infers it for a Kubernetes container (said in a note)."""
+    from pathlib import Path
+
+    from kvdoctor.scan.built_images import Build, Deploy, built_workload
+    from kvdoctor.scan.repo_images import dockerfile_for
+
+    image = nodes.text(nodes.get(service, "image"))
+    image = _interpolate(image, project_env(file)) if image else None
+    if not image or "$" in image or runs_vllm_entrypoint(image) or command:
+        return None
+    if not (gpus[0] or "vllm" in f"{image} {name}".lower()):
+        return None  # neither a GPU nor vLLM's name: a sidecar, a router, a UI
+    chosen = dockerfile_for(image, Path(file), (Path(file).resolve().parent,))
+    if chosen is None:
+        return None
+    path, why = chosen
+    line = nodes.line(nodes.get(service, "image"))
+    deploy = Deploy(kind="service", container=name, image=Token(image, line), env=tuple(env), args=(),
+                    first=Token(name, nodes.line(key)), gpu_limit=gpus[0], gpu_limit_line=gpus[1])
+    built = built_workload(file, name, deploy, [Build((image,), str(path))], [Path("/")])
+    if built is None:
+        return None
+    note = (f"{image} is taken to be built from {path} ({why}): the service gives no command, so it runs the "
+            "image's own with the service's env over the image's ENV")
+    return replace(built, platform="compose", notes=(note,) + built.notes[1:])
 
 
 def unseen_notes(doc: Document, read: list[Workload]) -> list[str]:

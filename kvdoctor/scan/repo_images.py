@@ -59,7 +59,7 @@ def _container(container: yaml.Node, spec: yaml.Node, root: yaml.Node, file: str
     limit, limit_line = gpu_limit(container)
     if not (limit or "vllm" in f"{image} {container_name} {name}".lower()):
         return None  # neither a GPU nor vLLM's name: a sidecar, a router, a UI
-    chosen = _dockerfile_for(image, Path(file), roots)
+    chosen = dockerfile_for(image, Path(file), roots)
     if chosen is None:
         return None
     path, why = chosen
@@ -84,7 +84,7 @@ def _args(container: yaml.Node) -> list[Token]:
     return [Token(nodes.text(item) or "", nodes.line(item)) for item in nodes.items(nodes.get(container, "args"))]
 
 
-def _dockerfile_for(image: str, manifest: Path, roots: tuple[Path, ...]) -> tuple[Path, str] | None:
+def dockerfile_for(image: str, manifest: Path, roots: tuple[Path, ...]) -> tuple[Path, str] | None:
     """The Dockerfile (and why it) that builds the image: among the vLLM-running Dockerfiles of the nearest folder
     that has any (the manifest's, then its parents' within the scanned paths or the git checkout), the only one, or
     the only one named like the image."""

@@ -1,9 +1,11 @@
-"""Stop 47 (issue 27): with the version unknown, an argument only old releases refuse is named with those releases,
-in the finding's title and in the note that keeps the flags unjudged (not the candidate releases, which accept it)."""
+"""Stop 47 (issue 27): with the version unknown, an argument only old releases refuse is named with those releases
+(in the finding's title and in the note that keeps the flags unjudged); batch s96's shapes: workloads on another
+accelerator than an NVIDIA GPU, a release named among a tag's other parts, a Compose service running an image the
+project builds from a Dockerfile beside it."""
 
 from __future__ import annotations
 
-from scan_support import scan
+from scan_support import scan, write_tree
 
 from kvdoctor.check.run import CheckSettings
 from kvdoctor.scan.judge import ScanDefaults
@@ -98,3 +100,37 @@ def test_a_file_that_also_states_nvidia_gpus_or_a_node_label_naming_one_stays_nv
 def test_a_release_named_among_a_tags_other_parts_is_read(tmp_path):
     result = _one(tmp_path, _rocm(image="rocm/vllm:rocm6.2_mi300_ubuntu20.04_py3.9_vllm_0.6.4"))
     assert result.report.facts.get("vllm.version") == "0.6.4"
+
+
+COMPOSE_REPO_IMAGE = """\
+services:
+  vllm-rocm-tq:
+    image: ghcr.io/someone/vllm-rocm-tq:latest
+    devices: [/dev/kfd, /dev/dri]
+    environment:
+      MODEL_NAME: Qwen/Qwen2.5-0.5B-Instruct-AWQ
+"""
+DOCKERFILE = """\
+FROM docker.io/vllm/vllm-openai-rocm:v0.24.0
+COPY entrypoint.sh /entrypoint.sh
+ENTRYPOINT ["/entrypoint.sh"]
+"""
+ENTRYPOINT = """\
+#!/bin/bash
+exec python3 -m vllm.entrypoints.openai.api_server --model "${MODEL_NAME}" --max-modle-len 4096
+"""
+
+
+def test_a_compose_service_running_the_projects_own_image_runs_its_dockerfiles_command(tmp_path):
+    write_tree(tmp_path, {"docker-compose.yml": COMPOSE_REPO_IMAGE, "Dockerfile": DOCKERFILE,
+                          "entrypoint.sh": ENTRYPOINT})
+    (result,) = scan([str(tmp_path / "docker-compose.yml")], tmp_path).workloads
+    assert result.workload.name == "vllm-rocm-tq" and result.report.facts["vllm.version"] == "0.24.0"
+    assert any("is taken to be built from" in n and "Dockerfile" in n for n in result.workload.notes)
+    assert "KVD004" in {p.finding.rule_id for p in result.placed if p.finding.status == "fired"}  # --max-modle-len
+    assert any(u.startswith("not an NVIDIA GPU: AMD GPU (ROCm)") for u in result.unjudged)
+
+
+def test_a_compose_service_of_another_image_with_no_dockerfile_near_stays_unread(tmp_path):
+    (tmp_path / "docker-compose.yml").write_text(COMPOSE_REPO_IMAGE)
+    assert not scan([str(tmp_path / "docker-compose.yml")], tmp_path).workloads
