@@ -190,7 +190,7 @@ def unknown_finding(rule: Rule, exception: LoggedException, facts: dict[str, Any
                  f"{clip(exception.message, 160).rstrip('.')}): the error of the process that failed is not in this log. "
                  "Capture that process's whole output (the full `docker logs`/`kubectl logs`, not its tail).")
     else:
-        cause = f"{base.cause} The failure: {clip(exception.summary, 200).rstrip('.')}"
+        cause = f"{base.cause} The failure: {clip(exception.summary, 320).rstrip('.')}"
         cause += f", raised at {exception.where}" if exception.where else ""
         cause += f" checking the call in {checked}" if checked else ""
         code = exception.frames[-1].code if exception.frames else None

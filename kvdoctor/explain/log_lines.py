@@ -186,6 +186,12 @@ def strip_prefixes(raw: str) -> tuple[str, str, str | None, str | None]:
         match = _PY_RECORD.match(line)
         if match:  # Python logging's "%(asctime)s - %(name)s - %(levelname)s - %(message)s" (asctime stripped above)
             return stream, match.group(2), match.group(1), line[match.end():]
+    if level is None and " | " in line[:60]:
+        match = _PIPE_RECORD.match(line)
+        if match:  # FastChat's "%(asctime)s | %(levelname)s | %(name)s | %(message)s" (asctime stripped above); its
+            # `stderr` logger relays whatever the process printed there at ERROR: that level is no record's own
+            relayed = match.group(2) in _RELAYED_STREAMS
+            return stream, None if relayed else match.group(1), None, line[match.end():]
     if level is None and any(word in line[:LATE_RECORD_WITHIN + 40] for word in _LEVEL_WORDS):
         # a record header behind a prefix no pattern knows (a log shipper's host and unit names): still the record
         match = _LATE_RECORD.search(line[:LATE_RECORD_WITHIN + 80])
@@ -212,6 +218,8 @@ def _strip_outer(line: str) -> str:
     return line
 
 
+_PIPE_RECORD = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL) +\| ([\w.-]+) \| ?")
+_RELAYED_STREAMS = ("stderr", "stdout")
 _PY_RECORD = re.compile(r"^(?:- )?([\w.]+) - (DEBUG|INFO|WARNING|ERROR|CRITICAL) - ")
 LATE_RECORD_WITHIN = 120
 """How far into a line a vLLM record header may start behind an unknown prefix."""

@@ -830,6 +830,39 @@ _HANG_WORDS = ("ang", "ung", "tuck", "reez", "rozen", "o more", "o further", "ot
                "crash", "dies", "died")
 
 
+_STDLIB_FRAME = re.compile(r'File "(?:[^"]*[/\\])?lib[/\\]python3(?:\.\d+)?[/\\](?![^"]*(?:site|dist)-packages)')
+
+
+def _innermost_frame(lines: list[LogLine], frames: list[LogLine]) -> str:
+    """': <the innermost frame>', or, when that is Python's own (argparse, asyncio), the innermost frame of the
+    program's code with its code line, where the call that failed was written, and the library it called."""
+    innermost = frames[-1].text.strip()
+    stdlib = _STDLIB_FRAME.search(frames[-1].text)
+    own = [line for line in frames if 'File "' in line.text and not _STDLIB_FRAME.search(line.text)]
+    if not stdlib or not own:
+        return f": {innermost}"
+    at = next((i for i, line in enumerate(lines) if line.number == own[-1].number), None)
+    below = lines[at + 1].text.strip() if at is not None and at + 1 < len(lines) else ""
+    code = f": `{below[:120]}`" if below and not below.startswith(("File ", "^", "~")) else ""
+    library = innermost[stdlib.end():].split('"', 1)[0]
+    return f" outside Python's standard library: {_short_frame(own[-1].text)}{code} (which called Python's {library})"
+
+
+_FRAME_PARTS = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)')
+_INSTALLED_PREFIX = re.compile(r"^.*[/\\](?:site|dist)-packages[/\\]")
+
+
+def _short_frame(text: str) -> str:
+    """'vllm/engine/arg_utils.py:240 in add_cli_args' for a frame line (the path from its package on)."""
+    found = _FRAME_PARTS.search(text)
+    if found is None:
+        return text.strip()
+    file = _INSTALLED_PREFIX.sub("", found.group("file"))
+    if file == found.group("file"):
+        file = "/".join(file.replace("\\", "/").split("/")[-3:])
+    return f"{file}:{found.group('line')} in {found.group('function')}"
+
+
 def _last_words(lines: list[LogLine], add: Callable[[FailureEvidence], None]) -> None:
     """Evidence for a log that shows no error line at all: traceback frames standing alone (two or more, not
     under logging's 'Stack (most recent call last):'), or a line without a level (the reporter's) saying that the
@@ -842,7 +875,7 @@ def _last_words(lines: list[LogLine], add: Callable[[FailureEvidence], None]) ->
                    or _code_under(lines, frames[-1])) and not any(
             line.text.strip() == _STACK_INFO for line in lines):
         add(FailureEvidence(frames[0].number, "error text", "traceback frames without their exception; innermost "
-                            f"frame: {frames[-1].text.strip()}", frames[0].stream))
+                            f"frame{_innermost_frame(lines, frames)}", frames[0].stream))
     if carets and not frames:  # Python 3.11+ marks the failing expression of each frame: a traceback cut short
         add(FailureEvidence(carets[-1].number, "error text", "a traceback's caret line without its exception (the log "
                             "was cut inside a traceback)", carets[-1].stream))
@@ -937,7 +970,13 @@ def _innermost_frames(lines: list[LogLine], start: int) -> str:
             break
         elif frames and len(frames[-1]) == 1 and stripped and not _CARETS.match(line.text):
             frames[-1].append(f"`{stripped}`")
-    return f"; innermost frames: {' <- '.join(': '.join(f) for f in reversed(frames[-2:]))}" if frames else ""
+    called = ""
+    while len(frames) > 1 and (stdlib := _STDLIB_FRAME.search(frames[-1][0])):  # Python's own (argparse, asyncio)
+        called = f" (which called Python's {frames[-1][0][stdlib.end():].split(chr(34), 1)[0]})"
+        frames.pop()
+    where = " outside Python's standard library" if called else ""
+    said = ' <- '.join(': '.join(f) for f in reversed(frames[-2:]))
+    return f"; innermost frames{where}: {said}{called}" if frames else ""
 
 
 def strongest(evidence: tuple[FailureEvidence, ...]) -> FailureEvidence | None:

@@ -57,3 +57,28 @@ def test_the_last_distinct_warnings_before_the_failure_are_quoted_once_each():
 def test_a_log_with_no_features_or_warnings_gets_no_set_up_sentence():
     assert "The set-up the log shows" not in _cause(UNKNOWN)
     assert "Warned before it" not in _cause(UNKNOWN)
+
+
+def test_a_fastchat_record_is_read_and_its_relayed_stderr_keeps_no_level():
+    from kvdoctor.explain.log_lines import normalise
+
+    relayed, own = normalise('2024-08-21 03:38:53 | ERROR | stderr |   File "/x/serve/vllm_worker.py", line 288, in '
+                             "<module>\n2024-08-21 03:38:53 | INFO | model_worker | Loading the model\n")
+    assert relayed.level is None and relayed.text.startswith('  File "/x/serve/vllm_worker.py"')
+    assert own.level == "INFO" and own.text == "Loading the model"
+
+
+def test_a_traceback_cut_inside_pythons_own_code_names_the_programs_innermost_frame():
+    tag = "2024-08-21 03:38:53 | ERROR | stderr | "
+    report = explain_text("".join(tag + line + "\n" for line in [
+        "Traceback (most recent call last):",
+        '  File "/srv/app/serve/vllm_worker.py", line 288, in <module>',
+        "    parser = AsyncEngineArgs.add_cli_args(parser)",
+        '  File "/srv/.venv/lib/python3.11/site-packages/vllm/engine/arg_utils.py", line 240, in add_cli_args',
+        "    parser.add_argument('--max-model-len',",
+        '  File "/usr/lib/python3.11/argparse.py", line 1473, in add_argument',
+    ]))
+    cause = report.findings[0].cause
+    assert report.findings[0].rule_id == "KVD399" and report.exit_code("error") == 1
+    assert ("innermost frames outside Python's standard library: File \"vllm/engine/arg_utils.py\", line 240, in "
+            "add_cli_args: `parser.add_argument('--max-model-len',`") in cause, cause
