@@ -3,8 +3,6 @@ lives in its own module, listed in kvdoctor/explain/__init__.py)."""
 
 from __future__ import annotations
 
-import re
-
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -91,7 +89,6 @@ def explain_text(text: str, rules_files: tuple[Path, ...] = ()) -> Report:
     report = uphold(report, evidence, lambda line: _failure_finding(rules, line, facts))
     report = cite_failure_lines(report, evidence, unknown_failure_rule())
     report = with_similar_reports(report, chains, evidence, unknown_failure_rule())
-    report = with_warning_before(report, lines)
     report = with_set_up(report, lines, facts, read.fact_lines, unknown_failure_rule())
     if read.shutdown_line is not None:
         first = read.survived[0]
@@ -99,28 +96,6 @@ def explain_text(text: str, rules_files: tuple[Path, ...] = ()) -> Report:
             f"{len(read.survived)} failure line(s) after the shutdown the running server was asked for (line "
             f"{read.shutdown_line}): its teardown, not a failure (first at line {first.line}: {first.text[:160]}).",))
     return with_start_up_shown(report, lines, rules)  # no failure: PASS only on a line that shows vLLM up
-
-
-WARNED = re.compile(r"\bWARN(?:ING)?\b")
-LOOK_BACK = 5
-
-
-def with_warning_before(report: Report, lines: list) -> Report:
-    """An unknown failure (no rule knows it) with the warning logged just before it, within a few lines (an error line
-    there is failure evidence the diagnosis already weighed): what a plugin or the engine said about the state it
-    failed in (`[kvcached][WARNING] available_size()=71 < need_size=76` before 'EngineCore encountered a fatal error')."""
-    at = (report.extra.get("primary") or {}).get("line")
-    if not report.findings or report.findings[0].rule_id != unknown_failure_rule() or not isinstance(at, int):
-        return report
-    before = [line for line in lines if at - LOOK_BACK <= line.number < at and line.text.strip()
-              and (line.level == "WARNING" or WARNED.search(line.text))]
-    if not before:
-        return report
-    warned = before[-1]
-    first = report.findings[0]
-    first = replace(first, cause=f"{first.cause} Logged just before it (line {warned.number}): "
-                                 f"{warned.text.strip()[:240]}")
-    return replace(report, findings=(first,) + tuple(report.findings[1:]))
 
 
 def _failure_finding(rules: list, line: FailureEvidence, facts: dict[str, Any]):

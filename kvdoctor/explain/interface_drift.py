@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from kvdoctor.explain.tracebacks import Frame
+from kvdoctor.explain.tracebacks import INSTALLED_PREFIX, PYTHON_OWN, Frame
 
 # Python's wordings (3.8-3.13); `callee` is 'Cls.__init__', 'Cls.method' or 'function'
 SHAPES = (
@@ -45,8 +45,6 @@ _CARRIES_VLLM = re.compile(r"vllm", re.IGNORECASE)
 _PLUGIN_CHECKOUT = re.compile(r"vllm_[a-z]\w*")  # a plugin's package in a source checkout (vllm-ascend/vllm_ascend/)
 _LAYERS = "vllm.model_executor.layers."
 _VENDORED = "vllm.third_party."  # other projects' code vLLM ships: not vLLM's interface
-_INSTALLED = re.compile(r"^.*[/\\](?:site|dist)-packages[/\\]")
-_STDLIB = re.compile(r"[/\\]lib[/\\]python3(?:\.\d+)?[/\\](?!.*(?:site|dist)-packages)|^<frozen ")
 MAX_ALSO = 3
 
 
@@ -129,7 +127,7 @@ def _owner_of(callee: str) -> str:
 def _top(file: str, other_packages: frozenset[str] = frozenset()) -> str:
     """The installed package a frame's file belongs to ('' for a script or a checkout of another name)."""
     path = file.replace("\\", "/")
-    installed = _INSTALLED.sub("", path)
+    installed = INSTALLED_PREFIX.sub("", path)
     if installed != path:
         return installed.split("/")[0]
     return next((part for part in path.split("/") if part == "vllm" or part in other_packages
@@ -139,7 +137,7 @@ def _top(file: str, other_packages: frozenset[str] = frozenset()) -> str:
 def _side(file: str, other_packages: frozenset[str]) -> str:
     """'vllm', 'plugin' (a package carrying vllm's name), 'library' (another library, the standard library) or
     'program' (anything else: a framework, a script, a plugin of another name)."""
-    if _STDLIB.search(file.replace("\\", "/")):
+    if PYTHON_OWN.search(file.replace("\\", "/")):
         return "library"
     top = _top(file, other_packages)
     if top == "vllm":

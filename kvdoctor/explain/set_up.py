@@ -1,6 +1,6 @@
-"""The set-up a log shows around a failure no rule knows: the features it ran with (weight quantization, attention
-backend, KV-cache dtype, KV connector, speculative decoding, LoRA, parallel sizes), each with the line that shows it,
-and the warnings logged before the failure. An unknown failure is read against what was in play; these are the
+"""The set-up a log shows around a failure no rule knows: the warning logged just before it, the features it ran with
+(weight quantization, attention backend, KV-cache dtype, KV connector, speculative decoding, LoRA, parallel sizes),
+each with the line that shows it, and the other warnings logged before the failure. An unknown failure is read against what was in play; these are the
 first places to look (a connector's transfer, a quantization's fallback, a backend's missing feature)."""
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ FEATURE_LINES = (
 # a glog warning record (torch's C++ and Dynamo loggers: 'W0106 23:01:14.131000 2929551 file.py:1016] ...')
 GLOG_WARNING = re.compile(r"^W\d{4} \d\d:\d\d:\d\d[.\d]* +\d+ +\S+:\d+\] ")
 MAX_WARNINGS = 3
+WARNED = re.compile(r"\bWARN(?:ING)?\b")
+LOOK_BACK = 5
 CLIP = 200
 QUOTE_UP_TO = 100
 
@@ -92,18 +94,30 @@ def warnings_before(lines: list[LogLine], at: int, skip: set[int]) -> list[LogLi
     return kept[::-1]
 
 
+def warning_just_before(lines: list[LogLine], at: int) -> LogLine | None:
+    """The warning logged just before line ``at``, within a few lines (an error line there is failure evidence the
+    diagnosis already weighed): what a plugin or the engine said about the state it failed in (`[kvcached][WARNING]
+    available_size()=71 < need_size=76` before 'EngineCore encountered a fatal error')."""
+    before = [line for line in lines if at - LOOK_BACK <= line.number < at and line.text.strip()
+              and (line.level == "WARNING" or WARNED.search(line.text))]
+    return before[-1] if before else None
+
+
 def with_set_up(report: Report, lines: list[LogLine], facts: dict, fact_lines: list[str], rule_id: str) -> Report:
-    """The unknown-failure finding (``rule_id``) with the set-up the log shows and the warnings before the failure."""
+    """The unknown-failure finding (``rule_id``) with the warning just before the failure, the set-up the log shows
+    and the other warnings before it."""
     at = (report.extra.get("primary") or {}).get("line")
     if not report.findings or report.findings[0].rule_id != rule_id or not isinstance(at, int):
         return report
     parts = []
+    just_before = warning_just_before(lines, at)
+    if just_before is not None:
+        parts.append(f"Logged just before it (line {just_before.number}): {just_before.text.strip()[:240]}")
     shown = features(lines, facts, fact_lines)
     if shown:
         said = [f"{f.name} {f.value}" + _where(f.line, lines) for f in shown]
         parts.append("The set-up the log shows: " + ", ".join(said) + ".")
-    cited = {int(n) for n in re.findall(r"\(line (\d+)\)", report.findings[0].cause)}
-    warned = warnings_before(lines, at, cited)
+    warned = warnings_before(lines, at, {just_before.number} if just_before is not None else set())
     if warned:
         parts.append("Warned before it: " + "; ".join(
             f"line {line.number}: {line.text.strip()[:CLIP]}" for line in warned) + ".")

@@ -47,6 +47,9 @@ WORKER_WRAP = re.compile(
     r"Worker failed with error '(.*)'(?:, please check the stack trace above for the root cause|\s*$)", re.DOTALL
 )
 MAX_NESTING = 8
+# a frame's file under site-packages (the prefix says nothing of the failure), and a file of Python's own library
+INSTALLED_PREFIX = re.compile(r"^.*[/\\](?:site|dist)-packages[/\\]")
+PYTHON_OWN = re.compile(r"[/\\]lib[/\\]python3(?:\.\d+)?[/\\](?!.*(?:site|dist)-packages)|^<frozen ")
 # vLLM's V0 multiprocessing worker logs a method's failure as one record: its message (str(e), no type), then the
 # traceback under it (executor/multiproc_worker_utils.py: "Exception in worker %s while processing method %s: %s, %s")
 V0_WORKER_ERROR = re.compile(r"^Exception in worker (\S+) while processing method (\w+): (.+?),\s*"

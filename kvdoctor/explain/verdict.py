@@ -16,8 +16,8 @@ from typing import Callable, Iterable
 
 from kvdoctor.explain.log_lines import LogLine
 from kvdoctor.explain.signatures import SignatureMatch
-from kvdoctor.explain.tracebacks import (CAUSE, CONTEXT, IGNORED, TRACEBACK_START, WORKER_WRAP, ExceptionChain,
-                                         LoggedException, continued, continued_parts)
+from kvdoctor.explain.tracebacks import (CAUSE, CONTEXT, IGNORED, INSTALLED_PREFIX, PYTHON_OWN, TRACEBACK_START,
+                                         WORKER_WRAP, ExceptionChain, LoggedException, continued, continued_parts)
 from kvdoctor.model.report import SEVERITY_ORDER, Finding, Report
 
 ERROR_LEVELS = ("ERROR", "CRITICAL")
@@ -830,34 +830,36 @@ _HANG_WORDS = ("ang", "ung", "tuck", "reez", "rozen", "o more", "o further", "ot
                "crash", "dies", "died")
 
 
-_STDLIB_FRAME = re.compile(r'File "(?:[^"]*[/\\])?lib[/\\]python3(?:\.\d+)?[/\\](?![^"]*(?:site|dist)-packages)')
+_FRAME_FILE = re.compile(r'File "(?P<file>[^"]+)"(?:, line (?P<line>\d+), in (?P<function>\S+))?')
+
+
+def _python_own(frame: str) -> str | None:
+    """The library file a frame line is in when it is Python's own ('argparse.py'), else None."""
+    found = _FRAME_FILE.search(frame)
+    file = found.group("file").replace("\\", "/") if found else ""
+    own = PYTHON_OWN.search(file) if not file.startswith("<") else None
+    return file[own.end():] if own else None
 
 
 def _innermost_frame(lines: list[LogLine], frames: list[LogLine]) -> str:
     """': <the innermost frame>', or, when that is Python's own (argparse, asyncio), the innermost frame of the
     program's code with its code line, where the call that failed was written, and the library it called."""
-    innermost = frames[-1].text.strip()
-    stdlib = _STDLIB_FRAME.search(frames[-1].text)
-    own = [line for line in frames if 'File "' in line.text and not _STDLIB_FRAME.search(line.text)]
-    if not stdlib or not own:
-        return f": {innermost}"
+    library = _python_own(frames[-1].text)
+    own = [line for line in frames if 'File "' in line.text and _python_own(line.text) is None]
+    if library is None or not own:
+        return f": {frames[-1].text.strip()}"
     at = next((i for i, line in enumerate(lines) if line.number == own[-1].number), None)
     below = lines[at + 1].text.strip() if at is not None and at + 1 < len(lines) else ""
     code = f": `{below[:120]}`" if below and not below.startswith(("File ", "^", "~")) else ""
-    library = innermost[stdlib.end():].split('"', 1)[0]
     return f" outside Python's standard library: {_short_frame(own[-1].text)}{code} (which called Python's {library})"
-
-
-_FRAME_PARTS = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)')
-_INSTALLED_PREFIX = re.compile(r"^.*[/\\](?:site|dist)-packages[/\\]")
 
 
 def _short_frame(text: str) -> str:
     """'vllm/engine/arg_utils.py:240 in add_cli_args' for a frame line (the path from its package on)."""
-    found = _FRAME_PARTS.search(text)
-    if found is None:
+    found = _FRAME_FILE.search(text)
+    if found is None or found.group("line") is None:
         return text.strip()
-    file = _INSTALLED_PREFIX.sub("", found.group("file"))
+    file = INSTALLED_PREFIX.sub("", found.group("file"))
     if file == found.group("file"):
         file = "/".join(file.replace("\\", "/").split("/")[-3:])
     return f"{file}:{found.group('line')} in {found.group('function')}"
@@ -971,8 +973,8 @@ def _innermost_frames(lines: list[LogLine], start: int) -> str:
         elif frames and len(frames[-1]) == 1 and stripped and not _CARETS.match(line.text):
             frames[-1].append(f"`{stripped}`")
     called = ""
-    while len(frames) > 1 and (stdlib := _STDLIB_FRAME.search(frames[-1][0])):  # Python's own (argparse, asyncio)
-        called = f" (which called Python's {frames[-1][0][stdlib.end():].split(chr(34), 1)[0]})"
+    while len(frames) > 1 and (library := _python_own(frames[-1][0])):  # Python's own (argparse, asyncio)
+        called = f" (which called Python's {library})"
         frames.pop()
     where = " outside Python's standard library" if called else ""
     said = ' <- '.join(': '.join(f) for f in reversed(frames[-2:]))

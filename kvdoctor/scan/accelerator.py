@@ -9,18 +9,20 @@ file that also states NVIDIA GPUs (nvidia.com/gpu, --gpus, the NVIDIA runtime) d
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
 from kvdoctor.base.yaml_safe import load_yaml_cached
 from kvdoctor.data import read_data
+from kvdoctor.model.report import Report
 from kvdoctor.scan.image import repository_path, split_image
 from kvdoctor.scan.workload import Location, Workload
 
 NVIDIA_SIGNS = re.compile(r"nvidia\.com/gpu|--gpus[= ]|\bgpus:\s*all\b|runtime:\s*nvidia|driver:\s*nvidia"
                           r"|NVIDIA_VISIBLE_DEVICES|CUDA_VISIBLE_DEVICES")
 IMAGE_WORD = re.compile(r"[a-z0-9]+")
+GPU_FACT = re.compile(r"\bgpu\.\w+")
 MAX_FILE_BYTES = 2_000_000
 NOT_NVIDIA = "not an NVIDIA GPU:"  # how the not-judged line starts (the public-manifest measure reads it)
 
@@ -61,7 +63,7 @@ def target_of(workload: Workload) -> Target | None:
 
 
 def _by_device_option(workload: Workload) -> Target | None:
-    words = [t for t in workload.argv]
+    words = workload.argv
     for index, token in enumerate(words):
         name, eq, value = token.text.partition("=")
         if name != "--device":
@@ -123,14 +125,9 @@ def not_judged_line(target: Target) -> str:
             "and GPU counts are)")
 
 
-GPU_FACT = re.compile(r"\bgpu\.\w+")
-
-
-def without_nvidia_checks(report):
+def without_nvidia_checks(report: Report) -> Report:
     """The report without the undecided findings an NVIDIA GPU would decide (their facts name gpu.*): on another
     accelerator they do not apply, and not_judged_line says so once."""
-    from dataclasses import replace
-
     kept = tuple(f for f in report.findings
                  if not (f.status == "undecided" and any(GPU_FACT.search(line) for line in f.decided_by)))
     return replace(report, findings=kept)

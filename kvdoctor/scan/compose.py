@@ -129,28 +129,19 @@ def _repo_image_service(file: str, name: str, key: yaml.Node, service: yaml.Node
     scan/repo_images.py infers it for a Kubernetes container (said in a note)."""
     from pathlib import Path
 
-    from kvdoctor.scan.built_images import Build, Deploy, built_workload
-    from kvdoctor.scan.repo_images import dockerfile_for
+    from kvdoctor.scan.built_images import Deploy
+    from kvdoctor.scan.repo_images import adopted_build, nearby_build
 
     image = nodes.text(nodes.get(service, "image"))
     image = _interpolate(image, project_env(file)) if image else None
-    if not image or "$" in image or runs_vllm_entrypoint(image) or command:
-        return None
-    if not (gpus[0] or "vllm" in f"{image} {name}".lower()):
-        return None  # neither a GPU nor vLLM's name: a sidecar, a router, a UI
-    chosen = dockerfile_for(image, Path(file), (Path(file).resolve().parent,))
+    chosen = None if command else nearby_build(image, name, gpus[0], Path(file), (Path(file).resolve().parent,))
     if chosen is None:
         return None
-    path, why = chosen
     line = nodes.line(nodes.get(service, "image"))
     deploy = Deploy(kind="service", container=name, image=Token(image, line), env=tuple(env), args=(),
                     first=Token(name, nodes.line(key)), gpu_limit=gpus[0], gpu_limit_line=gpus[1])
-    built = built_workload(file, name, deploy, [Build((image,), str(path))], [Path("/")])
-    if built is None:
-        return None
-    note = (f"{image} is taken to be built from {path} ({why}): the service gives no command, so it runs the "
-            "image's own with the service's env over the image's ENV")
-    return replace(built, platform="compose", notes=(note,) + built.notes[1:])
+    built = adopted_build(*chosen, file, name, deploy, "service")
+    return replace(built, platform="compose") if built is not None else None
 
 
 def unseen_notes(doc: Document, read: list[Workload]) -> list[str]:

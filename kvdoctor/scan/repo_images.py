@@ -53,31 +53,48 @@ def _container(container: yaml.Node, spec: yaml.Node, root: yaml.Node, file: str
                seen: set[str], roots: tuple[Path, ...]) -> Workload | None:  # fmt: skip
     image = nodes.text(nodes.get(container, "image"))
     container_name = nodes.text(nodes.get(container, "name")) or "(unnamed)"
-    if not image or container_name in seen or nodes.get(container, "command") is not None \
-            or runs_vllm_entrypoint(image) or "$" in image or "{{" in image:
+    if container_name in seen or nodes.get(container, "command") is not None:
         return None
     limit, limit_line = gpu_limit(container)
-    if not (limit or "vllm" in f"{image} {container_name} {name}".lower()):
-        return None  # neither a GPU nor vLLM's name: a sidecar, a router, a UI
-    chosen = dockerfile_for(image, Path(file), roots)
+    chosen = nearby_build(image, f"{container_name} {name}", limit, Path(file), roots)
     if chosen is None:
         return None
-    path, why = chosen
     env, env_from = container_env(container)
-    args = _args(container)
-    read = dockerfile.image_command(SourceFile(str(path), path.read_text(encoding="utf-8", errors="replace")),
-                                    {e.name: e.value for e in env if e.value is not None}, args or None)
+    line = nodes.line(nodes.get(container, "image")) or nodes.line(container)
+    deploy = Deploy(kind=kind, container=container_name, image=Token(image, line), env=tuple(env),
+                    args=tuple(_args(container)), first=Token(image, line), gpu_limit=limit, gpu_limit_line=limit_line,
+                    gpu_selectors=pod_gpu_selectors(spec), env_from=tuple(env_from))  # fmt: skip
+    workload = adopted_build(*chosen, file, name, deploy, "container")
+    if workload is None:
+        return None
+    return replace(workload, platform="kubernetes", line=nodes.line(root),
+                   namespace=nodes.text(nodes.get(root, "metadata", "namespace")))
+
+
+def nearby_build(image: str | None, names: str, gpus: int | None, manifest: Path,
+                 roots: tuple[Path, ...]) -> tuple[Path, str] | None:
+    """The Dockerfile (and why it) that a container or Compose service giving no command runs when its image is one
+    the project builds (not vLLM's own entrypoint, no template left in it): only for a workload given GPUs or named
+    for vLLM (``names``: its own and its object's names)."""
+    if not image or "$" in image or "{{" in image or runs_vllm_entrypoint(image):
+        return None
+    if not (gpus or "vllm" in f"{image} {names}".lower()):
+        return None  # neither a GPU nor vLLM's name: a sidecar, a router, a UI
+    return dockerfile_for(image, manifest, roots)
+
+
+def adopted_build(path: Path, why: str, file: str, name: str, deploy: Deploy, gives: str) -> Workload | None:
+    """The deploy's workload running the Dockerfile at ``path``: its command, the deploy's args in place of its CMD,
+    the deploy's env over its ENV, with a note saying why that Dockerfile (``gives``: 'container' or 'service')."""
+    env = {e.name: e.value for e in deploy.env if e.value is not None}
+    source = SourceFile(str(path), path.read_text(encoding="utf-8", errors="replace"))
+    read = dockerfile.image_command(source, env, list(deploy.args) or None)
     if not read:
         return None
-    line = nodes.line(nodes.get(container, "image")) or nodes.line(container)
-    deploy = Deploy(kind=kind, container=container_name, image=Token(image, line), env=tuple(env), args=tuple(args),
-                    first=Token(image, line), gpu_limit=limit, gpu_limit_line=limit_line,
-                    gpu_selectors=pod_gpu_selectors(spec), env_from=tuple(env_from))  # fmt: skip
     workload = adopted(read[0], file, name, deploy, str(path))
-    note = (f"{image} is taken to be built from {path} ({why}): the container gives no command, so it runs the "
-            f"image's {read[0].container} with the container's env over the image's ENV")
-    return replace(workload, platform="kubernetes", line=nodes.line(root),
-                   namespace=nodes.text(nodes.get(root, "metadata", "namespace")), notes=(note,) + workload.notes[1:])
+    note = (f"{deploy.image.text} is taken to be built from {path} ({why}): the {gives} gives no command, so it runs "
+            f"the image's {read[0].container} with the {gives}'s env over the image's ENV")
+    return replace(workload, notes=(note,) + workload.notes[1:])
 
 
 def _args(container: yaml.Node) -> list[Token]:
