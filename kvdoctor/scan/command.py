@@ -67,10 +67,12 @@ Word = tuple[Token, "yaml.Node | None"]
 """A Token and the YAML scalar it was read from (to place the words of a shell script on their lines)."""
 
 
-def words_of(node: yaml.Node | None, source_text: str, split: bool = False) -> list[Word]:
-    """A command/args/entrypoint node as words: a list item each, or a string split like a shell (Compose)."""
+def words_of(node: yaml.Node | None, source_text: str, split: bool = False, null_as_empty: bool = False) -> list[Word]:
+    """A command/args/entrypoint node as words: a list item each, or a string split like a shell (Compose).
+    ``null_as_empty``: a null item is an empty word (Compose's YAML node value), not left out."""
     if nodes.is_seq(node):
-        return [(Token(t, nodes.line(item)), item) for item in nodes.items(node) if (t := nodes.text(item)) is not None]
+        return [(Token(t, nodes.line(item)), item) for item in nodes.items(node)
+                if (t := nodes.text(item) if not (null_as_empty and _is_null(item)) else "") is not None]
     text = nodes.text(node)
     if text is None:
         return []
@@ -81,6 +83,10 @@ def words_of(node: yaml.Node | None, source_text: str, split: bool = False) -> l
     except ValueError:
         words = text.split()
     return [(token, node) for token in _place(words, node, source_text)]
+
+
+def _is_null(node: yaml.Node) -> bool:
+    return nodes.is_scalar(node) and node.tag == "tag:yaml.org,2002:null"
 
 
 def only_serve_flags(args: list[Word], vllm_build: bool = False) -> bool:

@@ -10,6 +10,7 @@ import yaml
 from kvdoctor.scan import nodes
 from kvdoctor.scan.called_scripts import called_argv, placed_in
 from kvdoctor.scan.command import FLAGS_ONLY_NOTE, SHELL_VARIABLE, only_serve_flags, serve_argv, words_of
+from kvdoctor.scan.compose_command import compose_cut, meant_command
 from kvdoctor.scan.compose_dotenv import project_env
 from kvdoctor.scan.compose_extends import extended
 from kvdoctor.scan.documents import Document
@@ -69,8 +70,11 @@ def service_workload(file: str, name: str, key: yaml.Node, service: yaml.Node, s
     dotenv = project_env(file) | (shell_env or {})
     image = nodes.text(nodes.get(service, "image"))
     image = _interpolate(image, dotenv) if image else None
-    entrypoint = _alternates(_unescaped(words_of(nodes.get(service, "entrypoint"), source_text, split=True)))
-    command = _alternates(_unescaped(words_of(nodes.get(service, "command"), source_text, split=True)))
+    entrypoint_node, command_node = nodes.get(service, "entrypoint"), nodes.get(service, "command")
+    cut = compose_cut(entrypoint_node, command_node)  # Compose runs less than the string says: judged as meant
+    entrypoint = _alternates(_unescaped(words_of(entrypoint_node, source_text, True, True)))
+    command = _alternates(_unescaped(meant_command(entrypoint_node, command_node) if cut is not None
+                                     else words_of(command_node, source_text, True, True)))
     flags_only = not entrypoint and not runs_vllm_entrypoint(image) and only_serve_flags(command, is_vllm_build(image))
     argv = serve_argv(entrypoint, command, runs_vllm_entrypoint(image) or flags_only, source_text)
     env, env_from = _environment(service, dotenv)
@@ -97,8 +101,22 @@ def service_workload(file: str, name: str, key: yaml.Node, service: yaml.Node, s
         notes=(tuple(built[1]) if built is not None else (FLAGS_ONLY_NOTE.format(image=image),) if flags_only else ())
         + _dotenv_note(service, dotenv),
         built_here=nodes.get(service, "build") is not None, line_files=line_files,
+        non_string_item=non_string_item(service), command_cut=cut,
     )  # fmt: skip
     return placed_in(workload, mounted) if mounted is not None else workload
+
+
+def non_string_item(service: yaml.Node) -> tuple[str, int | None] | None:
+    """The first item of the service's entrypoint or command list that is no string, and its line: a null (`- #####`
+    is a YAML comment, an item left empty) or a mapping (`- --port: 8000`). Compose's schema (compose-spec.json,
+    definitions.command) allows only strings there, so `docker compose` refuses the whole file."""
+    for key in ("entrypoint", "command"):
+        for index, item in enumerate(nodes.items(nodes.get(service, key)) if nodes.is_seq(nodes.get(service, key)) else ()):
+            kind = "a mapping" if nodes.is_map(item) else "a list" if nodes.is_seq(item) else (
+                "null" if nodes.text(item) is None else None)
+            if kind is not None:
+                return f"{key}[{index}] is {kind}", nodes.line(item)
+    return None
 
 
 def _built_service(file: str, name: str, key: yaml.Node, service: yaml.Node, command: list[Token], env: list[EnvVar],

@@ -80,9 +80,15 @@ def deployment_facts(workload: Workload, defaults, settings) -> DeploymentFacts:
     sources: dict[str, Location] = {}
     notes: list[str] = []
     values: dict[str, Any] = {"deploy.platform": workload.platform, "deploy.image": workload.image,
-                              "deploy.execs_option": workload.execs_option}
+                              "deploy.execs_option": workload.execs_option,
+                              "deploy.non_string_item": workload.non_string_item and workload.non_string_item[0],
+                              "deploy.command_cut": workload.command_cut}
     if workload.execs_option:
         sources["deploy.execs_option"] = workload.at(workload.command_line, f"command: {workload.execs_option} ...")
+    if workload.command_cut:
+        sources["deploy.command_cut"] = workload.at(workload.command_line, "command given as a string")
+    if workload.non_string_item:
+        sources["deploy.non_string_item"] = workload.at(workload.non_string_item[1], workload.non_string_item[0])
     version = _version(workload, defaults, values, sources, notes)
     unjudged: list[str] = []
     target = target_of(workload)

@@ -112,6 +112,12 @@ class Workload:
     execs_option: str | None = None
     """vLLM's options given as a Kubernetes `command` (which replaces the image's entrypoint): the option the
     container would exec as its program (`--model`), read as vllm serve's options to judge the rest."""
+    non_string_item: tuple[str, int | None] | None = None
+    """A Compose command or entrypoint list item that is no string ('command[9] is null') and its line: Compose refuses
+    the file before any container starts."""
+    command_cut: str | None = None
+    """How Compose's split of a string command keeps it from running as written (scan/compose_command.py): the
+    workload is judged as its author meant it, and this is said as an error."""
     notes: tuple[str, ...] = ()
     line_files: tuple[str, ...] = ()
     """The other files its lines are in (see LINE_FILE_STRIDE): a Kustomize overlay's patches, a generator's env file."""
