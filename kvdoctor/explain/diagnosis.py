@@ -246,7 +246,7 @@ _DRIFT_WORDS = re.compile(r"unexpected keyword argument|required (?:positional |
 
 
 # Python's own exception wordings: a template that says nothing more is raised by any attribute access or call
-_PYTHON_WORDING = re.compile(r"object has no attribute|got an unexpected keyword argument|missing \d+ required "
+_PYTHON_WORDING = re.compile(r"(?:object |module\s*)?has no attribute|got an unexpected keyword argument|missing \d+ required "
                              r"positional argument|takes \d+ positional arguments?|object is not (?:subscriptable|"
                              r"callable|iterable)|unsupported operand type|index out of range|by zero|No module named")
 

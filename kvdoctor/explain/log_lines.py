@@ -297,11 +297,30 @@ def _wrapped_before(previous: int, raw: str, widest: int) -> bool:
     return widest >= WRAP_NARROWEST and previous + 1 + len(first) > widest
 
 
+# VS Code's (debugpy's) exception pane: 'Exception has occurred: AttributeError' (a note may follow on the line), the
+# message on the next line, then the frames, innermost first
+_DEBUGGER_EXCEPTION = re.compile(r"^\s*Exception has occurred: ([A-Za-z_][\w.]*)\b")
+
+
+def debugger_exceptions(raw_lines: list[str]) -> list[str]:
+    """A debugger's exception header written as Python's exception line ('AttributeError: <the next line>'), so the
+    exception is read as one; the message's own line is left blank (line numbers are the log's)."""
+    if not any("Exception has occurred" in line for line in raw_lines):
+        return raw_lines
+    out = list(raw_lines)
+    for index, line in enumerate(raw_lines[:-1]):
+        header = _DEBUGGER_EXCEPTION.match(line)
+        message = raw_lines[index + 1].strip()
+        if header and message and not message.startswith(("File ", "Traceback")):
+            out[index], out[index + 1] = f"{header.group(1)}: {message}", ""
+    return out
+
+
 def normalise(text: str) -> list[LogLine]:
     """Every line of the log, normalised. Handles CRLF, lone CR (progress bars) and truncated lines, a log
     indented as a whole (pasted into a Markdown code block or an e-mail quote: `dedent`), and JSON records, whose
     message (and a traceback it holds) becomes the line or lines, under the record's line number."""
-    physical = dedent(unquote(unprefix(physical_lines(_as_typed(text)))))
+    physical = debugger_exceptions(dedent(unquote(unprefix(physical_lines(_as_typed(text))))))
     raw_lines = rejoin_wrapped_lines(physical, rejoin_wrapped_frames(physical), _strip_outer)
     out = []
     wrapped_from, wrapped_len = "", 0  # the process of a tagged line (a hard wrap's next line continues it), its length

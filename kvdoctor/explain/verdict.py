@@ -574,7 +574,7 @@ def failure_evidence(
             if index in excused or index in in_warning:
                 continue
             if line.level is None and line.text.strip() and not _NOT_A_MESSAGE.match(line.text):
-                located = locate(line.text.strip())
+                located = locate(_unquoted(line.text.strip()))
                 if located is None:
                     joined = continued(lines, index)  # a message wrapped over lines, located as one
                     located = locate(joined) if joined is not None else None
@@ -595,6 +595,14 @@ def failure_evidence(
                 if raised[text]:
                     add(FailureEvidence(line.number, "raise site", text, line.stream, line.level))
     return tuple(found[number] for number in sorted(found))
+
+
+def _unquoted(text: str) -> str:
+    """A message pasted inside quotes or backticks ('"Speculative decoding is not yet supported on VLLM V1"'), without
+    them."""
+    if len(text) > 2 and text[0] == text[-1] and text[0] in "\"'`":
+        return text[1:-1].strip()
+    return text
 
 
 def _in_frames(lines: list[LogLine], index: int) -> bool:
