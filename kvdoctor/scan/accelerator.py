@@ -125,9 +125,14 @@ def not_judged_line(target: Target) -> str:
             "and GPU counts are)")
 
 
+@lru_cache(maxsize=1)
+def _gpu_decided_rules() -> frozenset[str]:
+    return frozenset(load_yaml_cached(read_data("accelerators.yaml"), "accelerators.yaml").get("gpu_decided_rules", ()))
+
+
 def without_nvidia_checks(report: Report) -> Report:
-    """The report without the undecided findings an NVIDIA GPU would decide (their facts name gpu.*): on another
-    accelerator they do not apply, and not_judged_line says so once."""
-    kept = tuple(f for f in report.findings
-                 if not (f.status == "undecided" and any(GPU_FACT.search(line) for line in f.decided_by)))
+    """The report without the findings an NVIDIA GPU would decide (undecided ones whose facts name gpu.*, and the
+    rules data/accelerators.yaml lists): on another accelerator they do not apply, and not_judged_line says so once."""
+    kept = tuple(f for f in report.findings if f.rule_id not in _gpu_decided_rules()
+                 and not (f.status == "undecided" and any(GPU_FACT.search(line) for line in f.decided_by)))
     return replace(report, findings=kept)

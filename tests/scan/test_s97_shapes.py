@@ -106,3 +106,18 @@ def test_comment_lines_inside_a_folded_command_are_words(tmp_path):
     (result,) = scan([str(tmp_path / "compose.yaml")], tmp_path, gpu="H100").workloads
     kvd004 = _findings(result)["KVD004"]
     assert kvd004.status == "fired" and "#" in kvd004.title, kvd004.title
+
+
+QUANTIZED = """\
+services:
+  vllm:
+    image: IMAGE
+    command: --model Qwen/Qwen2.5-3B-Instruct --quantization bitsandbytes
+"""
+
+
+@pytest.mark.parametrize("image, fires", [("vllm/vllm-openai:latest", True), ("rocm/vllm:latest", False)])
+def test_the_quantization_gpu_would_decide_is_not_raised_on_another_accelerator(tmp_path, image, fires):
+    (tmp_path / "compose.yaml").write_text(QUANTIZED.replace("IMAGE", image))
+    (result,) = scan([str(tmp_path / "compose.yaml")], tmp_path).workloads
+    assert ("KVD195" in _findings(result)) is fires
