@@ -1,7 +1,7 @@
 """An Ansible task list or playbook that deploys vLLM: a container task (community.docker.docker_container,
 containers.podman.podman_container) read as a Compose service's parameters; a kubernetes.core.k8s task's inline
 `definition` (a mapping, a list of them, or a YAML string) read as the Kubernetes objects it applies; a shell /
-command task's script read as a shell script's. Jinja2 in their values is rendered with the role's variables and the
+command task's script, and the script a copy task writes from its `content:`, read as a shell script's. Jinja2 in their values is rendered with the role's variables and the
 play's `vars:` (scan/ansible_templates.py), each value on its own line."""
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ KUBERNETES_MODULES = ("kubernetes.core.k8s", "community.kubernetes.k8s", "k8s", 
 """Modules that apply the Kubernetes objects of their `definition` parameter."""
 SHELL_MODULES = ("ansible.builtin.shell", "shell", "ansible.builtin.command", "command", "ansible.builtin.raw", "raw")
 """Modules whose free-form value (or `cmd:`) is a command line; `command`'s `argv:` list is one too."""
+COPY_MODULES = ("ansible.builtin.copy", "copy")
+"""Modules that write a file from their `content:` (a launch script the role installs, read as a shell script's)."""
 NESTED = ("block", "rescue", "always", "tasks", "pre_tasks", "post_tasks", "handlers")
 """Keys that hold more tasks: a block's, and a play's (a playbook is a list of plays)."""
 AS_COMPOSE = {"image": "image", "command": "command", "entrypoint": "entrypoint", "env": "environment",
@@ -50,11 +52,14 @@ def workloads(doc: Document, source_text: str, read: ReadDocument) -> list[Workl
             deployed = _container_workloads(doc, module, params, source_text)
         elif module in KUBERNETES_MODULES:
             deployed = _applied_workloads(doc, params, source_text, read)
+        elif module in COPY_MODULES:
+            deployed = _shell_workloads(doc, nodes.get(params, "content"))
         else:
             deployed = _shell_workloads(doc, params)
         note = f"Ansible task {module}: " + {
             **{m: "its parameters read as a container's" for m in CONTAINER_MODULES},
             **{m: "its definition read as the objects it applies" for m in KUBERNETES_MODULES},
+            **{m: "the script it writes (content) read as a shell script's" for m in COPY_MODULES},
         }.get(module, "its command read as a shell script's")  # fmt: skip
         notes = (note,)
         if read_from or play_vars:
@@ -85,6 +90,10 @@ def _deploying_tasks(tasks: yaml.Node, play_vars: dict[str, Any]) -> Iterator[tu
         for module in SHELL_MODULES:
             if (params := nodes.get(task, module)) is not None and any(map(_deploys_vllm, nodes.scalars(params))):
                 yield module, params, own_vars
+        for module in COPY_MODULES:
+            content = nodes.get(task, module, "content") if nodes.is_map(nodes.get(task, module)) else None
+            if nodes.is_scalar(content) and RUNS_VLLM.search(str(content.value)):
+                yield module, nodes.get(task, module), own_vars
 
 
 def _deploys_vllm(script: str) -> bool:

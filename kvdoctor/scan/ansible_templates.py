@@ -228,7 +228,8 @@ def _quote(value: Any) -> str:
 
 def _shell_variable_class():
     """jinja2's ChainableUndefined that renders as `${name}` (`| default(x)` still gives x; iterating it gives
-    nothing), made on first use so that importing scan costs no jinja2 import."""
+    nothing; an order comparison is false, so a branch on a value set elsewhere is not taken), made on first use so
+    that importing scan costs no jinja2 import."""
     import jinja2
 
     class ShellVariable(jinja2.ChainableUndefined):
@@ -245,5 +246,10 @@ def _shell_variable_class():
 
         def __call__(self, *args, **kwargs):  # `unknown.items()` in a loop: nothing to iterate
             return ShellVariable(name=f"{self._undefined_name}()")
+
+        def _unknown_order(self, other) -> bool:  # `{% if TP > 1 %}` on a value set elsewhere: the branch not taken
+            return False
+
+        __lt__ = __le__ = __gt__ = __ge__ = _unknown_order
 
     return ShellVariable

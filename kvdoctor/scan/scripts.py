@@ -51,14 +51,26 @@ CONTAINER_EXEC_VALUE_OPTIONS = {
     "--pem-path", "--docker-host", "--cwd",
 }
 POWERSHELL_CONTINUATION = re.compile(r"`[ \t]*\r?\n")
-# docker run options that take a value as the next word (the others are switches).
+# docker run options that take a value as the next word (the others are switches): every value option of
+# `docker run --help` (Docker 27, docs.docker.com/reference/cli/docker/container/run) and podman run's own
 DOCKER_VALUE_OPTIONS = {
-    "-a", "--attach", "--add-host", "--cpus", "--cpuset-cpus", "--device", "--dns", "-e", "--env", "--env-file",
-    "--entrypoint", "--gpus", "-h", "--hostname", "--ipc", "-l", "--label", "--log-driver", "--log-opt", "-m",
-    "--memory", "--mount", "--name", "--net", "--network", "--pid", "--platform", "-p", "--publish", "--pull",
-    "--restart", "--runtime", "--security-opt", "--shm-size", "--ulimit", "-u", "--user", "-v", "--volume",
-    "--volumes-from", "-w", "--workdir", "--cap-add", "--cap-drop", "--group-add", "--memory-swap", "--stop-signal",
-    "--stop-timeout", "--tmpfs", "--userns", "--uts", "--health-cmd", "--cgroupns", "--storage-opt", "--sysctl",
+    "-a", "--attach", "--add-host", "--annotation", "--blkio-weight", "--blkio-weight-device", "--cap-add",
+    "--cap-drop", "--cgroup-parent", "--cgroupns", "--cidfile", "-c", "--cpu-count", "--cpu-percent", "--cpu-period",
+    "--cpu-quota", "--cpu-rt-period", "--cpu-rt-runtime", "--cpu-shares", "--cpus", "--cpuset-cpus", "--cpuset-mems",
+    "--device", "--device-cgroup-rule", "--device-read-bps", "--device-read-iops", "--device-write-bps",
+    "--device-write-iops", "--dns", "--dns-option", "--dns-opt", "--dns-search", "--domainname", "--entrypoint", "-e",
+    "--env", "--env-file", "--expose", "--gpus", "--group-add", "--health-cmd", "--health-interval",
+    "--health-retries", "--health-start-interval", "--health-start-period", "--health-timeout", "-h", "--hostname",
+    "--io-maxbandwidth", "--io-maxiops", "--ip", "--ip6", "--ipc", "--isolation", "--kernel-memory", "-l", "--label",
+    "--label-file", "--link", "--link-local-ip", "--log-driver", "--log-opt", "--mac-address", "-m", "--memory",
+    "--memory-reservation", "--memory-swap", "--memory-swappiness", "--mount", "--name", "--net", "--net-alias",
+    "--network", "--network-alias", "--oom-score-adj", "--pid", "--pids-limit", "--platform", "-p", "--publish",
+    "--pull", "--restart", "--runtime", "--security-opt", "--shm-size", "--stop-signal", "--stop-timeout",
+    "--storage-opt", "--sysctl", "--tmpfs", "--ulimit", "-u", "--user", "--userns", "--uts", "-v", "--volume",
+    "--volume-driver", "--volumes-from", "-w", "--workdir",
+    # podman run's own
+    "--hooks-dir", "--arch", "--os", "--variant", "--pod", "--secret", "--tz", "--umask", "--uidmap", "--gidmap",
+    "--subuidname", "--subgidname", "--sdnotify", "--log-level", "--requires", "--chrootdirs", "--passwd-entry",
 }  # fmt: skip
 # docker run's switches (docs.docker.com/reference/cli/docker/container/run), short ones combinable (-dit)
 DOCKER_SWITCHES = {"-d", "--detach", "-i", "--interactive", "-t", "--tty", "--rm", "--privileged", "--init", "-P",
