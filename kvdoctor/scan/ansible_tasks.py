@@ -1,8 +1,9 @@
 """An Ansible task list or playbook that deploys vLLM: a container task (community.docker.docker_container,
 containers.podman.podman_container) read as a Compose service's parameters; a kubernetes.core.k8s task's inline
 `definition` (a mapping, a list of them, or a YAML string) read as the Kubernetes objects it applies; a shell /
-command task's script, and the script a copy task writes from its `content:`, read as a shell script's. Jinja2 in their values is rendered with the role's variables and the
-play's `vars:` (scan/ansible_templates.py), each value on its own line."""
+command task's script, and the script a copy task writes from its `content:`, read as a shell script's. Jinja2 in
+their values is rendered with the role's variables and the play's `vars:` (scan/ansible_templates.py), each value on
+its own line."""
 
 from __future__ import annotations
 

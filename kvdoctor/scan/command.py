@@ -71,8 +71,8 @@ def words_of(node: yaml.Node | None, source_text: str, split: bool = False, null
     """A command/args/entrypoint node as words: a list item each, or a string split like a shell (Compose).
     ``null_as_empty``: a null item is an empty word (Compose's YAML node value), not left out."""
     if nodes.is_seq(node):
-        return [(Token(t, nodes.line(item)), item) for item in nodes.items(node)
-                if (t := nodes.text(item) if not (null_as_empty and _is_null(item)) else "") is not None]
+        texts = [("" if null_as_empty and _is_null(item) else nodes.text(item), item) for item in nodes.items(node)]
+        return [(Token(text, nodes.line(item)), item) for text, item in texts if text is not None]
     text = nodes.text(node)
     if text is None:
         return []

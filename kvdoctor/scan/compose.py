@@ -10,7 +10,7 @@ import yaml
 from kvdoctor.scan import nodes
 from kvdoctor.scan.called_scripts import called_argv, placed_in
 from kvdoctor.scan.command import FLAGS_ONLY_NOTE, SHELL_VARIABLE, only_serve_flags, serve_argv, words_of
-from kvdoctor.scan.compose_command import compose_cut, meant_command
+from kvdoctor.scan.compose_command import compose_cut, meant_command, non_string_item
 from kvdoctor.scan.compose_dotenv import project_env
 from kvdoctor.scan.compose_extends import extended
 from kvdoctor.scan.documents import Document
@@ -104,19 +104,6 @@ def service_workload(file: str, name: str, key: yaml.Node, service: yaml.Node, s
         non_string_item=non_string_item(service), command_cut=cut,
     )  # fmt: skip
     return placed_in(workload, mounted) if mounted is not None else workload
-
-
-def non_string_item(service: yaml.Node) -> tuple[str, int | None] | None:
-    """The first item of the service's entrypoint or command list that is no string, and its line: a null (`- #####`
-    is a YAML comment, an item left empty) or a mapping (`- --port: 8000`). Compose's schema (compose-spec.json,
-    definitions.command) allows only strings there, so `docker compose` refuses the whole file."""
-    for key in ("entrypoint", "command"):
-        for index, item in enumerate(nodes.items(nodes.get(service, key)) if nodes.is_seq(nodes.get(service, key)) else ()):
-            kind = "a mapping" if nodes.is_map(item) else "a list" if nodes.is_seq(item) else (
-                "null" if nodes.text(item) is None else None)
-            if kind is not None:
-                return f"{key}[{index}] is {kind}", nodes.line(item)
-    return None
 
 
 def _built_service(file: str, name: str, key: yaml.Node, service: yaml.Node, command: list[Token], env: list[EnvVar],

@@ -3,7 +3,8 @@ go-shellwords (types/command.go, ShellCommand), which has quotes and backslashes
 the first unquoted `;`, `&`, `|`, `<` or `>` and drops the rest. Under a shell's -c only the next word is the script,
 the other words are its $0, $1, ... So `entrypoint: ["/bin/sh", "-c"]` with `command: pip install x && vllm serve M`
 runs `pip` alone, and vLLM never starts (docker/docs#13265, "quietly chopped"). The author's reading (the string as
-one script) is what kvdoctor judges; the cut is said as an error."""
+one script) is what kvdoctor judges; the cut is said as an error. A list item that is no string is refused by
+Compose's schema before anything runs."""
 
 from __future__ import annotations
 
@@ -91,3 +92,17 @@ def meant_command(entrypoint: yaml.Node | None, command: yaml.Node) -> list[Word
             script = text.split(words[option], 1)[1]
             return [(Token(word, line), command) for word in words[:option + 1]] + [(Token(script, line), command)]
     return [(Token(text, line), command)]
+
+
+def non_string_item(service: yaml.Node) -> tuple[str, int | None] | None:
+    """The first item of the service's entrypoint or command list that is no string, and its line: a null (`- #####`
+    is a YAML comment, an item left empty) or a mapping (`- --port: 8000`). Compose's schema (compose-spec.json,
+    definitions.command) allows only strings there, so `docker compose` refuses the whole file."""
+    for key in ("entrypoint", "command"):
+        listed = nodes.get(service, key)
+        for index, item in enumerate(nodes.items(listed) if nodes.is_seq(listed) else ()):
+            kind = "a mapping" if nodes.is_map(item) else "a list" if nodes.is_seq(item) else (
+                "null" if nodes.text(item) is None else None)
+            if kind is not None:
+                return f"{key}[{index}] is {kind}", nodes.line(item)
+    return None
