@@ -73,6 +73,9 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         # a GitHub Actions step's error annotation
                         r"|\bterminating due to uncaught exception\b|^\*\*\* Error in `|\bCUDA driver error\b"
                         r"|\b(?:[Uu]nhandled|[Uu]ncaught) exception\b|\bdid not become (?:healthy|ready)\b(?! yet)|^::error\b|^Task exception was never retrieved$"
+                        # torch_npu's report of a failed NPU / HCCL runtime call (Ascend): 'NPU function error:
+                        # c10_npu::acl::AclmdlRICaptureBegin(...), error code is 207008'
+                        r"|\b[A-Z]{2,6} function error: \S[^\n]{0,300}, error code is \d+"
                         # glibc's heap checks abort the process with one of these lines
                         r"|^(?:free|malloc|realloc|munmap_chunk|malloc_consolidate)\(\): \S|^double free or corruption\b"
                         r"|^corrupted (?:size|double-linked list)\b|^Fatal glibc error: |\bstd::bad_alloc\b"

@@ -35,3 +35,13 @@ def test_a_debuggers_exception_pane_is_read_as_the_exception():
     said = " ".join(first.evidence)
     assert said.count("has no attribute") == 1  # the message once: its own line is not read again as a second one
     assert "flashinfer" not in said  # Python's own wording: no library's __getattr__ is named as its raise site
+
+
+def test_torch_npus_failed_runtime_call_is_the_failure_with_its_error_code():
+    report = explain_text(
+        "capture_begin:../torch_npu/csrc/core/npu/NPUGraph.cpp:230 NPU function error: "
+        "c10_npu::acl::AclmdlRICaptureBegin(capture_stream_, capture_mode), error code is 207008\n"
+        "[Error]: Stream resources are insufficient.\n")
+    assert report.exit_code("error") == 1
+    (first, *_) = report.findings
+    assert "error code is 207008" in first.cause
