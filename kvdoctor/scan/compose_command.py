@@ -69,8 +69,12 @@ def compose_cut(entrypoint: yaml.Node | None, command: yaml.Node | None) -> str 
     before = _string_words(entrypoint)
     runs = (before[0] if before is not None else _list_words(entrypoint)) + words
     option = next((i for i, word in enumerate(runs[:3]) if SHELL_COMMAND_OPTION.match(word)), None)
-    if runs and PurePosixPath(runs[0]).name in SHELLS and option is not None and len(runs) > option + 2:
-        script, extra = runs[option + 1], len(runs) - option - 2
+    script = runs[option + 1] if option is not None and len(runs) > option + 2 else None
+    # the launcher only past the script's one word: `sh -c vllm serve M`; not `sh -c 'exec vllm serve "$@"' _ --model
+    # M`, whose script is whole and whose other words are its $0, $1, ... on purpose
+    if (script is not None and PurePosixPath(runs[0]).name in SHELLS and not LAUNCHER.search(script)
+            and LAUNCHER.search(" ".join(runs[option + 1:]) + " " + dropped)):
+        extra = len(runs) - option - 2
         chopped = f" (the split also stopped at the unquoted `{dropped[:2].strip()}` and dropped the rest)" if dropped else ""
         return (f"Compose splits the string command into words, so `{' '.join(runs[:option + 1])}` gets `{script}` "
                 f"as its whole script and the other {extra} word(s) as $0, $1, ...{chopped}: the container runs "

@@ -121,3 +121,11 @@ def test_the_quantization_gpu_would_decide_is_not_raised_on_another_accelerator(
     (tmp_path / "compose.yaml").write_text(QUANTIZED.replace("IMAGE", image))
     (result,) = scan([str(tmp_path / "compose.yaml")], tmp_path).workloads
     assert ("KVD195" in _findings(result)) is fires
+
+
+def test_a_whole_script_given_its_positional_words_on_purpose_runs_as_written(tmp_path):
+    (tmp_path / "compose.yaml").write_text(
+        "services:\n  vllm:\n    image: vllm/vllm-openai:v0.25.1\n    entrypoint: []\n"
+        "    command: sh -c 'exec vllm serve \"$@\"' _ Qwen/Qwen2.5-3B-Instruct --max-modle-len 4096\n")
+    (result,) = scan([str(tmp_path / "compose.yaml")], tmp_path, gpu="H100").workloads
+    assert "KVD213" not in _findings(result)
