@@ -141,7 +141,7 @@ def rejoin_wrapped_lines(physical: list[str], lines: list[str | None], outer: Ca
         if i not in rests:
             head = i
             continue
-        if _WHOLE_FRAME.search(out[head]):
+        if _WHOLE_FRAME.search(out[head]) and not _name_cut(physical[i - 1], lines[i], width):
             head = i
             continue
         previous, rest = physical[i - 1], lines[i]
@@ -149,6 +149,15 @@ def rejoin_wrapped_lines(physical: list[str], lines: list[str | None], outer: Ca
         out[head] = out[head] + ("" if kept_space or at_column else " ") + rest
         out[i] = None
     return out
+
+
+def _name_cut(previous: str, rest: str, width: int) -> bool:
+    """A frame line cut at the column inside its function's name ('..., line 305, in _initialize_k' then
+    'v_caches'): it reads whole, but its rest is only the name's tail."""
+    return len(previous.rstrip()) == width and _NAME_TAIL.fullmatch(rest.strip()) is not None
+
+
+_NAME_TAIL = re.compile(r"[\w<>.]+")
 
 
 def _continues(previous: str, raw: str, width: int, outer: Callable[[str], str]) -> bool:
