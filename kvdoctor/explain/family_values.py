@@ -26,6 +26,8 @@ def family_values(family: str | None, values: dict[str, Any], facts: dict[str, A
         out.update(kv_fit_values(values, facts))
     elif family == "moe_kernel_selection":
         out.update(_capability_gpus(values))
+    elif family == "model_arch_unsupported":
+        out.update(arch_support_values(values, facts))
     elif family == "no_kernel_image" and not values.get("archs") and facts.get("logged.torch_archs"):
         out["archs"] = facts["logged.torch_archs"]  # torch's warning wraps: its second line, read as a fact
     elif family in ("wrapper_api_mismatch", "serve_args"):
@@ -186,6 +188,40 @@ def quant_capability_values(values: dict[str, Any], facts: dict[str, Any]) -> di
             more = f" and {len(usable) - MAX_METHODS} more" if len(usable) > MAX_METHODS else ""
             out["usable_methods"] = f"vLLM {version} accepts there: " + ", ".join(usable[:MAX_METHODS]) + more
     return out
+
+
+def arch_support_values(values: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
+    """`arch_text`: which releases the knowledge pack read register the refused architecture(s) (their registries,
+    data/vllm_pack/architectures), set against the release the log shows."""
+    from kvdoctor.base.versions import release_numbers
+    from kvdoctor.vllm_pack.architectures import serving_releases
+    from kvdoctor.vllm_pack.candidates import describe_range, pack_releases
+
+    names = tuple(re.findall(r"[A-Za-z_]\w*", str(values.get("archs") or "")))
+    if not names:
+        return {"arch_text": " The line does not name the architecture, so the releases that serve it are not looked up."}
+    said = ", ".join(names)
+    read = pack_releases()
+    serving = serving_releases(names)
+    if not serving:
+        return {"arch_text": (f" No vLLM release kvdoctor's knowledge pack read ({read[0]}-{read[-1]}) registers {said}: "
+                              "config.json names a class vLLM has no implementation for (a custom class, or a bare base "
+                              "model saved without its LM head), so a newer vLLM does not fix it by itself.")}
+    first = serving[0]
+    before = [v for v in read if release_numbers(v) < release_numbers(first)]
+    since = f" ({before[-1]}, the release read before it, does not; releases between them were not read)" if before else ""
+    text = (f" Of the releases kvdoctor's knowledge pack read, {describe_range(serving)} register {said}: the first is "
+            f"{first}{since}.")
+    version = str(facts.get("vllm.version") or "").split("+")[0]
+    logged = release_numbers(version)  # () when the log names no release
+    if not logged:
+        text += " The log does not name the vLLM release that refused it."
+    elif logged < release_numbers(first):
+        text += f" The log's vLLM {version} is older than {first}: upgrading serves it."
+    else:
+        text += (f" The log's vLLM {version} is not older than {first}, so its registry has the class: the class "
+                 "failed to import (a dependency such as transformers, or a plugin), or the install is not that release.")
+    return {"arch_text": text, "arch_first": first}
 
 
 def _capability_gpus(values: dict[str, Any]) -> dict[str, Any]:

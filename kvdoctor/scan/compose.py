@@ -330,7 +330,8 @@ def _environment(service: yaml.Node, dotenv: dict[str, str]) -> tuple[list[EnvVa
 
 def _gpu_count(service: yaml.Node) -> tuple[int | None, int | None]:
     """deploy.resources.reservations.devices with the gpu capability, or the service's own `gpus:` device requests
-    (Compose 2.30+): count, or the device_ids listed. `gpus: all` (every GPU of the host) is no count."""
+    (Compose 2.30+): count, or the device_ids listed (an item may list several: moby's daemon/nvidia_linux.go joins
+    them into NVIDIA_VISIBLE_DEVICES). `gpus: all` (every GPU of the host) is no count."""
     devices = nodes.items(nodes.get(service, "deploy", "resources", "reservations", "devices"))
     for device in devices + nodes.items(nodes.get(service, "gpus")):
         capabilities = nodes.plain(nodes.get(device, "capabilities")) or []
@@ -340,6 +341,7 @@ def _gpu_count(service: yaml.Node) -> tuple[int | None, int | None]:
         if nodes.text(count) and str(nodes.text(count)).isdigit():
             return int(str(nodes.text(count))), nodes.line(count)
         ids = nodes.get(device, "device_ids")
-        if nodes.is_seq(ids):
-            return len(nodes.items(ids)), nodes.line(ids)
+        if nodes.is_seq(ids):  # Docker joins the ids with commas for the NVIDIA runtime: ["5,6"] is two GPUs
+            listed = [i for item in nodes.items(ids) for i in str(nodes.text(item) or "").split(",") if i.strip()]
+            return len(listed), nodes.line(ids)
     return None, None
