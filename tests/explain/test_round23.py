@@ -38,3 +38,32 @@ def test_the_failure_is_read_from_its_exception_line_not_from_a_name_tail():
     (first, *_) = report.findings
     assert first.rule_id in ("KVD306", "KVD361"), first.rule_id  # KV cache too small: 4.26 GiB asked
     assert not any("innermost exception: v_caches" in e or "ze_kv_caches" == e for e in first.evidence)
+
+
+def _first(text: str):
+    report = explain_text(text)
+    assert report.exit_code("error") == 1
+    return report.findings[0]
+
+
+def test_an_architecture_a_newer_release_registers_names_that_release():
+    first = _first("INFO 10-01 09:00:00 [api_server.py:1] vLLM API server version 0.11.0\n"
+                   "ValueError: Model architectures ['MiniMaxM2ForCausalLM'] are not supported for now. "
+                   "Supported architectures: dict_keys(['LlamaForCausalLM'])\n")
+    assert first.rule_id == "KVD448"
+    assert "the first is 0.11.2" in first.cause  # read from the pack's registries, not from the log
+    assert "vLLM 0.11.0 is older than 0.11.2: upgrading serves it" in first.cause
+
+
+def test_an_architecture_no_release_registers_says_so():
+    first = _first("ValueError: Model architectures ['MiniCPMModel'] are not supported for now. "
+                   "Supported architectures: ['MiniCPMForCausalLM']\n")
+    assert first.rule_id == "KVD448"
+    assert "No vLLM release kvdoctor's knowledge pack read" in first.cause and "MiniCPMModel" in first.cause
+
+
+def test_an_inspection_failure_is_a_registered_class_that_did_not_import():
+    first = _first("ValueError: Model architectures ['Qwen2_5_VLForConditionalGeneration'] failed to be inspected. "
+                   "Please check the logs for more details.\n")
+    assert first.rule_id == "KVD449"
+    assert "importing its model class" in first.cause and "0.7.3" in first.cause
