@@ -107,7 +107,8 @@ def kv_fit_values(values: dict[str, Any], facts: dict[str, Any]) -> dict[str, An
     weights = _float(facts.get("logged.weights_gib"))
     if weights is not None:
         out["weights_text"] = f" after {weights:g} GiB of weights"
-        share = f" of the {util * total:.2f} GiB vLLM may use ({util:g} x {total:g} GiB)" if util and total else ""
+        share = (f" of the {util * total:.2f} GiB vLLM may use (gpu_memory_utilization {util:g} x {total:g} GiB)"
+                 if util and total else "")
         parts.append(f"the weights took {weights:g} GiB{share}")
     graphs = _float(facts.get("logged.cuda_graph_gib"))
     if graphs is not None:
