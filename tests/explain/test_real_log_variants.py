@@ -113,7 +113,8 @@ def test_seen_logs_altered_keep_their_verdict_and_mostly_their_family(variant, s
 # failing seen logs cut to their last 3 / last 1 non-blank lines that may exit 0 (round 6, issue 28: 24 -> 10 and
 # 47 -> 42 of 242; batch 13's seen logs, measured as they came, add 2 and 5, batch 14's 3 and 13 (3-line tails back
 # to 14 after rounds 8-10), batch 15's 5 and 10); lower them as mechanisms land
-MAX_TAIL_AT_EXIT_0 = {3: 68, 1: 205}
+MAX_TAIL_AT_EXIT_0 = {3: 68, 1: 206}
+# batch 50's seen logs add 0 and 1: a MiniCPM-V run whose last line is NCCL's teardown warning (destroy_process_group)
 # batch 47's seen logs add 0 and 1: FastChat's relayed stderr ending in one frame line of argparse (a lone frame is no
 # failure: its record's ERROR level is the relay's, not the process's); batch 48's add 0 and 1; batch 49's add 0 and 1
 # batch 46's seen logs add 1 and 3 (a worker's traceback whose last line is a frame's code, a client's curl command after its
