@@ -14,6 +14,7 @@ from kvdoctor.facts.probes.serve_args import parse_serve_command
 from kvdoctor.scan.accelerator import not_judged_line, target_of
 from kvdoctor.scan.command import UNRESOLVED
 from kvdoctor.scan.image import image_version
+from kvdoctor.scan.package_module import runs_vllm_package
 from kvdoctor.scan.serving_crds import PROFILE_PREFIXES
 from kvdoctor.scan.workload import Location, Workload
 
@@ -82,9 +83,12 @@ def deployment_facts(workload: Workload, defaults, settings) -> DeploymentFacts:
     values: dict[str, Any] = {"deploy.platform": workload.platform, "deploy.image": workload.image,
                               "deploy.execs_option": workload.execs_option,
                               "deploy.non_string_item": workload.non_string_item and workload.non_string_item[0],
-                              "deploy.command_cut": workload.command_cut}
+                              "deploy.command_cut": workload.command_cut,
+                              "deploy.runs_vllm_package": runs_vllm_package(workload) or None}
     if workload.execs_option:
         sources["deploy.execs_option"] = workload.at(workload.command_line, f"command: {workload.execs_option} ...")
+    if values["deploy.runs_vllm_package"]:
+        sources["deploy.runs_vllm_package"] = workload.at(workload.command_line, "python -m vllm serve")
     if workload.command_cut:
         sources["deploy.command_cut"] = workload.at(workload.command_line, "command given as a string")
     if workload.non_string_item:
