@@ -678,8 +678,9 @@ def _after_launcher(words: list[Token]) -> list[Token] | None:
     if extension is not None and rest[1].text == "serve":  # `vllm-omni serve MODEL`: vLLM's serve with its options
         return env + _without_launcher_options(rest[2:], extension)
     module = python_module_at(rest)
-    if module is not None and rest[module].text in ("vllm.entrypoints.cli.main", "vllm"):  # the `vllm` command as a
-        # module; `python -m vllm serve` is found too, and refused as written (KVD214: vLLM has no __main__ module)
+    # the `vllm` command as a module; `python -m vllm serve` is found too, and refused as written (vLLM has no
+    # __main__ module: scan/package_module.py)
+    if module is not None and rest[module].text in ("vllm.entrypoints.cli.main", "vllm"):
         after = rest[module + 1 :]
         return env + after[1:] if after and after[0].text == "serve" else None  # bench, chat, run-batch: no server
     if module is not None and rest[module].text.startswith("vllm.entrypoints."):
