@@ -199,17 +199,20 @@ def arch_support_values(values: dict[str, Any], facts: dict[str, Any]) -> dict[s
 
     names = tuple(re.findall(r"[A-Za-z_]\w*", str(values.get("archs") or "")))
     if not names:
-        return {"arch_text": " The line does not name the architecture, so the releases that serve it are not looked up."}
+        return {"arch_text": " The line does not name the architecture, so the releases that serve it are not "
+                             "looked up."}
     said = ", ".join(names)
     read = pack_releases()
     serving = serving_releases(names)
     if not serving:
-        return {"arch_text": (f" No vLLM release kvdoctor's knowledge pack read ({read[0]}-{read[-1]}) registers {said}: "
-                              "config.json names a class vLLM has no implementation for (a custom class, or a bare base "
-                              "model saved without its LM head), so a newer vLLM does not fix it by itself.")}
+        return {"arch_text": (f" No vLLM release kvdoctor's knowledge pack read ({read[0]}-{read[-1]}) registers "
+                              f"{said}: config.json names a class vLLM has no implementation for (a custom class, or "
+                              "a bare base model saved without its LM head), so a newer vLLM does not fix it by "
+                              "itself.")}
     first = serving[0]
     before = [v for v in read if release_numbers(v) < release_numbers(first)]
-    since = f" ({before[-1]}, the release read before it, does not; releases between them were not read)" if before else ""
+    since = (f" ({before[-1]}, the release read before it, does not; releases between them were not read)"
+             if before else "")
     text = (f" Of the releases kvdoctor's knowledge pack read, {describe_range(serving)} register {said}: the first is "
             f"{first}{since}.")
     version = str(facts.get("vllm.version") or "").split("+")[0]
@@ -219,8 +222,9 @@ def arch_support_values(values: dict[str, Any], facts: dict[str, Any]) -> dict[s
     elif logged < release_numbers(first):
         text += f" The log's vLLM {version} is older than {first}: upgrading serves it."
     else:
-        text += (f" The log's vLLM {version} is not older than {first}, so its registry has the class: the class "
-                 "failed to import (a dependency such as transformers, or a plugin), or the install is not that release.")
+        text += (f" The log's vLLM {version} is not older than {first}, so its registry has the class: the "
+                 "class failed to import (a dependency such as transformers, or a plugin), or the install is not "
+                 "that release.")
     return {"arch_text": text, "arch_first": first}
 
 
