@@ -19,6 +19,7 @@ FRAME_START = 'File "'
 _WHOLE_FRAME = re.compile(r'File "[^"]+", line \d+, in [\w<>.]+\s*$')
 # an exception line ('ValueError: x', 'KeyError', 'RayTaskError(ValueError): x') or a record's ('ERROR: x')
 _EXCEPTION_LIKE = re.compile(r"^[A-Za-z_][\w.]*(?:\([\w.]*\))?(?::|$)")
+_NAME_TAIL = re.compile(r"[\w<>.]+")  # the rest of a function's name a wrap moved to the next line
 _RECORD_START = re.compile(r"^(?:[(\[]|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b|\d)")  # a tag, a header, a time
 MAX_FRAME_WRAP = 2  # lines a wrap may add to one frame line (a long site-packages path, then ', in f')
 LONG_CODE = 60  # a code line at least this long may have been wrapped (terminals wrap at 80 columns and wider)
@@ -155,9 +156,6 @@ def _name_cut(previous: str, rest: str, width: int) -> bool:
     """A frame line cut at the column inside its function's name ('..., line 305, in _initialize_k' then
     'v_caches'): it reads whole, but its rest is only the name's tail."""
     return len(previous.rstrip()) == width and _NAME_TAIL.fullmatch(rest.strip()) is not None
-
-
-_NAME_TAIL = re.compile(r"[\w<>.]+")
 
 
 def _continues(previous: str, raw: str, width: int, outer: Callable[[str], str]) -> bool:

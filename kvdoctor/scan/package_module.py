@@ -23,7 +23,7 @@ def runs_vllm_package(workload: Workload) -> bool:
     if workload.command_line is None or workload.line_files:
         return False  # a command whose words come from several files is not read back here
     try:
-        lines = Path(workload.file).read_text(errors="replace").splitlines()
+        lines = Path(workload.file).read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return False
     first = workload.command_line
