@@ -19,7 +19,8 @@ from kvdoctor.explain.signatures import SignatureMatch, match_signatures
 from kvdoctor.explain.set_up import with_set_up
 from kvdoctor.explain.similar_reports import with_similar_reports
 from kvdoctor.explain.start_up_shown import with_start_up_shown
-from kvdoctor.explain.tracebacks import ExceptionChain, parse_chains, with_torchscript_originals, without_ignored
+from kvdoctor.explain.tracebacks import (ExceptionChain, parse_chains, with_torchscript_originals, without_carried_on,
+                                         without_ignored)
 from kvdoctor.explain.verdict import (FailureEvidence, as_exception, cite_failure_lines, failure_evidence,
                                       ready_after, requested_shutdown, survived, uphold)
 from kvdoctor.model.report import Report
@@ -50,7 +51,7 @@ class LogReading:
 
 def read_log_text(text: str, rules: list, families: Families) -> LogReading:
     """The log read as explain reads it (tools/build_similar_reports.py reads the corpus through this too)."""
-    lines = normalise(text)
+    lines = without_carried_on(normalise(text))
     signal = signal_lines(lines)  # a long log's INFO chatter (request logs, throughput) matches no rule
     chains = with_torchscript_originals(without_ignored(parse_chains(lines), lines))
     facts, fact_lines = read_facts(signal)

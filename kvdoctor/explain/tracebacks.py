@@ -220,6 +220,35 @@ def without_ignored(chains: list[ExceptionChain], lines: list[LogLine]) -> list[
     return [chain for chain in chains if not all(e.line in ignored for e in chain.exceptions)]
 
 
+# Python's resource tracker (Lib/multiprocessing/resource_tracker.py, main) prints the exception of a message it could
+# not handle and goes on (`except Exception: sys.excepthook(*sys.exc_info())`): an unregister of a name it never saw
+# ("KeyError: '/psm_...'", the shared memory of vLLM's worker processes). The run does not fail on it.
+_CARRIES_ON = ("multiprocessing/resource_tracker.py",)
+
+
+def without_carried_on(lines: list[LogLine]) -> list[LogLine]:
+    """The lines less each whole traceback (header, frames, exception line) whose every frame is in a loop of
+    Python's own that prints the exception and carries on (_CARRIES_ON)."""
+    if not any(name in line.text for line in lines for name in _CARRIES_ON):
+        return lines
+    dropped: set[int] = set()
+    for index, line in enumerate(lines):
+        if line.text.strip() != TRACEBACK_START:
+            continue
+        files, own, end = [], [index], index + 1
+        while end < len(lines) and (lines[end].level is not None or lines[end].text[:1] in (" ", "\t")):
+            if lines[end].level is None:  # (another process's records interleave: they have a level)
+                own.append(end)
+                frame = _FRAME.match(lines[end].text)
+                if frame:
+                    files.append(frame.group(1))
+            end += 1
+        if files and end < len(lines) and _EXCEPTION.match(lines[end].text) and all(
+                file.endswith(_CARRIES_ON) for file in files):
+            dropped.update(own + [end])
+    return [line for index, line in enumerate(lines) if index not in dropped] if dropped else lines
+
+
 def parse_chains(lines: list[LogLine]) -> list[ExceptionChain]:
     """Every exception chain in the log, in order of the line that ends it."""
     by_stream: dict[str, list[LogLine]] = defaultdict(list)

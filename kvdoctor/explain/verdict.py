@@ -34,7 +34,9 @@ ERROR_TEXT = re.compile(r"(?i)^(?:fatal error|error)\b(?!\s*(?:rate|count)?\s*[:
                         r"|^(?:RESOURCE_EXHAUSTED|INVALID_ARGUMENT|FAILED_PRECONDITION|INTERNAL|UNIMPLEMENTED|OUT_OF_RANGE"
                         r"|DATA_LOSS|DEADLINE_EXCEEDED|PERMISSION_DENIED): \S"
                         # a C++ compiler's diagnostic without its 'file(line): error:' head (nvcc/EDG)
-                        r"|^namespace ['\"][\w:]+['\"] has no member ['\"]\w+['\"]")
+                        r"|^namespace ['\"][\w:]+['\"] has no member ['\"]\w+['\"]"
+                        # pydantic v1's ValidationError line ('  msg (type=value_error)'): vLLM 0.4-0.6's config checks
+                        r"|\(type=(?:value|type|assertion)_error[\w.]*(?:; [^()]*)?\)\s*$")
 FAILED_TO_START = re.compile(r"(?i)\bfailed to start\b")
 # Crash words at any level but DEBUG (a process lost, a request the server failed: an access-log 5xx is logged at
 # INFO by uvicorn), each the kind of line a failing log may hold and a healthy start-up never does.

@@ -431,6 +431,17 @@ ELSE_LINE = re.compile(r"^\s*else\b")
 EQUALITY = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?[\"']?\s*==?\s*[\"']?([^\"'\s\]]+)")
 
 
+def _equalities(test: str) -> dict[str, str]:
+    """The names an `if` test compares with a literal word (`== "x"`); a glob pattern on the right of `[[ == ]]`
+    (`[[ $EXTRA == *"tool-call-parser"* ]]`) matches many values and gives none."""
+    found = {}
+    for match in EQUALITY.finditer(test):
+        word = re.match(r"[^\s\]]*", test[match.start(2):]).group(0)
+        if not any(glob in word.replace("\\*", "") for glob in "*?["):
+            found[match.group(1)] = match.group(2)
+    return found
+
+
 def branch_assignments(script: str, not_run: frozenset[int] = frozenset()) -> list[dict[str, str]]:
     """Per branch of each top-level `if` / `elif` / `else` block that assigns variables: the values it assigns
     (NAME=value, one word once split) over those its condition tests for equality (`[[ "$MODE" == "x" ]]`); a
@@ -445,7 +456,7 @@ def branch_assignments(script: str, not_run: frozenset[int] = frozenset()) -> li
         opened = IF_LINE.match(line)
         if opened and (depth == 0 and opened.group(1) == "if" or depth == 1 and opened.group(1) == "elif"):
             block += opened.group(1) == "if"
-            branches.append(({m.group(1): m.group(2) for m in EQUALITY.finditer(opened.group(2))}, {}, block))
+            branches.append((_equalities(opened.group(2)), {}, block))
             depth = 1
         elif depth == 1 and ELSE_LINE.match(line):
             branches.append(({}, {}, block))

@@ -11,7 +11,9 @@ from pathlib import Path
 
 from kvdoctor.scan.workload import Workload
 
-_PACKAGE_AS_MODULE = re.compile(r"(?:^|[\s/])python[\d.]*\s+(?:-[A-Za-z]\S*\s+)*?-m\s+vllm\s+serve(?:\s|$)")
+# python3.11 -u -m, "$PYTHON" -m / ${PY} -m (the interpreter in a variable), uv run -m
+_PACKAGE_AS_MODULE = re.compile(r"(?:(?:^|[\s/])python[\d.]*|\$\{?(?i:py\w*|\w*python\w*)\}?|\buv\s+run)"
+                                r"\s+(?:-[A-Za-z]\S*\s+)*?-m\s+vllm\s+serve(?:\s|$)")
 _LIST_DASH = re.compile(r"^\s*-\s+", re.M)  # a YAML list item's dash (`- -m` keeps the option's own dash)
 _QUOTING = re.compile(r"[\"'`,\[\]\\]")
 MAX_LINES = 8  # a launcher's words before vLLM's arguments, over a few continued lines at most
