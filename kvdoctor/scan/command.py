@@ -752,7 +752,8 @@ def engine_launcher(words: list[Token]) -> EngineLauncher | None:
 
 def _after_runner(words: list[Token]) -> list[Token]:
     """The words after `uv run` / `poetry run` / `conda run -n ENV` / a tool runner (`uvx`, `uv tool run`, `pipx
-    run`) and the runner's options (the words themselves when they start with no runner)."""
+    run`) and the runner's options, or after `ray job submit ... --` (the words themselves when they start with no
+    runner)."""
     program = PurePosixPath(words[0].text).name if words else ""
     texts = [w.text for w in words[:3]]
     if program in PROFILERS:  # `nsys profile -t cuda -o run vllm serve M`: its options end where vLLM starts
@@ -760,6 +761,9 @@ def _after_runner(words: list[Token]) -> list[Token]:
                       if PurePosixPath(w.text).name == "vllm" or PurePosixPath(w.text).name.startswith("python")),
                      None)  # fmt: skip
         return words[start:] if start is not None else words
+    if program == "ray" and texts[1:3] == ["job", "submit"]:  # `ray job submit [OPTIONS] -- ENTRYPOINT...`
+        separator = next((i for i, w in enumerate(words[3:], 3) if w.text == "--"), None)
+        return words[separator + 1 :] if separator is not None else words
     if program == "uvx":
         index = 1
     elif program == "uv" and texts[1:3] == ["tool", "run"]:

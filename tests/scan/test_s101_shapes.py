@@ -44,3 +44,16 @@ def test_the_interpreter_in_a_variable_or_uv_running_vllms_package_as_a_module_i
 def test_the_cli_module_is_not_refused(tmp_path):
     script = "#!/bin/bash\n$PY -m vllm.entrypoints.cli.main serve Qwen/Qwen2.5-3B-Instruct --max-model-len 4096\n"
     assert "KVD214" not in _fired(tmp_path, script)
+
+
+def test_vllm_under_ray_job_submit_is_found_with_its_arguments(tmp_path):
+    from scan_support import scan
+
+    (tmp_path / "serve.slurm").write_text(
+        '#!/bin/bash\nRAY_ADDRESS="http://$HEAD:8265" ray job submit \\\n    --working-dir src --no-wait \\\n'
+        '    -- vllm serve deepseek-ai/DeepSeek-R1 \\\n        --tensor-parallel-size 8 \\\n'
+        '        --pipeline-parallel-size 4\n')
+    (result,) = scan([str(tmp_path / "serve.slurm")], tmp_path).workloads
+    words = [t.text for t in result.workload.argv if not t.text.startswith("RAY_ADDRESS=")]
+    assert words[0] == "deepseek-ai/DeepSeek-R1" and "--working-dir" not in words
+    assert words[-4:] == ["--tensor-parallel-size", "8", "--pipeline-parallel-size", "4"]
