@@ -1,6 +1,7 @@
-"""Round 24 of issue 28 (logs batch 51): torch's allocator sentence quoted without its "CUDA out of memory." opening;
-vLLM 0.6's world-size check, met when vLLM runs inside another distributed launcher; the multimodal placeholder
-count vLLM's model code and the processor disagree on; vLLM 0.2-0.3's DeviceConfig finding no device."""
+"""Round 24 of issue 28 (logs batches 51-52): torch's allocator sentence quoted without its "CUDA out of memory."
+opening; vLLM 0.6's world-size check, met when vLLM runs inside another distributed launcher; the multimodal
+placeholder count vLLM's model code and the processor disagree on; vLLM 0.2-0.3's DeviceConfig finding no device;
+Python's resource tracker printing an exception and carrying on; pydantic v1's validation lines."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Stop 50 (issue 27), batches s101-s102's shapes: a script's `[[ $EXTRA == *"tool-call-parser"* ]]` is a glob
-match, so the branch it guards says nothing of EXTRA's value (it was read as EXTRA='*', a false KVD004)."""
+"""Stop 50 (issue 27), batches s101-s103's shapes: a script's `[[ $EXTRA == *"tool-call-parser"* ]]` is a glob
+match, so the branch it guards says nothing of EXTRA's value (it was read as EXTRA='*', a false KVD004); vLLM's
+package run as a module by an interpreter in a variable or by `uv run -m`; vLLM started by `ray job submit -- ...`."""
 
 from __future__ import annotations
 
