@@ -47,3 +47,39 @@ IMAGE_EXTENSIONS: dict[str, EngineLauncher] = {entry["repository"]: _launcher(en
 """Image repository (without a registry host) -> the project whose `vllm serve` adds options of its own."""
 EXTENSION_PROGRAMS: dict[str, EngineLauncher] = {e.program: e for e in IMAGE_EXTENSIONS.values() if e.program}
 """Program -> the project whose own CLI serves vLLM with its options (`vllm-omni serve MODEL`)."""
+
+
+@dataclass(frozen=True)
+class TranslatingLauncher:
+    """Another project's server that starts vLLM's engine from options of its own (TRL's `trl vllm-serve`)."""
+
+    program: tuple[str, ...]
+    """Its command words ('trl', 'vllm-serve')."""
+    module: str
+    """The module run with `python -m` for the same server."""
+    name: str
+    project: str
+    """The project whose releases its options are counted in ('TRL')."""
+    source: str
+    options: dict[str, tuple[str, str]]
+    """Its option (underscored) -> (the vLLM engine argument it is passed as, the first release of the project that
+    has it)."""
+    switches: frozenset[str]
+    """Its options that are booleans (a bare switch, or followed by true/false)."""
+    own: dict[str, str]
+    """Its options that are not vLLM's (the server's host and port) -> the first release that has it."""
+    config_option: str | None = None
+    """Its option that names a YAML file of the same options, if any."""
+
+    def release_of(self, option: str) -> str | None:
+        """The first release of the project that has the option (underscored), or None when none has it."""
+        return self.options[option][1] if option in self.options else self.own.get(option)
+
+
+TRANSLATING_LAUNCHERS: tuple[TranslatingLauncher, ...] = tuple(
+    TranslatingLauncher(tuple(e["program"]), e["module"], e["name"], e["project"], e["source"],
+                        {name: (engine, str(release)) for name, (engine, release) in e["options"].items()},
+                        frozenset(e.get("switches", ())), {k: str(v) for k, v in e.get("own", {}).items()},
+                        e.get("config_option"))
+    for e in _DATA.get("translating", ()))  # fmt: skip
+"""Servers whose options are translated into vLLM's engine arguments (trl vllm-serve)."""

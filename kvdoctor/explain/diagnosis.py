@@ -20,9 +20,11 @@ MAX_CANDIDATES = 50
 MAX_FRAMES = 2  # the innermost frames only: an outer frame (the engine's start-up) explains nothing
 _OTHER_DEVICE = re.compile(r"\b(NPU|XPU|HPU|MLU)(s?)\b")
 # a package root not followed by another (a checkout's vllm/vllm/, a venv folder named vllm before site-packages/vllm)
-_PACKAGE_PATH = re.compile(r"(?:^|/)((?:vllm|flashinfer|triton|torch)/(?!(?:vllm|flashinfer|triton|torch)/).*)$")
+# the libraries the message index reads (and families' raised_in names): a frame's path from its package on
+_PACKAGES = "vllm|flashinfer|triton|torch|transformers|huggingface_hub|compressed_tensors"
+_PACKAGE_PATH = re.compile(rf"(?:^|/)((?:{_PACKAGES})/(?!(?:{_PACKAGES})/).*)$")
 _INSTALLED = re.compile(r"^.*/(?:site|dist)-packages/")
-_PACKAGE_ROOT = re.compile(r"(?:vllm|flashinfer|triton|torch)/")
+_PACKAGE_ROOT = re.compile(rf"(?:{_PACKAGES})/")
 
 
 @dataclass(frozen=True)
@@ -375,11 +377,12 @@ def _family_by_values(diagnosis: Diagnosis, families: Families) -> str | None:
     """The family the primary match belongs to by what the values on its line show (families.value_families): the
     values of every rule of the entry matched there (a check.yaml rule and the explain rule that refines it)."""
     primary = diagnosis.primary
-    for rule_ids, value, family in families.value_families:
+    for rule_ids, value, wanted, family in families.value_families:
         if primary.rule.id not in rule_ids:
             continue
         on_its_line = [m for rule_id in rule_ids for m in diagnosis.by_rule.get(rule_id, ()) if m.line == primary.line]
-        if any(derived_values(dict(m.values)).get(value) for m in on_its_line):
+        shown = [derived_values(dict(m.values)).get(value) for m in on_its_line]
+        if any(v and (wanted is None or wanted.search(str(v))) for v in shown):
             return family
     return None
 

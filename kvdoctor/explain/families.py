@@ -53,9 +53,11 @@ class Families:
     word_families: tuple[tuple[re.Pattern[str], str], ...] = ()
     """(regex, family): an unknown failure whose own words (its type, message and frames as the log prints them) name
     a feature only that family concerns (sparse MLA, TurboQuant, a FlashInfer JIT module build)."""
-    value_families: tuple[tuple[frozenset[str], str, str], ...] = ()
-    """(rule ids, derived value, family): a match of one of those rules whose values give that derived value (an OOM
-    whose numbers show other processes holding most of the GPU: others_hold_most) belongs to that family."""
+    value_families: tuple[tuple[frozenset[str], str, re.Pattern[str] | None, str], ...] = ()
+    """(rule ids, derived value, the regex it must match or None, family): a match of one of those rules whose values
+    give that derived value (an OOM whose numbers show other processes holding most of the GPU: others_hold_most),
+    matching the regex where one is given (the feature the V1 engine refused: --kv-cache-dtype), belongs to that
+    family."""
     frame_decides: frozenset[str] = frozenset()
     """Rules whose message any allocation or call can raise (a CUDA OOM): when the exception's frames are in a place
     another family's `raised_in` claims, that family explains it."""
@@ -146,8 +148,8 @@ def load_families() -> Families:
         frame_decides=frozenset(data.get("frame_decides") or ()),
         frame_families=tuple((re.compile(f["place"]), f["family"]) for f in data.get("frame_families") or ()),
         word_families=tuple((re.compile(f["words"]), f["family"]) for f in data.get("word_families") or ()),
-        value_families=tuple((frozenset(f["rules"]), f["value"], f["family"])
-                             for f in data.get("value_families") or ()),
+        value_families=tuple((frozenset(f["rules"]), f["value"], re.compile(f["matches"]) if f.get("matches") else None,
+                              f["family"]) for f in data.get("value_families") or ()),  # fmt: skip
         visible_devices_rule=str(data.get("visible_devices_rule") or ""),
         interface_drift_rule=str((data.get("interface_drift") or {}).get("rule") or ""),
         interface_drift_libraries=frozenset((data.get("interface_drift") or {}).get("other_packages") or ()),

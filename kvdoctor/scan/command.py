@@ -13,9 +13,11 @@ from typing import Iterator
 
 import yaml
 
-from kvdoctor.data.engine_launchers import ENGINE_LAUNCHERS, EXTENSION_PROGRAMS, EngineLauncher
+from kvdoctor.data.engine_launchers import (ENGINE_LAUNCHERS, EXTENSION_PROGRAMS, TRANSLATING_LAUNCHERS, EngineLauncher,
+                                            TranslatingLauncher)
 from kvdoctor.scan import nodes
 from kvdoctor.scan.shell_arrays import expand_arrays, script_arrays
+from kvdoctor.scan.translated_options import translated
 from kvdoctor.scan.workload import Token
 
 SHELLS = {"sh", "bash", "dash", "ash", "zsh"}
@@ -698,6 +700,33 @@ def _after_launcher(words: list[Token]) -> list[Token] | None:
         return env + rest[module + 1 :]
     if module is not None and rest[module].text in ENGINE_LAUNCHERS:
         return env + _without_launcher_options(rest[module + 1 :], ENGINE_LAUNCHERS[rest[module].text])
+    translating = _translating_launcher_at(rest)
+    if translating is not None:
+        return env + translated(rest[translating[1] :], translating[0])
+    return None
+
+
+def _translating_launcher_at(words: list[Token]) -> tuple[TranslatingLauncher, int] | None:
+    """The server that translates its options into vLLM's the words start with (`trl vllm-serve`, `python -m
+    trl.scripts.vllm_serve`), and where its options start."""
+    module = python_module_at(words)
+    for launcher in TRANSLATING_LAUNCHERS:
+        if module is not None and words[module].text == launcher.module:
+            return launcher, module + 1
+        count = len(launcher.program)
+        if len(words) >= count and PurePosixPath(words[0].text).name == launcher.program[0] and (
+                tuple(w.text for w in words[1:count]) == launcher.program[1:]):
+            return launcher, count
+    return None
+
+
+def translating_launcher_words(words: list[Token]) -> str | None:
+    """'trl vllm-serve' or 'python -m trl.scripts.vllm_serve' as the command writes it, when it runs such a server."""
+    for start in range(len(words)):
+        found = _translating_launcher_at(words[start:])
+        if found is not None:
+            return " ".join(PurePosixPath(w.text).name if i == 0 else w.text
+                            for i, w in enumerate(words[start : start + found[1]]))  # fmt: skip
     return None
 
 

@@ -15,6 +15,8 @@ from kvdoctor.scan.accelerator import not_judged_line, target_of
 from kvdoctor.scan.command import UNRESOLVED
 from kvdoctor.scan.image import image_version
 from kvdoctor.scan.package_module import runs_vllm_package
+from kvdoctor.scan.translated_options import launcher_options
+from kvdoctor.scan.visible_devices import visible_devices
 from kvdoctor.scan.serving_crds import PROFILE_PREFIXES
 from kvdoctor.scan.workload import Location, Workload
 
@@ -87,6 +89,12 @@ def deployment_facts(workload: Workload, defaults, settings) -> DeploymentFacts:
                               "deploy.runs_vllm_package": runs_vllm_package(workload) or None}
     if workload.execs_option:
         sources["deploy.execs_option"] = workload.at(workload.command_line, f"command: {workload.execs_option} ...")
+    refused = workload.launcher_refused or tuple(t for t in workload.argv if t.via is not None and t.via.refused)
+    if refused:
+        first = refused[0]
+        values["deploy.launcher_refused"] = (f"{first.via.launcher} is given {' '.join(t.text for t in refused)}, "
+                                             f"and its options are {launcher_options(first.via.launcher)}")
+        sources["deploy.launcher_refused"] = workload.at(first.line, first.text)
     if values["deploy.runs_vllm_package"]:
         sources["deploy.runs_vllm_package"] = workload.at(workload.command_line, "python -m vllm serve")
     if workload.command_cut:
@@ -149,6 +157,14 @@ def _gpu_count(workload: Workload, values, sources, notes) -> bool:
         if sizes:
             sources["deploy.gpus_short"] = workload.at(sizes[0].line, sizes[0].text)
         return True
+    visible = visible_devices(workload)
+    if visible is not None and visible.count == 0:
+        values["deploy.no_visible_gpu"] = visible.resource
+        sources["deploy.no_visible_gpu"] = workload.at(visible.line, f"CUDA_VISIBLE_DEVICES={visible.value}")
+        return False
+    if visible is not None and (workload.gpu_limit is None or visible.count < workload.gpu_limit):
+        # CUDA shows vLLM only these, whatever the machine or the container has
+        workload = replace(workload, gpu_limit=visible.count, gpu_limit_line=visible.line, group_gpus=None)
     if workload.gpu_limit is None:
         return False
     spans = _spans_nodes(workload)
@@ -157,6 +173,8 @@ def _gpu_count(workload: Workload, values, sources, notes) -> bool:
                      "compared with -tp x -pp")  # fmt: skip
         return False
     resource, limit = GPU_RESOURCE.get(workload.kind, GPU_RESOURCE[workload.platform]), workload.gpu_limit
+    if visible is not None and limit == visible.count:
+        resource = visible.resource
     where = workload.at(workload.gpu_limit_line, f"{resource}: {limit}")
     if workload.group_gpus is not None:  # multi-node: vLLM's workers span every pod of the group
         limit, across = workload.group_gpus

@@ -18,6 +18,7 @@ from kvdoctor.scan.facts import DeploymentFacts, canonical_flag, deployment_fact
 from kvdoctor.scan.image import (chosen_by_the_host, command_extension, is_fork_image, names_no_vllm_release,
                                  pins_an_unknown_build, repository_path)
 from kvdoctor.scan.result import PlacedFinding, WorkloadResult
+from kvdoctor.scan.translated_options import translation_note
 from kvdoctor.scan.workload import Location, Token, Workload
 
 # Which fact points at the line to change, most specific first: the flag, the env, the model, the image, the GPU.
@@ -69,7 +70,7 @@ def deploy_rules():
 
 def judge(workload: Workload, defaults: ScanDefaults, settings: CheckSettings) -> WorkloadResult:
     """A full `kvdoctor check` of the workload, its findings placed on the manifest's lines."""
-    workload = _without_extension_options(_without_unread_config_file(workload))
+    workload = _without_extension_options(_without_unread_config_file(_without_launcher_refusals(workload)))
     argv, unresolved = without_unresolved(list(workload.argv))
     if unresolved:
         workload = _without_count_comparison(replace(workload, argv=tuple(argv), notes=workload.notes + tuple(unresolved)),
@@ -127,6 +128,17 @@ def _without_unread_config_file(workload: Workload) -> Workload:
         argv = (Token(f"<the model {path} names>", workload.argv[index].line),) + argv
         note += ", nor the model it names (the command names none)"
     return replace(workload, argv=argv, notes=workload.notes + (note,))
+
+
+def _without_launcher_refusals(workload: Workload) -> Workload:
+    """The words a translating launcher (TRL's server) refuses moved out of vLLM's argv, and what was read as what
+    named in a note."""
+    note = translation_note(workload.argv)
+    if note is None:
+        return workload
+    refused = tuple(t for t in workload.argv if t.via is not None and t.via.refused)
+    return replace(workload, argv=tuple(t for t in workload.argv if t not in refused), launcher_refused=refused,
+                   notes=workload.notes + (note,))
 
 
 def _without_extension_options(workload: Workload) -> Workload:

@@ -17,7 +17,7 @@ from kvdoctor.scan.built_images import Build, Deploy, built_workload, image_buil
 from kvdoctor.scan.command import (ASSIGNMENT, FLAGS_ONLY_NOTE, RAY_START, SHELL_COMMAND_OPTION, SHELL_VARIABLE, SHELLS,
                                   after_launcher, branch_assignments, decided_lines, engine_launcher,
                                   expand_shell_variables, expand_words, heredocs, only_serve_flags, script_assignments,
-                                  script_commands, serve_argv, tool_pin)  # fmt: skip
+                                  script_commands, serve_argv, tool_pin, translating_launcher_words)  # fmt: skip
 from kvdoctor.scan.documents import JOB_SCRIPT_SUFFIXES, SCRIPT_SUFFIXES, SourceFile, reads_as_shell
 from kvdoctor.scan.image import is_vllm_build, runs_vllm_entrypoint
 from kvdoctor.scan.image_entrypoints import names_vllm, unread_release, unseen_note
@@ -611,7 +611,10 @@ def _direct(file: str, name: str, words: list[Token]) -> Workload | None:
                   f"({', '.join(sorted(launcher.switches | launcher.valued | launcher.many))}) left out",)  # fmt: skip
     return Workload(
         file=file, line=words[0].line, platform="script", kind="script", name=name,
-        container=wrapper or (_launcher_words(words, launcher) if launcher else "vllm serve"), argv=tuple(argv),
+        # a container runtime names the container; srun and sudo only run the command, which names it
+        container=(wrapper if wrapper not in ("srun", "sudo") else None)
+        or (_launcher_words(words, launcher) if launcher else None) or translating_launcher_words(words) or "vllm serve",
+        argv=tuple(argv),
         image=image.text if image else None, image_line=image.line if image else None,
         command_line=words[0].line, notes=notes,
         vllm_pin=release[0].group(1) if release else pinned[0] if pinned else None,

@@ -32,11 +32,25 @@ class Location:
 
 
 @dataclass(frozen=True)
+class Translation:
+    """How a launcher's own word became this vLLM word (TRL's `--tensor_parallel_size`), or that its parser refuses it."""
+
+    launcher: str
+    """What a report calls the launcher ("TRL's vLLM generation server")."""
+    written: str
+    """The word as the manifest writes it."""
+    refused: bool = False
+    """The launcher's parser refuses the word (an option it had in none of its releases): vLLM never starts."""
+
+
+@dataclass(frozen=True)
 class Token:
     """One argv word of the container's command, and the manifest line it is written on."""
 
     text: str
     line: int | None
+    via: Translation | None = None
+    """Set when the word is a launcher's own, read as vLLM's (scan/translated_options.py)."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +132,9 @@ class Workload:
     command_cut: str | None = None
     """How Compose's split of a string command keeps it from running as written (scan/compose_command.py): the
     workload is judged as its author meant it, and this is said as an error."""
+    launcher_refused: tuple[Token, ...] = ()
+    """The words a launcher that translates its options into vLLM's refuses (TRL's server given an option it never
+    had): its parser exits before vLLM starts."""
     notes: tuple[str, ...] = ()
     line_files: tuple[str, ...] = ()
     """The other files its lines are in (see LINE_FILE_STRIDE): a Kustomize overlay's patches, a generator's env file."""

@@ -161,6 +161,14 @@ KNOWN_MISSES = frozenset({
     "serve_args__ray_64466.log",
     "wrapper_api_mismatch__verl_1469.log",
     "moe_kernel_selection__recipes_minimaxm2_b200_ngroup.log",
+    # batches 53-54 (stop 51), seen misses: DeepGEMM's JIT handing CUDA an invalid image on SM121 (read as a PTX/driver
+    # mismatch; the thread blames the MoE kernel choice), a download traceback cut before its PermissionError, a
+    # multimodal budget warning followed by a device-side index assert (no rule ties the two), a GGUF start-up cut
+    # before its error (exit 0, the cut-log class)
+    "moe_kernel_selection__vllmgb10_27.log",
+    "cache_dir_permission__infbenchmarker_30.log",
+    "other__vllm_11958.log",
+    "gguf_arch_unsupported__vllm_18382.log",
 })
 # Healthy seen logs that explain reported as a failure (exit 1) when their batch was added; the exit-0 test below
 # skips them so it stays a bar for the logs before them. Batch 10: a bare "No available shared memory broadcast

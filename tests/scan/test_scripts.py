@@ -47,7 +47,7 @@ def test_fewer_gpus_than_the_parallel_sizes_is_an_error_at_the_gpus_option(tmp_p
 def test_vllm_serve_after_srun_and_its_options(tmp_path):
     text = "srun -p gpu --gres=gpu:2 -n1 --job-name=x \\\n  vllm serve /m/qwen --tensor-parallel-size 2 &\n"
     (run,) = find_workloads([str(_script(tmp_path, text, "serve.sh"))])[1]
-    assert (run.kind, run.container, run.name) == ("script", "srun", "x")  # the job's name (--job-name=x)
+    assert (run.kind, run.container, run.name) == ("script", "vllm serve", "x")  # the job's name (--job-name=x)
     assert [t.text for t in run.argv] == ["/m/qwen", "--tensor-parallel-size", "2"]
     spaced = "srun -p gpu -J serve-qwen vllm serve /m/qwen\n"
     (run,) = find_workloads([str(_script(tmp_path, spaced, "spaced.sh"))])[1]

@@ -1,0 +1,91 @@
+"""The options of another project's server that starts vLLM's engine (TRL's `trl vllm-serve --tensor_parallel_size 2`),
+read as the vLLM engine arguments it passes them as (kvdoctor/data/engine_launchers.yaml, `translating`): the words
+come back spelt as `vllm serve`'s, each keeping its line and what the manifest wrote."""
+
+from __future__ import annotations
+
+from packaging.version import Version
+
+from kvdoctor.data.engine_launchers import TRANSLATING_LAUNCHERS, TranslatingLauncher
+from kvdoctor.scan.workload import Token, Translation
+
+# transformers' string_to_bool (hf_argparser.py), which HfArgumentParser applies to a bool option's value
+BOOL_WORDS = {"true": True, "yes": True, "t": True, "y": True, "1": True,
+              "false": False, "no": False, "f": False, "n": False, "0": False}  # fmt: skip
+
+
+def translated(argv: list[Token], launcher: TranslatingLauncher) -> list[Token]:
+    """The launcher's words as vLLM serve's: its model first (positional), its options spelt as vLLM's, its own
+    options (host, port) left out, a false switch left out (vLLM's default), and every word its parser refuses kept,
+    marked refused. A variable kvdoctor cannot expand is kept as it is."""
+    model: list[Token] = []
+    words: list[Token] = []
+    index = 0
+    while index < len(argv):
+        token = argv[index]
+        index += 1
+        if not token.text.startswith("--"):
+            words.append(token if token.text.startswith("$") else _refused(token, launcher))  # no positionals
+            continue
+        name, inline, value_text = token.text[2:].partition("=")
+        option = name.replace("-", "_")
+        value: Token | None = Token(value_text, token.line) if inline else None
+        if option in launcher.switches:
+            if value is None and index < len(argv) and argv[index].text.lower() in BOOL_WORDS:
+                value, index = argv[index], index + 1
+            written = token.text + (f" {value.text}" if value is not None and not inline else "")
+            if value is None or BOOL_WORDS.get(value.text.lower(), True):
+                words.append(Token(_vllm_option(launcher.options[option][0]), token.line,
+                                   Translation(launcher.name, written)))  # fmt: skip
+            continue
+        if value is None and index < len(argv) and not argv[index].text.startswith("-"):
+            value, index = argv[index], index + 1
+        written = token.text + (f" {value.text}" if value is not None and not inline else "")
+        via = Translation(launcher.name, written)
+        if option == launcher.config_option:
+            words += [Token("--config", token.line, via)] + ([value] if value is not None else [])
+        elif option in launcher.options and launcher.options[option][0] == "model" and value is not None:
+            model = [Token(value.text, value.line, via)]
+        elif option in launcher.options:
+            words += [Token(_vllm_option(launcher.options[option][0]), token.line, via)] + ([value] if value is not None else [])
+        elif option not in launcher.own:
+            words += [_refused(token, launcher)] + ([_refused(value, launcher)] if value is not None and not inline else [])
+    return model + words
+
+
+def translation_note(argv: tuple[Token, ...]) -> str | None:
+    """What was read as what, for the workload's notes, or None when no word was translated."""
+    launcher = next((t.via.launcher for t in argv if t.via is not None), None)
+    pairs = [f"{t.via.written} as {t.text}{_added_later(t.via)}" for t in argv
+             if t.via is not None and not t.via.refused and t.text.startswith("-")]  # fmt: skip
+    model = next((t for t in argv if t.via is not None and not t.text.startswith("-")), None)
+    if model is not None:
+        pairs.insert(0, f"{model.via.written} as the model")
+    if launcher is None:
+        return None
+    return (f"{launcher}: its options read as the vLLM engine arguments it passes them as (" + "; ".join(pairs)
+            + "); its own options (host, port, log level) are not vLLM's and not judged")
+
+
+def launcher_options(name: str) -> str:
+    """'--model, --revision, ... (--host, --port, --log_level its own)': every option the named launcher has."""
+    launcher = next(t for t in TRANSLATING_LAUNCHERS if t.name == name)
+    own = ", ".join(f"--{o}" for o in launcher.own)
+    return ", ".join(f"--{o}" for o in launcher.options) + f" ({own} its own)"
+
+
+def _added_later(via: Translation) -> str:
+    """' (TRL 0.18.0+)' for an option the launcher's first releases lack (their parser refuses it), else ''."""
+    launcher = next(t for t in TRANSLATING_LAUNCHERS if t.name == via.launcher)
+    option = via.written.split()[0][2:].partition("=")[0].replace("-", "_")
+    first = min((release for _, release in launcher.options.values()), key=Version)
+    release = launcher.release_of(option)
+    return f" ({launcher.project} {release}+)" if release and Version(release) > Version(first) else ""
+
+
+def _vllm_option(engine_argument: str) -> str:
+    return "--" + engine_argument.replace("_", "-")
+
+
+def _refused(token: Token, launcher: TranslatingLauncher) -> Token:
+    return Token(token.text, token.line, Translation(launcher.name, token.text, refused=True))
