@@ -61,25 +61,32 @@ class TranslatingLauncher:
     project: str
     """The project whose releases its options are counted in ('TRL')."""
     source: str
-    options: dict[str, tuple[str, str]]
+    options: dict[str, tuple[str, str | None]]
     """Its option (underscored) -> (the vLLM engine argument it is passed as, the first release of the project that
-    has it)."""
+    has it, None when not read)."""
     switches: frozenset[str]
     """Its options that are booleans (a bare switch, or followed by true/false)."""
-    own: dict[str, str]
+    own: dict[str, str | None]
     """Its options that are not vLLM's (the server's host and port) -> the first release that has it."""
     config_option: str | None = None
     """Its option that names a YAML file of the same options, if any."""
+    refuses_others: bool = True
+    """Its parser refuses any other option (TRL's); False when it has many options of its own not read here (ms-swift's
+    template, dataset, ...): those are left out and named, never judged."""
 
     def release_of(self, option: str) -> str | None:
         """The first release of the project that has the option (underscored), or None when none has it."""
         return self.options[option][1] if option in self.options else self.own.get(option)
 
 
+def _release(value) -> str | None:
+    return None if value is None else str(value)
+
+
 TRANSLATING_LAUNCHERS: tuple[TranslatingLauncher, ...] = tuple(
     TranslatingLauncher(tuple(e["program"]), e["module"], e["name"], e["project"], e["source"],
-                        {name: (engine, str(release)) for name, (engine, release) in e["options"].items()},
-                        frozenset(e.get("switches", ())), {k: str(v) for k, v in e.get("own", {}).items()},
-                        e.get("config_option"))
+                        {name: (engine, _release(release)) for name, (engine, release) in e["options"].items()},
+                        frozenset(e.get("switches", ())), {k: _release(v) for k, v in e.get("own", {}).items()},
+                        e.get("config_option"), e.get("refuses_others", True))
     for e in _DATA.get("translating", ()))  # fmt: skip
 """Servers whose options are translated into vLLM's engine arguments (trl vllm-serve)."""

@@ -131,14 +131,14 @@ def _without_unread_config_file(workload: Workload) -> Workload:
 
 
 def _without_launcher_refusals(workload: Workload) -> Workload:
-    """The words a translating launcher (TRL's server) refuses moved out of vLLM's argv, and what was read as what
-    named in a note."""
+    """The words a translating launcher (TRL's server) refuses moved out of vLLM's argv, its own words it does not pass
+    to vLLM left out, and what was read as what named in a note."""
     note = translation_note(workload.argv)
     if note is None:
         return workload
     refused = tuple(t for t in workload.argv if t.via is not None and t.via.refused)
-    return replace(workload, argv=tuple(t for t in workload.argv if t not in refused), launcher_refused=refused,
-                   notes=workload.notes + (note,))
+    kept = tuple(t for t in workload.argv if t.via is None or not (t.via.refused or t.via.left_out))
+    return replace(workload, argv=kept, launcher_refused=refused, notes=workload.notes + (note,))
 
 
 def _without_extension_options(workload: Workload) -> Workload:

@@ -25,7 +25,8 @@ def translated(argv: list[Token], launcher: TranslatingLauncher) -> list[Token]:
         token = argv[index]
         index += 1
         if not token.text.startswith("--"):
-            words.append(token if token.text.startswith("$") else _refused(token, launcher))  # no positionals
+            words.append(token if token.text.startswith("$") else
+                         _refused(token, launcher) if launcher.refuses_others else _left_out(token, launcher))
             continue
         name, inline, value_text = token.text[2:].partition("=")
         option = name.replace("-", "_")
@@ -49,7 +50,8 @@ def translated(argv: list[Token], launcher: TranslatingLauncher) -> list[Token]:
         elif option in launcher.options:
             words += [Token(_vllm_option(launcher.options[option][0]), token.line, via)] + ([value] if value is not None else [])
         elif option not in launcher.own:
-            words += [_refused(token, launcher)] + ([_refused(value, launcher)] if value is not None and not inline else [])
+            mark = _refused if launcher.refuses_others else _left_out
+            words += [mark(token, launcher)] + ([mark(value, launcher)] if value is not None and not inline else [])
     return model + words
 
 
@@ -57,14 +59,17 @@ def translation_note(argv: tuple[Token, ...]) -> str | None:
     """What was read as what, for the workload's notes, or None when no word was translated."""
     launcher = next((t.via.launcher for t in argv if t.via is not None), None)
     pairs = [f"{t.via.written} as {t.text}{_added_later(t.via)}" for t in argv
-             if t.via is not None and not t.via.refused and t.text.startswith("-")]  # fmt: skip
-    model = next((t for t in argv if t.via is not None and not t.text.startswith("-")), None)
+             if t.via is not None and not t.via.refused and not t.via.left_out and t.text.startswith("-")]  # fmt: skip
+    left_out = [t.text for t in argv if t.via is not None and t.via.left_out]
+    model = next((t for t in argv if t.via is not None and not (t.via.refused or t.via.left_out)
+                  and not t.text.startswith("-")), None)
     if model is not None:
         pairs.insert(0, f"{model.via.written} as the model")
     if launcher is None:
         return None
+    own = f"its own options ({' '.join(left_out)}; host, port)" if left_out else "its own options (host, port, log level)"
     return (f"{launcher}: its options read as the vLLM engine arguments it passes them as (" + "; ".join(pairs)
-            + "); its own options (host, port, log level) are not vLLM's and not judged")
+            + f"); {own} are not vLLM's and not judged")
 
 
 def launcher_options(name: str) -> str:
@@ -78,9 +83,11 @@ def _added_later(via: Translation) -> str:
     """' (TRL 0.18.0+)' for an option the launcher's first releases lack (their parser refuses it), else ''."""
     launcher = next(t for t in TRANSLATING_LAUNCHERS if t.name == via.launcher)
     option = via.written.split()[0][2:].partition("=")[0].replace("-", "_")
-    first = min((release for _, release in launcher.options.values()), key=Version)
+    releases = [release for _, release in launcher.options.values() if release is not None]
     release = launcher.release_of(option)
-    return f" ({launcher.project} {release}+)" if release and Version(release) > Version(first) else ""
+    if not release or not releases:
+        return ""
+    return f" ({launcher.project} {release}+)" if Version(release) > min(map(Version, releases)) else ""
 
 
 def _vllm_option(engine_argument: str) -> str:
@@ -89,3 +96,7 @@ def _vllm_option(engine_argument: str) -> str:
 
 def _refused(token: Token, launcher: TranslatingLauncher) -> Token:
     return Token(token.text, token.line, Translation(launcher.name, token.text, refused=True))
+
+
+def _left_out(token: Token, launcher: TranslatingLauncher) -> Token:
+    return Token(token.text, token.line, Translation(launcher.name, token.text, left_out=True))

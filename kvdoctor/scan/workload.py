@@ -41,6 +41,8 @@ class Translation:
     """The word as the manifest writes it."""
     refused: bool = False
     """The launcher's parser refuses the word (an option it had in none of its releases): vLLM never starts."""
+    left_out: bool = False
+    """The launcher's own word, not vLLM's, that kvdoctor does not read (ms-swift's --template): named, not judged."""
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
-"""TRL's vLLM generation server (`trl vllm-serve`, `python -m trl.scripts.vllm_serve`), which RL launchers run beside
-the trainer (issue 27, batches s102-s103): its options are read as the vLLM engine arguments it passes them as, its
-own (host, port, log level) left out, and an option it had in no release is refused by its parser (KVD215)."""
+"""Servers that start vLLM's engine from options of their own, which RL launchers run beside the trainer (issue 27,
+batches s102-s106): TRL's (`trl vllm-serve`, `python -m trl.scripts.vllm_serve`), whose options are read as the
+engine arguments it passes and whose parser refuses any other (KVD215), and ms-swift's `swift rollout`, whose vllm_*
+options are read the same way and whose many own options are left out, named, never judged."""
 
 from __future__ import annotations
 
@@ -80,3 +81,24 @@ def test_trls_options_alone_raise_no_error(tmp_path):
                                 "--enable_prefix_caching true --port 8000\n")
     assert result.workload.container == "python -m trl.scripts.vllm_serve"
     assert not [p for p in result.placed if p.finding.status == "fired" and p.finding.severity == "error"]
+
+
+SWIFT = next(t for t in TRANSLATING_LAUNCHERS if t.program == ("swift", "rollout"))
+
+
+def test_ms_swifts_rollout_passes_its_vllm_options_and_its_many_own_ones_are_left_out_not_refused():
+    argv = translated(_words("--model Qwen/Qwen2.5-VL-7B --vllm_tensor_parallel_size 2 --vllm_data_parallel_size 2 "
+                             "--template qwen2_5_vl --vllm_enforce_eager true --port 8000"), SWIFT)
+    assert [t.text for t in argv if t.via is None or not t.via.left_out] == [
+        "Qwen/Qwen2.5-VL-7B", "--tensor-parallel-size", "2", "--data-parallel-size", "2", "--enforce-eager"]
+    assert not any(t.via is not None and t.via.refused for t in argv)
+    note = translation_note(tuple(argv))
+    assert "--template qwen2_5_vl" in note and "(ms-swift" not in note  # its releases were not read: no "X+" claims
+
+
+def test_swift_rollouts_gpus_are_tensor_times_data_parallel(tmp_path):
+    result = _scanned(tmp_path, "CUDA_VISIBLE_DEVICES=0,1 swift rollout --model m --vllm_tensor_parallel_size 2 "
+                                "--vllm_data_parallel_size 2 --port 8000\n")
+    assert result.workload.container == "swift rollout"
+    fired = {p.finding.rule_id for p in result.placed if p.finding.status == "fired"}
+    assert "KVD201" in fired and "KVD215" not in fired
