@@ -139,7 +139,7 @@ def adopted(image: Workload, file: str, name: str, deploy: Deploy, dockerfile_pa
     argv, env = [], []
     for token in image.argv:
         workload, line = workload.line_in(dockerfile_path, token.line)
-        argv.append(Token(token.text, line))
+        argv.append(replace(token, line=line))
     deployed = {e.name for e in deploy.env}
     for variable in image.env:
         if variable.name not in deployed:

@@ -74,7 +74,7 @@ def placed_in(workload: Workload, called: CalledScript) -> Workload:
     argv: list[Token] = []
     for token in workload.argv:
         workload, line = workload.line_in(str(called.path), token.line)
-        argv.append(Token(token.text, line))
+        argv.append(replace(token, line=line))
     note = (f"the vLLM command is in {called.word.text} (line {called.word.line} runs it), read from {called.path} with "
             "the task's environment")  # fmt: skip
     return replace(workload, argv=tuple(argv), command_line=argv[0].line if argv else workload.command_line,

@@ -11,7 +11,7 @@ from kvdoctor.scan.documents import (Document, ManifestError, ReadDocument, Sour
                                      display_path)
 from kvdoctor.scan.helm_chart import NOT_FETCHED, ChartError, ChartSource, render_chart
 from kvdoctor.scan.result import UnreadFile
-from kvdoctor.scan.workload import EnvVar, GpuSelector, Token, Workload
+from kvdoctor.scan.workload import EnvVar, GpuSelector, Workload
 
 RENDER_HINT = "kvdoctor renders charts itself; check it with: helm template RELEASE CHART -f values.yaml"
 
@@ -96,7 +96,7 @@ def _relocated(workload: Workload, line: Callable[[int | None], int | None]) -> 
     """The workload with every line moved from the rendered output to the template."""
     return replace(
         workload, line=line(workload.line), image_line=line(workload.image_line),
-        argv=tuple(Token(t.text, line(t.line)) for t in workload.argv), command_line=line(workload.command_line),
+        argv=tuple(replace(t, line=line(t.line)) for t in workload.argv), command_line=line(workload.command_line),
         env=tuple(EnvVar(e.name, e.value, line(e.line), e.source) for e in workload.env),
         gpu_selectors=tuple(GpuSelector(s.key, s.values, line(s.line), s.required) for s in workload.gpu_selectors),
         gpu_limit_line=line(workload.gpu_limit_line), vllm_pin_line=line(workload.vllm_pin_line),

@@ -7,7 +7,7 @@ import fnmatch
 import itertools
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import Iterator
 
@@ -603,7 +603,7 @@ def expand_shell_variables(argv: list[Token], known: dict[str, str]) -> list[Tok
         text = TRIMMED.sub(trimmed, REQUIRED_VALUE.sub(r"${\1}", text))
         return ARITHMETIC.sub(arithmetic, SHELL_VARIABLE.sub(value, text))
 
-    return [Token(expanded(t.text), t.line) for t in argv]
+    return [replace(t, text=expanded(t.text)) for t in argv]
 
 
 TRIMMED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(##?|%%?)([^{}]*)\}")

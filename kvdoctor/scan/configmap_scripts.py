@@ -19,7 +19,7 @@ from kvdoctor.scan.documents import SourceFile
 from kvdoctor.scan.kubernetes import (container_env, gpu_limit, is_ray_cluster, pod_gpu_selectors, pod_spec_paths,
                                       pod_specs_within)
 from kvdoctor.scan.scripts import script_findings
-from kvdoctor.scan.workload import Token, Workload
+from kvdoctor.scan.workload import Workload
 
 SHELLS = {"bash", "sh", "zsh", "dash"}
 PYTHONS = ("python", "python3")
@@ -149,6 +149,6 @@ def _on_manifest_lines(workload: Workload, file: str, line: int | None, image_li
     argv = []
     for token in workload.argv:
         moved, at = moved.line_in(script_file, token.line)
-        argv.append(Token(token.text, at))
+        argv.append(replace(token, line=at))
     moved, command_line = moved.line_in(script_file, workload.command_line)
     return replace(moved, argv=tuple(argv), command_line=command_line)

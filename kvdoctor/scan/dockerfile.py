@@ -128,7 +128,7 @@ def _run_script(workload: Workload, script: tuple, known: dict[str, str]) -> lis
     argv = []
     for token in found:
         workload, line = workload.line_in(str(path), token.line)
-        argv.append(Token(token.text, line))
+        argv.append(replace(token, line=line))
     note = f"{workload.container} runs {word.text} (line {word.line}), copied into the image from {path}: its command"
     return [replace(workload, argv=tuple(argv), command_line=argv[0].line if argv else None,
                     notes=workload.notes + (note,), read_through=(str(path),))]  # fmt: skip
@@ -224,7 +224,7 @@ def _run_written(workload: Workload, script: WrittenScript, known: dict[str, str
     found = argv_in_script(script.text, known)
     if found is None:
         return []
-    argv = tuple(Token(t.text, script.line + t.line - 1 if script.line and t.line else script.line) for t in found)
+    argv = tuple(replace(t, line=script.line + t.line - 1 if script.line and t.line else script.line) for t in found)
     note = f"{workload.container} runs {script.path}, which the build writes (line {script.line}): its command"
     return [replace(workload, argv=argv, command_line=argv[0].line if argv else None, notes=workload.notes + (note,))]
 

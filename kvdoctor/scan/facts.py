@@ -15,9 +15,9 @@ from kvdoctor.scan.accelerator import not_judged_line, target_of
 from kvdoctor.scan.command import UNRESOLVED
 from kvdoctor.scan.image import image_version
 from kvdoctor.scan.package_module import runs_vllm_package
+from kvdoctor.scan.serving_crds import PROFILE_PREFIXES
 from kvdoctor.scan.translated_options import launcher_options
 from kvdoctor.scan.visible_devices import visible_devices
-from kvdoctor.scan.serving_crds import PROFILE_PREFIXES
 from kvdoctor.scan.workload import Location, Workload
 
 SHORT_FLAGS = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-dp": "--data-parallel-size",

@@ -102,3 +102,15 @@ def test_swift_rollouts_gpus_are_tensor_times_data_parallel(tmp_path):
     assert result.workload.container == "swift rollout"
     fired = {p.finding.rule_id for p in result.placed if p.finding.status == "fired"}
     assert "KVD201" in fired and "KVD215" not in fired
+
+
+def test_a_server_in_a_script_an_image_runs_keeps_its_reading(tmp_path):
+    from scan_support import scan
+
+    (tmp_path / "Dockerfile").write_text("FROM vllm/vllm-openai:v0.10.2\nCOPY serve.sh /serve.sh\n"
+                                         "ENTRYPOINT [\"/serve.sh\"]\n")
+    (tmp_path / "serve.sh").write_text("#!/bin/bash\ntrl vllm-serve --model m --tensor_parallel_size 2 --max_num_seqs 64\n")
+    results = [r for r in scan([str(tmp_path / "Dockerfile")], tmp_path).workloads]
+    assert [r.workload.platform for r in results] == ["dockerfile"]
+    fired = {p.finding.rule_id for p in results[0].placed if p.finding.status == "fired"}
+    assert "KVD215" in fired and "KVD004" not in fired  # the words keep their reading on the script's lines
