@@ -16,7 +16,7 @@ from kvdoctor.scan.command import UNRESOLVED
 from kvdoctor.scan.image import image_version
 from kvdoctor.scan.package_module import runs_vllm_package
 from kvdoctor.scan.serving_crds import PROFILE_PREFIXES
-from kvdoctor.scan.translated_options import launcher_options
+from kvdoctor.scan.translated_options import launcher_options, refused_words
 from kvdoctor.scan.visible_devices import visible_devices
 from kvdoctor.scan.workload import Location, Workload
 
@@ -89,7 +89,7 @@ def deployment_facts(workload: Workload, defaults, settings) -> DeploymentFacts:
                               "deploy.runs_vllm_package": runs_vllm_package(workload) or None}
     if workload.execs_option:
         sources["deploy.execs_option"] = workload.at(workload.command_line, f"command: {workload.execs_option} ...")
-    refused = workload.launcher_refused or tuple(t for t in workload.argv if t.via is not None and t.via.refused)
+    refused = workload.launcher_refused or refused_words(workload.argv)  # judged, or read straight from a manifest
     if refused:
         first = refused[0]
         values["deploy.launcher_refused"] = (f"{first.via.launcher} is given {' '.join(t.text for t in refused)}, "

@@ -18,7 +18,7 @@ from kvdoctor.scan.facts import DeploymentFacts, canonical_flag, deployment_fact
 from kvdoctor.scan.image import (chosen_by_the_host, command_extension, is_fork_image, names_no_vllm_release,
                                  pins_an_unknown_build, repository_path)
 from kvdoctor.scan.result import PlacedFinding, WorkloadResult
-from kvdoctor.scan.translated_options import translation_note
+from kvdoctor.scan.translated_options import refused_words, translation_note
 from kvdoctor.scan.workload import Location, Token, Workload
 
 # Which fact points at the line to change, most specific first: the flag, the env, the model, the image, the GPU.
@@ -136,9 +136,8 @@ def _without_launcher_refusals(workload: Workload) -> Workload:
     note = translation_note(workload.argv)
     if note is None:
         return workload
-    refused = tuple(t for t in workload.argv if t.via is not None and t.via.refused)
     kept = tuple(t for t in workload.argv if t.via is None or not (t.via.refused or t.via.left_out))
-    return replace(workload, argv=kept, launcher_refused=refused, notes=workload.notes + (note,))
+    return replace(workload, argv=kept, launcher_refused=refused_words(workload.argv), notes=workload.notes + (note,))
 
 
 def _without_extension_options(workload: Workload) -> Workload:

@@ -48,7 +48,8 @@ def translated(argv: list[Token], launcher: TranslatingLauncher) -> list[Token]:
         elif option in launcher.options and launcher.options[option][0] == "model" and value is not None:
             model = [Token(value.text, value.line, via)]
         elif option in launcher.options:
-            words += [Token(_vllm_option(launcher.options[option][0]), token.line, via)] + ([value] if value is not None else [])
+            words += [Token(_vllm_option(launcher.options[option][0]), token.line, via)]
+            words += [value] if value is not None else []
         elif option not in launcher.own:
             mark = _refused if launcher.refuses_others else _left_out
             words += [mark(token, launcher)] + ([mark(value, launcher)] if value is not None and not inline else [])
@@ -58,6 +59,8 @@ def translated(argv: list[Token], launcher: TranslatingLauncher) -> list[Token]:
 def translation_note(argv: tuple[Token, ...]) -> str | None:
     """What was read as what, for the workload's notes, or None when no word was translated."""
     launcher = next((t.via.launcher for t in argv if t.via is not None), None)
+    if launcher is None:
+        return None
     pairs = [f"{t.via.written} as {t.text}{_added_later(t.via)}" for t in argv
              if t.via is not None and not t.via.refused and not t.via.left_out and t.text.startswith("-")]  # fmt: skip
     left_out = [t.text for t in argv if t.via is not None and t.via.left_out]
@@ -65,29 +68,37 @@ def translation_note(argv: tuple[Token, ...]) -> str | None:
                   and not t.text.startswith("-")), None)
     if model is not None:
         pairs.insert(0, f"{model.via.written} as the model")
-    if launcher is None:
-        return None
-    own = f"its own options ({' '.join(left_out)}; host, port)" if left_out else "its own options (host, port, log level)"
+    own = f"its own options ({' '.join(left_out)}; host, port)" if left_out else \
+        "its own options (host, port, log level)"
     return (f"{launcher}: its options read as the vLLM engine arguments it passes them as (" + "; ".join(pairs)
             + f"); {own} are not vLLM's and not judged")
 
 
+def refused_words(argv: tuple[Token, ...]) -> tuple[Token, ...]:
+    """The words a translating launcher's parser refuses, in order."""
+    return tuple(t for t in argv if t.via is not None and t.via.refused)
+
+
 def launcher_options(name: str) -> str:
     """'--model, --revision, ... (--host, --port, --log_level its own)': every option the named launcher has."""
-    launcher = next(t for t in TRANSLATING_LAUNCHERS if t.name == name)
+    launcher = _named(name)
     own = ", ".join(f"--{o}" for o in launcher.own)
     return ", ".join(f"--{o}" for o in launcher.options) + f" ({own} its own)"
 
 
 def _added_later(via: Translation) -> str:
     """' (TRL 0.18.0+)' for an option the launcher's first releases lack (their parser refuses it), else ''."""
-    launcher = next(t for t in TRANSLATING_LAUNCHERS if t.name == via.launcher)
+    launcher = _named(via.launcher)
     option = via.written.split()[0][2:].partition("=")[0].replace("-", "_")
     releases = [release for _, release in launcher.options.values() if release is not None]
     release = launcher.release_of(option)
     if not release or not releases:
         return ""
     return f" ({launcher.project} {release}+)" if Version(release) > min(map(Version, releases)) else ""
+
+
+def _named(name: str) -> TranslatingLauncher:
+    return next(t for t in TRANSLATING_LAUNCHERS if t.name == name)
 
 
 def _vllm_option(engine_argument: str) -> str:
