@@ -3,7 +3,7 @@ one table kvdoctor/data/engine_launchers.yaml."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kvdoctor.base.yaml_safe import load_yaml_cached
 from kvdoctor.data import read_data
@@ -73,6 +73,8 @@ class TranslatingLauncher:
     refuses_others: bool = True
     """Its parser refuses any other option (TRL's); False when it has many options of its own not read here (ms-swift's
     template, dataset, ...): those are left out and named, never judged."""
+    requires: dict[str, str] = field(default_factory=dict)
+    """Its options that must hold these values for it to start vLLM at all (ms-swift's deploy: --infer_backend vllm)."""
 
     def release_of(self, option: str) -> str | None:
         """The first release of the project that has the option (underscored), or None when none has it."""
@@ -87,6 +89,6 @@ TRANSLATING_LAUNCHERS: tuple[TranslatingLauncher, ...] = tuple(
     TranslatingLauncher(tuple(e["program"]), e["module"], e["name"], e["project"], e["source"],
                         {name: (engine, _release(release)) for name, (engine, release) in e["options"].items()},
                         frozenset(e.get("switches", ())), {k: _release(v) for k, v in e.get("own", {}).items()},
-                        e.get("config_option"), e.get("refuses_others", True))
+                        e.get("config_option"), e.get("refuses_others", True), dict(e.get("requires", {})))
     for e in _DATA.get("translating", ()))  # fmt: skip
 """Servers whose options are translated into vLLM's engine arguments (trl vllm-serve)."""

@@ -66,6 +66,8 @@ def read_log_text(text: str, rules: list, families: Families) -> LogReading:
     matches = _in_context(match_signatures([r for r in rules if r.signatures], chains, signal), families, text, facts)
     matches = _without_warnings_run_past(matches, lines, chains)
     evidence = failure_evidence(lines, chains, matches, lambda text: message_origin(text, facts.get("vllm.version")))
+    if not evidence and matches:
+        matches = _without_warnings_gone_past(matches, lines, facts)
     if survived(lines, evidence):  # the server came up after every failure line: errors it went on from
         return LogReading(lines, chains, facts, fact_lines, selector_errors, matches, (), evidence)
     stop = requested_shutdown(lines, evidence)
@@ -166,6 +168,19 @@ def _without_warnings_run_past(matches: list[SignatureMatch], lines: list[LogLin
     early = {m.line for m in matches if m.exception is None and m.line < ready.number}
     levels = {line.number: line.level for line in lines if line.number in early}
     return [m for m in matches if m.line not in early or levels.get(m.line) not in _NOT_FAILING_LEVELS]
+
+
+def _without_warnings_gone_past(matches: list[SignatureMatch], lines: list[LogLine],
+                                facts: dict[str, Any]) -> list[SignatureMatch]:
+    """With no failure line in the log, a rule's match on a line vLLM only ever logs as a warning (the message
+    index's logger calls) that the server came up after is a warning it went on from, not a failure."""
+    from kvdoctor.explain.verdict import only_warned
+
+    def gone_past(match: SignatureMatch) -> bool:
+        return (match.exception is None and ready_after(lines, match.line) is not None
+                and only_warned(message_origin(match.text, facts.get("vllm.version"))))
+
+    return [match for match in matches if not gone_past(match)]
 
 
 def _release_has_it(match: SignatureMatch, facts: dict[str, Any]) -> bool:

@@ -376,6 +376,12 @@ def json_record(raw: str) -> tuple[str, str | None] | None:
     if not isinstance(data, dict):
         return None
     message = next((data[key] for key in _JSON_TEXT_KEYS if isinstance(data.get(key), str)), None)
+    if message is None and isinstance(data.get("error"), dict):  # OpenAI's error body: {"error": {"message": ...}}
+        error = data["error"]
+        message = next((error[k] for k in ("message", "msg") if isinstance(error.get(k), str)), None)
+        kind = error.get("type")
+        if message is not None and isinstance(kind, str) and re.fullmatch(r"[A-Z]\w*Error", kind):
+            message = f"{kind}: {message}"  # as the client raises it: 'BadRequestError: ...'
     if message is None:
         return None
     trace = next((data[key] for key in _JSON_TRACE_KEYS if isinstance(data.get(key), str) and data[key].strip()), None)

@@ -526,9 +526,12 @@ def _parse_exception(
     message = [first]
     record = (head.level, head.source)
     compile_error = bool(_COMPILE_AT.match(first))
+    # a type printed without a colon carries no message (`raise AssertionError`, a bare `assert`): the next line is
+    # the next output ('EngineCore failed to start.'), not its rest
+    bare = match.group(2) is None and ":" not in head.text[match.end(1):]
     j = i + 1
     n = len(lines)
-    while j < n and len(message) < MAX_MESSAGE_LINES:
+    while j < n and len(message) < MAX_MESSAGE_LINES and not bare:
         line = lines[j]
         stripped = line.text.strip()
         if (line.level, line.source) != record and line.level is not None:

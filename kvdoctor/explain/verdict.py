@@ -100,6 +100,11 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         r"|^Thread (?:0x[0-9a-fA-F]+|\d+) \((?:idle|active)[^)]*\): \""
                         # nvidia-smi without a GPU, a bare 'Connection refused' a client printed, SystemExit with a code
                         r"|^No devices were found$|^Connection refused$|^SystemExit: [1-9]"
+                        # Python's own words for a call its callee refused, quoted without their TypeError (a
+                        # framework's 'Server error: 500 - ... AsyncEngineArgs.__init__() got an unexpected keyword
+                        # argument'): only ever a raised TypeError's message
+                        r"|\b[A-Za-z_][\w.]*\(\) (?:got an unexpected keyword argument|missing \d+ required (?:positional|"
+                        r"keyword-only) arguments?:|takes \d+ positional arguments? but \d+ (?:were|was) given) ?'?"
                         # the shells' signal reports in other languages (glibc's strsignal, localised): the segmentation
                         # fault and core-dump words anywhere, kill and abort words as the whole line
                         r"|段错误|核心已转储|Speicherzugriffsfehler|Speicherabzug geschrieben|Erreur de segmentation"
@@ -151,7 +156,7 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         r"|^\s*Warning\s{1,8}(?:Failed\w*|BackOff|Unhealthy|Evicted|OOMKill\w*)\s|\bkilled by (?:the )?OOM\b"
                         r"|^(?:已杀死|已放弃|非法指令|总线错误|Getötet|Abgebrochen|Убито|Аварийный останов|強制終了|Processus arrêté"
                         r"|Instruction illégale|Abortado|Morto)(?:\s*\(.{1,40}\))?$")
-_CRASH_WORDS = ("xpectedly", "OOMKilled", "ode ", "terminate called", "Bus error", "llegal instruction", '" 5',
+_CRASH_WORDS = ("() got an unexpected", "() missing ", "() takes ", "xpectedly", "OOMKilled", "ode ", "terminate called", "Bus error", "llegal instruction", '" 5',
                 "probe failed", "Back-off restarting", "CrashLoopBackOff", "non-zero exit", "ode:", "Reason:",
                 "/FAILURE", "Failed with result", "Floating point", "Abort trap", "xit status",
                 "undefined symbol", "Failed to import from vllm", '" 4', "Assertion", "Killed", "Aborted",
@@ -508,6 +513,8 @@ def failure_evidence(
         if match.role == "wrapper":
             continue
         if SEVERITY_ORDER[match.rule.severity] >= SEVERITY_ORDER["error"]:
+            if match.exception is None and locate is not None and only_warned(locate(match.text)):
+                continue  # a rule's words on a line vLLM only ever logs as a warning (and goes on from)
             add(FailureEvidence(match.line, "known failure", match.text))
     worded = [_CRASH_PREFILTER.search(line.text) is not None for line in lines]  # the crash words' substring test
     in_warning = _inside_warnings(lines) if any("Warning: " in line.text for line in lines) else set()
@@ -600,6 +607,13 @@ def failure_evidence(
                 if raised[text]:
                     add(FailureEvidence(line.number, "raise site", text, line.stream, line.level))
     return tuple(found[number] for number in sorted(found))
+
+
+def only_warned(located) -> bool:
+    """Whether the message index places the line only at logger calls below ERROR (a warning vLLM goes on from:
+    'CutlassBlockScaledGroupedGemm not supported on the current platform.'), in the log's release when known."""
+    return located is not None and bool(located.locations) and all(
+        loc.kind not in FAILING_KINDS for loc in located.locations)
 
 
 def _unquoted(text: str) -> str:
@@ -1073,9 +1087,15 @@ def _cite_component_records(report: Report, evidence: tuple[FailureEvidence, ...
                and e.text.strip()[:80] not in shown]
     exceptions = [e for e in evidence if e.kind == "exception"]
     unshown = [] if any(e.text.strip()[:80] in shown for e in exceptions) else exceptions[:1]
-    if not records and not unshown:
+    # the record a logger.exception(...) call printed above its traceback ('Error in create_messages: Grammar error:
+    # Unimplemented keys: ["propertyNames"]'): the caller's words, often the detail the exception's message lacks
+    headers = {e.line for e in evidence if e.text.lstrip().startswith(TRACEBACK_START)}
+    logged_with = [e for e in evidence if e.line + 1 in headers and e.kind == "error level"
+                   and e.text.strip()[:80] not in shown and not e.text.lstrip().startswith(TRACEBACK_START)]
+    if not records and not unshown and not logged_with:
         return report
     lines = tuple(f"another component's error record, line {e.line}: {e.text.strip()[:300]}"
                   for e in records[:CITED_COMPONENT_LINES])
     lines += tuple(f"exception in the log, line {e.line}: {e.text.strip()[:300]}" for e in unshown)
+    lines += tuple(f"logged with its traceback, line {e.line}: {e.text.strip()[:300]}" for e in logged_with[:1])
     return replace(report, findings=(replace(finding, evidence=finding.evidence + lines),) + report.findings[1:])

@@ -17,7 +17,7 @@ from kvdoctor.data.engine_launchers import (ENGINE_LAUNCHERS, EXTENSION_PROGRAMS
                                             TranslatingLauncher)
 from kvdoctor.scan import nodes
 from kvdoctor.scan.shell_arrays import expand_arrays, script_arrays
-from kvdoctor.scan.translated_options import translated
+from kvdoctor.scan.translated_options import requirements_met, translated
 from kvdoctor.scan.workload import Token
 
 SHELLS = {"sh", "bash", "dash", "ash", "zsh"}
@@ -587,7 +587,11 @@ def expand_shell_variables(argv: list[Token], known: dict[str, str]) -> list[Tok
         name, default = match.group(1) or match.group(2), match.group(3)
         if name in known and (known[name] or default is None):  # `:-` takes the default for an empty value too
             return known[name]
-        return SHELL_VARIABLE.sub(value, default) if default is not None else match.group(0)
+        if default is None:
+            return match.group(0)
+        # an empty default of a variable the manifest does not set (`${MODEL_NAME:-}`): the value is the runtime
+        # environment's, unknown here, not an empty word
+        return SHELL_VARIABLE.sub(value, default) or match.group(0)
 
     def arithmetic(match: re.Match[str]) -> str:
         result = evaluate_arithmetic(SHELL_VARIABLE.sub(value, match.group(1)), known)
@@ -663,7 +667,7 @@ def python_module_at(words: list[Token]) -> int | None:
     or None when they do not start with a python that runs a module. A variable the script does not set (`$PY -m
     vllm.entrypoints...`, the interpreter of a site's environment) is a python when `-m` follows it."""
     if not words or not (PurePosixPath(words[0].text).name.startswith("python")
-                         or SHELL_VARIABLE.fullmatch(words[0].text)):
+                         or UNRESOLVED.fullmatch(words[0].text)):  # $PY, or a `$(command -v python3)` it was set to
         return None
     index = 1
     while index < len(words) and words[index].text.startswith("-") and words[index].text != "-m":
@@ -712,11 +716,14 @@ def _translating_launcher_at(words: list[Token]) -> tuple[TranslatingLauncher, i
     module = python_module_at(words)
     for launcher in TRANSLATING_LAUNCHERS:
         if module is not None and words[module].text == launcher.module:
-            return launcher, module + 1
-        count = len(launcher.program)
-        if len(words) >= count and PurePosixPath(words[0].text).name == launcher.program[0] and (
-                tuple(w.text for w in words[1:count]) == launcher.program[1:]):
-            return launcher, count
+            start = module + 1
+        elif len(words) >= len(launcher.program) and PurePosixPath(words[0].text).name == launcher.program[0] and (
+                tuple(w.text for w in words[1 : len(launcher.program)]) == launcher.program[1:]):
+            start = len(launcher.program)
+        else:
+            continue
+        if requirements_met(words[start:], launcher):
+            return launcher, start
     return None
 
 
@@ -1039,6 +1046,12 @@ def without_unresolved(argv: list[Token]) -> tuple[list[Token], list[str]]:
         token = argv[index]
         nxt = argv[index + 1] if index + 1 < len(argv) else None
         flag, inline, value = token.text.partition("=")
+        if flag.startswith("-") and UNRESOLVED.search(flag):
+            # an option whose very name a variable gives (`"--${arg_name}" "$value"`, built in a loop over the
+            # environment): which option it is, is unknown here; a value word after it goes with it
+            notes.append(f"{flag} (an option named by a variable) is unknown here: not judged")
+            index += 2 if not inline and nxt is not None and not nxt.text.startswith("-") else 1
+            continue
         is_flag = token.text.startswith("-") and canonical_option(token.text) != "--model"
         takes_next = (is_flag and not inline and nxt is not None and UNRESOLVED.search(nxt.text) is not None
                       and not nxt.text.startswith("-") and takes_a_value(canonical_option(token.text)))  # fmt: skip

@@ -12,7 +12,7 @@ import yaml
 
 from kvdoctor.scan import nodes
 from kvdoctor.scan.called_scripts import called_argv, called_script, placed_in
-from kvdoctor.scan.command import expand_shell_variables, run_script, script_assignments
+from kvdoctor.scan.command import expand_words, run_script, script_assignments
 from kvdoctor.scan.documents import Document
 from kvdoctor.scan.workload import EnvVar, GpuSelector, Workload
 
@@ -47,7 +47,7 @@ def workloads(doc: Document, source_text: str) -> list[Workload]:
             called = called_script(nodes.text(command) or "", nodes.line(command) or 1, Path(doc.file).parent)
             argv = called_argv(called, script_assignments(nodes.text(command) or "", known)) if called else None
         else:
-            argv = expand_shell_variables(argv, script_assignments(nodes.text(command) or "", known))
+            argv = expand_words(argv, script_assignments(nodes.text(command) or "", known))
         if argv is None:
             continue
         image_node = nodes.get(root, "image")

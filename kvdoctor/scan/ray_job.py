@@ -7,7 +7,7 @@ from __future__ import annotations
 import yaml
 
 from kvdoctor.scan import kubernetes, nodes, ray_cluster_gpus
-from kvdoctor.scan.command import expand_shell_variables, run_script
+from kvdoctor.scan.command import expand_words, run_script
 from kvdoctor.scan.documents import Document
 from kvdoctor.scan.workload import Workload
 
@@ -31,7 +31,7 @@ def workloads(doc: Document, source_text: str) -> list[Workload]:
     container = containers[0] if containers else None
     env, env_from = kubernetes.container_env(container) if container is not None else ([], [])
     image_node = nodes.get(container, "image")
-    argv = expand_shell_variables(argv, {e.name: e.value for e in env if e.value is not None})
+    argv = expand_words(argv, {e.name: e.value for e in env if e.value is not None})
     return found + [Workload(
         file=doc.file, line=nodes.line(doc.root), platform="kubernetes", kind="RayJob",
         name=nodes.text(nodes.get(doc.root, "metadata", "name")) or "(unnamed)",

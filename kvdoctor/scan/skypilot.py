@@ -11,7 +11,7 @@ import yaml
 
 from kvdoctor.scan import nodes
 from kvdoctor.scan.called_scripts import called_argv, called_script, placed_in
-from kvdoctor.scan.command import expand_shell_variables, run_script, script_assignments
+from kvdoctor.scan.command import expand_words, run_script, script_assignments
 from kvdoctor.scan.documents import Document
 from kvdoctor.scan.workload import EnvVar, GpuSelector, Workload
 
@@ -47,7 +47,7 @@ def workloads(doc: Document, source_text: str) -> list[Workload]:
         called = called_script(nodes.text(run) or "", nodes.line(run) or 1, _workdir(doc.file, root))
         argv = called_argv(called, script_assignments(nodes.text(run) or "", known)) if called else None
     else:
-        argv = expand_shell_variables(argv, script_assignments(nodes.text(run) or "", known))
+        argv = expand_words(argv, script_assignments(nodes.text(run) or "", known))
     if argv is None:
         return []
     spans = num_nodes.isdigit() and int(num_nodes) > 1

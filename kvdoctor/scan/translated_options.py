@@ -56,6 +56,20 @@ def translated(argv: list[Token], launcher: TranslatingLauncher) -> list[Token]:
     return model + words
 
 
+def requirements_met(argv: list[Token], launcher: TranslatingLauncher) -> bool:
+    """Whether the words give each option the launcher needs to start vLLM the value it needs (ms-swift's deploy:
+    `--infer_backend vllm`, `--infer-backend=vllm`); a variable kvdoctor cannot expand meets none."""
+    for option, wanted in launcher.requires.items():
+        given = None
+        for index, token in enumerate(argv):
+            name, inline, value = token.text[2:].partition("=") if token.text.startswith("--") else ("", "", "")
+            if name.replace("-", "_") == option:
+                given = value if inline else (argv[index + 1].text if index + 1 < len(argv) else None)
+        if given != wanted:
+            return False
+    return True
+
+
 def translation_note(argv: tuple[Token, ...]) -> str | None:
     """What was read as what, for the workload's notes, or None when no word was translated."""
     launcher = next((t.via.launcher for t in argv if t.via is not None), None)

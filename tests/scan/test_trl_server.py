@@ -114,3 +114,29 @@ def test_a_server_in_a_script_an_image_runs_keeps_its_reading(tmp_path):
     assert [r.workload.platform for r in results] == ["dockerfile"]
     fired = {p.finding.rule_id for p in results[0].placed if p.finding.status == "fired"}
     assert "KVD215" in fired and "KVD004" not in fired  # the words keep their reading on the script's lines
+
+
+def test_swift_deploy_is_a_vllm_server_only_with_infer_backend_vllm(tmp_path):
+    result = _scanned(tmp_path, "CUDA_VISIBLE_DEVICES=0,1 swift deploy --model Qwen/Qwen2.5-7B-Instruct "
+                                "--infer_backend vllm --vllm_tensor_parallel_size 4 --template qwen2_5 --port 8000\n")
+    assert result.workload.container == "swift deploy"
+    assert [t.text for t in result.workload.argv][1:4] == ["Qwen/Qwen2.5-7B-Instruct", "--tensor-parallel-size", "4"]
+    fired = {p.finding.rule_id for p in result.placed if p.finding.status == "fired"}
+    assert "KVD201" in fired and "KVD004" not in fired  # 4 GPUs asked of the 2 CUDA_VISIBLE_DEVICES shows
+
+
+def test_swift_deploy_reads_the_unprefixed_spelling_of_ms_swift_3_6_and_earlier(tmp_path):
+    result = _scanned(tmp_path, "swift deploy --model_id_or_path Qwen/Qwen2-7B-Instruct --model_type qwen2-7b-instruct "
+                                "--infer_backend=vllm --tensor_parallel_size 2 --enforce_eager true\n")
+    assert [t.text for t in result.workload.argv] == ["Qwen/Qwen2-7B-Instruct", "--tensor-parallel-size", "2",
+                                                      "--enforce-eager"]
+    assert any("--model_type qwen2-7b-instruct" in note for note in result.workload.notes)  # its own: named
+
+
+def test_swift_deploy_on_another_backend_starts_no_vllm(tmp_path):
+    from scan_support import scan
+
+    for backend in ("--infer_backend pt", "--infer_backend sglang", ""):
+        path = tmp_path / f"deploy{len(backend)}.sh"
+        path.write_text(f"#!/bin/bash\nswift deploy --model Qwen/Qwen2.5-7B-Instruct {backend} --port 8000\n")
+        assert not scan([str(path)], tmp_path).workloads
