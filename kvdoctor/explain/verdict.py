@@ -103,7 +103,7 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         # Python's own words for a call its callee refused, quoted without their TypeError (a
                         # framework's 'Server error: 500 - ... AsyncEngineArgs.__init__() got an unexpected keyword
                         # argument'): only ever a raised TypeError's message
-                        r"|\b[A-Za-z_][\w.]*\(\) (?:got an unexpected keyword argument|missing \d+ required (?:positional|"
+                        r"|\b[A-Za-z_][\w.]*\(\)\s+(?:got an unexpected keyword argument|missing \d+ required (?:positional|"
                         r"keyword-only) arguments?:|takes \d+ positional arguments? but \d+ (?:were|was) given) ?'?"
                         # the shells' signal reports in other languages (glibc's strsignal, localised): the segmentation
                         # fault and core-dump words anywhere, kill and abort words as the whole line
@@ -156,7 +156,7 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         r"|^\s*Warning\s{1,8}(?:Failed\w*|BackOff|Unhealthy|Evicted|OOMKill\w*)\s|\bkilled by (?:the )?OOM\b"
                         r"|^(?:已杀死|已放弃|非法指令|总线错误|Getötet|Abgebrochen|Убито|Аварийный останов|強制終了|Processus arrêté"
                         r"|Instruction illégale|Abortado|Morto)(?:\s*\(.{1,40}\))?$")
-_CRASH_WORDS = ("() got an unexpected", "() missing ", "() takes ", "xpectedly", "OOMKilled", "ode ", "terminate called", "Bus error", "llegal instruction", '" 5',
+_CRASH_WORDS = ("unexpected keyword argument", "required keyword-only", "positional argument", "xpectedly", "OOMKilled", "ode ", "terminate called", "Bus error", "llegal instruction", '" 5',
                 "probe failed", "Back-off restarting", "CrashLoopBackOff", "non-zero exit", "ode:", "Reason:",
                 "/FAILURE", "Failed with result", "Floating point", "Abort trap", "xit status",
                 "undefined symbol", "Failed to import from vllm", '" 4', "Assertion", "Killed", "Aborted",
