@@ -33,11 +33,22 @@ RAY_ONLY_KEYS = (("pipelineParallelSize", "--pipeline-parallel-size"),)
 
 
 def is_production_stack_values(root: yaml.Node) -> bool:
-    return nodes.is_seq(nodes.get(root, "servingEngineSpec", "modelSpec"))
+    return _engine_spec(root) is not None
+
+
+def _engine_spec(root: yaml.Node) -> yaml.Node | None:
+    """The values' servingEngineSpec: at the top, or under a subchart's key (an umbrella chart, or an Argo CD / Flux
+    wrapper chart, that depends on production-stack under its name or alias: `vllm-stack: {servingEngineSpec: ...}`)."""
+    if nodes.is_seq(nodes.get(root, "servingEngineSpec", "modelSpec")):
+        return nodes.get(root, "servingEngineSpec")
+    for _, _, value in nodes.pairs(root):
+        if nodes.is_seq(nodes.get(value, "servingEngineSpec", "modelSpec")):
+            return nodes.get(value, "servingEngineSpec")
+    return None
 
 
 def workloads(doc: Document, source_text: str) -> list[Workload]:
-    engine = nodes.get(doc.root, "servingEngineSpec")
+    engine = _engine_spec(doc.root)
     found = []
     for spec in nodes.items(nodes.get(engine, "modelSpec")):
         if nodes.plain(nodes.get(spec, "enabled")) is False:

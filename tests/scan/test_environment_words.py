@@ -1,7 +1,8 @@
 """Words a launch file leaves to the environment it runs in (issue 27, batches s107-s109): an unquoted `$OPTS` in a
 SkyPilot / dstack / Ray job command is split into words as the shell splits it; `${VAR:-}` of a variable the file does
 not set is unknown, not an empty word; an option whose name a variable gives (`"--${arg_name}"`, built in a loop over
-the environment) is not judged; a python found at run time (`$(command -v python3)`) still runs vLLM's module."""
+the environment) is not judged; a python found at run time (`$(command -v python3)`) still runs vLLM's module; and
+production-stack values nested under an umbrella chart's key for the subchart are read."""
 
 from __future__ import annotations
 
@@ -47,3 +48,13 @@ def test_a_python_the_script_finds_at_run_time_runs_vllms_module(tmp_path):
         'exec "${PYTHON_BIN}" -m vllm.entrypoints.openai.api_server --model m --tensor-parallel-size 2\n')
     (result,) = scan([str(tmp_path / "run_vllm.sh")], tmp_path).workloads
     assert [t.text for t in result.workload.argv][:3] == ["--model", "m", "--tensor-parallel-size"]
+
+
+def test_production_stack_values_under_a_subcharts_key_are_read(tmp_path):
+    (tmp_path / "values.yaml").write_text(
+        "vllm-stack:\n  servingEngineSpec:\n    modelSpec:\n      - name: mistral\n        repository: vllm/vllm-openai\n"
+        "        tag: v0.10.2\n        modelURL: RedHatAI/Mistral-7B-Instruct-v0.3-FP8\n        requestGPU: 1\n"
+        "        vllmConfig:\n          maxModelLen: 8192\n          tensorParallelSize: 2\n")
+    (result,) = scan([str(tmp_path / "values.yaml")], tmp_path).workloads
+    assert (result.workload.kind, result.workload.name) == ("modelSpec", "mistral")
+    assert "KVD201" in _fired(result)  # tensor-parallel 2 on the 1 GPU requested
