@@ -513,8 +513,9 @@ def failure_evidence(
         if match.role == "wrapper":
             continue
         if SEVERITY_ORDER[match.rule.severity] >= SEVERITY_ORDER["error"]:
-            if match.exception is None and locate is not None and only_warned(locate(match.text)):
-                continue  # a rule's words on a line vLLM only ever logs as a warning (and goes on from)
+            if (match.exception is None and locate is not None and ready_after(lines, match.line) is not None
+                    and only_warned(locate(match.text))):
+                continue  # a rule's words on a line vLLM only ever logs as a warning, and the server came up after
             add(FailureEvidence(match.line, "known failure", match.text))
     worded = [_CRASH_PREFILTER.search(line.text) is not None for line in lines]  # the crash words' substring test
     in_warning = _inside_warnings(lines) if any("Warning: " in line.text for line in lines) else set()
