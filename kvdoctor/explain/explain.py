@@ -22,7 +22,7 @@ from kvdoctor.explain.start_up_shown import with_start_up_shown
 from kvdoctor.explain.tracebacks import (ExceptionChain, parse_chains, with_torchscript_originals, without_carried_on,
                                          without_ignored)
 from kvdoctor.explain.verdict import (FailureEvidence, as_exception, cite_failure_lines, failure_evidence,
-                                      ready_after, requested_shutdown, survived, uphold)
+                                      ready_after, requested_shutdown, survived, uphold, warning_gone_past)
 from kvdoctor.model.report import Report
 
 
@@ -65,9 +65,12 @@ def read_log_text(text: str, rules: list, families: Families) -> LogReading:
     facts.update(_kv_facts(facts))
     matches = _in_context(match_signatures([r for r in rules if r.signatures], chains, signal), families, text, facts)
     matches = _without_warnings_run_past(matches, lines, chains)
-    evidence = failure_evidence(lines, chains, matches, lambda text: message_origin(text, facts.get("vllm.version")))
-    if not evidence and matches:
-        matches = _without_warnings_gone_past(matches, lines, facts)
+    def locate(text: str):  # where the log's release (else any) raises or logs the line
+        return message_origin(text, facts.get("vllm.version"))
+
+    evidence = failure_evidence(lines, chains, matches, locate)
+    if not evidence and matches:  # with no failure line, a rule's words on a warning the server came up after: none
+        matches = [m for m in matches if not warning_gone_past(m, lines, locate)]
     if survived(lines, evidence):  # the server came up after every failure line: errors it went on from
         return LogReading(lines, chains, facts, fact_lines, selector_errors, matches, (), evidence)
     stop = requested_shutdown(lines, evidence)
@@ -168,19 +171,6 @@ def _without_warnings_run_past(matches: list[SignatureMatch], lines: list[LogLin
     early = {m.line for m in matches if m.exception is None and m.line < ready.number}
     levels = {line.number: line.level for line in lines if line.number in early}
     return [m for m in matches if m.line not in early or levels.get(m.line) not in _NOT_FAILING_LEVELS]
-
-
-def _without_warnings_gone_past(matches: list[SignatureMatch], lines: list[LogLine],
-                                facts: dict[str, Any]) -> list[SignatureMatch]:
-    """With no failure line in the log, a rule's match on a line vLLM only ever logs as a warning (the message
-    index's logger calls) that the server came up after is a warning it went on from, not a failure."""
-    from kvdoctor.explain.verdict import only_warned
-
-    def gone_past(match: SignatureMatch) -> bool:
-        return (match.exception is None and ready_after(lines, match.line) is not None
-                and only_warned(message_origin(match.text, facts.get("vllm.version"))))
-
-    return [match for match in matches if not gone_past(match)]
 
 
 def _release_has_it(match: SignatureMatch, facts: dict[str, Any]) -> bool:

@@ -20,7 +20,8 @@ from kvdoctor.explain.tracebacks import INSTALLED_PREFIX, PYTHON_OWN, Frame
 # Python's wordings (3.8-3.13); `callee` is 'Cls.__init__', 'Cls.method' or 'function'
 SHAPES = (
     ("keyword", re.compile(r"(?P<callee>[\w.]+)\(\) got (?:an unexpected keyword argument|multiple values for "
-                           r"argument|some positional-only arguments passed as keyword arguments:) '(?P<member>\w[\w-]*)'")),
+                           r"argument|some positional-only arguments passed as keyword arguments:) "
+                           r"'(?P<member>\w[\w-]*)'")),  # a dashed key too: **{'tool-call-parser': ...}
     ("missing", re.compile(r"(?P<callee>[\w.]+)\(\) missing \d+ required (?:positional |keyword-only )?arguments?: "
                            r"'(?P<member>\w+)'")),
     ("positional", re.compile(r"(?P<callee>[\w.]+)\(\) takes (?:from \d+ to )?\d+ positional arguments? but \d+ "

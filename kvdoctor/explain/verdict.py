@@ -103,8 +103,9 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         # Python's own words for a call its callee refused, quoted without their TypeError (a
                         # framework's 'Server error: 500 - ... AsyncEngineArgs.__init__() got an unexpected keyword
                         # argument'): only ever a raised TypeError's message
-                        r"|\b[A-Za-z_][\w.]*\(\)\s+(?:got an unexpected keyword argument|missing \d+ required (?:positional|"
-                        r"keyword-only) arguments?:|takes \d+ positional arguments? but \d+ (?:were|was) given) ?'?"
+                        r"|\b[A-Za-z_][\w.]*\(\)\s+(?:got an unexpected keyword argument|missing \d+ required "
+                        r"(?:positional|keyword-only) arguments?:|takes \d+ positional arguments? but \d+ (?:were|was) "
+                        r"given) ?'?"
                         # the shells' signal reports in other languages (glibc's strsignal, localised): the segmentation
                         # fault and core-dump words anywhere, kill and abort words as the whole line
                         r"|段错误|核心已转储|Speicherzugriffsfehler|Speicherabzug geschrieben|Erreur de segmentation"
@@ -156,7 +157,8 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         r"|^\s*Warning\s{1,8}(?:Failed\w*|BackOff|Unhealthy|Evicted|OOMKill\w*)\s|\bkilled by (?:the )?OOM\b"
                         r"|^(?:已杀死|已放弃|非法指令|总线错误|Getötet|Abgebrochen|Убито|Аварийный останов|強制終了|Processus arrêté"
                         r"|Instruction illégale|Abortado|Morto)(?:\s*\(.{1,40}\))?$")
-_CRASH_WORDS = ("unexpected keyword argument", "required keyword-only", "positional argument", "xpectedly", "OOMKilled", "ode ", "terminate called", "Bus error", "llegal instruction", '" 5',
+_CRASH_WORDS = ("unexpected keyword argument", "required keyword-only", "positional argument",
+                "xpectedly", "OOMKilled", "ode ", "terminate called", "Bus error", "llegal instruction", '" 5',
                 "probe failed", "Back-off restarting", "CrashLoopBackOff", "non-zero exit", "ode:", "Reason:",
                 "/FAILURE", "Failed with result", "Floating point", "Abort trap", "xit status",
                 "undefined symbol", "Failed to import from vllm", '" 4', "Assertion", "Killed", "Aborted",
@@ -513,9 +515,8 @@ def failure_evidence(
         if match.role == "wrapper":
             continue
         if SEVERITY_ORDER[match.rule.severity] >= SEVERITY_ORDER["error"]:
-            if (match.exception is None and locate is not None and ready_after(lines, match.line) is not None
-                    and only_warned(locate(match.text))):
-                continue  # a rule's words on a line vLLM only ever logs as a warning, and the server came up after
+            if locate is not None and warning_gone_past(match, lines, locate):
+                continue
             add(FailureEvidence(match.line, "known failure", match.text))
     worded = [_CRASH_PREFILTER.search(line.text) is not None for line in lines]  # the crash words' substring test
     in_warning = _inside_warnings(lines) if any("Warning: " in line.text for line in lines) else set()
@@ -610,9 +611,13 @@ def failure_evidence(
     return tuple(found[number] for number in sorted(found))
 
 
-def only_warned(located) -> bool:
-    """Whether the message index places the line only at logger calls below ERROR (a warning vLLM goes on from:
-    'CutlassBlockScaledGroupedGemm not supported on the current platform.'), in the log's release when known."""
+def warning_gone_past(match: SignatureMatch, lines: list[LogLine], locate: Callable[[str], object | None]) -> bool:
+    """Whether a rule matched a plain line that the message index places only at vLLM logger calls below ERROR (a
+    warning vLLM goes on from: 'CutlassBlockScaledGroupedGemm not supported on the current platform.', in the log's
+    release when known) and the server came up after it: no failure."""
+    if match.exception is not None or ready_after(lines, match.line) is None:
+        return False
+    located = locate(match.text)
     return located is not None and bool(located.locations) and all(
         loc.kind not in FAILING_KINDS for loc in located.locations)
 

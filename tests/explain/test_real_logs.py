@@ -225,7 +225,8 @@ KNOWN_HEALTHY_MISSES: frozenset[str] = frozenset({
     # the exit contract reads both tracebacks as failure evidence
     "healthy_other__vllm_pr31968.log",
     "healthy_other__olmocr_373.log",
-    "healthy_other__mistralvibe_114.log",  # a client's malformed chat request refused (400) after serving: exit 1 by the contract
+    # batch 56: a client's malformed chat request refused (400) after serving; its traceback is failure evidence
+    "healthy_other__mistralvibe_114.log",
 })
 
 

@@ -23,8 +23,9 @@ def test_a_skypilot_commands_unquoted_options_variable_is_split_into_words(tmp_p
 
 
 def test_an_empty_default_of_a_variable_the_script_does_not_set_is_unknown_not_empty(tmp_path):
-    (tmp_path / "start.sh").write_text('#!/bin/bash\nMODEL="${MODEL_ID:-${MODEL_NAME:-}}"\n'
-                                       'exec python -m vllm.entrypoints.openai.api_server --model "$MODEL" --port 8000\n')
+    (tmp_path / "start.sh").write_text(
+        '#!/bin/bash\nMODEL="${MODEL_ID:-${MODEL_NAME:-}}"\n'
+        'exec python -m vllm.entrypoints.openai.api_server --model "$MODEL" --port 8000\n')
     (result,) = scan([str(tmp_path / "start.sh")], tmp_path).workloads
     assert "KVD004" not in _fired(result)  # was: `--model ''`, "argument --model: expected one argument"
     assert result.workload.argv[1].text == "$MODEL"  # read as the environment's, unknown here
@@ -52,8 +53,9 @@ def test_a_python_the_script_finds_at_run_time_runs_vllms_module(tmp_path):
 
 def test_production_stack_values_under_a_subcharts_key_are_read(tmp_path):
     (tmp_path / "values.yaml").write_text(
-        "vllm-stack:\n  servingEngineSpec:\n    modelSpec:\n      - name: mistral\n        repository: vllm/vllm-openai\n"
-        "        tag: v0.10.2\n        modelURL: RedHatAI/Mistral-7B-Instruct-v0.3-FP8\n        requestGPU: 1\n"
+        "vllm-stack:\n  servingEngineSpec:\n    modelSpec:\n      - name: mistral\n"
+        "        repository: vllm/vllm-openai\n        tag: v0.10.2\n"
+        "        modelURL: RedHatAI/Mistral-7B-Instruct-v0.3-FP8\n        requestGPU: 1\n"
         "        vllmConfig:\n          maxModelLen: 8192\n          tensorParallelSize: 2\n")
     (result,) = scan([str(tmp_path / "values.yaml")], tmp_path).workloads
     assert (result.workload.kind, result.workload.name) == ("modelSpec", "mistral")
