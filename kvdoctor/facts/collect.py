@@ -47,8 +47,9 @@ class CheckOptions:
     """The target's vLLM is an environment's of unknown age (scan: vllm serve run from a venv, no image): with the
     version unknown, arguments that a release kvdoctor read only in part accepts are not taken as refused."""
     own_build: str | None = None
-    """With any_release: the image when it may carry its own build of vLLM (scan: another project's image, the host's
-    choice, a fork's), whose options no release kvdoctor read has are then undecided, not refused."""
+    """With any_release: what may carry its own build of vLLM, in words ("image X": another project's image, the host's
+    choice, a fork's; "the vLLM source tree at DIR" in the scanned checkout), whose options no release kvdoctor read
+    has are then undecided, not refused."""
     serves: bool = False
     """The command is a deployment's (scan), even one that is only the image's entrypoint: without a model in it,
     vLLM serves its parser's default model. A command pasted to check without one is refused (likely a slip)."""

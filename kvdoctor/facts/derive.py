@@ -183,7 +183,7 @@ def _options_of_a_build(verdicts: dict, own_build: str | None) -> str | None:
             unknown += [o for o in foreign if o not in unknown]
     if not fitting:
         return None
-    return (f"{' '.join(unknown)}: in no vLLM release kvdoctor read, so image {own_build} may carry its own build of "
+    return (f"{' '.join(unknown)}: in no vLLM release kvdoctor read, so {own_build} may carry its own build of "
             f"vLLM that adds {'it' if len(unknown) == 1 else 'them'} (a fork); on {describe_range(fitting)} nothing "
             "else is refused (decided by --vllm-version naming the release it runs, or by its own `vllm serve --help`)")
 

@@ -86,9 +86,7 @@ def judge(workload: Workload, defaults: ScanDefaults, settings: CheckSettings) -
                                                               or pins_an_unknown_build(workload.image)
                                                               or names_no_vllm_release(workload.image)
                                                               or workload.built_here),  # fmt: skip
-            own_build=workload.image if deployment.vllm_version is None and workload.image and (
-                names_no_vllm_release(workload.image) or chosen_by_the_host(workload.image)
-                or is_fork_image(repository_path(workload.image))) else None,
+            own_build=_own_build(workload) if deployment.vllm_version is None else None,
             serves=True,
             offline=defaults.offline,
             cache_dir=defaults.cache_dir,
@@ -113,6 +111,17 @@ def judge(workload: Workload, defaults: ScanDefaults, settings: CheckSettings) -
     placed = tuple(_place(f, sources, report, workload) for f in report.sorted_findings())
     unjudged = deployment.unjudged + ((unread,) if unread else ()) + workload.undecided
     return WorkloadResult(workload, report, placed, sources, unjudged=unjudged)
+
+
+def _own_build(workload: Workload) -> str | None:
+    """What may carry its own build of vLLM, whose options no release has are undecided: an image of another project,
+    the host's choice or a fork's, or a vLLM source tree in the scanned checkout that the host's Python runs."""
+    if workload.image is None:
+        return workload.vllm_tree
+    if names_no_vllm_release(workload.image) or chosen_by_the_host(workload.image) \
+            or is_fork_image(repository_path(workload.image)):  # fmt: skip
+        return f"image {workload.image}"
+    return None
 
 
 def _without_unread_config_file(workload: Workload) -> Workload:

@@ -13,7 +13,7 @@ from kvdoctor.scan import (ansible_tasks, ansible_templates, apptainer_defs, clo
                            configmap_scripts, dockerfile, dstack, dynamo, ecs, embedded_scripts, github_actions, hcl,
                            helm_release, helm_values, kserve_huggingface, kserve_runtimes, kubernetes, llmaz,
                            makefiles, markdown, nix_containers, nodes, nomad, ome_runtimes, project_pins,
-                           python_apps, python_engine_args, quadlets, ray_job, repo_images, scripts, serving_crds,
+                           python_apps, python_engine_args, quadlets, ray_job, repo_images, scripts, serving_crds, source_tree,
                            sibling_runtimes, singularity_compose, skypilot, supervisord, systemd_units, terraform,
                            terraform_helm, vllm_runtime)  # fmt: skip
 from kvdoctor.scan.chart_reader import chart_workloads
@@ -266,7 +266,7 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
     files = [s.path for s in sources if not isinstance(s, ManifestError)]
     files += [f for f in rendered_files if f not in files]
     found, through = not_alone(found)
-    found = [project_pins.with_project_pin(w) for w in found]
+    found = [source_tree.with_source_tree(project_pins.with_project_pin(w)) for w in found]
     return files, with_config_maps(found, config_maps), notes + through, unread
 
 

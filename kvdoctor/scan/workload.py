@@ -120,6 +120,9 @@ class Workload:
     vllm_pin: str | None = None
     """A vLLM release the workload's build pins (a Python app's `pip install vllm==X`) when no image tag names one."""
     vllm_pin_line: int | None = None
+    vllm_tree: str | None = None
+    """A vLLM source tree in the scanned checkout (scan/source_tree.py) that the host's Python may run: a fork whose
+    parser may add options, so options no release has are undecided, not refused."""
     built_here: bool = False
     """The image is built by the manifest itself (Compose `build:`) from a Dockerfile not read here: its vLLM is
     whatever that build installed, of any age, whatever the local tag says (vllm-blackwell:latest)."""
