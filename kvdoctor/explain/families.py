@@ -71,8 +71,9 @@ class Families:
     """Rules whose failure can only come after start-up (waking from sleep mode): their family stays at request time."""
 
 
-def flexible_spaces(pattern: str) -> str:
-    """A literal space outside a character class matches any whitespace run (messages wrap in logs)."""
+def paste_tolerant(pattern: str) -> str:
+    """Outside a character class, a literal space matches any whitespace run (messages wrap in logs) and a literal
+    backtick may be missing (a log pasted outside a code block loses its backticks to Markdown)."""
     out, in_class, escaped = [], False, False
     for ch in pattern:
         if escaped:
@@ -89,6 +90,8 @@ def flexible_spaces(pattern: str) -> str:
             out.append(ch)
         elif ch == " " and not in_class:
             out.append(r"\s+")
+        elif ch == "`" and not in_class:
+            out.append("`?")
         else:
             out.append(ch)
     return "".join(out)
@@ -100,7 +103,7 @@ def load_families() -> Families:
     from kvdoctor.data.fact_names import is_fact_name
     from kvdoctor.rules.loader import bundled_files, bundled_rules
 
-    rules = bundled_rules("explain", is_fact_name, stage_keys=frozenset(FAMILY_KEYS), pattern_rewrite=flexible_spaces)
+    rules = bundled_rules("explain", is_fact_name, stage_keys=frozenset(FAMILY_KEYS), pattern_rewrite=paste_tolerant)
     (rule_file,) = [f for f in bundled_files() if f.stage == "explain"]
     data = rule_file.data
     family_of, raised_in, context, explained_by = dict(data.get("rule_families") or {}), [], {}, {}

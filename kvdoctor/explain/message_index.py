@@ -210,11 +210,12 @@ class MessageIndex:
         or the part of it the line holds (MIN_PREFIX characters at least)."""
         best: list[Template] = []
         best_size = 0
+        plain = text.replace("`", "")  # as _literal: backticks may be missing from the line
         for word in set(_WORD.findall(text)):
             for anchor, position in self._prefixes.get(word, ()):
                 template = self._group(anchor)[position][0]
-                first = next((p for p in template.parts if p is not None), "")
-                size = len(first) if first in text else _cut_inside(first, text)
+                first = next((p for p in template.parts if p is not None), "").replace("`", "")
+                size = len(first) if first in plain else _cut_inside(first, plain)
                 if len(first) >= MIN_PREFIX and size >= MIN_PREFIX and size >= best_size:
                     if size > best_size:
                         best, best_size = [], size
@@ -261,8 +262,8 @@ def _cut_patterns(parts: tuple[str | None, ...]) -> tuple[tuple[re.Pattern[str],
         if body:
             for end in SENTENCE_END.finditer(part):
                 cut = part[: end.end()]
-                patterns.append((re.compile(body + re.escape(cut.rstrip()) + r"\s*$"), size + len(cut.rstrip())))
-        body += re.escape(part)
+                patterns.append((re.compile(body + _literal(cut.rstrip()) + r"\s*$"), size + len(cut.rstrip())))
+        body += _literal(part)
         size += len(part)
     return tuple(patterns)
 
@@ -290,8 +291,13 @@ def _compile(parts: tuple[str | None, ...]) -> re.Pattern[str]:
             # a trailing placeholder takes the rest of the line, an inner one as little as it can
             body.append("(.*)" if i == len(parts) - 1 else "(.*?)")
         else:
-            body.append(re.escape(part))
+            body.append(_literal(part))
     return re.compile("".join(body))
+
+
+def _literal(part: str) -> str:
+    """A template's literal as a pattern; its backticks may be missing (Markdown ate them from a pasted log)."""
+    return re.escape(part).replace("`", "`?")
 
 
 @lru_cache(maxsize=1)

@@ -288,12 +288,15 @@ def _parse_stream(stream: str, lines: list[LogLine]) -> list[ExceptionChain]:
                 current.append(exception)
             linked = False
             continue
-        if (stripped.startswith('File "') and text[0] in " \t" and _FRAME.match(text)
+        if (stripped.startswith('File "')
+                and (text[0] in " \t" and _FRAME.match(text) or i == 0 and _LOOSE_FRAME.match(text))
                 and (i == 0 or not _in_traceback(lines[i - 1].text) and "most recent call last" not in lines[i - 1].text)):
-            # a traceback pasted (or logged) without its header: its frames read as one, from here
+            # a traceback pasted (or logged) without its header: its frames read as one, from here (the log's first
+            # line may be a frame the paste cut at its start, its indent and record prefix gone)
             start = i
             exception, i = _parse_traceback(stream, lines, i)
-            if exception is not None and lines[min(i, n) - 1].level != lines[start].level:
+            level = lines[start].level if lines[start].level is not None or start + 1 >= n else lines[start + 1].level
+            if exception is not None and lines[min(i, n) - 1].level != level:
                 exception, i = None, start + 1  # an exception of another record: these frames are not its
             if exception is not None:  # a chain of its own, unless a 'During handling...' line linked it
                 if not linked and current:

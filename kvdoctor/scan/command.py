@@ -666,6 +666,8 @@ def python_module_at(words: list[Token]) -> int | None:
     """Where the module of `python [options] -m MODULE` is in the words (python's own options such as -u skipped),
     or None when they do not start with a python that runs a module. A variable the script does not set (`$PY -m
     vllm.entrypoints...`, the interpreter of a site's environment) is a python when `-m` follows it."""
+    if words and PurePosixPath(words[0].text).name == "torchrun":
+        return _torchrun_module_at(words)
     if not words or not (PurePosixPath(words[0].text).name.startswith("python")
                          or UNRESOLVED.fullmatch(words[0].text)):  # $PY, or a `$(command -v python3)` it was set to
         return None
@@ -673,6 +675,19 @@ def python_module_at(words: list[Token]) -> int | None:
     while index < len(words) and words[index].text.startswith("-") and words[index].text != "-m":
         index += 2 if words[index].text in PYTHON_VALUE_OPTIONS else 1
     return index + 1 if index + 1 < len(words) and words[index].text == "-m" else None
+
+
+# torchrun's switches (torch.distributed.run, torch 2.x `torchrun --help`); its other options take a value
+TORCHRUN_SWITCHES = {"--standalone", "--no_python", "--no-python", "--run_path", "--run-path"}
+
+
+def _torchrun_module_at(words: list[Token]) -> int | None:
+    """Where the module of `torchrun [options] -m MODULE` is (torchrun starts a copy of it per process), or None."""
+    index = 1
+    while index < len(words) and words[index].text.startswith("-") and words[index].text not in ("-m", "--module"):
+        option = words[index].text
+        index += 1 if "=" in option or option in TORCHRUN_SWITCHES else 2
+    return index + 1 if index + 1 < len(words) and words[index].text in ("-m", "--module") else None
 
 
 def _after_launcher(words: list[Token]) -> list[Token] | None:

@@ -4,14 +4,14 @@ in the file and run in tests/rules/test_rule_examples.py."""
 from __future__ import annotations
 
 from kvdoctor.explain.explain import explain_text
-from kvdoctor.explain.families import flexible_spaces
+from kvdoctor.explain.families import paste_tolerant
 
 
 def test_a_space_in_a_family_pattern_matches_a_wrapped_line():
     import re
 
-    assert re.search(flexible_spaces("KV cache is needed"), "KV cache\nis  needed")
-    assert flexible_spaces("[ab ]c d") == r"[ab ]c\s+d"
+    assert re.search(paste_tolerant("KV cache is needed"), "KV cache\nis  needed")
+    assert paste_tolerant("[ab ]c d") == r"[ab ]c\s+d"
 
 
 def test_a_consequence_gives_way_to_its_cause():
