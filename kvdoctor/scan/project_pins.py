@@ -35,17 +35,24 @@ def with_project_pin(workload: Workload) -> Workload:
 
 def project_pin(path: Path) -> tuple[str, Path, int] | None:
     """(release, pin file, line) of the nearest folder up from the file (inside its checkout) that pins vLLM."""
-    folder = path.resolve().parent
-    for _ in range(MAX_UP + 1):
+    for folder in checkout_folders(path)[0]:
         names = sorted(p.name for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
         for name in [n for n in PIN_FILES if n in names] + [n for n in names if REQUIREMENTS.match(n) and n not in PIN_FILES]:
             found = _pinned(folder / name)
             if found is not None:
                 return found[0], folder / name, found[1]
-        if (folder / ".git").exists() or folder.parent == folder:
-            return None
-        folder = folder.parent
     return None
+
+
+def checkout_folders(path: Path) -> tuple[list[Path], Path | None]:
+    """The file's folder and those above it, MAX_UP at most, stopping at its checkout's root (a folder with .git);
+    and that root, or None when none is in reach."""
+    folders = [path.resolve().parent]
+    while not (folders[-1] / ".git").exists():
+        if folders[-1].parent == folders[-1] or len(folders) > MAX_UP:
+            return folders, None
+        folders.append(folders[-1].parent)
+    return folders, folders[-1]
 
 
 def _pinned(file: Path) -> tuple[str, int] | None:

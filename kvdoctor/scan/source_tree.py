@@ -1,7 +1,7 @@
 """A vLLM source tree inside the scanned checkout (a research fork, a patched copy): a command run by the host's
 Python with no image and no pin may run that tree's vLLM, whose parser may add options no release has. Found by
-its parser's file (vllm/engine/arg_utils.py) in the command's folder, a folder above it inside the same checkout,
-or up to two folders below those (vllm-fork/, third_party/vllm/)."""
+its parser's file (vllm/engine/arg_utils.py) in the command's folder, a folder above it inside the same checkout
+(project_pins.checkout_folders), or up to two folders below those (vllm-fork/, third_party/vllm/)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+from kvdoctor.scan.project_pins import checkout_folders
 from kvdoctor.scan.workload import Workload
 
-MAX_UP = 3
 PARSER_FILE = Path("vllm") / "engine" / "arg_utils.py"
 VERSION = re.compile(r"""^__version__\s*=\s*["']([^"']+)["']""", re.MULTILINE)
 
@@ -35,17 +35,8 @@ def source_tree(path: Path) -> Path | None:
     """The folder holding a vLLM package with its own parser, nearest the file: in its folder or a folder above it
     up to its checkout's root (a folder with .git), or below the file's folder or that root. Without a checkout root
     in reach, only the file's own folder and those below it (a sibling folder is another project)."""
-    start = path.resolve().parent
-    chain, root = [start], None
-    for _ in range(MAX_UP):
-        if (chain[-1] / ".git").exists():
-            root = chain[-1]
-            break
-        if chain[-1].parent == chain[-1]:
-            break
-        chain.append(chain[-1].parent)
-    else:
-        root = chain[-1] if (chain[-1] / ".git").exists() else None
+    chain, root = checkout_folders(path)
+    start = chain[0]
     for folder in chain if root else [start]:
         if (folder / PARSER_FILE).is_file():
             return folder / "vllm"
