@@ -26,6 +26,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "tests" / "fixtures" / "logs_real"
+# What issue 28's exit contract names as failure evidence in so many words: an ERROR or CRITICAL record, a traceback,
+# an exception line. A log labelled healthy that holds one exits 1 by that contract (counted apart below).
+CONTRACT_EVIDENCE = re.compile(r"\b(?:ERROR|CRITICAL)\b|^Traceback \(most recent call last\)|Traceback \(most recent"
+                               r"|^\s*(?:[\w.]+\.)?\w*(?:Error|Exception): ", re.M)
 
 
 def judge(entry: dict, alter=None, strict: bool = False) -> tuple[bool, str]:
@@ -46,6 +50,12 @@ def judge(entry: dict, alter=None, strict: bool = False) -> tuple[bool, str]:
     family = report.extra.get("family")
     if not entry.get("failure", True):
         return code == 0, f"exit {code} (healthy expected), family {family}"
+    if code == 0:
+        from kvdoctor.explain.diagnosis import rules_with_role
+
+        ends_early = rules_with_role("start_up_not_shown") & {finding.rule_id for finding in report.findings}
+        return False, f"exit 0, family {family} (want {entry['family']}), " + (
+            "the log ends before vLLM is up or fails" if ends_early else "vLLM is up in the log")
     missing = [m for m in entry.get("must_mention") or [] if str(m).lower() not in output]
     if entry["family"] == "other":  # no family fits: lenient takes any family, strict only none named ('other')
         family_ok = not strict or family in (None, "other")
@@ -130,6 +140,9 @@ def main() -> None:
         return
     totals = {False: [0, 0], True: [0, 0]}
     contract = {False: [0, 0], True: [0, 0]}  # [failing logs with exit 0, healthy logs with exit 1]
+    # [failing logs at exit 0 that end before vLLM is up or any failure line (explain's undecided start-up finding),
+    # healthy logs at exit 1 that hold CONTRACT_EVIDENCE]
+    explained_away = {False: [0, 0], True: [0, 0]}
     confusion: dict[tuple, int] = {}
     for entry in entries:
         held = bool(entry.get("heldout"))
@@ -143,8 +156,11 @@ def main() -> None:
         failing = entry.get("failure", True) is not False
         if failing and detail.startswith("exit 0"):
             contract[held][0] += 1
+            explained_away[held][0] += detail.endswith("before vLLM is up or fails")
         if not failing and detail.startswith("exit 1"):
             contract[held][1] += 1
+            text = (LOGS / entry["file"]).read_text(errors="replace")
+            explained_away[held][1] += CONTRACT_EVIDENCE.search(text) is not None
         if held and not ok and args.confusion:
             want = entry["family"] if failing else "healthy"
             got = re.search(r"exit (\d).*?family (\w+)", detail)
@@ -157,7 +173,9 @@ def main() -> None:
         good, total = totals[held]
         if total:
             print(f"{label}: {good}/{total} explained ({100 * good / total:.0f}%); failing logs with exit 0: "
-                  f"{contract[held][0]}, healthy logs with exit 1: {contract[held][1]}")
+                  f"{contract[held][0]} ({explained_away[held][0]} end before vLLM is up or fails), healthy logs with "
+                  f"exit 1: {contract[held][1]} ({explained_away[held][1]} hold an ERROR record, a traceback or an "
+                  f"exception line)")
     for (want, got, code), count in sorted(confusion.items(), key=lambda item: -item[1]):
         print(f"held-out miss x{count}: want {want}, named {got}, {code}")
 

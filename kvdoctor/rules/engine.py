@@ -196,7 +196,7 @@ def fold_superseded(findings: list[Finding], rules: list[Rule]) -> list[Finding]
     return kept
 
 
-def _not_read(version: str) -> str:
+def _outside_read(version: str) -> str:
     """'is outside that range' for a release beyond the pack's span; for one inside it that the pack lacks, 'is not
     one of them (the nearest releases read: 0.10.2 and 0.11.2)'."""
     from kvdoctor.vllm_pack.candidates import pep440_order
@@ -226,7 +226,7 @@ def _outside_checked_range(rule: Rule, version: str | None) -> str | None:
         return None
     if low == "pack":
         return (f"vllm.version, the vLLM release: this rule was checked against the releases kvdoctor read "
-                f"({describe_range(pack_releases())}); {version} {_not_read(version)}: kvdoctor did not read it, so "
+                f"({describe_range(pack_releases())}); {version} {_outside_read(version)}: kvdoctor did not read it, so "
                 "the rule is not applied there (name a release kvdoctor read with --vllm-version, or read "
                 f"{version} into the pack: docs/vllm-pack.md)")  # fmt: skip
     span = low if low == high else f"{low}-{high}"

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from kvdoctor.scan.documents import (Document, ManifestError, ReadDocument, SourceFile, compose_documents,
+from kvdoctor.scan.documents import (ManifestError, ReadDocument, SourceFile, compose_documents,
                                      display_path)
 from kvdoctor.scan.helm_chart import NOT_FETCHED, ChartError, ChartSource, render_chart
 from kvdoctor.scan.result import UnreadFile

@@ -240,7 +240,7 @@ def _nodes(items, at: int, parsed: Parsed, ends: tuple[str, ...]) -> tuple[tuple
             out.append(Action(_pipeline(tokens, line, declarations=True), line))
         at += 1
     if ends:
-        raise ParseError(f"unexpected EOF: {{{{end}}}} missing", items[-1][2] if items else 1)
+        raise ParseError("unexpected EOF: {{end}} missing", items[-1][2] if items else 1)
     return tuple(out), at
 
 
