@@ -79,6 +79,22 @@ def is_checked(result) -> bool:
     return all(f.decided_by for f in open_) and all(any(i in u for i in DECIDING_INPUTS) or u.startswith(SETTLED) for u in result.unjudged)
 
 
+def as_checked_out(path: Path, scratch: Path) -> Path:
+    """A file of a stored repository tree, scanned as a user's checkout has it: the tree copied once into scratch
+    with a `.git` folder at its top (git is not allowed to store one), so that what scan looks for up to the
+    checkout's root (a chart beside a values file kept outside it, project pins) is found as in the real checkout."""
+    if TREES not in path.parents:
+        return path
+    repo = path.relative_to(TREES).parts[0]
+    copy = scratch / repo
+    if not copy.exists():
+        import shutil
+
+        shutil.copytree(TREES / repo, copy, symlinks=True)
+        (copy / ".git").mkdir()
+    return copy / path.relative_to(TREES / repo)
+
+
 def measure(entries: list[dict], details: bool) -> Tally:
     from kvdoctor.check.run import CheckSettings
     from kvdoctor.scan.judge import ScanDefaults
@@ -86,9 +102,10 @@ def measure(entries: list[dict], details: bool) -> Tally:
 
     tally = Tally()
     cache = Path(tempfile.mkdtemp(prefix="kvd-measure-"))
+    checkouts = Path(tempfile.mkdtemp(prefix="kvd-checkouts-"))
     for entry in entries:
         tally.files += 1
-        report = run_scan([str(scanned_path(entry))], ScanDefaults(offline=True, cache_dir=cache),
+        report = run_scan([str(as_checked_out(scanned_path(entry), checkouts))], ScanDefaults(offline=True, cache_dir=cache),
                           CheckSettings(compile=False))  # fmt: skip
         tally.unread += len(report.unread)
         results = {(r.workload.name, r.workload.container): r for r in report.workloads}

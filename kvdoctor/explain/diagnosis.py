@@ -10,7 +10,7 @@ from typing import Any
 from kvdoctor.explain.families import Families, derived_values, load_families
 from kvdoctor.explain.selector import SelectorError, family_for
 from kvdoctor.explain.signatures import SignatureMatch
-from kvdoctor.explain.tracebacks import ExceptionChain, LoggedException
+from kvdoctor.explain.tracebacks import ExceptionChain, Frame, LoggedException
 from kvdoctor.explain.verdict import FailureEvidence, as_exception
 from kvdoctor.rules.loader import Rule, Signature
 
@@ -94,10 +94,13 @@ def diagnose(
     facts: dict[str, Any],
     selector_errors: list[SelectorError],
     evidence: tuple[FailureEvidence, ...] = (),
+    cut_frames: tuple[Frame, ...] = (),
 ) -> Diagnosis:
     """The primary cause: the best root match, else the cause it is a consequence of, else the family that owns the
     place vLLM raised the innermost exception, else a failure line (verdict.failure_evidence): an ERROR line, a
-    compiler's error, a raise site, and only when there is nothing else a wrapper; with the primary cause's family."""
+    compiler's error, a raise site, and only when there is nothing else a wrapper; with the primary cause's family.
+    ``cut_frames``: the frames of a traceback the log ends in before its exception line (tracebacks.cut_frames),
+    which place an unknown failure that has no frames of its own."""
     diagnosis = _root_of_consequence(_by_rank(matches, chains), families)
     diagnosis = _by_frame(diagnosis, rules, families)
     diagnosis = _by_location(diagnosis, rules, families, facts)
@@ -107,7 +110,7 @@ def diagnose(
         diagnosis = _by_location(diagnosis, rules, families, facts)
     diagnosis = _by_interface_drift(diagnosis, rules, families, chains, evidence, facts)
     diagnosis = _by_visible_devices(diagnosis, rules, families, facts)
-    return replace(diagnosis, family=_family(diagnosis, families, selector_errors, facts))
+    return replace(diagnosis, family=_family(diagnosis, families, selector_errors, facts, cut_frames))
 
 
 def _by_rank(matches: list[SignatureMatch], chains: list[ExceptionChain]) -> Diagnosis:
@@ -361,7 +364,7 @@ def _is_wrapper(diagnosis: Diagnosis) -> bool:
 
 
 def _family(diagnosis: Diagnosis, families: Families, selector_errors: list[SelectorError],
-            facts: dict[str, Any] | None = None) -> str | None:
+            facts: dict[str, Any] | None = None, cut_frames: tuple[Frame, ...] = ()) -> str | None:
     if diagnosis.primary is not None:
         rule_id = diagnosis.primary.rule.id
         if rule_id in rules_with_role("selector_error") and selector_errors:
@@ -370,7 +373,10 @@ def _family(diagnosis: Diagnosis, families: Families, selector_errors: list[Sele
     if diagnosis.unknown is None:
         return None
     # the words first: they name one feature exactly (a FlashInfer JIT build under a MoE layer is the toolkit's)
-    return _family_by_words(diagnosis.unknown, families) or _family_by_frames(diagnosis.unknown, families) or "other"
+    unknown = diagnosis.unknown
+    if not unknown.frames and cut_frames:  # a wrapper whose traceback the log cut before its exception line
+        unknown = replace(unknown, frames=cut_frames)
+    return _family_by_words(unknown, families) or _family_by_frames(unknown, families) or "other"
 
 
 def _family_by_values(diagnosis: Diagnosis, families: Families) -> str | None:

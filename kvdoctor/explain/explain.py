@@ -19,7 +19,7 @@ from kvdoctor.explain.signatures import SignatureMatch, match_signatures
 from kvdoctor.explain.set_up import with_set_up
 from kvdoctor.explain.similar_reports import with_similar_reports
 from kvdoctor.explain.start_up_shown import with_start_up_shown
-from kvdoctor.explain.tracebacks import (ExceptionChain, parse_chains, with_torchscript_originals, without_carried_on,
+from kvdoctor.explain.tracebacks import (ExceptionChain, parse_chains, trailing_cut_frames, with_torchscript_originals, without_carried_on,
                                          without_ignored)
 from kvdoctor.explain.verdict import (FailureEvidence, as_exception, cite_failure_lines, failure_evidence,
                                       ready_after, requested_shutdown, survived, uphold, warning_gone_past)
@@ -89,7 +89,8 @@ def explain_text(text: str, rules_files: tuple[Path, ...] = ()) -> Report:
     read = read_log_text(text, rules, families)
     lines, chains, facts, evidence = read.lines, read.chains, read.facts, read.evidence
     diagnosed = [] if read.survived else chains  # exceptions the server came up after are not the failure
-    diagnosis = diagnose(read.matches, diagnosed, rules, families, facts, read.selector_errors, evidence)
+    diagnosis = diagnose(read.matches, diagnosed, rules, families, facts, read.selector_errors, evidence,
+                         trailing_cut_frames(lines, chains))
     report = build_report(rules, facts, read.fact_lines, chains, diagnosis)
     report = annotate(report, diagnosis, families, facts, read.selector_errors, lines, chains)
     report = uphold(report, evidence, lambda line: _failure_finding(rules, line, facts))

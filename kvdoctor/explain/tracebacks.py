@@ -464,6 +464,20 @@ def _cut_frames(lines: list[LogLine]) -> tuple[Frame, ...]:
     return tuple(frames)
 
 
+def trailing_cut_frames(lines: list[LogLine], chains: list[ExceptionChain]) -> tuple[Frame, ...]:
+    """The frames of the log's last traceback when the log ends before its exception line (no exception of any chain
+    is shown after its 'Traceback' line): where the failure was, though not what it was."""
+    start = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].text.strip() == TRACEBACK_START), None)
+    if start is None:  # an excerpt that begins inside the traceback: the run of frame lines it ends in
+        start = len(lines)
+        while start > 0 and (_in_traceback(lines[start - 1].text) or not lines[start - 1].text.strip()):
+            start -= 1
+        start -= 1
+    if start + 1 >= len(lines) or any(e.line >= lines[start + 1].number for chain in chains for e in chain.exceptions):
+        return ()
+    return _cut_frames(lines[start + 1:])
+
+
 def _parse_traceback(stream: str, lines: list[LogLine], i: int) -> tuple[LoggedException | None, int]:
     frames: list[Frame] = []
     n = len(lines)
