@@ -99,8 +99,8 @@ def diagnose(
     """The primary cause: the best root match, else the cause it is a consequence of, else the family that owns the
     place vLLM raised the innermost exception, else a failure line (verdict.failure_evidence): an ERROR line, a
     compiler's error, a raise site, and only when there is nothing else a wrapper; with the primary cause's family.
-    ``cut_frames``: the frames of a traceback the log ends in before its exception line (tracebacks.cut_frames),
-    which place an unknown failure that has no frames of its own."""
+    ``cut_frames``: the frames of a traceback the log ends in before its exception line
+    (tracebacks.trailing_cut_frames), which place an unknown failure that has no frames of its own."""
     diagnosis = _root_of_consequence(_by_rank(matches, chains), families)
     diagnosis = _by_frame(diagnosis, rules, families)
     diagnosis = _by_location(diagnosis, rules, families, facts)

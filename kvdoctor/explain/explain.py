@@ -19,8 +19,8 @@ from kvdoctor.explain.signatures import SignatureMatch, match_signatures
 from kvdoctor.explain.set_up import with_set_up
 from kvdoctor.explain.similar_reports import with_similar_reports
 from kvdoctor.explain.start_up_shown import with_start_up_shown
-from kvdoctor.explain.tracebacks import (ExceptionChain, parse_chains, trailing_cut_frames, with_torchscript_originals, without_carried_on,
-                                         without_ignored)
+from kvdoctor.explain.tracebacks import (ExceptionChain, parse_chains, trailing_cut_frames, with_torchscript_originals,
+                                         without_carried_on, without_ignored)
 from kvdoctor.explain.verdict import (FailureEvidence, as_exception, cite_failure_lines, failure_evidence,
                                       ready_after, requested_shutdown, survived, uphold, warning_gone_past)
 from kvdoctor.model.report import Report
