@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "tests" / "fixtures" / "logs_real"
 # What issue 28's exit contract names as failure evidence in so many words: an ERROR or CRITICAL record, a traceback,
 # an exception line. A log labelled healthy that holds one exits 1 by that contract (counted apart below).
-CONTRACT_EVIDENCE = re.compile(r"\b(?:ERROR|CRITICAL)\b|^Traceback \(most recent call last\)|Traceback \(most recent"
-                               r"|^\s*(?:[\w.]+\.)?\w*(?:Error|Exception): ", re.M)
+CONTRACT_EVIDENCE = re.compile(r"\b(?:ERROR|CRITICAL)\b|Traceback \(most recent|^\s*(?:[\w.]+\.)?\w*(?:Error|Exception): ",
+                               re.M)
 
 
 def judge(entry: dict, alter=None, strict: bool = False) -> tuple[bool, str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -88,8 +89,6 @@ def as_checked_out(path: Path, scratch: Path) -> Path:
     repo = path.relative_to(TREES).parts[0]
     copy = scratch / repo
     if not copy.exists():
-        import shutil
-
         shutil.copytree(TREES / repo, copy, symlinks=True)
         (copy / ".git").mkdir()
     return copy / path.relative_to(TREES / repo)
