@@ -7,6 +7,7 @@ Accepts every spelling vLLM does (`--kv-cache-dtype X`, `--kv-cache-dtype=X`, `-
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -173,6 +174,9 @@ def _scan(tokens: list[str]) -> tuple[str | None, dict[str, Any], list[str]]:
         elif takes_value or _unknown_takes_value(flag, tokens, index):
             if index >= len(tokens):
                 raise UsageError(f"serve flag {flag} needs a value", f"e.g. {flag} VALUE")
+            if takes_value and _is_an_option(tokens[index]):  # argparse's "expected one argument"
+                raise UsageError(f"serve flag {flag} needs a value: the next word, {tokens[index]}, is an option "
+                                 "(a variable left empty?)", f"e.g. {flag} VALUE")
             value = tokens[index]
             index += 1
         else:
@@ -186,6 +190,16 @@ def _scan(tokens: list[str]) -> tuple[str | None, dict[str, Any], list[str]]:
         else:
             unknown.append(f"{flag}={value}")
     return model, values, unknown
+
+
+NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+"""argparse's _negative_number_matcher: such a word after an option is its value, not another option."""
+
+
+def _is_an_option(word: str) -> bool:
+    """Whether argparse reads the word as an option string (so the option before it gets no value): it starts with
+    '-', is more than '-', is no negative number and holds no space (argparse's _parse_optional)."""
+    return word.startswith("-") and word != "-" and not NEGATIVE_NUMBER.match(word) and " " not in word
 
 
 def _unknown_takes_value(flag: str, tokens: list[str], index: int) -> bool:

@@ -63,12 +63,20 @@ def test_max_model_len_lowercase_k_is_thousands():
         ("vllm serve m -tp 0", "at least 1"),
         ("vllm serve m --gpu-memory-utilization 1.5", "(0, 1]"),
         ("vllm serve m --kv-cache-dtype", "needs a value"),
+        # argparse reads a word that starts with '-' as the next option: `--model $EMPTY --dtype auto` gives --model
+        # no value ("expected one argument"), it does not serve a model named --dtype
+        ("vllm serve --model --dtype auto", "the next word, --dtype, is an option"),
+        ("vllm serve m -tp --enforce-eager", "needs a value"),
     ],
 )
 def test_bad_values_are_usage_errors(command, message):
     with pytest.raises(UsageError) as error:
         parse(command)
     assert message in error.value.one_line()
+
+
+def test_a_negative_number_after_a_flag_is_its_value_as_argparse_reads_it():
+    assert parse("vllm serve m --max-model-len -1").serve.max_model_len == -1  # vLLM's "auto", not an option
 
 
 def test_config_yaml_is_read_and_flags_override_it(tmp_path):
