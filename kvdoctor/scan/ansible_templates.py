@@ -7,6 +7,7 @@ many blank lines, and a block tag alone on its line leaves that line blank."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -35,12 +36,43 @@ def rendered_name(path: str) -> str:
     return path
 
 
-def render(source: SourceFile) -> tuple[SourceFile, list[str]]:
-    """The template rendered as Ansible would with its role's variables (same path, so findings point into the
-    template), and notes on where the values came from; raises ManifestError when Jinja2 refuses it."""
+@dataclass(frozen=True)
+class Rendering:
+    source: SourceFile | ManifestError
+    notes: list[str]
+    inventory: str | None
+    """The inventory whose group_vars it was rendered with, when the playbook keeps several (inventories/<env>/)."""
+
+
+def renderings(source: SourceFile) -> list[Rendering]:
+    """The template rendered once per inventory of its playbook (`inventories/<env>/group_vars`: each environment sets
+    its own values, none is the default), or once when there is at most one."""
+    inventories = _inventories(Path(source.path)) or [None]
+    out = []
+    for inventory in inventories:
+        try:
+            rendered, why = render(source, inventory)
+        except ManifestError as exc:
+            rendered, why = exc, []
+        out.append(Rendering(rendered, why, inventory.name if inventory is not None and len(inventories) > 1 else None))
+    return out
+
+
+def of_inventory(workload, inventory: str):
+    """A workload read from the rendering with one inventory's values, named for it (each environment is its own)."""
+    from dataclasses import replace
+
+    return replace(workload, name=f"{workload.name} (inventory {inventory})",
+                   notes=workload.notes + (f"rendered with inventory {inventory}'s group_vars",))
+
+
+def render(source: SourceFile, inventory: Path | None = None) -> tuple[SourceFile, list[str]]:
+    """The template rendered as Ansible would with its role's variables (and ``inventory``'s group_vars; same path,
+    so findings point into the template), and notes on where the values came from; raises ManifestError when
+    Jinja2 refuses it."""
     import jinja2
 
-    variables, read_from = _role_variables(Path(source.path))
+    variables, read_from = _role_variables(Path(source.path), inventory)
     text = EXTENDS.sub("", COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), source.text))
     try:
         environment, variables = _ansible_environment(text, variables)
@@ -177,21 +209,47 @@ def _templated(environment, variables: dict[str, Any]) -> dict[str, Any]:
     return variables
 
 
-def _role_variables(template: Path) -> tuple[dict[str, Any], list[str]]:
-    """The role's defaults, the playbook's group_vars over them (group `all` first, then the other groups by name),
-    then the role's vars over those, as Ansible orders them, when the file lies in a role's templates/ or tasks/
-    folder."""
-    from kvdoctor.base.yaml_safe import load_yaml
-
+def _role_of(template: Path) -> tuple[Path | None, Path | None]:
+    """The role folder of a file in a role's templates/ or tasks/ folder, and the playbook folder holding roles/."""
     role = next((parent.parent for parent in template.parents if parent.name in ("templates", "tasks")), None)
     if role is None:
+        return None, None
+    return role, (role.parent.parent if role.parent.name == "roles" else None)
+
+
+INVENTORY_FOLDERS = ("inventories", "inventory", "environments")
+"""Where a playbook keeps one inventory per environment, each with its own group_vars (Ansible's documented layout)."""
+
+
+def _inventories(template: Path) -> list[Path]:
+    """The playbook's inventory folders that hold group_vars (`inventories/prod/group_vars/all.yml`), by name."""
+    _, playbook = _role_of(template)
+    if playbook is None:
+        return []
+    return sorted(folder for name in INVENTORY_FOLDERS if (playbook / name).is_dir()
+                  for folder in (playbook / name).iterdir() if (folder / "group_vars").is_dir())
+
+
+def _group_files(folder: Path) -> list[Path]:
+    """A group_vars folder's files, group `all` first, then the other groups by name."""
+    if not folder.is_dir():
+        return []
+    found = sorted(p for p in folder.rglob("*") if p.suffix in (".yml", ".yaml") and p.is_file())
+    return sorted(found, key=lambda p: (p.relative_to(folder).parts[0].split(".")[0] != "all", str(p)))
+
+
+def _role_variables(template: Path, inventory: Path | None = None) -> tuple[dict[str, Any], list[str]]:
+    """The role's defaults, the inventory's group_vars and then the playbook's over them (group `all` first, then the
+    other groups by name), then the role's vars over those, as Ansible orders them, when the file lies in a role's
+    templates/ or tasks/ folder."""
+    from kvdoctor.base.yaml_safe import load_yaml
+
+    role, playbook = _role_of(template)
+    if role is None:
         return {}, []
-    playbook = role.parent.parent if role.parent.name == "roles" else None
-    group_files = []
-    if playbook is not None and (playbook / "group_vars").is_dir():
-        found = sorted(p for p in (playbook / "group_vars").rglob("*") if p.suffix in (".yml", ".yaml") and p.is_file())
-        group_files = sorted(found, key=lambda p: (p.relative_to(playbook / "group_vars").parts[0].split(".")[0] != "all",
-                                                   str(p)))
+    group_files = _group_files(inventory / "group_vars") if inventory is not None else []
+    if playbook is not None:
+        group_files += _group_files(playbook / "group_vars")
     paths = ([role / n for n in ROLE_VARIABLE_FILES[:2]] + group_files + [role / n for n in ROLE_VARIABLE_FILES[2:]])
     variables: dict[str, Any] = {}
     read_from = []

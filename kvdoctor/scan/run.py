@@ -130,13 +130,21 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
                 why.append(unread_why)
         return workloads, why
 
-    for source in sources:
-        if isinstance(source, SourceFile) and ansible_templates.is_template(source):
-            try:
-                source, why = ansible_templates.render(source)
-            except ManifestError as exc:
-                source, why = exc, []
-            notes += why
+    def each_rendered(sources):
+        """Each source, an Ansible template once per inventory it is rendered with (its notes taken); the workloads
+        read from one inventory's rendering carry that inventory's name once its reading is done."""
+        for source in sources:
+            if not (isinstance(source, SourceFile) and ansible_templates.is_template(source)):
+                yield source
+                continue
+            for rendering in ansible_templates.renderings(source):
+                notes.extend(rendering.notes)
+                start = len(found)
+                yield rendering.source
+                if rendering.inventory is not None:
+                    found[start:] = [ansible_templates.of_inventory(w, rendering.inventory) for w in found[start:]]
+
+    for source in each_rendered(sources):
         if isinstance(source, ManifestError):
             unread.append(UnreadFile.of(source))
             continue

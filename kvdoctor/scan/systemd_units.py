@@ -97,7 +97,8 @@ def _script_beside(script: str, unit: str) -> tuple[Path, str, str] | None:
             words = shlex.split(line)
         except ValueError:
             continue
-        program = next((w for w in words if PurePosixPath(w).name not in SHELLS and not w.startswith("-")), None)
+        program = next((w for w in words if PurePosixPath(w).name not in SHELLS | {"env"} and not w.startswith("-")
+                        and not ENV_ASSIGNMENT.match(w)), None)  # `/usr/bin/env [X=1] bash FILE` runs FILE
         if program is None or not program.endswith((".sh", ".bash")):
             continue
         path = _in_repository(program, unit)
@@ -107,6 +108,8 @@ def _script_beside(script: str, unit: str) -> tuple[Path, str, str] | None:
             return None
     return None
 
+
+ENV_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 MAX_PARENTS = 2
 """How far above the unit the repository's copy of an installed script is looked for (deploy/x.service, scripts/)."""

@@ -100,3 +100,34 @@ def test_a_job_script_that_is_a_jinja_template_renders_its_blocks_in_place(tmp_p
     plain.write_text('echo "${x%}"\nvllm serve m --port 8000\n')  # a shell's own `%}` is no template
     (served,) = find_workloads([str(plain)])[1]
     assert [t.text for t in served.argv] == ["m", "--port", "8000"]
+
+
+def test_a_role_template_is_rendered_once_per_inventory_each_with_its_group_vars(tmp_path):
+    """Ansible's documented layout, one inventory per environment (inventories/<env>/group_vars): the role's defaults
+    leave the instances empty and each inventory sets its own (manifest batch s118, aigineering/amtm-gpu-server):
+    one workload per inventory, named for it, each with that inventory's values."""
+    root = write_tree(tmp_path / "repo", {
+        "ansible/roles/vllm/templates/vllm.service.j2": UNIT,
+        "ansible/roles/vllm/defaults/main.yml": "vllm_image: vllm/vllm-openai:v0.25.1\nvllm_extra_args: []\n",
+        "ansible/inventories/prod/group_vars/all.yml": "vllm_model: Qwen/Qwen2.5-72B-Instruct\nvllm_tp: 4\n"
+                                                       "vllm_max_model_len: 32768\n",
+        "ansible/inventories/test/group_vars/all.yml": "vllm_model: Qwen/Qwen2.5-7B-Instruct\nvllm_tp: 1\n"
+                                                       "vllm_max_model_len: 4096\n",
+    })
+    _, found, _ = find_workloads([str(root)])
+    by_name = {w.name: [t.text for t in w.argv] for w in found}
+    assert sorted(by_name) == ["vllm.service.j2 (inventory prod)", "vllm.service.j2 (inventory test)"]
+    prod, test = by_name["vllm.service.j2 (inventory prod)"], by_name["vllm.service.j2 (inventory test)"]
+    assert prod[prod.index("--tensor-parallel-size") + 1] == "4" and "Qwen/Qwen2.5-72B-Instruct" in prod
+    assert test[test.index("--tensor-parallel-size") + 1] == "1" and "Qwen/Qwen2.5-7B-Instruct" in test
+
+
+def test_one_inventory_renders_once_without_a_name(tmp_path):
+    root = write_tree(tmp_path / "repo", {
+        "roles/vllm/templates/vllm.service.j2": UNIT,
+        "roles/vllm/defaults/main.yml": "vllm_image: vllm/vllm-openai:v0.25.1\nvllm_extra_args: []\n",
+        "inventory/prod/group_vars/all.yml": "vllm_model: Qwen/Qwen2.5-7B-Instruct\nvllm_tp: 2\nvllm_max_model_len: 4096\n",
+    })
+    _, (served,), _ = find_workloads([str(root)])
+    words = [t.text for t in served.argv]
+    assert served.name == "vllm.service.j2" and words[words.index("--tensor-parallel-size") + 1] == "2"

@@ -292,6 +292,20 @@ exec vllm serve "$MODEL_REPO" --max-model-len "$MAX_MODEL_LEN"
     assert any("read from the vllm-server.sh the repository keeps beside the unit" in n for n in workload.notes)
 
 
+def test_a_unit_whose_execstart_runs_its_script_through_env_bash(tmp_path):
+    """`ExecStart=/usr/bin/env bash /home/%i/app/deploy/start_vllm.sh` (manifest batch s118, a unit in deploy/systemd/):
+    env and bash run the script, which the checkout keeps at deploy/start_vllm.sh."""
+    write_tree(tmp_path, {"deploy/systemd/vllm.service": """[Service]
+Environment=MODEL=Qwen/Qwen3-8B
+ExecStart=/usr/bin/env bash /home/%i/app/deploy/start_vllm.sh
+""", "deploy/start_vllm.sh": """#!/bin/bash
+exec vllm serve "$MODEL" --tensor-parallel-size 2
+"""})
+    _, (workload,), _, _ = read_manifests([str(tmp_path)])
+    assert [t.text for t in workload.argv] == ["Qwen/Qwen3-8B", "--tensor-parallel-size", "2"]
+    assert workload.file.endswith("deploy/start_vllm.sh")
+
+
 def test_a_terraform_helm_release_of_the_remote_production_stack_chart_reads_its_values(tmp_path):
     """A helm_release of vllm-stack from production-stack's repository (not in the tree) with yamlencode() values
     and `set` entries from locals (a real EKS stack of manifest batch s49): the modelSpec its values give."""
