@@ -1,7 +1,8 @@
 """An Ansible role's Jinja2 template of a file scan reads (`roles/vllm/templates/vllm.service.j2`, a Deployment's or
-a Compose file's `.yaml.j2`, a script's `.sh.j2`): rendered with the role's own variables (defaults/main.yml, then vars/main.yml over them, as Ansible orders them), then read as the file it
-becomes (`vllm.service`). A variable the role does not set (an inventory's, a play's) renders as a shell variable
-`${name}`: unknown here, so what it decides stays undecided. Lines keep their numbers: a comment `{# ... #}` becomes as
+a Compose file's `.yaml.j2`, a script's `.sh.j2`): rendered with the role's own variables (defaults/main.yml, the
+group_vars of the playbook and of each inventory it keeps, then vars/main.yml, as Ansible orders them; once per
+inventory when there are several), then read as the file it becomes (`vllm.service`). A variable none of those sets (a
+play's, a host's) renders as a shell variable `${name}`: unknown here, so what it decides stays undecided. Lines keep their numbers: a comment `{# ... #}` becomes as
 many blank lines, and a block tag alone on its line leaves that line blank."""
 
 from __future__ import annotations
@@ -86,7 +87,8 @@ def render(source: SourceFile, inventory: Path | None = None) -> tuple[SourceFil
     where = ", ".join(read_from) if read_from else "no role variables found beside it"
     return (SourceFile(source.path, rendered, source.data_of),
             [f"{source.path}: a Jinja2 template, rendered with its role's variables ({where}); variables set "
-             "elsewhere (inventory, play, the program that renders it) are unknown here"])
+             f"elsewhere ({'' if inventory is not None else 'inventory, '}play, host, the program that renders it) "
+             "are unknown here"])
 
 
 def render_values(node, path: Path, play_vars: dict[str, Any] | None = None) -> list[str]:
