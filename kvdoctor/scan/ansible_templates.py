@@ -8,7 +8,7 @@ many blank lines, and a block tag alone on its line leaves that line blank."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -61,8 +61,6 @@ def renderings(source: SourceFile) -> list[Rendering]:
 
 def of_inventory(workload, inventory: str):
     """A workload read from the rendering with one inventory's values, named for it (each environment is its own)."""
-    from dataclasses import replace
-
     return replace(workload, name=f"{workload.name} (inventory {inventory})",
                    notes=workload.notes + (f"rendered with inventory {inventory}'s group_vars",))
 

@@ -10,7 +10,7 @@ import shlex
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
-from kvdoctor.scan.command import SHELLS, heredocs
+from kvdoctor.scan.command import ASSIGNMENT, SHELLS, heredocs
 from kvdoctor.scan.documents import UNIT_TEMPLATE_SUFFIXES, SourceFile
 from kvdoctor.scan.scripts import script_findings
 from kvdoctor.scan.workload import Workload
@@ -98,7 +98,7 @@ def _script_beside(script: str, unit: str) -> tuple[Path, str, str] | None:
         except ValueError:
             continue
         program = next((w for w in words if PurePosixPath(w).name not in SHELLS | {"env"} and not w.startswith("-")
-                        and not ENV_ASSIGNMENT.match(w)), None)  # `/usr/bin/env [X=1] bash FILE` runs FILE
+                        and not ASSIGNMENT.match(w)), None)  # `/usr/bin/env [X=1] bash FILE` runs FILE
         if program is None or not program.endswith((".sh", ".bash")):
             continue
         path = _in_repository(program, unit)
@@ -108,8 +108,6 @@ def _script_beside(script: str, unit: str) -> tuple[Path, str, str] | None:
             return None
     return None
 
-
-ENV_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 MAX_PARENTS = 2
 """How far above the unit the repository's copy of an installed script is looked for (deploy/x.service, scripts/)."""

@@ -198,7 +198,7 @@ def _values(spec: Any, token: str, has_inline: bool, tokens: list[str], index: i
         return [], index
     if nargs in ("?", "*"):
         values = []
-        while index < len(tokens) and not _looks_like_option(tokens[index]):
+        while index < len(tokens) and not looks_like_option(tokens[index]):
             values.append(tokens[index])
             index += 1
             if nargs == "?":
@@ -207,19 +207,20 @@ def _values(spec: Any, token: str, has_inline: bool, tokens: list[str], index: i
     if nargs == "+" or isinstance(nargs, int):
         wanted = 1 if nargs == "+" else nargs
         values = []
-        while index < len(tokens) and not _looks_like_option(tokens[index]) and (nargs == "+" or len(values) < wanted):
+        while index < len(tokens) and not looks_like_option(tokens[index]) and (nargs == "+" or len(values) < wanted):
             values.append(tokens[index])
             index += 1
         if len(values) < wanted:
             expected = "at least one argument" if nargs == "+" else f"{wanted} arguments"
             return ArgvVerdict(f"argument {_display(spec, token)}: expected {expected}"), index
         return values, index
-    if index >= len(tokens) or _looks_like_option(tokens[index]):
+    if index >= len(tokens) or looks_like_option(tokens[index]):
         return ArgvVerdict(f"argument {_display(spec, token)}: expected one argument"), index
     return [tokens[index]], index + 1
 
 
-def _looks_like_option(token: str) -> bool:
+def looks_like_option(token: str) -> bool:
+    """argparse's reading of a word after an option: another option unless it is '-' or a negative number."""
     return token.startswith("-") and token != "-" and not NEGATIVE_NUMBER.match(token)
 
 

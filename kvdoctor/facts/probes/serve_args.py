@@ -7,7 +7,6 @@ Accepts every spelling vLLM does (`--kv-cache-dtype X`, `--kv-cache-dtype=X`, `-
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -192,14 +191,12 @@ def _scan(tokens: list[str]) -> tuple[str | None, dict[str, Any], list[str]]:
     return model, values, unknown
 
 
-NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
-"""argparse's _negative_number_matcher: such a word after an option is its value, not another option."""
-
-
 def _is_an_option(word: str) -> bool:
-    """Whether argparse reads the word as an option string (so the option before it gets no value): it starts with
-    '-', is more than '-', is no negative number and holds no space (argparse's _parse_optional)."""
-    return word.startswith("-") and word != "-" and not NEGATIVE_NUMBER.match(word) and " " not in word
+    """Whether argparse reads the word as an option string, so the option before it gets no value (vLLM's parser as
+    vllm_pack/serve_parser.py reads it; a word holding a space is a value to argparse's _parse_optional)."""
+    from kvdoctor.vllm_pack.serve_parser import looks_like_option
+
+    return looks_like_option(word) and " " not in word
 
 
 def _unknown_takes_value(flag: str, tokens: list[str], index: int) -> bool:
