@@ -194,8 +194,15 @@ POSITIONAL = re.compile(r"\$(?:[1-9]|\{[1-9][^}]*\}|OPTARG\b|\{OPTARG\})")
 PYTHON_PROGRAM = re.compile(r"^python(?:\d+(?:\.\d+)?)?$")
 
 
+UNESCAPED_SUBSTITUTION = re.compile(r"(?<!\\)(?:\$\(|`)")
+"""A command's output in a value (`$(...)`, backquotes): `\\$(...)` in double quotes is the text itself."""
+
+
 def _holds_a_command(value: str) -> bool:
-    """Whether a variable's value is a whole command line (`docker run ...`, `vllm serve ...`), not arguments."""
+    """Whether a variable's value is a whole command line (`docker run ...`, `vllm serve ...`), not arguments, or a
+    script that runs vLLM (CMD="source .venv/bin/activate; vllm serve ..." typed into tmux)."""
+    if LAUNCHER.search(value) and ";" in value:
+        return True
     words = value.split()
     while words and ASSIGNMENT.match(words[0]):  # `CUDA_VISIBLE_DEVICES=0,1 vllm serve ...`: the env it runs with
         words = words[1:]
@@ -487,7 +494,7 @@ def branch_assignments(script: str, not_run: frozenset[int] = frozenset()) -> li
 
 
 def _one_word(value: str) -> str | None:
-    if "$(" in value or "`" in value:
+    if UNESCAPED_SUBSTITUTION.search(value):
         return None
     try:
         words = shlex.split(_without_comment(value)) or [""]

@@ -132,12 +132,14 @@ def script_builds(script: str, first_line: int, env: dict[str, str] | None = Non
 
 def script_findings(script: str, first_line: int, file: str, name: str, env: dict[str, str] | None = None,
                     builds: list[Build] | None = None, depth: int = 0,
-                    outer: dict[str, ShellFunction] | None = None) -> tuple[list[Workload], list[str]]:  # fmt: skip
+                    outer: dict[str, ShellFunction] | None = None,
+                    outer_arrays: dict[str, list[Token]] | None = None) -> tuple[list[Workload], list[str]]:  # fmt: skip
     """The workloads of a shell script whose first line is `first_line` of `file`, its words expanded from its
     top-level assignments (and `env`), and notes for its commands that deploy vLLM with a command kvdoctor cannot
     see (`gcloud run deploy vllm-svc --image IMAGE` of an image built elsewhere). A command whose variables an `if` /
     `elif` branch sets is one workload per such branch (`VLLM_ARGS=...` per `$VLLM_MODE`), each with the branch's
-    values and a note saying which. `outer`: the functions of the script a function's body (read here) belongs to."""
+    values and a note saying which. `outer`: the functions of the script a function's body (read here) belongs to;
+    `outer_arrays`: the arrays that script assigned (`vllm "${ARGS[@]}"` in a function, ARGS=(serve ...) above it)."""
     own = _functions(script, file, depth)
     functions = ((outer or {}) | own) if depth < MAX_CALL_DEPTH else {}
     called = _called_functions(script, first_line, functions)
@@ -148,7 +150,7 @@ def script_findings(script: str, first_line: int, file: str, name: str, env: dic
     script = alternate_values(script, known)
     not_run = frozenset(index for index, _, runs in decided_lines(script, known) if False in runs)
     branches = branch_assignments(script, not_run)
-    arrays = script_arrays(script, first_line, not_run) if "=(" in script else {}
+    arrays = (outer_arrays or {}) | (script_arrays(script, first_line, not_run) if "=(" in script else {})
     look_unseen = "vllm" in script.lower()  # a note names a service or image named for vLLM
     found: list[Workload] = []
     notes: list[str] = []
@@ -157,7 +159,7 @@ def script_findings(script: str, first_line: int, file: str, name: str, env: dic
         words = _tested(words)  # `if main; then`, `! start_vllm`: the command tested runs all the same
         if words and words[0].text in called:  # `start_vllm "$MODEL" 8000`: the function's body with these arguments
             inner, inner_notes = _function_call(functions[words[0].text], expand_words(words, known), first_line, file,
-                                                name, known, depth, functions)  # fmt: skip
+                                                name, known, depth, functions, arrays)  # fmt: skip
             found += [w for w in inner if not any(_same(w, other) for other in found)]
             notes += inner_notes
             continue
@@ -182,12 +184,14 @@ def script_findings(script: str, first_line: int, file: str, name: str, env: dic
         inline = _shell_string(words)
         if inline is not None:  # `bash -c '...'` (nohup, ssh, a supervisord program): the string is a script
             inner, inner_notes = script_findings(inline.text, inline.line or first_line, file, name, known,
-                                                 depth=depth + 1, outer=functions)  # fmt: skip
+                                                 depth=depth + 1, outer=functions, outer_arrays=arrays)  # fmt: skip
             found += [w for w in inner if not any(_same(w, other) for other in found)]
             notes += inner_notes
             if inner:
                 continue
         typed = _typed_keys(words)
+        if typed is not None and SHELL_VARIABLE.fullmatch(typed.text):  # `send-keys "$CMD" C-m`: the script it holds
+            (typed,) = expand_shell_variables([typed], known)
         if typed is not None:  # `tmux send-keys -t S "vllm serve ..." C-m`: a command typed into a shell
             inner, inner_notes = script_findings(typed.text, typed.line or first_line, file, name, known)
             found += [w for w in inner if not any(_same(w, other) for other in found)]
@@ -295,8 +299,8 @@ def _called_functions(script: str, first_line: int, functions: dict[str, ShellFu
 
 
 def _function_call(function: ShellFunction, words: list[Token], first_line: int, file: str, name: str,
-                   known: dict[str, str], depth: int, functions: dict[str, ShellFunction]
-                   ) -> tuple[list[Workload], list[str]]:
+                   known: dict[str, str], depth: int, functions: dict[str, ShellFunction],
+                   arrays: dict[str, list[Token]]) -> tuple[list[Workload], list[str]]:
     """The workloads of one call of a shell function: its body with the call's arguments as $1.., on the script's
     own lines (a sourced file's function: every word at the call's line, noted); the functions it calls are the
     script's (`main` calling `start_server`)."""
@@ -304,10 +308,10 @@ def _function_call(function: ShellFunction, words: list[Token], first_line: int,
     call_line = words[0].line or first_line
     if function.source is None:
         inner, notes = script_findings("\n" * function.first + body, first_line, file, name, known | local_values,
-                                       depth=depth + 1, outer=functions)  # fmt: skip
+                                       depth=depth + 1, outer=functions, outer_arrays=arrays)  # fmt: skip
     else:
         inner, notes = script_findings(body, call_line, file, name, known | local_values, depth=depth + 1,
-                                       outer=functions)
+                                       outer=functions, outer_arrays=arrays)
         inner = [replace(w, line=call_line, command_line=call_line, image_line=call_line if w.image else None,
                          argv=tuple(replace(t, line=call_line) for t in w.argv)) for w in inner]  # fmt: skip
     where = f" of {function.source}" if function.source else ""

@@ -312,6 +312,19 @@ def test_a_command_typed_into_a_terminal_by_tmux_or_screen_is_read(tmp_path):
     assert find_workloads([str(_script(tmp_path, 'tmux send-keys -t x "htop" C-m\n', "other.sh"))])[1] == []
 
 
+def test_a_script_a_variable_holds_is_read_where_tmux_types_it(tmp_path):
+    """CMD_START="<newline> source .venv/bin/activate; ... echo '\\$(python -c \\"...\\")'; vllm serve \\"$MODEL\\" ..."
+    then `tmux send-keys -t S "$CMD_START" C-m` (IsaacGHX/AgentFlow_Isaac scripts/serve_vllm.sh): the value is one
+    word (its `\\$(` is text, not a command's output), a script that runs vLLM, and the typed keys are that script."""
+    text = ('#!/bin/bash\nMODEL="ckpt/actor/huggingface"\nPORT=8007\nTP=1\n'
+            'CMD_START="\n    source .venv/bin/activate;\n    echo \'env: \\$(python -c \\"import sys; print(sys.prefix)\\")\';\n'
+            '    vllm serve \\"$MODEL\\" \\\n        --port $PORT \\\n        --tensor-parallel-size $TP\n"\n'
+            'tmux send-keys -t "s:0" "$CMD_START" C-m\n')
+    (run,) = find_workloads([str(_script(tmp_path, text, "serve_vllm.sh"))])[1]
+    assert [t.text for t in run.argv] == ["ckpt/actor/huggingface", "--port", "8007", "--tensor-parallel-size", "1"]
+    assert run.line == 12  # the line that types it
+
+
 def test_docker_create_a_required_variable_and_windows_line_ends(tmp_path):
     """`docker create` takes run's options (the container `docker start` runs); `${HF_TOKEN:?message}` is HF_TOKEN's
     value or the shell stops, its message never a word; a script saved with CRLF line ends continues its lines."""

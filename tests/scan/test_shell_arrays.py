@@ -173,3 +173,19 @@ def test_podman_run_is_named_for_podman(tmp_path):
     text = "podman run --rm -p 8000:8000 vllm/vllm-openai:v0.25.1 --model Qwen/Qwen2.5-7B-Instruct\n"
     (run,) = find_workloads([str(_script(tmp_path, text))])[1]
     assert (run.kind, run.container) == ("podman run", "podman run")
+
+
+def test_an_array_the_script_assigns_is_expanded_in_a_function_it_calls(tmp_path):
+    """`vllm_args=(serve "$MODEL" ...)` at the top, `vllm "${vllm_args[@]}"` inside `start_server() {...}` in a `case`
+    (LukasStrickler/Investigating-Personalization-Effects-in-LLMs slurm/launch_vllm.sh): the function's body sees the
+    script's arrays, so the launcher whose subcommand the array holds is found, each flag at the line it is written on."""
+    text = ("#!/bin/bash\nMODEL_PATH=org/m\n"
+            "vllm_args=(\n  serve \"$MODEL_PATH\"\n  --tensor-parallel-size 2\n)\n"
+            "vllm_args+=(--swap-space 4)\n"
+            "start_server() {\n  case \"$RUNTIME\" in\n    venv)\n      \"$VENV/bin/vllm\" \"${vllm_args[@]}\" &\n"
+            "      ;;\n  esac\n}\nstart_server\n")
+    report = _scan(_script(tmp_path, text), tmp_path)
+    (run,) = report.workloads
+    assert [t.text for t in run.workload.argv][:3] == ["org/m", "--tensor-parallel-size", "2"]
+    refused = [p for p in run.placed if p.finding.rule_id == "KVD004" and p.finding.status == "fired"]
+    assert refused and refused[0].location.line == 7
