@@ -1,8 +1,9 @@
 """An Ansible role's Jinja2 template of a file scan reads (`roles/vllm/templates/vllm.service.j2`, a Deployment's or
 a Compose file's `.yaml.j2`, a script's `.sh.j2`): rendered with the role's own variables (defaults/main.yml, the
-group_vars of the playbook and of each inventory it keeps, then vars/main.yml, as Ansible orders them; once per
-inventory when there are several), then read as the file it becomes (`vllm.service`). A variable none of those sets (a
-play's, a host's) renders as a shell variable `${name}`: unknown here, so what it decides stays undecided. Lines keep their numbers: a comment `{# ... #}` becomes as
+group_vars of the playbook and of each inventory it keeps, a host's host_vars, then vars/main.yml, as Ansible orders
+them; once per inventory when there are several, and once per host whose host_vars set the role's variables), then read
+as the file it becomes (`vllm.service`). A variable none of those sets (a play's) renders as a shell variable `${name}`:
+unknown here, so what it decides stays undecided. Lines keep their numbers: a comment `{# ... #}` becomes as
 many blank lines, and a block tag alone on its line leaves that line blank."""
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class Rendering:
     notes: list[str]
     inventory: str | None
     """The inventory whose group_vars it was rendered with, when the playbook keeps several (inventories/<env>/)."""
+    host: str | None = None
+    """The host whose host_vars it was rendered with (host_vars/<host>.yml sets the role's variables)."""
 
 
 def renderings(source: SourceFile) -> list[Rendering]:
@@ -51,27 +54,34 @@ def renderings(source: SourceFile) -> list[Rendering]:
     inventories = _inventories(Path(source.path)) or [None]
     out = []
     for inventory in inventories:
-        try:
-            rendered, why = render(source, inventory)
-        except ManifestError as exc:
-            rendered, why = exc, []
-        out.append(Rendering(rendered, why, inventory.name if inventory is not None and len(inventories) > 1 else None))
+        for host in _hosts(source, inventory) or [None]:
+            try:
+                rendered, why = render(source, inventory, host)
+            except ManifestError as exc:
+                rendered, why = exc, []
+            out.append(Rendering(rendered, why, inventory.name if inventory is not None and len(inventories) > 1
+                                 else None, host.stem if host is not None else None))  # fmt: skip
     return out
 
 
-def of_inventory(workload, inventory: str):
-    """A workload read from the rendering with one inventory's values, named for it (each environment is its own)."""
-    return replace(workload, name=f"{workload.name} (inventory {inventory})",
-                   notes=workload.notes + (f"rendered with inventory {inventory}'s group_vars",))
+def named_for(workload, rendering: Rendering):
+    """A workload read from the rendering with one inventory's or host's values, named for them (each is its own)."""
+    parts = ([f"inventory {rendering.inventory}"] if rendering.inventory else []) + \
+        ([f"host {rendering.host}"] if rendering.host else [])
+    if not parts:
+        return workload
+    notes = ([f"rendered with inventory {rendering.inventory}'s group_vars"] if rendering.inventory else []) + \
+        ([f"rendered with host {rendering.host}'s host_vars"] if rendering.host else [])
+    return replace(workload, name=f"{workload.name} ({', '.join(parts)})", notes=workload.notes + tuple(notes))
 
 
-def render(source: SourceFile, inventory: Path | None = None) -> tuple[SourceFile, list[str]]:
+def render(source: SourceFile, inventory: Path | None = None, host: Path | None = None) -> tuple[SourceFile, list[str]]:
     """The template rendered as Ansible would with its role's variables (and ``inventory``'s group_vars; same path,
     so findings point into the template), and notes on where the values came from; raises ManifestError when
     Jinja2 refuses it."""
     import jinja2
 
-    variables, read_from = _role_variables(Path(source.path), inventory)
+    variables, read_from = _role_variables(Path(source.path), inventory, host)
     text = EXTENDS.sub("", COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), source.text))
     try:
         environment, variables = _ansible_environment(text, variables)
@@ -85,7 +95,8 @@ def render(source: SourceFile, inventory: Path | None = None) -> tuple[SourceFil
     where = ", ".join(read_from) if read_from else "no role variables found beside it"
     return (SourceFile(source.path, rendered, source.data_of),
             [f"{source.path}: a Jinja2 template, rendered with its role's variables ({where}); variables set "
-             f"elsewhere ({'' if inventory is not None else 'inventory, '}play, host, the program that renders it) "
+             f"elsewhere ({'' if inventory is not None else 'inventory, '}play, {'' if host is not None else 'host, '}"
+             "the program that renders it) "
              "are unknown here"])
 
 
@@ -230,6 +241,45 @@ def _inventories(template: Path) -> list[Path]:
                   for folder in (playbook / name).iterdir() if (folder / "group_vars").is_dir())
 
 
+def _hosts(source: SourceFile, inventory: Path | None) -> list[Path]:
+    """The host_vars of the playbook (or of ``inventory``) that set a variable the template or its role's defaults
+    name (`host_vars/core.yml` with `vllm_instances: [...]`): each host renders its own file. A file per host or a
+    folder per host (host_vars/<host>/*.yml), by host name."""
+    from kvdoctor.base.yaml_safe import load_yaml
+
+    role, playbook = _role_of(Path(source.path))
+    if role is None:
+        return []
+    folders = [f / "host_vars" for f in (inventory, playbook) if f is not None and (f / "host_vars").is_dir()]
+    if not folders:
+        return []
+    named = set(re.findall(r"[A-Za-z_]\w*", source.text))
+    for defaults in (role / n for n in ROLE_VARIABLE_FILES[:2]):
+        named |= set(_loaded(defaults, load_yaml))
+    hosts = {}
+    for folder in folders:
+        for entry in sorted(folder.iterdir()):
+            if entry.stem not in hosts and named & set(_host_variables(entry, load_yaml)):
+                hosts[entry.stem] = entry
+    return [hosts[name] for name in sorted(hosts)]
+
+
+def _host_variables(entry: Path, load_yaml) -> dict[str, Any]:
+    files = _group_files(entry) if entry.is_dir() else [entry] if entry.suffix in (".yml", ".yaml") else []
+    variables: dict[str, Any] = {}
+    for path in files:
+        variables.update(_loaded(path, load_yaml))
+    return variables
+
+
+def _loaded(path: Path, load_yaml) -> dict[str, Any]:
+    try:
+        loaded = load_yaml(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
 def _group_files(folder: Path) -> list[Path]:
     """A group_vars folder's files, group `all` first, then the other groups by name."""
     if not folder.is_dir():
@@ -238,10 +288,11 @@ def _group_files(folder: Path) -> list[Path]:
     return sorted(found, key=lambda p: (p.relative_to(folder).parts[0].split(".")[0] != "all", str(p)))
 
 
-def _role_variables(template: Path, inventory: Path | None = None) -> tuple[dict[str, Any], list[str]]:
+def _role_variables(template: Path, inventory: Path | None = None, host: Path | None = None
+                    ) -> tuple[dict[str, Any], list[str]]:
     """The role's defaults, the inventory's group_vars and then the playbook's over them (group `all` first, then the
-    other groups by name), then the role's vars over those, as Ansible orders them, when the file lies in a role's
-    templates/ or tasks/ folder."""
+    other groups by name), the host's host_vars, then the role's vars over those, as Ansible orders them, when the file
+    lies in a role's templates/ or tasks/ folder."""
     from kvdoctor.base.yaml_safe import load_yaml
 
     role, playbook = _role_of(template)
@@ -250,7 +301,9 @@ def _role_variables(template: Path, inventory: Path | None = None) -> tuple[dict
     group_files = _group_files(inventory / "group_vars") if inventory is not None else []
     if playbook is not None:
         group_files += _group_files(playbook / "group_vars")
-    paths = ([role / n for n in ROLE_VARIABLE_FILES[:2]] + group_files + [role / n for n in ROLE_VARIABLE_FILES[2:]])
+    host_files = (_group_files(host) if host.is_dir() else [host]) if host is not None else []
+    paths = ([role / n for n in ROLE_VARIABLE_FILES[:2]] + group_files + host_files
+             + [role / n for n in ROLE_VARIABLE_FILES[2:]])
     variables: dict[str, Any] = {}
     read_from = []
     for path in paths:

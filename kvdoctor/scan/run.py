@@ -131,8 +131,8 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
         return workloads, why
 
     def each_rendered(sources):
-        """Each source, an Ansible template once per inventory it is rendered with (its notes taken); the workloads
-        read from one inventory's rendering carry that inventory's name once its reading is done."""
+        """Each source, an Ansible template once per inventory and host it is rendered with (its notes taken); the
+        workloads read from one rendering carry that inventory's and host's names once its reading is done."""
         for source in sources:
             if not (isinstance(source, SourceFile) and ansible_templates.is_template(source)):
                 yield source
@@ -141,8 +141,7 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
                 notes.extend(rendering.notes)
                 start = len(found)
                 yield rendering.source
-                if rendering.inventory is not None:
-                    found[start:] = [ansible_templates.of_inventory(w, rendering.inventory) for w in found[start:]]
+                found[start:] = [ansible_templates.named_for(w, rendering) for w in found[start:]]
 
     for source in each_rendered(sources):
         if isinstance(source, ManifestError):

@@ -131,3 +131,24 @@ def test_one_inventory_renders_once_without_a_name(tmp_path):
     _, (served,), _ = find_workloads([str(root)])
     words = [t.text for t in served.argv]
     assert served.name == "vllm.service.j2" and words[words.index("--tensor-parallel-size") + 1] == "2"
+
+
+def test_a_role_template_is_rendered_once_per_host_whose_host_vars_set_its_variables(tmp_path):
+    """host_vars/<host>.yml (or host_vars/<host>/*.yml) over the group_vars, as Ansible orders them (manifest batch s121,
+    Dirty13itch/athanor: each node's host_vars sets its own vLLM instances): one workload per host that sets the role's
+    variables, named for it; a host whose host_vars set none of them (a different role's) adds no rendering."""
+    root = write_tree(tmp_path / "repo", {
+        "ansible/roles/vllm/templates/vllm.service.j2": UNIT,
+        "ansible/roles/vllm/defaults/main.yml": "vllm_image: vllm/vllm-openai:v0.25.1\nvllm_extra_args: []\n"
+                                                "vllm_model: Qwen/Qwen2.5-7B-Instruct\nvllm_max_model_len: 4096\n",
+        "ansible/group_vars/all.yml": "vllm_tp: 1\n",
+        "ansible/host_vars/core.yml": "vllm_model: Qwen/Qwen2.5-72B-Instruct-AWQ\nvllm_tp: 4\n",
+        "ansible/host_vars/node2/main.yml": "vllm_max_model_len: 16384\n",
+        "ansible/host_vars/nas.yml": "samba_shares: [media]\n",
+    })
+    _, found, _ = find_workloads([str(root)])
+    by_name = {w.name: [t.text for t in w.argv] for w in found}
+    assert sorted(by_name) == ["vllm.service.j2 (host core)", "vllm.service.j2 (host node2)"]
+    core, node2 = by_name["vllm.service.j2 (host core)"], by_name["vllm.service.j2 (host node2)"]
+    assert core[core.index("--tensor-parallel-size") + 1] == "4" and "Qwen/Qwen2.5-72B-Instruct-AWQ" in core
+    assert node2[node2.index("--max-model-len") + 1] == "16384" and node2[node2.index("--tensor-parallel-size") + 1] == "1"
