@@ -60,7 +60,7 @@ def renderings(source: SourceFile) -> list[Rendering]:
             except ManifestError as exc:
                 rendered, why = exc, []
             out.append(Rendering(rendered, why, inventory.name if inventory is not None and len(inventories) > 1
-                                 else None, host.stem if host is not None else None))  # fmt: skip
+                                 else None, _host_name(host) if host is not None else None))  # fmt: skip
     return out
 
 
@@ -259,9 +259,14 @@ def _hosts(source: SourceFile, inventory: Path | None) -> list[Path]:
     hosts = {}
     for folder in folders:
         for entry in sorted(folder.iterdir()):
-            if entry.stem not in hosts and named & set(_host_variables(entry, load_yaml)):
-                hosts[entry.stem] = entry
+            if _host_name(entry) not in hosts and named & set(_host_variables(entry, load_yaml)):
+                hosts[_host_name(entry)] = entry
     return [hosts[name] for name in sorted(hosts)]
+
+
+def _host_name(entry: Path) -> str:
+    """host_vars/gpu01.lab.yml -> gpu01.lab; a folder host_vars/gpu01.lab/ -> gpu01.lab."""
+    return entry.name if entry.is_dir() else entry.stem
 
 
 def _host_variables(entry: Path, load_yaml) -> dict[str, Any]:

@@ -143,12 +143,12 @@ def test_a_role_template_is_rendered_once_per_host_whose_host_vars_set_its_varia
                                                 "vllm_model: Qwen/Qwen2.5-7B-Instruct\nvllm_max_model_len: 4096\n",
         "ansible/group_vars/all.yml": "vllm_tp: 1\n",
         "ansible/host_vars/core.yml": "vllm_model: Qwen/Qwen2.5-72B-Instruct-AWQ\nvllm_tp: 4\n",
-        "ansible/host_vars/node2/main.yml": "vllm_max_model_len: 16384\n",
+        "ansible/host_vars/node2.lab/main.yml": "vllm_max_model_len: 16384\n",
         "ansible/host_vars/nas.yml": "samba_shares: [media]\n",
     })
     _, found, _ = find_workloads([str(root)])
     by_name = {w.name: [t.text for t in w.argv] for w in found}
-    assert sorted(by_name) == ["vllm.service.j2 (host core)", "vllm.service.j2 (host node2)"]
-    core, node2 = by_name["vllm.service.j2 (host core)"], by_name["vllm.service.j2 (host node2)"]
+    assert sorted(by_name) == ["vllm.service.j2 (host core)", "vllm.service.j2 (host node2.lab)"]
+    core, node2 = by_name["vllm.service.j2 (host core)"], by_name["vllm.service.j2 (host node2.lab)"]
     assert core[core.index("--tensor-parallel-size") + 1] == "4" and "Qwen/Qwen2.5-72B-Instruct-AWQ" in core
     assert node2[node2.index("--max-model-len") + 1] == "16384" and node2[node2.index("--tensor-parallel-size") + 1] == "1"
