@@ -245,8 +245,6 @@ def _hosts(source: SourceFile, inventory: Path | None) -> list[Path]:
     """The host_vars of the playbook (or of ``inventory``) that set a variable the template or its role's defaults
     name (`host_vars/core.yml` with `vllm_instances: [...]`): each host renders its own file. A file per host or a
     folder per host (host_vars/<host>/*.yml), by host name."""
-    from kvdoctor.base.yaml_safe import load_yaml
-
     role, playbook = _role_of(Path(source.path))
     if role is None:
         return []
@@ -255,11 +253,11 @@ def _hosts(source: SourceFile, inventory: Path | None) -> list[Path]:
         return []
     named = set(re.findall(r"[A-Za-z_]\w*", source.text))
     for defaults in (role / n for n in ROLE_VARIABLE_FILES[:2]):
-        named |= set(_loaded(defaults, load_yaml))
+        named |= set(_mapping(defaults) or {})
     hosts = {}
     for folder in folders:
         for entry in sorted(folder.iterdir()):
-            if _host_name(entry) not in hosts and named & set(_host_variables(entry, load_yaml)):
+            if _host_name(entry) not in hosts and named & set(_host_variables(entry)):
                 hosts[_host_name(entry)] = entry
     return [hosts[name] for name in sorted(hosts)]
 
@@ -269,20 +267,23 @@ def _host_name(entry: Path) -> str:
     return entry.name if entry.is_dir() else entry.stem
 
 
-def _host_variables(entry: Path, load_yaml) -> dict[str, Any]:
+def _host_variables(entry: Path) -> dict[str, Any]:
     files = _group_files(entry) if entry.is_dir() else [entry] if entry.suffix in (".yml", ".yaml") else []
     variables: dict[str, Any] = {}
     for path in files:
-        variables.update(_loaded(path, load_yaml))
+        variables.update(_mapping(path) or {})
     return variables
 
 
-def _loaded(path: Path, load_yaml) -> dict[str, Any]:
+def _mapping(path: Path) -> dict[str, Any] | None:
+    """A variables file's mapping, or None when it cannot be read or holds no mapping."""
+    from kvdoctor.base.yaml_safe import load_yaml
+
     try:
         loaded = load_yaml(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
-        return {}
-    return loaded if isinstance(loaded, dict) else {}
+        return None
+    return loaded if isinstance(loaded, dict) else None
 
 
 def _group_files(folder: Path) -> list[Path]:
@@ -298,8 +299,6 @@ def _role_variables(template: Path, inventory: Path | None = None, host: Path | 
     """The role's defaults, the inventory's group_vars and then the playbook's over them (group `all` first, then the
     other groups by name), the host's host_vars, then the role's vars over those, as Ansible orders them, when the file
     lies in a role's templates/ or tasks/ folder."""
-    from kvdoctor.base.yaml_safe import load_yaml
-
     role, playbook = _role_of(template)
     if role is None:
         return {}, []
@@ -312,11 +311,8 @@ def _role_variables(template: Path, inventory: Path | None = None, host: Path | 
     variables: dict[str, Any] = {}
     read_from = []
     for path in paths:
-        try:
-            loaded = load_yaml(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError):
-            continue
-        if isinstance(loaded, dict):
+        loaded = _mapping(path)
+        if loaded is not None:
             variables.update(loaded)
             read_from.append(str(path))
     return variables, read_from

@@ -13,9 +13,9 @@ from kvdoctor.scan import (ansible_tasks, ansible_templates, apptainer_defs, clo
                            configmap_scripts, dockerfile, dstack, dynamo, ecs, embedded_scripts, github_actions, hcl,
                            helm_release, helm_values, kserve_huggingface, kserve_runtimes, kubernetes, llmaz,
                            makefiles, markdown, nix_containers, nodes, nomad, ome_runtimes, project_pins,
-                           python_apps, python_engine_args, quadlets, ray_job, repo_images, scripts, serving_crds, source_tree,
-                           sibling_runtimes, singularity_compose, skypilot, supervisord, systemd_units, terraform,
-                           terraform_helm, vllm_runtime)  # fmt: skip
+                           python_apps, python_engine_args, quadlets, ray_job, repo_images, scripts, serving_crds,
+                           sibling_runtimes, singularity_compose, skypilot, source_tree, supervisord, systemd_units,
+                           terraform, terraform_helm, vllm_runtime)  # fmt: skip
 from kvdoctor.scan.chart_reader import chart_workloads
 from kvdoctor.scan.config_maps import ConfigMap, config_maps_of, with_config_maps
 from kvdoctor.scan.command import heredoc_bodies, only_serve_flags, words_of
