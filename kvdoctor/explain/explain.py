@@ -63,7 +63,8 @@ def read_log_text(text: str, rules: list, families: Families) -> LogReading:
     selector_errors = parse_selector_errors(lines)
     facts.update(_selector_facts(facts, selector_errors))
     facts.update(_kv_facts(facts))
-    matches = _in_context(match_signatures([r for r in rules if r.signatures], chains, signal), families, text, facts)
+    matches = _in_context(match_signatures([r for r in rules if r.signatures], chains, signal), families, text, facts,
+                          lines)
     matches = _without_warnings_run_past(matches, lines, chains)
     def locate(text: str):  # where the log's release (else any) raises or logs the line
         return message_origin(text, facts.get("vllm.version"))
@@ -137,9 +138,9 @@ def _kv_facts(facts: dict[str, Any]) -> dict[str, Any]:
 
 
 def _in_context(matches: list[SignatureMatch], families: Families, text: str,
-                facts: dict[str, Any] | None = None) -> list[SignatureMatch]:
-    """Matches of family rules whose `context` the log never mentions, or whose `only_when` facts the log does not
-    show with those values, do not count."""
+                facts: dict[str, Any] | None = None, lines: list[LogLine] = ()) -> list[SignatureMatch]:
+    """Matches of family rules whose `context` the log never mentions, whose `only_when` facts the log does not
+    show with those values, or whose `not_followed_by` a later line holds, do not count."""
     present: dict[str, bool] = {}
     kept = []
     for match in matches:
@@ -154,6 +155,9 @@ def _in_context(matches: list[SignatureMatch], families: Families, text: str,
                 present[rule_id] = families.context[rule_id].search(text) is not None
             if not present[rule_id]:
                 continue
+        after = families.not_followed_by.get(rule_id)
+        if after is not None and any(line.number > match.line and after.search(line.text) for line in lines):
+            continue
         kept.append(match)
     return kept
 

@@ -11,7 +11,7 @@ from typing import Any
 from kvdoctor.base.errors import RulesFileError
 from kvdoctor.rules.loader import Rule
 
-FAMILY_KEYS = {"family", "raised_in", "context", "explained_by", "refines", "only_when"}
+FAMILY_KEYS = {"family", "raised_in", "context", "not_followed_by", "explained_by", "refines", "only_when"}
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,8 @@ class Families:
     """('file:function' regex, rule id): messages raised there belong to that rule, whatever their wording."""
     context: dict[str, re.Pattern[str]]
     """Rule id -> a regex the log must contain for the rule to apply."""
+    not_followed_by: dict[str, re.Pattern[str]]
+    """Rule id -> a regex no line after the match may hold (a command that never ran: vLLM's own records follow)."""
     only_when: dict[str, dict[str, str]]
     """Rule id -> facts the log must show with these values for the rule to apply ({serve.tensor_parallel_size: 1})."""
     refines: dict[str, str]
@@ -109,6 +111,7 @@ def load_families() -> Families:
     family_of, raised_in, context, explained_by = dict(data.get("rule_families") or {}), [], {}, {}
     only_when: dict[str, dict[str, str]] = {}
     refines: dict[str, str] = {}
+    not_followed_by: dict[str, re.Pattern[str]] = {}
     for index, (rule, raw) in enumerate(zip(rules, rule_file.raw_rules())):
         extra = {k: v for k, v in raw.items() if k in FAMILY_KEYS}
         if "family" not in extra:
@@ -121,6 +124,8 @@ def load_families() -> Families:
             explained_by[rule.id] = tuple(extra["explained_by"])
         if extra.get("context"):
             context[rule.id] = re.compile(extra["context"])
+        if extra.get("not_followed_by"):
+            not_followed_by[rule.id] = re.compile(extra["not_followed_by"])
         if extra.get("only_when"):
             for fact in extra["only_when"]:
                 if not is_fact_name(fact):
@@ -136,6 +141,7 @@ def load_families() -> Families:
         family_of=family_of,
         raised_in=tuple(raised_in),
         context=context,
+        not_followed_by=not_followed_by,
         only_when=only_when,
         explained_by=explained_by,
         refines=refines,
