@@ -39,6 +39,10 @@ SHIFTER_VALUE_OPTIONS = {"--image", "-i", "--volume", "-V", "--env", "-e", "--mo
 EXEC_VALUE_OPTIONS = {"-e", "--env", "--env-file", "-u", "--user", "-w", "--workdir", "--detach-keys"}
 """`docker exec` / `podman exec` options that take a value (docs.docker.com/reference/cli/docker/container/exec)."""
 PLAIN_PREFIXES = {"exec", "nohup", "setsid", "time"}
+ENV_RUNNERS = {"dotenvx", "dotenv", "doppler", "op", "infisical", "chamber", "aws-vault", "teller", "sops"}
+"""Commands that set the environment (a .env file, a secrets manager) and run the words after their `--`:
+`dotenvx run -- apptainer run ...`, `doppler run -- vllm serve ...`, `op run -- ...`, `infisical run -- ...`,
+`aws-vault exec PROFILE -- ...`, `sops exec-env FILE -- ...`."""
 CONDITION_KEYWORDS = {"if", "elif", "while", "until", "!", "then", "do", "else"}
 """Words before a command that a shell tests or runs in a block (`if main; then`): the command runs all the same."""
 """Words that run the rest of the line as it is, without options of their own here."""
@@ -438,12 +442,18 @@ def _unwrapped(words: list[Token]) -> tuple[list[Token], str | None]:
     return words, wrapper
 
 
+def _runs_after_dashes(words: list[Token]) -> bool:
+    """An ENV_RUNNERS command with a `--` after which its command's words come."""
+    return PurePosixPath(words[0].text).name in ENV_RUNNERS and any(w.text == "--" for w in words[1:])
+
+
 def _unwrap(words: list[Token]) -> tuple[list[Token], str | None, tuple[str, Token] | None]:
     """_unwrapped's words and wrapper, and ('run' or 'exec', the image) of `apptainer run|exec [options] IMAGE ...` /
     singularity's (None otherwise): `run` runs the image's runscript, which for vLLM's image is its server."""
     wrapper, container = None, None
-    while words and words[0].text in PLAIN_PREFIXES:  # `nohup singularity exec ...`, `exec docker run ...`
-        words = words[1:]
+    while words and (words[0].text in PLAIN_PREFIXES or _runs_after_dashes(words)):
+        # `nohup singularity exec ...`, `exec docker run ...`, `dotenvx run -- apptainer run ...`
+        words = words[[w.text for w in words].index("--") + 1:] if words[0].text not in PLAIN_PREFIXES else words[1:]
     while words and PurePosixPath(words[0].text).name in WRAPPERS:
         wrapper = PurePosixPath(words[0].text).name
         index = 1
@@ -514,7 +524,8 @@ def docker_run(file: str, name: str, words: list[Token]) -> Workload | None:
     options, image, rest = parts
     words, _ = _unwrapped(words)
     entrypoint = options.get("--entrypoint")
-    command = ([Token(entrypoint[-1].text, entrypoint[-1].line)] + rest) if entrypoint else rest
+    # `--entrypoint ""` clears the image's entrypoint: the words after the image are the whole command
+    command = ([Token(entrypoint[-1].text, entrypoint[-1].line)] + rest) if entrypoint and entrypoint[-1].text else rest
     argv = after_launcher(command)
     if argv is None:  # `IMAGE /bin/bash -c "cd / && python3 -m vllm.entrypoints.openai.api_server ..."`
         argv = serve_argv([(t, None) for t in command], [], False, "")

@@ -495,3 +495,23 @@ def test_env_given_an_array_of_assignments_runs_the_vllm_after_it(tmp_path):
             '  env -u FOO "${env[@]}" vllm serve "$MODEL" --max-model-len 8192 > "$log" 2>&1 &\n}\nstart\n')
     (run,) = find_workloads([str(_script(tmp_path, text, "ab.sh"))])[1]
     assert [t.text for t in run.argv] == ["Qwen/Qwen3-14B", "--max-model-len", "8192"]
+
+
+def test_docker_run_with_its_entrypoint_cleared_runs_the_words_after_the_image(tmp_path):
+    # OuYangxin12/vllm-profiling's start_vllm.sh (s123): `--entrypoint ""` then `python3 -m vllm.entrypoints...`
+    text = ('#!/bin/bash\nIMAGE="nvcr.io/nvidia/vllm:26.05-py3"\nTP_SIZE="${TP_SIZE:-2}"\n'
+            'docker run -d --name vllm-qwen --gpus all --entrypoint "" \\\n    $IMAGE \\\n'
+            '    python3 -m vllm.entrypoints.openai.api_server \\\n    --model /models/qwen \\\n'
+            '    --tensor-parallel-size $TP_SIZE\n')
+    (run,) = find_workloads([str(_script(tmp_path, text))])[1]
+    assert (run.container, run.image) == ("vllm-qwen", "nvcr.io/nvidia/vllm:26.05-py3")
+    assert [t.text for t in run.argv] == ["--model", "/models/qwen", "--tensor-parallel-size", "2"]
+
+
+def test_a_command_run_by_an_env_loader_after_its_dashes_is_read(tmp_path):
+    # pandevim/ludo-e2e-test2's run_vllm.slurm (s123): dotenvx loads .env, then runs apptainer with vLLM's image
+    text = ("#!/bin/bash\n#SBATCH --gres=gpu:1\n~/.local/bin/dotenvx run -- apptainer run --nv "
+            "docker://vllm/vllm-openai:latest \\\n    --model Qwen/Qwen3-Coder-Next \\\n    --kv-cache-dtype fp8\n")
+    (run,) = find_workloads([str(_script(tmp_path, text, "run_vllm.slurm"))])[1]
+    assert [t.text for t in run.argv] == ["--model", "Qwen/Qwen3-Coder-Next", "--kv-cache-dtype", "fp8"]
+    assert run.argv[2].line == 5
