@@ -20,6 +20,8 @@ from kvdoctor.model.report import Finding, Report
 _SHOWN_CONFIG = ("head_size", "dtype", "kv_cache_dtype", "block_size", "use_mla", "has_sink", "use_sparse", "attn_type")
 MAX_FOLLOWING_FRAMES = 200
 _ANSWERED = "A client printed it as the server's error answer"
+# the unknown failure's title when the log shows vLLM up before it (its rule's own title says it failed to start)
+_AT_REQUEST_TITLE = "vLLM was up; a request failed, and no known signature matched"
 _FRAME_LINE = re.compile(r'^\s*File "(.+?)", line (\d+), in (\w+)')  # a paste may lose the indentation
 
 
@@ -83,7 +85,8 @@ def annotate(report: Report, diagnosis: Diagnosis, families: Families, facts: di
         if finding.rule_id == rule_id:
             evidence = list(finding.evidence)
             evidence[1:1] = additions
-            findings[i] = replace(finding, cause=finding.cause + cause_extra, evidence=tuple(evidence))
+            title = _AT_REQUEST_TITLE if at_request and rule_id == unknown_failure_rule() else finding.title
+            findings[i] = replace(finding, title=title, cause=finding.cause + cause_extra, evidence=tuple(evidence))
             break
     if family:
         notes.insert(0, f"Failure family: {family}.")

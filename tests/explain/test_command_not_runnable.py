@@ -48,3 +48,4 @@ def test_a_program_that_ran_after_all_is_not_the_failure(after):
 def test_a_side_tool_missing_is_not_the_command_that_never_ran():
     report = explain_text("/bin/sh: 1: nvidia-smi: not found\n")
     assert "KVD453" not in {f.rule_id for f in report.findings}
+

@@ -53,3 +53,15 @@ def test_without_the_message_index_explain_still_works(monkeypatch):
     monkeypatch.setattr(message_index, "load_index", lambda: None)
     report = explain_text("ERROR 05-02 10:22:18 [worker.py:9] The worker lost its GPU\n")
     assert report.exit_code("error") == 1 and "located" not in report.extra
+
+
+def test_an_unknown_failure_after_the_server_came_up_is_titled_as_a_request_not_a_start_up():
+    log = ("INFO 05-02 10:22:18 [api_server.py:1] vLLM API server version 0.10.0\n"
+           "INFO:     Application startup complete.\n"
+           'INFO:     127.0.0.1:50000 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
+           "ERROR 05-02 10:23:01 [serving_chat.py:1] Error in applying chat template from request: the flux capacitor\n"
+           'INFO:     127.0.0.1:50002 - "POST /v1/chat/completions HTTP/1.1" 400 Bad Request\n')
+    first = explain_text(log).sorted_findings()[0]
+    assert first.rule_id == "KVD399" and first.title.startswith("vLLM was up; a request failed")
+    cold = explain_text("RuntimeError: the flux capacitor is not charged\n").sorted_findings()[0]
+    assert cold.rule_id == "KVD399" and cold.title.startswith("vLLM failed to start")
