@@ -267,10 +267,14 @@ def _host_name(entry: Path) -> str:
     return entry.name if entry.is_dir() else entry.stem
 
 
+def _host_files(entry: Path) -> list[Path]:
+    """A host's variables files: host_vars/<host>.yml, or the files of a folder host_vars/<host>/."""
+    return _group_files(entry) if entry.is_dir() else [entry] if entry.suffix in (".yml", ".yaml") else []
+
+
 def _host_variables(entry: Path) -> dict[str, Any]:
-    files = _group_files(entry) if entry.is_dir() else [entry] if entry.suffix in (".yml", ".yaml") else []
     variables: dict[str, Any] = {}
-    for path in files:
+    for path in _host_files(entry):
         variables.update(_mapping(path) or {})
     return variables
 
@@ -305,7 +309,7 @@ def _role_variables(template: Path, inventory: Path | None = None, host: Path | 
     group_files = _group_files(inventory / "group_vars") if inventory is not None else []
     if playbook is not None:
         group_files += _group_files(playbook / "group_vars")
-    host_files = (_group_files(host) if host.is_dir() else [host]) if host is not None else []
+    host_files = _host_files(host) if host is not None else []
     paths = ([role / n for n in ROLE_VARIABLE_FILES[:2]] + group_files + host_files
              + [role / n for n in ROLE_VARIABLE_FILES[2:]])
     variables: dict[str, Any] = {}

@@ -451,9 +451,13 @@ def _unwrap(words: list[Token]) -> tuple[list[Token], str | None, tuple[str, Tok
     """_unwrapped's words and wrapper, and ('run' or 'exec', the image) of `apptainer run|exec [options] IMAGE ...` /
     singularity's (None otherwise): `run` runs the image's runscript, which for vLLM's image is its server."""
     wrapper, container = None, None
-    while words and (words[0].text in PLAIN_PREFIXES or _runs_after_dashes(words)):
-        # `nohup singularity exec ...`, `exec docker run ...`, `dotenvx run -- apptainer run ...`
-        words = words[[w.text for w in words].index("--") + 1:] if words[0].text not in PLAIN_PREFIXES else words[1:]
+    while words:
+        if words[0].text in PLAIN_PREFIXES:  # `nohup singularity exec ...`, `exec docker run ...`
+            words = words[1:]
+        elif _runs_after_dashes(words):  # `dotenvx run -- apptainer run ...`
+            words = words[[w.text for w in words].index("--") + 1:]
+        else:
+            break
     while words and PurePosixPath(words[0].text).name in WRAPPERS:
         wrapper = PurePosixPath(words[0].text).name
         index = 1
