@@ -25,7 +25,7 @@ from kvdoctor.scan.kubernetes import env_built
 from kvdoctor.scan.shell_arrays import expand_arrays, script_arrays
 from kvdoctor.scan.shell_functions import (ShellFunction, called_body, functions_in, sourced_functions, with_arguments,
                                           without_bodies)
-from kvdoctor.scan.workload import EnvVar, Token, Workload
+from kvdoctor.scan.workload import EnvVar, GpuSelector, Token, Workload
 
 SHEBANG = re.compile(r"^#!\s*\S*(?:/|env\s+)(?:ba|da|z)?sh\b")
 CONTAINER_RUNNERS = {"docker", "podman", "nerdctl"}
@@ -109,7 +109,11 @@ def read(source: SourceFile) -> tuple[list[Workload], list[str]]:
 
 
 def _on_slurm_node(workload: Workload, job: slurm_jobs.SlurmJob) -> Workload:
-    """A one-node job's workload gets the GPUs the directives give it (vLLM can use no others)."""
+    """A one-node job's workload gets the GPUs the directives give it (vLLM can use no others); any job's workload
+    the GPU type they ask for."""
+    if job.gpu_type is not None and not workload.gpu_selectors:
+        name, line = job.gpu_type
+        workload = replace(workload, gpu_selectors=(GpuSelector(slurm_jobs.GPU_TYPE_KEY, (name,), line),))
     if workload.gpu_limit is not None or job.gpus_per_node is None or job.nodes not in (None, 1):
         return workload
     note = f"Slurm job: #SBATCH line {job.line} gives the one node {job.gpus_per_node} GPU(s)"

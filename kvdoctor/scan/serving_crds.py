@@ -8,7 +8,7 @@ from __future__ import annotations
 import yaml
 
 from kvdoctor.base.yaml_safe import safe_loader
-from kvdoctor.scan import nodes, ray_cluster_gpus
+from kvdoctor.scan import nodes, ray_cluster_gpus, slurm_jobs
 from kvdoctor.scan.documents import Document
 from kvdoctor.scan.engine_kwargs import flag_words
 from kvdoctor.scan.workload import EnvVar, GpuSelector, Token, Workload
@@ -19,7 +19,8 @@ RAY_SERVE_LLM = "ray.serve.llm"
 """Ray Serve LLM's module (build_openai_app): it serves with vLLM's engine."""
 RAY_ACCELERATOR = "accelerator_type"
 """Ray Serve LLM's accelerator_type (H100, L4, L40S): a GPU product name."""
-PROFILE_PREFIXES = {KUBEAI_PROFILE: "nvidia-gpu-", RAY_ACCELERATOR: "", "accelerators": "", "flavor": "", "gpu": ""}
+PROFILE_PREFIXES = {KUBEAI_PROFILE: "nvidia-gpu-", RAY_ACCELERATOR: "", "accelerators": "", "flavor": "", "gpu": "",
+                    slurm_jobs.GPU_TYPE_KEY: ""}
 """Selector keys that are no node label but name a GPU after this prefix (read by scan/facts.py)."""
 
 

@@ -11,6 +11,11 @@ from dataclasses import dataclass
 DIRECTIVE = re.compile(r"^#SBATCH\s+(.*?)\s*(?:#.*)?$")
 OPTION = re.compile(r"^(--[\w-]+|-[A-Za-z])(?:[= ]\s*(\S+))?$")
 GRES_GPU = re.compile(r"(?:^|,)gpu(?::[\w.-]+)?:(\d+)(?:,|$)")
+GPU_TYPE = re.compile(r"(?:^|,)(?:gpu:)?([A-Za-z][\w.-]*):\d+(?:,|$)")
+"""`gpu:a100:4` (--gres) or `a100:4` (--gpus, --gpus-per-node, -G): the GPU type a cluster's gres.conf names."""
+GPU_TYPE_KEY = "#SBATCH gpu type"
+"""The selector key of that type (scan/facts.py reads its value as a GPU name, as a node label's)."""
+GPU_TYPE_OPTIONS = ("--gres", "--gpus-per-node", "--gpus", "-G", "--gpus-per-task")
 
 
 @dataclass(frozen=True)
@@ -19,6 +24,8 @@ class SlurmJob:
     gpus_per_node: int | None
     line: int | None
     """The line of the directive that gives the GPUs."""
+    gpu_type: tuple[str, int] | None = None
+    """The GPU type the job asks for (`--gres=gpu:a6000:2`) and its line: the site's gres name, most often the GPU's."""
 
     def environment(self) -> dict[str, str]:
         env: dict[str, str] = {}
@@ -46,7 +53,14 @@ def job_of(script: str) -> SlurmJob | None:
         return None
     nodes = _number(options, "--nodes", "-N")
     gpus, line = _gpus_per_node(options, nodes)
-    return SlurmJob(nodes, gpus, line)
+    return SlurmJob(nodes, gpus, line, _gpu_type(options))
+
+
+def _gpu_type(options: dict[str, tuple[str, int]]) -> tuple[str, int] | None:
+    for name in GPU_TYPE_OPTIONS:
+        if name in options and (typed := GPU_TYPE.search(options[name][0])) is not None and typed.group(1) != "gpu":
+            return typed.group(1), options[name][1]
+    return None
 
 
 def _parts(text: str) -> list[str]:

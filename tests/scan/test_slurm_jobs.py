@@ -34,3 +34,20 @@ def test_a_script_run_through_srun_and_apptainer_exec_is_read_in_that_image(tmp_
     assert (run.container, run.image) == ("apptainer", "./vllm.sif") and run.file.endswith("start_head.sh")
     assert [t.text for t in run.argv][-1] == "4"  # $1 is the job's SLURM_NNODES
     assert run.gpu_limit is None  # a four-node job: one node's GPUs are not vLLM's whole share
+
+
+def test_the_gpu_type_a_job_asks_for_names_its_gpu(tmp_path):
+    assert job_of("#SBATCH --gres=gpu:a6000:2\n").gpu_type == ("a6000", 1)
+    assert job_of("#SBATCH -N 2\n#SBATCH --gpus-per-node=h100:8\n").gpu_type == ("h100", 2)
+    assert job_of("#SBATCH --gres=gpu:4\n").gpu_type is None  # a count alone names no type
+    from scan_support import scan
+
+    script = tmp_path / "serve.sbatch"
+    script.write_text("#!/bin/bash\n#SBATCH -N 1\n#SBATCH --gres=gpu:a6000:2\n"
+                      "vllm serve Qwen/Qwen3-8B --tensor-parallel-size 2\n")
+    (result,) = scan([str(script)], tmp_path, gpu=None).workloads
+    assert result.report.facts["gpu.name"] == "RTX A6000"
+    assert result.sources["gpu."].line == 3  # the directive is the evidence
+    script.write_text("#!/bin/bash\n#SBATCH --gres=gpu:mi250:1\nvllm serve Qwen/Qwen3-8B\n")  # a type no GPU table has
+    (result,) = scan([str(script)], tmp_path, gpu=None).workloads
+    assert result.report.facts.get("gpu.name") is None and any("unknown GPU label value" in u for u in result.unjudged)
