@@ -11,8 +11,10 @@ from dataclasses import dataclass
 DIRECTIVE = re.compile(r"^#SBATCH\s+(.*?)\s*(?:#.*)?$")
 OPTION = re.compile(r"^(--[\w-]+|-[A-Za-z])(?:[= ]\s*(\S+))?$")
 GRES_GPU = re.compile(r"(?:^|,)gpu(?::[\w.-]+)?:(\d+)(?:,|$)")
-GPU_TYPE = re.compile(r"(?:^|,)(?:gpu:)?([A-Za-z][\w.-]*):\d+(?:,|$)")
-"""`gpu:a100:4` (--gres) or `a100:4` (--gpus, --gpus-per-node, -G): the GPU type a cluster's gres.conf names."""
+GRES_GPU_TYPE = re.compile(r"(?:^|,)gpu:([A-Za-z][\w.-]*):\d+(?:,|$)")
+"""`gpu:a100:4` in --gres (never another gres, `nvme:1`): the GPU type a cluster's gres.conf names."""
+GPUS_TYPE = re.compile(r"^([A-Za-z][\w.-]*):\d+$")
+"""`a100:4` in --gpus, --gpus-per-node, -G."""
 GPU_TYPE_KEY = "#SBATCH gpu type"
 """The selector key of that type (scan/facts.py reads its value as a GPU name, as a node label's)."""
 GPU_TYPE_OPTIONS = ("--gres", "--gpus-per-node", "--gpus", "-G", "--gpus-per-task")
@@ -58,7 +60,8 @@ def job_of(script: str) -> SlurmJob | None:
 
 def _gpu_type(options: dict[str, tuple[str, int]]) -> tuple[str, int] | None:
     for name in GPU_TYPE_OPTIONS:
-        if name in options and (typed := GPU_TYPE.search(options[name][0])) is not None and typed.group(1) != "gpu":
+        pattern = GRES_GPU_TYPE if name == "--gres" else GPUS_TYPE
+        if name in options and (typed := pattern.search(options[name][0])) is not None:
             return typed.group(1), options[name][1]
     return None
 

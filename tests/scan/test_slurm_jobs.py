@@ -40,6 +40,7 @@ def test_the_gpu_type_a_job_asks_for_names_its_gpu(tmp_path):
     assert job_of("#SBATCH --gres=gpu:a6000:2\n").gpu_type == ("a6000", 1)
     assert job_of("#SBATCH -N 2\n#SBATCH --gpus-per-node=h100:8\n").gpu_type == ("h100", 2)
     assert job_of("#SBATCH --gres=gpu:4\n").gpu_type is None  # a count alone names no type
+    assert job_of("#SBATCH --gres=nvme:1\n").gpu_type is None and job_of("#SBATCH -G a100:2\n").gpu_type == ("a100", 1)
     from scan_support import scan
 
     script = tmp_path / "serve.sbatch"
