@@ -66,13 +66,13 @@ def renderings(source: SourceFile) -> list[Rendering]:
 
 def named_for(workload, rendering: Rendering):
     """A workload read from the rendering with one inventory's or host's values, named for them (each is its own)."""
-    parts = ([f"inventory {rendering.inventory}"] if rendering.inventory else []) + \
-        ([f"host {rendering.host}"] if rendering.host else [])
-    if not parts:
+    named = [(kind, value, files) for kind, value, files in (("inventory", rendering.inventory, "group_vars"),
+                                                            ("host", rendering.host, "host_vars")) if value]
+    if not named:
         return workload
-    notes = ([f"rendered with inventory {rendering.inventory}'s group_vars"] if rendering.inventory else []) + \
-        ([f"rendered with host {rendering.host}'s host_vars"] if rendering.host else [])
-    return replace(workload, name=f"{workload.name} ({', '.join(parts)})", notes=workload.notes + tuple(notes))
+    parts = ", ".join(f"{kind} {value}" for kind, value, _ in named)
+    notes = tuple(f"rendered with {kind} {value}'s {files}" for kind, value, files in named)
+    return replace(workload, name=f"{workload.name} ({parts})", notes=workload.notes + notes)
 
 
 def render(source: SourceFile, inventory: Path | None = None, host: Path | None = None) -> tuple[SourceFile, list[str]]:
@@ -93,11 +93,10 @@ def render(source: SourceFile, inventory: Path | None = None, host: Path | None 
         raise ManifestError(f"{source.path}:{getattr(exc, 'lineno', None) or 1}: Jinja2 template not rendered "
                             f"({exc})") from None  # fmt: skip
     where = ", ".join(read_from) if read_from else "no role variables found beside it"
+    unknown = ", ".join(kind for kind, given in (("inventory", inventory), ("play", None), ("host", host)) if given is None)
     return (SourceFile(source.path, rendered, source.data_of),
             [f"{source.path}: a Jinja2 template, rendered with its role's variables ({where}); variables set "
-             f"elsewhere ({'' if inventory is not None else 'inventory, '}play, {'' if host is not None else 'host, '}"
-             "the program that renders it) "
-             "are unknown here"])
+             f"elsewhere ({unknown}, the program that renders it) are unknown here"])
 
 
 def render_values(node, path: Path, play_vars: dict[str, Any] | None = None) -> list[str]:
