@@ -180,6 +180,8 @@ def derived_values(values: dict[str, Any]) -> dict[str, Any]:
     for name, value in values.items():
         if name.endswith("capability") and isinstance(value, str) and value.isdigit() and len(value) >= 2:
             derived[f"{name}_sm"] = f"{int(value) // 10}.{int(value) % 10}"
+    if values.get("path"):
+        derived["path_text"] = f", writing {values['path']}"
     if "in_use" in values and values["in_use"]:
         derived["in_use_text"] = f"; a process already held {values['in_use']}"
     if {"free", "total"} <= set(values) and "used" not in values:
