@@ -39,13 +39,13 @@ SHIFTER_VALUE_OPTIONS = {"--image", "-i", "--volume", "-V", "--env", "-e", "--mo
 EXEC_VALUE_OPTIONS = {"-e", "--env", "--env-file", "-u", "--user", "-w", "--workdir", "--detach-keys"}
 """`docker exec` / `podman exec` options that take a value (docs.docker.com/reference/cli/docker/container/exec)."""
 PLAIN_PREFIXES = {"exec", "nohup", "setsid", "time"}
+"""Words that run the rest of the line as it is, without options of their own here."""
 ENV_RUNNERS = {"dotenvx", "dotenv", "doppler", "op", "infisical", "chamber", "aws-vault", "teller", "sops"}
 """Commands that set the environment (a .env file, a secrets manager) and run the words after their `--`:
 `dotenvx run -- apptainer run ...`, `doppler run -- vllm serve ...`, `op run -- ...`, `infisical run -- ...`,
 `aws-vault exec PROFILE -- ...`, `sops exec-env FILE -- ...`."""
 CONDITION_KEYWORDS = {"if", "elif", "while", "until", "!", "then", "do", "else"}
 """Words before a command that a shell tests or runs in a block (`if main; then`): the command runs all the same."""
-"""Words that run the rest of the line as it is, without options of their own here."""
 # apptainer / singularity exec options that take a value (apptainer 1.x `exec --help`); the others are switches
 CONTAINER_EXEC_VALUE_OPTIONS = {
     "-B", "--bind", "--env", "--env-file", "-H", "--home", "-W", "--workdir", "--mount", "-o", "--overlay", "--pwd",
