@@ -47,6 +47,7 @@ class Tally:
     false_errors: int = 0
     undecided_errors: int = 0
     details: list[str] = field(default_factory=list)
+    by_kind: dict[str, list[int]] = field(default_factory=dict)  # workload kind (the index's) -> [expected, found, checked]
 
 
 def load_index(which: str, batch: str | None = None) -> list[dict]:
@@ -112,6 +113,10 @@ def measure(entries: list[dict], details: bool) -> Tally:
         for key, want in expected.items():
             tally.expected += 1
             result = results.get(key)
+            kind = tally.by_kind.setdefault(str(want.get("kind")), [0, 0, 0])
+            kind[0] += 1
+            kind[1] += result is not None
+            kind[2] += result is not None and is_checked(result)
             if result is None:
                 tally.details.append(f"{entry['file']}: {key} not found")
                 continue
@@ -167,6 +172,9 @@ def main() -> int:
     which.add_argument("--seen", action="store_true")
     which.add_argument("--all", action="store_true")
     parser.add_argument("--details", action="store_true", help="each miss and false error (refused with --heldout)")
+    parser.add_argument("--by-kind", action="store_true",
+                        help="workloads expected / found / checked per kind the index names (counts only: allowed "
+                             "with --heldout)")
     parser.add_argument("--batch", help="only this batch of the index: 'first' (issue 27's), 's32' ... 's36'")
     args = parser.parse_args()
     if args.details and not args.seen:
@@ -186,6 +194,10 @@ def main() -> int:
         finished, count, walked, flat = whole_folder_finishes(entries)
         print(f"whole folder in one scan: {'finished' if finished else 'aborted'}, {count} workloads; of the "
               f"{flat} expected in files stored flat, {walked} found by the walk")  # fmt: skip
+    if args.by_kind:
+        for kind, (expected, found, checked) in sorted(tally.by_kind.items(), key=lambda item: item[1][1] - item[1][0]):
+            if found < expected or checked < expected:
+                print(f"  kind {kind}: {expected} expected, {found} found, {checked} checked")
     for line in tally.details:
         print("  " + line)
     return 0
