@@ -182,6 +182,9 @@ def derived_values(values: dict[str, Any]) -> dict[str, Any]:
             derived[f"{name}_sm"] = f"{int(value) // 10}.{int(value) % 10}"
     if values.get("path"):
         derived["path_text"] = f", writing {values['path']}"
+    if values.get("device"):  # NCCL's duplicate-GPU warning: the two ranks and the device's PCI bus id
+        ranks = f"ranks {values['rank_a']} and {values['rank_b']} " if values.get("rank_a") and values.get("rank_b") else ""
+        derived["device_text"] = f" ({ranks}both on CUDA device {values['device']})"
     if "in_use" in values and values["in_use"]:
         derived["in_use_text"] = f"; a process already held {values['in_use']}"
     if {"free", "total"} <= set(values) and "used" not in values:
