@@ -137,15 +137,15 @@ def adopted(image: Workload, file: str, name: str, deploy: Deploy, dockerfile_pa
         gpu_limit_line=deploy.gpu_limit_line, command_line=deploy.first.line,
     )  # fmt: skip
     argv, env = [], []
-    for token in image.argv:
-        workload, line = workload.line_in(dockerfile_path, token.line)
+    for token in image.argv:  # a line of the Dockerfile, or of a script it copies in (the image's own line files)
+        workload, line = workload.line_in(*image.where(token.line))
         argv.append(replace(token, line=line))
     deployed = {e.name for e in deploy.env}
     for variable in image.env:
         if variable.name not in deployed:
-            workload, line = workload.line_in(dockerfile_path, variable.line)
+            workload, line = workload.line_in(*image.where(variable.line))
             env.append(replace(variable, line=line))
-    workload, image_line = workload.line_in(dockerfile_path, image.image_line)
+    workload, image_line = workload.line_in(*image.where(image.image_line))
     note = (f"{deploy.image.text} is built here from {dockerfile_path} (line {deploy.first.line} deploys it): its "
             f"command ({image.container}) with the deploy's env over its ENV, on vLLM's base image {image.image}")
     return replace(workload, image=image.image, image_line=image_line, argv=tuple(argv),

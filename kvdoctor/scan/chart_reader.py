@@ -11,7 +11,7 @@ from kvdoctor.scan.documents import (ManifestError, ReadDocument, SourceFile, co
                                      display_path)
 from kvdoctor.scan.helm_chart import NOT_FETCHED, ChartError, ChartSource, render_chart
 from kvdoctor.scan.result import UnreadFile
-from kvdoctor.scan.workload import EnvVar, GpuSelector, Workload
+from kvdoctor.scan.workload import LINE_FILE_STRIDE, EnvVar, GpuSelector, Workload
 
 RENDER_HINT = "kvdoctor renders charts itself; check it with: helm template RELEASE CHART -f values.yaml"
 
@@ -84,6 +84,8 @@ def _line_map(origins: tuple[tuple[str, int], ...], template: str) -> Callable[[
     """Rendered line -> the template's line that wrote it (None when another file wrote it)."""
 
     def line(rendered: int | None) -> int | None:
+        if rendered is not None and rendered >= LINE_FILE_STRIDE:
+            return rendered  # a line of another file the workload reads (a script its image copies in), kept as it is
         if rendered is None or not origins:
             return None
         file, at = origins[min(rendered, len(origins)) - 1]

@@ -23,9 +23,11 @@ SKIPPED = {"node_modules", "vendor", "third_party", "templates", "__pycache__", 
 
 
 def searched_folders(here: Path, roots: tuple[Path, ...]) -> list[Path]:
-    """A file's folder and those of its parents (MAX_PARENTS) inside a scanned path or the file's git checkout."""
+    """A file's folder and those of its parents (MAX_PARENTS) inside a scanned path or the file's git checkout, then
+    the top of those (the checkout's root however far above)."""
     above = list(here.parents)[:MAX_PARENTS]
-    checkout = next((folder for folder in [here, *above] if (folder / ".git").exists()), None)
+    # the checkout is found as git finds it, however deep the file sits (a chart's templates/ four levels down)
+    checkout = next((folder for folder in [here, *here.parents] if (folder / ".git").exists()), None)
     inside = [root if root.is_dir() else root.parent for root in roots]
     if checkout is not None:
         inside.append(checkout)

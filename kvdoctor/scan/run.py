@@ -86,7 +86,10 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
     def read_rendered(doc, text):  # a chart's rendered document: its ConfigMaps count as the tree's
         for name, maps in config_maps_of(doc.root, doc.file).items():
             config_maps.setdefault(name, []).extend(maps)
-        return read_document(doc, text)
+        workloads = read_document(doc, text)
+        if kubernetes.is_kubernetes(doc.root) and doc.file:  # a container running an image the repository builds
+            workloads += repo_images.built_here(doc.root, doc.file, workloads, scanned_roots)
+        return workloads
 
     rendered_files: list[str] = []  # the files a kustomization takes in, read through it
     # a chart whose own values.yaml makes it refuse to render (`fail`, `required`) but that a values file of the tree

@@ -61,6 +61,16 @@ def test_a_gitops_values_file_deep_in_its_tree_is_rendered_with_the_chart_at_the
     assert [t.text for t in workload.argv] == ["--model", "Qwen/Qwen3-8B", "--max-model-len", "8192"]
 
 
+def test_the_values_file_scanned_alone_finds_the_chart_at_its_checkouts_top_however_deep_it_sits(tmp_path):
+    # stop 60: the checkout's root is found as git finds it, not only within the file's two parent folders
+    root = write_tree(tmp_path / "repo", {**CHART, "argocd/applications/dev/values/qwen.yaml": EXAMPLE})
+    values = root / "argocd" / "applications" / "dev" / "values" / "qwen.yaml"
+    assert read_manifests([str(values)])[1] == []  # no checkout: the scanned file's own folders only
+    (root / ".git").mkdir()
+    (workload,) = read_manifests([str(values)])[1]
+    assert [t.text for t in workload.argv] == ["--model", "Qwen/Qwen3-8B", "--max-model-len", "8192"]
+
+
 REFUSING = {**CHART, "charts/llm/templates/deploy.yaml": (
     "{{- if not .Values.enabled }}{{ fail \"enabled must be true\" }}{{- end }}\n"
     + CHART["charts/llm/templates/deploy.yaml"])}

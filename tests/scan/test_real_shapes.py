@@ -150,7 +150,12 @@ def test_a_fix_never_inverts_the_users_setting():
 
 
 def test_vllm_under_other_image_names_is_found_and_unread_kinds_are_named(tmp_path):
-    report = scan([rel(f"{SHAPES}/other-images-and-kinds.yaml"), rel(f"{SHAPES}/chart-raw-values.yaml")], tmp_path)
+    # copied out of kvdoctor's own checkout: in place, a chart of another fixture would be found at its top
+    copies = tmp_path / "shapes"
+    copies.mkdir()
+    for name in ("other-images-and-kinds.yaml", "chart-raw-values.yaml"):
+        shutil.copy(MANIFESTS / SHAPES / name, copies / name)
+    report = scan([str(copies / "other-images-and-kinds.yaml"), str(copies / "chart-raw-values.yaml")], tmp_path)
     found = by_name(report)
     assert set(found) == {"granite-ubi9", "local-build", "qwen-llmisvc"}
     assert [t.text for t in found["local-build"].workload.argv][:1] == ["--model=/weights/mistral-7b-instruct"]

@@ -102,3 +102,52 @@ def test_a_shell_cmd_takes_the_containers_configmap_value_and_an_exec_form_does_
                 "inference/Dockerfile": f"FROM python:3.12-slim\nRUN pip install vllm\nCMD {cmd}\n"}
         (workload,) = read_manifests([str(write_tree(tmp_path / model.strip("$/"), tree))])[1]
         assert workload.argv[0].text == model
+
+
+ENTRYPOINT_IMAGE = """\
+FROM vllm/vllm-openai:v0.27.1
+COPY entrypoint.sh /usr/local/bin/entrypoint.sh
+ENTRYPOINT ["/usr/local/bin/entrypoint.sh"]
+"""
+ENTRYPOINT_SCRIPT = """\
+#!/usr/bin/env bash
+set -euo pipefail
+args=(--model "${MODEL_PATH:-Qwen/Qwen2.5-7B-Instruct}" --max-model-len 8192)
+if [[ "${DISABLE_LOG_REQUESTS:-true}" == "true" ]]; then
+  args+=(--disable-log-requests)
+fi
+exec vllm serve "${args[@]}"
+"""
+CHART = {
+    "Chart.yaml": "apiVersion: v2\nname: vllm\nversion: 0.1.0\n",
+    "values.yaml": "image:\n  repository: REGISTRY/support-vllm\n  tag: latest\ngpus: 1\n",
+    "templates/deployment.yaml": """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ .Chart.Name }}
+spec:
+  template:
+    spec:
+      containers:
+        - name: vllm
+          image: "{{ .Values.image.repository }}:{{ .Values.image.tag }}"
+          resources:
+            limits:
+              nvidia.com/gpu: {{ .Values.gpus }}
+""",
+}
+
+
+def test_a_charts_container_runs_the_image_the_repository_builds_with_its_entrypoint_scripts_lines(tmp_path):
+    """Stop 60: a chart's rendered Deployment (no command, an image built from serving/Dockerfile.vllm four folders
+    away, the checkout's root found however deep the chart sits) runs that image's ENTRYPOINT script; a flag the
+    script adds is placed on the script's line, not on the template's."""
+    tree = {f"deploy/helm/vllm/{path}": text for path, text in CHART.items()}
+    tree |= {"serving/Dockerfile.vllm": ENTRYPOINT_IMAGE, "serving/entrypoint.sh": ENTRYPOINT_SCRIPT}
+    root = write_tree(tmp_path / "repo", tree)
+    (root / ".git").mkdir()
+    (workload,) = read_manifests([str(root / "deploy" / "helm" / "vllm" / "values.yaml")])[1]
+    assert (workload.container, workload.image) == ("vllm", "vllm/vllm-openai:v0.27.1")
+    flag = next(t for t in workload.argv if t.text == "--disable-log-requests")
+    assert workload.where(flag.line) == (str(root / "serving" / "entrypoint.sh"), 5)
