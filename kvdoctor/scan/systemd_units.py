@@ -60,7 +60,11 @@ def read(source: SourceFile) -> tuple[list[Workload], list[str]]:
     script, env = as_script(source.text)
     found, notes = script_findings(script, 1, source.path, PurePosixPath(source.path).name, env)
     if found:
-        return found, notes
+        cut = [f"line {n} of the unit ends in a backslash followed by blanks: systemd continues a line only when the "
+               "backslash is its last character, so ExecStart ends on that line (the backslash escapes a blank, one "
+               "more word of the command) and the lines after it are no setting, ignored with a warning"
+               for n in broken_continuations(source.text)]
+        return [replace(w, notes=w.notes + tuple(cut)) for w in found], notes
     beside = _script_beside(script, source.path)
     if beside is None:
         return found, notes + _unseen_program(script, source.path)
@@ -133,7 +137,7 @@ def as_script(text: str) -> tuple[str, dict[str, str]]:
     for line in text.replace("\r\n", "\n").split("\n"):
         if continuing:
             out.append(line)
-            continuing = line.rstrip().endswith("\\")
+            continuing = continues(line)
             continue
         if (header := SECTION.match(line)) is not None:
             section = header.group(1)
@@ -149,8 +153,34 @@ def as_script(text: str) -> tuple[str, dict[str, str]]:
             out.append("")
             continue
         out.append(value.lstrip(EXEC_PREFIXES))
-        continuing = line.rstrip().endswith("\\")
+        continuing = continues(line)
     return "\n".join(out), env
+
+
+def continues(line: str) -> bool:
+    """Whether systemd joins the line with the next: an unescaped backslash is its last character, nothing after it
+    (src/shared/conf-parser.c, config_parse: a backslash followed by a blank escapes that blank instead)."""
+    trailing = len(line) - len(line.rstrip("\\"))
+    return trailing % 2 == 1
+
+
+BROKEN_CONTINUATION = re.compile(r"(?<!\\)\\[ \t]+$")
+
+
+def broken_continuations(text: str) -> list[int]:
+    """The 1-based lines of the [Service] section's ExecStart that end in a backslash and blanks: meant to continue
+    the command, they end it."""
+    found, section, continuing = [], None, False
+    for number, line in enumerate(text.replace("\r\n", "\n").split("\n"), 1):
+        if (header := SECTION.match(line)) is not None:
+            section, continuing = header.group(1), False
+            continue
+        setting = SETTING.match(line) if section == "Service" and not continuing else None
+        if continuing or (setting is not None and setting.group(1) == "ExecStart"):
+            if BROKEN_CONTINUATION.search(line):
+                found.append(number)
+            continuing = continues(line)
+    return found
 
 
 def _assignments(value: str) -> list[tuple[str, str]]:

@@ -248,6 +248,21 @@ Restart=always
     assert next(t.line for t in workload.argv if t.text == "--swap-space") == 9
 
 
+def test_a_backslash_followed_by_blanks_ends_execstart_as_systemd_reads_it(tmp_path):
+    # stop 60 (sistematico/dotfiles): systemd joins a unit's line with the next only when the backslash is its last
+    # character; after `\\   ` ExecStart ends (an escaped blank is one more word) and the next lines are no setting
+    path = tmp_path / "vllm.service"
+    path.write_text("[Service]\nExecStart=/opt/venv/bin/vllm serve Qwen/Qwen3-8B \\\n  --port 8000 \\   \n"
+                    "  --max-model-len 2048 \\\n  --gpu-memory-utilization 0.5\n")
+    _, (workload,), _, _ = read_manifests([str(path)])
+    words = [t.text for t in workload.argv]
+    assert "--port" in words and "--max-model-len" not in words and "--gpu-memory-utilization" not in words
+    assert any("line 3 of the unit ends in a backslash followed by blanks" in n for n in workload.notes)
+    report = scan([str(path)], tmp_path, gpu=None)
+    (result,) = report.workloads
+    assert any(p.finding.rule_id == "KVD004" and p.finding.status == "fired" for p in result.placed)
+
+
 def test_nohup_and_exec_run_the_container_command_after_them(tmp_path):
     path = tmp_path / "run.sh"
     path.write_text("""\
