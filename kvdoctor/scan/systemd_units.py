@@ -62,7 +62,8 @@ def read(source: SourceFile) -> tuple[list[Workload], list[str]]:
     if found:
         cut = [f"line {n} of the unit ends in a backslash followed by blanks: systemd continues a line only when the "
                "backslash is its last character, so ExecStart ends on that line (the backslash escapes a blank, one "
-               "more word of the command) and the lines after it are no setting, ignored with a warning"
+               "more word of the command) and the lines after it are no setting (systemd warns of a missing '=', "
+               "older releases refuse the unit)"
                for n in broken_continuations(source.text)]
         return [replace(w, notes=w.notes + tuple(cut)) for w in found], notes
     beside = _script_beside(script, source.path)
