@@ -64,7 +64,7 @@ def read(source: SourceFile) -> tuple[list[Workload], list[str]]:
                "backslash is its last character, so ExecStart ends on that line (the backslash escapes a blank, one "
                "more word of the command) and the lines after it are no setting (systemd warns of a missing '=', "
                "older releases refuse the unit)"
-               for n in broken_continuations(source.text)]
+               for n in broken_continuations(script)]
         return [replace(w, notes=w.notes + tuple(cut)) for w in found], notes
     beside = _script_beside(script, source.path)
     if beside is None:
@@ -168,20 +168,10 @@ def continues(line: str) -> bool:
 BROKEN_CONTINUATION = re.compile(r"(?<!\\)\\[ \t]+$")
 
 
-def broken_continuations(text: str) -> list[int]:
-    """The 1-based lines of the [Service] section's ExecStart that end in a backslash and blanks: meant to continue
-    the command, they end it."""
-    found, section, continuing = [], None, False
-    for number, line in enumerate(text.replace("\r\n", "\n").split("\n"), 1):
-        if (header := SECTION.match(line)) is not None:
-            section, continuing = header.group(1), False
-            continue
-        setting = SETTING.match(line) if section == "Service" and not continuing else None
-        if continuing or (setting is not None and setting.group(1) == "ExecStart"):
-            if BROKEN_CONTINUATION.search(line):
-                found.append(number)
-            continuing = continues(line)
-    return found
+def broken_continuations(script: str) -> list[int]:
+    """The 1-based lines of the unit's ExecStart (as_script's script: the unit's own lines) that end in a backslash and
+    blanks: meant to continue the command, they end it."""
+    return [number for number, line in enumerate(script.split("\n"), 1) if BROKEN_CONTINUATION.search(line)]
 
 
 def _assignments(value: str) -> list[tuple[str, str]]:
