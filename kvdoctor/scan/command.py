@@ -699,8 +699,8 @@ def _torchrun_module_at(words: list[Token]) -> int | None:
 
 def _after_launcher(words: list[Token]) -> list[Token] | None:
     index = 0
-    while index < len(words) and (words[index].text in PREFIX_WORDS or ASSIGNMENT.match(words[index].text)
-                                  or PurePosixPath(words[index].text).name in ("timeout", *INIT_PROCESSES)):  # fmt: skip
+    while index < len(words) and (ASSIGNMENT.match(words[index].text)  # /usr/bin/env, /usr/bin/time: by name
+                                  or PurePosixPath(words[index].text).name in (*PREFIX_WORDS, "timeout", *INIT_PROCESSES)):  # fmt: skip
         program = PurePosixPath(words[index].text).name
         index = _after_timeout(words, index) if program == "timeout" else \
             _after_init(words, index) if program in INIT_PROCESSES else \

@@ -15,12 +15,14 @@ from typing import Iterator
 
 import yaml
 
-from kvdoctor.scan import nodes
-from kvdoctor.scan.scripts import script_workloads
-from kvdoctor.scan.workload import GpuSelector, Workload
+from kvdoctor.scan import nodes, systemd_units
+from kvdoctor.scan.scripts import installed_before, pip_installed_release, script_workloads
+from kvdoctor.scan.workload import GpuSelector, Token, Workload
 
 RUNS_VLLM = re.compile(r"\b(?:docker|podman|nerdctl)\s+run\b|\bvllm\s+serve\b|-m\s+vllm\.entrypoints\.")
 CLOUD_CONFIG = re.compile(r"^\s*#cloud-config\b")
+UNIT_TEXT = re.compile(r"^\s*\[Service\]\s*$(?s:.*)^\s*ExecStart\s*=", re.MULTILINE)
+"""A string that is a systemd service unit (its [Service] section sets ExecStart), not a shell script."""
 COMMAND_LISTS = {"runcmd", "bootcmd"}
 """cloud-init's command lists: each item a shell line, or an argv list."""
 MAX_DEPTH = 40
@@ -34,15 +36,47 @@ def workloads(root: yaml.Node, file: str, source_text: str) -> list[Workload]:
     machine = _instance_type(root)
     found: list[Workload] = []
     defaults = _placeholder_values(root)
+    installed = _installed_release(root)
     for script, first, key in scripts_in(root, source_text):
         note = f"a script in `{key}` ({file}:{first}), read as a shell script run on the machine"
+        env = None
+        if UNIT_TEXT.search(script):  # cloud-init's write_files writes /etc/systemd/system/vllm.service
+            script, env = systemd_units.as_script(script)
+            note = f"a systemd unit in `{key}` ({file}:{first}), read as that unit's ExecStart"
         script, filled = _placeholders_filled(script, defaults)
         if filled:
             note += f"; its {{placeholders}} filled from the document's {filled}, the others left unknown"
-        for workload in script_workloads(script, first, file, name):
+        for workload in script_workloads(script, first, file, name, env):
             selectors = workload.gpu_selectors or machine
+            if installed and workload.image is None and workload.vllm_pin is None:
+                workload = installed_before(workload, installed)
             found.append(replace(workload, notes=workload.notes + (note,), gpu_selectors=selectors))
     return found
+
+
+def _installed_release(root: yaml.Node) -> tuple[str, Token] | None:
+    """The release the last `pip install vllm==X` of cloud-init's command lists installs (a unit then runs it)."""
+    installed = None
+    stack, visited = [root], 0
+    while stack and visited < 10_000:
+        node, visited = stack.pop(), visited + 1
+        for key, value in _keyed_values(node):
+            if key in COMMAND_LISTS and nodes.is_seq(value):
+                for item in nodes.items(value):
+                    words = [nodes.text(w) or "" for w in nodes.items(item)] if nodes.is_seq(item) else \
+                        _split(nodes.text(item) or "")
+                    tokens = [Token(word, nodes.line(item)) for word in words]
+                    installed = pip_installed_release(tokens) or installed
+            elif nodes.is_map(value) or nodes.is_seq(value):
+                stack.append(value)
+    return installed
+
+
+def _split(line: str) -> list[str]:
+    try:
+        return shlex.split(line)
+    except ValueError:
+        return line.split()
 
 
 PLACEHOLDER = re.compile(r"(?<![$\\{])\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")

@@ -34,7 +34,7 @@ def workloads(source: SourceFile) -> list[Workload]:
         return []
     constants = module_constants(tree)
     found: list[Workload] = []
-    gpu, pin = declared_gpu(tree, constants), vllm_pin(tree, constants)
+    gpu, pin, image = declared_gpu(tree, constants), vllm_pin(tree, constants), registry_image(tree, constants)
     pieces = _fstring_pieces(tree)
     joined = _joined_lists(tree)
     for node in ast.walk(tree):
@@ -58,6 +58,7 @@ def workloads(source: SourceFile) -> list[Workload]:
             argv=tuple(argv), command_line=node.lineno,
             gpu_selectors=(GpuSelector(GPU_KEYWORD, (gpu[0],), gpu[2]),) if gpu else (),
             gpu_limit=gpu[1] if gpu else None, gpu_limit_line=gpu[2] if gpu else None,
+            image=image[0] if image else None, image_line=image[1] if image else None,
             vllm_pin=pin[0] if pin else None, vllm_pin_line=pin[1] if pin else None, notes=tuple(notes),
         ))  # fmt: skip
     return found
@@ -207,13 +208,42 @@ def _launch_words(node: ast.AST, constants: dict[str, object]) -> list[Token] | 
 
 
 def declared_gpu(tree: ast.Module, constants: dict[str, object]) -> tuple[str, int | None, int] | None:
-    """(GPU name, count, line) of the first `gpu=` keyword whose value is a constant such as 'H100:2'."""
+    """(GPU name, count, line) of the first `gpu=` keyword whose value is a constant such as 'H100:2', or one of
+    Modal's older GPU objects, `modal.gpu.A100(count=2, size="80GB")`."""
     for node in ast.walk(tree):
         if isinstance(node, ast.keyword) and node.arg == GPU_KEYWORD:
+            if (gpu_object := _modal_gpu_object(node.value, constants)) is not None:
+                return gpu_object
             value = value_of(node.value, constants)
             found = GPU_SPEC.match(value) if isinstance(value, str) else None
             if found:
                 return found.group(1), int(found.group(2)) if found.group(2) else 1, node.value.lineno
+    return None
+
+
+def _modal_gpu_object(node: ast.AST, constants: dict[str, object]) -> tuple[str, int | None, int] | None:
+    """`modal.gpu.H100(count=2)` / `gpu.A100(size="80GB")`: the class names the GPU, `size` its memory, `count`
+    how many (1 when not given; None when given but not a constant here)."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and ast.unparse(node.func.value).split(".")[-1] == GPU_KEYWORD):
+        return None
+    keywords = {keyword.arg: value_of(keyword.value, constants) for keyword in node.keywords}
+    count = keywords.get("count", 1) if "count" in keywords else 1
+    size = keywords.get("size")
+    name = node.func.attr + (f"-{size}" if isinstance(size, str) and size else "")
+    return name, count if isinstance(count, int) and not isinstance(count, bool) else None, node.lineno
+
+
+REGISTRY_IMAGE = "from_registry"
+"""Modal's `Image.from_registry("vllm/vllm-openai:v0.10.1.1")`: the container image the app's functions run."""
+
+
+def registry_image(tree: ast.Module, constants: dict[str, object]) -> tuple[str, int] | None:
+    """The image and line of the first `Image.from_registry(...)` whose name is a constant here."""
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == REGISTRY_IMAGE
+                and node.args and isinstance(value := value_of(node.args[0], constants), str) and value.strip()):
+            return value.strip(), node.args[0].lineno
     return None
 
 

@@ -11,7 +11,8 @@ from pathlib import PurePosixPath
 
 from kvdoctor.scan.documents import SourceFile
 from kvdoctor.scan.engine_kwargs import flag_words
-from kvdoctor.scan.python_apps import GPU_KEYWORD, app_name, declared_gpu, module_constants, parsed, value_of, vllm_pin
+from kvdoctor.scan.python_apps import (GPU_KEYWORD, app_name, declared_gpu, module_constants, parsed, registry_image,
+                                      value_of, vllm_pin)
 from kvdoctor.scan.serving_crds import RAY_ACCELERATOR
 from kvdoctor.scan.workload import GpuSelector, Token, Workload
 
@@ -39,7 +40,7 @@ def workloads(source: SourceFile) -> list[Workload]:
     if tree is None:
         return []
     constants = module_constants(tree)
-    pin = vllm_pin(tree, constants)
+    pin, image = vllm_pin(tree, constants), registry_image(tree, constants)
     name = app_name(tree, constants) or PurePosixPath(source.path).name
     found: list[Workload] = []
     engines = ENGINE_ARGS | {RAY_LLM_CONFIG} | ({OFFLINE_ENGINE} if _imports_vllm_llm(tree) else set())
@@ -60,7 +61,7 @@ def workloads(source: SourceFile) -> list[Workload]:
         found.append(Workload(
             file=source.path, line=call.lineno, platform="python", kind="Python app", name=name, container=container,
             argv=tuple(argv), command_line=call.lineno, gpu_selectors=selectors, gpu_limit=count,
-            gpu_limit_line=count_line,
+            gpu_limit_line=count_line, image=image[0] if image else None, image_line=image[1] if image else None,
             vllm_pin=pin[0] if pin else None, vllm_pin_line=pin[1] if pin else None, notes=tuple(notes),
         ))  # fmt: skip
     return found

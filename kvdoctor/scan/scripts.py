@@ -162,9 +162,11 @@ def script_findings(script: str, first_line: int, file: str, name: str, env: dic
     look_unseen = "vllm" in script.lower()  # a note names a service or image named for vLLM
     found: list[Workload] = []
     notes: list[str] = []
+    installed: tuple[str, Token] | None = None  # the last `pip install vllm==X` run so far
     for words in script_commands(unwrapped_assignments(script), first_line):  # ID=$(docker run ...) runs it
         words = expand_arrays(words, arrays)
         words = _tested(words)  # `if main; then`, `! start_vllm`: the command tested runs all the same
+        installed = pip_installed_release(expand_words(words, known)) or installed
         if words and words[0].text in called:  # `start_vllm "$MODEL" 8000`: the function's body with these arguments
             inner, inner_notes = _function_call(functions[words[0].text], expand_words(words, known), first_line, file,
                                                 name, known, depth, functions, arrays)  # fmt: skip
@@ -217,6 +219,8 @@ def script_findings(script: str, first_line: int, file: str, name: str, env: dic
                 notes += _unseen(file, expanded)
             if workload is None or any(_same(workload, w) for w in found):
                 continue
+            if installed and workload.image is None and workload.vllm_pin is None:
+                workload = installed_before(workload, installed)
             if branch:
                 workload = replace(workload, notes=workload.notes + (
                     "one workload per `if` branch that sets its variables: this one with "
@@ -230,6 +234,34 @@ def script_findings(script: str, first_line: int, file: str, name: str, env: dic
     if ray is not None:  # vLLM started beside a Ray node of its own: its workers may be placed on the other nodes
         found = [w if w.ray_cluster else replace(w, ray_cluster=" ".join(ray.group(0).split())) for w in found]
     return found, list(dict.fromkeys(notes))
+
+
+PIP_INSTALLERS = {"pip", "pip3"}
+"""`pip install`, `pip3 install`, `python -m pip install`, `uv pip install`: each names its packages as words."""
+PIP_PIN = re.compile(r"^vllm(?:\[[\w,-]+\])?==v?(\d+\.\d+\.\d+(?:\.\d+|\.post\d+)?)$")
+"""A requirement that pins one release: vllm==0.9.2, vllm[audio]==0.10.1.1."""
+UNKNOWN_RELEASE_NOTE = "vLLM run directly by a shell script: the version is the environment's, unknown here"
+
+
+def pip_installed_release(words: list[Token]) -> tuple[str, Token] | None:
+    """The release a `pip install ... vllm==X` command installs, and its word (a range or a bare `vllm`: None)."""
+    names = [PurePosixPath(w.text).name for w in words]
+    at = next((i for i, name in enumerate(names) if name in PIP_INSTALLERS), None)
+    if at is None or "install" not in names[at + 1:]:
+        return None
+    for word in words[at + 1:]:
+        found = PIP_PIN.match(word.text.strip("'\""))
+        if found:
+            return found.group(1), word
+    return None
+
+
+def installed_before(workload: Workload, installed: tuple[str, Token]) -> Workload:
+    """The workload read as the release the script (or a machine's boot commands) pip-installs before running it."""
+    release, word = installed
+    note = f"vLLM {release} installed by the script before it runs ({word.text}, line {word.line}): read as that release"
+    return replace(workload, vllm_pin=release, vllm_pin_line=word.line,
+                   notes=tuple(n for n in workload.notes if n != UNKNOWN_RELEASE_NOTE) + (note,))
 
 
 MAX_CALL_DEPTH = 3
@@ -627,7 +659,7 @@ def _direct(file: str, name: str, words: list[Token]) -> Workload | None:
         notes = (f"vLLM run by a tool runner that installs vLLM {pinned[0]} for it ({pinned[1].text}): read as that "
                  "release",)
     else:
-        notes = ("vLLM run directly by a shell script: the version is the environment's, unknown here",)
+        notes = (UNKNOWN_RELEASE_NOTE,)
     notes += run_notes
     if launcher is not None:
         notes += (f"{launcher.name} (python -m {launcher.module}): vLLM's engine arguments, its own options "
