@@ -234,6 +234,8 @@ _LATE_RECORD = re.compile(
 # processor turns straight quotes into typographic ones, and a CJK input method types full-width punctuation around
 # what it pastes ('【BUG】：RuntimeError: ...'). All are undone before any line is read.
 _HTML_ENTITIES = ("&quot;", "&#39;", "&#x27;", "&#34;", "&lt;", "&gt;")
+_JSON_ESCAPED_QUOTE = re.compile(r'(?<!\\)\\"')
+"""`\\"` not itself escaped: JSON's escaped quote (`{"message": "\\"auto\\" tool choice requires ..."}`)."""
 _SMART_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
 # the spaces a web page or a word processor puts for ' ' (no-break, narrow, thin, ideographic)
 _ODD_SPACES = str.maketrans({"\u00a0": " ", "\u202f": " ", "\u2009": " ", "\u2007": " ", "\u3000": " "})
@@ -267,6 +269,8 @@ def _as_typed(text: str) -> str:
         text = html.unescape(text)
     if any(quote in text for quote in "\u2018\u2019\u201c\u201d"):
         text = text.translate(_SMART_QUOTES)
+    if '\\"' in text:  # a message quoted inside a JSON string (an error response, a JSON log): its quotes as printed
+        text = _JSON_ESCAPED_QUOTE.sub('"', text)
     if text.isascii():
         return text
     if any(space in text for space in "\u00a0\u202f\u2009\u2007\u3000"):

@@ -114,6 +114,15 @@ def test_html_entities_and_typographic_quotes_are_undone():
     assert normalise("INFO 05-02 10:22:18 [x.py:1] a &amp; b\n")[0].text == "a &amp; b"
 
 
+def test_a_message_quoted_in_a_json_string_is_read_with_its_quotes_as_printed():
+    # a client's paste of the error response body: the message's own quotes escaped as JSON escapes them
+    report = explain_text('{"object": "error", "message": "\\"auto\\" tool choice requires --enable-auto-tool-choice '
+                          'and --tool-call-parser to be set", "code": 400}\n')
+    assert report.findings[0].rule_id == "KVD375" and report.findings[0].status == "fired"
+    assert '"auto" tool choice' in report.findings[0].title
+    assert normalise('path C:\\\\"x\n')[0].text.count('\\') == 2  # an escaped backslash before a quote stays
+
+
 def test_a_hard_wrapped_tagged_line_keeps_its_process_on_the_wrapped_rest():
     log = ("(VllmWorker rank=1 pid=2978) ERROR 03-19 10:22:18 [multiproc_executor.py:1] torch.OutOfMemoryError: "
            "CUDA out of\n"
