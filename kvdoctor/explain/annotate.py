@@ -55,6 +55,7 @@ def annotate(report: Report, diagnosis: Diagnosis, families: Families, facts: di
         ]
     if rule_id == unknown_failure_rule() and not diagnosis.only_wrappers:  # a wrapper's origin says nothing new
         cause_extra = " " + _origin(located, families, facts, primary_text)
+        additions.extend(_warned_before(lines, primary_line, facts.get("vllm.version")))
     if rule_id in rules_with_role("selector_error") and selector_errors:
         cause_extra = _selector_cause(selector_errors[0], families, facts)
         extra["selector"] = [{"kind": e.kind, "line": e.line, "config": e.config,
@@ -94,6 +95,30 @@ def annotate(report: Report, diagnosis: Diagnosis, families: Families, facts: di
         notes.append(f"Where the message comes from: {located.describe()}.")
     extra["family"] = family
     return replace(report, findings=tuple(findings), notes=tuple(notes), extra=extra)
+
+
+WARNED_LOOKBACK = 400
+"""How many lines above an unknown failure are searched for vLLM's own warnings (a long log's start-up is older)."""
+MAX_WARNED = 3
+
+
+def _warned_before(lines: list[LogLine], failure_line: int, version: str | None) -> list[str]:
+    """For a failure no rule knows: the last warnings vLLM's source logs (the message index locates each as a
+    logger.warning) before it, nearest first, each message once; what vLLM said went wrong may be the cause."""
+    found: list[str] = []
+    seen: set[tuple] = set()
+    before = [line for line in lines if line.number < failure_line and line.text.strip()][-WARNED_LOOKBACK:]
+    for line in reversed(before):
+        if line.level in ERROR_LEVELS or line.level == "DEBUG" or len(found) >= MAX_WARNED:
+            continue
+        located = message_origin(line.text, version)
+        warning = next((l for l in located.locations if l.kind == "warning"), None) if located else None
+        if warning is None or located.template.parts in seen:
+            continue
+        seen.add(located.template.parts)
+        found.append(f"vLLM warned before the failure, line {line.number}: {clip(line.text.strip(), 240)} "
+                     f"(logged by {warning.file} in {warning.qualname})")
+    return found
 
 
 def _origin(located, families: Families, facts: dict[str, Any], text: str) -> str:

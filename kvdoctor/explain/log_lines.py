@@ -269,8 +269,9 @@ def _as_typed(text: str) -> str:
         text = html.unescape(text)
     if any(quote in text for quote in "\u2018\u2019\u201c\u201d"):
         text = text.translate(_SMART_QUOTES)
-    if '\\"' in text:  # a message quoted inside a JSON string (an error response, a JSON log): its quotes as printed
-        text = _JSON_ESCAPED_QUOTE.sub('"', text)
+    if '\\"' in text:  # a message quoted from inside a JSON string: its quotes as printed (a JSON record is parsed)
+        text = "\n".join(line if line.lstrip().startswith("{") else _JSON_ESCAPED_QUOTE.sub('"', line)
+                         for line in text.split("\n"))
     if text.isascii():
         return text
     if any(space in text for space in "\u00a0\u202f\u2009\u2007\u3000"):

@@ -115,11 +115,14 @@ def test_html_entities_and_typographic_quotes_are_undone():
 
 
 def test_a_message_quoted_in_a_json_string_is_read_with_its_quotes_as_printed():
-    # a client's paste of the error response body: the message's own quotes escaped as JSON escapes them
-    report = explain_text('{"object": "error", "message": "\\"auto\\" tool choice requires --enable-auto-tool-choice '
-                          'and --tool-call-parser to be set", "code": 400}\n')
-    assert report.findings[0].rule_id == "KVD375" and report.findings[0].status == "fired"
-    assert '"auto" tool choice' in report.findings[0].title
+    # a client's paste of the message from an error response's body, its quotes escaped as JSON escapes them; the
+    # whole body (a JSON record) is parsed as JSON
+    for pasted in ('\\"auto\\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set\n',
+                   '{"object": "error", "message": "\\"auto\\" tool choice requires --enable-auto-tool-choice '
+                   'and --tool-call-parser to be set", "code": 400}\n'):
+        report = explain_text(pasted)
+        assert report.findings[0].rule_id == "KVD375" and report.findings[0].status == "fired"
+        assert '"auto" tool choice' in report.findings[0].title
     assert normalise('path C:\\\\"x\n')[0].text.count('\\') == 2  # an escaped backslash before a quote stays
 
 
