@@ -11,6 +11,7 @@ from kvdoctor.base.yaml_safe import safe_loader
 from kvdoctor.scan import nodes, ray_cluster_gpus, slurm_jobs
 from kvdoctor.scan.documents import Document
 from kvdoctor.scan.engine_kwargs import flag_words
+from kvdoctor.scan.scripts import PIP_PIN
 from kvdoctor.scan.workload import EnvVar, GpuSelector, Token, Workload
 
 KUBEAI_PROFILE = "resourceProfile"
@@ -97,13 +98,16 @@ def ray_serve_workloads(doc: Document, source_text: str) -> list[Workload]:
         selectors = ((GpuSelector(RAY_ACCELERATOR, (str(nodes.text(accelerator)),), _at(accelerator, offset)),)
                      if nodes.text(accelerator) else ())  # fmt: skip
         kind, owner = _owner(doc)
+        pin = _runtime_env_pin(nodes.get(config, "runtime_env"), offset)
         found.append(Workload(
             file=doc.file, line=_at(config, offset), platform="kubernetes", kind=kind,
             name=owner, container=f"llm_configs {model_id}",
             namespace=nodes.text(nodes.get(root, "metadata", "namespace")), image=nodes.text(image_node),
             image_line=nodes.line(image_node), argv=tuple(argv), command_line=_at(config, offset), env=tuple(env),
             gpu_selectors=selectors, cluster_gpus=ray_cluster_gpus.cluster_gpus(root),
-            notes=("Ray Serve LLM: vLLM's engine arguments from engine_kwargs, read as vllm serve flags; " + RAY_PLACES,),
+            vllm_pin=pin[0] if pin else None, vllm_pin_line=pin[1] if pin else None,
+            notes=("Ray Serve LLM: vLLM's engine arguments from engine_kwargs, read as vllm serve flags; " + RAY_PLACES,)
+            + ((PIN_NOTE.format(release=pin[0]),) if pin else ()),
         ))  # fmt: skip
     return found + [_engine_args_workload(doc, root, image_node, *found_args) for found_args in _engine_args(root)]
 
@@ -129,6 +133,7 @@ def _engine_args_workload(doc: Document, root: yaml.Node, image_node, app: yaml.
            for name, _, value in nodes.pairs(nodes.get(app, "runtime_env", "env_vars"))]  # fmt: skip
     name = nodes.text(nodes.get(app, "name")) or "(unnamed)"
     kind, owner = _owner(doc)
+    pin = _runtime_env_pin(nodes.get(app, "runtime_env"), offset)
     return Workload(
         file=doc.file, line=_at(engine, offset), platform="kubernetes", kind=kind,
         name=owner, container=f"serve app {name}",
@@ -138,9 +143,25 @@ def _engine_args_workload(doc: Document, root: yaml.Node, image_node, app: yaml.
             "its code is not in this file: runtime_env variables named after vLLM's engine arguments (MODEL_ID, "
             "MAX_MODEL_LEN, TENSOR_PARALLEL_SIZE, ...) are read as those arguments, by that common convention"
             if from_env else "the mapping with a `model` key in its args / user_config is read as vLLM's engine "
-            "arguments (vllm serve flags of the same names)") + "; " + RAY_PLACES,),
+            "arguments (vllm serve flags of the same names)") + "; " + RAY_PLACES,)
+        + ((PIN_NOTE.format(release=pin[0]),) if pin else ()),
         cluster_gpus=ray_cluster_gpus.cluster_gpus(root),
+        vllm_pin=pin[0] if pin else None, vllm_pin_line=pin[1] if pin else None,
     )  # fmt: skip
+
+
+PIN_NOTE = "vLLM {release} installed by the application's runtime_env pip list: read as that release"
+
+
+def _runtime_env_pin(runtime_env: yaml.Node | None, offset: int) -> tuple[str, int | None] | None:
+    """The release a Ray runtime_env installs (`pip: ["vllm==0.5.4"]`, or `pip: {packages: [...]}`), and its line."""
+    pip = nodes.get(runtime_env, "pip")
+    packages = nodes.get(pip, "packages") if nodes.is_map(pip) else pip
+    for item in nodes.items(packages) if nodes.is_seq(packages) else ():
+        found = PIP_PIN.match((nodes.text(item) or "").strip())
+        if found:
+            return found.group(1), _at(item, offset)
+    return None
 
 
 RAY_PLACES = ("Ray places its workers anywhere in the cluster, so only the cluster's most GPUs are compared with "

@@ -94,3 +94,32 @@ def test_a_launcher_named_by_its_path_runs_vllm(tmp_path):
     (job,) = find_workloads([path])[1]
     # the environment env sets stays in front of the options, as for `VAR=value vllm serve`
     assert [t.text for t in job.argv][:2] == ["HF_HOME=/data", "meta-llama/Llama-3.2-3B-Instruct"]
+
+
+def test_a_ray_serve_app_runs_the_release_its_runtime_env_pip_installs(tmp_path):
+    path = _write(tmp_path, "rayservice.yaml", """\
+        apiVersion: ray.io/v1
+        kind: RayService
+        metadata:
+          name: llama-3-8b
+        spec:
+          serveConfigV2: |
+            applications:
+            - name: llm
+              import_path: serve:model
+              runtime_env:
+                pip: ["vllm==0.5.4"]
+                env_vars:
+                  MODEL_ID: "meta-llama/Meta-Llama-3-8B-Instruct"
+                  TENSOR_PARALLELISM: "2"
+          rayClusterConfig:
+            headGroupSpec:
+              template:
+                spec:
+                  containers:
+                  - name: ray-head
+                    image: rayproject/ray-ml:2.33.0.914af0-py311
+        """)
+    (job,) = scan([path], tmp_path, gpu=None).workloads
+    assert (job.workload.vllm_pin, job.workload.vllm_pin_line) == ("0.5.4", 11)  # the pip line
+    assert job.report.facts["vllm.version"] == "0.5.4"
