@@ -11,9 +11,10 @@ import yaml
 
 from kvdoctor.scan import nodes
 from kvdoctor.scan.called_scripts import called_argv, called_script, placed_in
-from kvdoctor.scan.command import expand_words, run_script, script_assignments
+from kvdoctor.scan.command import expand_words, run_script, script_assignments, script_commands
 from kvdoctor.scan.documents import Document
-from kvdoctor.scan.workload import EnvVar, GpuSelector, Workload
+from kvdoctor.scan.scripts import installed_before, pip_installed_release
+from kvdoctor.scan.workload import EnvVar, GpuSelector, Token, Workload
 
 ACCELERATORS = "accelerators"
 """SkyPilot's resources.accelerators: a GPU product name (with :count), read by scan/facts.py as a product name."""
@@ -69,7 +70,21 @@ def workloads(doc: Document, source_text: str) -> list[Workload]:
         env=tuple(env), gpu_selectors=selectors, gpu_limit=None if spans else per_node,
         gpu_limit_line=nodes.line(accel_node), notes=tuple(notes),
     )  # fmt: skip
+    installed = _setup_installs(nodes.get(root, "setup"), known) if image is None else None
+    if installed is not None:  # `setup: pip install vllm==X`: the environment `run:` then runs in
+        workload = installed_before(workload, installed)
     return [placed_in(workload, called) if called else workload]
+
+
+def _setup_installs(setup: yaml.Node | None, known: dict[str, str]) -> tuple[str, Token] | None:
+    """The release the task's `setup:` script pip-installs last (SkyPilot runs `run:` in what setup installed)."""
+    text = nodes.text(setup) if setup is not None and nodes.is_scalar(setup) else None
+    if not text or "vllm" not in text:
+        return None
+    installed = None
+    for words in script_commands(text, nodes.text_line(setup)):
+        installed = pip_installed_release(expand_words(words, known)) or installed
+    return installed
 
 
 def _workdir(file: str, root: yaml.Node) -> Path:

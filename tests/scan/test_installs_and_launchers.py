@@ -123,3 +123,19 @@ def test_a_ray_serve_app_runs_the_release_its_runtime_env_pip_installs(tmp_path)
     (job,) = scan([path], tmp_path, gpu=None).workloads
     assert (job.workload.vllm_pin, job.workload.vllm_pin_line) == ("0.5.4", 11)  # the pip line
     assert job.report.facts["vllm.version"] == "0.5.4"
+
+
+def test_a_skypilot_task_runs_the_release_its_setup_installs(tmp_path):
+    path = _write(tmp_path, "serve.yaml", """\
+        envs:
+          MODEL_NAME: meta-llama/Meta-Llama-3.1-8B-Instruct
+        resources:
+          accelerators: L4:1
+        setup: |
+          pip install vllm==0.6.1.post2
+        run: |
+          vllm serve $MODEL_NAME --max-model-len 8192
+        """)
+    (job,) = scan([path], tmp_path, gpu=None).workloads
+    assert (job.workload.vllm_pin, job.workload.vllm_pin_line) == ("0.6.1.post2", 6)
+    assert job.report.facts["vllm.version"] == "0.6.1.post2"
