@@ -228,7 +228,7 @@ def _modal_gpu_object(node: ast.AST, constants: dict[str, object]) -> tuple[str,
             and ast.unparse(node.func.value).split(".")[-1] == GPU_KEYWORD):
         return None
     keywords = {keyword.arg: value_of(keyword.value, constants) for keyword in node.keywords}
-    count = keywords.get("count", 1) if "count" in keywords else 1
+    count = keywords.get("count", 1)
     size = keywords.get("size")
     name = node.func.attr + (f"-{size}" if isinstance(size, str) and size else "")
     return name, count if isinstance(count, int) and not isinstance(count, bool) else None, node.lineno
