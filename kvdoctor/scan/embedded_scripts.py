@@ -16,7 +16,7 @@ from typing import Iterator
 import yaml
 
 from kvdoctor.scan import nodes, systemd_units
-from kvdoctor.scan.scripts import installed_before, pip_installed_release, script_workloads
+from kvdoctor.scan.scripts import installed_before, installed_in, pip_installed_release, script_workloads
 from kvdoctor.scan.workload import GpuSelector, Token, Workload
 
 RUNS_VLLM = re.compile(r"\b(?:docker|podman|nerdctl)\s+run\b|\bvllm\s+serve\b|-m\s+vllm\.entrypoints\.")
@@ -63,20 +63,12 @@ def _installed_release(root: yaml.Node) -> tuple[str, Token] | None:
         for key, value in _keyed_values(node):
             if key in COMMAND_LISTS and nodes.is_seq(value):
                 for item in nodes.items(value):
-                    words = [nodes.text(w) or "" for w in nodes.items(item)] if nodes.is_seq(item) else \
-                        _split(nodes.text(item) or "")
-                    tokens = [Token(word, nodes.line(item)) for word in words]
-                    installed = pip_installed_release(tokens) or installed
+                    installed = (pip_installed_release([Token(nodes.text(w) or "", nodes.line(w))
+                                                        for w in nodes.items(item)]) if nodes.is_seq(item)
+                                 else installed_in(nodes.text(item) or "", nodes.text_line(item))) or installed
             elif nodes.is_map(value) or nodes.is_seq(value):
                 stack.append(value)
     return installed
-
-
-def _split(line: str) -> list[str]:
-    try:
-        return shlex.split(line)
-    except ValueError:
-        return line.split()
 
 
 PLACEHOLDER = re.compile(r"(?<![$\\{])\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")

@@ -256,6 +256,16 @@ def pip_installed_release(words: list[Token]) -> tuple[str, Token] | None:
     return None
 
 
+def installed_in(script: str, first_line: int, known: dict[str, str] | None = None) -> tuple[str, Token] | None:
+    """The release the script's last `pip install vllm==X` installs (a SkyPilot setup, a cloud-init command)."""
+    if "vllm" not in script:
+        return None
+    installed = None
+    for words in script_commands(script, first_line):
+        installed = pip_installed_release(expand_words(words, known or {})) or installed
+    return installed
+
+
 def installed_before(workload: Workload, installed: tuple[str, Token]) -> Workload:
     """The workload read as the release the script (or a machine's boot commands) pip-installs before running it."""
     release, word = installed

@@ -11,9 +11,9 @@ import yaml
 
 from kvdoctor.scan import nodes
 from kvdoctor.scan.called_scripts import called_argv, called_script, placed_in
-from kvdoctor.scan.command import expand_words, run_script, script_assignments, script_commands
+from kvdoctor.scan.command import expand_words, run_script, script_assignments
 from kvdoctor.scan.documents import Document
-from kvdoctor.scan.scripts import installed_before, pip_installed_release
+from kvdoctor.scan.scripts import installed_before, installed_in
 from kvdoctor.scan.workload import EnvVar, GpuSelector, Token, Workload
 
 ACCELERATORS = "accelerators"
@@ -79,12 +79,7 @@ def workloads(doc: Document, source_text: str) -> list[Workload]:
 def _setup_installs(setup: yaml.Node | None, known: dict[str, str]) -> tuple[str, Token] | None:
     """The release the task's `setup:` script pip-installs last (SkyPilot runs `run:` in what setup installed)."""
     text = nodes.text(setup) if setup is not None and nodes.is_scalar(setup) else None
-    if not text or "vllm" not in text:
-        return None
-    installed = None
-    for words in script_commands(text, nodes.text_line(setup)):
-        installed = pip_installed_release(expand_words(words, known)) or installed
-    return installed
+    return installed_in(text, nodes.text_line(setup), known) if text else None
 
 
 def _workdir(file: str, root: yaml.Node) -> Path:
