@@ -28,6 +28,9 @@ JOB_SCRIPT_SUFFIXES = (".sbatch", ".slurm", ".pbs", ".qsub", ".lsf", ".job", ".s
 file with no suffix that starts with a shell's #! line (`serve_vllm`)."""
 SHELL_SHEBANG = re.compile(rb"^#!\s*\S*(?:/|env\s+)(?:ba|da|z|k)?sh\b")
 PYTHON_SUFFIX = ".py"
+CODE_SUFFIXES = (".js", ".cjs", ".mjs", ".ts", ".mts", ".cts")
+"""JavaScript and TypeScript: PM2's ecosystem files are read (scan/pm2.py), other programs that launch vLLM named."""
+VLLM_LAUNCH_TEXT = re.compile(r"vllm\s+serve\b|vllm/vllm-openai|vllm\.entrypoints")
 UNIT_SUFFIX = ".service"
 """A systemd service unit (scan/systemd_units.py)."""
 UNIT_TEMPLATE_SUFFIXES = tuple(UNIT_SUFFIX + suffix for suffix in (".template", ".tmpl", ".tpl", ".in", ".example"))
@@ -176,8 +179,13 @@ def _walk(root: Path, notes: list[str]) -> list[SourceFile | ChartSource | Manif
                     continue  # a test suite's Python, not a deployment
                 found += _kept_if(here / name, names_vllm_deployment)
                 continue
-            if name.endswith(".json"):  # an ECS task definition that names vLLM (scan/ecs.py); other JSON is data
-                found += _kept_if(here / name, lambda t: '"containerDefinitions"' in t and "vllm" in t.lower())
+            if name.endswith(".json"):  # an ECS task definition or a PM2 ecosystem that names vLLM; other JSON is data
+                found += _kept_if(here / name, lambda t: ('"containerDefinitions"' in t or '"apps"' in t)
+                                  and "vllm" in t.lower())  # fmt: skip
+                continue
+            if name.endswith(CODE_SUFFIXES):  # a PM2 ecosystem file; a Pulumi / CDK program that launches vLLM is named
+                found += _kept_if(here / name, lambda t: VLLM_LAUNCH_TEXT.search(t) is not None
+                                  or ("apps" in t and "vllm" in t.lower()))  # fmt: skip
                 continue
             if name.endswith(JOB_SCRIPT_SUFFIXES) or ("." not in name and _starts_as_shell(here / name)):
                 found += _kept_if(here / name, names_vllm_deployment)

@@ -112,6 +112,7 @@ def _object(file: str, root: yaml.Node, source_text: str) -> list[Workload]:
             workload = container_workload(
                 container, source_text, file=file, line=nodes.line(root), platform="kubernetes", kind=kind,
                 name=_role_name(root, kind, name, spec), namespace=namespace, selectors=selectors, provided_env=provided,
+                preset_runs_vllm=kind in PRESET_IMAGE_KINDS,
             )  # fmt: skip
             if workload is not None:
                 found.append(workload)
@@ -182,6 +183,13 @@ def _leader_only(root: yaml.Node) -> bool:
 ROLE_NAMED_KINDS = {"ModelService": ("prefill", "decode")}
 """Kinds whose controller names each role's Deployment NAME-ROLE (llm-d's ModelService: `llama-3-2-1b-prefill`,
 `llama-3-2-1b-decode`, as llm-d-model-service's generated manifests show)."""
+MODEL_URI_KINDS = {"LLMInferenceService": ("spec", "model", "uri"), "ModelService": ("spec", "modelArtifacts", "uri")}
+"""Kinds whose controller adds the model of a URI to the vLLM command it builds (KServe's LLMInferenceService config
+template; llm-d's ModelService presets serve `hf://ORG/NAME` as ORG/NAME and mount `pvc://` models at a path)."""
+PRESET_IMAGE_KINDS = frozenset({"ModelService"})
+"""Kinds whose containers may leave out the image: the preset named in baseConfigMapRef supplies vLLM's (llm-d)."""
+PRESET_IMAGE_NOTE = ("the container names no image: its preset (baseConfigMapRef) supplies vLLM's image and command, "
+                     "which take these serve options")
 
 
 def _role_name(root: yaml.Node, kind: str, name: str, spec: yaml.Node) -> str:
@@ -222,11 +230,14 @@ def _of_unlisted_kind(workload: Workload, root: yaml.Node, kind: str) -> Workloa
                          f"{workload.gpu_limit} GPU(s) are not compared with -tp x -pp"
                          + (f"; the cluster's {cluster[0]} GPU(s) at most are, for a shortfall" if cluster else ""))
         workload = replace(workload, gpu_limit=None, gpu_limit_line=None, cluster_gpus=cluster)
-    uri = nodes.get(root, "spec", "model", "uri")
-    if kind == "LLMInferenceService" and nodes.text(uri) and _names_no_model(workload.argv):
-        model = str(nodes.text(uri)).split("://", 1)[-1]
-        notes.append(f"LLMInferenceService: no command of its own; its config template runs vllm serve on the model of "
-                     f"spec.model.uri ({nodes.text(uri)}), read as {model}")  # fmt: skip
+    uri = nodes.get(root, *MODEL_URI_KINDS[kind]) if kind in MODEL_URI_KINDS else None
+    if nodes.text(uri) and _names_no_model(workload.argv):
+        text = str(nodes.text(uri))
+        scheme, _, rest = text.rpartition("://")
+        model = rest if kind == "LLMInferenceService" or scheme == "hf" else f"$({text})"  # pvc://: a path not known here
+        where = ".".join(MODEL_URI_KINDS[kind][1:])
+        notes.append(f"{kind}: its controller runs vllm serve on the model of spec.{where} ({text}), read as "
+                     + (model if not model.startswith("$(") else "a model path not known here"))
         workload = replace(workload, argv=(Token(model, nodes.line(uri)),) + workload.argv)
     return replace(workload, notes=tuple(notes))
 
@@ -342,7 +353,9 @@ def container_workload(container: yaml.Node, source_text: str, **where) -> Workl
     image = nodes.text(nodes.get(container, "image"))
     command = words_of(nodes.get(container, "command"), source_text)
     args = words_of(nodes.get(container, "args"), source_text)
-    flags_only = not command and not runs_vllm_entrypoint(image) and only_serve_flags(args, is_vllm_build(image))
+    preset_runs_vllm = where.pop("preset_runs_vllm", False) and image is None  # the preset's vLLM image
+    flags_only = not command and not runs_vllm_entrypoint(image) and only_serve_flags(args, is_vllm_build(image)
+                                                                                      or preset_runs_vllm)
     script_arg = _script_argument(command, args)
     argv = run_script(args[0][1], source_text) if script_arg else \
         serve_argv(command, args, runs_vllm_entrypoint(image) or flags_only, source_text)
@@ -386,6 +399,7 @@ def container_workload(container: yaml.Node, source_text: str, **where) -> Workl
         ray_cluster=next((" ".join(m.group(0).split()) for token, _ in command + args
                           if (m := RAY_START.search(token.text))), None) if shell or script_arg else None,
         notes=tuple(built[1]) if built is not None else (SCRIPT_ARGUMENT_NOTE,) if script_arg else
+              (PRESET_IMAGE_NOTE,) if flags_only and preset_runs_vllm else
               (FLAGS_ONLY_NOTE.format(image=image),) if flags_only else
               (WRAPPER_NOTE.format(image=image, script=wrapper),) if wrapper else (),
         **where,

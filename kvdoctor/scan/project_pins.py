@@ -1,6 +1,7 @@
 """The vLLM release a project pins beside a command that runs vLLM from the host's Python (no image names it):
-`vllm==X` in its requirements*.txt or pyproject.toml (PEP 621 dependencies, Poetry's exact `vllm = "X"`), or the
-version its uv.lock / poetry.lock resolved, in the command's folder or a folder above it inside the same checkout."""
+`vllm==X` in its requirements*.txt, pyproject.toml (PEP 621 dependencies, Poetry's exact `vllm = "X"`) or Replicate
+Cog's cog.yaml (build.python_packages), or the version its uv.lock / poetry.lock resolved, in the command's folder or
+a folder above it inside the same checkout."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from pathlib import Path
 from kvdoctor.scan.workload import Workload
 
 MAX_UP = 3
-PIN_FILES = ("uv.lock", "poetry.lock", "pyproject.toml", "requirements.txt")
+PIN_FILES = ("uv.lock", "poetry.lock", "pyproject.toml", "requirements.txt", "cog.yaml")
 REQUIREMENTS = re.compile(r"^requirements[\w.-]*\.txt$")
-EXACT = re.compile(r"""^[ \t]*["']?vllm(?:\[[^\]]*\])?[ \t]*==[ \t]*v?(\d+\.\d+\.\d+(?:\.post\d+)?)["',; \t]*(?:#.*)?$""",
+EXACT = re.compile(r"""^[ \t]*(?:-[ \t]+)?["']?vllm(?:\[[^\]]*\])?[ \t]*==[ \t]*v?(\d+\.\d+\.\d+(?:\.post\d+)?)["',; \t]*(?:#.*)?$""",
                    re.MULTILINE | re.IGNORECASE)  # fmt: skip
 POETRY = re.compile(r"""^[ \t]*vllm[ \t]*=[ \t]*["']=?=?(\d+\.\d+\.\d+(?:\.post\d+)?)["'][ \t]*(?:#.*)?$""", re.MULTILINE)
 LOCKED = re.compile(r"""^name = "vllm"\nversion = "(\d+\.\d+\.\d+(?:\.post\d+)?)"$""", re.MULTILINE)

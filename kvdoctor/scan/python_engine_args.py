@@ -120,9 +120,9 @@ def _ray_llm_config(call: ast.Call, scope: dict[str, object]):
 
 def _engine_args(tree: ast.Module, call: ast.Call, scope: dict[str, object], release: str | None = None):
     keywords = {k.arg: k.value for k in call.keywords if k.arg}
-    if "model" not in keywords:
+    if "model" not in keywords and (not call.args or isinstance(call.args[0], ast.Starred)):
         return None  # EngineArgs(**kwargs) and the like: nothing to read
-    model_node = keywords.pop("model")
+    model_node = keywords.pop("model") if "model" in keywords else call.args[0]  # LLM(MODEL, ...): model comes first
     model = _plain(model_node, scope)
     # a model the app computes stays a variable: said unknown, never "no model given"
     argv = [Token(str(model) if isinstance(model, str) else f"${{{ast.unparse(model_node)}}}", model_node.lineno)]

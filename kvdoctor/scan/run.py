@@ -12,7 +12,7 @@ from pathlib import Path
 from kvdoctor.scan import (ansible_tasks, ansible_templates, apptainer_defs, cloud_build, compose, compose_include,
                            configmap_scripts, dockerfile, dstack, dynamo, ecs, embedded_scripts, github_actions, hcl,
                            helm_release, helm_values, kserve_huggingface, kserve_runtimes, kubernetes, llmaz,
-                           makefiles, markdown, nix_containers, nodes, nomad, ome_runtimes, project_pins,
+                           makefiles, markdown, nix_containers, nodes, nomad, ome_runtimes, pm2, project_pins,
                            python_apps, python_engine_args, quadlets, ray_job, repo_images, scripts, serving_crds,
                            sibling_runtimes, singularity_compose, skypilot, source_tree, supervisord, systemd_units,
                            terraform, terraform_helm, vllm_runtime)  # fmt: skip
@@ -225,6 +225,14 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             found += workloads
             notes += why
             unread += failures
+            continue
+        if pm2.is_ecosystem(source):
+            workloads, unseen = pm2.read(source)
+            found += workloads
+            notes += unseen
+            continue
+        if pm2.is_program(source):
+            notes += [note] if (note := pm2.unread_note(source)) else []
             continue
         if python_apps.is_python_app(source):
             launched = python_apps.workloads(source) + python_engine_args.workloads(source)
@@ -473,6 +481,10 @@ def unread_kind(doc: Document) -> str | None:
         return (f"{where}: a Ray Serve config, application {apps}: its vLLM engine arguments are not given as data "
                 "kvdoctor reads (llm_configs, a `model` mapping in args or user_config, MODEL_ID in the app's "
                 "runtime_env): not checked")  # fmt: skip
+    if nodes.is_map(nodes.get(doc.root, "build")) and nodes.text(nodes.get(doc.root, "predict")):
+        return (f"{where}: a Replicate Cog config: vLLM runs in its predictor "
+                f"{nodes.text(nodes.get(doc.root, 'predict'))}, read as a Python app when scanned with its folder "
+                "(with the vllm pin of build.python_packages)")  # fmt: skip
     if compose.is_compose(doc.root) or helm_values.is_production_stack_values(doc.root) or dstack.is_dstack_run(doc.root) \
             or singularity_compose.is_singularity_compose(doc.root) \
             or github_actions.is_github_actions(doc.root) or cloud_build.is_cloud_build(doc.root) \

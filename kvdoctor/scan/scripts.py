@@ -111,6 +111,10 @@ def read(source: SourceFile) -> tuple[list[Workload], list[str]]:
 def _on_slurm_node(workload: Workload, job: slurm_jobs.SlurmJob) -> Workload:
     """A one-node job's workload gets the GPUs the directives give it (vLLM can use no others); any job's workload
     the GPU type they ask for."""
+    if job.image is not None and workload.image is None and workload.container == "shifter":
+        workload = replace(workload, image=job.image[0], image_line=job.image[1],
+                           notes=tuple(n for n in workload.notes if n != UNKNOWN_RELEASE_NOTE)
+                           + (f"Shifter runs the job's image (#SBATCH --image, line {job.image[1]})",))
     if job.gpu_type is not None and not workload.gpu_selectors:
         name, line = job.gpu_type
         workload = replace(workload, gpu_selectors=(GpuSelector(slurm_jobs.GPU_TYPE_KEY, (name,), line),))

@@ -28,6 +28,9 @@ class SlurmJob:
     """The line of the directive that gives the GPUs."""
     gpu_type: tuple[str, int] | None = None
     """The GPU type the job asks for (`--gres=gpu:a6000:2`) and its line: the site's gres name, most often the GPU's."""
+    image: tuple[str, int] | None = None
+    """Shifter's image for the job (`#SBATCH --image=docker:IMG`, NERSC) and its line: what `shifter` runs when its
+    command line names none."""
 
     def environment(self) -> dict[str, str]:
         env: dict[str, str] = {}
@@ -55,7 +58,9 @@ def job_of(script: str) -> SlurmJob | None:
         return None
     nodes = _number(options, "--nodes", "-N")
     gpus, line = _gpus_per_node(options, nodes)
-    return SlurmJob(nodes, gpus, line, _gpu_type(options))
+    image = options.get("--image")
+    image = (image[0].removeprefix("docker:"), image[1]) if image else None
+    return SlurmJob(nodes, gpus, line, _gpu_type(options), image)
 
 
 def _gpu_type(options: dict[str, tuple[str, int]]) -> tuple[str, int] | None:

@@ -52,8 +52,11 @@ def candidates(vllm_version: str | None) -> Candidates:
     newest = known[-1] if known else None
     if newest is not None and pep440_order(vllm_version) > pep440_order(newest):
         return Candidates((), exact=False, note=f"kvdoctor's facts about vLLM stop at {newest}; {vllm_version} is newer")
+    series = [v for v in known if v.split(".")[:2] == vllm_version.split(".")[:2]]
+    nearest = (f"; of its series kvdoctor read {', '.join(series)} (--vllm-version {series[-1]} judges that release, "
+               "whose flags and facts may differ)") if series else ""
     return Candidates((), exact=False, note=f"vLLM {vllm_version} is not among the releases kvdoctor read "
-                      f"({describe_range(known)})")  # fmt: skip
+                      f"({describe_range(known)}){nearest}")  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,167 @@
+"""PM2 process files (pm2's "Ecosystem File": `ecosystem.config.js`, also .cjs/.mjs/.json): each entry of `apps`
+whose `script` (with its `args`, and an `interpreter` other than node or none) runs vLLM, read as the shell line pm2
+starts, with the entry's `env` as its variables and its `name` as the workload's. The JavaScript object literal is
+read as data (strings, numbers, lists, objects); a value computed by code (`process.env.X`, a function call) is not
+known here and is left out. Any other JavaScript or TypeScript file that names a vLLM launch (a Pulumi or CDK
+program) is named, not read."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import replace
+from pathlib import PurePosixPath
+
+from kvdoctor.scan.documents import CODE_SUFFIXES, VLLM_LAUNCH_TEXT, SourceFile
+from kvdoctor.scan.scripts import script_findings
+from kvdoctor.scan.workload import Workload
+
+PM2_SUFFIXES = (".js", ".cjs", ".mjs", ".json")
+NOTE = "a PM2 app (ecosystem file): pm2 runs its script with its args and env"
+TOKEN = re.compile(r"""//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|`(?:\\.|[^`\\])*`|[{}\[\]:,()]"""
+                   r"""|[\w$.+-]+|\S""", re.DOTALL)  # fmt: skip
+UNKNOWN = object()
+"""A value the literal computes (a call, process.env.X): left out."""
+OPENERS = {"{": "}", "[": "]", "(": ")"}
+
+
+def is_ecosystem(source: SourceFile) -> bool:
+    """A pm2 ecosystem file: a JS or JSON file with an `apps` list whose entries give a `script`."""
+    return source.path.endswith(PM2_SUFFIXES) and re.search(r"""["']?\bapps["']?\s*:\s*\[""", source.text) is not None \
+        and re.search(r"""["']?\bscript["']?\s*:""", source.text) is not None
+
+
+def read(source: SourceFile) -> tuple[list[Workload], list[str]]:
+    """The workloads of the apps that run vLLM, and notes for their commands kvdoctor cannot see."""
+    tokens = _tokens(source.text)
+    found: list[Workload] = []
+    notes: list[str] = []
+    for app in _apps(tokens):
+        command = _command(app)
+        if command is None:
+            continue
+        text, line = command
+        env = {key: value[0] for key, value in _object(app.get("env")).items() if isinstance(value[0], str)}
+        name = app["name"][0] if isinstance(app.get("name", (None,))[0], str) else PurePosixPath(source.path).name
+        workloads, unseen = script_findings(text, line, source.path, name, env)
+        found += [replace(w, kind="PM2 app", name=name, notes=(NOTE,) + w.notes) for w in workloads]
+        notes += unseen
+    return found, notes
+
+
+def is_program(source: SourceFile) -> bool:
+    """A JavaScript or TypeScript program (not a PM2 ecosystem file): never read as YAML."""
+    return source.path.endswith(CODE_SUFFIXES)
+
+
+def unread_note(source: SourceFile) -> str | None:
+    """A note for a program that launches vLLM (a Pulumi or CDK program), None for one that does not."""
+    if VLLM_LAUNCH_TEXT.search(source.text) is None:
+        return None
+    language = "TypeScript" if source.path.endswith((".ts", ".mts", ".cts")) else "JavaScript"
+    return (f"{source.path}: a {language} program that names a vLLM launch (a Pulumi or CDK program?): not read; scan "
+            "what it renders (`pulumi preview --json`, `cdk synth`, the manifests it writes)")
+
+
+def _tokens(text: str) -> list[tuple[str, int]]:
+    found, line, last = [], 1, 0
+    for match in TOKEN.finditer(text):
+        line += text.count("\n", last, match.start())
+        last = match.start()
+        if not match.group().startswith(("//", "/*")):
+            found.append((match.group(), line))
+    return found
+
+
+def _apps(tokens: list[tuple[str, int]]) -> list[dict[str, tuple[object, int]]]:
+    """The entries of the first `apps: [...]` list."""
+    for index in range(len(tokens) - 2):
+        if _key(tokens[index][0]) == "apps" and tokens[index + 1][0] == ":" and tokens[index + 2][0] == "[":
+            value, _ = _value(tokens, index + 2)
+            return [_object(item) for item in value] if isinstance(value, list) else []
+    return []
+
+
+def _object(value: object) -> dict[str, tuple[object, int]]:
+    return value if isinstance(value, dict) else {}
+
+
+def _key(text: str) -> str:
+    return text[1:-1] if text[:1] in "\"'`" and len(text) > 1 else text
+
+
+def _value(tokens: list[tuple[str, int]], index: int) -> tuple[object, int]:
+    """The literal at ``index`` as data (an object's values as (value, line)), and the index after it."""
+    text, _ = tokens[index]
+    if text == "{":
+        items: dict[str, tuple[object, int]] = {}
+        index += 1
+        while index < len(tokens) and tokens[index][0] != "}":
+            if index + 1 < len(tokens) and tokens[index + 1][0] == ":":
+                key = _key(tokens[index][0])
+                line = tokens[index + 2][1] if index + 2 < len(tokens) else tokens[index][1]
+                value, index = _value(tokens, index + 2)
+                items[key] = (value, line)
+            else:
+                index = _skip(tokens, index)  # a spread, a shorthand or a method: not data
+            if index < len(tokens) and tokens[index][0] == ",":
+                index += 1
+        return items, index + 1
+    if text == "[":
+        elements: list[object] = []
+        index += 1
+        while index < len(tokens) and tokens[index][0] != "]":
+            value, index = _value(tokens, index)
+            elements.append(value)
+            if index < len(tokens) and tokens[index][0] == ",":
+                index += 1
+        return elements, index + 1
+    end = _skip(tokens, index)
+    if end == index + 1:
+        return _scalar(text), end
+    return UNKNOWN, end
+
+
+def _skip(tokens: list[tuple[str, int]], index: int) -> int:
+    """The index of the `,` or closing bracket that ends the expression at ``index``."""
+    depth = 0
+    while index < len(tokens):
+        text = tokens[index][0]
+        if text in OPENERS:
+            depth += 1
+        elif text in OPENERS.values():
+            if depth == 0:
+                return index
+            depth -= 1
+        elif text == "," and depth == 0:
+            return index
+        index += 1
+    return index
+
+
+def _scalar(text: str) -> object:
+    if text[:1] in "\"'":
+        return bytes(text[1:-1], "utf-8").decode("unicode_escape", errors="replace")
+    if text[:1] == "`":
+        return text[1:-1]  # a template's ${...} stays a variable of the shell line
+    if re.fullmatch(r"-?\d+(?:\.\d+)?", text):
+        return text
+    return {"true": True, "false": False, "null": None}.get(text, UNKNOWN)
+
+
+def _command(app: dict[str, tuple[object, int]]) -> tuple[str, int] | None:
+    """The shell line pm2 starts for an app (script, args, interpreter), on the line of its script or args."""
+    script, script_line = app.get("script", (None, 0))
+    if not isinstance(script, str):
+        return None
+    args, args_line = app.get("args", ("", script_line))
+    if isinstance(args, list):
+        args = " ".join(shlex.quote(a) for a in args if isinstance(a, str))
+    elif not isinstance(args, str):
+        return None  # args computed by code: the command is not known here
+    interpreter = app.get("interpreter", (None, 0))[0]
+    words = [shlex.quote(script), args]
+    if isinstance(interpreter, str) and PurePosixPath(interpreter).name not in ("none", "node", ""):
+        interpreter_args = app.get("interpreter_args", ("", 0))[0]
+        words = [interpreter, interpreter_args if isinstance(interpreter_args, str) else ""] + words
+    return " ".join(w for w in words if w), (args_line if args else script_line) or 1
