@@ -198,15 +198,18 @@ def gpu_generation(facts: Facts) -> str | None:
 
 def _of_a_build_of_any_age(facts: Facts, name: str, unknown_backend: dict[str, Any]) -> dict[str, str] | None:
     """For a vLLM of any age (a build of no known release), why a forced backend the judged releases do not know is
-    undecided: an older release knew it, or no release knew it nor a name close to it (a backend the build itself
-    adds, as a fork's image does); None when it stays an error (a misspelling of a known name)."""
+    undecided: an older release knew it, or no release knew it nor a name close to it, or it extends a known name
+    with a suffix (a backend the build itself adds, as a fork's image does); None when it stays an error (a
+    misspelling of a known name)."""
     if older := _older_releases_knowing(facts, name):
         return _known_to_older(name, older)
-    if facts.versions.vllm is not None or facts.versions.vllm_source != ANY_RELEASE \
-            or unknown_backend.get("attention.forced_suggestion", "none") != "none":
+    closest = [s.strip() for s in unknown_backend.get("attention.forced_suggestion", "none").split(",")]
+    variant = next((s for s in closest if s != "none" and name.startswith(s + "_")), None)
+    if facts.versions.vllm is not None or facts.versions.vllm_source != ANY_RELEASE or (closest != ["none"] and not variant):
         return None
-    why = (f"no vLLM release kvdoctor read knows the forced backend {name}, nor a name close to it: a backend this "
-           "build adds (a fork of vLLM), or a wrong name (decided by --vllm-version naming the release the image runs)")
+    near = f"; it extends {variant} as a fork's own variant does (FLASH_ATTN_V100)" if variant else ", nor a name close to it"
+    why = (f"no vLLM release kvdoctor read knows the forced backend {name}{near}: a backend this build adds (a fork "
+           "of vLLM), or a wrong name (decided by --vllm-version naming the release the image runs)")
     return {"attention.picked_by": why, "attention.undecided": why}
 
 

@@ -13,8 +13,9 @@ from dataclasses import replace
 from pathlib import PurePosixPath
 
 from kvdoctor.scan.documents import CODE_SUFFIXES, VLLM_LAUNCH_TEXT, SourceFile
+from kvdoctor.scan import process_env
 from kvdoctor.scan.scripts import script_findings
-from kvdoctor.scan.workload import Workload
+from kvdoctor.scan.workload import EnvVar, Workload
 
 PM2_SUFFIXES = (".js", ".cjs", ".mjs", ".json")
 NOTE = "a PM2 app (ecosystem file): pm2 runs its script with its args and env"
@@ -41,9 +42,13 @@ def read(source: SourceFile) -> tuple[list[Workload], list[str]]:
         if command is None:
             continue
         text, line = command
-        env = {key: value[0] for key, value in _object(app.get("env")).items() if isinstance(value[0], str)}
+        variables = [EnvVar(key, value if isinstance(value, str) else None, line,
+                            None if isinstance(value, str) else "code in the ecosystem file")
+                     for key, (value, line) in _object(app.get("env", (None, 0))[0]).items()]  # fmt: skip
+        env = {v.name: v.value for v in variables if v.value is not None}
         name = app["name"][0] if isinstance(app.get("name", (None,))[0], str) else PurePosixPath(source.path).name
         workloads, unseen = script_findings(text, line, source.path, name, env)
+        workloads = process_env.inherited(workloads, variables, before_command=False)
         found += [replace(w, kind="PM2 app", name=name, notes=(NOTE,) + w.notes) for w in workloads]
         notes += unseen
     return found, notes

@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
 from kvdoctor.data.engine_launchers import EngineLauncher
-from kvdoctor.scan import cloud_run, compose_up, slurm_jobs
+from kvdoctor.scan import cloud_run, compose_up, process_env, slurm_jobs
 from kvdoctor.scan.assigned_commands import unwrapped_assignments
 from kvdoctor.scan.built_images import Build, Deploy, built_workload, image_builds, roots_of
 from kvdoctor.scan.command import (ASSIGNMENT, FLAGS_ONLY_NOTE, RAY_START, SHELL_COMMAND_OPTION, SHELL_VARIABLE, SHELLS,
@@ -105,6 +105,7 @@ def read(source: SourceFile) -> tuple[list[Workload], list[str]]:
     job = slurm_jobs.job_of(text) if "#SBATCH" in text else None
     found, notes = script_findings(text, 1, source.path, PurePosixPath(source.path).name,
                                    job.environment() if job else None)
+    found = process_env.inherited(found, process_env.exported(text, 1, job.environment() if job else None))
     return ([_on_slurm_node(w, job) for w in found] if job else found), notes
 
 

@@ -11,8 +11,9 @@ import shlex
 from dataclasses import replace
 
 from kvdoctor.scan.documents import SUPERVISORD_SUFFIXES, SourceFile
+from kvdoctor.scan import process_env
 from kvdoctor.scan.scripts import script_findings
-from kvdoctor.scan.workload import Workload
+from kvdoctor.scan.workload import EnvVar, Workload
 
 PROGRAM = re.compile(r"^\[program:([^\]\s]+)\]\s*$")
 SECTION = re.compile(r"^\[[^\]]*\]\s*$")
@@ -31,6 +32,7 @@ def read(source: SourceFile) -> tuple[list[Workload], list[str]]:
     notes: list[str] = []
     for name, script, env in _programs(source.text):
         workloads, unseen = script_findings(script, 1, source.path, name, env)
+        workloads = process_env.inherited(workloads, [EnvVar(k, v, None) for k, v in env.items()], before_command=False)
         found += [replace(w, kind="supervisord program", container=name, notes=(NOTE,) + w.notes) for w in workloads]
         notes += unseen
     return found, notes

@@ -12,12 +12,14 @@ from pathlib import Path, PurePosixPath
 
 from kvdoctor.scan.command import ASSIGNMENT, SHELLS, heredocs
 from kvdoctor.scan.documents import UNIT_TEMPLATE_SUFFIXES, SourceFile
+from kvdoctor.scan import process_env
 from kvdoctor.scan.scripts import script_findings
-from kvdoctor.scan.workload import Workload
+from kvdoctor.scan.workload import EnvVar, Workload
 
 SUFFIX = ".service"
 SECTION = re.compile(r"^\s*\[(\w[\w-]*)\]\s*$")
 SETTING = re.compile(r"^\s*(ExecStart|Environment)\s*=\s*(.*)$")
+ENVIRONMENT = re.compile(r"^\s*(Environment|EnvironmentFile)\s*=\s*(.*)$")
 EXEC_PREFIXES = "-@+!:"
 
 
@@ -54,6 +56,31 @@ def written_by_script(script: SourceFile) -> tuple[list[Workload], list[str]]:
 
 
 def read(source: SourceFile) -> tuple[list[Workload], list[str]]:
+    """The unit's workloads (with the environment systemd gives the process) and notes."""
+    found, notes = _read(source)
+    variables, files = environment(source.text)
+    found = process_env.inherited(found, variables, before_command=False)
+    return [replace(w, env_from=w.env_from + tuple(f"EnvironmentFile {f}" for f in files))
+            if w.image is None and files else w for w in found], notes
+
+
+def environment(text: str) -> tuple[list[EnvVar], list[str]]:
+    """The variables the [Service] section's Environment= lines set, each on its line, and its EnvironmentFile=s."""
+    variables: list[EnvVar] = []
+    files: list[str] = []
+    section = None
+    for number, line in enumerate(text.replace("\r\n", "\n").split("\n"), start=1):
+        if (header := SECTION.match(line)) is not None:
+            section = header.group(1)
+        elif section == "Service" and (setting := ENVIRONMENT.match(line)) is not None:
+            if setting.group(1) == "EnvironmentFile":
+                files.append(setting.group(2).strip().lstrip("-"))
+            else:
+                variables += [EnvVar(name, value, number) for name, value in _assignments(setting.group(2))]
+    return variables, files
+
+
+def _read(source: SourceFile) -> tuple[list[Workload], list[str]]:
     """The unit's workloads and notes, read from a script that holds its ExecStart on the unit's own lines; when
     ExecStart runs a script file (`ExecStart=/home/u/app/vllm-server.sh`) that the repository keeps beside the unit,
     that file's vLLM command with the unit's Environment= values."""
