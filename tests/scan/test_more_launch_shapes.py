@@ -164,11 +164,69 @@ def test_a_typescript_program_launching_vllm_is_named_not_read_as_yaml(tmp_path)
             name: "vllm", image: "vllm/vllm-openai:v0.9.2", args: ["--model", "m"] }] } } } });
         """)
     _write(tmp_path, "client.ts", 'fetch("http://vllm:8000/v1/models")\n')
-    report = scan([str(tmp_path), path], tmp_path, gpu=None)
+    report = scan([str(tmp_path)], tmp_path, gpu=None)
     assert report.unread == ()
     assert sum("a TypeScript program that names a vLLM launch" in note for note in report.notes) == 1
+    alone = scan([path], tmp_path, gpu=None)  # given by name: named the same way, never "malformed YAML"
+    assert alone.unread == () and any("a TypeScript program" in note for note in alone.notes)
 
 
 def test_a_release_missing_from_the_pack_names_the_ones_read_in_its_series():
     assert "of its series kvdoctor read 0.9.2 (--vllm-version 0.9.2" in candidates("0.9.1").note
     assert "of its series" not in candidates("0.3.0").note
+
+
+def test_a_workflow_step_using_a_local_composite_action_runs_its_steps_with_the_with_values(tmp_path):
+    (tmp_path / ".git").mkdir()
+    _write(tmp_path, ".github/actions/setup-vllm/action.yml", """\
+        name: Setup vLLM
+        inputs:
+          model:
+            default: facebook/opt-125m
+          max-model-len:
+            default: "4096"
+        runs:
+          using: composite
+          steps:
+            - shell: bash
+              run: pip install vllm==0.10.2
+            - shell: bash
+              run: nohup vllm serve ${{ inputs.model }} --max-model-len ${{ inputs.max-model-len }} &
+        """)
+    workflow = _write(tmp_path, ".github/workflows/gpu.yml", """\
+        name: gpu tests
+        on: [workflow_dispatch]
+        jobs:
+          record:
+            runs-on: [self-hosted, g6.2xlarge]
+            steps:
+              - uses: actions/checkout@v4
+              - uses: ./.github/actions/setup-vllm
+                with:
+                  model: Qwen/Qwen3-0.6B
+        """)
+    (job,) = find_workloads([workflow])[1]
+    assert job.name == "gpu tests / record" and job.file.endswith("action.yml")
+    assert [t.text for t in job.argv] == ["Qwen/Qwen3-0.6B", "--max-model-len", "4096"]
+    assert job.vllm_pin == "0.10.2"
+    assert [(s.key, s.values) for s in job.gpu_selectors] == [("node.kubernetes.io/instance-type", ("g6.2xlarge",))]
+
+
+def test_a_jobs_earlier_step_pins_the_release_its_later_step_runs(tmp_path):
+    path = _write(tmp_path, "ci.yml", """\
+        name: e2e
+        on: [push]
+        jobs:
+          test:
+            runs-on: ubuntu-latest
+            steps:
+              - run: pip install "vllm==0.9.2"
+              - run: vllm serve Qwen/Qwen2.5-0.5B-Instruct &
+          other:
+            runs-on: ubuntu-latest
+            steps:
+              - run: vllm serve Qwen/Qwen2.5-0.5B-Instruct &
+        """)
+    jobs = {w.name: w for w in find_workloads([path])[1]}
+    assert jobs["e2e / test"].vllm_pin == "0.9.2" and jobs["e2e / other"].vllm_pin is None
+    assert jobs["e2e / test"].gpu_selectors == ()
