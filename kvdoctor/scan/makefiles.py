@@ -5,7 +5,8 @@
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+import shlex
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
 from kvdoctor.scan import scripts
@@ -28,24 +29,103 @@ def is_makefile(source: SourceFile) -> bool:
 
 def read(source: SourceFile) -> tuple[list[Workload], list[str]]:
     """The vLLM workloads of each target's recipe (a recipe line keeps its line number in the Makefile), and the notes
-    on what the recipes deploy with a command kvdoctor cannot see."""
+    on what the recipes deploy with a command kvdoctor cannot see. A target that runs another's recipe with other
+    variables is a workload of its own: `$(MAKE) run MODEL=x` in its recipe (command-line variables win over the
+    file's), or `big: MODEL = x` with `big: run` (a target-specific variable reaches its prerequisites' recipes)."""
+    makefile = _parsed(source.text)
     found, notes = [], []
-    for target, recipe in _recipes(source.text):
-        workloads, unseen = scripts.script_findings(recipe, 1, source.path, PurePosixPath(source.path).name)
+    for target, script, how in _target_scripts(makefile):
+        workloads, unseen = scripts.script_findings(script, 1, source.path, PurePosixPath(source.path).name)
         notes += unseen
         for workload in workloads:
             found.append(replace(workload, kind="Makefile target", container=target,
-                                 notes=workload.notes + (f"the recipe of make target {target!r}",)))  # fmt: skip
+                                 notes=workload.notes + (how,)))  # fmt: skip
     return found, notes
 
 
-def _recipes(text: str) -> list[tuple[str, str]]:
-    """(target, its recipe as a script of the Makefile's length: other lines blank, make's references expanded, `$$`
-    made `$`). A recipe line that is a `$(call NAME,...)` of a `define` block puts the block's lines, expanded with the
-    call's arguments, at the block's own lines."""
+@dataclass(frozen=True)
+class Makefile:
+    lines: list[str]
+    variables: dict[str, str]
+    defines: dict[str, list[tuple[int, str]]]
+    recipes: dict[str, list[tuple[int, str]]]
+    """target -> (line index, command) of each recipe line, make's prefixes (@, -, +) cut."""
+    prerequisites: dict[str, list[str]]
+    target_variables: dict[str, dict[str, str]]
+    """target -> the target-specific variables its `target: NAME = value` lines set."""
+
+
+MAKE_CALL = re.compile(r"^\s*(?:\$\(MAKE\)|\$\{MAKE\}|make)\s+(.*)$")
+
+
+def _target_scripts(makefile: Makefile) -> list[tuple[str, str, str]]:
+    """(target, the script make runs for it, how) for each target's own recipe, each recursive `$(MAKE) OTHER
+    VAR=value` of a recipe, and each prerequisite's recipe run with the target's own variables."""
+    found = []
+    for target, commands in makefile.recipes.items():
+        own = makefile.variables | makefile.target_variables.get(target, {})
+        kept = [(at, command) for at, command in commands if not _called_target(command, makefile)]
+        if kept:
+            found.append((target, _script(makefile, kept, own), f"the recipe of make target {target!r}"))
+        for at, command in commands:
+            called = _called_target(command, makefile)
+            if called is not None:
+                other, overrides = called
+                found.append((target, _script(makefile, makefile.recipes[other], own | overrides),
+                              f"make target {target!r} runs target {other!r} (line {at + 1}) with "
+                              + " ".join(f"{k}={v}" for k, v in overrides.items())))
+    for target, variables in makefile.target_variables.items():
+        for other in makefile.prerequisites.get(target, []):
+            if other in makefile.recipes and other != target:
+                found.append((target, _script(makefile, makefile.recipes[other], makefile.variables | variables),
+                              f"make target {target!r} runs its prerequisite {other!r} with its own variables "
+                              + " ".join(f"{k}={v}" for k, v in variables.items())))
+    return found
+
+
+def _called_target(command: str, makefile: Makefile) -> tuple[str, dict[str, str]] | None:
+    """(target, command-line variables) of a recipe line `$(MAKE) TARGET VAR=value ...` naming a target with a
+    recipe and at least one variable (without one it is that target's own workload)."""
+    call = MAKE_CALL.match(command)
+    if call is None:
+        return None
+    try:
+        words = shlex.split(call.group(1))
+    except ValueError:
+        return None
+    overrides = dict(w.split("=", 1) for w in words if re.match(r"^[A-Za-z_][\w.-]*=", w))
+    targets = [w for w in words if not w.startswith("-") and "=" not in w]
+    if len(targets) != 1 or targets[0] not in makefile.recipes or not overrides:
+        return None
+    return targets[0], overrides
+
+
+def _script(makefile: Makefile, commands: list[tuple[int, str]], variables: dict[str, str]) -> str:
+    """The recipe lines as a script of the Makefile's length (other lines blank, make's references expanded, `$$`
+    made `$`). A `$(call NAME,...)` of a `define` block puts the block's lines, expanded with the call's arguments,
+    at the block's own lines."""
+    body = [""] * len(makefile.lines)
+    for at, command in commands:
+        called = _called_define(command, makefile.defines)
+        if called is None:
+            body[at] = _expand(command, variables).replace("$$", "$")
+            continue
+        name, arguments = called
+        values = {str(n): _expand(a, variables) for n, a in enumerate(arguments, 1)}
+        for index, block_line in makefile.defines[name]:
+            body[index] = _expand(RECIPE_PREFIXES.sub("", block_line), variables | values).replace("$$", "$")
+    return "\n".join(body)
+
+
+TARGET_VARIABLE = re.compile(r"^([A-Za-z0-9_.%/-][^:=#\t]*?)\s*:\s*(?:export\s+|override\s+)?([A-Za-z_][\w.-]*)\s*(:{1,3}=|\?=|\+=|=)\s*(.*)$")
+
+
+def _parsed(text: str) -> Makefile:
     lines = text.split("\n")
     variables, defines = _variables_and_defines(lines)
-    recipes: dict[str, list[str]] = {}
+    recipes: dict[str, list[tuple[int, str]]] = {}
+    prerequisites: dict[str, list[str]] = {}
+    target_variables: dict[str, dict[str, str]] = {}
     target = None
     inside_define = False
     for at, line in enumerate(lines):
@@ -55,22 +135,23 @@ def _recipes(text: str) -> list[tuple[str, str]]:
             inside_define = not re.match(r"^\s*endef\b", line)
             continue
         if line.startswith("\t") and target is not None:
-            body = recipes[target]
-            command = RECIPE_PREFIXES.sub("", line)
-            called = _called_define(command, defines)
-            if called is None:
-                body[at] = _expand(command, variables).replace("$$", "$")
-                continue
-            name, arguments = called
-            values = {str(n): _expand(a, variables) for n, a in enumerate(arguments, 1)}
-            for index, block_line in defines[name]:
-                body[index] = _expand(RECIPE_PREFIXES.sub("", block_line), variables | values).replace("$$", "$")
+            recipes.setdefault(target, []).append((at, RECIPE_PREFIXES.sub("", line)))
+            continue
+        if line.startswith((" ", "\t")):
+            target = None
+            continue
+        specific = TARGET_VARIABLE.match(line)
+        if specific is not None:  # `big: MODEL = x`: no rule, a variable of the target (and its prerequisites)
+            for name in specific.group(1).split():
+                target_variables.setdefault(name, {})[specific.group(2)] = COMMENT.sub("", specific.group(4)).strip()
+            target = None
             continue
         rule = RULE.match(line)
-        target = rule.group(1).split()[0] if rule and not line.startswith((" ", "\t")) else None
-        if target is not None and target not in recipes:
-            recipes[target] = [""] * len(lines)
-    return [(name, "\n".join(body)) for name, body in recipes.items() if any(body)]
+        target = rule.group(1).split()[0] if rule else None
+        if rule is not None:
+            after = COMMENT.sub("", line[rule.end():]).split(";")[0]
+            prerequisites.setdefault(target, []).extend(after.replace("|", " ").split())
+    return Makefile(lines, variables, defines, recipes, prerequisites, target_variables)
 
 
 def _variables_and_defines(lines: list[str]) -> tuple[dict[str, str], dict[str, list[tuple[int, str]]]]:

@@ -230,3 +230,28 @@ def test_a_jobs_earlier_step_pins_the_release_its_later_step_runs(tmp_path):
     jobs = {w.name: w for w in find_workloads([path])[1]}
     assert jobs["e2e / test"].vllm_pin == "0.9.2" and jobs["e2e / other"].vllm_pin is None
     assert jobs["e2e / test"].gpu_selectors == ()
+
+
+def test_a_make_target_running_another_with_other_variables_is_a_workload_of_its_own(tmp_path):
+    path = _write(tmp_path, "Makefile", """\
+        IMAGE ?= vllm/vllm-openai:v0.9.2
+        MODEL ?= Qwen/Qwen2.5-7B-Instruct
+
+        run:
+        \tdocker run -d --gpus all $(IMAGE) --model $(MODEL)
+
+        run-small:
+        \t$(MAKE) run MODEL=Qwen/Qwen2.5-1.5B-Instruct
+
+        run-same:
+        \t$(MAKE) run
+
+        run-big: MODEL = Qwen/Qwen2.5-32B-Instruct-AWQ
+        run-big: run
+        """.replace("\\t", "\t"))
+    jobs = {w.container: w for w in find_workloads([path])[1]}
+    assert set(jobs) == {"run", "run-small", "run-big"}
+    assert {name: w.argv[1].text for name, w in jobs.items()} == {
+        "run": "Qwen/Qwen2.5-7B-Instruct", "run-small": "Qwen/Qwen2.5-1.5B-Instruct",
+        "run-big": "Qwen/Qwen2.5-32B-Instruct-AWQ"}
+    assert all(w.line == 5 for w in jobs.values())  # the words are those of run's recipe line
