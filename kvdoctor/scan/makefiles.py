@@ -64,11 +64,11 @@ def _target_scripts(makefile: Makefile) -> list[tuple[str, str, str]]:
     found = []
     for target, commands in makefile.recipes.items():
         own = makefile.variables | makefile.target_variables.get(target, {})
-        kept = [(at, command) for at, command in commands if not _called_target(command, makefile)]
+        calls = [(at, command, _called_target(command, makefile)) for at, command in commands]
+        kept = [(at, command) for at, command, called in calls if called is None]
         if kept:
             found.append((target, _script(makefile, kept, own), f"the recipe of make target {target!r}"))
-        for at, command in commands:
-            called = _called_target(command, makefile)
+        for at, _, called in calls:
             if called is not None:
                 other, overrides = called
                 found.append((target, _script(makefile, makefile.recipes[other], own | overrides),

@@ -12,7 +12,8 @@ from dataclasses import replace
 from kvdoctor.scan.command import ASSIGNMENT, expand_words, script_assignments, script_commands
 from kvdoctor.scan.workload import LINE_FILE_STRIDE, EnvVar, Token, Workload
 
-EXPORTERS = {"export", ("declare", "-x"), ("typeset", "-x")}
+EXPORTERS = (("export",), ("declare", "-x"), ("typeset", "-x"))
+"""The commands whose NAME[=VALUE] words export variables to the processes the shell starts."""
 PLACEHOLDER = re.compile(r"^(?:TODO|TBD|FIXME|CHANGE_?ME|X{3,}|<[^<>]*>|\.\.\.|your[_-]\w*)$", re.IGNORECASE)
 """A value left for the user to fill in (`export CUDA_VISIBLE_DEVICES=TODO`): unknown here, never the value run."""
 
@@ -22,23 +23,20 @@ def exported(script: str, first_line: int, env: dict[str, str] | None = None) ->
     known = script_assignments(script, dict(env or {}))
     found: list[EnvVar] = []
     for words in script_commands(script, first_line):
-        texts = [w.text for w in words]
-        start = 1 if texts[:1] == ["export"] else 2 if tuple(texts[:2]) in EXPORTERS else 0
-        for word in words[start:] if start else ():
-            if word.text.startswith("-"):
-                continue
+        texts = tuple(w.text for w in words)
+        exporter = next((e for e in EXPORTERS if texts[:len(e)] == e), None)
+        for word in words[len(exporter):] if exporter else ():
             name, has_value, value = word.text.partition("=")
-            if not name.isidentifier():
+            if not name.isidentifier():  # an option (-n, -p) or a word that names no variable
                 continue
-            if has_value:
-                text = " ".join(t.text for t in expand_words([Token(value, word.line)], known))
-            else:
-                text = known.get(name)
+            text = " ".join(t.text for t in expand_words([Token(value, word.line)], known)) if has_value \
+                else known.get(name)
             if text is not None and PLACEHOLDER.match(text.strip("'\"")):
                 found.append(EnvVar(name, None, word.line, f"a placeholder to fill in ({text})"))
-                continue
-            found.append(EnvVar(name, text if text is not None and "$" not in text else None, word.line,
-                                None if text is not None and "$" not in text else "the shell's environment"))
+            elif text is None or "$" in text:
+                found.append(EnvVar(name, None, word.line, "the shell's environment"))
+            else:
+                found.append(EnvVar(name, text, word.line))
     return found
 
 

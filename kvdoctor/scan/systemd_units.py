@@ -160,7 +160,6 @@ def as_script(text: str) -> tuple[str, dict[str, str]]:
     """The [Service] section's ExecStart= lines as shell lines (the others blank, so that every word keeps its
     line), and the variables its Environment= lines set (systemd expands ${NAME} in ExecStart from them)."""
     out: list[str] = []
-    env: dict[str, str] = {}
     section, continuing = None, False
     for line in text.replace("\r\n", "\n").split("\n"):
         if continuing:
@@ -177,12 +176,11 @@ def as_script(text: str) -> tuple[str, dict[str, str]]:
             continue
         key, value = setting.groups()
         if key == "Environment":
-            env.update(_assignments(value))
             out.append("")
             continue
         out.append(value.lstrip(EXEC_PREFIXES))
         continuing = continues(line)
-    return "\n".join(out), env
+    return "\n".join(out), {v.name: v.value for v in environment(text)[0]}
 
 
 def continues(line: str) -> bool:
