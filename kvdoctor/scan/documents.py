@@ -149,6 +149,14 @@ def names_vllm_deployment(text: str) -> bool:
     return PYTHON_DEPLOYMENT.search(text) is not None
 
 
+LOCAL_MODULE_CALL = re.compile(r'^\s*module\s+"[^"]*"\s*\{[^}]*?\bsource\s*=\s*"\.\.?/', re.MULTILINE)
+
+
+def calls_local_module(text: str) -> bool:
+    """A Terraform file calling a module of its own tree (`module "x" { source = "./modules/vllm" ... }`)."""
+    return LOCAL_MODULE_CALL.search(text) is not None
+
+
 def _kept_if(path: Path, wanted: Callable[[str], bool]) -> list[SourceFile | ManifestError]:
     """The file a walk keeps when its text is one it reads (an unreadable one is kept, to be reported), else none."""
     source = _or_error(lambda: _read(path))
@@ -196,8 +204,8 @@ def _walk(root: Path, notes: list[str]) -> list[SourceFile | ChartSource | Manif
             if name.endswith(SUPERVISORD_SUFFIXES):
                 found += _kept_if(here / name, lambda t: "[program:" in t and names_vllm_deployment(t))
                 continue
-            if name.endswith(HCL_SUFFIXES + (NIX_SUFFIX,)):
-                found += _kept_if(here / name, names_vllm_deployment)
+            if name.endswith(HCL_SUFFIXES + (NIX_SUFFIX,)):  # a root module calls the module that names vLLM
+                found += _kept_if(here / name, lambda t: names_vllm_deployment(t) or calls_local_module(t))
                 continue
             if name.endswith(TERRAFORM_TEMPLATE) and not readable:
                 readable = _is_kubernetes_template(here / name)

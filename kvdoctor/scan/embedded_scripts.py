@@ -15,7 +15,7 @@ from typing import Iterator
 
 import yaml
 
-from kvdoctor.scan import nodes, systemd_units
+from kvdoctor.scan import nodes, systemd_units, terraform_templates
 from kvdoctor.scan.scripts import installed_before, installed_in, pip_installed_release, script_workloads
 from kvdoctor.scan.workload import GpuSelector, Token, Workload
 
@@ -28,12 +28,15 @@ COMMAND_LISTS = {"runcmd", "bootcmd"}
 MAX_DEPTH = 40
 INSTANCE_TYPE_KEYS = {"instanceType", "instance_type", "machineType", "machine_type", "vmSize", "vm_size", "size"}
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+STR = "tag:yaml.org,2002:str"
 
 
-def workloads(root: yaml.Node, file: str, source_text: str) -> list[Workload]:
-    """The vLLM workloads of the scripts held in the object's string values."""
+def workloads(root: yaml.Node, file: str, source_text: str,
+              machine: tuple[GpuSelector, ...] | None = None) -> list[Workload]:  # fmt: skip
+    """The vLLM workloads of the scripts held in the object's string values (``machine``: the instance type that names
+    their GPU, when another object than ``root`` names it)."""
     name = PurePosixPath(file).name
-    machine = _instance_type(root)
+    machine = _instance_type(root) if machine is None else machine
     found: list[Workload] = []
     defaults = _placeholder_values(root)
     installed = _installed_release(root)
@@ -52,6 +55,34 @@ def workloads(root: yaml.Node, file: str, source_text: str) -> list[Workload]:
                 workload = installed_before(workload, installed)
             found.append(replace(workload, notes=workload.notes + (note,), gpu_selectors=selectors))
     return found
+
+
+def rendered_workloads(body: yaml.Node, file: str, defaults: dict[str, str]) -> list[Workload]:
+    """The vLLM workloads of the files a Terraform resource's values render (`user_data =
+    templatefile("${path.module}/cloud-init.tpl", {...})`, `file(...)`: terraform_templates.py), read on the
+    template's own lines with the resource's machine type naming their GPU; the template's own reading, with its
+    variables unknown, gives way to this one (run.not_alone)."""
+    machine = _instance_type(body)
+    found: list[Workload] = []
+    for key, value in _keyed_scalars(body):
+        text = nodes.text(value) or ""
+        if "file(" not in text or (rendered := terraform_templates.render(text, file, defaults)) is None \
+                or not _runs_vllm(rendered.text):
+            continue
+        start = yaml.Mark(str(rendered.path), 0, 0, 0, None, None)
+        holder = nodes.map_node([(nodes.str_node(key, value), yaml.ScalarNode(STR, rendered.text, start, start))], value)
+        note = rendered.note(f"{file}:{nodes.line(value)}")
+        found += [replace(w, notes=w.notes + (note,), read_through=(str(rendered.path),))
+                  for w in workloads(holder, str(rendered.path), rendered.text, machine)]  # fmt: skip
+    return found
+
+
+def _keyed_scalars(node: yaml.Node, holder: str = "", depth: int = 0) -> Iterator[tuple[str, yaml.Node]]:
+    for key, value in _keyed_values(node):
+        if nodes.is_scalar(value):
+            yield key or holder, value
+        elif depth < MAX_DEPTH:
+            yield from _keyed_scalars(value, key or holder, depth + 1)
 
 
 def _installed_release(root: yaml.Node) -> tuple[str, Token] | None:

@@ -15,7 +15,7 @@ from kvdoctor.scan import (ansible_tasks, ansible_templates, apptainer_defs, clo
                            makefiles, markdown, nix_containers, nodes, nomad, ome_runtimes, pm2, project_pins,
                            python_apps, python_engine_args, quadlets, ray_job, repo_images, scripts, serving_crds,
                            sibling_runtimes, singularity_compose, skypilot, source_tree, supervisord, systemd_units,
-                           terraform, terraform_helm, vllm_runtime)  # fmt: skip
+                           terraform, terraform_helm, terraform_modules, vllm_runtime)  # fmt: skip
 from kvdoctor.scan.chart_reader import chart_workloads
 from kvdoctor.scan.config_maps import ConfigMap, config_maps_of, with_config_maps
 from kvdoctor.scan.command import heredoc_bodies, only_serve_flags, words_of
@@ -79,6 +79,8 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
     sources = rendered_instead(sources)
     sources, left_out, given = helm_release.installed_charts_left_out(sources)
     notes += through + left_out
+    called_modules = terraform_modules.called_directories(
+        [(s.path, s.text) for s in sources if isinstance(s, SourceFile) and s.path.endswith(".tf")])
     found: list[Workload] = []
     unread: list[UnreadFile] = []
     config_maps: dict[str, list[ConfigMap]] = {}
@@ -216,6 +218,9 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
         if dockerfile.is_dockerfile(source):
             found += dockerfile.workloads(source)
             continue
+        if source.path.endswith(".tf") and (caller := called_modules.get(Path(source.path).parent.resolve())):
+            notes.append(f"{source.path}: a module the scan's {caller} calls: read through that call, not alone")
+            continue
         if source.path.endswith(HCL_SUFFIXES):
             try:
                 workloads, why, failures = hcl_workloads(source)
@@ -303,8 +308,10 @@ def not_alone(found: list[Workload]) -> tuple[list[Workload], list[str]]:
         if runner is None or runner is workload or workload.read_through:  # a workflow's reading of the file is kept
             kept.append(workload)
         else:
-            notes.append(f"{workload.file}: read through {runner.title} ({runner.file}), which runs its command, "
-                         "not alone")  # fmt: skip
+            rendered = Path(runner.file).resolve() == Path(workload.file).resolve()  # a template, with its values
+            notes.append(f"{workload.file}: read with the values the file that renders it gives ({runner.title}), "
+                         "not alone" if rendered else f"{workload.file}: read through {runner.title} ({runner.file}), "
+                         "which runs its command, not alone")  # fmt: skip
     return kept, list(dict.fromkeys(notes))
 
 
@@ -360,18 +367,21 @@ def silent_chart_note(source: ChartSource) -> str | None:
             "(kvdoctor scan CHART_DIR --values FILE)")  # fmt: skip
 
 
-def hcl_workloads(source: SourceFile) -> tuple[list[Workload], list[str], list[UnreadFile]]:
+def hcl_workloads(source: SourceFile, given: dict[str, str] | None = None,
+                  depth: int = 0) -> tuple[list[Workload], list[str], list[UnreadFile]]:  # fmt: skip
     """The workloads of a Terraform or Nomad file, the notes on what it deploys unchecked and the templates of the
-    charts it installs that cannot be rendered; raises HclError."""
+    charts it installs that cannot be rendered; ``given``: the values a module call gives its variables (the
+    calling depth ``depth``); raises HclError."""
     root = hcl.parse(source.text, source.path)
     found: list[Workload] = []
     notes: list[str] = []
     unread: list[UnreadFile] = []
     read_by_values: set[int | None] = set()  # the lines of helm_releases whose remote chart was read by its values
-    for doc, defaults_note in terraform.documents(root, source.path):
+    for doc, defaults_note in terraform.documents(root, source.path, given):
         workloads = read_document(doc, source.text)
         found += [replace(w, notes=w.notes + (defaults_note,)) if defaults_note else w for w in workloads]
         notes += unseen_notes(doc, workloads)
+    defaults = terraform.module_defaults(root, source.path, given)
     for labels, body in hcl.blocks(root, "resource"):
         if labels[:1] == ["helm_release"]:
             workloads, failures = terraform_helm.release_workloads(labels, body, source.path, read_document)
@@ -381,10 +391,20 @@ def hcl_workloads(source: SourceFile) -> tuple[list[Workload], list[str], list[U
             unread += failures
         elif labels and not terraform.is_read(labels[0]):  # an instance's user_data, a startup script
             found += embedded_scripts.workloads(body, source.path, source.text)
-    tasks = nomad.workloads(root, source.path) + terraform.nomad_workloads(root, source.path) \
-        + ecs.terraform_workloads(root, source.path)
+            found += embedded_scripts.rendered_workloads(body, source.path, defaults)
+    tasks = nomad.workloads(root, source.path) + terraform.nomad_workloads(root, source.path, given) \
+        + ecs.terraform_workloads(root, source.path, given)
     notes += nomad.unseen_notes(root, source.path, tasks) + terraform.notes(root, source.path, read_by_values)
-    return found + tasks, notes, unread
+    called, why, failures = terraform_modules.call_workloads(root, source.path, defaults, _module_file, depth)
+    return found + tasks + called, notes + why, unread + failures
+
+
+def _module_file(path: str, text: str, given: dict[str, str], depth: int) -> tuple[list[Workload], list[str], list]:
+    """A called module's file read with the call's values (terraform_modules.py); one that is no HCL is unread."""
+    try:
+        return hcl_workloads(SourceFile(path, text), given, depth)
+    except hcl.HclError as exc:
+        return [], [], [UnreadFile.of(exc)]
 
 
 def heredoc_workloads(source: SourceFile) -> tuple[list[Workload], list[str]]:

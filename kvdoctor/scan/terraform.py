@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from kvdoctor.scan import hcl, nodes, nomad, terraform_helm
+from kvdoctor.scan import hcl, nodes, nomad, terraform_helm, terraform_templates
 from kvdoctor.scan.cloud_run import ACCELERATOR_LABEL
 from kvdoctor.scan.documents import Document
 from kvdoctor.scan.workload import Workload
@@ -45,23 +45,24 @@ def is_terraform(root: yaml.Node) -> bool:
     return bool(hcl.blocks(root, "resource"))
 
 
-def documents(root: yaml.Node, file: str) -> list[tuple[Document, str | None]]:
+def documents(root: yaml.Node, file: str, given: dict[str, str] | None = None) -> list[tuple[Document, str | None]]:
     """The objects the resources create, each with the note naming the Terraform defaults filled into it (None when
-    none were): `${var.x}` / `${local.x}` take the literal default of the module's `variable` / `locals` (what runs
-    unless a .tfvars or -var overrides it)."""
+    none were): `${var.x}` / `${local.x}` take the value a module call ``given`` it, else the literal default of the
+    module's `variable` / `locals` (what runs unless a .tfvars or -var overrides it)."""
     found: list[tuple[Document, str | None]] = []
-    defaults = module_defaults(root, file)
+    defaults = module_defaults(root, file, given)
     for labels, body in hcl.blocks(root, "resource"):
         resource, name = (labels + ["", ""])[:2]
-        note = fill_defaults(body, defaults)
+        note = fill_defaults(body, defaults, set(given or ()))
         found += [(doc, note) for doc in _objects(resource, name, body, file)]
     return found
 
 
-def module_defaults(root: yaml.Node, file: str) -> dict[str, str]:
-    """`var.NAME` / `local.NAME` -> the literal defaults of the file's module (its sibling .tf files and itself); a
-    local built from others (`deployment_name = "vllm-${var.name_prefix}"`) with the ones known put in."""
-    found = _module_defaults(file) | _defaults(root)
+def module_defaults(root: yaml.Node, file: str, given: dict[str, str] | None = None) -> dict[str, str]:
+    """`var.NAME` / `local.NAME` -> the literal defaults of the file's module (its sibling .tf files and itself), or
+    the value a module call ``given`` the variable; a local built from others (`deployment_name =
+    "vllm-${var.name_prefix}"`) with the ones known put in."""
+    found = _module_defaults(file) | _defaults(root) | (given or {})
     for _ in range(MAX_PASSES):
         resolved = {name: REFERENCE.sub(lambda m: found.get(m.group(1), m.group(0)) if m.group(1) != name
                                         else m.group(0), value) for name, value in found.items()}  # fmt: skip
@@ -71,60 +72,40 @@ def module_defaults(root: yaml.Node, file: str) -> dict[str, str]:
     return found
 
 
-def fill_defaults(body: yaml.Node, defaults: dict[str, str]) -> str | None:
-    """Each `${var.x}` / `${local.x}` in the block's strings replaced by its default, in place; the note naming them,
-    None when none was."""
-    used = _substitute(body, defaults)
+def fill_defaults(body: yaml.Node, defaults: dict[str, str], given: set[str] = frozenset()) -> str | None:
+    """Each `${var.x}` / `${local.x}` in the block's strings replaced by its value, in place; the note naming the
+    defaults used (not the ``given`` values of a module call, which its own note names), None when none was."""
+    used = _substitute(body, defaults) - given
     return DEFAULTS_NOTE.format(", ".join(sorted(used))) if used else None
 
 
-def nomad_workloads(root: yaml.Node, file: str) -> list[Workload]:
+def nomad_workloads(root: yaml.Node, file: str, given: dict[str, str] | None = None) -> list[Workload]:
     """The workloads of the job files `nomad_job` resources hold in a heredoc or render with templatefile()."""
     found = []
+    defaults = module_defaults(root, file, given)
     for labels, body in hcl.blocks(root, "resource"):
         if labels[:1] == ["nomad_job"] and nodes.text(spec := nodes.get(body, "jobspec")):
-            rendered = _templatefile_nomad(str(nodes.text(spec)), file, root, nodes.line(spec))
+            rendered = _templatefile_nomad(str(nodes.text(spec)), file, defaults, nodes.line(spec))
             found += rendered if rendered is not None else _heredoc_nomad(spec, file)
     return found
 
 
-TEMPLATEFILE = re.compile(r'^\$\{templatefile\(\s*"([^"]+)"\s*,\s*\{(.*)\}\s*\)\}$', re.DOTALL)
-TEMPLATE_ARGUMENT = re.compile(r"^\s*([A-Za-z_]\w*)\s*[=:]\s*(.+?)\s*,?\s*$", re.MULTILINE)
-TEMPLATE_VARIABLE = re.compile(r"(?<!\$)\$\{\s*([A-Za-z_]\w*)\s*\}")
-TEMPLATEFILE_NOTE = "rendered by Terraform templatefile()"
 
 
-def _templatefile_nomad(spec: str, file: str, root: yaml.Node, line: int | None) -> list[Workload] | None:
-    """The workloads of a job file a `nomad_job` renders with `templatefile("${path.module}/x.nomad.hcl", {k = v})`:
-    the template read on its own lines with each `${k}` given its value (a literal, or the module's default of the
-    var / local it names; unknown ones stay variables) and `$${` made the `${` Nomad interpolates; None when the
-    jobspec is no templatefile() call."""
-    call = TEMPLATEFILE.match(spec.strip())
-    if call is None:
+def _templatefile_nomad(spec: str, file: str, defaults: dict[str, str], line: int | None) -> list[Workload] | None:
+    """The workloads of a job file a `nomad_job` renders with `templatefile("${path.module}/x.nomad.hcl", {k = v})`
+    (terraform_templates.py), read on its own lines; None when the jobspec is no such call."""
+    rendered = terraform_templates.render(spec, file, defaults)
+    if rendered is None or not spec.lstrip().startswith("${templatefile"):
         return None
-    here = Path(file).parent
-    named = re.sub(r"^\$\{path\.(?:module|root|cwd)\}/?", "", call.group(1))
-    path = Path(named) if Path(named).is_absolute() else here / named
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return []
-    defaults = module_defaults(root, file)
-    values: dict[str, str] = {}
-    for name, expression in TEMPLATE_ARGUMENT.findall(call.group(2)):
-        if (literal := re.fullmatch(r'"([^"$]*)"|(-?\d+(?:\.\d+)?|true|false)', expression)) is not None:
-            values[name] = literal.group(1) if literal.group(1) is not None else literal.group(2)
-        elif expression in defaults:  # var.x / local.x with a literal default
-            values[name] = defaults[expression]
-    rendered = TEMPLATE_VARIABLE.sub(lambda m: values.get(m.group(1), m.group(0)), text).replace("$${", "${")
-    try:
-        job = hcl.parse(rendered, str(path))
+        job = hcl.parse(rendered.text, str(rendered.path))
     except hcl.HclError:
         return []
-    note = (f"{TEMPLATEFILE_NOTE} in {file}:{line} with " + (", ".join(f"{k}={v}" for k, v in sorted(values.items()))
-                                                             or "no value known here"))  # fmt: skip
+    note = rendered.note(f"{file}:{line}")
     # read through the template: the job file's reading on its own gives way to this one (run.not_alone)
-    return [replace(w, notes=w.notes + (note,), read_through=(str(path),)) for w in nomad.workloads(job, str(path))]
+    return [replace(w, notes=w.notes + (note,), read_through=(str(rendered.path),))
+            for w in nomad.workloads(job, str(rendered.path))]  # fmt: skip
 
 
 def notes(root: yaml.Node, file: str, read_by_values: set[int | None] = frozenset()) -> list[str]:
