@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kvdoctor.scan import (ansible_tasks, ansible_templates, apptainer_defs, cloud_build, compose, compose_include,
                            configmap_scripts, dockerfile, dstack, dynamo, ecs, embedded_scripts, github_actions, hcl,
-                           helm_release, helm_values, kserve_huggingface, kserve_runtimes, kubernetes, llmaz,
+                           helm_release, helm_values, kaito, kserve_huggingface, kserve_runtimes, kubernetes, llmaz,
                            makefiles, markdown, nix_containers, nodes, nomad, ome_runtimes, pm2, project_pins,
                            python_apps, python_engine_args, quadlets, ray_job, repo_images, scripts, serving_crds,
                            sibling_runtimes, singularity_compose, skypilot, source_tree, supervisord, systemd_units,
@@ -38,6 +38,7 @@ READERS = (
     (ome_runtimes.is_ome_runtime, ome_runtimes.workloads),
     (serving_crds.is_ray_serve_llm, serving_crds.ray_serve_workloads),
     (llmaz.is_vllm_playground, llmaz.workloads),
+    (kaito.is_kaito_inference, kaito.workloads),
     (ray_job.is_ray_job, ray_job.workloads),
     (kserve_runtimes.has_lone_container, kserve_runtimes.lone_container_workloads),
     (kubernetes.is_kubernetes, kubernetes.workloads),

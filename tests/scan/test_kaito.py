@@ -1,0 +1,86 @@
+"""KAITO Workspaces and InferenceSets, written from KAITO's documentation (kaito.sh/v1beta1 Workspace with
+resource.instanceType and inference.preset, an inference.config ConfigMap whose inference_config.yaml holds a
+`vllm:` mapping, an InferenceSet's template, the kaito.sh/runtime annotation)."""
+
+from __future__ import annotations
+
+from scan_support import by_name, scan, write_tree
+
+WORKSPACE = """apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: qwen-params
+data:
+  inference_config.yaml: |
+    max_probe_steps: 6
+    vllm:
+      gpu-memory-utilization: 0.9
+      max-model-len: 16384
+      kv-cache-dtype: fp8
+---
+apiVersion: kaito.sh/v1beta1
+kind: Workspace
+metadata:
+  name: qwen-coder
+resource:
+  instanceType: "Standard_NC24ads_A100_v4"
+  labelSelector:
+    matchLabels:
+      apps: qwen-coder
+inference:
+  preset:
+    name: qwen2.5-coder-7b-instruct
+  config: qwen-params
+"""
+INFERENCE_SET = """apiVersion: kaito.sh/v1alpha1
+kind: InferenceSet
+metadata:
+  name: phi
+spec:
+  replicas: 2
+  template:
+    resource:
+      instanceType: "Standard_NC6s_v3"
+    inference:
+      preset:
+        name: microsoft/Phi-4-mini-instruct
+      config: params-elsewhere
+"""
+TRANSFORMERS = """apiVersion: kaito.sh/v1beta1
+kind: Workspace
+metadata:
+  name: falcon
+  annotations:
+    kaito.sh/runtime: transformers
+resource:
+  instanceType: "Standard_NC12s_v3"
+inference:
+  preset:
+    name: falcon-7b
+"""
+
+
+def test_a_workspace_serves_its_presets_model_with_its_configmaps_vllm_arguments(tmp_path):
+    tree = write_tree(tmp_path / "k", {"workspace.yaml": WORKSPACE})
+    result = by_name(scan([str(tree)], tmp_path / "s", gpu=None))["qwen-coder"]
+    words = [t.text for t in result.workload.argv]
+    assert words[0] == "Qwen/Qwen2.5-Coder-7B-Instruct"  # the preset's repository (data/kaito.yaml)
+    assert words[1:] == ["--gpu-memory-utilization", "0.9", "--max-model-len", "16384", "--kv-cache-dtype", "fp8"]
+    assert [t.line for t in result.workload.argv[1:3]] == [9, 9]  # the ConfigMap's own lines
+    assert result.report.facts["gpu.name"] == "A100 80GB"
+    assert result.report.facts["serve.kv_cache_dtype"] == "fp8"
+    assert result.report.verdict != "PASS"  # the operator's vLLM release is not named: never a PASS
+    assert any("KAITO operator's base image" in n for n in result.workload.notes)
+
+
+def test_an_inference_set_with_a_model_id_preset_and_its_configmap_elsewhere(tmp_path):
+    tree = write_tree(tmp_path / "k", {"set.yaml": INFERENCE_SET})
+    result = by_name(scan([str(tree)], tmp_path / "s", gpu=None))["phi"]
+    assert [t.text for t in result.workload.argv] == ["microsoft/Phi-4-mini-instruct"]
+    assert result.report.facts["gpu.name"] == "Tesla V100 16GB"
+    assert any("params-elsewhere" in u for u in result.workload.undecided)
+
+
+def test_a_workspace_on_the_transformers_runtime_runs_no_vllm(tmp_path):
+    tree = write_tree(tmp_path / "k", {"falcon.yaml": TRANSFORMERS, "workspace.yaml": WORKSPACE})
+    assert set(by_name(scan([str(tree)], tmp_path / "s", gpu=None))) == {"qwen-coder"}
