@@ -243,6 +243,14 @@ def _name(module: str, name: str, facts: dict[str, Any]) -> dict[str, Any]:
 
 def _module(module: str, facts: dict[str, Any]) -> dict[str, Any]:
     ranges = module_ranges(module)
+    order = load_history().releases
+    if ranges == [[order[0], order[-1]]]:  # every release read has it: an older vLLM, or not vLLM's package
+        out = _found(f"the module `{module}`", ranges, facts)
+        out["api_text"] += (f" So the vLLM this program imports is older than {order[0]} (the oldest release read), "
+                            "or is not the installed package (a directory or file named vllm on the path shadows it).")
+        out["api_fix"] = (f"Upgrade vLLM (pip install -U vllm, or the release the program pins), and check that "
+                          f"`python -c 'import vllm; print(vllm.__file__, vllm.__version__)'` is the installed package")
+        return out
     if ranges:
         return _found(f"the module `{module}`", ranges, facts)
     last = module.rpartition(".")[2]
@@ -312,7 +320,7 @@ def no_release_mismatch(values: dict[str, Any], facts: dict[str, Any], frame_fil
     if not ranges:
         return False
     order = load_history().releases
-    if ranges == [[order[0], order[-1]]]:
+    if ranges == [[order[0], order[-1]]] and name:  # every release has the name: a circular import
         return True
     version = str(facts.get("vllm.version") or "").split("+")[0]
     return bool(version) and version in _releases_in(ranges)

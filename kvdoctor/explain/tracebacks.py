@@ -499,9 +499,11 @@ def _parse_traceback(stream: str, lines: list[LogLine], i: int) -> tuple[LoggedE
             continue
         if text.strip() == TRACEBACK_START:  # truncated traceback: a new one starts
             return _raised_at_cut(stream, frames, lines[i - 1].number), i
-        if _EXCEPTION.match(text):
+        if (exception := _EXCEPTION.match(text)) and (exception.group(2) is not None or ":" in text
+                                                      or _BARE_EXCEPTION.match(text) or "." in exception.group(1)):
             return _parse_exception(stream, lines, i, tuple(frames))
-        return _raised_at_cut(stream, frames, lines[i - 1].number), i  # something else interrupted it (a cut log)
+        # something else interrupted it (a cut log; a line cut inside its first word, `ERR`, names no exception)
+        return _raised_at_cut(stream, frames, lines[i - 1].number), i
     return _raised_at_cut(stream, frames, lines[n - 1].number) if n else None, i
 
 

@@ -851,6 +851,9 @@ def _opens_on(located, text: str) -> bool:
 
 # A traceback's frames without its header or its exception line (a paste cut at both ends, a Windows path too).
 _FRAME_LINE = re.compile(r'^\s*(?:File "[^"]{1,400}", line \d+,? in \S|raise (?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\b)')
+# a `raise X(...)` that goes on past its statement (`raise ValueError("...")\\n    if `): code quoted in a prompt or a
+# JSON string that a paste wrapped, never a traceback's code line
+_RAISE_CUT = re.compile(r"^\s*raise .*\)(?:\\n|\s+(?!from\b)\w)")
 _STACK_INFO = "Stack (most recent call last):"  # logging's stack_info=True: frames a healthy record may carry
 # A reporter's own words for a start-up that stops: the log holds no error, the line says it hangs or stops there.
 _HANG_PROSE = re.compile(r"(?i)\b(?:hangs?|hanging|hung|stuck|freez(?:es|ing)|frozen)\b.{0,40}?"
@@ -904,7 +907,7 @@ def _last_words(lines: list[LogLine], add: Callable[[FailureEvidence], None]) ->
     process hangs or stops printing there."""
     lines = _outside_ignored(lines)
     frames = [line for line in lines if ('File "' in line.text or "raise " in line.text) and line.level is None
-              and _FRAME_LINE.match(line.text)]
+              and _FRAME_LINE.match(line.text) and not _RAISE_CUT.match(line.text)]
     carets = [line for line in lines if line.level is None and "^" in line.text and _CARETS.match(line.text)]
     if frames and (len(frames) >= 2 or frames[0].text.lstrip().startswith("raise ") or carets
                    or _code_under(lines, frames[-1])) and not any(

@@ -126,3 +126,19 @@ def test_an_unrecognized_serve_flag_names_the_releases_whose_serve_arguments_hav
     assert finding.rule_id == "KVD369"
     assert "`--worker-extension-cls` (the serve arguments' field worker_extension_cls) exists from 0.8.0 on" in finding.cause
     assert "no release read has a serve-argument field no_such_flag" in finding.cause
+
+
+def test_a_module_every_release_has_missing_from_a_programs_import_means_an_older_or_shadowed_vllm():
+    """`No module named 'vllm.lora'` from a framework's frame: every release read has vllm.lora, so the vLLM the
+    program imports predates them (or is not the installed package); a name every release has stays a circular
+    import, not claimed."""
+    log = ("Traceback (most recent call last):\n"
+           '  File "/src/llamafactory/chat/vllm_engine.py", line 29, in <module>\n'
+           "    from vllm.lora.request import LoRARequest\n"
+           "ModuleNotFoundError: No module named 'vllm.lora'\n")
+    finding = explain_text(log).findings[0]
+    assert finding.rule_id == "KVD405"
+    assert "older than 0.4" in finding.cause and "shadows" in finding.cause
+    assert "pip install -U vllm" in finding.fixes[0].title
+    own = log.replace("/src/llamafactory/chat/vllm_engine.py", "/venv/lib/python3.11/site-packages/vllm/worker/x.py")
+    assert "KVD405" not in {f.rule_id for f in explain_text(own).findings}
