@@ -29,7 +29,9 @@ def _data() -> dict:
 def is_kaito_inference(root: yaml.Node) -> bool:
     api = nodes.text(nodes.get(root, "apiVersion")) or ""
     kind = nodes.text(nodes.get(root, "kind")) or ""
-    return api.startswith("kaito.sh/") and kind in KINDS and nodes.get(_body(root, kind), "inference") is not None
+    # a custom pod template (inference.template) is read as the pod it is (scan/kubernetes.py)
+    return api.startswith("kaito.sh/") and kind in KINDS \
+        and nodes.get(_body(root, kind), "inference", "preset") is not None
 
 
 def workloads(doc: Document, source_text: str) -> list[Workload]:
@@ -40,8 +42,8 @@ def workloads(doc: Document, source_text: str) -> list[Workload]:
     data = _data()
     runtime = nodes.text(nodes.get(root, "metadata", "annotations", data["runtime_annotation"])) or "vllm"
     preset = nodes.get(body, "inference", "preset", "name")
-    if runtime.lower() != "vllm" or preset is None:
-        return []  # the Transformers runtime, or a custom pod template (inference.template: read as a pod, not here)
+    if runtime.lower() != "vllm":
+        return []  # the Transformers runtime
     preset_name = str(nodes.text(preset) or "")
     model = preset_name if "/" in preset_name else data["presets"].get(preset_name.lower())
     notes = [f"KAITO {kind}: the operator runs vLLM's server for preset {preset_name}"

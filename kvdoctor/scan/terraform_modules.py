@@ -63,7 +63,10 @@ def calls(root: yaml.Node, file: str, defaults: dict[str, str]) -> list[ModuleCa
             continue
         arguments, unknown = {}, []
         for key, _, value in nodes.pairs(body):
-            if key in META_ARGUMENTS or not nodes.is_scalar(value):
+            if key in META_ARGUMENTS:
+                continue
+            if not nodes.is_scalar(value):  # a list or an object: its items are not read into the module's strings
+                unknown.append(key)
                 continue
             text = REFERENCE.sub(lambda m: defaults.get(m.group(1), m.group(0)), str(nodes.text(value)))
             if "${" in text.replace("$${", ""):

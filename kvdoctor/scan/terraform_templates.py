@@ -20,6 +20,13 @@ REFERENCE = re.compile(r"\$\{((?:var|local)\.[A-Za-z_][\w-]*)\}")
 LITERAL = re.compile(r'"((?:[^"\\]|\\.)*)"|(-?\d+(?:\.\d+)?|true|false)$', re.DOTALL)
 BARE_REFERENCE = re.compile(r"(?:var|local)\.[A-Za-z_][\w-]*$")
 MAX_BYTES = 1024 * 1024
+IF_BLOCK = re.compile(r"%\{~?\s*if\s+([A-Za-z_]\w*)\s*~?\}(.*?)(?:%\{~?\s*else\s*~?\}(.*?))?%\{~?\s*endif\s*~?\}", re.DOTALL)
+DIRECTIVE_BLOCK = re.compile(r"%\{~?\s*(if|for)\b[^}]*\}.*?%\{~?\s*end\1\s*~?\}", re.DOTALL)
+DIRECTIVE = re.compile(r"(?<!%)%\{[^}]*\}")
+EXPRESSION = re.compile(r"(?<!\$)\$\{(?!\s*[A-Za-z_]\w*\s*\})[^{}]*\}")
+UNRENDERED = "${TF_TEMPLATE_UNRENDERED}"
+"""What an `if` / `for` directive or an expression (join(), a function call) of values not known here renders to: a
+variable unknown to the script that reads it (its words are not judged as written)."""
 
 
 @dataclass(frozen=True)
@@ -32,13 +39,17 @@ class Rendered:
     values: dict[str, str]
     unknown: tuple[str, ...] = ()
     function: str = "templatefile"
+    unrendered: int = 0
+    """The directives and expressions left unknown (rendered as UNRENDERED)."""
 
     def note(self, at: str) -> str:
         if self.function == "file":
             return f"{self.path} read by Terraform's file() at {at}, as it is"
         given = ", ".join(f"{k}={v}" for k, v in sorted(self.values.items())) or "no value known here"
         unknown = f"; {', '.join(self.unknown)} not known here" if self.unknown else ""
-        return f"{self.path} rendered by Terraform's templatefile() at {at} with {given}{unknown}"
+        left = (f"; {self.unrendered} template directive(s) / expression(s) of values not known here left unknown"
+                if self.unrendered else "")
+        return f"{self.path} rendered by Terraform's templatefile() at {at} with {given}{unknown}{left}"
 
 
 def render(expression: str, file: str, defaults: dict[str, str]) -> Rendered | None:
@@ -69,8 +80,20 @@ def render(expression: str, file: str, defaults: dict[str, str]) -> Rendered | N
             unknown.append(name)
         else:
             values[name] = known
-    rendered = VARIABLE.sub(lambda m: values.get(m.group(1), m.group(0)), text).replace("$${", "${")
-    return Rendered(path, rendered, values, tuple(unknown))
+    rendered = VARIABLE.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+    rendered = IF_BLOCK.sub(lambda m: _branch(m, values), rendered)
+    left = len(DIRECTIVE_BLOCK.findall(rendered)) + len(EXPRESSION.findall(DIRECTIVE_BLOCK.sub("", rendered)))
+    rendered = EXPRESSION.sub(UNRENDERED, DIRECTIVE_BLOCK.sub(UNRENDERED, rendered))
+    rendered = DIRECTIVE.sub("", rendered).replace("%%{", "%{").replace("$${", "${")
+    return Rendered(path, rendered, values, tuple(unknown), unrendered=left)
+
+
+def _branch(match: re.Match[str], values: dict[str, str]) -> str:
+    """An `%{ if x }A%{ else }B%{ endif }` whose x is a known boolean: the branch it takes; unknown: left as it is."""
+    value = values.get(match.group(1))
+    if value not in ("true", "false"):
+        return match.group(0)
+    return match.group(2) if value == "true" else (match.group(3) or "")
 
 
 def _path(named: str, file: str) -> Path:

@@ -84,3 +84,27 @@ def test_an_inference_set_with_a_model_id_preset_and_its_configmap_elsewhere(tmp
 def test_a_workspace_on_the_transformers_runtime_runs_no_vllm(tmp_path):
     tree = write_tree(tmp_path / "k", {"falcon.yaml": TRANSFORMERS, "workspace.yaml": WORKSPACE})
     assert set(by_name(scan([str(tree)], tmp_path / "s", gpu=None))) == {"qwen-coder"}
+
+
+def test_a_workspace_with_its_own_pod_template_is_read_as_that_pod(tmp_path):
+    template = """apiVersion: kaito.sh/v1alpha1
+kind: Workspace
+metadata:
+  name: custom
+resource:
+  instanceType: "Standard_NV36ads_A10_v5"
+inference:
+  template:
+    spec:
+      containers:
+        - name: vllm-openai
+          image: vllm/vllm-openai:v0.10.1
+          args: ["--model", "openai/gpt-oss-20b", "--max-model-len", "8192"]
+          resources:
+            limits:
+              nvidia.com/gpu: 1
+"""
+    tree = write_tree(tmp_path / "k", {"custom.yaml": template})
+    (result,) = scan([str(tree)], tmp_path / "s", gpu=None).workloads
+    assert result.workload.container == "vllm-openai"
+    assert [t.text for t in result.workload.argv][:2] == ["--model", "openai/gpt-oss-20b"]

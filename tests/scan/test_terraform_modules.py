@@ -145,3 +145,24 @@ def test_cloud_init_template_and_a_file_read_as_it_is(tmp_path):
     assert azure.report.facts["gpu.name"] == "A100 80GB" and azure.workload.vllm_pin == "0.9.2"
     assert any("read by Terraform's file()" in n for n in azure.workload.notes)
     assert sum("read with the values the file that renders it gives" in n for n in report.notes) == 2
+
+
+def test_template_directives_of_known_values_render_and_the_others_stay_unknown(tmp_path):
+    """`%{ if x }` with a boolean the call gives takes its branch; a `for` over a list and `join()` of one (values not
+    read here) become a variable unknown to the script, never words vLLM's parser would be judged to refuse."""
+    tree = write_tree(tmp_path / "infra", {
+        "main.tf": 'module "llama" {\n  source = "./modules/vllm"\n  model_id = "meta-llama/Llama-3.1-8B-Instruct"\n'
+                   '  extra_args = ["--max-model-len", "8192"]\n  prefix = true\n}\n',
+        "modules/vllm/main.tf": 'variable "model_id" {}\nvariable "extra_args" {\n  default = []\n}\n'
+                                'variable "prefix" {\n  default = false\n}\nresource "aws_instance" "vllm" {\n'
+                                '  instance_type = "g5.xlarge"\n  user_data = templatefile("${path.module}/start.sh.tftpl", {\n'
+                                '    model_id = var.model_id\n    extra_args = var.extra_args\n    prefix = var.prefix\n  })\n}\n',
+        "modules/vllm/start.sh.tftpl": '#!/bin/bash\ndocker run -d --gpus all vllm/vllm-openai:v0.10.1.1 --model ${model_id} '
+                                       '${join(" ", extra_args)} %{ if prefix }--enable-prefix-caching%{ endif } '
+                                       '%{ for a in extra_args ~}${a} %{ endfor ~}\n'})  # fmt: skip
+    (result,) = scan([str(tree)], tmp_path / "s", gpu=None).workloads
+    words = [t.text for t in result.workload.argv]
+    assert "--enable-prefix-caching" in words and not any("%{" in w or "join(" in w for w in words)
+    assert not [p for p in result.placed if p.finding.rule_id == "KVD004" and p.finding.status == "fired"]
+    assert any("extra_args given values not known here" in n for n in result.workload.notes)
+    assert any("2 template directive(s)" in n for n in result.workload.notes)
