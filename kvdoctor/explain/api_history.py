@@ -248,8 +248,8 @@ def _module(module: str, facts: dict[str, Any]) -> dict[str, Any]:
         out = _found(f"the module `{module}`", ranges, facts)
         out["api_text"] += (f" So the vLLM this program imports is older than {order[0]} (the oldest release read), "
                             "or is not the installed package (a directory or file named vllm on the path shadows it).")
-        out["api_fix"] = (f"Upgrade vLLM (pip install -U vllm, or the release the program pins), and check that "
-                          f"`python -c 'import vllm; print(vllm.__file__, vllm.__version__)'` is the installed package")
+        out["api_fix"] = ("Upgrade vLLM (pip install -U vllm, or the release the program pins), and check that "
+                          "`python -c 'import vllm; print(vllm.__file__, vllm.__version__)'` is the installed package")
         return out
     if ranges:
         return _found(f"the module `{module}`", ranges, facts)
