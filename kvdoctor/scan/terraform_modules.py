@@ -1,8 +1,9 @@
 """Terraform module calls -> the workloads `terraform plan` creates for each: `module "llama" { source = "./modules/vllm"
 model_id = "meta-llama/..." }` reads the module directory's .tf files with the call's arguments as its variables (over
 their defaults), so that one module deployed twice is two workloads, each with its own model and machine. A local
-source only (`./`, `../`); a registry or git module is named in a note. A module directory that a scanned file calls
-is read through its calls, not alone (alone, the variables the caller sets would be unknown)."""
+source only (`./`, `../`); a registry or git module whose arguments name vLLM is named in a note. A module directory
+that a scanned file calls is read through its calls, not alone (alone, the variables the caller sets would be
+unknown)."""
 
 from __future__ import annotations
 
@@ -87,6 +88,7 @@ def call_workloads(root: yaml.Node, file: str, defaults: dict[str, str], read: R
     unread: list = []
     if depth >= MAX_DEPTH:
         return found, notes, unread
+    notes += remote_notes(root, file)
     for call in calls(root, file, defaults):
         for path in sorted(call.directory.glob("*.tf")):
             try:
@@ -100,6 +102,23 @@ def call_workloads(root: yaml.Node, file: str, defaults: dict[str, str], read: R
             notes += why
             unread += failures
     return found, notes, unread
+
+
+def remote_notes(root: yaml.Node, file: str) -> list[str]:
+    """A module call whose source is a registry, git or URL module and whose arguments name vLLM: named, never read
+    (its code is not in the tree until `terraform init` fetches it under .terraform/modules/)."""
+    found = []
+    for labels, body in hcl.blocks(root, "module"):
+        source = nodes.text(nodes.get(body, "source")) or ""
+        if source.startswith(("./", "../")) or not any("vllm" in t.lower() for t in nodes.scalars(body)):
+            continue
+        if nodes.is_map(nodes.get(body, "container_definitions")):  # an ECS service module: read by scan/ecs.py
+            continue
+        label = labels[0] if labels else "?"
+        found.append(f'{file}:{nodes.line(body)}: Terraform module "{label}" from {source} names vLLM: its code is not '
+                     f"in the tree, so what it deploys is not read (terraform init fetches it to .terraform/modules/"
+                     f"{label}: scan that directory)")  # fmt: skip
+    return found
 
 
 def called_directories(files: list[tuple[str, str]]) -> dict[Path, str]:

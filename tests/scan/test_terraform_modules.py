@@ -166,3 +166,13 @@ def test_template_directives_of_known_values_render_and_the_others_stay_unknown(
     assert not [p for p in result.placed if p.finding.rule_id == "KVD004" and p.finding.status == "fired"]
     assert any("extra_args given values not known here" in n for n in result.workload.notes)
     assert any("2 template directive(s)" in n for n in result.workload.notes)
+
+
+def test_a_registry_module_that_names_vllm_is_named_not_read(tmp_path):
+    tree = write_tree(tmp_path / "infra", {
+        "main.tf": 'module "vllm" {\n  source = "git::https://github.com/acme/terraform-vllm.git?ref=v1.2.0"\n'
+                   '  image = "vllm/vllm-openai:v0.10.1.1"\n  model = "Qwen/Qwen2.5-7B-Instruct"\n}\n'})  # fmt: skip
+    report = scan([str(tree)], tmp_path / "s", gpu=None)
+    assert not report.workloads
+    assert any('Terraform module "vllm" from git::https://github.com/acme/terraform-vllm.git' in n
+               and ".terraform/modules/vllm" in n for n in report.notes)
