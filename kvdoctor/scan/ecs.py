@@ -37,17 +37,17 @@ def task_definition_workloads(doc: Document, source_text: str) -> list[Workload]
                       doc.file)  # fmt: skip
 
 
-def terraform_workloads(root: yaml.Node, file: str, given: dict[str, str] | None = None) -> list[Workload]:
+def terraform_workloads(root: yaml.Node, file: str, defaults: dict[str, str],
+                        given: set[str] = frozenset()) -> list[Workload]:  # fmt: skip
     """The workloads of a Terraform file's ECS task definitions and modules with a container_definitions map
-    (``given``: the values a module call gives the file's variables)."""
+    (``defaults``: the module's values, terraform.module_defaults; ``given``: the names a module call set)."""
     found: list[Workload] = []
-    defaults = terraform.module_defaults(root, file, given)
     machine = _machine(root, defaults)
     for labels, body in hcl.blocks(root, "resource"):
         if labels[:1] == ["aws_ecs_task_definition"]:
             definitions = _definitions(nodes.get(body, "container_definitions"), file)  # parsed, then filled
             note = terraform.fill_defaults(yaml.SequenceNode("tag:yaml.org,2002:seq", [body] + definitions), defaults,
-                                          set(given or ()))
+                                          given)
             family = nodes.text(nodes.get(body, "family"))
             name = family if family and not hcl.is_unknown(family) else (labels[1] if len(labels) > 1 else "(unnamed)")
             found += _workloads(definitions, name, "Terraform ECS task definition", file, note)
@@ -55,7 +55,7 @@ def terraform_workloads(root: yaml.Node, file: str, given: dict[str, str] | None
         definitions = nodes.get(body, "container_definitions")
         if not nodes.is_map(definitions):
             continue
-        note = terraform.fill_defaults(body, defaults, set(given or ()))
+        note = terraform.fill_defaults(body, defaults, given)
         named = nodes.text(nodes.get(body, "name"))
         name = named if named and not hcl.is_unknown(named) else (labels[0] if labels else "(unnamed)")
         containers = [_named(definition, key) for key, _, definition in nodes.pairs(definitions)

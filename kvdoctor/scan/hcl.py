@@ -18,6 +18,8 @@ import yaml
 from kvdoctor.base.errors import KvdoctorError
 from kvdoctor.scan import nodes
 
+REFERENCE = re.compile(r"\$\{((?:var|local)\.[A-Za-z_][\w-]*)\}")
+"""A Terraform `${var.x}` / `${local.x}` inside a string (the reference without `${}` is group 1)."""
 BLOCK_TAG = "tag:hcl,block"
 """The tag of a block's body (an attribute's object literal is a plain YAML map): Terraform's list blocks differ."""
 LABELS = "__labels__"

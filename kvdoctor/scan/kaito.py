@@ -14,9 +14,9 @@ from kvdoctor.base.yaml_safe import load_yaml_cached, safe_loader
 from kvdoctor.data import read_data
 from kvdoctor.scan import nodes
 from kvdoctor.scan.documents import Document
+from kvdoctor.scan.embedded_scripts import INSTANCE_TYPE_LABEL
 from kvdoctor.scan.workload import GpuSelector, Token, Workload
 
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 KINDS = {"Workspace": (), "InferenceSet": ("spec", "template")}
 """KAITO's kinds that serve a preset, and the path to the Workspace-shaped body (an InferenceSet's template)."""
 

@@ -308,11 +308,12 @@ def not_alone(found: list[Workload]) -> tuple[list[Workload], list[str]]:
         runner = through.get(str(Path(workload.file).resolve())) if workload.platform in READ_THROUGH_PLATFORMS else None
         if runner is None or runner is workload or workload.read_through:  # a workflow's reading of the file is kept
             kept.append(workload)
-        else:
-            rendered = Path(runner.file).resolve() == Path(workload.file).resolve()  # a template, with its values
+        elif Path(runner.file).resolve() == Path(workload.file).resolve():  # a template, read with its values
             notes.append(f"{workload.file}: read with the values the file that renders it gives ({runner.title}), "
-                         "not alone" if rendered else f"{workload.file}: read through {runner.title} ({runner.file}), "
-                         "which runs its command, not alone")  # fmt: skip
+                         "not alone")  # fmt: skip
+        else:
+            notes.append(f"{workload.file}: read through {runner.title} ({runner.file}), which runs its command, "
+                         "not alone")  # fmt: skip
     return kept, list(dict.fromkeys(notes))
 
 
@@ -378,11 +379,11 @@ def hcl_workloads(source: SourceFile, given: dict[str, str] | None = None,
     notes: list[str] = []
     unread: list[UnreadFile] = []
     read_by_values: set[int | None] = set()  # the lines of helm_releases whose remote chart was read by its values
-    for doc, defaults_note in terraform.documents(root, source.path, given):
+    defaults = terraform.module_defaults(root, source.path, given)  # read once: it parses the module's other files
+    for doc, defaults_note in terraform.documents(root, source.path, defaults, set(given or ())):
         workloads = read_document(doc, source.text)
         found += [replace(w, notes=w.notes + (defaults_note,)) if defaults_note else w for w in workloads]
         notes += unseen_notes(doc, workloads)
-    defaults = terraform.module_defaults(root, source.path, given)
     for labels, body in hcl.blocks(root, "resource"):
         if labels[:1] == ["helm_release"]:
             workloads, failures = terraform_helm.release_workloads(labels, body, source.path, read_document)
@@ -393,8 +394,8 @@ def hcl_workloads(source: SourceFile, given: dict[str, str] | None = None,
         elif labels and not terraform.is_read(labels[0]):  # an instance's user_data, a startup script
             found += embedded_scripts.workloads(body, source.path, source.text)
             found += embedded_scripts.rendered_workloads(body, source.path, defaults)
-    tasks = nomad.workloads(root, source.path) + terraform.nomad_workloads(root, source.path, given) \
-        + ecs.terraform_workloads(root, source.path, given)
+    tasks = nomad.workloads(root, source.path) + terraform.nomad_workloads(root, source.path, defaults) \
+        + ecs.terraform_workloads(root, source.path, defaults, set(given or ()))
     notes += nomad.unseen_notes(root, source.path, tasks) + terraform.notes(root, source.path, read_by_values)
     called, why, failures = terraform_modules.call_workloads(root, source.path, defaults, _module_file, depth)
     return found + tasks + called, notes + why, unread + failures

@@ -45,15 +45,16 @@ def is_terraform(root: yaml.Node) -> bool:
     return bool(hcl.blocks(root, "resource"))
 
 
-def documents(root: yaml.Node, file: str, given: dict[str, str] | None = None) -> list[tuple[Document, str | None]]:
+def documents(root: yaml.Node, file: str, defaults: dict[str, str],
+              given: set[str] = frozenset()) -> list[tuple[Document, str | None]]:  # fmt: skip
     """The objects the resources create, each with the note naming the Terraform defaults filled into it (None when
-    none were): `${var.x}` / `${local.x}` take the value a module call ``given`` it, else the literal default of the
-    module's `variable` / `locals` (what runs unless a .tfvars or -var overrides it)."""
+    none were): `${var.x}` / `${local.x}` take their value in ``defaults`` (module_defaults: a module call's value,
+    else the literal default of the module's `variable` / `locals`, what runs unless a .tfvars or -var overrides it);
+    ``given``: the names a module call set, which its own note names."""
     found: list[tuple[Document, str | None]] = []
-    defaults = module_defaults(root, file, given)
     for labels, body in hcl.blocks(root, "resource"):
         resource, name = (labels + ["", ""])[:2]
-        note = fill_defaults(body, defaults, set(given or ()))
+        note = fill_defaults(body, defaults, given)
         found += [(doc, note) for doc in _objects(resource, name, body, file)]
     return found
 
@@ -79,10 +80,10 @@ def fill_defaults(body: yaml.Node, defaults: dict[str, str], given: set[str] = f
     return DEFAULTS_NOTE.format(", ".join(sorted(used))) if used else None
 
 
-def nomad_workloads(root: yaml.Node, file: str, given: dict[str, str] | None = None) -> list[Workload]:
-    """The workloads of the job files `nomad_job` resources hold in a heredoc or render with templatefile()."""
+def nomad_workloads(root: yaml.Node, file: str, defaults: dict[str, str]) -> list[Workload]:
+    """The workloads of the job files `nomad_job` resources hold in a heredoc or render with templatefile() (with the
+    module's values, module_defaults)."""
     found = []
-    defaults = module_defaults(root, file, given)
     for labels, body in hcl.blocks(root, "resource"):
         if labels[:1] == ["nomad_job"] and nodes.text(spec := nodes.get(body, "jobspec")):
             rendered = _templatefile_nomad(str(nodes.text(spec)), file, defaults, nodes.line(spec))
@@ -130,7 +131,7 @@ def notes(root: yaml.Node, file: str, read_by_values: set[int | None] = frozense
 
 
 DEFAULTS_NOTE = "Terraform values read as the file's defaults ({}): a .tfvars file or -var may set others"
-REFERENCE = re.compile(r"\$\{((?:var|local)\.[A-Za-z_][A-Za-z0-9_-]*)\}")
+REFERENCE = hcl.REFERENCE
 UNREFERENCED = re.compile(r"\$\$\{")  # `$${` is a literal `${` in HCL
 MAX_PASSES = 5
 """Locals built from locals: five rounds settle any real chain (a cycle stops there, its references kept)."""

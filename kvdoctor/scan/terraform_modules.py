@@ -8,7 +8,6 @@ unknown)."""
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
@@ -16,12 +15,11 @@ from typing import Callable
 import yaml
 
 from kvdoctor.scan import hcl, nodes
+from kvdoctor.scan.documents import calls_local_module
 from kvdoctor.scan.workload import Workload
 
-MODULE_BLOCK = re.compile(r'^\s*module\s+"[^"]+"\s*\{', re.MULTILINE)
 META_ARGUMENTS = {"source", "version", "providers", "depends_on", "count", "for_each", hcl.LABELS}
 """A module block's own arguments, not the module's variables."""
-REFERENCE = re.compile(r"\$\{((?:var|local)\.[A-Za-z_][\w-]*)\}")
 MAX_DEPTH = 4
 """Modules calling modules: four levels cover real trees (and stop a module that calls itself)."""
 MAX_BYTES = 1024 * 1024
@@ -56,11 +54,8 @@ def calls(root: yaml.Node, file: str, defaults: dict[str, str]) -> list[ModuleCa
     own values (``defaults``: `var.x` / `local.x` -> value)."""
     found = []
     for labels, body in hcl.blocks(root, "module"):
-        source = nodes.text(nodes.get(body, "source")) or ""
-        if not source.startswith(("./", "../")):
-            continue
-        directory = Path(os.path.normpath(Path(file).parent / source))
-        if not directory.is_dir():
+        directory = _local_directory(body, file)
+        if directory is None:
             continue
         arguments, unknown = {}, []
         for key, _, value in nodes.pairs(body):
@@ -69,7 +64,7 @@ def calls(root: yaml.Node, file: str, defaults: dict[str, str]) -> list[ModuleCa
             if not nodes.is_scalar(value):  # a list or an object: its items are not read into the module's strings
                 unknown.append(key)
                 continue
-            text = REFERENCE.sub(lambda m: defaults.get(m.group(1), m.group(0)), str(nodes.text(value)))
+            text = hcl.REFERENCE.sub(lambda m: defaults.get(m.group(1), m.group(0)), str(nodes.text(value)))
             if "${" in text.replace("$${", ""):
                 unknown.append(key)
             else:
@@ -110,7 +105,7 @@ def remote_notes(root: yaml.Node, file: str) -> list[str]:
     found = []
     for labels, body in hcl.blocks(root, "module"):
         source = nodes.text(nodes.get(body, "source")) or ""
-        if source.startswith(("./", "../")) or not any("vllm" in t.lower() for t in nodes.scalars(body)):
+        if _is_local(source) or not any("vllm" in t.lower() for t in nodes.scalars(body)):
             continue
         if nodes.is_map(nodes.get(body, "container_definitions")):  # an ECS service module: read by scan/ecs.py
             continue
@@ -126,14 +121,24 @@ def called_directories(files: list[tuple[str, str]]) -> dict[Path, str]:
     (`main.tf:3`)."""
     called: dict[Path, str] = {}
     for path, text in files:
-        if not MODULE_BLOCK.search(text):
+        if not calls_local_module(text):
             continue
         try:
             root = hcl.parse(text, path)
         except hcl.HclError:
             continue
-        for labels, body in hcl.blocks(root, "module"):
-            source = nodes.text(nodes.get(body, "source")) or ""
-            if source.startswith(("./", "../")) and (directory := Path(path).parent / source).is_dir():
+        for _, body in hcl.blocks(root, "module"):
+            if (directory := _local_directory(body, path)) is not None:
                 called.setdefault(directory.resolve(), f"{path}:{nodes.line(body)}")
     return called
+
+
+def _is_local(source: str) -> bool:
+    return source.startswith(("./", "../"))
+
+
+def _local_directory(body: yaml.Node, file: str) -> Path | None:
+    """The directory a module block's local source names, None for a remote source or one that is no directory."""
+    source = nodes.text(nodes.get(body, "source")) or ""
+    directory = Path(os.path.normpath(Path(file).parent / source)) if _is_local(source) else None
+    return directory if directory is not None and directory.is_dir() else None

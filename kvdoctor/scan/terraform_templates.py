@@ -11,12 +11,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvdoctor.scan import hcl
+
 WRAPPED = re.compile(r"^\$\{\s*(?:base64encode|base64gzip|chomp|trimspace)\((.*)\)\s*\}$", re.DOTALL)
 TEMPLATEFILE = re.compile(r'^\$\{\s*templatefile\(\s*"([^"]+)"\s*,\s*\{(.*)\}\s*\)\s*\}$', re.DOTALL)
 FILE = re.compile(r'^\$\{\s*file\(\s*"([^"]+)"\s*\)\s*\}$')
 PATH_PREFIX = re.compile(r"^\$\{path\.(?:module|root|cwd)\}/?")
 VARIABLE = re.compile(r"(?<!\$)\$\{\s*([A-Za-z_]\w*)\s*\}")
-REFERENCE = re.compile(r"\$\{((?:var|local)\.[A-Za-z_][\w-]*)\}")
 LITERAL = re.compile(r'"((?:[^"\\]|\\.)*)"|(-?\d+(?:\.\d+)?|true|false)$', re.DOTALL)
 BARE_REFERENCE = re.compile(r"(?:var|local)\.[A-Za-z_][\w-]*$")
 MAX_BYTES = 1024 * 1024
@@ -143,5 +144,5 @@ def _value(expression: str, defaults: dict[str, str]) -> str | None:
         return None
     if literal.group(2) is not None:
         return literal.group(2)
-    text = REFERENCE.sub(lambda m: defaults.get(m.group(1), m.group(0)), literal.group(1))
+    text = hcl.REFERENCE.sub(lambda m: defaults.get(m.group(1), m.group(0)), literal.group(1))
     return None if "${" in text.replace("$${", "") else text.replace("$${", "${").replace('\\"', '"')
