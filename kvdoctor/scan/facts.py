@@ -231,11 +231,15 @@ def _version(workload: Workload, defaults, values, sources, notes) -> str | None
         values["deploy.image_note"] = found.why_unknown
     else:
         values["deploy.image_pinned"] = False
-        values["deploy.image_note"] = "the service names no image"
+        values["deploy.image_note"] = f"{workload.release_by} decides the vLLM release" if workload.release_by \
+            else "the service names no image"
     if workload.vllm_pin:  # no image tag names it, the build pins it (pip install vllm==X)
         sources["vllm."] = workload.at(workload.vllm_pin_line, f"vllm=={workload.vllm_pin}")
         values["deploy.image_pinned"] = True
         return workload.vllm_pin
+    if workload.release_by and not workload.image:  # an operator, the script's environment: not this manifest
+        values["deploy.release_by"] = workload.release_by
+        sources["deploy.release_by"] = workload.at(workload.command_line)
     if defaults.vllm_version:
         notes.append(f"vLLM {defaults.vllm_version} from --vllm-version: {values['deploy.image_note']}")
         return defaults.vllm_version

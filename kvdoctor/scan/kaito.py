@@ -74,7 +74,22 @@ def workloads(doc: Document, source_text: str) -> list[Workload]:
         file=doc.file, line=nodes.line(root), platform="kubernetes", kind=kind, name=name, container="vllm",
         namespace=nodes.text(nodes.get(root, "metadata", "namespace")), image=None, argv=tuple(argv),
         command_line=nodes.line(preset), gpu_selectors=selectors, notes=tuple(notes), undecided=tuple(undecided),
+        release_by="the installed KAITO operator's base image",
     )]  # fmt: skip
+
+
+def is_config_read(root: yaml.Node, source_text: str) -> bool:
+    """Whether ``root`` is a ConfigMap that a KAITO Workspace / InferenceSet of the same file takes as its
+    inference.config (its `vllm:` items are then read as that workload's arguments, not left unread)."""
+    name = nodes.text(nodes.get(root, "metadata", "name"))
+    if nodes.text(nodes.get(root, "kind")) != "ConfigMap" or nodes.get(root, "data", _data()["config_key"]) is None:
+        return False
+    try:
+        others = [r for r in yaml.compose_all(source_text, Loader=safe_loader()) if r is not None]
+    except yaml.YAMLError:
+        return False
+    return any(is_kaito_inference(r) and nodes.text(nodes.get(
+        _body(r, str(nodes.text(nodes.get(r, "kind")))), "inference", "config")) == name for r in others)
 
 
 def _body(root: yaml.Node, kind: str) -> yaml.Node | None:

@@ -54,6 +54,7 @@ def workloads(doc: Document, source_text: str) -> list[Workload]:
         image=f"{VLLM_IMAGE}:{nodes.text(version)}" if nodes.text(version) else None, image_line=nodes.line(version),
         argv=tuple(argv), command_line=argv[0].line, env=tuple(env), gpu_selectors=selectors, gpu_limit=count,
         gpu_limit_line=count_line, notes=tuple(notes),
+        release_by=None if nodes.text(version) else "llmaz's vLLM BackendRuntime (its image tag, set where llmaz is installed)",
     )]  # fmt: skip
 
 

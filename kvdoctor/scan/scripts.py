@@ -245,6 +245,7 @@ PIP_INSTALLERS = {"pip", "pip3"}
 """`pip install`, `pip3 install`, `python -m pip install`, `uv pip install`: each names its packages as words."""
 PIP_PIN = re.compile(r"^vllm(?:\[[\w,-]+\])?==v?(\d+\.\d+\.\d+(?:\.\d+|\.post\d+)?)$")
 """A requirement that pins one release: vllm==0.9.2, vllm[audio]==0.10.1.1."""
+ENVIRONMENT_RELEASE = "the Python environment that runs it (whichever vLLM is installed there)"
 UNKNOWN_RELEASE_NOTE = "vLLM run directly by a shell script: the version is the environment's, unknown here"
 
 
@@ -393,10 +394,36 @@ TMUX_KEY_NAMES = re.compile(r"^(?:C-[a-zA-Z]|M-[a-zA-Z]|Enter|KPEnter|Escape|Spa
 TMUX_VALUE_OPTIONS = {"-t", "-N", "-S", "-L", "-f"}
 
 
+# pm2's `start` options that take a value (pm2 --help, "start"): the rest are switches
+PM2_VALUE_OPTIONS = {"-n", "--name", "--interpreter", "--interpreter-args", "--node-args", "--cwd", "-i", "--instances",
+                     "-l", "--log", "-o", "--output", "-e", "--error", "--namespace", "--max-memory-restart", "--cron",
+                     "--cron-restart", "--env", "--log-date-format", "--restart-delay", "--max-restarts", "-x"}
+
+
+def _pm2_started(words: list[Token]) -> Token | None:
+    """The command line `pm2 start "vllm serve ..."` (a quoted command) or `pm2 start vllm -- serve ...` (a program
+    and its arguments after --) runs, as one string, or None."""
+    texts = [w.text for w in words]
+    if not words or PurePosixPath(texts[0]).name != "pm2" or "start" not in texts[:3]:
+        return None
+    index = texts.index("start") + 1
+    while index < len(words) and texts[index].startswith("-") and texts[index] != "--":
+        index += 2 if texts[index] in PM2_VALUE_OPTIONS else 1
+    if index >= len(words) or texts[index] == "--":
+        return None
+    program = words[index]
+    rest = texts[texts.index("--", index) + 1:] if "--" in texts[index:] else []
+    line = " ".join([program.text, *(shlex.quote(t) for t in rest)])
+    return Token(line, program.line) if "vllm" in line.lower() else None
+
+
 def _typed_keys(words: list[Token]) -> Token | None:
-    """The command string a `tmux ... send-keys` or `screen ... -X stuff` types into a terminal's shell, or None."""
+    """The command string a `tmux ... send-keys` or `screen ... -X stuff` types into a terminal's shell, or that
+    `pm2 start` runs, or None."""
     program = PurePosixPath(words[0].text).name if words else ""
     texts = [w.text for w in words]
+    if program == "pm2":
+        return _pm2_started(words)
     if program == "tmux" and ("send-keys" in texts or "send" in texts):
         index = texts.index("send-keys" if "send-keys" in texts else "send") + 1
         while index < len(words) and words[index].text.startswith("-") and len(words[index].text) > 1:
@@ -689,6 +716,7 @@ def _direct(file: str, name: str, words: list[Token]) -> Workload | None:
         command_line=words[0].line, notes=notes,
         vllm_pin=release[0].group(1) if release else pinned[0] if pinned else None,
         vllm_pin_line=release[1].line if release else pinned[1].line if pinned else None,
+        release_by=None if release or pinned or image else ENVIRONMENT_RELEASE,
     )  # fmt: skip
 
 

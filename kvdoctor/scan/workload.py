@@ -117,6 +117,9 @@ class Workload:
     ray_cluster: str | None = None
     """The `ray start --head` / `--address` its own script runs beside vLLM: vLLM's workers may be placed on the Ray
     cluster's other nodes, so this pod's GPUs are not all it can use."""
+    release_by: str | None = None
+    """Who picks the image, and with it the vLLM release, when the manifest names none: an operator (the installed
+    KAITO operator's base image), so the fix is to name that release (--vllm-version), not to pin a tag here."""
     vllm_pin: str | None = None
     """A vLLM release the workload's build pins (a Python app's `pip install vllm==X`) when no image tag names one."""
     vllm_pin_line: int | None = None

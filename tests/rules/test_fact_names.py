@@ -66,7 +66,8 @@ def test_every_deploy_fact_scan_produces_is_declared_and_every_declared_one_is_p
                                       str(manifests / "acceptance"), str(manifests / "command-as-options.yaml"),
                                       str(manifests / "rocm.yaml"),
                                       str(manifests / "compose-not-as-written.yaml"),
-                                      str(manifests / "trl-server.sh"), str(manifests / "cuda-visible-all.yaml")])  # fmt: skip
+                                      str(manifests / "trl-server.sh"), str(manifests / "cuda-visible-all.yaml"),
+                                      str(manifests / "kaito-workspace.yaml")])  # fmt: skip
     known = set()
     for workload in workloads:
         deployment = deployment_facts(workload, ScanDefaults(gpu="A100"), CheckSettings())

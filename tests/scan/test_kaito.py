@@ -4,7 +4,7 @@ resource.instanceType and inference.preset, an inference.config ConfigMap whose 
 
 from __future__ import annotations
 
-from scan_support import by_name, scan, write_tree
+from scan_support import by_name, finding, scan, write_tree
 
 WORKSPACE = """apiVersion: v1
 kind: ConfigMap
@@ -71,6 +71,19 @@ def test_a_workspace_serves_its_presets_model_with_its_configmaps_vllm_arguments
     assert result.report.facts["serve.kv_cache_dtype"] == "fp8"
     assert result.report.verdict != "PASS"  # the operator's vLLM release is not named: never a PASS
     assert any("KAITO operator's base image" in n for n in result.workload.notes)
+
+
+def test_the_operators_release_is_named_as_such_and_its_configmap_is_read_not_unread(tmp_path):
+    tree = write_tree(tmp_path / "k", {"workspace.yaml": WORKSPACE})
+    report = scan([str(tree)], tmp_path / "s", gpu=None)
+    result = by_name(report)["qwen-coder"]
+    rules = {p.finding.rule_id for p in result.placed}
+    assert "KVD217" in rules and "KVD204" not in rules  # no "pin vllm/vllm-openai:vX.Y.Z": the operator picks it
+    fix = finding(result, "KVD217").finding.fixes[0].title
+    assert "--vllm-version" in fix
+    assert not any("ConfigMap qwen-params" in n for n in report.notes)  # its vLLM items are the workload's arguments
+    alone = write_tree(tmp_path / "c", {"params.yaml": WORKSPACE.split("---")[0]})
+    assert any("ConfigMap qwen-params" in n for n in scan([str(alone)], tmp_path / "s2", gpu=None).notes)
 
 
 def test_an_inference_set_with_a_model_id_preset_and_its_configmap_elsewhere(tmp_path):

@@ -64,3 +64,11 @@ def test_the_flavors_gpu_and_count_are_read_and_compared(tmp_path):
 def test_another_backend_is_no_vllm_workload(tmp_path):
     sglang = PLAYGROUND.replace("backendName: vllm", "backendName: sglang")
     assert find_workloads([str(_file(tmp_path, sglang))])[1] == []
+
+
+def test_without_a_version_the_backend_runtimes_release_decides_and_the_fix_says_so(tmp_path):
+    unversioned = PLAYGROUND.replace("    version: v0.25.1\n", "")
+    (play,) = scan([str(_file(tmp_path, unversioned))], tmp_path, gpu=None).workloads
+    rules = {p.finding.rule_id for p in play.placed if p.finding.status == "fired"}
+    assert "KVD217" in rules and "KVD204" not in rules
+    assert play.verdict != "PASS"

@@ -312,6 +312,29 @@ def test_a_command_typed_into_a_terminal_by_tmux_or_screen_is_read(tmp_path):
     assert find_workloads([str(_script(tmp_path, 'tmux send-keys -t x "htop" C-m\n', "other.sh"))])[1] == []
 
 
+def test_a_command_pm2_starts_is_read_quoted_or_after_its_double_dash(tmp_path):
+    """`pm2 start "CMD" --name x` runs CMD; `pm2 start vllm --name x -- serve ...` runs the program with the words
+    after `--` (pm2 --help, "start"); pm2 starting a JavaScript app is no vLLM workload."""
+    text = ('#!/bin/bash\nMODEL=/m/qwen\n'
+            'pm2 start "vllm serve $MODEL --port 8000 --max-model-len 4096" --name llm\n'
+            'pm2 start --name other --interpreter none vllm -- serve $MODEL --port 8001\n'
+            'pm2 start server.js --name web\n')
+    runs = find_workloads([str(_script(tmp_path, text, "pm2.sh"))])[1]
+    assert [([t.text for t in r.argv], r.line) for r in runs] == [
+        (["/m/qwen", "--port", "8000", "--max-model-len", "4096"], 3), (["/m/qwen", "--port", "8001"], 4)]
+
+
+def test_a_script_run_vllm_names_its_environment_as_what_decides_the_release(tmp_path):
+    """No image, no pin: the environment that runs the script decides the release (KVD217 says to name it with
+    --vllm-version), never KVD204's "pin vllm/vllm-openai:vX.Y.Z" that a script has no place for."""
+    (run,) = scan([str(_script(tmp_path, "vllm serve /m/qwen --port 8000\n", "serve.sh"))], tmp_path).workloads
+    fired = {p.finding.rule_id for p in run.placed if p.finding.status == "fired"}
+    assert "KVD217" in fired and "KVD204" not in fired and run.verdict != "PASS"
+    (pinned,) = scan([str(_script(tmp_path, "pip install vllm==0.25.1\nvllm serve /m/qwen\n", "pin.sh"))],
+                     tmp_path).workloads
+    assert not {"KVD217", "KVD204"} & {p.finding.rule_id for p in pinned.placed if p.finding.status == "fired"}
+
+
 def test_a_script_a_variable_holds_is_read_where_tmux_types_it(tmp_path):
     """CMD_START="<newline> source .venv/bin/activate; ... echo '\\$(python -c \\"...\\")'; vllm serve \\"$MODEL\\" ..."
     then `tmux send-keys -t S "$CMD_START" C-m` (IsaacGHX/AgentFlow_Isaac scripts/serve_vllm.sh): the value is one
