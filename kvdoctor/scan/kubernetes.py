@@ -112,7 +112,8 @@ def _object(file: str, root: yaml.Node, source_text: str) -> list[Workload]:
             workload = container_workload(
                 container, source_text, file=file, line=nodes.line(root), platform="kubernetes", kind=kind,
                 name=_role_name(root, kind, name, spec), namespace=namespace, selectors=selectors, provided_env=provided,
-                preset_runs_vllm=kind in PRESET_IMAGE_KINDS,
+                preset=(nodes.text(nodes.get(root, "spec", "baseConfigMapRef", "name")) or "(unnamed)")
+                if kind in PRESET_IMAGE_KINDS else None,
             )  # fmt: skip
             if workload is not None:
                 found.append(workload)
@@ -190,6 +191,8 @@ PRESET_IMAGE_KINDS = frozenset({"ModelService"})
 """Kinds whose containers may leave out the image: the preset named in baseConfigMapRef supplies vLLM's (llm-d)."""
 PRESET_IMAGE_NOTE = ("the container names no image: its preset (baseConfigMapRef) supplies vLLM's image and command, "
                      "which take these serve options")
+
+PRESET_RELEASE = "the image of the llm-d preset {preset} (baseConfigMapRef)"
 
 
 def _role_name(root: yaml.Node, kind: str, name: str, spec: yaml.Node) -> str:
@@ -353,7 +356,8 @@ def container_workload(container: yaml.Node, source_text: str, **where) -> Workl
     image = nodes.text(nodes.get(container, "image"))
     command = words_of(nodes.get(container, "command"), source_text)
     args = words_of(nodes.get(container, "args"), source_text)
-    preset_runs_vllm = where.pop("preset_runs_vllm", False) and image is None  # the preset's vLLM image
+    preset = where.pop("preset", None)  # an llm-d preset (baseConfigMapRef) that supplies vLLM's image
+    preset_runs_vllm = preset is not None and image is None
     flags_only = not command and not runs_vllm_entrypoint(image) and only_serve_flags(args, is_vllm_build(image)
                                                                                       or preset_runs_vllm)
     script_arg = _script_argument(command, args)
@@ -402,6 +406,7 @@ def container_workload(container: yaml.Node, source_text: str, **where) -> Workl
               (PRESET_IMAGE_NOTE,) if flags_only and preset_runs_vllm else
               (FLAGS_ONLY_NOTE.format(image=image),) if flags_only else
               (WRAPPER_NOTE.format(image=image, script=wrapper),) if wrapper else (),
+        release_by=PRESET_RELEASE.format(preset=preset) if flags_only and preset_runs_vllm else None,
         **where,
     )
 

@@ -79,6 +79,7 @@ def test_a_model_service_serves_its_model_uri_in_both_roles_on_its_presets_image
     for job in jobs.values():
         assert job.argv[0].text == "meta-llama/Llama-3.2-3B-Instruct"
         assert any("preset (baseConfigMapRef)" in note for note in job.notes)
+        assert job.release_by == "the image of the llm-d preset basic-gpu-preset (baseConfigMapRef)"  # KVD217
     assert "--kv-cache-dtype" in [t.text for t in jobs["llama-3b-decode"].argv]
 
 
