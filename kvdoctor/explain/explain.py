@@ -22,7 +22,8 @@ from kvdoctor.explain.start_up_shown import with_start_up_shown
 from kvdoctor.explain.tracebacks import (ExceptionChain, parse_chains, trailing_cut_frames, with_torchscript_originals,
                                          without_carried_on, without_ignored)
 from kvdoctor.explain.verdict import (FailureEvidence, as_exception, cite_failure_lines, failure_evidence,
-                                      ready_after, requested_shutdown, survived, uphold, warning_gone_past)
+                                      ready_after, requested_shutdown, survived, survived_before, uphold,
+                                      warning_gone_past)
 from kvdoctor.model.report import Report
 
 
@@ -47,6 +48,9 @@ class LogReading:
     ``evidence`` is empty and nothing gates)."""
     shutdown_line: int | None = None
     """The line of the shutdown request the failure lines came after (its teardown's errors)."""
+    gone_past_line: int = 0
+    """The last failure line the server came up after when later ones followed (verdict.survived_before): the
+    exceptions up to it are not the failure."""
 
 
 def read_log_text(text: str, rules: list, families: Families) -> LogReading:
@@ -74,11 +78,16 @@ def read_log_text(text: str, rules: list, families: Families) -> LogReading:
         matches = [m for m in matches if not warning_gone_past(m, lines, locate)]
     if survived(lines, evidence):  # the server came up after every failure line: errors it went on from
         return LogReading(lines, chains, facts, fact_lines, selector_errors, matches, (), evidence)
+    gone_past = survived_before(lines, evidence)
+    last = max((line.line for line in gone_past), default=0)
+    if gone_past:  # the server came up after these; the failure is what came later (a request's, a kill's)
+        evidence = tuple(line for line in evidence if line not in gone_past)
+        matches = [match for match in matches if match.line > last]
     stop = requested_shutdown(lines, evidence)
     if stop is not None:  # every failure line came after a shutdown the running server was asked for: its teardown
         before = [match for match in matches if match.line < stop.number]
         return LogReading(lines, chains, facts, fact_lines, selector_errors, before, (), evidence, stop.number)
-    return LogReading(lines, chains, facts, fact_lines, selector_errors, matches, evidence)
+    return LogReading(lines, chains, facts, fact_lines, selector_errors, matches, evidence, gone_past_line=last)
 
 
 def explain_text(text: str, rules_files: tuple[Path, ...] = ()) -> Report:
@@ -89,7 +98,8 @@ def explain_text(text: str, rules_files: tuple[Path, ...] = ()) -> Report:
     rules = load_all_rules(list(rules_files)) + list(families.rules)
     read = read_log_text(text, rules, families)
     lines, chains, facts, evidence = read.lines, read.chains, read.facts, read.evidence
-    diagnosed = [] if read.survived else chains  # exceptions the server came up after are not the failure
+    # exceptions the server came up after are not the failure
+    diagnosed = [] if read.survived else [chain for chain in chains if max(e.line for e in chain.exceptions) > read.gone_past_line]
     diagnosis = diagnose(read.matches, diagnosed, rules, families, facts, read.selector_errors, evidence,
                          trailing_cut_frames(lines, chains))
     report = build_report(rules, facts, read.fact_lines, chains, diagnosis)

@@ -19,12 +19,12 @@ from kvdoctor.explain.tracebacks import INSTALLED_PREFIX, PYTHON_OWN, Frame
 
 # Python's wordings (3.8-3.13); `callee` is 'Cls.__init__', 'Cls.method' or 'function'
 SHAPES = (
-    ("keyword", re.compile(r"(?P<callee>[\w.]+)\(\) got (?:an unexpected keyword argument|multiple values for "
+    ("keyword", re.compile(r"(?P<callee>[\w.]+(?:<locals>\.[\w.]+)*)\(\) got (?:an unexpected keyword argument|multiple values for "
                            r"argument|some positional-only arguments passed as keyword arguments:) "
                            r"'(?P<member>\w[\w-]*)'")),  # a dashed key too: **{'tool-call-parser': ...}
-    ("missing", re.compile(r"(?P<callee>[\w.]+)\(\) missing \d+ required (?:positional |keyword-only )?arguments?: "
+    ("missing", re.compile(r"(?P<callee>[\w.]+(?:<locals>\.[\w.]+)*)\(\) missing \d+ required (?:positional |keyword-only )?arguments?: "
                            r"'(?P<member>\w+)'")),
-    ("positional", re.compile(r"(?P<callee>[\w.]+)\(\) takes (?:from \d+ to )?\d+ positional arguments? but \d+ "
+    ("positional", re.compile(r"(?P<callee>[\w.]+(?:<locals>\.[\w.]+)*)\(\) takes (?:from \d+ to )?\d+ positional arguments? but \d+ "
                               r"(?:were|was) given")),
     ("attribute", re.compile(r"(?:type object '|')(?P<owner>[A-Za-z_]\w*)'(?: object)? has no attribute "
                              r"'(?P<member>\w+)'")),
@@ -69,6 +69,8 @@ def read_drift(message: str, frames: tuple[Frame, ...], other_packages: frozense
         if found is None:
             continue
         values = {k: v for k, v in found.groupdict().items() if v}
+        if "<locals>" in values.get("callee", ""):
+            values.update(_closure(values["callee"], frames, other_packages))
         if values.get("callee", "").startswith("__") and "owner" not in values:
             values.update(_constructed(frames))  # Python < 3.10 names no class: '__init__() got ...'
         caller = _vllm_side(shape, values, frames, other_packages)
@@ -110,6 +112,21 @@ def _vllm_side(shape: str, values: dict[str, str], frames: tuple[Frame, ...], ot
     elif only_vllm and "." not in values.get("callee", "."):
         return None  # vLLM calling a bare function: torch's or another library's of the same name as well as its own
     return caller if known or _CARRIES_VLLM.search(owner or "") else None
+
+
+def _closure(callee: str, frames: tuple[Frame, ...], other_packages: frozenset[str]) -> dict[str, str]:
+    """A callee that is a closure ('wrapper_weights_iterator.<locals>._safetensors_weights_iterator') stands in for
+    the function the innermost frame's code calls: a wrapper another package patched over vLLM's own (a decorator's
+    inner function). {'callee': the name called there, 'wrapper': the closure, 'patcher': the packages outside vLLM
+    and its plugins the traceback passes through}, the callee its last part when the code line names none."""
+    code = frames[-1].code if frames else ""
+    called = re.findall(r"([A-Za-z_][\w.]*)\($", (code or "").rstrip())
+    patchers = list(dict.fromkeys(_top(f.file) for f in frames if f.file and _side(f.file, other_packages) == "program"
+                                  and _top(f.file)))  # fmt: skip
+    out = {"callee": called[-1].split(".")[-1] if called else callee.split("<locals>.")[-1], "wrapper": callee}
+    if patchers:
+        out["patcher"] = ", ".join(patchers)
+    return out
 
 
 def _constructed(frames: tuple[Frame, ...]) -> dict[str, str]:
@@ -254,7 +271,7 @@ def drift_texts(values: dict[str, Any], facts: dict[str, Any]) -> dict[str, str]
     if shape is None:
         return {}
     drift = Drift(shape, detail, {k: str(v) for k, v in values.items()
-                                  if k in ("owner", "callee", "member", "module", "plugin")},
+                                  if k in ("owner", "callee", "member", "module", "plugin", "wrapper", "patcher")},
                   str(values.get("caller") or ""))
     out = {"sides": _sides(drift)}
     owner = drift.values.get("owner") or _owner_of(drift.values.get("callee", ""))
@@ -288,6 +305,10 @@ def _sides(drift: Drift) -> str:
     caller = f" The caller is {drift.caller}, outside vLLM." if drift.caller else ""
     if drift.shape in ("import", "module_attribute", "submodule"):
         return f" `{values['module']}` is a module of the vLLM plugin `{values['module'].split('.')[0]}`.{caller}"
+    if values.get("wrapper"):
+        by = f" (the traceback passes through `{values['patcher']}`)" if values.get("patcher") else ""
+        return (f" vLLM's code calls `{values['callee']}`, but what ran is `{values['wrapper']}`: a wrapper another "
+                f"package put in place of vLLM's function{by}, written for another release's signature.")
     owner = values.get("owner") or _owner_of(values.get("callee", ""))
     known = _vllm_defines(owner)
     if values.get("plugin") and not known and not _CARRIES_VLLM.search(owner):

@@ -358,6 +358,21 @@ def survived(lines: list[LogLine], evidence: tuple[FailureEvidence, ...]) -> boo
         last < line.number < ready.number and _RUN_START.search(line.text) for line in lines)
 
 
+def survived_before(lines: list[LogLine], evidence: tuple[FailureEvidence, ...]) -> tuple[FailureEvidence, ...]:
+    """The failure lines the server came up after, in the same run, when later failure lines follow its ready line
+    (an error it retried past at start-up, then a request's failure or a kill while serving): not the failure.
+    () when none, when a start-up said it failed, or when nothing failed after the ready line."""
+    if not evidence or any(line.kind in _FATAL_KINDS for line in evidence):
+        return ()
+    for ready in reversed([line for line in lines if _READY.search(line.text)]):
+        before = tuple(e for e in evidence if e.line < ready.number)
+        if before and len(before) < len(evidence) and not any(
+                max(e.line for e in before) < line.number < ready.number and _RUN_START.search(line.text)
+                for line in lines):  # fmt: skip
+            return before
+    return ()
+
+
 # a shutdown the server was asked for: vLLM's '[shutdown] API server: shutdown triggered' and 'received signal=SIGTERM'
 # records (0.2x), uvicorn's 'Shutting down', a signal handler's 'Received SIGTERM'
 _SHUTDOWN = re.compile(r"\[shutdown\] |\bShutting down\b|\breceived signal[= ]SIG(?:TERM|INT)\b|\bReceived SIG(?:TERM|INT)\b")

@@ -50,6 +50,15 @@ def _report(log: str):
     # a plugin's own class, raised in the plugin under vLLM's call: the traceback crosses their interface
     (_traceback(_VLLM, _PLUGIN) + "AttributeError: 'NPUModelRunner' object has no attribute 'kv_cache_config'",
      ["NPUModelRunner", "kv_cache_config", "vllm_acme"]),
+    # a closure another package patched over vLLM's function, called by vLLM with the installed release's arguments:
+    # the name vLLM calls, the wrapper and the package the traceback passes through (vllm-ascend issue 2146's shape)
+    (_traceback(_VLLM, '  File "/usr/lib/python3.10/site-packages/acme_turbo/adaptor/vllm/weight_utils.py", line 94, '
+                'in postprocess_loading\n    func(self)\n', _PLUGIN,
+                '  File "/usr/lib/python3.11/site-packages/vllm/model_executor/model_loader/default_loader.py", line '
+                '198, in _get_weights_iterator\n    weights_iterator = safetensors_weights_iterator(\n')
+     + "TypeError: wrapper_weights_iterator.<locals>._safetensors_weights_iterator() takes 1 positional argument but 2 "
+     "were given", ["vLLM's code calls `safetensors_weights_iterator`",
+                    "`wrapper_weights_iterator.<locals>._safetensors_weights_iterator`", "`acme_turbo`"]),
     # a plugin's submodule the installed plugin release does not have
     ("ModuleNotFoundError: No module named 'vllm_acme.ops.rotary_embedding'", ["vllm_acme.ops.rotary_embedding"]),
 ])  # fmt: skip
