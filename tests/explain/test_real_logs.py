@@ -188,6 +188,10 @@ KNOWN_MISSES = frozenset({
 # drops it. Batch 11: a 400 Bad Request after a 200 at a running server (exit 1, first_request_failure); round 6
 # dropped it (a 4xx at an endpoint that already served is the request's fault). Drop a name once explain exits 0 on it.
 KNOWN_HEALTHY_MISSES: frozenset[str] = frozenset({
+    # batch 72: SAGE's committed vllm.log, up and serving, then its shell reports the server `Killed`; the gatherer
+    # labelled it healthy (an external kill after serving), the exit contract reads the SIGKILL as failure evidence
+    # (KVD461: killed from outside after vLLM was up)
+    "healthy_other__sage_vllm_log_dfa22ba.log",
     # batch 44: a DSPy client's 404 from a server started as the plain api_server (the label calls vLLM healthy; explain
     # reads the refused request as a first-request failure: no line shows the server up before it)
     "healthy_other__dspy_1242.log",
