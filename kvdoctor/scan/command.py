@@ -175,6 +175,11 @@ def run_script(node: yaml.Node | None, source_text: str) -> list[Token] | None:
     return _in_script(Token(text, nodes.line(node)), node, source_text) if text else None
 
 
+def run_script_text(script: Token) -> list[Token] | None:
+    """The argv of the vLLM launcher in a shell script's text whose first line is ``script.line``, or None."""
+    return _in_script(script, None, "")
+
+
 SCRIPT_ASSIGNMENT = re.compile(r"^\s*(?:(?:export|local|readonly)\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*?)\s*$")  # one word once split
 DEFAULT_ASSIGNMENT = re.compile(r"^\s*:\s+\"?\$\{([A-Za-z_][A-Za-z0-9_]*):?=([^}]*)\}\"?\s*$")
 """`: ${NAME:=default}`: the default assigned where the environment does not set it (bash(1), "Parameter Expansion")."""

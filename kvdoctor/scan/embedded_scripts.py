@@ -46,7 +46,7 @@ def workloads(root: yaml.Node, file: str, source_text: str,
         if UNIT_TEXT.search(script):  # cloud-init's write_files writes /etc/systemd/system/vllm.service
             script, env = systemd_units.as_script(script)
             note = f"a systemd unit in `{key}` ({file}:{first}), read as that unit's ExecStart"
-        script, filled = _placeholders_filled(script, defaults)
+        script, filled = placeholders_filled(script, defaults)
         if filled:
             note += f"; its {{placeholders}} filled from the document's {filled}, the others left unknown"
         for workload in script_workloads(script, first, file, name, env):
@@ -117,7 +117,7 @@ def _placeholder_values(root: yaml.Node) -> tuple[str, dict[str, str]]:
     return "", {}
 
 
-def _placeholders_filled(script: str, defaults: tuple[str, dict[str, str]]) -> tuple[str, str]:
+def placeholders_filled(script: str, defaults: tuple[str, dict[str, str]]) -> tuple[str, str]:
     """The script with its `{name}` placeholders filled from the document's values (the rest as unknown shell
     variables, never literal values), and the mapping's key when one was filled."""
     source, values = defaults

@@ -14,8 +14,8 @@ from kvdoctor.scan import (ansible_tasks, ansible_templates, apptainer_defs, clo
                            helm_release, helm_values, kaito, kserve_huggingface, kserve_runtimes, kubernetes, llmaz,
                            makefiles, markdown, nix_containers, nodes, nomad, ome_runtimes, pm2, project_pins,
                            python_apps, python_engine_args, quadlets, ray_job, repo_images, scripts, serving_crds,
-                           sibling_runtimes, singularity_compose, skypilot, source_tree, supervisord, systemd_units,
-                           terraform, terraform_helm, terraform_modules, vllm_runtime)  # fmt: skip
+                           sibling_runtimes, singularity_compose, skypilot, source_tree, sparkrun, supervisord,
+                           systemd_units, terraform, terraform_helm, terraform_modules, vllm_runtime)  # fmt: skip
 from kvdoctor.scan.chart_reader import chart_workloads
 from kvdoctor.scan.config_maps import ConfigMap, config_maps_of, with_config_maps
 from kvdoctor.scan.command import heredoc_bodies, only_serve_flags, words_of
@@ -46,6 +46,7 @@ READERS = (
     (helm_values.is_production_stack_values, helm_values.workloads),
     (helm_values.is_vllm_chart_values, helm_values.vllm_chart_workloads),
     (skypilot.is_skypilot_task, skypilot.workloads),
+    (sparkrun.is_sparkrun_recipe, sparkrun.workloads),
     (dstack.is_dstack_run, dstack.workloads),
     (singularity_compose.is_singularity_compose, singularity_compose.workloads),
     (github_actions.is_github_actions, github_actions.workloads),
