@@ -99,7 +99,8 @@ def explain_text(text: str, rules_files: tuple[Path, ...] = ()) -> Report:
     read = read_log_text(text, rules, families)
     lines, chains, facts, evidence = read.lines, read.chains, read.facts, read.evidence
     # exceptions the server came up after are not the failure
-    diagnosed = [] if read.survived else [chain for chain in chains if max(e.line for e in chain.exceptions) > read.gone_past_line]
+    diagnosed = [] if read.survived else [
+        chain for chain in chains if max(e.line for e in chain.exceptions) > read.gone_past_line]
     diagnosis = diagnose(read.matches, diagnosed, rules, families, facts, read.selector_errors, evidence,
                          trailing_cut_frames(lines, chains))
     report = build_report(rules, facts, read.fact_lines, chains, diagnosis)

@@ -17,14 +17,16 @@ from typing import Any, Iterable
 
 from kvdoctor.explain.tracebacks import INSTALLED_PREFIX, PYTHON_OWN, Frame
 
-# Python's wordings (3.8-3.13); `callee` is 'Cls.__init__', 'Cls.method' or 'function'
+# Python's wordings (3.8-3.13); `callee` is 'Cls.__init__', 'Cls.method', 'function' or a closure
+# ('outer.<locals>.inner', a wrapper patched over the function the caller names)
+_CALLEE = r"(?P<callee>[\w.]+(?:<locals>\.[\w.]+)*)\(\) "
 SHAPES = (
-    ("keyword", re.compile(r"(?P<callee>[\w.]+(?:<locals>\.[\w.]+)*)\(\) got (?:an unexpected keyword argument|multiple values for "
+    ("keyword", re.compile(_CALLEE + r"got (?:an unexpected keyword argument|multiple values for "
                            r"argument|some positional-only arguments passed as keyword arguments:) "
                            r"'(?P<member>\w[\w-]*)'")),  # a dashed key too: **{'tool-call-parser': ...}
-    ("missing", re.compile(r"(?P<callee>[\w.]+(?:<locals>\.[\w.]+)*)\(\) missing \d+ required (?:positional |keyword-only )?arguments?: "
+    ("missing", re.compile(_CALLEE + r"missing \d+ required (?:positional |keyword-only )?arguments?: "
                            r"'(?P<member>\w+)'")),
-    ("positional", re.compile(r"(?P<callee>[\w.]+(?:<locals>\.[\w.]+)*)\(\) takes (?:from \d+ to )?\d+ positional arguments? but \d+ "
+    ("positional", re.compile(_CALLEE + r"takes (?:from \d+ to )?\d+ positional arguments? but \d+ "
                               r"(?:were|was) given")),
     ("attribute", re.compile(r"(?:type object '|')(?P<owner>[A-Za-z_]\w*)'(?: object)? has no attribute "
                              r"'(?P<member>\w+)'")),
@@ -119,8 +121,8 @@ def _closure(callee: str, frames: tuple[Frame, ...], other_packages: frozenset[s
     the function the innermost frame's code calls: a wrapper another package patched over vLLM's own (a decorator's
     inner function). {'callee': the name called there, 'wrapper': the closure, 'patcher': the packages outside vLLM
     and its plugins the traceback passes through}, the callee its last part when the code line names none."""
-    code = frames[-1].code if frames else ""
-    called = re.findall(r"([A-Za-z_][\w.]*)\($", (code or "").rstrip())
+    code = (frames[-1].code if frames else None) or ""
+    called = re.findall(r"([A-Za-z_][\w.]*)\($", code.rstrip())
     patchers = list(dict.fromkeys(_top(f.file) for f in frames if f.file and _side(f.file, other_packages) == "program"
                                   and _top(f.file)))  # fmt: skip
     out = {"callee": called[-1].split(".")[-1] if called else callee.split("<locals>.")[-1], "wrapper": callee}

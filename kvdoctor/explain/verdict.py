@@ -354,8 +354,12 @@ def survived(lines: list[LogLine], evidence: tuple[FailureEvidence, ...]) -> boo
         return False
     last = max(line.line for line in evidence)
     ready = ready_after(lines, last)
-    return ready is not None and not any(
-        last < line.number < ready.number and _RUN_START.search(line.text) for line in lines)
+    return ready is not None and not _run_starts_between(lines, last, ready.number)
+
+
+def _run_starts_between(lines: list[LogLine], after: int, before: int) -> bool:
+    """Whether a new run of vLLM starts between the two line numbers (a restart: not the same run)."""
+    return any(after < line.number < before and _RUN_START.search(line.text) for line in lines)
 
 
 def survived_before(lines: list[LogLine], evidence: tuple[FailureEvidence, ...]) -> tuple[FailureEvidence, ...]:
@@ -366,9 +370,8 @@ def survived_before(lines: list[LogLine], evidence: tuple[FailureEvidence, ...])
         return ()
     for ready in reversed([line for line in lines if _READY.search(line.text)]):
         before = tuple(e for e in evidence if e.line < ready.number)
-        if before and len(before) < len(evidence) and not any(
-                max(e.line for e in before) < line.number < ready.number and _RUN_START.search(line.text)
-                for line in lines):  # fmt: skip
+        if before and len(before) < len(evidence) \
+                and not _run_starts_between(lines, max(e.line for e in before), ready.number):
             return before
     return ()
 

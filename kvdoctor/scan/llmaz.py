@@ -17,6 +17,8 @@ FLAVOR = "flavor"
 """An llmaz inference flavor's name (a10, t4): read as a GPU product name, like KubeAI's resource profile."""
 VLLM_IMAGE = "vllm/vllm-openai"
 """The image of llmaz's vLLM BackendRuntime (its chart's backendRuntime.vllm.image.repository); version is its tag."""
+BACKEND_RELEASE = "llmaz's vLLM BackendRuntime (its image tag, set where llmaz is installed)"
+"""What decides the release of a Playground that names no version."""
 
 
 def is_vllm_playground(root: yaml.Node) -> bool:
@@ -54,7 +56,7 @@ def workloads(doc: Document, source_text: str) -> list[Workload]:
         image=f"{VLLM_IMAGE}:{nodes.text(version)}" if nodes.text(version) else None, image_line=nodes.line(version),
         argv=tuple(argv), command_line=argv[0].line, env=tuple(env), gpu_selectors=selectors, gpu_limit=count,
         gpu_limit_line=count_line, notes=tuple(notes),
-        release_by=None if nodes.text(version) else "llmaz's vLLM BackendRuntime (its image tag, set where llmaz is installed)",
+        release_by=None if nodes.text(version) else BACKEND_RELEASE,
     )]  # fmt: skip
 
 

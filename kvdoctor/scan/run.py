@@ -130,8 +130,9 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             built = repo_images.built_here(doc.root, doc.file, workloads, scanned_roots)
             workloads += with_context(built, undecided, with_notes)
         why = unseen_notes(doc, workloads)
-        if not workloads and name_unread and Path(doc.file).resolve() not in given and (unread_why := unread_kind(doc)) \
-                and not kaito.is_config_read(doc.root, text):
+        unread_why = unread_kind(doc) if not workloads and name_unread and Path(doc.file).resolve() not in given \
+            else None
+        if unread_why and not kaito.is_config_read(doc.root, text):  # KAITO's config is its Workspace's arguments
             if unread_kind_runs_scripts(doc):  # user data a machine runs at boot, cloud-init's runcmd
                 workloads = with_context(embedded_scripts.workloads(doc.root, doc.file, text), undecided, with_notes)
             if not workloads:
