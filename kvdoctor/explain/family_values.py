@@ -28,6 +28,8 @@ def family_values(family: str | None, values: dict[str, Any], facts: dict[str, A
         out.update(_capability_gpus(values))
     elif family == "model_arch_unsupported":
         out.update(arch_support_values(values, facts))
+    elif family == "package_missing":
+        out.update(package_values(values, facts))
     elif family == "no_kernel_image" and not values.get("archs") and facts.get("logged.torch_archs"):
         out["archs"] = facts["logged.torch_archs"]  # torch's warning wraps: its second line, read as a fact
     elif family in ("wrapper_api_mismatch", "serve_args"):
@@ -146,6 +148,63 @@ def _clauses(values: dict[str, Any]) -> dict[str, Any]:
     if isinstance(arch, str) and arch.isdigit() and len(arch) >= 2:
         out["arch_dotted"] = f"{int(arch[:-1])}.{arch[-1]}"
     return out
+
+
+def package_values(values: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
+    """What a missing package is and which setting of the run's command asks for it: an option whose name or value
+    names the package (`--load-format fastsafetensors`, `--quantization bitsandbytes`, `--tokenizer-mode mistral` for
+    mistral_common)."""
+    module, extra = values.get("module"), values.get("extra")
+    if not module and not extra:
+        return {}
+    out: dict[str, Any] = {}
+    if extra:
+        out["needed"] = f"vLLM's optional dependencies `{values.get('install') or f'vllm[{extra}]'}`"
+        out["install"] = f"pip install '{values.get('install') or f'vllm[{extra}]'}' (the same vLLM release)"
+    else:
+        out["needed"] = f"the Python package `{module}`"
+        out["install"] = (f"pip install {module} (where the distribution's name is the module's; for vLLM's own "
+                          "optional dependencies pip install 'vllm[NAME]')")
+    setting = _setting_naming(str(extra or module), str(facts.get("logged.command") or ""))
+    if setting:
+        out["setting"] = f"`{setting}`"
+        argument = setting.split()[0].lstrip("-").replace("-", "_")
+        out["setting_clause"] = f"The run's command asks for it: `{setting}` (engine argument {argument})."
+    return out
+
+
+def _setting_naming(package: str, command: str) -> str | None:
+    """The option of a command line whose name or value names a package ('--load-format fastsafetensors')."""
+    import shlex
+
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    wanted = _word(package)
+    for i, word in enumerate(words):
+        if not word.startswith("--"):
+            continue
+        name, equals, value = word.partition("=")
+        if not equals and i + 1 < len(words) and not words[i + 1].startswith("-"):
+            value = words[i + 1]
+        for said in (value, name[2:]):
+            if said and _names_package(_word(said), wanted):
+                return f"{name} {value}".strip()
+    return None
+
+
+def _word(text: str) -> str:
+    return text.strip("'\"").lower().replace("-", "_")
+
+
+def _names_package(said: str, package: str) -> bool:
+    """'fastsafetensors' ~ 'fastsafetensors', 'mistral' ~ 'mistral_common', 'runai_streamer' ~ 'runai_model_streamer'."""
+    if len(said) < 3 or len(package) < 3:
+        return False
+    if said == package or (min(len(said), len(package)) >= 4 and (said in package or package in said)):
+        return True
+    return len(said.split("_")[0]) >= 4 and said.split("_")[0] == package.split("_")[0]
 
 
 def quant_capability_values(values: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
