@@ -120,6 +120,8 @@ def _by_rank(matches: list[SignatureMatch], chains: list[ExceptionChain]) -> Dia
     best = sorted((group[0] for group in by_rule.values()), key=SignatureMatch.rank)
     # A wrapper is never primary while a root explains the failure, and a generic (non-error) one never is.
     candidates = [m for m in best if m.rule.severity == "error" and m.role == "root"]
+    # a root that is so only when no other root matched (a native crash: often the consequence of an error before it)
+    candidates = candidates or [m for m in best if m.rule.severity == "error" and m.role == "last_root"]
     candidates = candidates or [m for m in best if m.rule.severity == "error" and m.rule.id != unknown_failure_rule()]
     unknown = None
     if candidates:

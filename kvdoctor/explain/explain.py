@@ -14,6 +14,7 @@ from kvdoctor.explain.families import Families, load_families
 from kvdoctor.explain.findings import build_report, unknown_finding
 from kvdoctor.explain.log_facts import read_facts
 from kvdoctor.explain.log_lines import LogLine, normalise, read_log, signal_lines
+from kvdoctor.explain.native_crash import native_crash_facts
 from kvdoctor.explain.selector import SelectorError, parse_selector_errors
 from kvdoctor.explain.signatures import SignatureMatch, match_signatures
 from kvdoctor.explain.set_up import with_set_up
@@ -59,6 +60,7 @@ def read_log_text(text: str, rules: list, families: Families) -> LogReading:
     signal = signal_lines(lines)  # a long log's INFO chatter (request logs, throughput) matches no rule
     chains = with_torchscript_originals(without_ignored(parse_chains(lines), lines))
     facts, fact_lines = read_facts(signal)
+    facts.update(native_crash_facts(text, lines))
     for name, value in command_facts(signal).items():  # vLLM's own start-up lines win over the command it was given
         if name not in facts:
             facts[name] = value

@@ -19,6 +19,8 @@ MAX_METHODS = 8
 def family_values(family: str | None, values: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
     """Extra `log.*`-style values (without the prefix) for a match of this family."""
     out = _clauses(values)
+    if values.get("crash"):
+        out.update(_native_frame(facts))
     out.update(_fact_clauses(family, facts))
     if family == "quant_min_capability":
         out.update(quant_capability_values(values, facts))
@@ -148,6 +150,15 @@ def _clauses(values: dict[str, Any]) -> dict[str, Any]:
     if isinstance(arch, str) and arch.isdigit() and len(arch) >= 2:
         out["arch_dotted"] = f"{int(arch[:-1])}.{arch[-1]}"
     return out
+
+
+def _native_frame(facts: dict[str, Any]) -> dict[str, Any]:
+    """Where a native crash happened, from its stack dump (explain/native_crash.py)."""
+    frame, owner = facts.get("log.native_frame"), facts.get("log.native_library")
+    if not frame:
+        return {}
+    where = f"`{frame}`" + (f", in {owner}" if owner else "")
+    return {"native_frame": frame, "frame_clause": f"The innermost frame of its stack dump is {where}."}
 
 
 def package_values(values: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:

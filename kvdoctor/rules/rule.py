@@ -21,7 +21,7 @@ RULE_ID = re.compile(r"^[A-Z][A-Z0-9]*-?[0-9]{3,}$")
 FIX_KEYS = {"title", "flag", "env", "version", "dry_run", "when"}
 DRY_RUN_CHANGES = {"model_dtype", "kv_cache_dtype", "vllm", "backend", "capability"}
 SIGNATURE_KEYS = {"pattern", "role", "note"}
-SIGNATURE_ROLES = ("root", "wrapper")
+SIGNATURE_ROLES = ("root", "wrapper", "last_root")
 # What `kvdoctor explain` looks a rule up for, by role rather than by id.
 EXPLAIN_ROLES = {
     "unknown_failure": "the finding for a failure no signature matched",
@@ -58,7 +58,8 @@ class Signature:
     source: str
     """The regular expression as written."""
     role: str = "root"
-    """'root' when the line is the real failure, 'wrapper' when it hides one."""
+    """'root' when the line is the real failure, 'wrapper' when it hides one, 'last_root' when it is the real failure
+    only where no other rule's root matched (a native crash that often follows the error that caused it)."""
     note: str | None = None
 
     @cached_property

@@ -50,3 +50,13 @@ def test_a_setting_is_named_by_its_value_or_its_name_never_by_a_short_word():
         "--distributed-executor-backend ray"
     assert _setting_naming("audio", "vllm serve m --max-model-len 4096") is None
     assert _setting_naming("tensorizer", "vllm serve m --load-format=tensorizer") == "--load-format tensorizer"
+
+
+@pytest.mark.parametrize("log", [
+    "INFO 05-02 10:22:18 [importing.py:1] Failed to import: ModuleNotFoundError: No module named 'amdsmi'\n",
+    "Traceback (most recent call last):\n  File \"/x/site-packages/vllm/a.py\", line 1, in f\n    import triton_kernels\n"
+    "ModuleNotFoundError: No module named 'triton_kernels'\n",
+])
+def test_an_optional_import_the_server_came_up_after_is_not_the_failure(log):
+    report = explain_text(log + "INFO:     Application startup complete.\n")
+    assert report.exit_code("error") == 0
