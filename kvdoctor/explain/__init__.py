@@ -3,7 +3,7 @@
 explain (the flow, `explain_log` / `explain_text`):
   log_lines (read, .gz included; strip prefixes; a long log's INFO chatter set aside)
   -> tracebacks (exception chains) + log_facts (facts vLLM printed; backend names via data/backend_names.yaml)
-     + selector (attention-selection errors and their reasons)
+     + selector (attention-selection errors and their reasons) + native_crash (a native crash's innermost frame)
   -> signatures (match the check and explain rules' patterns; families: the explain rules and their families)
   -> verdict (failure_evidence: every line that shows a failure; the exit contract)
   -> diagnosis (one primary cause in four passes: by rank, a consequence's cause, where vLLM raised it in the
