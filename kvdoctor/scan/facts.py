@@ -14,6 +14,7 @@ from kvdoctor.facts.probes.serve_args import parse_serve_command
 from kvdoctor.scan.accelerator import not_judged_line, target_of
 from kvdoctor.scan.command import UNRESOLVED
 from kvdoctor.scan.image import image_version
+from kvdoctor.scan.image_entrypoints import entrypoint_release
 from kvdoctor.scan.package_module import runs_vllm_package
 from kvdoctor.scan.serving_crds import PROFILE_PREFIXES
 from kvdoctor.scan.translated_options import launcher_options, refused_words
@@ -228,6 +229,11 @@ def _version(workload: Workload, defaults, values, sources, notes) -> str | None
             if found.why_unknown:
                 notes.append(found.why_unknown)
             return found.vllm_version
+        installed = entrypoint_release(workload.image)
+        if installed is not None:  # an image whose tag installs a known vLLM release (a serving worker's build)
+            values["deploy.image_pinned"] = True
+            notes.append(installed[1])
+            return installed[0]
         values["deploy.image_note"] = found.why_unknown
     else:
         values["deploy.image_pinned"] = False

@@ -43,6 +43,8 @@ class EnvEntrypoint:
     rows: tuple[EnvRow, ...]
     extra_args: str | None
     reserved: frozenset[str]
+    releases: tuple[tuple[re.Pattern[str], str, str], ...] = ()
+    """(tags, vLLM release, where read): the vLLM a tag of the image installs, where its build pins one."""
 
 
 @lru_cache(maxsize=1)
@@ -53,6 +55,7 @@ def entrypoints() -> tuple[EnvEntrypoint, ...]:
         launcher=entry["command"]["launcher"], words=tuple(entry["command"].get("words", ())),
         rows=tuple(EnvRow(**row) for row in entry["env"]), extra_args=(entry.get("extra_args") or {}).get("env"),
         reserved=frozenset(entry.get("reserved", ())),
+        releases=tuple((re.compile(r["tags"]), str(r["vllm"]), r["at"]) for r in entry.get("releases", ())),
     ) for entry in data["images"])  # fmt: skip
 
 
@@ -60,16 +63,28 @@ def _family(image: str | None) -> tuple[EnvEntrypoint | None, str]:
     """The row whose repository the image is (any registry host before it), and the image's tag."""
     if not image:
         return None, ""
-    tag = split_image(image.strip())[1]
+    tag = split_image(image.strip())[1] or "latest"
     path = repository_path(image).lower()
-    row = next((e for e in entrypoints() if path == e.repository or path.endswith("/" + e.repository)), None)
-    return row, tag or "latest"
+    rows = [e for e in entrypoints() if path == e.repository or path.endswith("/" + e.repository)]
+    return next((e for e in rows if e.tags.match(tag)), rows[0] if rows else None), tag
 
 
 def entrypoint_for(image: str | None) -> EnvEntrypoint | None:
     """The env-built entrypoint the image runs, when a row describes its repository and tag."""
     row, tag = _family(image)
     return row if row is not None and row.tags.match(tag) else None
+
+
+def entrypoint_release(image: str | None) -> tuple[str, str] | None:
+    """(vLLM release, why) for an image whose tag installs a known vLLM release (runpod/worker-v1-vllm:v2.23.0 ->
+    0.23.0, its Dockerfile's pin)."""
+    row, tag = _family(image)
+    if row is None or not row.tags.match(tag):
+        return None
+    for tags, release, at in row.releases:
+        if tags.match(tag):
+            return release, f"vLLM {release} read from what {row.name} tag {tag} installs ({at})"
+    return None
 
 
 def unread_release(image: str | None) -> str | None:

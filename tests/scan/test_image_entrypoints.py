@@ -74,6 +74,21 @@ def test_runpod_worker_env_rows(tmp_path):
     assert kvd201.finding.status == "fired"  # TENSOR_PARALLEL_SIZE 2 on one GPU
 
 
+def test_runpod_worker_before_v2_24_builds_engine_args_from_env_against_the_release_its_tag_installs(tmp_path):
+    path = _deployment(tmp_path, "runpod/worker-v1-vllm:v2.20.0", {
+        "MODEL_NAME": "Qwen/Qwen2.5-7B-Instruct", "TENSOR_PARALLEL_SIZE": "2", "SWAP_SPACE": "4",
+        "ENABLE_PREFIX_CACHING": "false", "SSL_KEYFILE": "/k"}, gpus=2)
+    result = by_name(scan([str(path)], tmp_path / "s"))["app"]
+    argv = _argv(result)
+    assert argv[argv.index("--model") + 1] == "Qwen/Qwen2.5-7B-Instruct"
+    assert argv[argv.index("--gpu-memory-utilization") + 1] == "0.95"  # the worker's own default (DEFAULT_ARGS)
+    assert "--no-enable-prefix-caching" in argv
+    assert "--swap-space" not in argv  # no engine argument of 0.16.0-0.23.0: the worker drops it
+    assert "--ssl-keyfile" not in argv  # the frontend's, not an engine argument
+    assert result.report.facts["vllm.version"] == "0.20.2"  # what v2.20.0's Dockerfile installs
+    assert entrypoint_for("runpod/worker-v1-vllm:v2.13.1") is None  # before v2.14: its env list is not read
+
+
 def test_a_release_with_another_entrypoint_and_an_unknown_vllm_image_are_named(tmp_path):
     old = _deployment(tmp_path, "runpod/worker-v1-vllm:v2.9.6", {"MODEL_NAME": "Qwen/Qwen2.5-7B-Instruct"}, name="old")
     other = _deployment(tmp_path, "ghcr.io/acme/vllm-server:1", {"MODEL_ID": "Qwen/Qwen2.5-7B-Instruct"}, name="acme")
@@ -119,7 +134,8 @@ def test_the_table_is_sourced_and_its_flags_are_vllms():
             assert row.kind in {"value", "paired", "switch", "removed"} and re.fullmatch(r"[\w./]+:[0-9,-]+", row.at)
             assert row.kind == "removed" or row.flag in known, (entry.name, row.flag)
     assert entrypoint_for("docker.io/substratusai/vllm:v0.6.2") and not entrypoint_for("substratusai/vllm:v0.6.3")
-    assert entrypoint_for("runpod/worker-v1-vllm") and not entrypoint_for("runpod/worker-v1-vllm:v2.23.1")
+    assert entrypoint_for("runpod/worker-v1-vllm") and not entrypoint_for("runpod/worker-v1-vllm:v2.13.1")
+    assert entrypoint_for("runpod/worker-v1-vllm:v2.23.1").releases  # v2.14-v2.23: engine args from env
 
 
 def test_args_the_entrypoint_never_reads_are_named(tmp_path):
