@@ -60,7 +60,8 @@ def entrypoints() -> tuple[EnvEntrypoint, ...]:
 
 
 def _family(image: str | None) -> tuple[EnvEntrypoint | None, str]:
-    """The row whose repository the image is (any registry host before it), and the image's tag."""
+    """The row whose repository the image is (any registry host before it) and whose tags hold the image's tag (else
+    the repository's first row, to name a tag no row reads), and the image's tag."""
     if not image:
         return None, ""
     tag = split_image(image.strip())[1] or "latest"
