@@ -120,9 +120,13 @@ def _by_rank(matches: list[SignatureMatch], chains: list[ExceptionChain]) -> Dia
     best = sorted((group[0] for group in by_rule.values()), key=SignatureMatch.rank)
     # A wrapper is never primary while a root explains the failure, and a generic (non-error) one never is.
     candidates = [m for m in best if m.rule.severity == "error" and m.role == "root"]
-    # a root that is so only when no other root matched (a native crash: often the consequence of an error before it)
-    candidates = candidates or [m for m in best if m.rule.severity == "error" and m.role == "last_root"]
-    candidates = candidates or [m for m in best if m.rule.severity == "error" and m.rule.id != unknown_failure_rule()]
+    # a root that is so only when no other root matched and no exception came before it (a native crash: often the
+    # consequence of an error before it, which then is the failure to explain)
+    first_exception = min((e.line for chain in chains for e in chain.exceptions), default=None)
+    candidates = candidates or [m for m in best if m.rule.severity == "error" and m.role == "last_root"
+                                and m.exception is None and (first_exception is None or first_exception > m.line)]
+    candidates = candidates or [m for m in best if m.rule.severity == "error" and m.role != "last_root"
+                                and m.rule.id != unknown_failure_rule()]
     unknown = None
     if candidates:
         primary = candidates[0]
