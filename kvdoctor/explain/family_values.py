@@ -9,6 +9,7 @@ says what was missing, so a cause never reads as if kvdoctor knew more than the 
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Any
 
 from kvdoctor.explain.log_memory import kv_fit_values
@@ -186,8 +187,6 @@ def package_values(values: dict[str, Any], facts: dict[str, Any]) -> dict[str, A
 
 def _setting_naming(package: str, command: str) -> str | None:
     """The option of a command line whose name or value names a package ('--load-format fastsafetensors')."""
-    import shlex
-
     try:
         words = shlex.split(command)
     except ValueError:
@@ -210,7 +209,8 @@ def _word(text: str) -> str:
 
 
 def _names_package(said: str, package: str) -> bool:
-    """'fastsafetensors' ~ 'fastsafetensors', 'mistral' ~ 'mistral_common', 'runai_streamer' ~ 'runai_model_streamer'."""
+    """'fastsafetensors' ~ 'fastsafetensors', 'mistral' ~ 'mistral_common',
+    'runai_streamer' ~ 'runai_model_streamer'."""
     if len(said) < 3 or len(package) < 3:
         return False
     if said == package or (min(len(said), len(package)) >= 4 and (said in package or package in said)):

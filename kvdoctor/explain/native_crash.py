@@ -18,6 +18,8 @@ CRASH = re.compile(r"Fatal Python error: (?:Segmentation fault|Aborted|Bus error
                    r"instruction)|Segfault encountered|\*\*\* SIG[A-Z]+\b.{0,40}received\b|\*\*\* Aborted at\b"
                    r"|\bSegmentation fault\b|^Aborted \(core dumped\)|\bterminate called after throwing\b"
                    r"|Caught signal \d+ \(|Abort was called at \d+ line in file")
+_CRASH_WORDS = ("Fatal Python error", "Segfault", "*** SIG", "*** Aborted", "Segmentation fault", "Aborted (core",
+                "terminate called", "Caught signal", "Abort was called")  # a log without any: CRASH is not run
 MAX_DUMP_LINES = 60
 MAX_DUMP_ABOVE = 20  # an excerpt that starts inside the dump: its frames stand above the crash line
 _FRAMES = (
@@ -31,10 +33,11 @@ _FRAMES = (
     re.compile(r"^\s*(?P<fn>(?:[A-Za-z_]\w*::)*[A-Za-z_]\w*)\((?:[\w:<>&*, ]*(?:&|\*|::)[\w:<>&*, ]*)?\)\s*$"),
 )
 # frames of the crash's machinery, not of the code that crashed
-_MACHINERY = re.compile(r"^(?:\(unknown\)|<unknown function>|__restore_rt|raise|abort|gsignal|__GI_|_?_?libc|__pthread|pthread_|"
-                        r"start_thread|clone|_start|__libc_start|PyEval|_PyEval|_PyFunction|_PyObject|PyObject_|"
-                        r"_Py|Py_|PyRun_|method_vectorcall|cfunction_|faulthandler|c10::Error|c10::detail::|"
-                        r"c10::(?:get_)?backtrace|c10::cuda::c10_cuda_check|__cxa_|std::terminate|__gnu_cxx|\?\?)")
+_MACHINERY = re.compile(r"^(?:\(unknown\)|<unknown function>|__restore_rt|raise|abort|gsignal|__GI_|_?_?libc|"
+                        r"__pthread|pthread_|start_thread|clone|_start|__libc_start|PyEval|_PyEval|_PyFunction|"
+                        r"_PyObject|PyObject_|_Py|Py_|PyRun_|method_vectorcall|cfunction_|faulthandler|c10::Error|"
+                        r"c10::detail::|c10::(?:get_)?backtrace|c10::cuda::c10_cuda_check|__cxa_|std::terminate|"
+                        r"__gnu_cxx|\?\?)")
 _LIBRARIES = (  # (name pattern, whose code)
     (re.compile(r"(?i)nccl"), "NCCL"),
     (re.compile(r"libcuda\.|\bcu[A-Z]\w+"), "the CUDA driver"),
@@ -52,9 +55,6 @@ _LIBRARIES = (  # (name pattern, whose code)
     (re.compile(r"(?i)ucx|libibverbs|mlx5"), "the RDMA stack (UCX / verbs)"),
 )
 
-
-_CRASH_WORDS = ("Fatal Python error", "Segfault", "*** SIG", "*** Aborted", "Segmentation fault", "Aborted (core",
-                "terminate called", "Caught signal", "Abort was called")
 
 
 def native_crash_facts(text: str, lines: Iterable[LogLine]) -> dict[str, Any]:

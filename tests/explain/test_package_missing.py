@@ -54,7 +54,8 @@ def test_a_setting_is_named_by_its_value_or_its_name_never_by_a_short_word():
 
 @pytest.mark.parametrize("log", [
     "INFO 05-02 10:22:18 [importing.py:1] Failed to import: ModuleNotFoundError: No module named 'amdsmi'\n",
-    "Traceback (most recent call last):\n  File \"/x/site-packages/vllm/a.py\", line 1, in f\n    import triton_kernels\n"
+    "Traceback (most recent call last):\n  File \"/x/site-packages/vllm/a.py\", line 1, in f\n"
+    "    import triton_kernels\n"
     "ModuleNotFoundError: No module named 'triton_kernels'\n",
 ])
 def test_an_optional_import_the_server_came_up_after_is_not_the_failure(log):
