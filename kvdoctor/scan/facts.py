@@ -13,7 +13,7 @@ from kvdoctor.facts.collect import release_default_model
 from kvdoctor.facts.probes.serve_args import parse_serve_command
 from kvdoctor.scan.accelerator import not_judged_line, target_of
 from kvdoctor.scan.command import UNRESOLVED
-from kvdoctor.scan.image import image_version
+from kvdoctor.scan.image import image_version, is_vllms_own_image
 from kvdoctor.scan.image_entrypoints import entrypoint_release
 from kvdoctor.scan.package_module import runs_vllm_package
 from kvdoctor.scan.serving_crds import PROFILE_PREFIXES
@@ -225,6 +225,7 @@ def _version(workload: Workload, defaults, values, sources, notes) -> str | None
         sources["vllm."] = sources["deploy.image_pinned"] = workload.at(workload.image_line, f"image {workload.image}")
         found = image_version(workload.image)
         values["deploy.image_pinned"] = found.vllm_version is not None
+        values["deploy.image_vllms_own"] = is_vllms_own_image(workload.image)
         if found.vllm_version:
             if found.why_unknown:
                 notes.append(found.why_unknown)

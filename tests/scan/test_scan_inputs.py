@@ -72,6 +72,8 @@ def test_unknown_image_tag_is_said_and_version_rules_are_undecided(run_cli):
     by_id = {f["rule_id"]: f for f in workload["findings"]}
     assert by_id["KVD204"]["severity"] == "info"
     assert by_id["KVD204"]["location"]["line"] == line_of("unpinned-and-secret.yaml", "image: vllm/vllm-openai:latest")
+    unpinned = next(f for f in report["findings"] if f["rule_id"] == "KVD204")
+    assert [fix["title"] for fix in unpinned["fixes"]] == ["Pin a release tag"]  # vLLM's own image
     assert by_id["KVD101"]["status"] == "undecided"  # needs the vLLM version
     decided = next(f for f in report["findings"] if f["rule_id"] == "KVD101")["decided_by"]
     assert any(d.startswith("vllm.version") for d in decided)
