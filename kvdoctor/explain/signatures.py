@@ -122,9 +122,7 @@ def _wrapped_record(lines: list[LogLine], index: int) -> bool:
 def _candidates(pairs):
     """text -> the (rule, signature) pairs that may match it: from the text's words (one look-up each), not a
     regex per signature; in the text's word order, so the match order never depends on the hash seed."""
-    by_word, substring, always = _prefilter(pairs)
-    literals = sorted({literal for _, _, group in substring for literal in group})
-    substring_filter = re.compile("|".join(map(re.escape, literals))) if literals else None
+    by_word, substring, always, substring_filter = _indexed(pairs)
 
     def candidates(text: str) -> list:
         found = list(always)
@@ -140,6 +138,22 @@ def _candidates(pairs):
 
 
 _WORDS = re.compile(r"\w{4,}")
+_INDEXES: dict[tuple[int, ...], tuple] = {}
+"""The prefilter of each set of (rule, signature) pairs read in this process, keyed by the pairs' identities (the
+loaded rules are cached, so a process that explains many logs indexes their signatures once)."""
+
+
+def _indexed(pairs):
+    key = tuple(id(item) for pair in pairs for item in pair)
+    if key not in _INDEXES:
+        by_word, substring, always = _prefilter(pairs)
+        literals = sorted({literal for _, _, group in substring for literal in group})
+        substring_filter = re.compile("|".join(map(re.escape, literals))) if literals else None
+        if len(_INDEXES) >= 4:
+            _INDEXES.clear()
+        # the pairs are kept with their index: their objects stay alive, so no other object takes their ids
+        _INDEXES[key] = (by_word, substring, always, substring_filter, list(pairs))
+    return _INDEXES[key][:4]
 
 
 def _prefilter(pairs):
