@@ -42,7 +42,7 @@ def terraform_workloads(root: yaml.Node, file: str, defaults: dict[str, str],
     """The workloads of a Terraform file's ECS task definitions and modules with a container_definitions map
     (``defaults``: the module's values, terraform.module_defaults; ``given``: the names a module call set)."""
     found: list[Workload] = []
-    machine = _machine(root, defaults)
+    machine = _machine(root, defaults) or _module_machine(file, defaults)
     for labels, body in hcl.blocks(root, "resource"):
         if labels[:1] == ["aws_ecs_task_definition"]:
             definitions = _definitions(nodes.get(body, "container_definitions"), file)  # parsed, then filled
@@ -79,6 +79,21 @@ def _machine(root: yaml.Node, defaults: dict[str, str]) -> tuple[GpuSelector, st
     return (GpuSelector(INSTANCE_TYPE_LABEL, (instance,), line),
             f"the GPU read from the one instance type the file names ({instance}, line {line}): the EC2 capacity the "
             "service runs on, as its capacity provider's Auto Scaling group launches it")
+
+
+def _module_machine(file: str, defaults: dict[str, str]) -> tuple[GpuSelector, str] | None:
+    """The one instance type the module's other .tf files name (a launch template in main.tf, its default in
+    variables.tf), when the task definition's own file names none; the note says which file."""
+    named: dict[str, tuple[str, int | None]] = {}
+    for sibling, root in terraform.sibling_roots(file):
+        for instance, line in named_instance_types(root, defaults):
+            named.setdefault(instance, (sibling.name, line))
+    if len(named) != 1:
+        return None
+    ((instance, (where, line)),) = named.items()
+    return (GpuSelector(INSTANCE_TYPE_LABEL, (instance,), None),
+            f"the GPU read from the one instance type the module names ({instance}, {where} line {line}): the EC2 "
+            "capacity the service runs on, as its capacity provider's Auto Scaling group launches it")
 
 
 def _definitions(value: yaml.Node | None, file: str) -> list[yaml.Node]:

@@ -13,7 +13,9 @@ from pathlib import PurePosixPath
 
 from kvdoctor.scan.command import after_launcher, script_commands
 from kvdoctor.scan.documents import PYTHON_SUFFIX, SourceFile
-from kvdoctor.scan.scripts import docker_run
+from kvdoctor.scan import systemd_units
+from kvdoctor.scan.embedded_scripts import INSTANCE_TYPE_KEYS, INSTANCE_TYPE_LABEL, RUNS_VLLM
+from kvdoctor.scan.scripts import docker_run, installed_before, installed_in, script_workloads
 from kvdoctor.scan.workload import GpuSelector, Token, Workload
 
 GPU_KEYWORD = "gpu"
@@ -35,11 +37,15 @@ def workloads(source: SourceFile) -> list[Workload]:
     constants = module_constants(tree)
     found: list[Workload] = []
     gpu, pin, image = declared_gpu(tree, constants), vllm_pin(tree, constants), registry_image(tree, constants)
+    machine = declared_machine(tree, constants)
     pieces = _fstring_pieces(tree)
     joined = _joined_lists(tree)
     for node in ast.walk(tree):
         if id(node) not in pieces and (run := _docker_run_string(source, tree, node, constants)) is not None:
             found.append(run)
+            continue
+        if id(node) not in pieces and (scripted := _script_string(source, node, constants)):
+            found += [replace(w, gpu_selectors=w.gpu_selectors or machine) for w in scripted]
             continue
         words = _launch_words(node, constants) if id(node) not in pieces else None
         if words and id(node) in joined:  # `subprocess.Popen(" ".join(cmd), shell=True)`: the shell splits items
@@ -149,6 +155,44 @@ def _docker_run_string(source: SourceFile, tree: ast.Module, node: ast.AST, cons
     run = docker_run(source.path, app_name(tree, constants) or PurePosixPath(source.path).name, words)
     note = f"{words[0].text} run in a Python string (a shell command): the image's server with the words after the image"
     return replace(run, notes=(note,) + run.notes[1:]) if run is not None else None
+
+
+SHEBANG = re.compile(r"\A\s*#!\s*\S*\b(?:ba|z|da)?sh\b")
+
+
+def _script_string(source: SourceFile, node: ast.AST, constants: dict[str, object]) -> list[Workload]:
+    """The vLLM workloads of a string that is a whole shell script (a `#!/bin/bash` boot script an AWS CDK or Pulumi
+    program hands an instance as its user data): read as a script file's, on the Python file's own lines, a systemd
+    unit it writes included (scripts.py); an f-string's part that is not a constant stays an unknown variable."""
+    if not isinstance(node, (ast.Constant, ast.JoinedStr)):
+        return []
+    text = _launch_text(node, constants)
+    if not isinstance(text, str) or "\n" not in text or not SHEBANG.match(text) or not RUNS_VLLM.search(text):
+        return []
+    note = f"a shell script in a Python string ({source.path}:{node.lineno}), read as a script run on the machine"
+    written, _ = systemd_units.written_by_script(SourceFile(source.path, "\n" * (node.lineno - 1) + text))
+    run = script_workloads(text, node.lineno, source.path, PurePosixPath(source.path).name)
+    installed = installed_in(text, node.lineno)  # the unit runs the vLLM the script pip-installs before it
+    found = [installed_before(w, installed) if installed and w.image is None and w.vllm_pin is None else w
+             for w in run + written]
+    return [replace(w, notes=w.notes + (note,)) for w in found]
+
+
+def declared_machine(tree: ast.Module, constants: dict[str, object]) -> tuple[GpuSelector, ...]:
+    """The one machine type the program's keywords name (`instance_type=ec2.InstanceType("g5.xlarge")`, Pulumi's
+    `instance_type="g5.xlarge"`), as the instance-type label its GPU is looked up by; () for none or several."""
+    named: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg in INSTANCE_TYPE_KEYS:
+            value = node.value.args[0] if isinstance(node.value, ast.Call) and len(node.value.args) == 1 \
+                else node.value  # fmt: skip
+            text = value_of(value, constants)
+            if isinstance(text, str) and text:
+                named.setdefault(text, node.value.lineno)
+    if len(named) != 1:
+        return ()
+    ((machine, line),) = named.items()
+    return (GpuSelector(INSTANCE_TYPE_LABEL, (machine,), line),)
 
 
 def _shell_words(text: str, line: int) -> list[Token]:

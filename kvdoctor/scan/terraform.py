@@ -151,11 +151,20 @@ def _defaults(root: yaml.Node) -> dict[str, str]:
 def _module_defaults(file: str) -> dict[str, str]:
     """The defaults of the other .tf files of the file's directory (one Terraform module: variables.tf)."""
     found: dict[str, str] = {}
+    for _, root in sibling_roots(file):
+        found |= _defaults(root)
+    return found
+
+
+def sibling_roots(file: str) -> list[tuple[Path, yaml.Node]]:
+    """The other .tf files of the file's directory (its Terraform module), each parsed; one that cannot be is left
+    out."""
+    found = []
     for sibling in sorted(Path(file).parent.glob("*.tf")) if file != "<stdin>" else []:
         if sibling.name == Path(file).name or not sibling.is_file() or sibling.stat().st_size > 1024 * 1024:
             continue
         try:
-            found |= _defaults(hcl.parse(sibling.read_text(encoding="utf-8"), str(sibling)))
+            found.append((sibling, hcl.parse(sibling.read_text(encoding="utf-8"), str(sibling))))
         except (OSError, UnicodeDecodeError, hcl.HclError):
             continue
     return found

@@ -249,15 +249,27 @@ as human_readable_int: 'auto' is refused there)."""
 
 def _bad_type(spec: Any, spec_name: str, values: list[str], json_dicts: bool = False) -> ArgvVerdict | None:
     """argparse's own refusal of a value its `type` callable cannot convert (before choices, as argparse does)."""
-    if json_dicts and getattr(spec, "type_name", None) == "_parse_type" and spec.default in ({}, "{}"):
+    type_name = getattr(spec, "type_name", None)
+    if type_name == "_parse_type" and spec.default in ({}, "{}"):
         for value in values:  # a dict-valued option: parse_type(json.loads)
+            if not json_dicts and not re.match("^{.*}$", value):  # 0.9 read anything else as key=value pairs
+                if (refused := _key_int_pairs_refused(value)) is not None:
+                    return ArgvVerdict(f"argument {_display(spec, spec_name)}: {refused}")
+                continue
             try:
                 json.loads(value)
             except ValueError:
                 return ArgvVerdict(f"argument {_display(spec, spec_name)}: Value {value} cannot be converted to "
                                    "<function loads>. (it takes JSON, e.g. '{\"image\": 1}')")
         return None
-    convert = _PLAIN_TYPES.get(getattr(spec, "type_name", None) or "")
+    if type_name in ("loads", "nullable_kvs"):  # 0.7-0.8 `type=json.loads`; 0.5-0.7 --limit-mm-per-prompt
+        for value in values:
+            refused = _json_refused(value) if type_name == "loads" else _key_int_pairs_refused(value)
+            if refused is not None:
+                return ArgvVerdict(f"argument {_display(spec, spec_name)}: "
+                                   + (f"invalid loads value: {value!r}" if type_name == "loads" else refused))
+        return None
+    convert = _PLAIN_TYPES.get(type_name or "")
     if convert is None:
         return None
     for value in values:
@@ -265,6 +277,30 @@ def _bad_type(spec: Any, spec_name: str, values: list[str], json_dicts: bool = F
             convert(value)
         except ValueError:
             return ArgvVerdict(f"argument {_display(spec, spec_name)}: invalid {spec.type_name} value: {value!r}")
+    return None
+
+
+def _json_refused(value: str) -> str | None:
+    try:
+        json.loads(value)
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+def _key_int_pairs_refused(value: str) -> str | None:
+    """What vLLM's nullable_kvs (engine/arg_utils.py, 0.5-0.9) raises for a value that is not `key=int,...`; an empty
+    value is None there (0.5-0.8)."""
+    if value == "":
+        return None
+    for item in value.split(","):
+        parts = [part.lower().strip() for part in item.split("=")]
+        if len(parts) != 2:
+            return "Each item should be in the form KEY=VALUE"
+        try:
+            int(parts[1])
+        except ValueError:
+            return f"Failed to parse value of item {parts[0]}={parts[1]}"
     return None
 
 

@@ -66,3 +66,17 @@ def test_the_ecs_service_module_of_a_real_blueprint(tmp_path):
     # the GPU of the one instance type the file names (local.instance_type = g5.12xlarge: 4 x A10G)
     assert served.report.facts["gpu.name"] == "A10G"
     assert any("one instance type the file names (g5.12xlarge" in n for n in served.report.notes)
+
+
+def test_the_instance_type_of_the_modules_launch_template_in_another_file(tmp_path):
+    """A Terraform module is its directory: the task definition in ecs.tf, the capacity's launch template in
+    main.tf, the instance type's default in variables.tf. A variable declared but used nowhere names no machine."""
+    launch = 'resource "aws_launch_template" "gpu" {\n  instance_type = var.instance_type\n}\n'
+    variables = 'variable "instance_type" {\n  default = "g5.12xlarge"\n}\n'
+    root = write_tree(tmp_path / "repo", {"ecs.tf": TERRAFORM, "main.tf": launch, "variables.tf": variables})
+    served = by_name(scan([str(root / "ecs.tf")], tmp_path, gpu=None))["vllm-task"]
+    assert served.report.facts["gpu.name"] == "A10G"
+    assert any("one instance type the module names (g5.12xlarge, main.tf line 2)" in n for n in served.report.notes)
+    unused = write_tree(tmp_path / "unused", {"ecs.tf": TERRAFORM, "variables.tf": variables})
+    alone = by_name(scan([str(unused / "ecs.tf")], tmp_path, gpu=None))["vllm-task"]
+    assert alone.report.facts["gpu.name"] is None

@@ -393,3 +393,43 @@ def test_vllms_offline_llm_in_a_modal_class_is_read_with_its_class_attributes_an
 def test_a_class_named_llm_that_is_not_vllms_is_not_read(tmp_path):
     text = MODAL_LLM_CLASS.replace("from vllm import LLM", "from mylib import LLM")
     assert find_workloads([str(_write(tmp_path, text, "modal_other.py"))])[1] == []
+
+
+
+CDK_STACK = '''\
+from aws_cdk import aws_ec2 as ec2
+
+MODEL = "Qwen/Qwen2.5-7B-Instruct"
+
+
+class Stack:
+    def __init__(self):
+        ec2.LaunchTemplate(
+            self, "vllm",
+            instance_type=ec2.InstanceType("g5.12xlarge"),
+            user_data=ec2.UserData.custom(f"""#!/bin/bash
+pip install vllm==0.9.2
+cat << EOF > /etc/systemd/system/vllm.service
+[Service]
+ExecStart=vllm serve {MODEL} --tensor-parallel-size 8 --port 8000
+EOF
+systemctl start vllm
+"""),
+        )
+        doc = """Usage:
+vllm serve MODEL --tensor-parallel-size 2
+"""
+'''
+
+
+def test_a_boot_script_in_a_python_string_with_the_instance_type_of_the_program(tmp_path):
+    """An AWS CDK / Pulumi program hands an instance a `#!/bin/bash` boot script that writes a systemd unit: read as a
+    script file's on the program's own lines, its GPU from the one instance type the program names (g5.12xlarge: 4 x
+    A10G); a string that is no script (a docstring's usage lines) is not a launch."""
+    path = tmp_path / "stack.py"
+    path.write_text(CDK_STACK)
+    (served,) = scan([str(path)], tmp_path, gpu=None).workloads
+    assert served.workload.line == 15 and served.workload.container == "vllm serve"
+    assert served.workload.argv[0].text == "Qwen/Qwen2.5-7B-Instruct"
+    assert served.report.facts["gpu.name"] == "A10G" and served.report.facts["vllm.version"] == "0.9.2"
+    assert not any("the version is the environment's" in note for note in served.report.notes)
