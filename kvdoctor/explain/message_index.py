@@ -184,6 +184,7 @@ class MessageIndex:
 
     def _locate(self, text: str, version: str | None) -> Located | None:
         text = text[:MAX_LINE]
+        plain = text.replace("`", "") if "`" in text else text
         best: list[tuple[Template, re.Match[str]]] = []
         best_size = -1
         for word in set(_WORD.findall(text)):
@@ -191,8 +192,8 @@ class MessageIndex:
                 continue
             for template, pattern in self._group(word):
                 size = template.literal_size
-                if size < best_size:
-                    continue
+                if size < best_size or not all(literal in plain for literal in _plain_literals(template.parts)):
+                    continue  # a literal missing from the line: no match, found without the regex's backtracking
                 match = pattern.search(text)
                 if match:
                     if size > best_size:
@@ -282,6 +283,12 @@ def _merged(templates: list[Template]) -> Template:
     locations = sorted({loc for t in templates for loc in t.locations},
                        key=lambda l: (l.package != "vllm", l.file, l.function, l.releases))
     return Template(templates[0].parts, tuple(locations))
+
+
+@lru_cache(maxsize=8192)
+def _plain_literals(parts: tuple[str | None, ...]) -> tuple[str, ...]:
+    """A template's literals without their backticks (a match holds each, backticks or not)."""
+    return tuple(part.replace("`", "") for part in parts if part)
 
 
 def _compile(parts: tuple[str | None, ...]) -> re.Pattern[str]:
