@@ -10,6 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 
 SECTION_LETTER = {"names": "N", "members": "M", "params": "P", "bases": "B"}
+_QUALIFIED = re.compile(r"[\w.]+")
 
 
 class StoredHistory:
@@ -41,8 +42,17 @@ class StoredHistory:
     @lru_cache(maxsize=1024)
     def owners_named(self, short: str, section: str) -> tuple[str, ...]:
         """The qualified classes or functions called `short` that have a table in the section."""
-        letter = SECTION_LETTER[section]
-        return tuple(re.findall(rf"^{letter}\t([\w.]+\.{re.escape(short)})\t", self.text, re.MULTILINE))
+        letter = SECTION_LETTER[section] + "\t"
+        needle = f".{short}\t"  # the owner column's end: JSON holds no raw tab (a string search, not a regex's scan)
+        found = []
+        at = self.text.find(needle)
+        while at >= 0:
+            start = self.text.rfind("\n", 0, at) + 1
+            owner = self.text[start + 2:at + len(needle) - 1]
+            if self.text.startswith(letter, start) and _QUALIFIED.fullmatch(owner):
+                found.append(owner)
+            at = self.text.find(needle, at + 1)
+        return tuple(found)
 
     @lru_cache(maxsize=1024)
     def owners_with(self, section: str, name: str) -> tuple[str, ...]:

@@ -63,7 +63,7 @@ def match_signatures(rules: list[Rule], chains: list[ExceptionChain], lines: lis
             for rule, signature in pairs:
                 if id(signature) not in possible:
                     continue
-                found = signature.pattern.search(text) or (unwrapped and signature.pattern.search(unwrapped))
+                found = signature.search(text) or (unwrapped and signature.search(unwrapped))
                 if found:
                     matches.append(SignatureMatch(rule, signature, exception.line, exception.summary, exception, depth,
                                                   _values(found)))
@@ -81,7 +81,7 @@ def match_signatures(rules: list[Rule], chains: list[ExceptionChain], lines: lis
         for rule, signature in own:
             if (rule.id, line.number) in in_exceptions:
                 continue
-            found = signature.pattern.search(text)
+            found = signature.search(text)
             if found:
                 matched.add(rule.id)
                 matches.append(SignatureMatch(rule, signature, line.number, text.strip(), values=_values(found)))
@@ -102,7 +102,7 @@ def match_signatures(rules: list[Rule], chains: list[ExceptionChain], lines: lis
             if id(signature) in tried or rule.id in matched or (rule.id, line.number) in in_exceptions:
                 continue
             tried.add(id(signature))
-            found = signature.pattern.search(joined)
+            found = signature.search(joined)
             if found:
                 matches.append(SignatureMatch(rule, signature, line.number, joined, values=_values(found)))
     return matches

@@ -67,6 +67,23 @@ class Signature:
         """Compiled on first use: `check` never matches logs (the bundled patterns compile in the tests)."""
         return re.compile(self.source)
 
+    @cached_property
+    def _gate(self) -> re.Pattern[str] | None:
+        """For a pattern that opens with up to N characters of a line (`(?P<detail>[^\\n]{0,160}\\bnot ...`), the
+        pattern without them: every match of the whole holds a match of the rest, which is found without trying
+        N characters at each position of a long line."""
+        opening = _ANY_OPENING.match(self.source)
+        return re.compile(opening.group(1) + self.source[opening.end():]) if opening else None
+
+    def search(self, text: str) -> re.Match[str] | None:
+        if self._gate is not None and self._gate.search(text) is None:
+            return None
+        return self.pattern.search(text)
+
+
+_ANY_OPENING = re.compile(r"^((?:\(\?P<\w+>)?)\[\^\\n\]\{0,\d+\}")
+"""A pattern's opening run of any characters of a line, bounded, after its first named group's start."""
+
 
 @dataclass(frozen=True)
 class Rule:

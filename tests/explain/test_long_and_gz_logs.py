@@ -113,3 +113,18 @@ def test_a_log_with_a_hole_of_nul_bytes_is_read(tmp_path):
                     b"(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. "
                     b"Failed core proc(s): {}\n" + b"\0" * 1_000_000)
     assert explain_log(str(log)).exit_code("error") == 1
+
+
+def test_long_lines_without_a_failure_are_read_in_moments():
+    """A real 851-line start-up log whose lines run to 2,500 characters took 18 s (message-index templates that open
+    with a placeholder backtracked over every start of each long joined line) and a 1.2 MB one 4 s (a signature
+    opening with 160 characters of any text): a template is tried only when all its literals are in the line, such a
+    signature only where the rest of it matches. Bounds generous for a slow machine (1.5 s and 2.3 s here)."""
+    import time
+
+    real = Path(__file__).parents[1] / "fixtures" / "logs_real"
+    for name, bound in (("healthy_other__tritonexample_vllm.log", 6.0),
+                        ("prompt_exceeds_max_model_len__foamstandards_vllmserver.log", 8.0)):
+        started = time.perf_counter()
+        explain_log(str(real / name))
+        assert time.perf_counter() - started < bound, name
