@@ -11,9 +11,9 @@ import shlex
 from dataclasses import replace
 from pathlib import PurePosixPath
 
+from kvdoctor.scan import systemd_units
 from kvdoctor.scan.command import after_launcher, script_commands
 from kvdoctor.scan.documents import PYTHON_SUFFIX, SourceFile
-from kvdoctor.scan import systemd_units
 from kvdoctor.scan.embedded_scripts import INSTANCE_TYPE_KEYS, INSTANCE_TYPE_LABEL, RUNS_VLLM
 from kvdoctor.scan.scripts import docker_run, installed_before, installed_in, script_workloads
 from kvdoctor.scan.workload import GpuSelector, Token, Workload
@@ -183,7 +183,7 @@ def declared_machine(tree: ast.Module, constants: dict[str, object]) -> tuple[Gp
     `instance_type="g5.xlarge"`), as the instance-type label its GPU is looked up by; () for none or several."""
     named: dict[str, int] = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.keyword) and node.arg in INSTANCE_TYPE_KEYS:
+        if isinstance(node, ast.keyword) and node.arg in INSTANCE_TYPE_KEYS - {"size"}:  # Modal's gpu(size="80GB")
             value = node.value.args[0] if isinstance(node.value, ast.Call) and len(node.value.args) == 1 \
                 else node.value  # fmt: skip
             text = value_of(value, constants)
