@@ -56,7 +56,6 @@ _LIBRARIES = (  # (name pattern, whose code)
 )
 
 
-
 def native_crash_facts(text: str, lines: Iterable[LogLine]) -> dict[str, Any]:
     """log.native_frame ('ncclCommInitRank') and log.native_library ('NCCL') of the first crash whose dump names one."""
     if not any(word in text for word in _CRASH_WORDS):

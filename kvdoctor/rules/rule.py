@@ -76,6 +76,7 @@ class Signature:
         return re.compile(opening.group(1) + self.source[opening.end():]) if opening else None
 
     def search(self, text: str) -> re.Match[str] | None:
+        """The pattern's first match in the text (its gate tried first)."""
         if self._gate is not None and self._gate.search(text) is None:
             return None
         return self.pattern.search(text)

@@ -70,30 +70,31 @@ def terraform_workloads(root: yaml.Node, file: str, defaults: dict[str, str],
 def _machine(root: yaml.Node, defaults: dict[str, str]) -> tuple[GpuSelector, str] | None:
     """The one EC2 instance type the file's blocks name (`instance_type = "g5.12xlarge"`, or a local / variable
     default), as the instance-type label its GPU is looked up by, with a note; None for none or several."""
-    named: dict[str, int | None] = {}
-    for instance, line in named_instance_types(root, defaults):
-        named.setdefault(instance, line)
-    if len(named) != 1:
-        return None
-    ((instance, line),) = named.items()
-    return (GpuSelector(INSTANCE_TYPE_LABEL, (instance,), line),
-            f"the GPU read from the one instance type the file names ({instance}, line {line}): the EC2 capacity the "
-            "service runs on, as its capacity provider's Auto Scaling group launches it")
+    return _one_machine([(None, root)], defaults, "the file")
 
 
 def _module_machine(file: str, defaults: dict[str, str]) -> tuple[GpuSelector, str] | None:
     """The one instance type the module's other .tf files name (a launch template in main.tf, its default in
     variables.tf), when the task definition's own file names none; the note says which file."""
-    named: dict[str, tuple[str, int | None]] = {}
-    for sibling, root in terraform.sibling_roots(file):
+    return _one_machine([(sibling.name, root) for sibling, root in terraform.sibling_roots(file)], defaults,
+                        "the module")
+
+
+def _one_machine(roots: list[tuple[str | None, yaml.Node]], defaults: dict[str, str],
+                 where: str) -> tuple[GpuSelector, str] | None:  # fmt: skip
+    """The one instance type the roots name (each with its file's name, None for the scanned file itself: its lines
+    are the selector's), with its note; None for none or several."""
+    named: dict[str, tuple[str | None, int | None]] = {}
+    for name, root in roots:
         for instance, line in named_instance_types(root, defaults):
-            named.setdefault(instance, (sibling.name, line))
+            named.setdefault(instance, (name, line))
     if len(named) != 1:
         return None
-    ((instance, (where, line)),) = named.items()
-    return (GpuSelector(INSTANCE_TYPE_LABEL, (instance,), None),
-            f"the GPU read from the one instance type the module names ({instance}, {where} line {line}): the EC2 "
-            "capacity the service runs on, as its capacity provider's Auto Scaling group launches it")
+    ((instance, (name, line)),) = named.items()
+    at = f"{name} line {line}" if name else f"line {line}"
+    return (GpuSelector(INSTANCE_TYPE_LABEL, (instance,), None if name else line),
+            f"the GPU read from the one instance type {where} names ({instance}, {at}): the EC2 capacity the "
+            "service runs on, as its capacity provider's Auto Scaling group launches it")
 
 
 def _definitions(value: yaml.Node | None, file: str) -> list[yaml.Node]:

@@ -256,19 +256,17 @@ def _bad_type(spec: Any, spec_name: str, values: list[str], json_dicts: bool = F
                 if (refused := _key_int_pairs_refused(value)) is not None:
                     return ArgvVerdict(f"argument {_display(spec, spec_name)}: {refused}")
                 continue
-            try:
-                json.loads(value)
-            except ValueError:
+            if not _is_json(value):
                 return ArgvVerdict(f"argument {_display(spec, spec_name)}: Value {value} cannot be converted to "
                                    "<function loads>. (it takes JSON, e.g. '{\"image\": 1}')")
         return None
-    if type_name in ("loads", "nullable_kvs"):  # 0.7-0.8 `type=json.loads`; 0.5-0.7 --limit-mm-per-prompt
-        for value in values:
-            refused = _json_refused(value) if type_name == "loads" else _key_int_pairs_refused(value)
-            if refused is not None:
-                return ArgvVerdict(f"argument {_display(spec, spec_name)}: "
-                                   + (f"invalid loads value: {value!r}" if type_name == "loads" else refused))
-        return None
+    if type_name == "loads":  # 0.7-0.8 `type=json.loads`: argparse's own wording
+        bad = next((value for value in values if not _is_json(value)), None)
+        return ArgvVerdict(f"argument {_display(spec, spec_name)}: invalid loads value: {bad!r}") if bad is not None \
+            else None
+    if type_name == "nullable_kvs":  # 0.5-0.7's --limit-mm-per-prompt
+        refused = next(filter(None, map(_key_int_pairs_refused, values)), None)
+        return ArgvVerdict(f"argument {_display(spec, spec_name)}: {refused}") if refused else None
     convert = _PLAIN_TYPES.get(type_name or "")
     if convert is None:
         return None
@@ -280,12 +278,12 @@ def _bad_type(spec: Any, spec_name: str, values: list[str], json_dicts: bool = F
     return None
 
 
-def _json_refused(value: str) -> str | None:
+def _is_json(value: str) -> bool:
     try:
         json.loads(value)
-    except ValueError as error:
-        return str(error)
-    return None
+    except ValueError:
+        return False
+    return True
 
 
 def _key_int_pairs_refused(value: str) -> str | None:
