@@ -21,10 +21,12 @@ FEATURE_FACTS = (
 )
 # features no fact holds, read from the line that configures them (a command line, non-default args, an engine config
 # or a line the feature logs when it starts)
+# (what, a literal every match holds: lines without it are not searched, the pattern)
 FEATURE_LINES = (
-    ("KV connector", re.compile(r"""\bkv_connector['"]?\s*[:=]\s*['"]?(\w+)|\b(\w+Connector) detected""")),
-    ("speculative decoding", re.compile(r"""\bspeculative[_-]config\b.{0,80}?\bmethod['"]?\s*[:=(]\s*['"]?(\w+)""")),
-    ("LoRA", re.compile(r"""\benable[_-]lora['"]?\s*(?:[:=]\s*(True)|(?=\s|$))""")),
+    ("KV connector", "onnector", re.compile(r"""\bkv_connector['"]?\s*[:=]\s*['"]?(\w+)|\b(\w+Connector) detected""")),
+    ("speculative decoding", "speculative",
+     re.compile(r"""\bspeculative[_-]config\b.{0,80}?\bmethod['"]?\s*[:=(]\s*['"]?(\w+)""")),
+    ("LoRA", "lora", re.compile(r"""\benable[_-]lora['"]?\s*(?:[:=]\s*(True)|(?=\s|$))""")),
 )
 # a glog warning record (torch's C++ and Dynamo loggers: 'W0106 23:01:14.131000 2929551 file.py:1016] ...')
 GLOG_WARNING = re.compile(r"^W\d{4} \d\d:\d\d:\d\d[.\d]* +\d+ +\S+:\d+\] ")
@@ -51,9 +53,9 @@ def features(lines: list[LogLine], facts: dict, fact_lines: list[str]) -> list[F
         value = facts.get(fact)
         if value not in (None, "", plain, str(plain)):
             found.append(Feature(said, str(value), lines_of.get(fact)))
-    for said, pattern in FEATURE_LINES:
+    for said, literal, pattern in FEATURE_LINES:
         for line in lines:
-            match = pattern.search(line.text)
+            match = pattern.search(line.text) if literal in line.text else None
             if match:
                 found.append(Feature(said, next((g for g in match.groups() if g), "on"), line.number))
                 break
