@@ -101,6 +101,26 @@ def test_no_pin_is_taken_from_outside_the_checkout_or_from_a_range(tmp_path):
     assert script.vllm_pin is None
 
 
+
+def test_the_script_that_builds_the_activated_venv_names_the_release(tmp_path):
+    # batch s134 (vitthal-bhandari/benchmarking-code-llms): a Slurm job activates .venv, which install_venv.sh creates
+    # with `uv venv` and fills with `pip install "vllm==0.21.0"`; a venv no script creates, or two pins, name nothing
+    job = "#!/bin/bash\n#SBATCH --gpus=1\ncd $PROJECT_DIR\nsource .venv/bin/activate\nvllm serve Qwen/Qwen3-8B\n"
+    installer = ('#!/bin/bash\nuv venv --python 3.11 --seed .venv\nsource .venv/bin/activate\n'
+                 'uv pip install "vllm==0.21.0" --only-binary=:all:\n')
+    root = write_tree(tmp_path / "repo", {"scripts/serve.slurm": job, "scripts/install_venv.sh": installer})
+    os.mkdir(root / ".git")
+    (script,) = read_manifests([str(root / "scripts" / "serve.slurm")])[1]
+    assert script.vllm_pin == "0.21.0"
+    assert script.where(script.vllm_pin_line) == (str((root / "scripts" / "install_venv.sh").resolve()), 4)
+    other = write_tree(tmp_path / "other", {"serve.slurm": job.replace(".venv/", "env/"), "install.sh": installer})
+    os.mkdir(other / ".git")
+    assert read_manifests([str(other / "serve.slurm")])[1][0].vllm_pin is None
+    two = write_tree(tmp_path / "two", {"serve.slurm": job, "install.sh": installer,
+                                        "install_new.sh": installer.replace("0.21.0", "0.23.1")})
+    os.mkdir(two / ".git")
+    assert read_manifests([str(two / "serve.slurm")])[1][0].vllm_pin is None
+
 BUILT_COMMAND = """\
 #!/bin/bash
 : ${MODEL_PATH:="Qwen/Qwen2.5-72B-Instruct"}
