@@ -50,6 +50,7 @@ class Tally:
     undecided_errors: int = 0
     details: list[str] = field(default_factory=list)
     by_kind: dict[str, list[int]] = field(default_factory=dict)  # workload kind (the index's) -> [expected, found, checked]
+    false_by_rule: dict[str, list[int]] = field(default_factory=dict)  # rule -> [on expected workloads, beyond the index]
 
 
 def load_index(which: str, batch: str | None = None) -> list[dict]:
@@ -138,6 +139,7 @@ def measure(entries: list[dict], details: bool) -> Tally:
                     continue
                 if rule not in true:
                     tally.false_errors += 1
+                    tally.false_by_rule.setdefault(rule, [0, 0])[0] += 1
                     tally.details.append(f"{entry['file']}:{line}: {key} false error {rule}")
         for key, result in results.items():
             if key not in expected:
@@ -146,6 +148,7 @@ def measure(entries: list[dict], details: bool) -> Tally:
                     tally.errors += 1
                     tally.false_errors += 1
                     tally.false_beyond += 1
+                    tally.false_by_rule.setdefault(rule, [0, 0])[1] += 1
                     tally.details.append(f"{entry['file']}:{line}: unexpected workload {key}: error {rule}")
     if not details:
         tally.details = []
@@ -178,6 +181,9 @@ def main() -> int:
     parser.add_argument("--by-kind", action="store_true",
                         help="workloads expected / found / checked per kind the index names (counts only: allowed "
                              "with --heldout)")
+    parser.add_argument("--false-by-rule", action="store_true",
+                        help="false errors counted per rule, on expected workloads / beyond the index (counts only: "
+                             "allowed with --heldout)")
     parser.add_argument("--batch", help="only this batch of the index: 'first' (issue 27's), 's32' ... 's36'")
     args = parser.parse_args()
     if args.details and not args.seen:
@@ -202,6 +208,9 @@ def main() -> int:
         for kind, (expected, found, checked) in sorted(tally.by_kind.items(), key=lambda item: item[1][1] - item[1][0]):
             if found < expected or checked < expected:
                 print(f"  kind {kind}: {expected} expected, {found} found, {checked} checked")
+    if args.false_by_rule:
+        for rule, (expected, beyond) in sorted(tally.false_by_rule.items(), key=lambda item: -sum(item[1])):
+            print(f"  false {rule}: {expected} on expected workloads, {beyond} beyond the index")
     for line in tally.details:
         print("  " + line)
     return 0
