@@ -54,14 +54,14 @@ def project_pin(path: Path) -> tuple[str, Path, int] | None:
 
 def venv_pin(path: Path) -> tuple[str, Path, int] | None:
     """(release, script, line) for a script that activates a virtual environment (`source $DIR/.venv/bin/activate`)
-    which exactly one shell script of its folders (the file's and those above it in the checkout) creates (`python -m
-    venv .venv`, `uv venv .venv`, `virtualenv .venv`) and pins vLLM in (`pip install vllm==X`, one release)."""
+    which the shell scripts of its folders (the file's and those above it in the checkout) that create it (`python -m
+    venv .venv`, `uv venv .venv`, `virtualenv .venv`) fill with one vLLM release (`pip install vllm==X`)."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")[:1_000_000]
     except OSError:
         return None
-    names = {match.group(1) for match in ACTIVATED.finditer(text)}
-    if "activate" not in text or len(names) != 1:
+    names = {match.group(1) for match in ACTIVATED.finditer(text)} if "activate" in text else set()
+    if len(names) != 1:
         return None
     creates = re.compile(CREATES.replace("{name}", re.escape(names.pop())), re.MULTILINE)
     found: list[tuple[str, Path, int]] = []
@@ -73,7 +73,7 @@ def venv_pin(path: Path) -> tuple[str, Path, int] | None:
                 continue
             pins = list(PIP_PIN.finditer(body)) if creates.search(body) else []
             found += [(pin.group(1), script, body.count("\n", 0, pin.start(1)) + 1) for pin in pins]
-    return found[0] if len({(version, script) for version, script, _ in found}) == 1 else None
+    return found[0] if len({version for version, _, _ in found}) == 1 else None
 
 
 def checkout_folders(path: Path) -> tuple[list[Path], Path | None]:
