@@ -134,6 +134,7 @@ CRASH_TEXT = re.compile(r"(?i)\b(?:died|exited|terminated) unexpectedly\b|\bOOMK
                         # torch's epilogue to a CUDA / HIP error (a log cut to its last lines keeps only these),
                         # Ray's autoscaler waiting on a placement group it cannot place, gcc giving up
                         r"|\bCompile with `TORCH_USE_(?:CUDA|HIP)_DSA` to enable device-side assertions"
+                        r"|\bDevice-side assertions were explicitly omitted for this error check"
                         r"|\b(?:CUDA|HIP) kernel errors might be asynchronously reported at some other API call"
                         r"|\bFor debugging consider passing (?:CUDA_LAUNCH_BLOCKING|AMD_SERIALIZE_KERNEL)="
                         # round 6: a C++ check macro's failure (glog / torch CHECK_EQ, the kernel libraries' own:
@@ -177,7 +178,7 @@ _LATE_WORDS = ("Trace/breakpoint", "*** Aborted", "terminate called", "bad_alloc
                 "not become", "::error", "never retrieved",
                 # round 5's: docker ps, signals, torch's NCCL watchdog and CUDA error epilogue, Ray, gcc, nvidia-smi
                 "Exited (", "xited with signal", "xited due to signal", "xited on signal", "Watchdog caught",
-                "Timeout at NCCL", "_DSA`", "kernel errors might", "For debugging consider", "pending placement",
+                "Timeout at NCCL", "_DSA`", "explicitly omitted", "kernel errors might", "For debugging consider", "pending placement",
                 "compilation terminated", "NCCL operations have failed", "device handle for GPU",
                 "Check failed", " vs. ", "GCS", "Error ", "ContainerCannotRun", "ContainerError", "ContainerConfigError",
                 "StartError", "not supported", "Exception in callback", "HTTP Error", "... error",
