@@ -108,7 +108,8 @@ def main() -> int:
         counts[verdict] = counts.get(verdict, 0) + 1
         if args.show and "accepts" in verdict:
             print(f"  accepted: {row['argv']} | {row['title']}")
-    print(f"{len(rows)} KVD004 findings{'' if args.listed_too else ' the index does not list'}: " + ", ".join(f"{n} {v}" for v, n in counts.items()))
+    scope = "" if args.listed_too else " the index does not list"
+    print(f"{len(rows)} KVD004 findings{scope}: " + ", ".join(f"{n} {v}" for v, n in counts.items()))
     return 0
 
 

@@ -50,7 +50,8 @@ class Tally:
     undecided_errors: int = 0
     details: list[str] = field(default_factory=list)
     by_kind: dict[str, list[int]] = field(default_factory=dict)  # workload kind (the index's) -> [expected, found, checked]
-    false_by_rule: dict[str, list[int]] = field(default_factory=dict)  # rule -> [on expected workloads, beyond the index]
+    # rule -> [false errors on expected workloads, beyond the index]
+    false_by_rule: dict[str, list[int]] = field(default_factory=dict)
 
 
 def load_index(which: str, batch: str | None = None) -> list[dict]:

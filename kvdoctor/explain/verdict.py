@@ -178,7 +178,8 @@ _LATE_WORDS = ("Trace/breakpoint", "*** Aborted", "terminate called", "bad_alloc
                 "not become", "::error", "never retrieved",
                 # round 5's: docker ps, signals, torch's NCCL watchdog and CUDA error epilogue, Ray, gcc, nvidia-smi
                 "Exited (", "xited with signal", "xited due to signal", "xited on signal", "Watchdog caught",
-                "Timeout at NCCL", "_DSA`", "explicitly omitted", "kernel errors might", "For debugging consider", "pending placement",
+                "Timeout at NCCL", "_DSA`", "explicitly omitted", "kernel errors might", "For debugging consider",
+                "pending placement",
                 "compilation terminated", "NCCL operations have failed", "device handle for GPU",
                 "Check failed", " vs. ", "GCS", "Error ", "ContainerCannotRun", "ContainerError", "ContainerConfigError",
                 "StartError", "not supported", "Exception in callback", "HTTP Error", "... error",

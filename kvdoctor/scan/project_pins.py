@@ -18,9 +18,11 @@ REQUIREMENTS = re.compile(r"^requirements[\w.-]*\.txt$")
 EXACT = re.compile(r"""^[ \t]*(?:-[ \t]+)?["']?vllm(?:\[[^\]]*\])?[ \t]*==[ \t]*v?(\d+\.\d+\.\d+(?:\.post\d+)?)["',; \t]*(?:#.*)?$""",
                    re.MULTILINE | re.IGNORECASE)  # fmt: skip
 POETRY = re.compile(r"""^[ \t]*vllm[ \t]*=[ \t]*["']=?=?(\d+\.\d+\.\d+(?:\.post\d+)?)["'][ \t]*(?:#.*)?$""", re.MULTILINE)
-ACTIVATED = re.compile(r"""(?:^|[;&|]\s*|\s)(?:source|\.)\s+["']?(?:[^\s"';]*/)?([\w.-]+)/bin/activate\b""", re.MULTILINE)
+ACTIVATED = re.compile(r"""(?:^|[;&|]\s*|\s)(?:source|\.)\s+["']?(?:[^\s"';]*/)?([\w.-]+)/bin/activate\b""",
+                       re.MULTILINE)
 CREATES = r"""(?:-m\s+venv|\bvirtualenv|\buv\s+venv)\b[^\n]*?(?:^|[\s/"'$}]){name}(?=["'\s;]|$)"""
-PIP_PIN = re.compile(r"""\bpip3?\s+install\b[^\n]*?(?<![\w.-])["']?vllm(?:\[[^\]]*\])?==v?(\d+\.\d+\.\d+(?:\.post\d+)?)""")
+PIP_PIN = re.compile(
+    r"""\bpip3?\s+install\b[^\n]*?(?<![\w.-])["']?vllm(?:\[[^\]]*\])?==v?(\d+\.\d+\.\d+(?:\.post\d+)?)""")
 LOCKED = re.compile(r"""^name = "vllm"\nversion = "(\d+\.\d+\.\d+(?:\.post\d+)?)"$""", re.MULTILINE)
 
 

@@ -30,7 +30,8 @@ def test_string_entrypoint_and_command_device_ids_and_env_file(tmp_path):
     assert unpinned.location.line == line_of(VARIANTS, "image: my-registry/llm-server:1.4")
     # another project's build: its tag is its own version, so the fix names the release, it does not swap the image
     assert [f.title.split(":")[0] for f in unpinned.finding.fixes] == [
-        "Name the vLLM release this image ships to judge it", "Or tag the build with the vLLM release it installs (IMAGE"]
+        "Name the vLLM release this image ships to judge it",
+        "Or tag the build with the vLLM release it installs (IMAGE"]
 
 
 BASE = """services:
