@@ -100,6 +100,7 @@ def annotate(report: Report, diagnosis: Diagnosis, families: Families, facts: di
 WARNED_LOOKBACK = 400
 """How many lines above an unknown failure are searched for vLLM's own warnings (a long log's start-up is older)."""
 MAX_WARNED = 3
+_NOT_WARNINGS = ("DEBUG", "INFO")
 
 
 def _warned_before(lines: list[LogLine], failure_line: int, version: str | None) -> list[str]:
@@ -107,10 +108,15 @@ def _warned_before(lines: list[LogLine], failure_line: int, version: str | None)
     logger.warning) before it, nearest first, each message once; what vLLM said went wrong may be the cause."""
     found: list[str] = []
     seen: set[tuple] = set()
-    before = [line for line in lines if line.number < failure_line and line.text.strip()][-WARNED_LOOKBACK:]
-    for line in reversed(before):
-        if line.level in ERROR_LEVELS or line.level == "DEBUG" or len(found) >= MAX_WARNED:
+    looked = 0
+    for line in reversed(lines):
+        if line.number >= failure_line or not line.text.strip():
             continue
+        looked += 1
+        if looked > WARNED_LOOKBACK or len(found) >= MAX_WARNED:
+            break
+        if line.level in ERROR_LEVELS or line.level in _NOT_WARNINGS:
+            continue  # a record of another level (INFO: the running release logged it as information)
         located = message_origin(line.text, version)
         warning = next((l for l in located.locations if l.kind == "warning"), None) if located else None
         if warning is None or located.template.parts in seen:

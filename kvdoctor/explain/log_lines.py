@@ -53,6 +53,8 @@ _RECORD = re.compile(
     # the time may be cut off by the one who pasted it ('INFO [deep_gemm.py:116] ...'): the bracket then stays
     r"^(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) (?:\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?|\[)([\w./\-]+:\d+)\] ?"
 )
+# the two above in one (the general path below reads the same line the same way, in three steps)
+_TAGGED_RECORD = re.compile(_PROCESS_TAG.pattern + _RECORD.pattern[1:])
 
 
 class LogLine(NamedTuple):
@@ -151,6 +153,11 @@ def strip_prefixes(raw: str) -> tuple[str, str, str | None, str | None]:
         match = _RECORD.match(line)
         if match:
             return "", match.group(1), match.group(2), line[match.end():]
+    elif first == "(":  # most lines of a multi-process log (0.8+): one process's record, tagged once
+        match = _TAGGED_RECORD.match(line)
+        if match:
+            stream = f"{(match.group(1) or '').strip()} pid={match.group(2)}".lstrip()
+            return stream, match.group(3), match.group(4), line[match.end():]
     line = _strip_outer(line)
     stream = ""
     match = _PROCESS_TAG.match(line) if line[:1] == "(" else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kvdoctor.base.literals import any_of
 from kvdoctor.explain.log_lines import LogLine
 from kvdoctor.explain.tracebacks import MAX_CONTINUATION, ExceptionChain, LoggedException, continued
 from kvdoctor.model.report import SEVERITY_ORDER
@@ -148,7 +149,7 @@ def _indexed(pairs):
     if key not in _INDEXES:
         by_word, substring, always = _prefilter(pairs)
         literals = sorted({literal for _, _, group in substring for literal in group})
-        substring_filter = re.compile("|".join(map(re.escape, literals))) if literals else None
+        substring_filter = any_of(literals) if literals else None
         if len(_INDEXES) >= 4:
             _INDEXES.clear()
         # the pairs are kept with their index: their objects stay alive, so no other object takes their ids

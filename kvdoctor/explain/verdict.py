@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable
 
+from kvdoctor.base.literals import any_of
 from kvdoctor.explain.log_lines import LogLine
 from kvdoctor.explain.signatures import SignatureMatch
 from kvdoctor.explain.tracebacks import (CAUSE, CONTEXT, IGNORED, INSTALLED_PREFIX, PYTHON_OWN, TRACEBACK_START,
@@ -281,9 +282,9 @@ _GLOG_HEAD = re.compile(r"^\[?[EF](?:\d{3,4} | [\w.]+:\d+\])|^(?:\([\w.-]+\) )?\
 _IMPORT_NOISE = re.compile(r"Unable to register cu\w+ factory|already registered\. Please check linkage")
 
 
-_FOREIGN_PREFILTER = re.compile("|".join(map(re.escape, _FOREIGN_WORDS)))
-_CRASH_PREFILTER = re.compile("|".join(map(re.escape, _CRASH_WORDS)))  # one C-level scan instead of a word loop
-_LATE_PREFILTER = re.compile("|".join(map(re.escape, _LATE_WORDS)))
+_FOREIGN_PREFILTER = any_of(_FOREIGN_WORDS)
+_CRASH_PREFILTER = any_of(_CRASH_WORDS)  # one C-level scan instead of a word loop
+_LATE_PREFILTER = any_of(_LATE_WORDS)
 
 
 def _foreign_error(text: str) -> bool:
@@ -340,9 +341,15 @@ def _inside_warnings(lines: list[LogLine]) -> set[int]:
 _READY = re.compile(r"Application startup complete|Uvicorn running on|Starting vLLM API server (?:\d+ )?on")
 
 
+def _ready(text: str) -> bool:
+    """_READY behind substring tests (a 100k-line log pays three `in` tests a line, not a regex search)."""
+    return ("startup complete" in text or "running on" in text or "API server" in text) and _READY.search(
+        text) is not None
+
+
 # a start-up beginning: after a failure, it is another run (a restart, the user's next attempt), not the same one going on
 # (the version line is a run's first; the engine's and the args' lines come after early errors of the same run)
-_RUN_START = re.compile(r"vLLM API server version ")
+_RUN_START = "vLLM API server version "
 # evidence a server never comes up after in the same run: the start-up said it failed, a rule knows the failure
 _FATAL_KINDS = ("failed to start", "known failure", "wrapper")
 
@@ -361,7 +368,7 @@ def survived(lines: list[LogLine], evidence: tuple[FailureEvidence, ...]) -> boo
 
 def _run_starts_between(lines: list[LogLine], after: int, before: int) -> bool:
     """Whether a new run of vLLM starts between the two line numbers (a restart: not the same run)."""
-    return any(after < line.number < before and _RUN_START.search(line.text) for line in lines)
+    return any(after < line.number < before and _RUN_START in line.text for line in lines)
 
 
 def survived_before(lines: list[LogLine], evidence: tuple[FailureEvidence, ...]) -> tuple[FailureEvidence, ...]:
@@ -370,7 +377,7 @@ def survived_before(lines: list[LogLine], evidence: tuple[FailureEvidence, ...])
     () when none, when a start-up said it failed, or when nothing failed after the ready line."""
     if not evidence or any(line.kind in _FATAL_KINDS for line in evidence):
         return ()
-    for ready in reversed([line for line in lines if _READY.search(line.text)]):
+    for ready in reversed([line for line in lines if _ready(line.text)]):
         before = tuple(e for e in evidence if e.line < ready.number)
         if before and len(before) < len(evidence) \
                 and not _run_starts_between(lines, max(e.line for e in before), ready.number):
@@ -399,7 +406,7 @@ def requested_shutdown(lines: list[LogLine], evidence: tuple[FailureEvidence, ..
 
 def ready_after(lines: list[LogLine], number: int) -> LogLine | None:
     """The first line after line ``number`` where the server says it is ready for requests."""
-    return next((line for line in lines if line.number > number and _READY.search(line.text)), None)
+    return next((line for line in lines if line.number > number and _ready(line.text)), None)
 
 
 # lines only a server or engine that is up prints: uvicorn's and vLLM's ready lines, the engine's periodic stats
