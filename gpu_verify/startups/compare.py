@@ -34,6 +34,13 @@ RULE_SIGNATURES = {
 
 
 def kvdoctor_argv(case: dict, version: str, model_dir: Path, compile_: bool) -> list[str]:
+    if "drawn" in case:  # a drawn case: the serve command as a user pastes it (block size included)
+        serve = ["vllm", "serve", str(model_dir), "--kv-cache-dtype", case["kv"], "--dtype", case["dtype"],
+                 "--enforce-eager", "--max-model-len", "512"]
+        serve += ["--attention-backend", case["backend"]] if case.get("backend") else []
+        serve += ["--block-size", str(case["block_size"])] if case.get("block_size") else []
+        return [sys.executable, "-m", "kvdoctor", "check", "--gpu", "H200", "--vllm-version", version, "--format",
+                "json", "--fail-on", "error", *(() if compile_ else ("--no-compile",)), "--", *serve]
     argv = [sys.executable, "-m", "kvdoctor", "check", "--model", str(model_dir),
             "--gpu", "A100" if case.get("force_e4b15") else "H200", "--vllm-version", version,
             "--kv-cache-dtype", case["kv"], "--dtype", case["dtype"], "--enforce-eager", "--max-model-len", "512",

@@ -62,6 +62,8 @@ def engine_kwargs(case: dict) -> tuple[dict, list[str]]:
                 kernel_config={"enable_flashinfer_autotune": False})
     if case.get("backend"):
         want["attention_config"] = {"backend": case["backend"]}
+    if case.get("block_size"):
+        want["block_size"] = case["block_size"]
     kept = {k: v for k, v in want.items() if k in fields}
     return kept, sorted(set(want) - set(kept))
 

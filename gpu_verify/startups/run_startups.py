@@ -1,6 +1,6 @@
 """On the GPU machine: start real vLLM for each configuration of the grid, several processes at a time.
 
-    python -m gpu_verify.startups.run_startups --stage /tmp/kvd-stage --version 0.25.1 [--grid full|short]
+    python -m gpu_verify.startups.run_startups --stage /tmp/kvd-stage --version 0.25.1 [--grid full|short|drawn:S:N]
         [--only ID,ID] [--skip-done FILE] [--parallel 10] [--limit 240] [--deadline 540] --out $OUT/startups-0.25.1.json
 
 Each case runs in a fresh process (one_startup.py) with the release's site directory first on PYTHONPATH and
@@ -22,7 +22,9 @@ import sys
 import time
 from pathlib import Path
 
+from gpu_verify.startups.drawn import drawn
 from gpu_verify.startups.grid import grid
+from gpu_verify.startups.models import BUILDERS
 from gpu_verify.startups.outcome import classify, log_tail, stack_dump
 
 REPO = Path(__file__).resolve().parents[2]
@@ -109,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--stage", type=Path, default=Path("/tmp/kvd-stage"))
     ap.add_argument("--version", required=True)
-    ap.add_argument("--grid", choices=("full", "short"), default="full")
+    ap.add_argument("--grid", default="full", help="full, short, or drawn:SEED:COUNT (drawn.py)")
     ap.add_argument("--only", default="", help="comma-separated case ids (default: the whole grid)")
     ap.add_argument("--skip-done", type=Path, action="append", default=[],
                     help="an earlier results JSON: its finished cases are not run again")
@@ -122,7 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     site = args.stage / f"site-{args.version}"
     logs = args.stage / "logs" / args.version
     logs.mkdir(parents=True, exist_ok=True)
-    cases = grid(args.version, args.grid)
+    if args.grid.startswith("drawn:"):
+        _, seed, count = args.grid.split(":")
+        cases = drawn(int(seed), int(count))
+    else:
+        cases = grid(args.version, args.grid)
     if args.only:
         wanted = set(args.only.split(","))
         cases = [c for c in cases if c["id"] in wanted]
@@ -132,12 +138,12 @@ def main(argv: list[str] | None = None) -> int:
             done_ids |= {r["id"] for r in json.loads(path.read_text())["results"] if r["outcome"] != "cut"}
     cases = [c for c in cases if c["id"] not in done_ids]
     models = args.stage / "models"
-    if not all((models / m / "config.json").exists() for m in ("dense", "moe")):
+    if not all((models / m / "config.json").exists() for m in {c["model"] for c in cases} | {"dense", "moe"}):
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         made = subprocess.run([sys.executable, "-m", "gpu_verify.startups.models", str(models)], cwd=REPO, env=env,
                               capture_output=True, text=True, timeout=300)
         print("models:", made.stdout.strip()[-600:], made.stderr.strip()[-600:], flush=True)
-    available = {m for m in ("dense", "moe", "hybrid") if (models / m / "config.json").exists()}
+    available = {name for name, _ in BUILDERS if (models / name / "config.json").exists()}
     doc = {"machine": machine_facts(), "release": release_facts(site, args.version), "grid": args.grid,
            "parallel": args.parallel, "env": BASE_ENV,
            "models": {m: json.loads((models / m / "config.json").read_text()) for m in sorted(available)},
