@@ -3,7 +3,7 @@
     python -m gpu_verify.startups.compare docs/real-startup-results/*.json [--no-compile] [--wheels DIR]
         [--jobs 2] [--markdown FILE] [--json FILE]
 
-For each recorded case it runs `kvdoctor check --model <the case's config.json> --gpu H200 --vllm-version V
+For each recorded case it runs `kvdoctor check --model <the case's config.json> --gpu <its GPU> --vllm-version V
 --kv-cache-dtype K --dtype D [--attention-backend B] --enforce-eager --max-model-len 512 --format json` with the
 case's VLLM_* variables in the environment. Cases on the forced SM<8.9 key path (`force_e4b15`) are judged as an
 A100 (`--gpu A100`), the nearest GPU that takes that path; they are marked as such. kvdoctor FAIL against a
@@ -33,16 +33,22 @@ RULE_SIGNATURES = {
 }
 
 
-def kvdoctor_argv(case: dict, version: str, model_dir: Path, compile_: bool) -> list[str]:
+def machine_gpu(doc: dict) -> str:
+    """The GPU the start-ups ran on, as kvdoctor's --gpu names it (H200 when the results do not say)."""
+    name = (doc.get("machine") or {}).get("gpu", "")
+    return next((gpu for gpu in ("H100", "H200", "H20", "GH200") if gpu in name.split()), "H200")
+
+
+def kvdoctor_argv(case: dict, version: str, model_dir: Path, compile_: bool, gpu: str = "H200") -> list[str]:
     if "drawn" in case:  # a drawn case: the serve command as a user pastes it (block size included)
         serve = ["vllm", "serve", str(model_dir), "--kv-cache-dtype", case["kv"], "--dtype", case["dtype"],
                  "--enforce-eager", "--max-model-len", "512"]
         serve += ["--attention-backend", case["backend"]] if case.get("backend") else []
         serve += ["--block-size", str(case["block_size"])] if case.get("block_size") else []
-        return [sys.executable, "-m", "kvdoctor", "check", "--gpu", "H200", "--vllm-version", version, "--format",
+        return [sys.executable, "-m", "kvdoctor", "check", "--gpu", gpu, "--vllm-version", version, "--format",
                 "json", "--fail-on", "error", *(() if compile_ else ("--no-compile",)), "--", *serve]
     argv = [sys.executable, "-m", "kvdoctor", "check", "--model", str(model_dir),
-            "--gpu", "A100" if case.get("force_e4b15") else "H200", "--vllm-version", version,
+            "--gpu", "A100" if case.get("force_e4b15") else gpu, "--vllm-version", version,
             "--kv-cache-dtype", case["kv"], "--dtype", case["dtype"], "--enforce-eager", "--max-model-len", "512",
             "--format", "json", "--fail-on", "error"]
     if case.get("backend"):
@@ -157,7 +163,8 @@ def compare(paths: list[Path], compile_: bool = True, wheels: str | None = None,
             if model_dir is None or record["outcome"] in ("not_run", "cut") or why:
                 row.update(kvdoctor={"verdict": "-"}, judgement="not comparable")
                 return row
-            kvd = run_kvdoctor(kvdoctor_argv(record, version, model_dir, compile_), kvdoctor_env(record, wheels))
+            argv = kvdoctor_argv(record, version, model_dir, compile_, machine_gpu(doc))
+            kvd = run_kvdoctor(argv, kvdoctor_env(record, wheels))
             row.update(kvdoctor=kvd, judgement=judge(record["outcome"], kvd), cause=cause_match(record, kvd))
             return row
 
