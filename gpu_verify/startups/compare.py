@@ -30,6 +30,16 @@ REPO = Path(__file__).resolve().parents[2]
 RULE_SIGNATURES = {
     "KVD101": ("CompilationError", "AssertionError", "fp8e4b15"),
     "KVD102": ("Unknown TurboQuant cache dtype: 'auto'",),
+    "KVD005": ("No valid attention backend found",),
+    "KVD006": ("is not valid for this configuration",),
+    "KVD007": ("NotImplementedError",),
+    "KVD106": ("No valid attention backend found", "is not valid for this configuration"),
+    "KVD109": ("Unknown TurboQuant cache dtype", "page_size_bytes"),
+    "KVD114": ("maybe_quant_query", "does not match the q_data_type"),
+    "KVD115": ("output must have dtype BF16",),
+    "KVD118": ("layers/attention/attention.py",),  # the e4m3-only query-quant assert in Attention.forward
+    "KVD123": ("does not support float16",),
+    "KVD124": ("FA2 does not support scheduler_metadata",),
 }
 
 
@@ -131,6 +141,8 @@ def load(paths: list[Path]) -> list[tuple[dict, dict]]:
             chain = (record.get("result") or {}).get("error")
             if chain and record["outcome"] == "failed" and is_env_error(chain):  # re-read with today's rules
                 record = dict(record, outcome="env_error")
+            elif record["outcome"] == "failed" and "stack_at_limit" in record:  # the limit's signal raised it
+                record = dict(record, outcome="timeout", summary="stopped at the limit: " + record.get("summary", ""))
             key = (doc["release"]["vllm"], record["id"])
             old = kept.get(key)
             if old is None or record["outcome"] in VERDICTS or old[1]["outcome"] not in VERDICTS:

@@ -3,7 +3,8 @@
 Pure functions of the log text, so results can be re-read and re-classified without the GPU.
 
 Outcomes: `started` (engine built and tokens generated), `failed` (an exception; `innermost` is the deepest cause),
-`timeout` (the case's own limit; `stack_at_limit` says where it was), `crashed` (the process died without a
+`timeout` (the case's own limit; `stack_at_limit` says where it was; an exception raised after the limit's signal,
+such as FlashInfer's JIT compiler child killed by it, is the limit's, not the configuration's), `crashed` (the process died without a
 result: a signal or a hard exit), `env_error` (the machine, not the configuration: a module this run did not
 ship, a library built for another torch), `cut` (the command's deadline, not the case's limit), `not_run`.
 """
@@ -85,7 +86,7 @@ def classify(text: str, returncode: int | None, timed_out: bool = False, cut: bo
             out["summary"] = f"{len(result.get('tokens', []))} tokens in {result.get('total_s')} s"
         elif result.get("error"):
             chain = result["error"]
-            out["outcome"] = "env_error" if is_env_error(chain) else "failed"
+            out["outcome"] = "env_error" if is_env_error(chain) else "timeout" if timed_out else "failed"
             out["innermost"] = chain[-1]
             out["summary"] = summarize(chain)
         else:

@@ -86,3 +86,14 @@ def test_crash_without_result():
 def test_log_tail_drops_the_result_line():
     text = log("a", "b", result={"id": "x", "ok": True, "tokens": [1]})
     assert log_tail(text, 5) == ["a", "b"]
+
+
+def test_an_error_raised_by_the_limits_signal_is_a_timeout_not_a_verdict():
+    # FlashInfer's JIT compiler child, killed by the SIGUSR1 the runner sends at the case's limit (drawn grid, 12-07)
+    chain = [{"type": "RuntimeError", "message": "Ninja build failed. Ninja output:\nninja: Entering directory ...",
+              "where": "flashinfer/jit/cpp_ext.py:380 in run_ninja"},
+             {"type": "CalledProcessError", "message": "Command '['ninja', '-v']' died with <Signals.SIGUSR1: 10>.",
+              "where": "subprocess.py:571 in run"}]
+    text = log("KVD-PHASE imported 20.0", result={"id": "x", "ok": False, "error": chain})
+    assert classify(text, 0, timed_out=True)["outcome"] == "timeout"
+    assert classify(text, 0)["outcome"] == "failed"  # the same error before any limit is a verdict
