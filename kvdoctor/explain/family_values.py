@@ -75,7 +75,7 @@ def _bare_option_words(values: dict[str, Any]) -> dict[str, Any]:
 
 _TOOLCHAIN_FAMILIES = frozenset({"ptx_newer_than_driver", "driver_too_old", "no_kernel_image", "triton_ptxas_too_old",
                                  "flashinfer_jit_toolkit", "cuda_compat_803", "moe_kernel_selection"})
-_MEMORY_FAMILIES = frozenset({"oom_profiling", "gpu_memory_occupied"})
+_MEMORY_FAMILIES = frozenset({"oom_profiling", "gpu_memory_occupied", "host_memory"})
 _VISIBILITY_FAMILIES = frozenset({"no_gpu_visible", "device_placement"})
 
 
@@ -96,6 +96,9 @@ def _fact_clauses(family: str | None, facts: dict[str, Any]) -> dict[str, Any]:
             ("logged.total_gib", "GPU total"), ("logged.weights_gib", "weights"),
             ("logged.available_kv_gib", "KV cache"), ("logged.cuda_graph_gib", "CUDA graphs"))
             if isinstance(facts.get(name), (int, float))]
+        shown += [f"{facts[name]} {label}" for name, label in (  # V0's block counts (no GiB figures of their own)
+            ("logged.gpu_blocks", "GPU blocks of KV cache"), ("logged.cpu_blocks", "CPU blocks of swap space in host RAM"))
+            if isinstance(facts.get(name), int)]
         out["memory_summary"] = (" The log's memory lines: " + ", ".join(shown) + "." if shown else
                                  " The log has no memory lines (Model loading took ..., Available KV cache memory ...)"
                                  " that would place the failure in start-up.")

@@ -496,18 +496,22 @@ def signal_lines(lines: list[LogLine]) -> list[LogLine]:
     """The lines worth matching against signatures and fact patterns: every line but the INFO/DEBUG chatter of a
     long log (past the first CHATTER_REPEATS lines of one logger call site: throughput stats, request logs,
     uvicorn's access lines). Failure lines are never chatter: they are not INFO or DEBUG."""
+    return [line for line, noise in zip(lines, chatter(lines)) if not noise]
+
+
+def chatter(lines: list[LogLine]) -> list[bool]:
+    """For each line, whether it is chatter (signal_lines leaves it out)."""
     seen: dict[object, int] = {}
-    kept = []
+    out = []
     for line in lines:
         site: object = None
         if line.level in ("INFO", "DEBUG"):
             site = line.source
         elif line.level is None and line.text[:6] in ("INFO: ", "INFO:\t", "DEBUG:"):
             site = "uvicorn"
+        count = 0
         if site is not None:
             count = seen.get(site, 0) + 1
             seen[site] = count
-            if count > CHATTER_REPEATS:
-                continue
-        kept.append(line)
-    return kept
+        out.append(count > CHATTER_REPEATS)
+    return out

@@ -31,7 +31,8 @@ _PATTERNS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = (
     (re.compile(r"KV cache size: " + _NUMBER + r" tokens"), ("kv_cache_tokens",)),
     (re.compile(r"Maximum concurrency for " + _NUMBER + r" tokens per request: " + _NUMBER + r"x"),
      ("concurrency_len", "max_concurrency")),
-    (re.compile(r"# (?:GPU|cuda) blocks: " + _NUMBER), ("gpu_blocks",)),
+    (re.compile(r"# (?:GPU|cuda) blocks: (\d+)(?:, # CPU blocks: (\d+))?"),  # V0 prints plain integers
+     ("gpu_blocks", "cpu_blocks")),
     (re.compile(r"Graph capturing finished in \d+ secs?, took " + _NUMBER + r" ?GiB"), ("cuda_graph_gib",)),
     (re.compile(r"CUDA graph pool memory: " + _NUMBER + r" ?GiB"), ("cuda_graph_gib",)),
     (re.compile(r"total_gpu_memory \(" + _NUMBER + r" ?GiB\) x gpu_memory_utilization \(" + _NUMBER + r"\) = "
@@ -57,7 +58,8 @@ def memory_facts(text: str) -> Iterator[tuple[str, float]]:
         match = pattern.search(text)
         if match:
             for name, value in zip(names, match.groups()):
-                yield PREFIX + name, _number(value)
+                if value is not None:  # an optional group the line did not have
+                    yield PREFIX + name, _number(value)
 
 
 def _number(text: str) -> float:

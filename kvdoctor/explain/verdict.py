@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterable
 
 from kvdoctor.base.literals import any_of
-from kvdoctor.explain.log_lines import LogLine
+from kvdoctor.explain.log_lines import LogLine, chatter
 from kvdoctor.explain.signatures import SignatureMatch
 from kvdoctor.explain.tracebacks import (CAUSE, CONTEXT, IGNORED, INSTALLED_PREFIX, PYTHON_OWN, TRACEBACK_START,
                                          WORKER_WRAP, ExceptionChain, LoggedException, continued, continued_parts)
@@ -545,7 +545,9 @@ def failure_evidence(
             if locate is not None and warning_gone_past(match, lines, locate):
                 continue
             add(FailureEvidence(match.line, "known failure", match.text))
-    worded = [_CRASH_PREFILTER.search(line.text) is not None for line in lines]  # the crash words' substring test
+    # the crash words' substring test, on every line but the INFO chatter signal_lines leaves out too (a long log's
+    # throughput stats and request records, past their call site's first CHATTER_REPEATS lines)
+    worded = [not noise and _CRASH_PREFILTER.search(line.text) is not None for line, noise in zip(lines, chatter(lines))]
     in_warning = _inside_warnings(lines) if any("Warning: " in line.text for line in lines) else set()
     served: set[str] = set()  # endpoints that answered a request with success
     excused: set[int] = set()  # lines of a refused request's error record

@@ -29,7 +29,9 @@ def test_each_memory_line_is_a_fact_with_its_number():
     # 0.34 logs the pool's name and both numbers on one line
     assert dict(memory_facts("CUDA KV cache size: 1,024 tokens, Maximum concurrency for 512 tokens per request: 2.00x")
                 ) == {"logged.kv_cache_tokens": 1024, "logged.concurrency_len": 512, "logged.max_concurrency": 2.0}
-    assert dict(memory_facts("# GPU blocks: 2427, # CPU blocks: 2048")) == {"logged.gpu_blocks": 2427}
+    assert dict(memory_facts("# GPU blocks: 2427, # CPU blocks: 2048")) == {"logged.gpu_blocks": 2427,
+                                                                        "logged.cpu_blocks": 2048}
+    assert dict(memory_facts("# GPU blocks: 9180")) == {"logged.gpu_blocks": 9180}  # a line without CPU blocks
     assert dict(memory_facts("Graph capturing finished in 12 secs, took 0.53 GiB")) == {"logged.cuda_graph_gib": 0.53}
     assert dict(memory_facts("the current vLLM instance can use total_gpu_memory (79.15GiB) x gpu_memory_utilization "
                              "(0.90) = 71.24GiB")) == {"logged.total_gib": 79.15, "logged.gpu_memory_utilization": 0.9,
