@@ -85,10 +85,10 @@ def ray_serve_workloads(doc: Document, source_text: str) -> list[Workload]:
     head = nodes.items(nodes.get(root, "spec", "rayClusterConfig", "headGroupSpec", "template", "spec", "containers"))
     image_node = nodes.get(head[0], "image") if head else None
     found = []
-    for index, (config, offset) in enumerate(_llm_configs(root)):
+    for index, (config, offset, held_by) in enumerate(_llm_configs(root)):
         loading = nodes.get(config, "model_loading_config")
         source = nodes.get(loading, "model_source") or nodes.get(loading, "model_id")
-        model_id = nodes.text(nodes.get(loading, "model_id")) or nodes.text(source) or f"llm_configs[{index}]"
+        model_id = nodes.text(nodes.get(loading, "model_id")) or nodes.text(source) or f"{held_by}[{index}]"
         argv = [Token(nodes.text(source) or "", _at(source, offset))] if nodes.text(source) else []
         for key, _, value in nodes.pairs(nodes.get(config, "engine_kwargs")):
             argv += _flag(key, value, _at(value, offset))
@@ -101,7 +101,7 @@ def ray_serve_workloads(doc: Document, source_text: str) -> list[Workload]:
         pin = _runtime_env_pin(nodes.get(config, "runtime_env"), offset)
         found.append(Workload(
             file=doc.file, line=_at(config, offset), platform="kubernetes", kind=kind,
-            name=owner, container=f"llm_configs {model_id}",
+            name=owner, container=f"{held_by} {model_id}",
             namespace=nodes.text(nodes.get(root, "metadata", "namespace")), image=nodes.text(image_node),
             image_line=nodes.line(image_node), argv=tuple(argv), command_line=_at(config, offset), env=tuple(env),
             gpu_selectors=selectors, cluster_gpus=ray_cluster_gpus.cluster_gpus(root),
@@ -189,7 +189,7 @@ def _engine_args(root: yaml.Node) -> list[tuple[yaml.Node, yaml.Node, int]]:
     inner, offset = _serve_config_of(root)
     found = []
     for app in nodes.items(nodes.get(inner, "applications")):
-        if nodes.get(app, "args", "llm_configs") is not None:
+        if any(nodes.get(app, "args", name) is not None for name in ("llm_configs", *_ONE_CONFIG_ARGS)):
             continue
         env = nodes.get(app, "runtime_env", "env_vars")
         if any(nodes.text(nodes.get(env, name)) for name in MODEL_ENV) and nodes.get(app, "args") is None:
@@ -223,13 +223,22 @@ def _serve_config(serve: yaml.Node | None) -> tuple[yaml.Node | None, int]:
     return inner, (nodes.line(serve) or 1) - (0 if serve.style in ("|", ">") else 1)
 
 
-def _llm_configs(root: yaml.Node) -> list[tuple[yaml.Node, int]]:
-    """(each llm_configs entry, the line offset of the text it was composed from): serveConfigV2 is a YAML string."""
+# The arguments of Ray Serve LLM's builders that hold one LLMConfig each: build_pd_openai_app's prefill and decode
+# servers (ray.serve.llm's PDServingArgs), which custom P/D builders take by the same names
+_ONE_CONFIG_ARGS = ("prefill_config", "decode_config")
+
+
+def _llm_configs(root: yaml.Node) -> list[tuple[yaml.Node, int, str]]:
+    """(each LLMConfig an application's args hold, the line offset of the text it was composed from, the argument
+    that holds it): `llm_configs` entries, and the prefill and decode configs of a disaggregated (P/D) app.
+    serveConfigV2 is a YAML string."""
     inner, offset = _serve_config_of(root)
     found = []
     for app in nodes.items(nodes.get(inner, "applications")):
         configs = nodes.items(nodes.get(app, "args", "llm_configs"))
-        found += [(config, offset) for config in configs if nodes.is_map(config)]
+        found += [(config, offset, "llm_configs") for config in configs if nodes.is_map(config)]
+        found += [(config, offset, name) for name in _ONE_CONFIG_ARGS
+                  if nodes.is_map(config := nodes.get(app, "args", name))]
     return found
 
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from kvdoctor.scan.run import read_manifests
+from kvdoctor.check.run import CheckSettings
+from kvdoctor.scan.judge import ScanDefaults
+from kvdoctor.scan.run import read_manifests, run_scan
 from tests.scan.scan_support import by_name, scan
 
 RAY_SERVICE = """\
@@ -191,3 +193,41 @@ def test_a_rayjobs_entrypoint_is_compared_with_its_clusters_most_gpus(tmp_path):
     assert "KVD201" in _rules(result)
     path.write_text(RAY_JOB.replace("replicas: 3", "replicas: 4"))
     assert "KVD201" not in _rules(scan([str(path)], tmp_path).workloads[0])
+
+
+PD_SERVE_CONFIG = """\
+applications:
+  - name: pd
+    route_prefix: /
+    import_path: ray.serve.llm:build_pd_openai_app
+    args:
+      prefill_config:
+        model_loading_config:
+          model_id: qwen
+          model_source: Qwen/Qwen2.5-7B-Instruct
+        engine_kwargs:
+          tensor_parallel_size: 2
+          kv_transfer_config: {kv_connector: NixlConnector, kv_role: kv_both}
+      decode_config:
+        model_loading_config:
+          model_id: qwen
+          model_source: Qwen/Qwen2.5-7B-Instruct
+        engine_kwargs:
+          tensor_parallel_size: 4
+          swap_space: 4
+"""
+
+
+def test_a_disaggregated_serve_config_is_two_engines_prefill_and_decode(tmp_path):
+    # Ray Serve LLM's build_pd_openai_app (PDServingArgs: prefill_config, decode_config), as a `serve run` config file
+    path = tmp_path / "pd.yaml"
+    path.write_text(PD_SERVE_CONFIG)
+    workloads = read_manifests([str(path)])[1]
+    assert [(w.kind, w.name, w.container) for w in workloads] == [
+        ("Ray Serve config", "pd.yaml", "prefill_config qwen"), ("Ray Serve config", "pd.yaml", "decode_config qwen")]
+    assert [w.argv[0].text for w in workloads] == ["Qwen/Qwen2.5-7B-Instruct"] * 2
+    assert "--tensor-parallel-size" in [t.text for t in workloads[1].argv]
+    report = run_scan([str(path)], ScanDefaults(gpu="A100", vllm_version="0.25.1", offline=True,
+                                                cache_dir=tmp_path / "cache"), CheckSettings(compile=False))
+    refused = [r for r in report.workloads if any(p.finding.rule_id == "KVD004" for p in r.placed)]
+    assert [r.workload.container for r in refused] == ["decode_config qwen"]  # --swap-space: gone by 0.25.1
