@@ -343,8 +343,9 @@ _READY = re.compile(r"Application startup complete|Uvicorn running on|Starting v
 
 def _ready(text: str) -> bool:
     """_READY behind substring tests (a 100k-line log pays three `in` tests a line, not a regex search)."""
-    return ("startup complete" in text or "running on" in text or "API server" in text) and _READY.search(
-        text) is not None
+    if "startup complete" not in text and "running on" not in text and "API server" not in text:
+        return False
+    return _READY.search(text) is not None
 
 
 # a start-up beginning: after a failure, it is another run (a restart, the user's next attempt), not the same one going on
