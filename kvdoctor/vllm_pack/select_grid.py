@@ -125,7 +125,8 @@ def v0_grid(grid: dict) -> dict | None:
     as the grid (the enum, parameters and messages shared); None when the release has no V0 grid."""
     if "v0" not in grid:
         return None
-    return {**{k: v for k, v in grid.items() if k not in ("engine", "v0")}, **grid["v0"]}
+    # V1's layer probes are not V0's: a V0 backend's layer features stay undecided
+    return {**{k: v for k, v in grid.items() if k not in ("engine", "v0", "layer_guards")}, **grid["v0"]}
 
 
 def _engine(grid: dict, inputs: SelectorInputs, version: str) -> tuple[str | None, str | None]:

@@ -62,3 +62,21 @@ def test_the_cli_exit_codes(run_cli, tmp_path):
     assert run_cli("explain", str(log)).code == 0
     result = run_cli("explain", str(log), "--fail-on", "undecided", env={"COLUMNS": "200"})
     assert result.code == 1 and "KVD427" in result.stdout
+
+
+TRACKER = ("/usr/lib/python3.10/multiprocessing/resource_tracker.py:224: UserWarning: resource_tracker: There appear "
+           "to be 5 leaked shared_memory objects to clean up at shutdown")
+
+
+@pytest.mark.parametrize("gone", [TRACKER, "Terminated", "vllm-server   Exited (137) 5 seconds ago"])
+def test_a_process_seen_gone_before_any_line_shows_vllm_up_is_a_failure(gone):
+    report = explain_text(START + gone + "\n")
+    assert report.exit_code("error") == 1 and _undecided(report) == []
+    assert [e["line"] for e in report.extra["failure_evidence"]] == [4]
+
+
+@pytest.mark.parametrize("gone", [TRACKER, "vllm-server   Exited (0) 5 seconds ago"])
+def test_a_process_gone_after_serving_or_with_exit_code_0_is_not(gone):
+    up = "INFO:     Application startup complete.\n" if gone == TRACKER else ""
+    report = explain_text(START + up + gone + "\n")
+    assert report.exit_code("error") == 0

@@ -14,6 +14,7 @@ import os
 
 from kvdoctor.builders.vllm_pack import child_engine
 from kvdoctor.builders.vllm_pack.child_backend_probes import constructor_guards
+from kvdoctor.builders.vllm_pack.child_layer_probes import layer_guards
 from kvdoctor.builders.vllm_pack.child_shared import (
     FreshVllmConfig,
     clear_caches,
@@ -86,6 +87,10 @@ def run(ctx) -> dict:
     caps = [tuple(c) for c in ctx.REQ["capabilities"]]
     ask = _Asker(fn, params, Config, config_fields, Enum, torch, paths, use_v1=True)
     out = _grid(ctx, ask, axes, caps, platform_cls, kv_values)
+    # the V1 backends' constructors with the layer features real models have (V0's are not probed: undecided there)
+    layers = _layer_guards(ctx, out["answers"], Enum, paths, caps, platform_cls, kv_values)
+    if layers is not None:
+        out["layer_guards"] = layers
     engine = None
     if "use_v1" in params and os.path.exists(os.path.join(ctx.SRC, "vllm", "attention", "backends", "xformers.py")):
         set_env("VLLM_USE_V1", "0")  # the release still has V0 (0.7-0.10): its selector, asked the same way
@@ -228,6 +233,25 @@ def _samples(ask, axes, names, caps, platform_cls):
 
 def _guards(ctx, answers, Enum, paths, caps, platform_cls, kv_values, torch):
     """Errors the chosen backends' implementation constructors raise (as for 0.20+: child_backends)."""
+    classes = _chosen_classes(answers, Enum, paths)
+    dtypes = {n: getattr(torch, n) for n in DTYPES}
+    try:
+        return constructor_guards(ctx, classes, caps, platform_cls, kv_values, dtypes)
+    except Exception as exc:
+        return {"<error>": f"{type(exc).__name__}: {exc}"[:300]}
+
+
+def _layer_guards(ctx, answers, Enum, paths, caps, platform_cls, kv_values):
+    """What the chosen backends' constructors say about the layer features real models have (as for 0.20+:
+    child_layer_probes), or None when the release's V1 layers cannot be probed (then nothing passes on them)."""
+    try:
+        return layer_guards(ctx, _chosen_classes(answers, Enum, paths), caps, platform_cls, kv_values)
+    except Exception:
+        return None
+
+
+def _chosen_classes(answers, Enum, paths) -> dict:
+    """The backend classes the grid's answers name, by name."""
     by_name = {name: path for path, name in paths.items()}
     classes = {}
     for answer in answers:
@@ -242,8 +266,4 @@ def _guards(ctx, answers, Enum, paths, caps, platform_cls, kv_values, torch):
                 classes[name] = getattr(__import__(module, fromlist=[attr]), attr)
         except Exception:
             continue
-    dtypes = {n: getattr(torch, n) for n in DTYPES}
-    try:
-        return constructor_guards(ctx, classes, caps, platform_cls, kv_values, dtypes)
-    except Exception as exc:
-        return {"<error>": f"{type(exc).__name__}: {exc}"[:300]}
+    return classes
