@@ -114,3 +114,55 @@ def test_check_on_an_h200_fails_gemma2_with_flashinfer_forced():
 def test_every_full_release_was_probed_with_layer_features():
     """Else every check of a sliding-window, sink or soft-capped model would be undecided with the version unknown."""
     assert PROBED == list(releases_with("backend_replay"))
+
+
+# ------------------------------------------------------------ releases the pack holds as vLLM's answers over a grid
+from kvdoctor.base.versions import release_numbers  # noqa: E402
+from kvdoctor.vllm_pack.store import pack_releases  # noqa: E402
+from kvdoctor.vllm_pack.select_grid import select_from_grid, v0_grid  # noqa: E402
+from kvdoctor.vllm_pack.store import load_backend_grid  # noqa: E402
+
+GRID = [v for v in pack_releases() if (0, 11) <= release_numbers(v)[:2] < (0, 20)]
+
+
+@pytest.mark.parametrize("version", GRID)
+def test_grid_releases_probed_their_v1_backends_with_layer_features(version):
+    """0.11-0.19: the backends the grid's answers name were constructed with each layer feature too, so a Gemma-2 or
+    gpt-oss model is decided there, not undecided for want of a probe."""
+    grid = load_backend_grid(version)
+    assert grid.get("layer_guards"), f"vLLM {version}: no layer probes in the pack"
+    probed = grid["layer_guards"]["probed"]
+    assert {"FLASH_ATTN", "FLASHINFER", "TRITON_ATTN"} <= set(probed)
+    assert probed["FLASHINFER"]["impl"] and probed["FLASHINFER"]["builder"]
+
+
+@pytest.mark.parametrize("version", GRID)
+def test_flex_attention_refuses_a_soft_cap_and_alibi_in_its_constructor_on_grid_releases(version):
+    """The selector lets FlexAttention through for a Gemma-2 soft cap or BLOOM's ALiBi slopes; its constructor
+    (flex_attention.py, 0.11-0.19) refuses both: a FAIL with the release's file:line, not a PASS."""
+    release = load_release(version)
+    for feature, words in ((dict(logits_soft_cap=50.0), "logits soft cap"), (dict(use_alibi=True), "alibi slopes")):
+        selection = select_backend(release, _inputs(forced_backend="FLEX_ATTENTION", **feature))
+        assert selection.error_kind == "constructor" and words in selection.error, selection
+        assert any("vllm/v1/attention/backends/flex_attention.py:" in e for e in selection.evidence)
+    # gpt-oss's sinks on an A100 with vLLM's own choice: Triton serves them, decided
+    served = select_backend(release, _inputs(forced_backend=None, has_sink=True, head_size=64, capability=(8, 0)))
+    assert served.backend == "TRITON_ATTN" and served.error is None and not served.undecided, served
+
+
+@pytest.mark.parametrize("version", GRID)
+def test_a_gemma2_layer_is_decided_on_grid_releases(version):
+    """Sliding window 4096, soft cap 50, head size 256 (Gemma-2) with vLLM's own choice on an H100: decided."""
+    selection = select_backend(load_release(version), _inputs(forced_backend=None, sliding_window=4096,
+                                                              logits_soft_cap=50.0, head_size=256))
+    assert not selection.undecided, selection
+    assert selection.backend or selection.error
+
+
+def test_the_v0_engine_does_not_borrow_v1s_layer_probes():
+    """0.10.2's V0 backends were not probed: a layer feature there stays undecided."""
+    grid = v0_grid(load_backend_grid("0.10.2"))
+    assert "layer_guards" not in grid
+    selection = select_from_grid(load_release("0.10.2"), grid, _inputs(forced_backend=None, sliding_window=4096,
+                                                                        capability=(7, 5), model_dtype="float16"))
+    assert selection.undecided or selection.error is not None, selection
