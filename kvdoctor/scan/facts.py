@@ -20,6 +20,7 @@ from kvdoctor.scan.serving_crds import PROFILE_PREFIXES
 from kvdoctor.scan.translated_options import launcher_options, refused_words
 from kvdoctor.scan.visible_devices import visible_devices
 from kvdoctor.scan.workload import Location, Workload
+from kvdoctor.vllm_pack.candidates import spelled_as_the_pack
 
 SHORT_FLAGS = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-dp": "--data-parallel-size",
                "-q": "--quantization"}  # fmt: skip
@@ -103,6 +104,8 @@ def deployment_facts(workload: Workload, defaults, settings) -> DeploymentFacts:
     if workload.non_string_item:
         sources["deploy.non_string_item"] = workload.at(workload.non_string_item[1], workload.non_string_item[0])
     version = _version(workload, defaults, values, sources, notes)
+    if version is not None:  # a pin's '0.6.3post1' is the pack's 0.6.3.post1
+        version = spelled_as_the_pack(version)
     unjudged: list[str] = []
     target = target_of(workload)
     gpu = _gpu(workload, defaults if target is None else replace(defaults, gpu=None), values, sources, notes, unjudged)

@@ -6,6 +6,7 @@ and count of a `gpu="H100:2"` keyword, and a `vllm==X` pin in the image's pip in
 from __future__ import annotations
 
 import ast
+import posixpath
 import re
 import shlex
 from dataclasses import replace
@@ -87,9 +88,12 @@ def module_constants(tree: ast.Module) -> dict[str, object]:
     for statement in tree.body:
         if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
                 and isinstance(statement.targets[0], ast.Name):  # fmt: skip
+            name = statement.targets[0].id
             value = value_of(statement.value, constants)
             if value is not None:
-                constants[statement.targets[0].id] = value
+                constants[name] = value
+            elif (gpu := _modal_gpu_object(statement.value, constants)) is not None and gpu[1] is not None:
+                constants[f"{name}.count"] = gpu[1]  # GPU_CONFIG = modal.gpu.A100(count=2): GPU_CONFIG.count is 2
     return constants
 
 
@@ -99,6 +103,8 @@ def value_of(node: ast.AST, constants: dict[str, object]) -> object | None:
         return node.value
     if isinstance(node, ast.Name):
         return constants.get(node.id)
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and f"{node.value.id}.{node.attr}" in constants:
+        return constants[f"{node.value.id}.{node.attr}"]
     if isinstance(node, ast.Attribute) and ast.unparse(node) == "sys.executable":
         return "python3"  # the app's own interpreter: `[sys.executable, "-m", "vllm.entrypoints.openai.api_server"]`
     if isinstance(node, ast.Call) and ast.unparse(node.func) in ENV_LOOKUPS and len(node.args) > 1:
@@ -114,12 +120,25 @@ def value_of(node: ast.AST, constants: dict[str, object]) -> object | None:
                 return None
             parts.append(str(inner))
         return "".join(parts)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div)):
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div, ast.Add, ast.Sub, ast.FloorDiv)):
         left, right = value_of(node.left, constants), value_of(node.right, constants)
         numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (left, right))
+        if isinstance(node.op, ast.Add) and isinstance(left, str) and isinstance(right, str):
+            return left + right  # MODELS_DIR + "/" + MODEL_NAME
+        if not numbers:
+            return None
         if isinstance(node.op, ast.Mult):
             return left * right if isinstance(left, int) and isinstance(right, int) else None
-        return left / right if numbers and right else None
+        if isinstance(node.op, ast.Add):
+            return left + right
+        if isinstance(node.op, ast.Sub):
+            return left - right
+        if isinstance(node.op, ast.FloorDiv):
+            return left // right if right else None
+        return left / right if right else None
+    if isinstance(node, ast.Call) and ast.unparse(node.func) in ("os.path.join", "posixpath.join") and node.args:
+        parts = [value_of(arg, constants) for arg in node.args]
+        return posixpath.join(*parts) if all(isinstance(part, str) for part in parts) else None
     return None
 
 
@@ -256,13 +275,23 @@ def declared_gpu(tree: ast.Module, constants: dict[str, object]) -> tuple[str, i
     Modal's older GPU objects, `modal.gpu.A100(count=2, size="80GB")`."""
     for node in ast.walk(tree):
         if isinstance(node, ast.keyword) and node.arg == GPU_KEYWORD:
-            if (gpu_object := _modal_gpu_object(node.value, constants)) is not None:
+            value_node = _assigned(tree, node.value.id) if isinstance(node.value, ast.Name) else None
+            if (gpu_object := _modal_gpu_object(value_node or node.value, constants)) is not None:
                 return gpu_object
             value = value_of(node.value, constants)
             found = GPU_SPEC.match(value) if isinstance(value, str) else None
             if found:
                 return found.group(1), int(found.group(2)) if found.group(2) else 1, node.value.lineno
     return None
+
+
+def _assigned(tree: ast.Module, name: str) -> ast.AST | None:
+    """The value of the module's last top-level `name = ...` (GPU_CONFIG = modal.gpu.A100(count=2)), or None."""
+    found = None
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in statement.targets):
+            found = statement.value
+    return found
 
 
 def _modal_gpu_object(node: ast.AST, constants: dict[str, object]) -> tuple[str, int | None, int] | None:
@@ -273,7 +302,7 @@ def _modal_gpu_object(node: ast.AST, constants: dict[str, object]) -> tuple[str,
         return None
     keywords = {keyword.arg: value_of(keyword.value, constants) for keyword in node.keywords}
     count = keywords.get("count", 1)
-    size = keywords.get("size")
+    size = keywords.get("size") or (f"{keywords['memory']}GB" if isinstance(keywords.get("memory"), int) else None)
     name = node.func.attr + (f"-{size}" if isinstance(size, str) and size else "")
     return name, count if isinstance(count, int) and not isinstance(count, bool) else None, node.lineno
 

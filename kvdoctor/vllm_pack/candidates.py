@@ -96,6 +96,15 @@ def named_release(text: str) -> NamedRelease:
                                 f"{series} release kvdoctor read ({describe_range(matching)})")  # fmt: skip
 
 
+def spelled_as_the_pack(text: str) -> str:
+    """A pack release written another way (a pin's '0.6.3post1', a tag's '0.25.1.0') as the pack spells it; any
+    other text as it is."""
+    wanted = parse_version(text)
+    if wanted is None or text in pack_releases():
+        return text
+    return next((v for v in pack_releases() if parse_version(v) == wanted), text)
+
+
 def partial_note(release: Any) -> str | None:
     """What an older release's facts lack ('... stop at 0.20.0'), or None for a release the pack read fully."""
     missing = [k for k in KINDS if k != "backend_grid" and not release.has(k)]

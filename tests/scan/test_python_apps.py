@@ -433,3 +433,39 @@ def test_a_boot_script_in_a_python_string_with_the_instance_type_of_the_program(
     assert served.workload.argv[0].text == "Qwen/Qwen2.5-7B-Instruct"
     assert served.report.facts["gpu.name"] == "A10G" and served.report.facts["vllm.version"] == "0.9.2"
     assert not any("the version is the environment's" in note for note in served.report.notes)
+
+
+OLD_STUB_APP = '''\
+import os
+
+import modal
+
+MODELS_DIR = "/llamas"
+MODEL_NAME = "neuralmagic/Meta-Llama-3.1-8B-Instruct-quantized.w4a16"
+image = modal.Image.debian_slim().pip_install("vllm==0.6.3post1")
+stub = modal.Stub("example-vllm-inference", image=image)
+GPU_CONFIG = modal.gpu.A100(memory=80, count=2)
+
+
+@stub.cls(gpu=GPU_CONFIG)
+class Model:
+    @modal.enter()
+    def load_model(self):
+        from vllm import LLM
+
+        self.llm = LLM(os.path.join(MODELS_DIR, MODEL_NAME), tensor_parallel_size=GPU_CONFIG.count,
+                       max_model_len=4096 * 2 - 1024)
+'''
+
+
+def test_a_gpu_object_held_in_a_constant_and_its_count_and_a_joined_model_path(tmp_path):
+    """Modal's 2024 examples: `GPU_CONFIG = modal.gpu.A100(memory=80, count=2)` given as `gpu=GPU_CONFIG`, its
+    `.count` as the tensor-parallel size, the model path joined from constants, a pin spelled '0.6.3post1'."""
+    (app,) = find_workloads([str(_write(tmp_path, OLD_STUB_APP, "app.py"))])[1]
+    assert [t.text for t in app.argv][:1] == ["/llamas/neuralmagic/Meta-Llama-3.1-8B-Instruct-quantized.w4a16"]
+    assert "--tensor-parallel-size" in [t.text for t in app.argv]
+    assert [t.text for t in app.argv][[t.text for t in app.argv].index("--tensor-parallel-size") + 1] == "2"
+    assert "7168" in [t.text for t in app.argv]
+    (result,) = scan([str(tmp_path / "app.py")], tmp_path, gpu=None).workloads
+    facts = result.report.facts
+    assert facts["gpu.name"] == "A100 80GB" and facts["vllm.version"] == "0.6.3.post1"  # the pack's spelling of the pin
