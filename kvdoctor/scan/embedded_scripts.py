@@ -43,6 +43,8 @@ def workloads(root: yaml.Node, file: str, source_text: str,
     for script, first, key in scripts_in(root, source_text):
         note = f"a script in `{key}` ({file}:{first}), read as a shell script run on the machine"
         env = None
+        # a boot script that pip-installs vLLM and writes the unit that runs it (user_data: pip install, cat <<EOF)
+        release = installed_in(script, first) or installed
         if UNIT_TEXT.search(script):  # cloud-init's write_files writes /etc/systemd/system/vllm.service
             script, env = systemd_units.as_script(script)
             note = f"a systemd unit in `{key}` ({file}:{first}), read as that unit's ExecStart"
@@ -51,8 +53,8 @@ def workloads(root: yaml.Node, file: str, source_text: str,
             note += f"; its {{placeholders}} filled from the document's {filled}, the others left unknown"
         for workload in script_workloads(script, first, file, name, env):
             selectors = workload.gpu_selectors or machine
-            if installed and workload.image is None and workload.vllm_pin is None:
-                workload = installed_before(workload, installed)
+            if release and workload.image is None and workload.vllm_pin is None:
+                workload = installed_before(workload, release)
             found.append(replace(workload, notes=workload.notes + (note,), gpu_selectors=selectors))
     return found
 

@@ -13,7 +13,7 @@ from pathlib import Path, PurePosixPath
 from kvdoctor.scan.command import ASSIGNMENT, SHELLS, heredocs
 from kvdoctor.scan.documents import UNIT_TEMPLATE_SUFFIXES, SourceFile
 from kvdoctor.scan import process_env
-from kvdoctor.scan.scripts import script_findings
+from kvdoctor.scan.scripts import installed_before, installed_in, script_findings
 from kvdoctor.scan.workload import EnvVar, Workload
 
 SUFFIX = ".service"
@@ -52,6 +52,9 @@ def written_by_script(script: SourceFile) -> tuple[list[Workload], list[str]]:
         note = UNIT_HEREDOC_NOTE.format(path=unit.group(1))
         found += [replace(w, notes=w.notes + (note,)) for w in workloads]
         notes += why
+    installed = installed_in(script.text, 1) if found else None
+    if installed is not None:  # `pip install vllm==X` in the script that writes and starts the unit
+        found = [installed_before(w, installed) if w.image is None and w.vllm_pin is None else w for w in found]
     return found, notes
 
 

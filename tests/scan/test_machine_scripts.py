@@ -354,3 +354,35 @@ def test_a_unit_running_a_vllm_launcher_not_in_the_tree_is_named_not_checked(tmp
     root = write_tree(tmp_path / "repo", {"vllm-server.service": unit})
     files, found, notes, unread = read_manifests([str(root)])
     assert found == [] and any("runs /root/app/launch_vllm_server.py" in n and "not checked" in n for n in notes)
+
+
+UNIT_BODY = """\
+[Unit]
+Description=vLLM
+[Service]
+ExecStart=/opt/vllm/bin/vllm serve mistralai/Mistral-7B-Instruct-v0.3 --tensor-parallel-size 4
+Restart=always
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def test_a_script_that_pip_installs_vllm_and_writes_its_unit_runs_that_release(tmp_path):
+    """`pip install vllm==X`, then `tee /etc/systemd/system/vllm.service <<EOF`: the unit runs release X."""
+    path = tmp_path / "setup.sh"
+    path.write_text("#!/bin/bash\npython3 -m venv /opt/vllm && /opt/vllm/bin/pip install vllm==0.8.5\n"
+                    f"sudo tee /etc/systemd/system/vllm.service > /dev/null <<EOF\n{UNIT_BODY}EOF\n"
+                    "sudo systemctl enable --now vllm\n")
+    _, (workload,), _, _ = read_manifests([str(path)])
+    assert workload.vllm_pin == "0.8.5" and workload.vllm_pin_line == 2
+
+
+def test_a_boot_script_that_pip_installs_vllm_and_writes_its_unit_in_terraform_user_data(tmp_path):
+    indented = "".join(f"    {line}\n" for line in UNIT_BODY.splitlines())
+    path = tmp_path / "main.tf"
+    path.write_text('resource "aws_instance" "vllm" {\n  instance_type = "g5.12xlarge"\n  user_data = <<-EOT\n'
+                    "    #!/bin/bash\n    pip install vllm==0.10.2\n"
+                    f"    cat > /etc/systemd/system/vllm.service <<EOF\n{indented}    EOF\n"
+                    "    systemctl enable --now vllm\n  EOT\n}\n")
+    (result,) = scan([str(path)], tmp_path, gpu=None).workloads
+    assert result.report.facts["vllm.version"] == "0.10.2" and result.report.facts["gpu.name"] == "A10G"
