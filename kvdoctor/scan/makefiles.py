@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, replace
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from kvdoctor.scan import scripts
 from kvdoctor.scan.documents import MAKEFILE_NAMES, SourceFile
@@ -32,7 +32,7 @@ def read(source: SourceFile) -> tuple[list[Workload], list[str]]:
     on what the recipes deploy with a command kvdoctor cannot see. A target that runs another's recipe with other
     variables is a workload of its own: `$(MAKE) run MODEL=x` in its recipe (command-line variables win over the
     file's), or `big: MODEL = x` with `big: run` (a target-specific variable reaches its prerequisites' recipes)."""
-    makefile = _parsed(source.text)
+    makefile = _parsed(source.text, Path(source.path).parent if source.path not in ("", "<stdin>") else None)
     found, notes = [], []
     for target, script, how in _target_scripts(makefile):
         workloads, unseen = scripts.script_findings(script, 1, source.path, PurePosixPath(source.path).name)
@@ -120,9 +120,9 @@ def _script(makefile: Makefile, commands: list[tuple[int, str]], variables: dict
 TARGET_VARIABLE = re.compile(r"^([A-Za-z0-9_.%/-][^:=#\t]*?)\s*:\s*(?:export\s+|override\s+)?([A-Za-z_][\w.-]*)\s*(:{1,3}=|\?=|\+=|=)\s*(.*)$")
 
 
-def _parsed(text: str) -> Makefile:
+def _parsed(text: str, folder: Path | None = None) -> Makefile:
     lines = text.split("\n")
-    variables, defines = _variables_and_defines(lines)
+    variables, defines = _variables_and_defines(lines, folder)
     recipes: dict[str, list[tuple[int, str]]] = {}
     prerequisites: dict[str, list[str]] = {}
     target_variables: dict[str, dict[str, str]] = {}
@@ -154,10 +154,17 @@ def _parsed(text: str) -> Makefile:
     return Makefile(lines, variables, defines, recipes, prerequisites, target_variables)
 
 
-def _variables_and_defines(lines: list[str]) -> tuple[dict[str, str], dict[str, list[tuple[int, str]]]]:
+INCLUDE = re.compile(r"^\s*-?(?:include|sinclude)\s+(\S[^#]*?)\s*(?:#.*)?$")
+"""`include .env`, `-include config.mk`: make reads the named files there, their assignments in order."""
+MAX_INCLUDES = 3
+
+
+def _variables_and_defines(lines: list[str], folder: Path | None = None, depth: int = 0,
+                           variables: dict[str, str] | None = None
+                           ) -> tuple[dict[str, str], dict[str, list[tuple[int, str]]]]:
     """The file's variables (name -> unexpanded value, comments cut) and define blocks (name -> (line, text) of each
-    body line), outside recipes."""
-    variables: dict[str, str] = {}
+    body line), outside recipes; an included file of the same folder (`include .env`) is read where it is named."""
+    variables = {} if variables is None else variables
     defines: dict[str, list[tuple[int, str]]] = {}
     current: str | None = None
     for at, line in enumerate(lines):
@@ -173,6 +180,17 @@ def _variables_and_defines(lines: list[str]) -> tuple[dict[str, str], dict[str, 
             defines[current] = []
             continue
         if line.startswith("\t"):
+            continue
+        included = INCLUDE.match(line) if folder is not None and depth < MAX_INCLUDES else None
+        if included:
+            for name in included.group(1).split():
+                path = folder / name
+                if "$" not in name and path.is_file():
+                    try:
+                        text = path.read_text(encoding="utf-8")
+                    except (OSError, UnicodeDecodeError):
+                        continue
+                    _variables_and_defines(text.split("\n"), folder, depth + 1, variables)
             continue
         assigned = ASSIGNMENT.match(line)
         if assigned and "(" not in assigned.group(1):

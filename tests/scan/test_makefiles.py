@@ -82,3 +82,14 @@ def test_a_variable_that_refers_to_itself_stops_expanding(tmp_path):
     path.write_text("X = $(X) --enforce-eager\nrun:\n\tvllm serve m $(X)\n")
     (served,) = find_workloads([str(path)])[1]
     assert "--enforce-eager" in [t.text for t in served.argv]
+
+
+def test_an_included_env_file_gives_the_recipes_their_variables_in_makes_order(tmp_path):
+    """`include .env` (a dotenv file make reads as assignments), then `PORT ?= 8000`: the included value stands; a
+    later plain assignment wins; a missing `-include` file is no error."""
+    (tmp_path / ".env").write_text("MODEL_NAME=meta-llama/Llama-3.1-8B-Instruct\nPORT=9000\nTP=4\n")
+    (tmp_path / "Makefile").write_text("include .env\n-include local.mk\nexport\nPORT ?= 8000\nTP = 2\n\nserve:\n"
+                                       "\tvllm serve $(MODEL_NAME) --port ${PORT} --tensor-parallel-size $(TP)\n")
+    (serve,) = find_workloads([str(tmp_path / "Makefile")])[1]
+    assert [t.text for t in serve.argv] == ["meta-llama/Llama-3.1-8B-Instruct", "--port", "9000",
+                                             "--tensor-parallel-size", "2"]
