@@ -959,12 +959,12 @@ def _last_words(lines: list[LogLine], add: Callable[[FailureEvidence], None]) ->
 
 
 # A line that shows the process gone: Python's resource tracker cleaning up after processes that died without
-# releasing their shared memory or semaphores (vLLM's workers, killed), a shell's job notice for a process killed by
-# SIGTERM, a container's status with a non-zero exit code ('Exited (137) 5 seconds ago'). Evidence only where no line
-# shows vLLM up: a server stopped after serving prints the tracker's notice too.
+# releasing their shared memory or semaphores (vLLM's workers, killed), a container's status with a non-zero exit
+# code ('Exited (137) 5 seconds ago'). Evidence only where no line shows vLLM up: a server stopped after serving
+# prints the tracker's notice too. (A shell's bare 'Terminated' is a stop someone asked for: not evidence.)
 _STOPPED = re.compile(r"resource_tracker: There appear to be \d+ leaked (?:shared_memory|semaphore) objects? to clean up "
-                      r"at shutdown|^\s*Terminated\s*$|^\s*(?:\S+\s+)?Exited \((?!0\))\d+\)")
-_STOPPED_WORDS = ("leaked", "Terminated", "Exited (")
+                      r"at shutdown|^\s*(?:\S+\s+)?Exited \((?!0\))\d+\)")
+_STOPPED_WORDS = ("leaked", "Exited (")
 
 
 _CARETS = re.compile(r"^\s+[~^]*\^[~^]*\s*$")

@@ -77,14 +77,15 @@ def test_flex_attention_refuses_alibi(run_cli):
 
 
 def test_soft_cap_on_an_unprobed_release_is_undecided(run_cli):
-    # 0.19.1 holds no layer probes: a soft-capped model there is undecided (KVD011), never a PASS
-    result, document = _check(run_cli, CONFIGS / "gemma-2-9b-it.json", "--gpu", "H100", "--vllm-version", "0.19.1")
+    # 0.9.2's metadata builders could not be probed (a soft cap is read there): a soft-capped model is undecided
+    # (KVD011), never a PASS (0.11-0.19 are probed since stop 69)
+    result, document = _check(run_cli, CONFIGS / "gemma-2-9b-it.json", "--gpu", "H100", "--vllm-version", "0.9.2")
     assert document["verdict"] != "PASS"
     assert "a logits soft cap" in document["facts"]["attention.undecided"]
 
 
 @pytest.mark.parametrize("scenario", [
-    dict(model="gemma2", gpu="H100", vllm="0.14.1"),                               # layer features, no layer probes
+    dict(model="gemma2", gpu="H100", vllm="0.9.2"),                                # layer features, builders not probed
     dict(model="mistral-fp16", gpu="A100", kv="turboquant_k8v4", vllm="0.25.1"),  # TurboQuant spec + sliding window
     dict(model="qwen", gpu="T4", kv="fp8", vllm=None),                           # the releases disagree
     dict(model="qwen", gpu="H100", vllm="0.14.1", serve=["--block-size", "7"]),    # a size vLLM was not asked about
