@@ -950,8 +950,7 @@ def _last_words(lines: list[LogLine], add: Callable[[FailureEvidence], None]) ->
     for line in lines:
         if line.level is None and any(word in line.text for word in _HANG_WORDS) and _HANG_PROSE.search(line.text):
             add(FailureEvidence(line.number, "error text", line.text.strip(), line.stream))
-    stopped = next((line for line in lines if any(w in line.text for w in _STOPPED_WORDS)
-                    and _STOPPED.search(line.text)), None)
+    stopped = next((line for line in lines if "leaked" in line.text and _STOPPED.search(line.text)), None)
     if stopped is not None and came_up(lines) is None:
         add(FailureEvidence(stopped.number, "error text", "vLLM's process stopped before any line shows it up, and "
                             f"no line says why (killed from outside, or its error went elsewhere): {stopped.text.strip()}",
@@ -959,12 +958,11 @@ def _last_words(lines: list[LogLine], add: Callable[[FailureEvidence], None]) ->
 
 
 # A line that shows the process gone: Python's resource tracker cleaning up after processes that died without
-# releasing their shared memory or semaphores (vLLM's workers, killed), a container's status with a non-zero exit
-# code ('Exited (137) 5 seconds ago'). Evidence only where no line shows vLLM up: a server stopped after serving
-# prints the tracker's notice too. (A shell's bare 'Terminated' is a stop someone asked for: not evidence.)
+# releasing their shared memory or semaphores (vLLM's workers, killed). Evidence only where no line shows vLLM up: a
+# server stopped after serving prints it too. (A container's 'Exited (137)' is a late word already; a shell's bare
+# 'Terminated' is a stop someone asked for: not evidence.)
 _STOPPED = re.compile(r"resource_tracker: There appear to be \d+ leaked (?:shared_memory|semaphore) objects? to clean up "
-                      r"at shutdown|^\s*(?:\S+\s+)?Exited \((?!0\))\d+\)")
-_STOPPED_WORDS = ("leaked", "Exited (")
+                      r"at shutdown")
 
 
 _CARETS = re.compile(r"^\s+[~^]*\^[~^]*\s*$")
