@@ -14,6 +14,7 @@ from kvdoctor.explain.families import Families, load_families
 from kvdoctor.explain.findings import build_report, unknown_finding
 from kvdoctor.explain.log_facts import read_facts
 from kvdoctor.explain.log_lines import LogLine, normalise, read_log, signal_lines
+from kvdoctor.explain.named_flag import with_named_flag
 from kvdoctor.explain.native_crash import native_crash_facts
 from kvdoctor.explain.selector import SelectorError, parse_selector_errors
 from kvdoctor.explain.signatures import SignatureMatch, match_signatures
@@ -109,6 +110,7 @@ def explain_text(text: str, rules_files: tuple[Path, ...] = ()) -> Report:
     report = annotate(report, diagnosis, families, facts, read.selector_errors, lines, chains)
     report = uphold(report, evidence, lambda line: _failure_finding(rules, line, facts))
     report = cite_failure_lines(report, evidence, unknown_failure_rule())
+    report = with_named_flag(report, lines, facts, unknown_failure_rule(), families.flag_families)
     report = with_similar_reports(report, chains, evidence, unknown_failure_rule())
     report = with_set_up(report, lines, facts, read.fact_lines, unknown_failure_rule())
     if read.shutdown_line is not None:

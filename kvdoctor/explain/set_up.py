@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, replace
 
 from kvdoctor.explain.log_lines import LogLine
+from kvdoctor.explain.named_flag import ENV_ASSIGNMENT
 from kvdoctor.model.report import Report
 
 # facts the log readers set (log_facts, command_line): (fact, how it is said, the value that is no feature)
@@ -44,8 +45,12 @@ class Feature:
     line: int | None
 
 
+MAX_ENVIRONMENT = 4
+
+
 def features(lines: list[LogLine], facts: dict, fact_lines: list[str]) -> list[Feature]:
-    """The features in play, in the order of FEATURE_FACTS then FEATURE_LINES."""
+    """The features in play, in the order of FEATURE_FACTS then FEATURE_LINES, then the vLLM environment variables the
+    run set (on its command line, exported: `VLLM_USE_V1=0 vllm serve ...`)."""
     found: list[Feature] = []
     lines_of = {text.partition(" = ")[0]: int(number) for text in fact_lines
                 if (number := text.rpartition("log line ")[2].rstrip(")")).isdigit()}
@@ -59,6 +64,16 @@ def features(lines: list[LogLine], facts: dict, fact_lines: list[str]) -> list[F
             if match:
                 found.append(Feature(said, next((g for g in match.groups() if g), "on"), line.number))
                 break
+    environment: dict[str, str] = {}
+    first = None
+    for line in lines:
+        if line.level is None and "VLLM_" in line.text:  # a log record's own words set nothing
+            for name, value in ENV_ASSIGNMENT.findall(line.text):
+                if len(environment) < MAX_ENVIRONMENT:
+                    environment.setdefault(name, value)
+                    first = first or line.number
+    if environment:
+        found.append(Feature("environment", ", ".join(f"{k}={v}" for k, v in environment.items()), first))
     return found
 
 
