@@ -100,7 +100,8 @@ def named_flag(message: str, flags: list[tuple[str, str | None, int | None]]) ->
                 and not value.startswith(("{", "[")) and _normal(value) in said:
             return NamedFlag(flag, value, "value", line)
         words = name.split("-")
-        if by_name is None and flag.startswith("--") and len(words) >= 2 and all(re.search(rf" {re.escape(w)}", said) for w in words):
+        if by_name is None and flag.startswith("--") and len(words) >= 2 \
+                and all(re.search(rf" {re.escape(w)}", said) for w in words):
             by_name = NamedFlag(flag, value, "name", line)
     return by_name
 

@@ -27,7 +27,8 @@ def test_a_flag_value_the_message_names_is_the_cause_and_the_family_is_serve_arg
     report = explain_text(log)
     assert report.exit_code("error") == 1
     assert report.extra["family"] == "serve_args"
-    assert report.extra["named_flag"] == {"flag": "--attention-backend", "value": "TORCH_SDPA", "by": "value", "line": 1}
+    assert report.extra["named_flag"] == {"flag": "--attention-backend", "value": "TORCH_SDPA", "by": "value",
+                                          "line": 1}
     first = report.findings[0]
     assert "`--attention-backend TORCH_SDPA`, which the run set (line 1)" in first.cause
     assert "Run without `--attention-backend TORCH_SDPA`" in first.fixes[0].title
