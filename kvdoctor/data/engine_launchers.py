@@ -3,6 +3,7 @@ one table kvdoctor/data/engine_launchers.yaml."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from kvdoctor.base.yaml_safe import load_yaml_cached
@@ -39,6 +40,11 @@ def _launcher(entry: dict, key: str) -> EngineLauncher:
                           frozenset(entry.get("valued", ())), frozenset(entry.get("many", ())),
                           entry.get("program"), entry.get("marker"))  # fmt: skip
 
+
+_WRAPPERS = _DATA.get("wrapper_modules") or {}
+WRAPPER_MODULE = re.compile(_WRAPPERS.get("pattern", r"(?!)"))
+"""Another project's module named for vLLM's server (`python -m skyrl...vllm_server_actor`): vLLM's serve, probably."""
+WRAPPER_NAME: str = _WRAPPERS.get("name", "a wrapper of vLLM's server")
 
 ENGINE_LAUNCHERS: dict[str, EngineLauncher] = {entry["module"]: _launcher(entry, "module") for entry in _DATA["launchers"]}
 """Module -> the launcher."""

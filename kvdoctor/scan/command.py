@@ -13,8 +13,8 @@ from typing import Iterator
 
 import yaml
 
-from kvdoctor.data.engine_launchers import (ENGINE_LAUNCHERS, EXTENSION_PROGRAMS, TRANSLATING_LAUNCHERS, EngineLauncher,
-                                            TranslatingLauncher)
+from kvdoctor.data.engine_launchers import (ENGINE_LAUNCHERS, EXTENSION_PROGRAMS, TRANSLATING_LAUNCHERS, WRAPPER_MODULE,
+                                            WRAPPER_NAME, EngineLauncher, TranslatingLauncher)
 from kvdoctor.scan import nodes
 from kvdoctor.scan.shell_arrays import expand_arrays, script_arrays
 from kvdoctor.scan.translated_options import requirements_met, translated
@@ -81,10 +81,26 @@ def words_of(node: yaml.Node | None, source_text: str, split: bool = False, null
     if not split:
         return [(Token(text, nodes.line(node)), node)]
     try:
-        words = shlex.split(text)
+        words = shell_split(text)
     except ValueError:
         words = text.split()
     return [(token, node) for token in _place(words, node, source_text)]
+
+
+# a `${...}` expansion (one level of nesting in its default): a shell, and Compose before it splits a string command,
+# read it whole, whatever spaces its default holds (`${TOOL_FLAGS:- }`, `${ARGS:-a b}`)
+_EXPANSION = re.compile(r"\$\{[^{}]*(?:\$\{[^{}]*\}[^{}]*)*\}")
+_SPACE_KEPT = ("\x00", "\x01")
+
+
+def shell_split(text: str, comments: bool = False) -> list[str]:
+    """shlex's split, with each `${...}` expansion kept in one word."""
+    spans = [m for m in _EXPANSION.finditer(text) if " " in m.group(0) or "\t" in m.group(0)]
+    for match in reversed(spans):
+        kept = match.group(0).replace(" ", _SPACE_KEPT[0]).replace("\t", _SPACE_KEPT[1])
+        text = text[:match.start()] + kept + text[match.end():]
+    words = shlex.split(text, comments=comments)
+    return [w.replace(_SPACE_KEPT[0], " ").replace(_SPACE_KEPT[1], "\t") for w in words] if spans else words
 
 
 def _is_null(node: yaml.Node) -> bool:
@@ -734,7 +750,28 @@ def _after_launcher(words: list[Token]) -> list[Token] | None:
     translating = _translating_launcher_at(rest)
     if translating is not None:
         return env + translated(rest[translating[1] :], translating[0])
+    wrapper = _wrapper_module(rest[module].text, rest[module + 1 :]) if module is not None else None
+    if wrapper is not None:
+        return env + _without_launcher_options(rest[module + 1 :], wrapper)
     return None
+
+
+def _wrapper_module(module: str, argv: list[Token]) -> EngineLauncher | None:
+    """Another project's module named for vLLM's server run with vLLM's serve flags (data/engine_launchers.yaml
+    wrapper_modules), as a launcher whose own options are those no vLLM release has; None for any other module."""
+    if not WRAPPER_MODULE.search(module) or not only_serve_flags([(token, None) for token in argv]):
+        return None
+    from kvdoctor.vllm_pack.candidates import all_serve_options
+
+    known = all_serve_options()
+    switches, valued = set(), set()
+    for index, token in enumerate(argv):
+        if not token.text.startswith("--") or canonical_option(token.text) in known:
+            continue
+        option = token.text.partition("=")[0]
+        following = argv[index + 1].text if index + 1 < len(argv) else "-"
+        (valued if "=" in token.text or not following.startswith("-") else switches).add(option)
+    return EngineLauncher(module, WRAPPER_NAME, frozenset(switches), frozenset(valued), frozenset())
 
 
 def _translating_launcher_at(words: list[Token]) -> tuple[TranslatingLauncher, int] | None:
@@ -805,11 +842,16 @@ def _after_timeout(words: list[Token], index: int) -> int:
 
 
 def engine_launcher(words: list[Token]) -> EngineLauncher | None:
-    """The engine launcher (`python -m dynamo.vllm`) the command runs, if any."""
+    """The engine launcher (`python -m dynamo.vllm`, or a wrapper module named for vLLM's server) the command runs,
+    if any."""
     for start in range(len(words)):
         module = python_module_at(words[start:])
         if module is not None and words[start + module].text in ENGINE_LAUNCHERS:
             return ENGINE_LAUNCHERS[words[start + module].text]
+        if module is not None and _translating_launcher_at(words[start:]) is None:
+            wrapper = _wrapper_module(words[start + module].text, words[start + module + 1 :])
+            if wrapper is not None:
+                return wrapper
     return None
 
 
@@ -1041,25 +1083,62 @@ def _place(words: list[str], node: yaml.Node, source_text: str) -> list[Token]:
     return _place_in(words, raw, start.line + 1)
 
 
+NEXT_WORD_LINES = 2
+"""How many written lines (not blank, not a comment) a word's first part may lie past the last word placed."""
+
+
+def _near(raw: str, word: str, cursor: int) -> int:
+    """Where ``word`` is next written from ``cursor`` on, within NEXT_WORD_LINES written lines; -1 when not there."""
+    found = raw.find(word, cursor)
+    if found < 0:
+        return -1
+    between = raw[cursor:found].split("\n")[1:]
+    written = sum(1 for line in between if line.strip() and not line.lstrip().startswith("#"))
+    return found if written <= NEXT_WORD_LINES else -1
+
+
 def _place_in(words: list[str], raw: str, first_line: int) -> list[Token]:
-    """Each word with its line: found in order in ``raw``, whose first line is ``first_line``."""
+    """Each word with its line: found in order in ``raw``, whose first line is ``first_line``. A word is looked for
+    near the last one placed (`IFS=','`, read as `IFS=,`, is not the `$(IFS=,; ...)` thirty lines down); after
+    LOST_AFTER words in a row not found there, anywhere further on."""
     placed: list[Token] = []
-    cursor = 0
+    cursor = missed = 0
     for word in words:
         if word and set(word) <= set(";&|"):  # an operator, perhaps a newline the flattening turned into `;`
             placed.append(Token(word, first_line + raw[:cursor].count("\n")))
             continue
-        # a word the shell unquoted (VAR="a b" -> VAR=a b) is not in the text as it reads: its first part is
-        head = re.split(r"[\s'\"]", word, maxsplit=1)[0] if word else ""
-        found, length = (raw.find(word, cursor), len(word)) if word else (-1, 0)
-        if found < 0 and len(head) >= 2:
-            found, length = raw.find(head, cursor), len(head)
+        found, length = -1, 0
+        for part in _written_parts(word):
+            found = raw.find(part, cursor) if missed >= LOST_AFTER else _near(raw, part, cursor)
+            if found >= 0:
+                length = len(part)
+                break
         if found < 0:
+            missed += 1
             placed.append(Token(word, first_line + raw[:cursor].count("\n")))
             continue
+        missed = 0
         placed.append(Token(word, first_line + raw[:found].count("\n")))
         cursor = found + length
     return placed
+
+
+LOST_AFTER = 2
+
+
+def _written_parts(word: str) -> list[str]:
+    """What of a word the text holds as written, longest first: the word; a word the shell unquoted (VAR="a b" ->
+    VAR=a b, VAR="$x" -> VAR=$x) up to its first space or quote, and an assignment up to its `=`."""
+    if not word:
+        return []
+    parts = [word]
+    head = re.split(r"[\s'\"]", word, maxsplit=1)[0]
+    if len(head) >= 2 and head != word:
+        parts.append(head)
+    name = word.partition("=")[0] + "="
+    if "=" in word and len(name) >= 3 and name not in parts:
+        parts.append(name)
+    return parts
 
 
 def without_unresolved(argv: list[Token]) -> tuple[list[Token], list[str]]:

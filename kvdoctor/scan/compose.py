@@ -270,11 +270,12 @@ def _interpolated(argv: list[Token], dotenv: dict[str, str], split: bool) -> tup
     out: list[Token] = []
     for token in argv:
         text = _interpolate(token.text, dotenv)
-        variable = SHELL_VARIABLE.fullmatch(token.text.strip())
-        lone_variable = variable is not None
+        variable = SHELL_VARIABLE.fullmatch(token.text.strip()) or INTERPOLATION.fullmatch(token.text.strip())
+        lone_variable = variable is not None  # `${ARGS}`, `${ARGS:-a b}`, `${ARGS-a b}`: one word, however long
         if not text.strip() and lone_variable:
             name = variable.group(1) or variable.group(2)
-            if name not in dotenv and out and _waits_for_value(out[-1].text):
+            # a default of blanks (`${TOOL_FLAGS:- }`) stands for words the host may give: unknown here, kept as such
+            if name not in dotenv and (text or out and _waits_for_value(out[-1].text)):
                 out.append(Token("${" + name + "}", token.line))
             continue
         if split and lone_variable and text != token.text and len(text.split()) > 1:

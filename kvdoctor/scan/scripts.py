@@ -703,9 +703,10 @@ def _direct(file: str, name: str, words: list[Token]) -> Workload | None:
     else:
         notes = (UNKNOWN_RELEASE_NOTE,)
     notes += run_notes
+    own = sorted(launcher.switches | launcher.valued | launcher.many) if launcher is not None else []
     if launcher is not None:
-        notes += (f"{launcher.name} (python -m {launcher.module}): vLLM's engine arguments, its own options "
-                  f"({', '.join(sorted(launcher.switches | launcher.valued | launcher.many))}) left out",)  # fmt: skip
+        notes += (f"{launcher.name} (python -m {launcher.module}): vLLM's engine arguments"
+                  + (f", its own options ({', '.join(own)}) left out" if own else ""),)
     return Workload(
         file=file, line=words[0].line, platform="script", kind="script", name=name,
         # a container runtime names the container; srun and sudo only run the command, which names it
@@ -733,7 +734,9 @@ def _environment_release(words: list[Token]) -> tuple[re.Match[str], Token] | No
 def _launcher_words(words: list[Token], launcher: EngineLauncher) -> str:
     """'python3 -m dynamo.vllm' as the script writes it."""
     at = next(i for i, w in enumerate(words) if w.text == launcher.module)
-    python = next(w for w in reversed(words[:at]) if PurePosixPath(w.text).name.startswith("python"))
+    # the interpreter may be a variable the script does not set (`"$PYTHON_BIN" -m MODULE`)
+    python = next((w for w in reversed(words[:at]) if PurePosixPath(w.text).name.startswith("python")), None) or next(
+        w for w in reversed(words[:at]) if not w.text.startswith("-"))
     return f"{PurePosixPath(python.text).name} -m {launcher.module}"
 
 

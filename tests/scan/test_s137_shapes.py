@@ -1,0 +1,103 @@
+"""Shapes found by scanning real public files gathered in round s136 (written here in their forms, not copied):
+an interpolation whose default holds spaces, a wrapper module named for vLLM's server, words placed on their own
+lines in a long script whose quoting the shell removes."""
+
+from __future__ import annotations
+
+from scan_support import by_name, scan, write_tree
+
+from kvdoctor.check.run import CheckSettings
+from kvdoctor.scan.command import script_commands, shell_split
+from kvdoctor.scan.judge import ScanDefaults
+from kvdoctor.scan.run import run_scan
+
+
+def _scan_as(path, tmp_path, version: str):
+    return run_scan([str(path)], ScanDefaults(gpu="A100", vllm_version=version, offline=True,
+                                              cache_dir=tmp_path / "cache"), CheckSettings(compile=False))
+
+
+def test_an_expansion_whose_default_holds_spaces_is_one_word():
+    assert shell_split("--enable-chunked-prefill ${TOOL_FLAGS:- } --port 8000") == [
+        "--enable-chunked-prefill", "${TOOL_FLAGS:- }", "--port", "8000"]
+    assert shell_split("${ARGS-a b ${X:-c d}} 'q r'") == ["${ARGS-a b ${X:-c d}}", "q r"]
+
+
+def test_compose_blank_default_is_the_hosts_words_and_a_default_with_spaces_is_split(tmp_path):
+    """`${TOOL_FLAGS:- }` is no `}` argument (was a false KVD004 'unrecognized arguments: }'); `${EXTRA-a b}` gives its
+    default's words, which vLLM's parser judges one by one."""
+    root = write_tree(tmp_path / "repo", {"docker-compose.yml": """services:
+  chat:
+    image: vllm/vllm-openai:v0.23.0
+    command: >
+      --model openai/gpt-oss-20b
+      --max-num-seqs ${MAX_SEQS:-2}
+      --no-enable-prefix-caching
+      ${TOOL_FLAGS:- }
+  alt:
+    image: vllm/vllm-openai:v0.23.0
+    command: >-
+      ${MODEL_ID:-Qwen/Qwen3-4B-AWQ}
+      --max-model-len 8192
+      ${EXTRA-'--enforce-eager --tool-call-parser hermes --not-a-vllm-flag'}
+"""})
+    served = by_name(scan([str(root / "docker-compose.yml")], tmp_path))
+    chat = served["chat"]
+    assert not any(p.finding.rule_id == "KVD004" and p.finding.status == "fired" for p in chat.placed)
+    assert "${TOOL_FLAGS}" in [t.text for t in chat.workload.argv]
+    alt = served["alt"]
+    refused = [p.finding for p in alt.placed if p.finding.rule_id == "KVD004" and p.finding.status == "fired"]
+    assert refused and "--not-a-vllm-flag" in refused[0].title and "--enforce-eager" not in refused[0].title
+
+
+SKYRL_LIKE = """#!/usr/bin/env bash
+set -euo pipefail
+MODULE="${MODULE:-myrl.inference_servers.vllm_server_actor}"
+split_csv() {
+  local -a parts=()
+  IFS=',' read -r -a parts <<<"$1"
+  printf '%s\\n' "${parts[@]}"
+}
+# a long stretch of the script between
+join_group() {
+  local -a group=("$@")
+  printf '%s\\n' "$(IFS=,; echo "${group[*]}")"
+}
+PORTS=(18000 18001)
+for idx in "${!PORTS[@]}"; do
+  SERVER_IDX="$idx" CUDA_VISIBLE_DEVICES="0,1" "$PYTHON_BIN" \\
+    -m "$MODULE" \\
+    --model /models/Qwen3-32B \\
+    --tensor-parallel-size 2 \\
+    --max-model-len 32768 \\
+    --enable-prefix-caching \\
+    --worker-extension-cls myrl.workers.Wrap \\
+    --rollout-group "$idx" \\
+    >"log.$idx" 2>&1 &
+done
+wait
+"""
+
+
+def test_a_module_named_for_vllms_server_run_with_vllms_flags_is_its_serve(tmp_path):
+    root = write_tree(tmp_path / "repo", {"start_servers.sh": SKYRL_LIKE})
+    (result,) = _scan_as(root / "start_servers.sh", tmp_path, "0.26.0").workloads
+    assert result.workload.container == "$PYTHON_BIN -m myrl.inference_servers.vllm_server_actor"
+    assert result.workload.line == 16
+    assert result.report.facts["serve.tensor_parallel_size"] == 2
+    # the option no vLLM release has is the wrapper's own: named, never judged
+    assert not any(p.finding.rule_id == "KVD004" and p.finding.status == "fired" for p in result.placed)
+    assert any("a wrapper of vLLM's server" in n and "--rollout-group" in n for n in result.workload.notes)
+
+
+def test_another_module_with_the_same_flags_is_no_vllm_workload(tmp_path):
+    root = write_tree(tmp_path / "repo", {"bench.sh": SKYRL_LIKE.replace("vllm_server_actor", "rollout_bench")})
+    assert not _scan_as(root / "bench.sh", tmp_path, "0.26.0").workloads
+
+
+def test_a_word_the_shell_unquoted_is_placed_near_the_last_one_not_where_it_recurs_below():
+    commands = script_commands(SKYRL_LIKE, 1)
+    read = next(c for c in commands if c[0].text == "IFS=,")
+    assert read[0].line == 6  # not line 12's `$(IFS=,; echo ...)`
+    launch = next(c for c in commands if c[0].text.startswith("SERVER_IDX="))
+    assert launch[0].line == 16
