@@ -13,9 +13,9 @@ from kvdoctor.scan import (ansible_tasks, ansible_templates, apptainer_defs, clo
                            configmap_scripts, dockerfile, dstack, dynamo, ecs, embedded_scripts, github_actions, hcl,
                            helm_release, helm_values, kaito, kserve_huggingface, kserve_runtimes, kubernetes, llmaz,
                            makefiles, markdown, nix_containers, nodes, nomad, ome_runtimes, pm2, project_pins,
-                           python_apps, python_engine_args, quadlets, ray_job, repo_images, scripts, serving_crds,
-                           sibling_runtimes, singularity_compose, skypilot, source_tree, sparkrun, supervisord,
-                           systemd_units, terraform, terraform_helm, terraform_modules, vllm_runtime)  # fmt: skip
+                           pulumi_programs, python_apps, python_engine_args, quadlets, ray_job, repo_images, scripts,
+                           serving_crds, sibling_runtimes, singularity_compose, skypilot, source_tree, sparkrun,
+                           supervisord, systemd_units, terraform, terraform_helm, terraform_modules, vllm_runtime)  # fmt: skip
 from kvdoctor.scan.chart_reader import chart_workloads
 from kvdoctor.scan.config_maps import ConfigMap, config_maps_of, with_config_maps
 from kvdoctor.scan.command import heredoc_bodies, only_serve_flags, words_of
@@ -241,7 +241,10 @@ def read_manifests(paths: list[str], values_files: tuple[Path, ...] = ()) -> tup
             notes += unseen
             continue
         if pm2.is_program(source):
-            notes += [note] if (note := pm2.unread_note(source)) else []
+            declared = pulumi_programs.workloads(source, read_document) \
+                if pulumi_programs.declares_kubernetes(source) else []
+            found += declared
+            notes += [note] if not declared and (note := pm2.unread_note(source)) else []
             continue
         if python_apps.is_python_app(source):
             launched = python_apps.workloads(source) + python_engine_args.workloads(source)

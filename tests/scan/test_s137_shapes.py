@@ -101,3 +101,62 @@ def test_a_word_the_shell_unquoted_is_placed_near_the_last_one_not_where_it_recu
     assert read[0].line == 6  # not line 12's `$(IFS=,; echo ...)`
     launch = next(c for c in commands if c[0].text.startswith("SERVER_IDX="))
     assert launch[0].line == 16
+
+
+PULUMI = """import * as pulumi from "@pulumi/pulumi";
+import * as kubernetes from "@pulumi/kubernetes";
+
+const config = new pulumi.Config();
+const vllmVersion = "v0.8.5";
+const modelId = "Qwen/Qwen2.5-32B-Instruct";
+const ns = new kubernetes.core.v1.Namespace("llm", { metadata: { name: "llm" } });
+
+export const server = new kubernetes.apps.v1.StatefulSet("vllm-server", {
+    metadata: { namespace: ns.metadata.name, name: "vllm-qwen" },
+    spec: {
+        serviceName: "vllm",
+        replicas: config.getNumber("replicas") ?? 1,
+        selector: { matchLabels: { app: "vllm" } },
+        template: {
+            metadata: { labels: { app: "vllm" } },
+            spec: {
+                nodeSelector: { "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB" },
+                containers: [{
+                    name: "server",
+                    image: `vllm/vllm-openai:${vllmVersion}`,
+                    command: ["python3", "-m", "vllm.entrypoints.openai.api_server"],
+                    args: [
+                        "--model", modelId,
+                        "--tensor-parallel-size", "4",
+                        "--max-model-len", "32768",
+                        "--disable-log-requests",
+                    ],
+                    env: [{ name: "HF_TOKEN", valueFrom: { secretKeyRef: { name: "hf", key: "token" } } }],
+                    resources: { limits: { "nvidia.com/gpu": 2 } },
+                }],
+            },
+        },
+    },
+}, { provider: undefined });
+"""
+
+
+def test_a_pulumi_typescript_program_s_kubernetes_workload_is_read_as_the_object_it_creates(tmp_path):
+    """@pulumi/kubernetes's `new kubernetes.apps.v1.StatefulSet(name, {...})`: its literal is the object's fields,
+    the program's constants put in (a template string too), a value code computes left out (replicas)."""
+    root = write_tree(tmp_path / "infra", {"index.ts": PULUMI})
+    (result,) = scan([str(root / "index.ts")], tmp_path, gpu=None).workloads
+    assert (result.workload.kind, result.workload.name) == ("StatefulSet", "vllm-qwen")
+    assert result.workload.image == "vllm/vllm-openai:v0.8.5" and result.report.facts["vllm.version"] == "0.8.5"
+    assert result.report.facts["gpu.name"].startswith("A100")
+    lines = PULUMI.splitlines()
+    parallel = next(p for p in result.placed if p.finding.rule_id == "KVD201")
+    assert parallel.finding.status == "fired"
+    assert lines[parallel.location.line - 1].strip().startswith('resources: { limits: { "nvidia.com/gpu": 2')
+
+
+def test_a_program_that_declares_no_workload_object_is_named_not_read(tmp_path):
+    root = write_tree(tmp_path / "infra", {"index.ts": 'const image = "vllm/vllm-openai:v0.9.2";\n'
+                                                     'export const x = deployImage(image);\n'})
+    report = scan([str(root / "index.ts")], tmp_path)
+    assert not report.workloads and any("a TypeScript program that names a vLLM launch" in n for n in report.notes)
