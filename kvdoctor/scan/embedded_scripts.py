@@ -101,7 +101,22 @@ def _installed_release(root: yaml.Node) -> tuple[str, Token] | None:
                                  else installed_in(nodes.text(item) or "", nodes.text_line(item))) or installed
             elif nodes.is_map(value) or nodes.is_seq(value):
                 stack.append(value)
+            elif nodes.is_scalar(value) and isinstance(value.value, str) and CLOUD_CONFIG.match(value.value):
+                installed = _installed_in_cloud_config(value) or installed  # user_data = "#cloud-config ..."
     return installed
+
+
+def _installed_in_cloud_config(value: yaml.Node) -> tuple[str, Token] | None:
+    """The release a #cloud-config document held in a string pip-installs, its word on the file's line."""
+    try:
+        inner = yaml.compose(value.value, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return None
+    found = _installed_release(inner) if inner is not None else None
+    if found is None:
+        return None
+    release, word = found
+    return release, Token(word.text, (word.line or 1) + nodes.text_line(value) - 1)
 
 
 PLACEHOLDER = re.compile(r"(?<![$\\{])\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")

@@ -160,3 +160,30 @@ def test_a_program_that_declares_no_workload_object_is_named_not_read(tmp_path):
                                                      'export const x = deployImage(image);\n'})
     report = scan([str(root / "index.ts")], tmp_path)
     assert not report.workloads and any("a TypeScript program that names a vLLM launch" in n for n in report.notes)
+
+
+def test_a_cloud_config_user_data_that_pip_installs_vllm_runs_that_release_in_the_unit_it_writes(tmp_path):
+    """Terraform's `user_data = templatefile("cloud-init.yaml.tpl", {...})`: the unit in write_files runs the vLLM
+    the runcmd pip-installs (the module's variable default fills the template)."""
+    root = write_tree(tmp_path / "infra", {
+        "main.tf": 'module "vllm" {\n  source = "./modules/vllm"\n  model  = "Qwen/Qwen2.5-7B-Instruct"\n}\n',
+        "modules/vllm/variables.tf": 'variable "model" { type = string }\nvariable "vllm_version" {\n'
+                                     '  type    = string\n  default = "0.9.2"\n}\n',
+        "modules/vllm/main.tf": 'resource "aws_instance" "vllm" {\n  instance_type = "g5.2xlarge"\n'
+                                '  user_data = templatefile("${path.module}/cloud-init.yaml.tpl", {\n'
+                                '    model = var.model\n    vllm_version = var.vllm_version\n  })\n}\n',
+        "modules/vllm/cloud-init.yaml.tpl": """#cloud-config
+write_files:
+  - path: /etc/systemd/system/vllm.service
+    content: |
+      [Service]
+      ExecStart=/opt/vllm/bin/vllm serve ${model} --port 8000 --max-model-len 8192
+runcmd:
+  - python3 -m venv /opt/vllm
+  - /opt/vllm/bin/pip install vllm==${vllm_version}
+  - systemctl enable --now vllm
+"""})
+    (result,) = scan([str(root)], tmp_path, gpu=None).workloads
+    assert result.report.facts["vllm.version"] == "0.9.2"
+    assert "Qwen/Qwen2.5-7B-Instruct" in [t.text for t in result.workload.argv]
+    assert result.report.facts["gpu.name"].startswith("A10G")
