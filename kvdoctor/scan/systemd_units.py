@@ -21,6 +21,13 @@ SECTION = re.compile(r"^\s*\[(\w[\w-]*)\]\s*$")
 SETTING = re.compile(r"^\s*(ExecStart|Environment)\s*=\s*(.*)$")
 ENVIRONMENT = re.compile(r"^\s*(Environment|EnvironmentFile)\s*=\s*(.*)$")
 EXEC_PREFIXES = "-@+!:"
+# systemd's specifiers in ExecStart (systemd.unit(5) "Specifiers"): `%%` is a `%`; the home, user and host ones read
+# as the shell's variables, the others (a template unit's instance `%i`, the unit's name `%n`, ...) as variables named
+# for them: values the unit does not state, never judged as written (`--port %i` is no invalid port)
+SPECIFIER = re.compile(r"%([A-Za-z%])")
+SPECIFIER_VARIABLES = {"h": "${HOME}", "u": "${USER}", "U": "${UID}", "H": "${HOSTNAME}", "i": "${UNIT_INSTANCE}",
+                       "I": "${UNIT_INSTANCE}", "n": "${UNIT_NAME}", "N": "${UNIT_NAME}", "p": "${UNIT_PREFIX}",
+                       "P": "${UNIT_PREFIX}"}
 
 
 def is_unit(source: SourceFile) -> bool:
@@ -166,7 +173,7 @@ def as_script(text: str) -> tuple[str, dict[str, str]]:
     section, continuing = None, False
     for line in text.replace("\r\n", "\n").split("\n"):
         if continuing:
-            out.append(line)
+            out.append(_specifiers_read(line))
             continuing = continues(line)
             continue
         if (header := SECTION.match(line)) is not None:
@@ -181,9 +188,17 @@ def as_script(text: str) -> tuple[str, dict[str, str]]:
         if key == "Environment":
             out.append("")
             continue
-        out.append(value.lstrip(EXEC_PREFIXES))
+        out.append(_specifiers_read(value.lstrip(EXEC_PREFIXES)))
         continuing = continues(line)
     return "\n".join(out), {v.name: v.value for v in environment(text)[0]}
+
+
+def _specifiers_read(line: str) -> str:
+    """An ExecStart line with systemd's specifiers as the values they stand for (SPECIFIER_VARIABLES)."""
+    if "%" not in line:
+        return line
+    return SPECIFIER.sub(lambda m: "%" if m.group(1) == "%" else SPECIFIER_VARIABLES.get(
+        m.group(1), "${SYSTEMD_SPECIFIER_" + m.group(1) + "}"), line)
 
 
 def continues(line: str) -> bool:

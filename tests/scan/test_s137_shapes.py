@@ -187,3 +187,18 @@ runcmd:
     assert result.report.facts["vllm.version"] == "0.9.2"
     assert "Qwen/Qwen2.5-7B-Instruct" in [t.text for t in result.workload.argv]
     assert result.report.facts["gpu.name"].startswith("A10G")
+
+
+def test_systemd_specifiers_are_the_values_systemd_puts_in_not_literal_words(tmp_path):
+    """A template unit's `--port %i` is the instance name, unknown here (was a false KVD004 'invalid int value: %i');
+    `%h` is the home directory; `%%` is a percent sign."""
+    root = write_tree(tmp_path / "units", {"vllm@.service": """[Service]
+Environment="MODEL=Qwen/Qwen2.5-7B-Instruct" "TP=2"
+ExecStart=%h/.venv/bin/vllm serve ${MODEL} --port %i --tensor-parallel-size ${TP} \\
+    --served-model-name qwen-%%i
+"""})
+    (result,) = scan([str(root / "vllm@.service")], tmp_path).workloads
+    assert not any(p.finding.rule_id == "KVD004" and p.finding.status == "fired" for p in result.placed)
+    assert any("--port takes its value from ${UNIT_INSTANCE}" in n for n in result.report.notes + result.workload.notes)
+    words = [t.text for t in result.workload.argv]
+    assert "qwen-%i" in words and result.report.facts["serve.tensor_parallel_size"] == 2
