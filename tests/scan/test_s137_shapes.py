@@ -202,3 +202,19 @@ ExecStart=%h/.venv/bin/vllm serve ${MODEL} --port %i --tensor-parallel-size ${TP
     assert any("--port takes its value from ${UNIT_INSTANCE}" in n for n in result.report.notes + result.workload.notes)
     words = [t.text for t in result.workload.argv]
     assert "qwen-%i" in words and result.report.facts["serve.tensor_parallel_size"] == 2
+
+
+def test_a_kubernetes_object_written_as_json_is_read_by_a_directory_walk(tmp_path):
+    root = write_tree(tmp_path / "k8s", {"vllm.json": """{
+  "apiVersion": "apps/v1",
+  "kind": "Deployment",
+  "metadata": {"name": "vllm-json"},
+  "spec": {"template": {"spec": {"containers": [{
+    "name": "vllm", "image": "vllm/vllm-openai:v0.10.2",
+    "args": ["--model", "Qwen/Qwen2.5-1.5B-Instruct", "--tensor-parallel-size", "2"],
+    "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}
+}
+""", "package.json": '{"name": "ui", "dependencies": {"vllm-client": "1.0.0"}}\n'})
+    (result,) = scan([str(root)], tmp_path).workloads
+    assert result.workload.name == "vllm-json"
+    assert next(p for p in result.placed if p.finding.rule_id == "KVD201").finding.status == "fired"  # 1 GPU, TP 2
