@@ -15,15 +15,11 @@ from pathlib import PurePosixPath
 from kvdoctor.scan.documents import CODE_SUFFIXES, VLLM_LAUNCH_TEXT, SourceFile
 from kvdoctor.scan import process_env
 from kvdoctor.scan.scripts import script_findings
+from kvdoctor.scan.js_literals import key_name, literal_value, read_tokens
 from kvdoctor.scan.workload import EnvVar, Workload
 
 PM2_SUFFIXES = (".js", ".cjs", ".mjs", ".json")
 NOTE = "a PM2 app (ecosystem file): pm2 runs its script with its args and env"
-TOKEN = re.compile(r"""//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|`(?:\\.|[^`\\])*`|[{}\[\]:,()]"""
-                   r"""|[\w$.+-]+|\S""", re.DOTALL)  # fmt: skip
-UNKNOWN = object()
-"""A value the literal computes (a call, process.env.X): left out."""
-OPENERS = {"{": "}", "[": "]", "(": ")"}
 
 
 def is_ecosystem(source: SourceFile) -> bool:
@@ -34,7 +30,7 @@ def is_ecosystem(source: SourceFile) -> bool:
 
 def read(source: SourceFile) -> tuple[list[Workload], list[str]]:
     """The workloads of the apps that run vLLM, and notes for their commands kvdoctor cannot see."""
-    tokens = _tokens(source.text)
+    tokens = read_tokens(source.text)
     found: list[Workload] = []
     notes: list[str] = []
     for app in _apps(tokens):
@@ -68,90 +64,17 @@ def unread_note(source: SourceFile) -> str | None:
             "what it renders (`pulumi preview --json`, `cdk synth`, the manifests it writes)")
 
 
-def _tokens(text: str) -> list[tuple[str, int]]:
-    found, line, last = [], 1, 0
-    for match in TOKEN.finditer(text):
-        line += text.count("\n", last, match.start())
-        last = match.start()
-        if not match.group().startswith(("//", "/*")):
-            found.append((match.group(), line))
-    return found
-
-
 def _apps(tokens: list[tuple[str, int]]) -> list[dict[str, tuple[object, int]]]:
     """The entries of the first `apps: [...]` list."""
     for index in range(len(tokens) - 2):
-        if _key(tokens[index][0]) == "apps" and tokens[index + 1][0] == ":" and tokens[index + 2][0] == "[":
-            value, _ = _value(tokens, index + 2)
+        if key_name(tokens[index][0]) == "apps" and tokens[index + 1][0] == ":" and tokens[index + 2][0] == "[":
+            value, _ = literal_value(tokens, index + 2)
             return [_object(item) for item in value] if isinstance(value, list) else []
     return []
 
 
 def _object(value: object) -> dict[str, tuple[object, int]]:
     return value if isinstance(value, dict) else {}
-
-
-def _key(text: str) -> str:
-    return text[1:-1] if text[:1] in "\"'`" and len(text) > 1 else text
-
-
-def _value(tokens: list[tuple[str, int]], index: int) -> tuple[object, int]:
-    """The literal at ``index`` as data (an object's values as (value, line)), and the index after it."""
-    text, _ = tokens[index]
-    if text == "{":
-        items: dict[str, tuple[object, int]] = {}
-        index += 1
-        while index < len(tokens) and tokens[index][0] != "}":
-            if index + 1 < len(tokens) and tokens[index + 1][0] == ":":
-                key = _key(tokens[index][0])
-                line = tokens[index + 2][1] if index + 2 < len(tokens) else tokens[index][1]
-                value, index = _value(tokens, index + 2)
-                items[key] = (value, line)
-            else:
-                index = _skip(tokens, index)  # a spread, a shorthand or a method: not data
-            if index < len(tokens) and tokens[index][0] == ",":
-                index += 1
-        return items, index + 1
-    if text == "[":
-        elements: list[object] = []
-        index += 1
-        while index < len(tokens) and tokens[index][0] != "]":
-            value, index = _value(tokens, index)
-            elements.append(value)
-            if index < len(tokens) and tokens[index][0] == ",":
-                index += 1
-        return elements, index + 1
-    end = _skip(tokens, index)
-    if end == index + 1:
-        return _scalar(text), end
-    return UNKNOWN, end
-
-
-def _skip(tokens: list[tuple[str, int]], index: int) -> int:
-    """The index of the `,` or closing bracket that ends the expression at ``index``."""
-    depth = 0
-    while index < len(tokens):
-        text = tokens[index][0]
-        if text in OPENERS:
-            depth += 1
-        elif text in OPENERS.values():
-            if depth == 0:
-                return index
-            depth -= 1
-        elif text == "," and depth == 0:
-            return index
-        index += 1
-    return index
-
-
-def _scalar(text: str) -> object:
-    if text[:1] in "\"'":
-        return bytes(text[1:-1], "utf-8").decode("unicode_escape", errors="replace")
-    if text[:1] == "`":
-        return text[1:-1]  # a template's ${...} stays a variable of the shell line
-    if re.fullmatch(r"-?\d+(?:\.\d+)?", text):
-        return text
-    return {"true": True, "false": False, "null": None}.get(text, UNKNOWN)
 
 
 def _command(app: dict[str, tuple[object, int]]) -> tuple[str, int] | None:

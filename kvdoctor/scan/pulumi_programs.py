@@ -13,7 +13,7 @@ import re
 import yaml
 
 from kvdoctor.scan.documents import Document, ReadDocument, SourceFile
-from kvdoctor.scan.pm2 import OPENERS, _key, _skip, _tokens
+from kvdoctor.scan.js_literals import OPENERS, expression_end, key_name, read_tokens
 from kvdoctor.scan.workload import Workload
 
 # @pulumi/kubernetes's classes of workload objects: <group>.<version>.<Kind>
@@ -32,7 +32,7 @@ def declares_kubernetes(source: SourceFile) -> bool:
 
 def workloads(source: SourceFile, read_document: ReadDocument) -> list[Workload]:
     """The vLLM workloads of the program's Kubernetes objects."""
-    tokens = _tokens(source.text)
+    tokens = read_tokens(source.text)
     constants = _constants(tokens)
     found: list[Workload] = []
     for index in range(len(tokens) - 4):
@@ -93,12 +93,12 @@ def _node(tokens: list[tuple[str, int]], index: int, constants: dict[str, str]) 
         index += 1
         while index < len(tokens) and tokens[index][0] != "}":
             if index + 1 < len(tokens) and tokens[index + 1][0] == ":":
-                key = _scalar(_key(tokens[index][0]), tokens[index][1])
+                key = _scalar(key_name(tokens[index][0]), tokens[index][1])
                 value, index = _node(tokens, index + 2, constants)
                 if value is not None:
                     pairs.append((key, value))
             else:
-                index = _skip(tokens, index)  # a spread, a shorthand or a method: not data
+                index = expression_end(tokens, index)  # a spread, a shorthand or a method: not data
             if index < len(tokens) and tokens[index][0] == ",":
                 index += 1
         return _mapping(pairs, line), index + 1
@@ -112,7 +112,7 @@ def _node(tokens: list[tuple[str, int]], index: int, constants: dict[str, str]) 
             if index < len(tokens) and tokens[index][0] == ",":
                 index += 1
         return yaml.SequenceNode("tag:yaml.org,2002:seq", items, _mark(line), _mark(line)), index + 1
-    end = _skip(tokens, index)
+    end = expression_end(tokens, index)
     if end != index + 1 or text in OPENERS:
         return None, end
     value = _literal(text, constants)

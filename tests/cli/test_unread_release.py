@@ -495,9 +495,9 @@ def test_old_release_judges_a_pasted_command_with_its_own_parser(run_cli):
 
 
 def test_an_unread_release_inside_the_packs_span_names_the_nearest_releases_read():
-    """vLLM 0.11.0 lies between releases the pack read (0.10.2, 0.11.2): 'outside that range' would be false."""
+    """vLLM 0.11.1 lies between releases the pack read (0.11.0, 0.11.2): 'outside that range' would be false."""
     from kvdoctor.rules.engine import _outside_read
 
-    assert "0.11.0" not in pack_releases() and {"0.10.2", "0.11.2"} <= set(pack_releases())
-    assert _outside_read("0.11.0").startswith("is not one of them (the nearest releases read: ")
+    assert "0.11.1" not in pack_releases() and {"0.11.0", "0.11.2"} <= set(pack_releases())
+    assert _outside_read("0.11.1").startswith("is not one of them (the nearest releases read: ")
     assert _outside_read("0.2.0") == _outside_read("99.0.0") == "is outside that range"

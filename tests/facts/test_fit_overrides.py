@@ -131,7 +131,7 @@ def test_kv_offloading_adds_cpu_blocks_and_leaves_the_gpu_budget(tmp_path):
     assert older["memory.fit"] == "not_modelled" and "vLLM 0.20.0" in older["memory.why_not"]
 
 
-@pytest.mark.parametrize("version", ["0.10.0", "0.11.0"])
+@pytest.mark.parametrize("version", ["0.10.1", "0.11.1"])
 def test_a_release_outside_the_pack_is_undecided_in_words_and_no_fit_rule_passes(run_cli, tmp_path, version):
     model = tmp_path / "qwen3"
     model.mkdir(exist_ok=True)

@@ -70,8 +70,8 @@ def _token_formula(function: ast.FunctionDef, functions: dict[str, ast.FunctionD
         if target == "num_tokens":
             if "max_concurrency * max_model_len" in value:
                 return "concurrency_x_len"
-            if "num_blocks // len(" in value and "min_block_size" in value:
-                return "blocks_per_group"
+            if "num_blocks // len(" in value and "block_size" in value:  # 0.9.1: the cache config's block size,
+                return "blocks_per_group"  # every group's in that release (one block size for all)
             if "num_blocks * " in value and "block_size" in value:
                 return "blocks_x_block"
             return f"unknown: {value}"

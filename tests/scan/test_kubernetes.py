@@ -267,7 +267,7 @@ def test_a_vllm_image_run_without_a_command_serves_the_releases_default_model(tm
 
 
 def test_an_unread_release_between_two_read_ones_serves_their_agreeing_default(tmp_path):
-    """vLLM 0.11.0 (not read; 0.10.2 and 0.11.2 are) run with no model: both neighbours' parsers default to
+    """vLLM 0.11.1 (not read; 0.11.0 and 0.11.2 are) run with no model: both neighbours' parsers default to
     Qwen/Qwen3-0.6B, so that is the model, said with where it comes from; a release past the newest read has no
     neighbour above it and stays an input error (no model to judge)."""
     from kvdoctor.check.run import CheckSettings
@@ -275,13 +275,13 @@ def test_an_unread_release_between_two_read_ones_serves_their_agreeing_default(t
     from kvdoctor.scan.run import run_scan
 
     compose = tmp_path / "docker-compose.yml"
-    compose.write_text("services:\n  between:\n    image: vllm/vllm-openai:v0.11.0\n"
+    compose.write_text("services:\n  between:\n    image: vllm/vllm-openai:v0.11.1\n"
                        "  beyond:\n    image: vllm/vllm-openai:v9.0.0\n")
     report = run_scan([str(compose)], ScanDefaults(offline=True, cache_dir=tmp_path / "cache"), CheckSettings(compile=False))
     results = {r.workload.name: r for r in report.workloads}
     between = results["between"]
     assert between.error is None and between.report is not None, between.error
-    assert any("serves its parser's default, Qwen/Qwen3-0.6B (the default of 0.10.2 and 0.11.2" in n
+    assert any("serves its parser's default, Qwen/Qwen3-0.6B (the default of 0.11.0 and 0.11.2" in n
                for n in between.workload.notes + between.report.notes)
     assert results["beyond"].error is not None and "no model given" in str(results["beyond"].error)
 

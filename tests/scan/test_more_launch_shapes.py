@@ -159,10 +159,11 @@ def test_a_pm2_app_with_an_interpreter_and_an_argument_list(tmp_path):
 
 
 def test_a_typescript_program_launching_vllm_is_named_not_read_as_yaml(tmp_path):
+    """A program whose vLLM launch is no @pulumi/kubernetes object literal (a CDK construct) is named, never read as
+    YAML; a Pulumi Deployment is read (tests/scan/test_s137_shapes.py)."""
     path = _write(tmp_path, "index.ts", """\
-        import * as k8s from "@pulumi/kubernetes";
-        new k8s.apps.v1.Deployment("vllm", { spec: { template: { spec: { containers: [{
-            name: "vllm", image: "vllm/vllm-openai:v0.9.2", args: ["--model", "m"] }] } } } });
+        import * as eks from "./constructs";
+        new eks.VllmService(this, "vllm", { image: "vllm/vllm-openai:v0.9.2", args: ["--model", "m"] });
         """)
     _write(tmp_path, "client.ts", 'fetch("http://vllm:8000/v1/models")\n')
     report = scan([str(tmp_path)], tmp_path, gpu=None)
@@ -173,7 +174,7 @@ def test_a_typescript_program_launching_vllm_is_named_not_read_as_yaml(tmp_path)
 
 
 def test_a_release_missing_from_the_pack_names_the_ones_read_in_its_series():
-    assert "of its series kvdoctor read 0.9.2 (--vllm-version 0.9.2" in candidates("0.9.1").note
+    assert "of its series kvdoctor read 0.9.1, 0.9.2 (--vllm-version 0.9.2" in candidates("0.9.0").note
     assert "of its series" not in candidates("0.3.0").note
 
 

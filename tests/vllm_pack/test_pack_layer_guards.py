@@ -132,8 +132,11 @@ def test_grid_releases_probed_their_v1_backends_with_layer_features(version):
     grid = load_backend_grid(version)
     assert grid.get("layer_guards"), f"vLLM {version}: no layer probes in the pack"
     probed = grid["layer_guards"]["probed"]
-    assert {"FLASH_ATTN", "FLASHINFER", "TRITON_ATTN"} <= set(probed)
-    assert probed["FLASHINFER"]["impl"] and probed["FLASHINFER"]["builder"]
+    # 0.11.0 answers FlashInfer by class path, whose module the builder cannot import (no FlashInfer stand-in):
+    # not probed, so FlashInfer with layer features stays undecided there
+    flashinfer = {"FLASHINFER"} if "backend:FLASHINFER" in grid["answers"] else set()
+    assert {"FLASH_ATTN", "TRITON_ATTN"} | flashinfer <= set(probed)
+    assert not flashinfer or (probed["FLASHINFER"]["impl"] and probed["FLASHINFER"]["builder"])
 
 
 @pytest.mark.parametrize("version", GRID)

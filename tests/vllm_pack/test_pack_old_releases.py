@@ -80,7 +80,12 @@ def test_releases_before_0_7_refuse_bf16_below_sm80_in_their_worker():
 V1_NAMES = {"FLASH_ATTN_VLLM_V1": "FLASH_ATTN", "TRITON_ATTN_VLLM_V1": "TRITON_ATTN", "TRITON_MLA_VLLM_V1": "TRITON_MLA",
             "FLASHMLA_VLLM_V1": "FLASHMLA", "XFORMERS_VLLM_V1": "XFORMERS", "TREE_ATTN_VLLM_V1": "TREE_ATTN",
             "vllm.v1.attention.backends.flashinfer.FlashInferBackend": "FLASHINFER",
-            "vllm.v1.attention.backends.mla.flashinfer_mla.FlashInferMLABackend": "FLASHINFER_MLA"}
+            "vllm.v1.attention.backends.mla.flashinfer_mla.FlashInferMLABackend": "FLASHINFER_MLA",
+            # 0.9.1-0.11.0 (read because real manifests pin them): the sparse-MLA twin, V0's class paths
+            "FLASHMLA_SPARSE_VLLM_V1": "FLASHMLA_SPARSE",
+            "vllm.attention.backends.triton_mla.TritonMLABackend": "TRITON_MLA",
+            "vllm.attention.backends.flashinfer.FlashInferBackend": "FLASHINFER",
+            "vllm.attention.backends.flashmla.FlashMLABackend": "FLASHMLA"}
 """vLLM 0.10.2's selector answers, as the names 0.11+ (and rules.yaml) give the same backends."""
 
 
@@ -157,7 +162,8 @@ def test_v0_grid_lookup_matches_vllms_own_answers(version):
             assert selection.backend == V1_NAMES.get(real, real), (sample, selection)
         else:
             assert selection.error and selection.error.split(":")[0] == real.split(":")[0], (sample, selection.error)
-    assert asked >= 300 and decided == asked, f"{decided} of {asked} decided"
+    # ~480 V0 samples, ~80% with a block size, ~25% of those head 64/256 (not probed): ~290-310 asked per release
+    assert asked >= 250 and decided == asked, f"{decided} of {asked} decided"
     backends = {a.split(":", 1)[1] for a in grid["answers"] if a.startswith("backend:")}
     assert {"XFORMERS", "FLASH_ATTN"} <= backends, backends
 

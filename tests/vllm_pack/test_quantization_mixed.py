@@ -49,8 +49,8 @@ def _static(name: str, version: str, is_moe: bool) -> dict[str, str]:
 
 
 def test_the_dispatch_is_read_from_every_release_that_has_the_class():
-    assert MIXED_RELEASES[0] == "0.17.1" and MIXED_RELEASES[-1] == pack_releases()[-1]
-    first, last = release_quantization("0.17.1").modelopt_mixed, release_quantization("0.34.0").modelopt_mixed
+    assert MIXED_RELEASES[0] == "0.17.0" and MIXED_RELEASES[-1] == pack_releases()[-1]  # 0.17.0: its first release
+    first, last = release_quantization("0.17.0").modelopt_mixed, release_quantization("0.34.0").modelopt_mixed
     assert set(first["linear"]["built"]) == {"FP8", "NVFP4"} and first["linear"]["types"] == ["LinearBase"]
     assert first["linear"]["otherwise"]["method"] == "UnquantizedLinearMethod" and first["moe"]["otherwise"]["method"] == "None"
     assert {"W4A16_NVFP4", "MXFP8", "FP8_PB_WO"} <= set(last["linear"]["built"]) and "ParallelLMHead" in last["linear"]["types"]

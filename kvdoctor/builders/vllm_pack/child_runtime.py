@@ -216,8 +216,10 @@ def _worker_dtype_check(ctx, where):
     for key, module in (("v0_worker", "vllm.worker.worker"), ("v1_worker", "vllm.v1.worker.gpu_worker")):
         try:
             fn = importlib.import_module(module)._check_if_gpu_supports_dtype
-        except Exception:
-            continue
+        except Exception:  # the module's other imports fail under the stubs (0.10.0-0.10.1: a custom op's default)
+            fn = function_alone(module, "_check_if_gpu_supports_dtype")
+            if fn is None:
+                continue
         where["check_if_supports_dtype" if not checks else f"check_if_supports_dtype.{key}"] = ctx.where(fn)
         checks.append(fn)
     if not checks:
@@ -228,6 +230,32 @@ def _worker_dtype_check(ctx, where):
             fn(dtype)
 
     return check
+
+
+def function_alone(module: str, name: str):
+    """A module-level function read alone from the module's source, with the module's `torch` and vLLM's
+    `current_platform` as its globals (what the workers' dtype check uses), when the module itself cannot be imported;
+    None when its source or the function is not there. Compiled at its own lines, so it is cited where it is."""
+    import ast
+    import importlib.util
+
+    import torch
+    from vllm.platforms import current_platform
+
+    try:
+        spec = importlib.util.find_spec(module)
+    except Exception:
+        return None
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    with open(spec.origin) as f:
+        tree = ast.parse(f.read(), spec.origin)
+    found = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == name]
+    if not found:
+        return None
+    namespace = {"torch": torch, "current_platform": current_platform, "__name__": module}
+    exec(compile(ast.Module(body=found, type_ignores=[]), spec.origin, "exec"), namespace)
+    return namespace[name]
 
 
 def _where_name(ctx, module, name):

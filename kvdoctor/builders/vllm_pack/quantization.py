@@ -46,7 +46,7 @@ MESSAGES = {
 }
 MESSAGE_FILES = ("vllm/config/vllm.py", "vllm/config/model.py", "vllm/config/__init__.py", "vllm/config.py",
                  "vllm/model_executor/model_loader/loader.py")  # 0.5-0.6: the capability check is the loader's
-_RELEASE = r"\d+\.\d+\.\d+(?:\.post\d+)?"  # 0.8.5.post1 is a release of its own
+_RELEASE = r"\d+\.\d+\.\d+(?:\.\d+)?(?:\.post\d+)?"  # 0.8.5.post1 and 0.10.1.1 are releases of their own
 _WHEEL = re.compile(rf"vllm-({_RELEASE})(?:-\d+)?-.*\.whl$")
 
 
