@@ -94,7 +94,34 @@ def module_constants(tree: ast.Module) -> dict[str, object]:
                 constants[name] = value
             elif (gpu := _modal_gpu_object(statement.value, constants)) is not None and gpu[1] is not None:
                 constants[f"{name}.count"] = gpu[1]  # GPU_CONFIG = modal.gpu.A100(count=2): GPU_CONFIG.count is 2
+    constants.update(_class_attributes(tree, constants))
     return constants
+
+
+def _class_attributes(tree: ast.Module, constants: dict[str, object]) -> dict[str, object]:
+    """`self.NAME` for a class body's `NAME = constant` or `NAME: T = modal.parameter(default=constant)` (a Modal
+    class's parameter runs with its default unless the caller gives one); a name two classes give different values is
+    left unknown."""
+    found: dict[str, object] = {}
+    clashing: set[str] = set()
+    for statement in (s for c in tree.body if isinstance(c, ast.ClassDef) for s in c.body):
+        if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) and statement.value:
+            name, node = statement.target.id, statement.value
+        elif isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0],
+                                                                                                ast.Name):
+            name, node = statement.targets[0].id, statement.value
+        else:
+            continue
+        if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("parameter"):
+            node = next((k.value for k in node.keywords if k.arg == "default"), None)
+        value = value_of(node, constants) if node is not None else None
+        key = f"self.{name}"
+        if value is None:
+            continue
+        if key in found and found[key] != value:
+            clashing.add(key)
+        found.setdefault(key, value)
+    return {k: v for k, v in found.items() if k not in clashing}
 
 
 def value_of(node: ast.AST, constants: dict[str, object]) -> object | None:

@@ -218,3 +218,25 @@ def test_a_kubernetes_object_written_as_json_is_read_by_a_directory_walk(tmp_pat
     (result,) = scan([str(root)], tmp_path).workloads
     assert result.workload.name == "vllm-json"
     assert next(p for p in result.placed if p.finding.rule_id == "KVD201").finding.status == "fired"  # 1 GPU, TP 2
+
+
+def test_a_modal_class_parameter_s_default_is_the_model_its_llm_loads(tmp_path):
+    """`model_id: str = modal.parameter(default="...")` read in `LLM(model=self.model_id)`: the default runs unless the
+    caller names another; a name two classes give different values stays unknown."""
+    root = write_tree(tmp_path / "app", {"app.py": '''import modal
+app = modal.App("offline")
+image = modal.Image.debian_slim().pip_install("vllm==0.9.2")
+
+@app.cls(gpu="A100-80GB:2", image=image)
+class Generator:
+    model_id: str = modal.parameter(default="Qwen/Qwen2.5-72B-Instruct-AWQ")
+    max_len = 32768
+
+    @modal.enter()
+    def start(self):
+        from vllm import LLM
+        self.llm = LLM(model=self.model_id, tensor_parallel_size=2, max_model_len=self.max_len)
+'''})
+    (result,) = scan([str(root / "app.py")], tmp_path, gpu=None).workloads
+    words = [t.text for t in result.workload.argv]
+    assert "Qwen/Qwen2.5-72B-Instruct-AWQ" in words and result.report.facts["serve.max_model_len"] == 32768
