@@ -456,6 +456,10 @@ def _glob_match(text: str, pattern: str, values: dict[str, str]) -> bool | None:
 
 
 IF_LINE = re.compile(r"^\s*(if|elif)\b(.*)$")
+# a top-level `case "$SIZE" in` whose arms set variables: each arm a branch, as an `if` block's (its word the value)
+CASE_LINE = re.compile(r"^\s*case\s+[\"']?\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?[\"']?\s+in\s*$")
+CASE_ARM = re.compile(r"^\s*\(?\s*[\"']?([^()\s;\"']+)[\"']?\s*\)\s*(.*)$")
+ESAC_LINE = re.compile(r"^\s*esac\b")
 ELSE_LINE = re.compile(r"^\s*else\b")
 # [[ "$MODE" == "inference" ]], [ "${MODE}" = embedding ]: in the branch it guards, MODE has that value.
 EQUALITY = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?[\"']?\s*==?\s*[\"']?([^\"'\s\]]+)")
@@ -482,36 +486,68 @@ def branch_assignments(script: str, not_run: frozenset[int] = frozenset()) -> li
     branches: list[tuple[dict[str, str], dict[str, str], int]] = []  # (tested, assigned, block)
     unknowable: dict[int, set[str]] = {}  # per block: names a branch assigns a value not known here ($(cmd))
     depth, block = 0, 0
-    for index, line in enumerate(script.splitlines()):
-        opened = IF_LINE.match(line)
-        if opened and (depth == 0 and opened.group(1) == "if" or depth == 1 and opened.group(1) == "elif"):
-            block += opened.group(1) == "if"
-            branches.append((_equalities(opened.group(2)), {}, block))
-            depth = 1
-        elif depth == 1 and ELSE_LINE.match(line):
-            branches.append(({}, {}, block))
-        elif BLOCK_CLOSES.match(line):
-            depth = max(depth - 1, 0)
-        elif BLOCK_OPENS.search(line) and depth > 0:
-            depth += 1
-        elif depth == 1 and branches and index not in not_run and (found := SCRIPT_ASSIGNMENT.match(line)):
-            word = _one_word(found.group(2))
-            adds_on = re.search(r"\$\{?" + found.group(1) + r"\b", found.group(2)) is not None
-            if word is None:
-                unknowable.setdefault(block, set()).add(found.group(1))
-            if word is not None and adds_on and not branches[-1][0]:
-                continue  # `[[ -n "$X" ]]` then ARGS="$ARGS --x $X": an optional piece, left out as `ARGS+=` is
-            if word is not None:
-                assigned = branches[-1][1]
-                if found.group(1) in assigned:  # ARGS="$ARGS --more" again in the same branch: it adds on
-                    (word,) = (t.text for t in expand_shell_variables([Token(word, None)],
-                                                                      {found.group(1): assigned[found.group(1)]}))
-                assigned[found.group(1)] = word
+    case_of: str | None = None  # the variable a top-level `case "$X" in` tests, while in it
+    for index, text in enumerate(script.splitlines()):
+        for line in (_arm_statements(text) if case_of is not None and depth == 1 else (text,)):
+            opened = IF_LINE.match(line)
+            if case_of is not None and depth == 1:  # `small)  MODEL=x ;;`: an arm opens a branch; `;;` ends a statement
+                arm = CASE_ARM.match(line)
+                if arm and not ESAC_LINE.match(line):
+                    pattern = arm.group(1)
+                    branches.append(({case_of: pattern} if re.fullmatch(r"[\w.@%+:,/-]+", pattern) else {}, {}, block))
+                    line = arm.group(2)
+                line = re.sub(r"\s*;;\s*$", "", line)
+            if depth == 0 and (case := CASE_LINE.match(line)):
+                block += 1
+                depth, case_of = 1, case.group(1)
+                continue
+            if case_of is not None and depth == 1 and ESAC_LINE.match(line):
+                depth, case_of = 0, None
+                continue
+            if opened and case_of is None and (depth == 0 and opened.group(1) == "if"
+                                               or depth == 1 and opened.group(1) == "elif"):
+                block += opened.group(1) == "if"
+                branches.append((_equalities(opened.group(2)), {}, block))
+                depth = 1
+            elif depth == 1 and ELSE_LINE.match(line):
+                branches.append(({}, {}, block))
+            elif BLOCK_CLOSES.match(line):
+                depth = max(depth - 1, 0)
+            elif BLOCK_OPENS.search(line) and depth > 0:
+                depth += 1
+            elif depth == 1 and branches and index not in not_run and (found := SCRIPT_ASSIGNMENT.match(line)):
+                word = _one_word(found.group(2))
+                adds_on = re.search(r"\$\{?" + found.group(1) + r"\b", found.group(2)) is not None
+                if word is None:
+                    unknowable.setdefault(block, set()).add(found.group(1))
+                if word is not None and adds_on and not branches[-1][0]:
+                    continue  # `[[ -n "$X" ]]` then ARGS="$ARGS --x $X": an optional piece, left out as `ARGS+=` is
+                if word is not None:
+                    assigned = branches[-1][1]
+                    if found.group(1) in assigned:  # ARGS="$ARGS --more" again in the same branch: it adds on
+                        (word,) = (t.text for t in expand_shell_variables([Token(word, None)],
+                                                                          {found.group(1): assigned[found.group(1)]}))
+                    assigned[found.group(1)] = word
     # a block where one branch's value is not known here (NUM_GPU=$(nvidia-smi -L | wc -l), else 0) gives no
     # variant for that name: the other branch's value alone would stand for a case nothing says is the one run
     kept = [(tested, {k: v for k, v in assigned.items() if k not in unknowable.get(at, ())})
             for tested, assigned, at in branches]  # fmt: skip
     return [tested | assigned for tested, assigned in kept if assigned]
+
+
+def _arm_statements(line: str) -> list[str]:
+    """A line of a `case` arm split at its unquoted `;` (`small) MODEL=x; TP=1 ;;`), empty pieces left out."""
+    pieces, quote, start = [], "", 0
+    for at, char in enumerate(line):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == ";":
+            pieces.append(line[start:at])
+            start = at + 1
+    pieces.append(line[start:])
+    return [piece for piece in pieces if piece.strip()] or [""]
 
 
 def _one_word(value: str) -> str | None:

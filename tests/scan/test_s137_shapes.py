@@ -240,3 +240,25 @@ class Generator:
     (result,) = scan([str(root / "app.py")], tmp_path, gpu=None).workloads
     words = [t.text for t in result.workload.argv]
     assert "Qwen/Qwen2.5-72B-Instruct-AWQ" in words and result.report.facts["serve.max_model_len"] == 32768
+
+
+def test_a_case_block_that_picks_the_model_is_one_workload_per_arm(tmp_path):
+    """`case "$SIZE" in small) ... ;; large) ... ;; esac` then `vllm serve "$MODEL" -tp "$TP"`: each arm's values, as an
+    `if` block's branches are (an arm on one line too); the default arm that only exits sets nothing."""
+    root = write_tree(tmp_path / "bin", {"serve.sh": """#!/bin/bash
+SIZE=${1:-small}
+case "$SIZE" in
+  small)
+    MODEL=Qwen/Qwen2.5-7B-Instruct
+    TP=1
+    ;;
+  large) MODEL=Qwen/Qwen2.5-72B-Instruct; TP=4 ;;
+  *) echo "unknown size"; exit 1 ;;
+esac
+vllm serve "$MODEL" --tensor-parallel-size "$TP" --max-model-len 16384
+"""})
+    results = scan([str(root / "serve.sh")], tmp_path).workloads
+    seen = sorted((next(t.text for t in r.workload.argv if t.text.startswith("Qwen/")),
+                   r.report.facts["serve.tensor_parallel_size"]) for r in results)
+    assert seen == [("Qwen/Qwen2.5-72B-Instruct", 4), ("Qwen/Qwen2.5-7B-Instruct", 1)]
+    assert all(any("`case` arm" in n and "SIZE=" in n for n in r.workload.notes) for r in results)
