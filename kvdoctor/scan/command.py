@@ -460,6 +460,10 @@ IF_LINE = re.compile(r"^\s*(if|elif)\b(.*)$")
 CASE_LINE = re.compile(r"^\s*case\s+[\"']?\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?[\"']?\s+in\s*$")
 CASE_ARM = re.compile(r"^\s*\(?\s*[\"']?([^()\s;\"']+)[\"']?\s*\)\s*(.*)$")
 ESAC_LINE = re.compile(r"^\s*esac\b")
+# a top-level `for NAME in A B C; do` over literal words: each item a branch (NAME=item)
+FOR_LINE = re.compile(r"^\s*for\s+([A-Za-z_][A-Za-z0-9_]*)\s+in\s+([^;]*?)\s*(?:;\s*do\b.*)?$")
+LITERAL_WORD = re.compile(r"[\w.@%+:,/=-]+")
+MAX_LOOP_ITEMS = 8
 ELSE_LINE = re.compile(r"^\s*else\b")
 # [[ "$MODE" == "inference" ]], [ "${MODE}" = embedding ]: in the branch it guards, MODE has that value.
 EQUALITY = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?[\"']?\s*==?\s*[\"']?([^\"'\s\]]+)")
@@ -487,6 +491,7 @@ def branch_assignments(script: str, not_run: frozenset[int] = frozenset()) -> li
     unknowable: dict[int, set[str]] = {}  # per block: names a branch assigns a value not known here ($(cmd))
     depth, block = 0, 0
     case_of: str | None = None  # the variable a top-level `case "$X" in` tests, while in it
+    in_loop = False  # in a top-level `for NAME in ITEMS` whose items are branches
     for index, text in enumerate(script.splitlines()):
         for line in (_arm_statements(text) if case_of is not None and depth == 1 else (text,)):
             opened = IF_LINE.match(line)
@@ -501,6 +506,13 @@ def branch_assignments(script: str, not_run: frozenset[int] = frozenset()) -> li
                 block += 1
                 depth, case_of = 1, case.group(1)
                 continue
+            loop = FOR_LINE.match(line) if depth == 0 else None
+            items = loop.group(2).split() if loop else []
+            if loop and 2 <= len(items) <= MAX_LOOP_ITEMS and all(LITERAL_WORD.fullmatch(i) for i in items):
+                block += 1  # `for model in A B; do vllm serve $model ...`: one branch per item, the body's own
+                branches += [({}, {loop.group(1): item}, block) for item in items]  # assignments belong to all
+                depth, in_loop = 1, True
+                continue
             if case_of is not None and depth == 1 and ESAC_LINE.match(line):
                 depth, case_of = 0, None
                 continue
@@ -513,9 +525,11 @@ def branch_assignments(script: str, not_run: frozenset[int] = frozenset()) -> li
                 branches.append(({}, {}, block))
             elif BLOCK_CLOSES.match(line):
                 depth = max(depth - 1, 0)
+                in_loop = in_loop and depth > 0
             elif BLOCK_OPENS.search(line) and depth > 0:
                 depth += 1
-            elif depth == 1 and branches and index not in not_run and (found := SCRIPT_ASSIGNMENT.match(line)):
+            elif depth == 1 and branches and not in_loop and index not in not_run \
+                    and (found := SCRIPT_ASSIGNMENT.match(line)):
                 word = _one_word(found.group(2))
                 adds_on = re.search(r"\$\{?" + found.group(1) + r"\b", found.group(2)) is not None
                 if word is None:

@@ -228,7 +228,7 @@ def script_findings(script: str, first_line: int, file: str, name: str, env: dic
                 workload = installed_before(workload, installed)
             if branch:
                 workload = replace(workload, notes=workload.notes + (
-                    "one workload per `if` branch or `case` arm that sets its variables: this one with "
+                    "one workload per `if` branch, `case` arm or `for` item that sets its variables: this one with "
                     + ", ".join(f"{k}={v}" for k, v in sorted(branch.items())),))  # fmt: skip
             found.append(workload)
     for offset, body in shell_heredocs(script):  # `ssh host bash <<EOF` ... `EOF`: a script the shell runs

@@ -262,3 +262,24 @@ vllm serve "$MODEL" --tensor-parallel-size "$TP" --max-model-len 16384
                    r.report.facts["serve.tensor_parallel_size"]) for r in results)
     assert seen == [("Qwen/Qwen2.5-72B-Instruct", 4), ("Qwen/Qwen2.5-7B-Instruct", 1)]
     assert all(any("`case` arm" in n and "SIZE=" in n for n in r.workload.notes) for r in results)
+
+
+def test_a_for_loop_over_literal_models_is_one_workload_per_item(tmp_path):
+    """`for model in A B; do vllm serve $model ...; done`: each item, its body's own assignments shared by all; a loop
+    over words the script computes stays one workload with the variable unknown."""
+    root = write_tree(tmp_path / "bin", {"serve_all.sh": """#!/bin/bash
+PORT=8000
+for model in Qwen/Qwen2.5-0.5B-Instruct Qwen/Qwen2.5-1.5B-Instruct; do
+  nohup vllm serve $model --port $PORT --gpu-memory-utilization 0.4 > "log_$PORT.txt" 2>&1 &
+  PORT=$((PORT+1))
+done
+wait
+""", "computed.sh": """#!/bin/bash
+for model in $(cat models.txt); do
+  vllm serve $model --gpu-memory-utilization 0.4 &
+done
+"""})
+    served = scan([str(root / "serve_all.sh")], tmp_path).workloads
+    assert sorted(t.text for r in served for t in r.workload.argv if t.text.startswith("Qwen/")) == [
+        "Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct"]
+    assert len(scan([str(root / "computed.sh")], tmp_path).workloads) == 1
