@@ -493,15 +493,15 @@ def branch_assignments(script: str, not_run: frozenset[int] = frozenset()) -> li
     case_of: str | None = None  # the variable a top-level `case "$X" in` tests, while in it
     in_loop = False  # in a top-level `for NAME in ITEMS` whose items are branches
     for index, text in enumerate(script.splitlines()):
-        for line in (_arm_statements(text) if case_of is not None and depth == 1 else (text,)):
+        # a case arm's line split at its `;` (`small) MODEL=x; TP=1 ;;`)
+        for line in (_statements(text.replace(";;", ";")) if case_of is not None and depth == 1 else (text,)):
             opened = IF_LINE.match(line)
-            if case_of is not None and depth == 1:  # `small)  MODEL=x ;;`: an arm opens a branch; `;;` ends a statement
+            if case_of is not None and depth == 1:  # `small)  MODEL=x ;;`: an arm opens a branch
                 arm = CASE_ARM.match(line)
                 if arm and not ESAC_LINE.match(line):
                     pattern = arm.group(1)
                     branches.append(({case_of: pattern} if re.fullmatch(r"[\w.@%+:,/-]+", pattern) else {}, {}, block))
                     line = arm.group(2)
-                line = re.sub(r"\s*;;\s*$", "", line)
             if depth == 0 and (case := CASE_LINE.match(line)):
                 block += 1
                 depth, case_of = 1, case.group(1)
@@ -547,21 +547,6 @@ def branch_assignments(script: str, not_run: frozenset[int] = frozenset()) -> li
     kept = [(tested, {k: v for k, v in assigned.items() if k not in unknowable.get(at, ())})
             for tested, assigned, at in branches]  # fmt: skip
     return [tested | assigned for tested, assigned in kept if assigned]
-
-
-def _arm_statements(line: str) -> list[str]:
-    """A line of a `case` arm split at its unquoted `;` (`small) MODEL=x; TP=1 ;;`), empty pieces left out."""
-    pieces, quote, start = [], "", 0
-    for at, char in enumerate(line):
-        if quote:
-            quote = "" if char == quote else quote
-        elif char in "'\"":
-            quote = char
-        elif char == ";":
-            pieces.append(line[start:at])
-            start = at + 1
-    pieces.append(line[start:])
-    return [piece for piece in pieces if piece.strip()] or [""]
 
 
 def _one_word(value: str) -> str | None:

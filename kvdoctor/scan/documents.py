@@ -190,7 +190,7 @@ def _walk(root: Path, notes: list[str]) -> list[SourceFile | ChartSource | Manif
             if name.endswith(".json"):  # an ECS task definition, a PM2 ecosystem or a Kubernetes object (`kubectl
                 # apply -f x.json`; JSON is YAML) that names vLLM; other JSON is data
                 found += _kept_if(here / name, lambda t: ('"containerDefinitions"' in t or '"apps"' in t
-                                                          or KUBERNETES_JSON.search(t) is not None)
+                                                          or _kubernetes_json(t))
                                   and "vllm" in t.lower())  # fmt: skip
                 continue
             if name.endswith(CODE_SUFFIXES):  # a PM2 ecosystem file; a Pulumi / CDK program that launches vLLM is named
@@ -218,9 +218,11 @@ def _walk(root: Path, notes: list[str]) -> list[SourceFile | ChartSource | Manif
     return found
 
 
-# A Kubernetes object (or a List of them) written as JSON: its "apiVersion" and "kind" keys.
-KUBERNETES_JSON = re.compile(r'^\s*\{(?:.|\n)*?"apiVersion"\s*:(?:.|\n)*?"kind"\s*:|^\s*\{(?:.|\n)*?"kind"\s*:(?:.|\n)*?'
-                             r'"apiVersion"\s*:')
+def _kubernetes_json(text: str) -> bool:
+    """A Kubernetes object (or a List of them) written as JSON: an object with "apiVersion" and "kind" keys."""
+    return text.lstrip().startswith("{") and '"apiVersion"' in text and '"kind"' in text
+
+
 # A Kubernetes object's first lines: `apiVersion:` and `kind:` at the top level.
 KUBERNETES_HEAD = re.compile(r"^apiVersion:.*\n(?:.*\n)*?kind:|^kind:.*\n(?:.*\n)*?apiVersion:", re.MULTILINE)
 

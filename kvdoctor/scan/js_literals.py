@@ -79,6 +79,8 @@ def expression_end(tokens: list[tuple[str, int]], index: int) -> int:
 
 
 def scalar(text: str) -> object:
+    """A token's value: a string unquoted (a template string as written), a number as its text, true / false / null,
+    else UNKNOWN."""
     if text[:1] in "\"'":
         return bytes(text[1:-1], "utf-8").decode("unicode_escape", errors="replace")
     if text[:1] == "`":

@@ -2,8 +2,9 @@
 whose `script` (with its `args`, and an `interpreter` other than node or none) runs vLLM, read as the shell line pm2
 starts, with the entry's `env` as its variables and its `name` as the workload's. The JavaScript object literal is
 read as data (strings, numbers, lists, objects); a value computed by code (`process.env.X`, a function call) is not
-known here and is left out. Any other JavaScript or TypeScript file that names a vLLM launch (a Pulumi or CDK
-program) is named, not read."""
+known here and is left out (scan/js_literals.py). A Pulumi program's Kubernetes objects are read by
+scan/pulumi_programs.py; any other JavaScript or TypeScript file that names a vLLM launch (a CDK program) is named, not
+read."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ import re
 import yaml
 
 from kvdoctor.scan.documents import Document, ReadDocument, SourceFile
-from kvdoctor.scan.js_literals import OPENERS, expression_end, key_name, read_tokens
+from kvdoctor.scan.js_literals import OPENERS, expression_end, key_name, read_tokens, scalar
 from kvdoctor.scan.workload import Workload
 
 # @pulumi/kubernetes's classes of workload objects: <group>.<version>.<Kind>
@@ -42,8 +42,8 @@ def workloads(source: SourceFile, read_document: ReadDocument) -> list[Workload]
         if resource is None:
             continue
         name, after = _node(tokens, index + 3, constants)
-        if tokens[after][0] != "," or tokens[after + 1][0] != "{":
-            continue
+        if after + 1 >= len(tokens) or tokens[after][0] != "," or tokens[after + 1][0] != "{":
+            continue  # a call cut short at the file's end, or arguments that are no literal
         fields, _ = _node(tokens, after + 1, constants)
         if not isinstance(fields, yaml.MappingNode):
             continue
@@ -73,15 +73,12 @@ def _constants(tokens: list[tuple[str, int]]) -> dict[str, str]:
 
 def _literal(text: str, constants: dict[str, str]) -> str | None:
     """A string or number literal's value (a template string's ${NAME} put in from ``constants``), else None."""
-    if text[:1] in "\"'" and len(text) > 1:
-        return bytes(text[1:-1], "utf-8").decode("unicode_escape", errors="replace")
     if text[:1] == "`" and len(text) > 1:
         body = text[1:-1]
         missing = [n for n in _TEMPLATE_VARIABLE.findall(body) if n not in constants]
         return None if missing else _TEMPLATE_VARIABLE.sub(lambda m: constants[m.group(1)], body)
-    if re.fullmatch(r"-?\d+(?:\.\d+)?", text):
-        return text
-    return None
+    value = scalar(text)
+    return value if isinstance(value, str) else None
 
 
 def _node(tokens: list[tuple[str, int]], index: int, constants: dict[str, str]) -> tuple[yaml.Node | None, int]:

@@ -283,3 +283,10 @@ done
     assert sorted(t.text for r in served for t in r.workload.argv if t.text.startswith("Qwen/")) == [
         "Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct"]
     assert len(scan([str(root / "computed.sh")], tmp_path).workloads) == 1
+
+
+def test_a_pulumi_program_cut_short_at_its_end_is_no_traceback(tmp_path):
+    root = write_tree(tmp_path / "infra", {"index.ts": 'import * as k8s from "@pulumi/kubernetes";\n'
+                                                     'new k8s.apps.v1.Deployment(prefix + name + suffix'})
+    report = scan([str(root / "index.ts")], tmp_path)
+    assert not report.workloads and report.unread == ()
