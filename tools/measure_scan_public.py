@@ -46,6 +46,10 @@ class Tally:
     errors: int = 0
     false_errors: int = 0
     false_beyond: int = 0
+    renamed: int = 0
+    """Expected workloads not found by (name, container) but paired with a workload found beyond the index in the same
+    file that shares the name or the container, or whose name holds the other's: found, named otherwise."""
+    renamed_checked: int = 0
     """False errors on workloads the index does not name (found beyond it: often the same workload, named otherwise)."""
     undecided_errors: int = 0
     details: list[str] = field(default_factory=list)
@@ -142,6 +146,15 @@ def measure(entries: list[dict], details: bool) -> Tally:
                     tally.false_errors += 1
                     tally.false_by_rule.setdefault(rule, [0, 0])[0] += 1
                     tally.details.append(f"{entry['file']}:{line}: {key} false error {rule}")
+        unpaired = [key for key in results if key not in expected]
+        for key in expected:
+            if key in results:
+                continue
+            other = next((k for k in unpaired if _same_workload(key, k)), None)
+            if other is not None:
+                unpaired.remove(other)
+                tally.renamed += 1
+                tally.renamed_checked += is_checked(results[other])
         for key, result in results.items():
             if key not in expected:
                 tally.extra += 1
@@ -154,6 +167,16 @@ def measure(entries: list[dict], details: bool) -> Tally:
     if not details:
         tally.details = []
     return tally
+
+
+def _same_workload(want: tuple, got: tuple) -> bool:
+    """A found workload named otherwise than the index names it: the same name or container, or one name inside the
+    other ('vllm' and 'vllm-vllm', a Makefile's 'run-llm' and 'Makefile:run-llm')."""
+    (name, container), (got_name, got_container) = want, got
+    if name == got_name or (container and container == got_container):
+        return True
+    name, got_name = (name or "").lower(), (got_name or "").lower()
+    return bool(name and got_name) and (name in got_name or got_name in name)
 
 
 def whole_folder_finishes(entries: list[dict]) -> tuple[bool, int, int, int]:
@@ -198,6 +221,8 @@ def main() -> int:
           f"{tally.unread} unread")  # fmt: skip
     print(f"workloads: {tally.expected} expected, {tally.found} found, {tally.checked} checked, "
           f"{tally.extra} found beyond the index")  # fmt: skip
+    print(f"  of the {tally.expected - tally.found} not found by the index's (name, container): {tally.renamed} found "
+          f"under another name in the same file ({tally.renamed_checked} checked)")  # fmt: skip
     print(f"error findings: {tally.errors}, false errors: {tally.false_errors} "
           f"({tally.false_beyond} of them on workloads beyond the index) "
           f"(and {tally.undecided_errors} error rules left undecided, each naming the input that decides it)")

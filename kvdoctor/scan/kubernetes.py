@@ -234,7 +234,7 @@ def _of_unlisted_kind(workload: Workload, root: yaml.Node, kind: str) -> Workloa
                          + (f"; the cluster's {cluster[0]} GPU(s) at most are, for a shortfall" if cluster else ""))
         workload = replace(workload, gpu_limit=None, gpu_limit_line=None, cluster_gpus=cluster)
     uri = nodes.get(root, *MODEL_URI_KINDS[kind]) if kind in MODEL_URI_KINDS else None
-    if nodes.text(uri) and _names_no_model(workload.argv):
+    if nodes.text(uri) and names_no_model(workload.argv):
         text = str(nodes.text(uri))
         scheme, _, rest = text.rpartition("://")
         model = rest if kind == "LLMInferenceService" or scheme == "hf" else f"$({text})"  # pvc://: a path not known here
@@ -245,7 +245,7 @@ def _of_unlisted_kind(workload: Workload, root: yaml.Node, kind: str) -> Workloa
     return replace(workload, notes=tuple(notes))
 
 
-def _names_no_model(argv: tuple[Token, ...]) -> bool:
+def names_no_model(argv: tuple[Token, ...]) -> bool:
     from kvdoctor.facts.probes.serve_args import parse_serve_command
 
     return parse_serve_command([t.text for t in argv], {}).model is None

@@ -9,7 +9,7 @@ from typing import Callable
 from kvdoctor.check.run import CheckSettings
 from pathlib import Path
 
-from kvdoctor.scan import (ansible_tasks, ansible_templates, apptainer_defs, cloud_build, compose, compose_include,
+from kvdoctor.scan import (ansible_tasks, ansible_templates, apptainer_defs, chart_values, cloud_build, compose, compose_include,
                            configmap_scripts, dockerfile, dstack, dynamo, ecs, embedded_scripts, github_actions, hcl,
                            helm_release, helm_values, kaito, kserve_huggingface, kserve_runtimes, kubernetes, llmaz,
                            makefiles, markdown, nix_containers, nodes, nomad, ome_runtimes, pm2, project_pins,
@@ -53,6 +53,7 @@ READERS = (
     (cloud_build.is_cloud_build, cloud_build.workloads),
     (ecs.is_task_definition, ecs.task_definition_workloads),
     (ansible_tasks.is_tasks, lambda doc, text: ansible_tasks.workloads(doc, text, read_document)),
+    (chart_values.is_container_values, chart_values.workloads),  # last: any other kind's reader first
 )
 
 

@@ -157,7 +157,13 @@ def test_vllm_under_other_image_names_is_found_and_unread_kinds_are_named(tmp_pa
         shutil.copy(MANIFESTS / SHAPES / name, copies / name)
     report = scan([str(copies / "other-images-and-kinds.yaml"), str(copies / "chart-raw-values.yaml")], tmp_path)
     found = by_name(report)
-    assert set(found) == {"granite-ubi9", "local-build", "qwen-llmisvc"}
+    assert set(found) == {"granite-ubi9", "local-build", "qwen-llmisvc", "shapes"}
+    # a chart's raw values, its chart not scanned (scan/chart_values.py): the container they describe, the model
+    # from model.name (the arguments name none), the GPU count left to the templates
+    raw = found["shapes"].workload
+    assert [t.text for t in raw.argv][:2] == ["meta-llama/Llama-3.1-8B-Instruct", "--max-model-len=8192"]
+    assert raw.kind == "Helm values (chart not scanned)" and raw.gpu_limit is None
+    assert any("values key model.name" in n for n in raw.notes)
     assert [t.text for t in found["local-build"].workload.argv][:1] == ["--model=/weights/mistral-7b-instruct"]
     assert any("runs its own entrypoint with vLLM serve options only" in n for n in found["local-build"].report.notes)
     # an LLMInferenceService's container main without a command runs the controller's config template's command
@@ -168,7 +174,7 @@ def test_vllm_under_other_image_names_is_found_and_unread_kinds_are_named(tmp_pa
                                                       "--enable-prefix-caching", "--kv-cache-dtype", "fp8"]  # fmt: skip
     assert llmisvc.workload.image == "ghcr.io/llm-d/llm-d:v0.2.0"
     assert any("spec.model.uri" in n for n in llmisvc.report.notes)
-    assert any("chart-raw-values.yaml" in n and "a chart's raw values" in n for n in report.notes)
+    assert not any("chart-raw-values.yaml" in n and "a chart's raw values" in n for n in report.notes)
     # KServe's Hugging Face runtime serves it with vLLM (kserve_huggingface.py): read, its release unknown, never a PASS
     (predictor,) = scan([rel(f"{SHAPES}/kserve-predictor-model.yaml")], tmp_path).workloads
     assert [t.text for t in predictor.workload.argv] == ["meta-llama/meta-llama-3-8b-instruct"]
