@@ -19,6 +19,7 @@ from kvdoctor.explain.native_crash import native_crash_facts
 from kvdoctor.explain.selector import SelectorError, parse_selector_errors
 from kvdoctor.explain.signatures import SignatureMatch, match_signatures
 from kvdoctor.explain.set_up import with_set_up
+from kvdoctor.explain.framework_call import with_framework_call
 from kvdoctor.explain.similar_reports import with_similar_reports
 from kvdoctor.explain.start_up_shown import with_start_up_shown
 from kvdoctor.explain.tracebacks import (ExceptionChain, parse_chains, trailing_cut_frames, with_torchscript_originals,
@@ -112,6 +113,7 @@ def explain_text(text: str, rules_files: tuple[Path, ...] = ()) -> Report:
     report = cite_failure_lines(report, evidence, unknown_failure_rule())
     report = with_named_flag(report, lines, facts, unknown_failure_rule(), families.flag_families)
     report = with_similar_reports(report, chains, evidence, unknown_failure_rule())
+    report = with_framework_call(report, chains, unknown_failure_rule(), families.frameworks_on_vllm)
     report = with_set_up(report, lines, facts, read.fact_lines, unknown_failure_rule())
     if read.shutdown_line is not None:
         first = read.survived[0]

@@ -68,9 +68,11 @@ class Families:
     interface_drift_rule: str = ""
     """The rule for a caller and a callee of different releases disagreeing on vLLM's interface (interface_drift.py)."""
     interface_drift_libraries: frozenset[str] = frozenset()
+    """Top-level packages whose own code raising such an error means the interface is theirs, not vLLM's."""
     flag_families: dict[str, str] = field(default_factory=dict)
     """Serve flag -> the family of a failure no rule knows whose message names that flag (explain/named_flag.py)."""
-    """Top-level packages whose own code raising such an error means the interface is theirs, not vLLM's."""
+    frameworks_on_vllm: dict[str, str] = field(default_factory=dict)
+    """Package -> name of frameworks that drive vLLM (explain/framework_call.py)."""
     request_rules_kept: frozenset[str] = frozenset()
     """Rules whose failure can only come after start-up (waking from sleep mode): their family stays at request time."""
 
@@ -166,6 +168,7 @@ def load_families() -> Families:
         interface_drift_libraries=frozenset((data.get("interface_drift") or {}).get("other_packages") or ()),
         request_rules_kept=frozenset(data.get("request_rules_kept") or ()),
         flag_families={str(flag): str(family) for flag, family in (data.get("flag_families") or {}).items()},
+        frameworks_on_vllm={str(package): str(name) for package, name in (data.get("frameworks_on_vllm") or {}).items()},
     )
 
 
