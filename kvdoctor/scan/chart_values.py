@@ -2,7 +2,7 @@
 
 Charts written with `helm create` and most charts for one model server take the container from their values as they
 are: `image.repository`/`image.tag` (or one `image` string), `command`, `args` (and `extraArgs` after them), `env`
-(a list or a name -> value map), `nodeSelector`. A values file (no `kind`) holding such a mapping whose
+(a list or a name -> value map), `nodeSelector`, and keys named for vLLM's options (`maxModelLen: 8192`). A values file (no `kind`) holding such a mapping whose
 image is vLLM's, or a build of it, with a command or arguments is read as that container; what the chart's
 templates add is not known, so the workload says so, and its GPU count (`resources`, times the pods of a group in a
 LeaderWorkerSet chart) is left to them: unknown here. A chart scanned with its templates is rendered instead
@@ -11,6 +11,7 @@ LeaderWorkerSet chart) is left to them: unknown here. A chart scanned with its t
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,6 +31,10 @@ NAME_KEYS = ("fullnameOverride", "nameOverride", "name")
 MODEL_KEYS = (("model",), ("model", "name"), ("model", "id"), ("model", "repository"), ("modelName",), ("modelId",),
               ("model_id",), ("modelURL",), ("hfModel",), ("servedModel",))
 """Where values name the model a template passes to vLLM when the arguments do not (`--model {{ .Values.model.name }}`)."""
+MIN_KEYED_OPTIONS = 2  # one key named like an option (`port`, `dtype`) is any chart's; two, with a vLLM image, are vLLM's
+NOT_KEYED = frozenset({"--model", "--host", "--port", "--name", "--image"})  # the model: MODEL_KEYS; the rest: not settings
+_FLAG_TAG = "tag:kvdoctor,2026:keyed-flag"
+_CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
 MAX_DEPTH = 3  # values nest the server under a key or two (`vllm:`, `server.deployment:`), not deeper
 NOTE = ("read from a chart's values whose chart is not in the scanned files, as the container its templates make of "
         "image, command, args and env; what the templates add, and how many GPUs a pod gets, are not known (scan the chart with "
@@ -107,7 +112,40 @@ def _describes_vllm_container(values: yaml.Node) -> bool:
     image = _image(values)
     if not image or not (runs_vllm_entrypoint(image) or is_vllm_build(image)):
         return False
-    return any(nodes.is_seq(nodes.get(values, key)) or nodes.text(nodes.get(values, key)) for key in CONTAINER_KEYS)
+    return any(nodes.is_seq(nodes.get(values, key)) or nodes.text(nodes.get(values, key)) for key in CONTAINER_KEYS) \
+        or sum(word.tag == _FLAG_TAG for word in _keyed_options(values)) >= MIN_KEYED_OPTIONS
+
+
+def _keyed_options(values: yaml.Node) -> list[yaml.Node]:
+    """The words of values keys named for vLLM's options (`maxModelLen: 8192` -> --max-model-len 8192, `enforceEager:
+    true` -> --enforce-eager), which a chart's templates turn into its flags; options of the newest release read."""
+    options = _newest_options()
+    words: list[yaml.Node] = []
+    for key, key_node, value in nodes.pairs(values):
+        flag = "--" + _CAMEL.sub(r"-\1", key).replace("_", "-").lower()
+        if flag in NOT_KEYED or flag not in options or not nodes.is_scalar(value):
+            continue
+        text = (nodes.text(value) or "").strip()
+        if options[flag].takes_value and text and "{{" not in text:
+            words += [_flag(flag, key_node), value]
+        elif not options[flag].takes_value and text.lower() in ("true", "yes", "on"):
+            words.append(_flag(flag, key_node))
+    return words
+
+
+def _flag(flag: str, key_node: yaml.Node) -> yaml.ScalarNode:
+    """The flag a key stands for, placed at the key and tagged as one (a value may read like a flag too)."""
+    node = nodes.str_node(flag, key_node)
+    node.tag = _FLAG_TAG
+    return node
+
+
+def _newest_options():
+    from kvdoctor.vllm_pack.release import load_release
+    from kvdoctor.vllm_pack.store import newest_release
+
+    release = load_release(newest_release() or "")
+    return release.serve_args if release is not None else {}
 
 
 def _words(node: yaml.Node | None) -> list[yaml.Node]:
@@ -145,7 +183,7 @@ def _container(values: yaml.Node, root: yaml.Node, path: tuple[str, ...]) -> yam
     pairs = [(key("name", values), key(path[-1] if path else "vllm", values)),
              (key("image", values), key(_image(values) or "", nodes.get(values, "image")))]
     command = _words(nodes.get(values, "command"))
-    arguments = [item for name in ARGUMENT_KEYS for item in _words(nodes.get(values, name))]
+    arguments = [item for name in ARGUMENT_KEYS for item in _words(nodes.get(values, name))] + _keyed_options(values)
     if command and (nodes.text(command[0]) or "").startswith("-"):  # options: the template puts them after the
         arguments, command = command + arguments, []                 # entrypoint, or the chart would never run
     if command:

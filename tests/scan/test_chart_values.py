@@ -100,3 +100,18 @@ def test_the_model_a_values_key_names_when_the_arguments_name_none(tmp_path):
     (result,) = scan([str(root / "values.yaml")], tmp_path).workloads
     assert [(t.text, t.line) for t in result.workload.argv] == [("Qwen/Qwen3-4B", 2), ("--enforce-eager", 4)]
     assert result.workload.name == "llm"
+
+
+def test_values_keys_named_for_vllms_options_are_its_flags(tmp_path):
+    """`maxModelLen: 8192` is --max-model-len 8192 (a chart's templates turn such keys into flags); a switch set
+    false is left out, keys that are no vLLM option (replicaCount) or no setting (port) are not flags."""
+    text = ("image:\n  repository: vllm/vllm-openai\n  tag: v0.25.1\nmodel: Qwen/Qwen2.5-7B-Instruct\n"
+            "maxModelLen: 32768\ngpu_memory_utilization: 0.92\nenforceEager: true\nenablePrefixCaching: false\n"
+            "port: 8000\nreplicaCount: 1\n")
+    root = write_tree(tmp_path / "qwen", {"values.yaml": text})
+    (result,) = scan([str(root / "values.yaml")], tmp_path).workloads
+    assert [t.text for t in result.workload.argv] == ["Qwen/Qwen2.5-7B-Instruct", "--max-model-len", "32768",
+                                                      "--gpu-memory-utilization", "0.92", "--enforce-eager"]
+    # one option-like key is any chart's: not read as vLLM's
+    root = write_tree(tmp_path / "one", {"values.yaml": "image: vllm/vllm-openai:v0.25.1\nmodel: Qwen/Qwen3-4B\ndtype: auto\n"})
+    assert not scan([str(root / "values.yaml")], tmp_path).workloads
