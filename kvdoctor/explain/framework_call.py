@@ -68,7 +68,8 @@ def with_framework_call(report: Report, chains: list[ExceptionChain], rule_id: s
                         frameworks: dict[str, str]) -> Report:
     """The unknown-failure finding (``rule_id``) of a traceback through a framework on vLLM names where they meet;
     the family becomes wrapper_api_mismatch when nothing else gave one."""
-    if not report.findings or report.findings[0].rule_id != rule_id or report.extra.get("family") not in (None, "other"):
+    if not report.findings or report.findings[0].rule_id != rule_id or \
+            report.extra.get("family") not in (None, "other"):
         return report
     at = (report.extra.get("primary") or {}).get("line")
     failing = [e for chain in chains for e in chain.exceptions if e.line == at]
@@ -78,8 +79,8 @@ def with_framework_call(report: Report, chains: list[ExceptionChain], rule_id: s
     name = call.framework
     meets = f"{name}'s {_where(call.frame)}" + (f" calls vLLM's {_where(call.into_vllm)}" if call.into_vllm else "")
     first = report.findings[0]
-    cause = (f"{first.cause} It is raised where {name}, a framework built on vLLM, meets vLLM: {meets}. A framework and "
-             "the vLLM release it runs on disagree there most often (an argument, a config field, a method or an "
+    cause = (f"{first.cause} It is raised where {name}, a framework built on vLLM, meets vLLM: {meets}. A framework "
+             "and the vLLM release it runs on disagree there most often (an argument, a config field, a method or an "
              "internal that changed between releases).")
     fixes = (Fix(f"Install the vLLM release {name}'s version pins (its requirements or compatibility notes), or the "
                  f"{name} release made for this vLLM"),

@@ -413,11 +413,15 @@ def ready_after(lines: list[LogLine], number: int) -> LogLine | None:
 # lines only a server or engine that is up prints: uvicorn's and vLLM's ready lines, the engine's periodic stats
 # (logged by the running engine loop, 'Avg prompt throughput: 0.0 tokens/s' included), an offline LLM.generate's
 # progress bar and its engine's 'init engine (profile, create kv cache, warmup model) took 12.3 seconds'
-_UP = re.compile(_READY.pattern + r"|Avg prompt throughput: |Processed prompts: |\binit engine \(profile, create kv cache")
+_UP = re.compile(_READY.pattern + r"|Avg prompt throughput: |Processed prompts: |\binit engine \(profile, create kv cache"
+                 # the server's routes, listed once its app is built on the engine (launcher.py), a speculative
+                 # decoder's periodic acceptance stats, a benchmark's results against the server
+                 r"|\bRoute: /\S*, Methods: |Avg Draft acceptance rate: |^Successful requests: +\d|^Median TPOT \(ms\): ")
 
 
 def came_up(lines: list[LogLine]) -> LogLine | None:
-    """The first line that shows the server or engine up: a ready line, a request answered 2xx, the engine's stats."""
+    """The first line that shows the server or engine up: a ready line, its routes, a request answered 2xx, the
+    engine's stats."""
     for line in lines:
         if line.level == "DEBUG":
             continue

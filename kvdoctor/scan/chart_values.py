@@ -2,11 +2,12 @@
 
 Charts written with `helm create` and most charts for one model server take the container from their values as they
 are: `image.repository`/`image.tag` (or one `image` string), `command`, `args` (and `extraArgs` after them), `env`
-(a list or a name -> value map), `nodeSelector`, and keys named for vLLM's options (`maxModelLen: 8192`). A values file (no `kind`) holding such a mapping whose
-image is vLLM's, or a build of it, with a command or arguments is read as that container; what the chart's
-templates add is not known, so the workload says so, and its GPU count (`resources`, times the pods of a group in a
-LeaderWorkerSet chart) is left to them: unknown here. A chart scanned with its templates is rendered instead
-(scan/helm_chart.py): this reader only sees values whose chart is elsewhere.
+(a list or a name -> value map), `nodeSelector`, and keys named for vLLM's options (`maxModelLen: 8192`). A values
+file (no `kind`) holding such a mapping whose image is vLLM's, or a build of it, with a command, arguments or two
+such keys is read as that container; what the chart's templates add is not known, so the workload says so, and its
+GPU count (`resources`, times the pods of a group in a LeaderWorkerSet chart) is left to them: unknown here. A chart
+scanned with its templates is rendered instead (scan/helm_chart.py): this reader only sees values whose chart is
+elsewhere.
 """
 
 from __future__ import annotations
@@ -30,15 +31,18 @@ CONTAINER_KEYS = ("command",) + ARGUMENT_KEYS
 NAME_KEYS = ("fullnameOverride", "nameOverride", "name")
 MODEL_KEYS = (("model",), ("model", "name"), ("model", "id"), ("model", "repository"), ("modelName",), ("modelId",),
               ("model_id",), ("modelURL",), ("hfModel",), ("servedModel",))
-"""Where values name the model a template passes to vLLM when the arguments do not (`--model {{ .Values.model.name }}`)."""
-MIN_KEYED_OPTIONS = 2  # one key named like an option (`port`, `dtype`) is any chart's; two, with a vLLM image, are vLLM's
-NOT_KEYED = frozenset({"--model", "--host", "--port", "--name", "--image"})  # the model: MODEL_KEYS; the rest: not settings
+"""Where values name the model a template passes to vLLM when the arguments do not
+(`--model {{ .Values.model.name }}`)."""
+MIN_KEYED_OPTIONS = 2
+"""One key named like an option (`port`, `dtype`) is any chart's; two, with a vLLM image, are vLLM's."""
+NOT_KEYED = frozenset({"--model", "--host", "--port", "--name", "--image"})
+"""Keys that are no setting kvdoctor judges (the model comes from MODEL_KEYS)."""
 _FLAG_TAG = "tag:kvdoctor,2026:keyed-flag"
 _CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
 MAX_DEPTH = 3  # values nest the server under a key or two (`vllm:`, `server.deployment:`), not deeper
 NOTE = ("read from a chart's values whose chart is not in the scanned files, as the container its templates make of "
-        "image, command, args and env; what the templates add, and how many GPUs a pod gets, are not known (scan the chart with "
-        "--values FILE for what it renders)")
+        "image, command, args and env; what the templates add, and how many GPUs a pod gets, are not known (scan the "
+        "chart with --values FILE for what it renders)")
 
 
 def is_container_values(root: yaml.Node) -> bool:
@@ -202,7 +206,7 @@ def _container(values: yaml.Node, root: yaml.Node, path: tuple[str, ...]) -> yam
 def _name(values: yaml.Node, root: yaml.Node, path: tuple[str, ...], file: str) -> str:
     for mapping in (values, root):
         for key in NAME_KEYS:
-            if (name := nodes.text(nodes.get(mapping, key))) and "{{" not in name:
+            if (name := nodes.text(nodes.get(mapping, key))) and "{{" not in name and "/" not in name:  # not a model
                 return name
     if path:
         return path[-1]

@@ -37,6 +37,11 @@ def test_a_start_up_cut_before_its_ready_line_is_undecided_not_a_pass():
     "0.0 tokens/s, Running: 0 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.0%",
     "Processed prompts: 100%|██████████| 4/4 [00:01<00:00,  2.93it/s, est. speed input: 16.13 toks/s]",
     "INFO 06-25 16:33:00 [core.py:171] init engine (profile, create kv cache, warmup model) took 35.2 seconds",
+    # the routes vLLM lists once its app is built on the engine, a speculative decoder's stats, a benchmark's results
+    "(APIServer pid=1) INFO 08-26 11:10:00 [launcher.py:46] Route: /v1/chat/completions, Methods: POST",
+    "INFO 06-25 16:34:00 [metrics.py:77] Speculative metrics: Mean acceptance length: 1.80, Accepted: 40 tokens, "
+    "Drafted: 90 tokens, Avg Draft acceptance rate: 44.4%",
+    "Successful requests:                     100",
 ])
 def test_a_line_that_shows_vllm_up_makes_it_a_pass_and_is_named(up):
     report = explain_text(START + up + "\n")
