@@ -121,7 +121,7 @@ def _as_vllm_reads_it(tokens: list[str], vllm_version: str | None) -> list[str]:
 
 def _own_option_elsewhere(typed: str, spelt: str) -> bool:
     """Whether an option the parser spells out as a longer one is an option of its own in other releases (`--device`
-    of 0.4.3-0.9.2, `--device-ids` to 0.24.0's parser): kept as typed, so serve.option_reassigned can say so."""
+    of 0.4.2-0.9.2, `--device-ids` to 0.24.0's parser): kept as typed, so serve.option_reassigned can say so."""
     if typed == spelt or not typed.startswith("--"):
         return False
     from kvdoctor.vllm_pack.candidates import all_serve_options

@@ -98,7 +98,7 @@ def pinned_stack_facts(facts: Facts, releases: Candidates) -> dict[str, Any]:
 
 def _argument_releases(facts: Facts, releases: Candidates) -> Candidates:
     """The releases the arguments are judged against: with an environment's vLLM of unknown age, every release whose
-    parser kvdoctor read (0.4.3 on), so that a flag only older releases accept is undecided rather than refused; for
+    parser kvdoctor read (0.4.2 on), so that a flag only older releases accept is undecided rather than refused; for
     a release the pack did not read between two it did (0.14.0), those two: what both refuse, it refuses."""
     if facts.versions.vllm is not None and not releases.releases:
         from kvdoctor.vllm_pack.candidates import releases_around

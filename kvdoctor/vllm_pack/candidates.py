@@ -185,9 +185,10 @@ def releases_around(version: str | None) -> tuple:
 
 def covered(version: str, low: str, high: str) -> bool:
     """Is `version` within [low, high]? A bound of fewer parts covers every release it prefixes (0.33 = 0.33.*);
-    ('pack', 'pack') covers the releases the knowledge pack read."""
+    ('pack', 'pack') covers the releases the knowledge pack read, as named: a post, rc or dev build of one is another
+    release, whose facts are not loaded (the unread-release rule fired on 0.6.2.post1 as if 0.6.2 covered it)."""
     if low == "pack":
-        if pep440_order(version).base_version in pack_releases() or version in pack_releases():
+        if version in pack_releases():
             return True
         return high == "between" and bool(releases_around(version))
     release = pep440_order(version).release

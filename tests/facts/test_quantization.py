@@ -69,7 +69,7 @@ def test_refused_just_below_each_methods_minimum_capability_and_not_at_it(versio
                 assert "KVD190" not in verdict, where
                 assert flat["quant.error_kind"] in ("none", "act_dtype"), where
             judged += 1
-    assert judged >= 20, f"only {judged} verdicts for {version}"  # two per method, 10+ methods a release
+    assert judged >= 14, f"only {judged} verdicts for {version}"  # two per method, 7+ methods a release (0.4.2: 7)
 
 
 # The table: vLLM 0.33.0 refuses AWQ and FP8 on the V100 and MXFP4 on the V100 and the T4.

@@ -174,7 +174,7 @@ def test_a_typescript_program_launching_vllm_is_named_not_read_as_yaml(tmp_path)
 
 
 def test_a_release_missing_from_the_pack_names_the_ones_read_in_its_series():
-    assert "of its series kvdoctor read 0.9.1, 0.9.2 (--vllm-version 0.9.2" in candidates("0.9.0").note
+    assert "of its series kvdoctor read 0.9.0.1, 0.9.1, 0.9.2 (--vllm-version 0.9.2" in candidates("0.9.0").note
     assert "of its series" not in candidates("0.3.0").note
 
 

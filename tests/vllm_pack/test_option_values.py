@@ -1,6 +1,6 @@
 """A value the release's parser keeps but vLLM refuses once it builds its configuration, and an option of older
 releases that a newer parser reads as the prefix of another (kvdoctor/vllm_pack/option_values.py, KVD013): real
-manifests still pass `--device cuda` / `--device cpu` (an option of 0.4.3-0.9.2), which 0.24.0-0.30.0 read as
+manifests still pass `--device cuda` / `--device cpu` (an option of 0.4.2-0.9.2), which 0.24.0-0.30.0 read as
 `--device-ids cuda` and stop on (vllm/engine/arg_utils.py _resolve_device_ids)."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def test_own_option_releases_are_read_from_the_pack():
     from kvdoctor.vllm_pack.option_values import own_option_releases
 
     own = own_option_releases("--device")
-    assert own[0] == "0.4.3" and own[-1] == "0.9.2"
+    assert own[0] == "0.4.2" and own[-1] == "0.9.2"  # the oldest release read has it
     assert own_option_releases("--no-such-option") == ()
 
 
@@ -56,7 +56,7 @@ def test_device_cuda_on_a_release_that_reads_it_as_device_ids_is_an_error(run_cl
     (kvd013,) = [f for f in result.json()["findings"] if f["rule_id"] == "KVD013"]
     assert (kvd013["status"], kvd013["severity"]) == ("fired", "error")
     assert "`--device cuda` is read as `--device-ids cuda`" in kvd013["title"]
-    assert "0.4.3-0.9.2" in kvd013["cause"] and "_resolve_device_ids" in kvd013["cause"]
+    assert "0.4.2-0.9.2" in kvd013["cause"] and "_resolve_device_ids" in kvd013["cause"]
     assert "KVD004" not in {f["rule_id"] for f in result.json()["findings"]}
 
 

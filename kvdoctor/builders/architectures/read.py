@@ -73,7 +73,8 @@ def _read_dicts(tree: ast.Module, registry: Registry) -> None:
         items = _string_items(node.value)
         if name in SERVED_FROM:
             registry.served_from = [v.id for k, v in zip(node.value.keys, node.value.values)
-                                    if k is None and isinstance(v, ast.Name)]  # fmt: skip
+                                    if k is None and isinstance(v, ast.Name)] or [name]  # fmt: skip
+            # (0.4.2 and before: `_MODELS` is itself the literal architecture -> (module, class) dict)
         if not items:
             continue
         strings = {k: v.value for k, v, _ in items if isinstance(v, ast.Constant) and isinstance(v.value, str)}

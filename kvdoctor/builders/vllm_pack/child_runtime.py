@@ -240,14 +240,14 @@ def function_alone(module: str, name: str):
     import importlib.util
 
     import torch
-    from vllm.platforms import current_platform
 
     try:
         spec = importlib.util.find_spec(module)
-    except Exception:
+    except Exception:  # its package is not in this release (vllm.v1 before 0.6.6)
         return None
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
         return None
+    from vllm.platforms import current_platform
     with open(spec.origin) as f:
         tree = ast.parse(f.read(), spec.origin)
     found = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == name]

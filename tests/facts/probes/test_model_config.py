@@ -132,9 +132,10 @@ def test_the_dtype_fallback_agrees_with_every_release_the_pack_read():
     from kvdoctor.base.versions import release_numbers
 
     compared = 0
-    # 0.7-0.8 downcast a float32 config to float16 on every GPU (vllm/config.py:2905 in 0.8.5.post1); the fallback
-    # reads 0.9+, and never judges them (a named release in the pack answers for itself)
-    for version in [v for v in pack_releases() if release_numbers(v) >= (0, 9)]:
+    # 0.7-0.9.0.1 downcast a float32 config to float16 on every GPU (vllm/config.py:2905 in 0.8.5.post1, :3072 in
+    # 0.9.0.1); the fallback reads 0.9.1+ (the platform's preferred dtype), and never judges them (a named release in
+    # the pack answers for itself)
+    for version in [v for v in pack_releases() if release_numbers(v) >= (0, 9, 1)]:
         release = load_release(version)
         for capability in [(7, 0), (7, 5), (8, 0), (8, 6), (8, 9), (9, 0), (10, 0), (12, 0)]:
             for config_dtype in ("float16", "bfloat16", "float32"):
