@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from kvdoctor.explain.tracebacks import ExceptionChain, Frame, LoggedException
 from kvdoctor.model.report import Fix, Report
@@ -37,7 +38,7 @@ def framework_call(exception: LoggedException, frameworks: dict[str, str]) -> Fr
     from it into vLLM or the framework raised it itself; and vLLM's frame after it."""
     if not frameworks:
         return None
-    pattern = re.compile(r"(?:^|/)(" + "|".join(map(re.escape, frameworks)) + r")/")
+    pattern = _folder_pattern(tuple(frameworks))
     frames = exception.frames
     for index in range(len(frames) - 1, -1, -1):  # printed outermost first: the innermost framework frame
         package, installed = _package_of(frames[index].file)
@@ -50,6 +51,12 @@ def framework_call(exception: LoggedException, frameworks: dict[str, str]) -> Fr
             return None  # raised further in by neither (a Triton compile, Ray's dead actor), or passed on as caught
         return FrameworkCall(frameworks[found.group(1)], frames[index], into)
     return None
+
+
+@lru_cache(maxsize=4)
+def _folder_pattern(packages: tuple[str, ...]) -> re.Pattern[str]:
+    """A path folder named for one of the packages."""
+    return re.compile(r"(?:^|/)(" + "|".join(map(re.escape, packages)) + r")/")
 
 
 def _package_of(file: str) -> tuple[str, bool]:

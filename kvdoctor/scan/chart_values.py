@@ -37,7 +37,6 @@ MIN_KEYED_OPTIONS = 2
 """One key named like an option (`port`, `dtype`) is any chart's; two, with a vLLM image, are vLLM's."""
 NOT_KEYED = frozenset({"--model", "--host", "--port", "--name", "--image"})
 """Keys that are no setting kvdoctor judges (the model comes from MODEL_KEYS)."""
-_FLAG_TAG = "tag:kvdoctor,2026:keyed-flag"
 _CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
 MAX_DEPTH = 3  # values nest the server under a key or two (`vllm:`, `server.deployment:`), not deeper
 NOTE = ("read from a chart's values whose chart is not in the scanned files, as the container its templates make of "
@@ -117,31 +116,25 @@ def _describes_vllm_container(values: yaml.Node) -> bool:
     if not image or not (runs_vllm_entrypoint(image) or is_vllm_build(image)):
         return False
     return any(nodes.is_seq(nodes.get(values, key)) or nodes.text(nodes.get(values, key)) for key in CONTAINER_KEYS) \
-        or sum(word.tag == _FLAG_TAG for word in _keyed_options(values)) >= MIN_KEYED_OPTIONS
+        or len(_keyed_options(values)) >= MIN_KEYED_OPTIONS
 
 
-def _keyed_options(values: yaml.Node) -> list[yaml.Node]:
-    """The words of values keys named for vLLM's options (`maxModelLen: 8192` -> --max-model-len 8192, `enforceEager:
-    true` -> --enforce-eager), which a chart's templates turn into its flags; options of the newest release read."""
+def _keyed_options(values: yaml.Node) -> list[list[yaml.Node]]:
+    """The words of each values key named for vLLM's options (`maxModelLen: 8192` -> [--max-model-len, 8192],
+    `enforceEager: true` -> [--enforce-eager]), which a chart's templates turn into its flags; options of the newest
+    release read."""
     options = _newest_options()
-    words: list[yaml.Node] = []
+    keyed: list[list[yaml.Node]] = []
     for key, key_node, value in nodes.pairs(values):
         flag = "--" + _CAMEL.sub(r"-\1", key).replace("_", "-").lower()
         if flag in NOT_KEYED or flag not in options or not nodes.is_scalar(value):
             continue
         text = (nodes.text(value) or "").strip()
         if options[flag].takes_value and text and "{{" not in text:
-            words += [_flag(flag, key_node), value]
+            keyed.append([nodes.str_node(flag, key_node), value])
         elif not options[flag].takes_value and text.lower() in ("true", "yes", "on"):
-            words.append(_flag(flag, key_node))
-    return words
-
-
-def _flag(flag: str, key_node: yaml.Node) -> yaml.ScalarNode:
-    """The flag a key stands for, placed at the key and tagged as one (a value may read like a flag too)."""
-    node = nodes.str_node(flag, key_node)
-    node.tag = _FLAG_TAG
-    return node
+            keyed.append([nodes.str_node(flag, key_node)])
+    return keyed
 
 
 def _newest_options():
@@ -187,7 +180,8 @@ def _container(values: yaml.Node, root: yaml.Node, path: tuple[str, ...]) -> yam
     pairs = [(key("name", values), key(path[-1] if path else "vllm", values)),
              (key("image", values), key(_image(values) or "", nodes.get(values, "image")))]
     command = _words(nodes.get(values, "command"))
-    arguments = [item for name in ARGUMENT_KEYS for item in _words(nodes.get(values, name))] + _keyed_options(values)
+    arguments = [item for name in ARGUMENT_KEYS for item in _words(nodes.get(values, name))] + \
+        [word for words in _keyed_options(values) for word in words]
     if command and (nodes.text(command[0]) or "").startswith("-"):  # options: the template puts them after the
         arguments, command = command + arguments, []                 # entrypoint, or the chart would never run
     if command:
